@@ -1,0 +1,463 @@
+//! Configuration: every knob defined once, settable from the environment
+//! (like DPDK's `--trace*` EAL options) or from the [`Config`] builder.
+//!
+//! | variable              | builder                  | accepted values                          | default                 |
+//! |-----------------------|--------------------------|------------------------------------------|-------------------------|
+//! | `TAPE_TRACE`          | [`Config::enable`]       | comma-separated names, globs, `/regex/`  | none enabled            |
+//! | `TAPE_TRACE_DIR`      | [`Config::dir`]          | a directory path                         | `$HOME/tape-traces`     |
+//! | `TAPE_TRACE_BUFSZ`    | [`Config::buffer_size`]  | bytes, or with `K`, `M`, `G` (`4M`)       | `1M` per thread         |
+//! | `TAPE_TRACE_PACKETSZ` | [`Config::packet_size`]  | as above, `256` .. `BUFSZ / 2`           | `BUFSZ / 16`, 4K..1M    |
+//! | `TAPE_TRACE_MODE`     | [`Config::mode`]         | `overwrite` or `discard`                 | `overwrite`             |
+//! | `TAPE_TRACE_CLOCK`    | [`Config::clock`]        | `auto` or `monotonic`                    | `auto` (TSC if invariant)|
+//!
+//! A bad value is an [`Error`] naming the variable, the value, the position
+//! of the problem and the accepted forms. Buffer sizes apply to rings
+//! created afterwards; the mode applies at once (at each ring's next packet
+//! switch).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::error::{Error, ErrorKind};
+use crate::registry::{self, Pattern};
+use crate::ring::MIN_PACKET_SIZE;
+
+/// What a ring does when it is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Flight recorder: the oldest packet is overwritten; the ring holds the
+    /// newest events.
+    Overwrite,
+    /// New events are dropped (and counted); the ring keeps the oldest.
+    Discard,
+}
+
+/// Default ring size per thread.
+pub const DEFAULT_BUFFER_SIZE: usize = 1 << 20;
+
+// Control-plane globals, read relaxed by the cold paths of the rings (mode
+// at each packet switch, sizes at ring creation). Each is an independent
+// setting: no ordering with other memory is needed.
+static MODE: AtomicU8 = AtomicU8::new(0);
+static BUFFER_SIZE: AtomicUsize = AtomicUsize::new(DEFAULT_BUFFER_SIZE);
+static PACKET_SIZE: AtomicUsize = AtomicUsize::new(0);
+static DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// The current mode.
+pub fn mode() -> Mode {
+    if MODE.load(Ordering::Relaxed) == 1 {
+        Mode::Discard
+    } else {
+        Mode::Overwrite
+    }
+}
+
+/// Switches the mode of every ring, at once (it takes effect at each ring's
+/// next packet switch).
+pub fn set_mode(mode: Mode) {
+    MODE.store(u8::from(mode == Mode::Discard), Ordering::Relaxed);
+}
+
+/// Sets the ring size (and packet size, `None` for the default) of rings
+/// created from now on.
+pub fn set_buffer_size(buffer: usize, packet: Option<usize>) -> Result<(), Error> {
+    let packet = check_geometry(buffer, packet, "buffer size")?;
+    BUFFER_SIZE.store(buffer, Ordering::Relaxed);
+    PACKET_SIZE.store(packet, Ordering::Relaxed);
+    Ok(())
+}
+
+/// (ring bytes, packet bytes) for a new ring.
+pub(crate) fn ring_geometry() -> (usize, usize) {
+    let b = BUFFER_SIZE.load(Ordering::Relaxed);
+    let p = PACKET_SIZE.load(Ordering::Relaxed);
+    (b, if p == 0 { default_packet(b) } else { p })
+}
+
+fn default_packet(buffer: usize) -> usize {
+    (buffer / 16).clamp(4096, 1 << 20).min(buffer / 2)
+}
+
+fn check_geometry(buffer: usize, packet: Option<usize>, what: &str) -> Result<usize, Error> {
+    let p = packet.unwrap_or_else(|| default_packet(buffer));
+    if buffer < 2 * MIN_PACKET_SIZE
+        || p < MIN_PACKET_SIZE
+        || p > buffer / 2
+        || p > u32::MAX as usize
+    {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "{what}: a ring of {buffer} bytes with packets of {p} bytes is not possible: \
+                 packets must be at least {MIN_PACKET_SIZE} bytes and the ring must hold two"
+            ),
+        ));
+    }
+    Ok(p)
+}
+
+/// The directory where [`crate::save`] creates traces.
+pub fn trace_dir() -> PathBuf {
+    if let Some(d) = DIR.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+        return d;
+    }
+    match std::env::var_os("HOME") {
+        Some(h) if !h.is_empty() => Path::new(&h).join("tape-traces"),
+        _ => PathBuf::from("tape-traces"),
+    }
+}
+
+/// Which clock to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClockChoice {
+    /// The TSC when it is invariant (x86_64), the virtual counter (aarch64),
+    /// else `CLOCK_MONOTONIC`.
+    Auto,
+    /// Always `CLOCK_MONOTONIC`.
+    Monotonic,
+}
+
+/// Settings for [`Config::init`]; [`Config::from_env`] reads them from the
+/// environment.
+#[derive(Clone, Debug)]
+pub struct Config {
+    enable: Vec<String>,
+    dir: Option<PathBuf>,
+    buffer_size: usize,
+    packet_size: Option<usize>,
+    mode: Mode,
+    clock: ClockChoice,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            enable: Vec::new(),
+            dir: None,
+            buffer_size: DEFAULT_BUFFER_SIZE,
+            packet_size: None,
+            mode: Mode::Overwrite,
+            clock: ClockChoice::Auto,
+        }
+    }
+}
+
+impl Config {
+    /// The defaults (nothing enabled, 1 MiB rings, overwrite).
+    pub fn new() -> Config {
+        Config::default()
+    }
+
+    /// The defaults overridden by the `TAPE_TRACE*` environment variables.
+    pub fn from_env() -> Result<Config, Error> {
+        Config::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// As [`from_env`](Self::from_env), reading variables through `get`.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Config, Error> {
+        let mut c = Config::default();
+        if let Some(v) = get("TAPE_TRACE") {
+            c.enable = parse_patterns("TAPE_TRACE", &v)?;
+        }
+        if let Some(v) = get("TAPE_TRACE_DIR") {
+            if v.is_empty() {
+                return Err(bad("TAPE_TRACE_DIR", &v, 0, "is empty", "a directory path"));
+            }
+            c.dir = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("TAPE_TRACE_BUFSZ") {
+            c.buffer_size = parse_size("TAPE_TRACE_BUFSZ", &v)?;
+        }
+        if let Some(v) = get("TAPE_TRACE_PACKETSZ") {
+            c.packet_size = Some(parse_size("TAPE_TRACE_PACKETSZ", &v)?);
+        }
+        if let Some(v) = get("TAPE_TRACE_MODE") {
+            c.mode = match v.trim() {
+                "overwrite" => Mode::Overwrite,
+                "discard" => Mode::Discard,
+                _ => {
+                    return Err(bad(
+                        "TAPE_TRACE_MODE",
+                        &v,
+                        0,
+                        "is not a mode",
+                        "`overwrite` or `discard`",
+                    ))
+                }
+            };
+        }
+        if let Some(v) = get("TAPE_TRACE_CLOCK") {
+            c.clock = match v.trim() {
+                "auto" => ClockChoice::Auto,
+                "monotonic" => ClockChoice::Monotonic,
+                _ => {
+                    return Err(bad(
+                        "TAPE_TRACE_CLOCK",
+                        &v,
+                        0,
+                        "is not a clock",
+                        "`auto` or `monotonic`",
+                    ))
+                }
+            };
+        }
+        check_geometry(
+            c.buffer_size,
+            c.packet_size,
+            "TAPE_TRACE_BUFSZ/TAPE_TRACE_PACKETSZ",
+        )?;
+        Ok(c)
+    }
+
+    /// Adds a selection pattern to enable at init: a name, a glob or `/regex/`.
+    pub fn enable(mut self, pattern: &str) -> Config {
+        self.enable.push(pattern.to_owned());
+        self
+    }
+
+    /// Sets the directory in which `save()` creates traces.
+    pub fn dir(mut self, dir: impl Into<PathBuf>) -> Config {
+        self.dir = Some(dir.into());
+        self
+    }
+
+    /// Sets the ring size per thread, in bytes.
+    pub fn buffer_size(mut self, bytes: usize) -> Config {
+        self.buffer_size = bytes;
+        self
+    }
+
+    /// Sets the packet size, in bytes.
+    pub fn packet_size(mut self, bytes: usize) -> Config {
+        self.packet_size = Some(bytes);
+        self
+    }
+
+    /// Sets the mode.
+    pub fn mode(mut self, mode: Mode) -> Config {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the clock.
+    pub fn clock(mut self, clock: ClockChoice) -> Config {
+        self.clock = clock;
+        self
+    }
+
+    /// Applies the configuration: checks the tracepoints (duplicate names are
+    /// an error), starts the clock, sets sizes and mode, enables the
+    /// patterns. The returned guard saves the trace when dropped.
+    pub fn init(self) -> Result<Guard, Error> {
+        registry::check()?;
+        crate::clock::init(self.clock == ClockChoice::Monotonic);
+        set_buffer_size(self.buffer_size, self.packet_size)?;
+        set_mode(self.mode);
+        *DIR.lock().unwrap_or_else(|e| e.into_inner()) = self.dir.clone();
+        let patterns: Vec<Pattern> = self.enable.iter().map(|p| Pattern::parse(p)).collect();
+        for p in &patterns {
+            p.validate()?;
+        }
+        for p in &patterns {
+            p.apply(true)?;
+        }
+        Ok(Guard { armed: true })
+    }
+}
+
+/// Reads the configuration from the environment and applies it; the guard
+/// saves the trace when the program ends (when it is dropped).
+///
+/// ```no_run
+/// fn main() -> Result<(), tape::Error> {
+///     let _tape = tape::init()?; // saved when main returns
+///     Ok(())
+/// }
+/// ```
+pub fn init() -> Result<Guard, Error> {
+    Config::from_env()?.init()
+}
+
+/// Saves the trace when dropped (at the end of `main`, or when a panic
+/// unwinds through it). Keep it alive for the whole program.
+#[must_use = "the trace is saved when the guard is dropped: bind it with `let _tape = ...`"]
+#[derive(Debug)]
+pub struct Guard {
+    armed: bool,
+}
+
+impl Guard {
+    /// Saves now instead of at drop, and returns the trace directory.
+    pub fn save(mut self) -> Result<PathBuf, Error> {
+        self.armed = false;
+        crate::save::save()
+    }
+
+    /// Drops the guard without saving.
+    pub fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if self.armed {
+            match crate::save::save() {
+                Ok(p) => eprintln!("tape: trace saved to {}", p.display()),
+                Err(e) => eprintln!("tape: could not save the trace: {e}"),
+            }
+        }
+    }
+}
+
+fn bad(var: &str, value: &str, at: usize, what: &str, accepted: &str) -> Error {
+    Error::new(
+        ErrorKind::Config,
+        format!("{var}={value:?}: at byte {at}: {what}; accepted: {accepted}"),
+    )
+}
+
+/// Parses `1048576`, `512K`, `4M`, `1G` (also `KB`, `KiB`, lowercase).
+pub(crate) fn parse_size(var: &str, v: &str) -> Result<usize, Error> {
+    const ACCEPTED: &str = "a size in bytes such as 1048576, 512K, 4M or 1G";
+    let s = v.trim();
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(bad(var, v, 0, "expected a number", ACCEPTED));
+    }
+    let n: usize = s[..digits]
+        .parse()
+        .map_err(|_| bad(var, v, 0, "number too large", ACCEPTED))?;
+    let mult: usize = match s[digits..].to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(bad(var, v, digits, "unknown unit", ACCEPTED)),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| bad(var, v, 0, "size too large", ACCEPTED))
+}
+
+/// Splits a comma-separated pattern list; a `/regex/` may contain commas.
+pub(crate) fn parse_patterns(var: &str, v: &str) -> Result<Vec<String>, Error> {
+    const ACCEPTED: &str = "comma-separated tracepoint names, globs (app.net.*) or /regex/";
+    let mut out = Vec::new();
+    let bytes = v.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        while i < bytes.len() && (bytes[i] == b',' || bytes[i] == b' ') {
+            i += 1;
+        }
+        if i >= bytes.len() {
+            break;
+        }
+        let start = i;
+        if bytes[i] == b'/' {
+            let close = v[i + 1..]
+                .find('/')
+                .ok_or_else(|| bad(var, v, start, "regex has no closing '/'", ACCEPTED))?;
+            i = i + 1 + close + 1;
+        } else {
+            while i < bytes.len() && bytes[i] != b',' {
+                i += 1;
+            }
+        }
+        let item = v[start..i].trim();
+        if let Err(e) = Pattern::parse(item).validate() {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "{var}={v:?}: at byte {start}: {}; accepted: {ACCEPTED}",
+                    e.message()
+                ),
+            ));
+        }
+        out.push(item.to_owned());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        let ok = [
+            ("4M", 4 << 20),
+            ("512K", 512 << 10),
+            ("1048576", 1 << 20),
+            ("1g", 1 << 30),
+            (" 2MiB ", 2 << 20),
+        ];
+        for (s, want) in ok {
+            assert_eq!(parse_size("V", s).unwrap(), want, "{s}");
+        }
+        for (s, at) in [
+            ("", 0),
+            ("M", 0),
+            ("4Q", 1),
+            ("12 M", 2),
+            ("99999999999999999999", 0),
+        ] {
+            let e = parse_size("TAPE_TRACE_BUFSZ", s).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Config);
+            assert!(e.message().contains("TAPE_TRACE_BUFSZ"), "{e}");
+            assert!(e.message().contains(&format!("at byte {at}")), "{s}: {e}");
+            assert!(e.message().contains("4M"), "{e}");
+        }
+    }
+
+    #[test]
+    fn patterns() {
+        assert_eq!(
+            parse_patterns("V", "a.b, c.*,/^x,y$/,d.e").unwrap(),
+            vec!["a.b", "c.*", "/^x,y$/", "d.e"]
+        );
+        assert!(parse_patterns("V", "/unclosed").is_err());
+        let e = parse_patterns("TAPE_TRACE", "a.b,/(/").unwrap_err();
+        assert!(e.message().contains("at byte 4"), "{e}");
+        let e = parse_patterns("TAPE_TRACE", "a.[").unwrap_err();
+        assert!(e.message().contains("TAPE_TRACE"), "{e}");
+    }
+
+    #[test]
+    fn environment_values() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let c = Config::from_vars(env(&[
+            ("TAPE_TRACE_MODE", "discard"),
+            ("TAPE_TRACE_BUFSZ", "64K"),
+        ]))
+        .unwrap();
+        assert_eq!(c.mode, Mode::Discard);
+        assert_eq!(c.buffer_size, 64 << 10);
+        let bad_cases: &[(&[(&str, &str)], &str)] = &[
+            (&[("TAPE_TRACE_MODE", "ring")], "TAPE_TRACE_MODE=\"ring\""),
+            (&[("TAPE_TRACE_BUFSZ", "lots")], "TAPE_TRACE_BUFSZ=\"lots\""),
+            (&[("TAPE_TRACE_BUFSZ", "100")], "not possible"),
+            (&[("TAPE_TRACE_DIR", "")], "TAPE_TRACE_DIR"),
+            (&[("TAPE_TRACE_CLOCK", "hpet")], "TAPE_TRACE_CLOCK"),
+            (&[("TAPE_TRACE", "x.[")], "TAPE_TRACE="),
+        ];
+        for (vars, needle) in bad_cases {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect();
+            let e =
+                Config::from_vars(|k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+                    .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Config);
+            assert!(e.message().contains(needle), "{needle}: {e}");
+        }
+    }
+}

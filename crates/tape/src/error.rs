@@ -1,0 +1,54 @@
+//! The control plane's error type. The emit path has none: it counts.
+
+use std::fmt;
+
+/// What went wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// No tracepoint has this name.
+    NotFound,
+    /// A glob or regex pattern does not parse.
+    BadPattern,
+    /// Two tracepoints share a name.
+    Duplicate,
+    /// A configuration value (environment variable or builder) is invalid.
+    Config,
+    /// Writing a trace failed (permission, disk full, ...).
+    Io,
+}
+
+/// An error of the control plane: a kind and a message that names the
+/// input and, where it applies, the position in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+}
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The kind of error.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The message (also given by `Display`).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}

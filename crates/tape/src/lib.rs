@@ -1,0 +1,130 @@
+//! # tape: a tape recorder for a running Rust program
+//!
+//! Tracepoints in the code record **events**, with nanosecond timestamps and
+//! typed fields, into per-thread **rings** of packets; at any moment the
+//! rings can be **saved** as a trace in the Common Trace Format (CTF 1.8),
+//! which babeltrace2, babeltrace 1.5 and Trace Compass open as they are.
+//!
+//! ```no_run
+//! tape::tracepoint! {
+//!     /// A packet was received.
+//!     pub fn net_rx(port: u16, len: u32, ifname: &str) = "app.net.rx";
+//! }
+//!
+//! fn main() -> Result<(), tape::Error> {
+//!     let _tape = tape::init()?;         // TAPE_TRACE=app.net.* etc.; saves at the end
+//!     tape::enable_pattern("app.net.*")?; // or at run time
+//!     net_rx(3, 1500, "eth0");           // ~1 load + branch when disabled
+//!     if net_rx::enabled() { /* costly argument preparation */ }
+//!     let dir = tape::save()?;           // any time, while threads emit
+//!     println!("babeltrace2 {}", dir.display());
+//!     Ok(())
+//! }
+//! ```
+//!
+//! ## Contents
+//!
+//! * [`tracepoint!`] declares tracepoints; [`point`] is the tracepoint object
+//!   and its packed state word; [`field`] the field types and their CTF form.
+//! * [`registry`]: link-section registration, ids, duplicates, selection by
+//!   name, glob or regex.
+//! * [`ring`]: per-thread rings of packets, the emit path, loss counters and
+//!   the consistent snapshot.
+//! * [`clock`]: TSC or fallback clock, calibration.
+//! * [`save`]: the trace directory, written atomically.
+//! * [`config`]: `TAPE_TRACE*` variables and the [`Config`] builder.
+//!
+//! ## Guarantees
+//!
+//! The emit path never locks, allocates (except a thread's very first event,
+//! which creates its ring: see [`register_thread`]), makes a syscall or
+//! panics; every event it cannot record is counted and reported in the trace
+//! (`events_discarded`). A save taken while threads emit never contains a
+//! torn event.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+extern crate self as tape;
+
+pub mod clock;
+pub mod config;
+mod error;
+pub mod field;
+pub mod point;
+pub mod registry;
+pub mod ring;
+pub mod save;
+
+pub use config::{init, ClockChoice, Config, Guard, Mode};
+pub use error::{Error, ErrorKind};
+pub use field::{Encode, Field, FieldDesc};
+pub use point::{Tracepoint, TracepointDesc};
+pub use registry::{
+    disable, disable_glob, disable_pattern, disable_regex, enable, enable_glob, enable_pattern,
+    enable_regex, lookup, tracepoints,
+};
+pub use ring::{register_thread, Drops};
+pub use save::{save, save_to};
+
+/// Declares tracepoints.
+///
+/// ```
+/// tape::tracepoint! {
+///     /// A packet was received.
+///     pub fn net_rx(port: u16, len: u32, ifname: &str) = "app.net.rx";
+///     /// Compiled in only with the `fast-path` feature (DPDK's RTE_TRACE_POINT_FP).
+///     #[fast_path]
+///     pub fn net_poll(budget: u32) = "app.net.poll";
+/// }
+/// net_rx(3, 1500, "eth0");
+/// assert!(!net_rx::enabled());
+/// assert_eq!(net_rx::TRACEPOINT.name(), "app.net.rx");
+/// ```
+///
+/// Each item generates a function that emits the event (inlined: a disabled
+/// tracepoint costs one relaxed load and a branch) and a module of the same
+/// name with `TRACEPOINT` (the registered [`Tracepoint`]) and `enabled()`.
+/// Names are dotted lowercase words (`crate.subsystem.event`), checked at
+/// compile time. Field types: see [`field`].
+pub use tape_macros::tracepoint;
+
+/// Whether `#[fast_path]` tracepoints are compiled in (the `fast-path` feature).
+pub const FAST_PATH: bool = cfg!(feature = "fast-path");
+
+/// Loss counters of every ring, summed, plus events dropped without a ring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Rings (threads) recording.
+    pub rings: usize,
+    /// Drops by cause, summed over rings.
+    pub drops: Drops,
+    /// Events dropped with no ring to count them in (thread exit, re-entry
+    /// during ring creation).
+    pub dropped_without_ring: u64,
+}
+
+/// Current loss counters.
+pub fn stats() -> Stats {
+    let rings = ring::rings();
+    let mut s = Stats {
+        rings: rings.len(),
+        dropped_without_ring: ring::DROPPED_NO_RING.load(std::sync::atomic::Ordering::Relaxed),
+        ..Stats::default()
+    };
+    for r in &rings {
+        let d = r.drops();
+        s.drops.full += d.full;
+        s.drops.big += d.big;
+        s.drops.busy += d.busy;
+    }
+    s
+}
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::point::is_enabled;
+    pub use crate::registry::TRACEPOINTS;
+    pub use crate::ring::emit;
+    pub use crate::FAST_PATH;
+    pub use linkme;
+}

@@ -1,0 +1,217 @@
+//! The registry of tracepoints: link-section registration, ids, duplicate
+//! detection, and selection by name, glob or regex.
+//!
+//! `tracepoint!` puts a `&'static Tracepoint` into the [`TRACEPOINTS`]
+//! distributed slice (`linkme`), so every tracepoint of every crate linked
+//! into the binary is known at start-up without a register call. The first
+//! use of the registry sorts them by name and gives each its id (its index:
+//! ids are stable for a given binary) and records the names declared twice.
+//!
+//! Selection patterns, as accepted by [`enable_pattern`] and `TAPE_TRACE`:
+//!
+//! | pattern          | selects                                   |
+//! |------------------|-------------------------------------------|
+//! | `app.net.rx`     | that tracepoint (unknown name: an error)  |
+//! | `app.net.*`      | a glob (`*`, `?`, `[..]`, `{a,b}`)         |
+//! | `/^app\.(rx|tx)$/` | a regex, between slashes                |
+
+use std::sync::OnceLock;
+
+use crate::error::{Error, ErrorKind};
+use crate::point::Tracepoint;
+
+/// Every tracepoint of the binary (filled at link time by `tracepoint!`).
+#[linkme::distributed_slice]
+pub static TRACEPOINTS: [&'static Tracepoint];
+
+struct Registry {
+    /// Sorted by name; the index is the id.
+    points: Vec<&'static Tracepoint>,
+    /// Names declared more than once.
+    duplicates: Option<Error>,
+}
+
+static REGISTRY: OnceLock<Registry> = OnceLock::new();
+
+fn registry() -> &'static Registry {
+    REGISTRY.get_or_init(|| {
+        let mut points: Vec<&'static Tracepoint> = TRACEPOINTS.iter().copied().collect();
+        points.sort_by(|a, b| {
+            (a.name(), a.desc().file, a.desc().line).cmp(&(b.name(), b.desc().file, b.desc().line))
+        });
+        let mut dups = Vec::new();
+        for w in points.windows(2) {
+            if w[0].name() == w[1].name() {
+                dups.push(format!(
+                    "tracepoint {:?} is declared twice: at {} and at {}",
+                    w[0].name(),
+                    w[0].location(),
+                    w[1].location()
+                ));
+            }
+        }
+        points.truncate(usize::from(u16::MAX));
+        for (id, p) in points.iter().enumerate() {
+            p.set_id(id as u16);
+        }
+        Registry {
+            points,
+            duplicates: (!dups.is_empty())
+                .then(|| Error::new(ErrorKind::Duplicate, dups.join("; "))),
+        }
+    })
+}
+
+/// Checks that no two tracepoints share a name; the error names both
+/// declarations (`file:line`) of each duplicate.
+pub fn check() -> Result<(), Error> {
+    match &registry().duplicates {
+        Some(e) => Err(e.clone()),
+        None => Ok(()),
+    }
+}
+
+/// Every tracepoint, sorted by name (the index is the event id).
+pub fn tracepoints() -> &'static [&'static Tracepoint] {
+    &registry().points
+}
+
+/// The tracepoint named `name`.
+pub fn lookup(name: &str) -> Option<&'static Tracepoint> {
+    let points = tracepoints();
+    points
+        .binary_search_by(|p| p.name().cmp(name))
+        .ok()
+        .map(|i| points[i])
+}
+
+fn set_exact(name: &str, on: bool) -> Result<usize, Error> {
+    let mut n = 0;
+    for p in tracepoints().iter().filter(|p| p.name() == name) {
+        p.set_enabled(on);
+        n += 1;
+    }
+    if n == 0 {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("no tracepoint is named {name:?}"),
+        ));
+    }
+    Ok(n)
+}
+
+fn set_matching(on: bool, matches: impl Fn(&str) -> bool) -> usize {
+    let mut n = 0;
+    for p in tracepoints().iter().filter(|p| matches(p.name())) {
+        p.set_enabled(on);
+        n += 1;
+    }
+    n
+}
+
+fn glob(pattern: &str) -> Result<globset::GlobMatcher, Error> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::BadPattern,
+                format!("bad glob pattern {pattern:?}: {}", e.kind()),
+            )
+        })
+}
+
+fn regex(pattern: &str) -> Result<regex::Regex, Error> {
+    regex::Regex::new(pattern).map_err(|e| {
+        Error::new(
+            ErrorKind::BadPattern,
+            format!("bad regex pattern {pattern:?}:\n{e}"),
+        )
+    })
+}
+
+/// Enables the tracepoint named `name`; an unknown name is an error.
+pub fn enable(name: &str) -> Result<(), Error> {
+    set_exact(name, true).map(|_| ())
+}
+
+/// Disables the tracepoint named `name`; an unknown name is an error.
+pub fn disable(name: &str) -> Result<(), Error> {
+    set_exact(name, false).map(|_| ())
+}
+
+/// Enables every tracepoint whose name matches the glob; returns how many.
+pub fn enable_glob(pattern: &str) -> Result<usize, Error> {
+    let g = glob(pattern)?;
+    Ok(set_matching(true, |n| g.is_match(n)))
+}
+
+/// Disables every tracepoint whose name matches the glob; returns how many.
+pub fn disable_glob(pattern: &str) -> Result<usize, Error> {
+    let g = glob(pattern)?;
+    Ok(set_matching(false, |n| g.is_match(n)))
+}
+
+/// Enables every tracepoint whose name matches the regex (unanchored, as
+/// DPDK's `rte_trace_regexp`); returns how many.
+pub fn enable_regex(pattern: &str) -> Result<usize, Error> {
+    let r = regex(pattern)?;
+    Ok(set_matching(true, |n| r.is_match(n)))
+}
+
+/// Disables every tracepoint whose name matches the regex; returns how many.
+pub fn disable_regex(pattern: &str) -> Result<usize, Error> {
+    let r = regex(pattern)?;
+    Ok(set_matching(false, |n| r.is_match(n)))
+}
+
+/// A parsed selection pattern (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Pattern {
+    Exact(String),
+    Glob(String),
+    Regex(String),
+}
+
+impl Pattern {
+    pub(crate) fn parse(p: &str) -> Pattern {
+        if p.len() >= 2 && p.starts_with('/') && p.ends_with('/') {
+            Pattern::Regex(p[1..p.len() - 1].to_owned())
+        } else if p.contains(['*', '?', '[', '{']) {
+            Pattern::Glob(p.to_owned())
+        } else {
+            Pattern::Exact(p.to_owned())
+        }
+    }
+
+    /// Checks the pattern compiles (without applying it).
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        match self {
+            Pattern::Exact(_) => Ok(()),
+            Pattern::Glob(g) => glob(g).map(|_| ()),
+            Pattern::Regex(r) => regex(r).map(|_| ()),
+        }
+    }
+
+    pub(crate) fn apply(&self, on: bool) -> Result<usize, Error> {
+        match (self, on) {
+            (Pattern::Exact(n), _) => set_exact(n, on),
+            (Pattern::Glob(g), true) => enable_glob(g),
+            (Pattern::Glob(g), false) => disable_glob(g),
+            (Pattern::Regex(r), true) => enable_regex(r),
+            (Pattern::Regex(r), false) => disable_regex(r),
+        }
+    }
+}
+
+/// Enables by pattern: an exact name, a glob, or `/regex/`; returns how many
+/// tracepoints matched.
+pub fn enable_pattern(pattern: &str) -> Result<usize, Error> {
+    Pattern::parse(pattern).apply(true)
+}
+
+/// Disables by pattern (as [`enable_pattern`]).
+pub fn disable_pattern(pattern: &str) -> Result<usize, Error> {
+    Pattern::parse(pattern).apply(false)
+}

@@ -1,0 +1,575 @@
+//! Per-thread rings of packets: the emit path, loss accounting and the
+//! consistent snapshot taken by a save. This module holds the crate's real
+//! `unsafe`.
+//!
+//! # Layout
+//!
+//! Each thread that emits gets one [`Ring`] on its first enabled event: `N`
+//! fixed-size **slots**, each holding the events of one **packet** (LTTng's
+//! sub-buffers). Packets are numbered `k = 0, 1, 2, ...`; packet `k` lives in
+//! slot `k % N`.
+//!
+//! ```text
+//!  ring memory (N slots of S bytes)                 per-slot metadata (atomics)
+//! +------------------+------------------+-----+     +------------------------------+
+//! | slot 0: packet 4 | slot 1: packet 5 | ... |     | ts_begin  ts_end  content    |
+//! | ev ev ev ev ev . | ev ev ev ....... |     |     | committed_before             |
+//! +------------------+------------------+-----+     | dropped_at_close             |
+//!                         ^ off                     +------------------------------+
+//!  head.pos = (k << 32) | off   (k = 5: the packet being written, off = bytes used)
+//!
+//!  event, packed, byte aligned, native byte order:
+//! +--------+--------------+---------------------------+
+//! | id u16 | timestamp u64| fields (see field.rs)     |
+//! +--------+--------------+---------------------------+
+//! ```
+//!
+//! The packet header and context are *not* in the ring: a save writes them
+//! from the slot metadata, so the ring holds only events and its layout is
+//! free of CTF concerns.
+//!
+//! # The emit path
+//!
+//! The writer state (slot base, offset, capacity) lives in a const-initialised
+//! thread local with no destructor, so reaching it is one `fs:`-relative
+//! access. An emit reads the clock, checks `off + size <= capacity`, copies
+//! the event and publishes with one `Release` store of `head.pos` (plus a
+//! relaxed store of the last timestamp). No lock, no atomic read-modify-write,
+//! no allocation, no syscall. Everything else is the cold path: creating the
+//! ring (the first event of a thread allocates, as the issue allows; call
+//! [`crate::register_thread`] earlier to avoid it), switching packets, and
+//! dropping.
+//!
+//! # Modes and losses
+//!
+//! * **overwrite** (flight recorder): a switch reuses the oldest slot, so
+//!   the ring always holds the newest `N - 1` full packets plus the one being
+//!   written. The overwritten packets' events are lost; how many is known
+//!   from `committed_before` of the oldest packet still held.
+//! * **discard**: when packet `N - 1` is full, new events are dropped and
+//!   counted (`full`).
+//!
+//! Events larger than a slot are dropped (`big`); an emit that interrupts
+//! another on the same thread (a signal handler, a probe) is dropped
+//! (`busy`). Every counter reaches the CTF `events_discarded` field, which
+//! is cumulative per stream, as LTTng writes it.
+//!
+//! # The snapshot (a seqlock per slot)
+//!
+//! A save runs on another thread while the owner keeps emitting:
+//!
+//! 1. `pos1 = head.pos.load(Acquire)` — pairs with the `Release` store that
+//!    published the event or the packet switch: every byte and every slot
+//!    metadata write before it is visible.
+//! 2. Copy the slots of packets `k1 - N + 1 ..= k1`, up to `off1` in packet `k1`.
+//! 3. `fence(Acquire); pos2 = head.pos.load(Relaxed)`.
+//! 4. Keep only the packets `k` with `k + N > k2`: their slot was not reused.
+//!
+//! Step 4 is sound because a writer that starts packet `k' = k + N` (the first
+//! to reuse slot `k % N`) first stores `pos = k' << 32` and then issues
+//! `fence(Release)` *before* touching the slot: if the copy read any byte
+//! written for `k'`, the fences synchronise and the `pos2` load sees at
+//! least `k' << 32`, so the torn packet is discarded (the seqlock argument of
+//! Boehm, "Can seqlocks get along with programming language memory models?",
+//! as in crossbeam's `AtomicCell`). Bytes of the open packet beyond `off1`
+//! are never used. So a saved packet holds exactly the complete events that
+//! were committed, never a torn one, never one from a previous lap.
+
+use std::cell::{Cell, UnsafeCell};
+use std::ptr;
+use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::clock;
+use crate::config::{self, Mode};
+use crate::field::Encode;
+use crate::point::id_of;
+
+/// Bytes of the event header: `u16 id`, `u64 timestamp`.
+pub(crate) const EVENT_HEADER_SIZE: usize = 10;
+
+/// Smallest slot: room for an event header and a few fields.
+pub(crate) const MIN_PACKET_SIZE: usize = 256;
+
+/// A cache-line aligned wrapper, so the writer's hot atomics do not share a
+/// line with what other threads read.
+#[repr(align(64))]
+#[derive(Default)]
+struct CachePadded<T>(T);
+
+/// What the writer publishes after every event.
+#[derive(Default)]
+struct Head {
+    /// `(packet index << 32) | bytes used in that packet`. Stored `Release`
+    /// by the owner after each event and each switch; pairs with the
+    /// `Acquire` load in [`Ring::snapshot`].
+    pos: AtomicU64,
+    /// Timestamp of the last committed event; stored `Relaxed` before the
+    /// `pos` release, read after the `pos` acquire.
+    last_ts: AtomicU64,
+}
+
+/// Drop counters. Only the owner thread writes them, with a relaxed load
+/// and store (no read-modify-write); a save reads them relaxed. Each cause
+/// has its own counter so that a signal handler (which only ever drops as
+/// `busy`) never races an update of the interrupted code's counter.
+#[derive(Default)]
+struct Dropped {
+    full: AtomicU64,
+    big: AtomicU64,
+    busy: AtomicU64,
+}
+
+/// Metadata of one slot, written by the owner with relaxed stores; a save
+/// reads it relaxed and validates it with `head.pos` like the slot bytes.
+#[derive(Default)]
+struct SlotMeta {
+    /// Timestamp of the first event (written at the switch into this slot).
+    ts_begin: AtomicU64,
+    /// Timestamp of the last event (written when the packet is closed).
+    ts_end: AtomicU64,
+    /// Bytes used (written when the packet is closed).
+    content: AtomicU32,
+    /// Events committed to this stream in earlier packets.
+    committed_before: AtomicU64,
+    /// Sum of the drop counters when the packet was closed.
+    dropped_at_close: AtomicU64,
+}
+
+/// A thread's ring. Shared (`Arc`) between the registry of rings, which
+/// keeps it until the thread has exited and the ring was saved, and the
+/// owner thread's local pointer.
+pub(crate) struct Ring {
+    head: CachePadded<Head>,
+    dropped: CachePadded<Dropped>,
+    slots: Box<[SlotMeta]>,
+    /// N * S bytes as u64 words; written only by the owner thread, through
+    /// the raw pointers of `Local`; read by snapshots (see module docs).
+    mem: Box<[UnsafeCell<u64>]>,
+    slot_size: usize,
+    /// Kernel thread id of the owner.
+    pub(crate) tid: u32,
+    /// Thread name at ring creation.
+    pub(crate) name: String,
+    /// Timestamp of ring creation.
+    pub(crate) created_ts: u64,
+    /// Set by the owner thread's exit.
+    exited: AtomicBool,
+}
+
+// SAFETY: the `UnsafeCell` memory is written only by the owner thread (the
+// only holder of `Local` pointers into it) and read by other threads only in
+// `snapshot`, which follows the seqlock protocol described in the module
+// docs; all other fields are atomics or immutable after creation.
+unsafe impl Sync for Ring {}
+// SAFETY: as above; nothing in a Ring is tied to the creating thread.
+unsafe impl Send for Ring {}
+
+/// Every thread's ring, kept until saved after the thread exits.
+static RINGS: Mutex<Vec<Arc<Ring>>> = Mutex::new(Vec::new());
+
+/// Events dropped where no ring could take them: emitted during thread exit,
+/// or re-entrantly while the thread's ring was being created. Control-plane
+/// counter (rare paths only), added with `fetch_add`.
+pub(crate) static DROPPED_NO_RING: AtomicU64 = AtomicU64::new(0);
+
+/// The owner thread's writer state. Plain `Cell`s: only this thread touches
+/// them, and a signal handler on this thread is kept out by `busy`.
+struct Local {
+    ring: Cell<*const Ring>,
+    /// Start of the slot being written.
+    base: Cell<*mut u8>,
+    /// Bytes used in the slot.
+    off: Cell<usize>,
+    /// Usable bytes of the slot; 0 while there is no ring, so that the
+    /// bounds check sends the first emit to the cold path.
+    cap: Cell<usize>,
+    /// `packet index << 32`.
+    pos_base: Cell<u64>,
+    /// Events in the packet being written.
+    events: Cell<u64>,
+    /// Events in earlier packets.
+    committed: Cell<u64>,
+    /// An emit is in progress on this thread.
+    busy: Cell<bool>,
+    /// The thread is exiting: its ring is closed.
+    gone: Cell<bool>,
+}
+
+thread_local! {
+    static LOCAL: Local = const {
+        Local {
+            ring: Cell::new(ptr::null()),
+            base: Cell::new(ptr::null_mut()),
+            off: Cell::new(0),
+            cap: Cell::new(0),
+            pos_base: Cell::new(0),
+            events: Cell::new(0),
+            committed: Cell::new(0),
+            busy: Cell::new(false),
+            gone: Cell::new(false),
+        }
+    };
+    /// Registered with the ring; its destructor closes the ring at thread exit.
+    static EXIT: ExitGuard = const { ExitGuard };
+}
+
+struct ExitGuard;
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        // `try_with`: LOCAL has no destructor, so it is still reachable here.
+        let _ = LOCAL.try_with(|l| {
+            let r = l.ring.replace(ptr::null());
+            l.cap.set(0);
+            l.gone.set(true);
+            if !r.is_null() {
+                // SAFETY: the registry holds an Arc to this ring until it sees
+                // `exited`, which we set only now.
+                unsafe { &*r }.exited.store(true, Ordering::Release);
+            }
+        });
+    }
+}
+
+/// Records one event. Called by the code `tracepoint!` generates, after the
+/// enable bit was seen in `state`.
+#[inline(always)]
+pub fn emit<P: Encode>(state: u64, payload: P) {
+    // try_with: never panics, even during thread-local destruction.
+    let _ = LOCAL.try_with(|l| {
+        if l.busy.get() {
+            return dropped_busy(l);
+        }
+        l.busy.set(true);
+        // Keep the ring writes between the two `busy` stores, as a signal
+        // handler on this thread sees them (same-thread ordering).
+        compiler_fence(Ordering::SeqCst);
+        let ts = clock::now();
+        let size = EVENT_HEADER_SIZE + payload.max_size();
+        let off = l.off.get();
+        if size <= l.cap.get() - off {
+            // SAFETY: `cap - off >= size`, so `base + off .. + size` lies in
+            // the slot being written, which only this thread writes.
+            unsafe { write_event(l, state, ts, &payload) };
+        } else {
+            emit_cold(l, state, ts, &payload, size);
+        }
+        compiler_fence(Ordering::SeqCst);
+        l.busy.set(false);
+    });
+}
+
+/// Writes header and payload at `base + off` and publishes it.
+///
+/// # Safety
+/// `base + off .. + EVENT_HEADER_SIZE + payload.max_size()` must be inside
+/// the current slot, and `l.ring` non-null.
+#[inline(always)]
+unsafe fn write_event<P: Encode>(l: &Local, state: u64, ts: u64, payload: &P) {
+    let base = l.base.get();
+    let off = l.off.get();
+    // SAFETY: in bounds by the caller's contract; unaligned writes.
+    let end = unsafe {
+        let p = base.add(off);
+        ptr::write_unaligned(p.cast::<u16>(), id_of(state));
+        ptr::write_unaligned(p.add(2).cast::<u64>(), ts);
+        payload.encode(p.add(EVENT_HEADER_SIZE))
+    };
+    let new_off = end as usize - base as usize;
+    l.off.set(new_off);
+    l.events.set(l.events.get() + 1);
+    // SAFETY: non-null by the caller's contract; the registry keeps it alive.
+    let ring = unsafe { &*l.ring.get() };
+    ring.head.0.last_ts.store(ts, Ordering::Relaxed);
+    // Release: pairs with the Acquire in `snapshot`; publishes the bytes.
+    ring.head
+        .0
+        .pos
+        .store(l.pos_base.get() | new_off as u64, Ordering::Release);
+}
+
+#[cold]
+#[inline(never)]
+fn dropped_busy(l: &Local) {
+    let r = l.ring.get();
+    if r.is_null() {
+        DROPPED_NO_RING.fetch_add(1, Ordering::Relaxed);
+    } else {
+        // SAFETY: a non-null ring pointer is kept alive by the registry.
+        bump(&unsafe { &*r }.dropped.0.busy);
+    }
+}
+
+/// Adds one to a counter that only the owner thread writes.
+#[inline(always)]
+fn bump(c: &AtomicU64) {
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// Everything but the common case: no ring yet, packet full, event too big.
+#[cold]
+#[inline(never)]
+fn emit_cold<P: Encode>(l: &Local, state: u64, ts: u64, payload: &P, size: usize) {
+    if l.ring.get().is_null() {
+        if l.gone.get() || !attach(l) {
+            DROPPED_NO_RING.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if size <= l.cap.get() - l.off.get() {
+            // SAFETY: bounds checked just above; ring attached.
+            return unsafe { write_event(l, state, ts, payload) };
+        }
+    }
+    // SAFETY: non-null (attached above or earlier); kept alive by the registry.
+    let ring = unsafe { &*l.ring.get() };
+    if size > ring.slot_size {
+        return bump(&ring.dropped.0.big);
+    }
+    if !switch(l, ring, ts) {
+        return bump(&ring.dropped.0.full);
+    }
+    // SAFETY: a fresh slot has `slot_size >= size` free bytes.
+    unsafe { write_event(l, state, ts, payload) }
+}
+
+/// Closes the packet being written and opens the next one; false when the
+/// ring is full in discard mode.
+fn switch(l: &Local, ring: &Ring, ts: u64) -> bool {
+    let n = ring.slots.len() as u64;
+    let k = l.pos_base.get() >> 32;
+    let next = k + 1;
+    if next >= n && config::mode() == Mode::Discard {
+        return false;
+    }
+    let old = &ring.slots[(k % n) as usize];
+    old.content.store(l.off.get() as u32, Ordering::Relaxed);
+    old.ts_end.store(
+        ring.head.0.last_ts.load(Ordering::Relaxed),
+        Ordering::Relaxed,
+    );
+    old.dropped_at_close
+        .store(ring.dropped_total(), Ordering::Relaxed);
+    l.committed.set(l.committed.get() + l.events.get());
+    l.events.set(0);
+    // Release: publishes the close of packet k (pairs with the Acquire in
+    // `snapshot`). It also announces that slot `next % n` is being reused...
+    ring.head.0.pos.store(next << 32, Ordering::Release);
+    // ...and this fence orders that announcement before every write below
+    // (pairs with the `fence(Acquire)` in `snapshot`: the seqlock writer).
+    fence(Ordering::Release);
+    let slot = (next % n) as usize;
+    let meta = &ring.slots[slot];
+    meta.ts_begin.store(ts, Ordering::Relaxed);
+    meta.committed_before
+        .store(l.committed.get(), Ordering::Relaxed);
+    l.pos_base.set(next << 32);
+    l.off.set(0);
+    l.base.set(ring.slot_ptr(slot));
+    true
+}
+
+/// Creates this thread's ring and registers it; false if the ring could not
+/// be allocated.
+fn attach(l: &Local) -> bool {
+    let (size, packet) = config::ring_geometry();
+    let Some(ring) = Ring::new(size, packet) else {
+        return false;
+    };
+    let ring = Arc::new(ring);
+    l.base.set(ring.slot_ptr(0));
+    l.off.set(0);
+    l.cap.set(ring.slot_size);
+    l.pos_base.set(0);
+    l.events.set(0);
+    l.committed.set(0);
+    l.ring.set(Arc::as_ptr(&ring));
+    // Touch the exit guard so its destructor runs at thread exit.
+    let _ = EXIT.try_with(|_| {});
+    RINGS.lock().unwrap_or_else(|e| e.into_inner()).push(ring);
+    true
+}
+
+/// Creates the calling thread's ring now, so its first event does not
+/// allocate (call it before a thread may emit from a signal handler).
+pub fn register_thread() {
+    let _ = LOCAL.try_with(|l| {
+        if l.ring.get().is_null() && !l.gone.get() && !l.busy.get() {
+            l.busy.set(true);
+            attach(l);
+            l.busy.set(false);
+        }
+    });
+}
+
+impl Ring {
+    fn new(size: usize, packet: usize) -> Option<Ring> {
+        let slot_size = packet.max(MIN_PACKET_SIZE) / 8 * 8;
+        let n = (size / slot_size).max(2);
+        let words = n.checked_mul(slot_size / 8)?;
+        let mut mem = Vec::new();
+        mem.try_reserve_exact(words).ok()?;
+        mem.resize_with(words, || UnsafeCell::new(0));
+        let name = std::thread::current()
+            .name()
+            .map(str::to_owned)
+            .unwrap_or_else(|| "thread".to_owned());
+        // SAFETY: gettid has no preconditions and cannot fail.
+        let tid = unsafe { libc::gettid() } as u32;
+        Some(Ring {
+            head: CachePadded::default(),
+            dropped: CachePadded::default(),
+            slots: (0..n).map(|_| SlotMeta::default()).collect(),
+            mem: mem.into_boxed_slice(),
+            slot_size,
+            tid,
+            name,
+            created_ts: clock::now(),
+            exited: AtomicBool::new(false),
+        })
+    }
+
+    fn slot_ptr(&self, slot: usize) -> *mut u8 {
+        let word = slot * self.slot_size / 8;
+        UnsafeCell::raw_get(&self.mem[word]).cast::<u8>()
+    }
+
+    fn dropped_total(&self) -> u64 {
+        let d = &self.dropped.0;
+        d.full.load(Ordering::Relaxed)
+            + d.big.load(Ordering::Relaxed)
+            + d.busy.load(Ordering::Relaxed)
+    }
+
+    /// Drop counters by cause.
+    pub(crate) fn drops(&self) -> Drops {
+        let d = &self.dropped.0;
+        Drops {
+            full: d.full.load(Ordering::Relaxed),
+            big: d.big.load(Ordering::Relaxed),
+            busy: d.busy.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn exited(&self) -> bool {
+        self.exited.load(Ordering::Acquire)
+    }
+
+    /// A consistent copy of the ring's packets (module docs, "The snapshot").
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let n = self.slots.len() as u64;
+        // Acquire: pairs with the Release stores of `write_event` / `switch`.
+        let pos1 = self.head.0.pos.load(Ordering::Acquire);
+        let last_ts = self.head.0.last_ts.load(Ordering::Relaxed);
+        let dropped_now = self.dropped_total();
+        let (k1, off1) = (pos1 >> 32, (pos1 & 0xffff_ffff) as usize);
+        let first = (k1 + 1).saturating_sub(n);
+        let mut copies = Vec::new();
+        for k in first..=k1 {
+            let slot = (k % n) as usize;
+            let meta = &self.slots[slot];
+            let open = k == k1;
+            let content = if open {
+                off1
+            } else {
+                (meta.content.load(Ordering::Relaxed) as usize).min(self.slot_size)
+            };
+            let mut events = vec![0u64; content.div_ceil(8)];
+            let src = self.slot_ptr(slot).cast::<u64>();
+            for (i, w) in events.iter_mut().enumerate() {
+                // SAFETY: `i < content/8 <= slot_size/8`, inside slot `slot`.
+                // The owner may be writing these words concurrently; a
+                // volatile read of an aligned u64 cannot fault or tear the
+                // program state, and any value it returns from a concurrent
+                // write is discarded by the validation below (module docs).
+                *w = unsafe { ptr::read_volatile(src.add(i)) };
+            }
+            copies.push(PacketCopy {
+                seq: k,
+                ts_begin: meta.ts_begin.load(Ordering::Relaxed),
+                ts_end: if open {
+                    last_ts
+                } else {
+                    meta.ts_end.load(Ordering::Relaxed)
+                },
+                committed_before: meta.committed_before.load(Ordering::Relaxed),
+                dropped_at_close: if open {
+                    dropped_now
+                } else {
+                    meta.dropped_at_close.load(Ordering::Relaxed)
+                },
+                words: events,
+                len: content,
+            });
+        }
+        // Acquire fence then relaxed load: pairs with the Release fence in
+        // `switch` (seqlock reader).
+        fence(Ordering::Acquire);
+        let k2 = self.head.0.pos.load(Ordering::Relaxed) >> 32;
+        copies.retain(|c| c.seq + n > k2);
+        // The open packet, when empty, carries no data; its metadata may not
+        // be written yet, so it only counts if drops happened since the last
+        // closed packet.
+        if let Some(last) = copies.last_mut() {
+            if last.seq == k1 && last.len == 0 {
+                last.ts_begin = last_ts;
+            }
+        }
+        Snapshot {
+            packets: copies,
+            created_ts: self.created_ts,
+        }
+    }
+}
+
+/// Drop counters of one ring, by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Drops {
+    /// Dropped because the ring was full (discard mode).
+    pub full: u64,
+    /// Dropped because the event is larger than a packet.
+    pub big: u64,
+    /// Dropped because the emit interrupted another emit on the same thread.
+    pub busy: u64,
+}
+
+/// A copy of one packet's events.
+pub(crate) struct PacketCopy {
+    /// Packet index in the stream.
+    pub seq: u64,
+    pub ts_begin: u64,
+    pub ts_end: u64,
+    pub committed_before: u64,
+    pub dropped_at_close: u64,
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl PacketCopy {
+    /// The event bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: `words` holds `len.div_ceil(8) * 8 >= len` initialised bytes;
+        // u8 has no alignment or validity requirements.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+    }
+}
+
+/// A consistent copy of a ring.
+pub(crate) struct Snapshot {
+    /// Packets, oldest first, contiguous in `seq`; the last may be the open one.
+    pub packets: Vec<PacketCopy>,
+    /// Timestamp of the ring's creation.
+    pub created_ts: u64,
+}
+
+/// Every registered ring.
+pub(crate) fn rings() -> Vec<Arc<Ring>> {
+    RINGS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Forgets the rings of exited threads that are in `saved` (a save has
+/// written them; their memory is freed).
+pub(crate) fn release_saved(saved: &[Arc<Ring>]) {
+    let mut rings = RINGS.lock().unwrap_or_else(|e| e.into_inner());
+    rings.retain(|r| !(r.exited() && saved.iter().any(|s| Arc::ptr_eq(s, r))));
+}

@@ -1,0 +1,463 @@
+//! Saving a trace: a CTF 1.8 directory, written atomically.
+//!
+//! ```text
+//! <dir>/<program>-YYYY-MM-DD-HH-MM-SS/
+//!     metadata            TSDL text, "/* CTF 1.8 */" first
+//!     <thread>-<tid>      one stream file per thread: a sequence of packets
+//! ```
+//!
+//! Each packet of a stream file:
+//!
+//! ```text
+//! +---------------------------- packet header (24 bytes) ---------------------+
+//! | magic u32 = 0xC1FC1FC1 | uuid u8[16] | stream_id u32 = 0                   |
+//! +---------------------------- packet context --------------------------------+
+//! | timestamp_begin u64 | timestamp_end u64 | content_size u64 (bits)          |
+//! | packet_size u64 (bits) | packet_seq_num u64 | events_discarded u64         |
+//! | tid u32 | thread_name string (NUL terminated)                              |
+//! +---------------------------- events (copied from the ring) ----------------+
+//! | id u16 | timestamp u64 | fields | id u16 | timestamp u64 | fields | ...    |
+//! +----------------------------------------------------------------------------+
+//! ```
+//!
+//! Everything is byte aligned, in the machine's byte order, which the
+//! metadata states. `events_discarded` is the stream's cumulative count of
+//! lost events at the end of the packet (full, too big, re-entrant, and
+//! overwritten or, for a save racing the writer, not copyable), so readers
+//! report the difference between consecutive packets. When the first saved
+//! packet already has losses, an empty packet with `events_discarded = 0`
+//! is written first, so that babeltrace2 reports them too.
+//!
+//! The trace is written into a hidden temporary directory beside the target
+//! and renamed into place (`renameat2(RENAME_NOREPLACE)`): a reader never
+//! sees half a trace, and a failed save (permission, disk full) removes the
+//! temporary directory and returns an error naming the path.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tape_ctf::{ByteOrder, EnvValue, EventClass, Field, Integer, StreamClass, Struct, Trace, Type};
+
+use crate::config;
+use crate::error::{Error, ErrorKind};
+use crate::registry;
+use crate::ring::{self, PacketCopy, Ring, Snapshot};
+
+/// Packet magic number (§5.1 of the CTF spec).
+pub const PACKET_MAGIC: u32 = 0xC1FC_1FC1;
+
+/// Size of the packet header: magic, uuid, stream_id.
+const PACKET_HEADER_SIZE: usize = 4 + 16 + 4;
+
+/// Saves the trace into a new directory under [`config::trace_dir`], named
+/// `<program>-YYYY-MM-DD-HH-MM-SS` (with `-2`, `-3`... if taken), and
+/// returns its path. Threads may go on emitting meanwhile.
+pub fn save() -> Result<PathBuf, Error> {
+    let parent = config::trace_dir();
+    let stem = format!("{}-{}", program_name(), local_date());
+    for n in 1.. {
+        let target = if n == 1 {
+            parent.join(&stem)
+        } else {
+            parent.join(format!("{stem}-{n}"))
+        };
+        match write_trace(&target) {
+            Err(e) if e.kind == io::ErrorKind::AlreadyExists && n < 1000 => continue,
+            r => return r.map(|()| target.clone()).map_err(|e| e.into_error()),
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// Saves the trace as the directory `dir`, which must not exist yet.
+pub fn save_to(dir: impl AsRef<Path>) -> Result<PathBuf, Error> {
+    let dir = dir.as_ref();
+    write_trace(dir).map_err(|e| e.into_error())?;
+    Ok(dir.to_path_buf())
+}
+
+/// An I/O error and the path it happened on.
+struct SaveError {
+    kind: io::ErrorKind,
+    message: String,
+}
+
+impl SaveError {
+    fn at(path: &Path, what: &str, e: io::Error) -> SaveError {
+        SaveError {
+            kind: e.kind(),
+            message: format!("cannot {what} {}: {e}", path.display()),
+        }
+    }
+
+    fn into_error(self) -> Error {
+        Error::new(
+            ErrorKind::Io,
+            format!("saving the trace failed: {}", self.message),
+        )
+    }
+}
+
+static SAVE_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn write_trace(target: &Path) -> Result<(), SaveError> {
+    let parent = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "trace".to_owned());
+    if target.exists() {
+        return Err(SaveError::at(
+            target,
+            "create",
+            io::Error::new(io::ErrorKind::AlreadyExists, "it already exists"),
+        ));
+    }
+    fs::create_dir_all(&parent).map_err(|e| SaveError::at(&parent, "create directory", e))?;
+    let tmp = parent.join(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        SAVE_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    fs::create_dir(&tmp).map_err(|e| SaveError::at(&tmp, "create directory", e))?;
+    let result = fill(&tmp).and_then(|saved| {
+        rename_noreplace(&tmp, target).map_err(|e| SaveError::at(target, "rename into", e))?;
+        ring::release_saved(&saved);
+        Ok(())
+    });
+    if result.is_err() {
+        let _ = fs::remove_dir_all(&tmp);
+    }
+    result
+}
+
+/// Writes metadata and stream files into `dir`; returns the rings saved.
+fn fill(dir: &Path) -> Result<Vec<Arc<Ring>>, SaveError> {
+    let uuid = new_uuid();
+    let rings = ring::rings();
+    let mut names = Vec::new();
+    for r in &rings {
+        let snap = r.snapshot();
+        let mut file_name = format!("{}-{}", sanitize(&r.name), r.tid);
+        let mut n = 2;
+        while names.contains(&file_name) {
+            file_name = format!("{}-{}-{n}", sanitize(&r.name), r.tid);
+            n += 1;
+        }
+        let path = dir.join(&file_name);
+        let bytes = stream_bytes(&snap, &uuid, r);
+        if bytes.is_empty() {
+            continue;
+        }
+        write_file(&path, &bytes)?;
+        names.push(file_name);
+    }
+    // The clock is calibrated last: the longest span, the best frequency.
+    let meta = metadata(uuid).to_tsdl();
+    write_file(&dir.join("metadata"), meta.as_bytes())?;
+    Ok(rings)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SaveError> {
+    let mut f = fs::File::create(path).map_err(|e| SaveError::at(path, "create", e))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| SaveError::at(path, "write", e))
+}
+
+/// The CTF description of this process's tracepoints.
+pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
+    let clock = crate::clock::ctf_clock();
+    let u8_ = || Type::Integer(Integer::unsigned(8));
+    let u32_ = || Type::Integer(Integer::unsigned(32));
+    let u64_ = || Type::Integer(Integer::unsigned(64));
+    let ts = || Type::Integer(Integer::unsigned(64).mapped(&clock.name));
+    let mut t = Trace::new(uuid);
+    t.byte_order = ByteOrder::native();
+    t.packet_header = Some(Struct::new(vec![
+        Field::new("magic", u32_()),
+        Field::new(
+            "uuid",
+            Type::Array {
+                element: Box::new(u8_()),
+                len: 16,
+            },
+        ),
+        Field::new("stream_id", u32_()),
+    ]));
+    t.env = vec![
+        ("tracer_name".into(), EnvValue::Str("tape".into())),
+        ("tracer_major".into(), EnvValue::Int(version_part(0))),
+        ("tracer_minor".into(), EnvValue::Int(version_part(1))),
+        ("tracer_patchlevel".into(), EnvValue::Int(version_part(2))),
+        ("hostname".into(), EnvValue::Str(hostname())),
+        ("program".into(), EnvValue::Str(program_name())),
+        ("pid".into(), EnvValue::Int(i64::from(std::process::id()))),
+        (
+            "clock_source".into(),
+            EnvValue::Str(crate::clock::source().name().into()),
+        ),
+        (
+            "mode".into(),
+            EnvValue::Str(
+                match config::mode() {
+                    config::Mode::Overwrite => "overwrite",
+                    config::Mode::Discard => "discard",
+                }
+                .into(),
+            ),
+        ),
+        (
+            "events_dropped_without_ring".into(),
+            EnvValue::Int(ring::DROPPED_NO_RING.load(Ordering::Relaxed) as i64),
+        ),
+        (
+            "trace_creation_datetime".into(),
+            EnvValue::Str(local_date()),
+        ),
+    ];
+    t.streams.push(StreamClass {
+        id: Some(0),
+        packet_context: Some(Struct::new(vec![
+            Field::new("timestamp_begin", ts()),
+            Field::new("timestamp_end", ts()),
+            Field::new("content_size", u64_()),
+            Field::new("packet_size", u64_()),
+            Field::new("packet_seq_num", u64_()),
+            Field::new("events_discarded", u64_()),
+            Field::new("tid", u32_()),
+            Field::new("thread_name", Type::String(tape_ctf::Encoding::Utf8)),
+        ])),
+        event_header: Some(Struct::new(vec![
+            Field::new("id", Type::Integer(Integer::unsigned(16))),
+            Field::new("timestamp", ts()),
+        ])),
+        event_context: None,
+    });
+    for (id, p) in registry::tracepoints().iter().enumerate() {
+        let mut fields = Vec::new();
+        for f in p.desc().fields {
+            (f.describe)(f.name, &mut fields);
+        }
+        let mut e = EventClass::new(p.name(), id as u64, Struct::new(fields));
+        e.stream_id = Some(0);
+        t.events.push(e);
+    }
+    t.clocks.push(clock);
+    t
+}
+
+/// The packets of one stream file (empty when the ring has nothing to say).
+fn stream_bytes(snap: &Snapshot, uuid: &[u8; 16], ring: &Ring) -> Vec<u8> {
+    let mut out = Vec::new();
+    let Some(first) = snap.packets.first() else {
+        return out;
+    };
+    // Events lost before the first packet we have: overwritten, or copied
+    // while being overwritten.
+    let lost_before = first.committed_before;
+    let discarded = |p: &PacketCopy| p.dropped_at_close + lost_before;
+    let has_events = snap.packets.iter().any(|p| !p.bytes().is_empty());
+    let last_discarded = snap.packets.last().map(discarded).unwrap_or(0);
+    if !has_events && last_discarded == 0 {
+        return out;
+    }
+    let name = truncate_utf8(&ring.name, 255);
+    let ctx = Context {
+        uuid,
+        tid: ring.tid,
+        name,
+    };
+    if discarded(first) > 0 {
+        let t = snap.created_ts.min(first.ts_begin);
+        ctx.packet(&mut out, t, t, first.seq, 0, &[]);
+    }
+    let mut prev = None;
+    for p in &snap.packets {
+        let d = discarded(p);
+        // An empty packet says nothing unless it carries new losses.
+        if p.bytes().is_empty() && prev == Some(d) {
+            continue;
+        }
+        let begin = p.ts_begin.min(p.ts_end);
+        ctx.packet(&mut out, begin, p.ts_end, p.seq + 1, d, p.bytes());
+        prev = Some(d);
+    }
+    out
+}
+
+struct Context<'a> {
+    uuid: &'a [u8; 16],
+    tid: u32,
+    name: &'a str,
+}
+
+impl Context<'_> {
+    fn packet(
+        &self,
+        out: &mut Vec<u8>,
+        begin: u64,
+        end: u64,
+        seq: u64,
+        discarded: u64,
+        events: &[u8],
+    ) {
+        let size = PACKET_HEADER_SIZE + 6 * 8 + 4 + self.name.len() + 1 + events.len();
+        let bits = (size as u64) * 8;
+        out.reserve(size);
+        out.extend_from_slice(&PACKET_MAGIC.to_ne_bytes());
+        out.extend_from_slice(self.uuid);
+        out.extend_from_slice(&0u32.to_ne_bytes());
+        for v in [begin, end, bits, bits, seq, discarded] {
+            out.extend_from_slice(&v.to_ne_bytes());
+        }
+        out.extend_from_slice(&self.tid.to_ne_bytes());
+        out.extend_from_slice(self.name.as_bytes());
+        out.push(0);
+        out.extend_from_slice(events);
+    }
+}
+
+fn truncate_utf8(s: &str, max: usize) -> &str {
+    let s = s.split('\0').next().unwrap_or("");
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+fn sanitize(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .take(32)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "thread".into()
+    } else {
+        s
+    }
+}
+
+fn version_part(i: usize) -> i64 {
+    env!("CARGO_PKG_VERSION")
+        .split('.')
+        .nth(i)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The program's name (file name of argv[0]).
+pub(crate) fn program_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .map(|n| sanitize(&n))
+        .unwrap_or_else(|| "program".into())
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is valid for buf.len() bytes; gethostname NUL-terminates
+    // within that length when it succeeds (we also cap at the first NUL).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Local date and time as `YYYY-MM-DD-HH-MM-SS` (DPDK's directory naming).
+fn local_date() -> String {
+    // SAFETY: time(NULL) has no preconditions.
+    let now = unsafe { libc::time(std::ptr::null_mut()) };
+    // SAFETY: an all-zero `tm` is a valid value of this plain C struct.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid; localtime_r is the thread-safe variant.
+    if unsafe { libc::localtime_r(&now, &mut tm) }.is_null() {
+        return format!("{now}");
+    }
+    format!(
+        "{:04}-{:02}-{:02}-{:02}-{:02}-{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
+/// A random (version 4) UUID from the standard library's OS-seeded hasher.
+fn new_uuid() -> [u8; 16] {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = [0u8; 16];
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(i as u64);
+        h.write_u128(crate::clock::realtime_ns() as u128);
+        h.write_u32(std::process::id());
+        chunk.copy_from_slice(&h.finish().to_ne_bytes());
+    }
+    out[6] = (out[6] & 0x0f) | 0x40;
+    out[8] = (out[8] & 0x3f) | 0x80;
+    out
+}
+
+/// `rename(from, to)` that fails with `AlreadyExists` instead of replacing.
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+    };
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: both are valid NUL-terminated paths; AT_FDCWD makes them
+    // relative to the working directory, as `std::fs::rename` does.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EINVAL) || e.raw_os_error() == Some(libc::ENOSYS) {
+        // A file system without RENAME_NOREPLACE: check, then rename.
+        if to.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "it already exists",
+            ));
+        }
+        return fs::rename(from, to);
+    }
+    Err(e)
+}
