@@ -1,0 +1,208 @@
+//! Helpers shared by the integration tests: running the real readers
+//! (babeltrace2, babeltrace 1.5) on the traces tape writes, and parsing
+//! their text output.
+//!
+//! A reader that is not installed makes the test print a notice and skip,
+//! unless `TAPE_REQUIRE_TOOLS=1` (set in CI), where it fails the test.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The two readers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reader {
+    /// babeltrace2 (2.0.x).
+    Bt2,
+    /// babeltrace 1.5.
+    Bt1,
+}
+
+impl Reader {
+    pub fn command(self) -> &'static str {
+        match self {
+            Reader::Bt2 => "babeltrace2",
+            Reader::Bt1 => "babeltrace",
+        }
+    }
+}
+
+/// Whether missing tools are failures (`TAPE_REQUIRE_TOOLS=1`).
+pub fn require_tools() -> bool {
+    std::env::var("TAPE_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
+}
+
+/// Whether `reader` is installed; prints a notice (or panics under
+/// `TAPE_REQUIRE_TOOLS=1`) when it is not.
+pub fn available(reader: Reader) -> bool {
+    let ok = Command::new(reader.command())
+        .arg("--help")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            !require_tools(),
+            "{} is not installed and TAPE_REQUIRE_TOOLS=1",
+            reader.command()
+        );
+        eprintln!(
+            "NOTICE: {} is not installed: skipping this check (install it with apt-get install {})",
+            reader.command(),
+            match reader {
+                Reader::Bt2 => "babeltrace2",
+                Reader::Bt1 => "babeltrace",
+            }
+        );
+    }
+    ok
+}
+
+/// What a reader printed.
+pub struct ReadOutput {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `reader` on `trace` with extra `args`; `None` when the reader is not
+/// installed (and tools are not required). Panics if the reader fails.
+pub fn read(reader: Reader, trace: &Path, args: &[&str]) -> Option<ReadOutput> {
+    if !available(reader) {
+        return None;
+    }
+    let out = Command::new(reader.command())
+        .args(args)
+        .arg(trace)
+        .output()
+        .expect("run reader");
+    let stdout = String::from_utf8(out.stdout).expect("utf-8 output");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "{} {} failed ({}):\n{stderr}",
+        reader.command(),
+        trace.display(),
+        out.status
+    );
+    Some(ReadOutput { stdout, stderr })
+}
+
+/// Runs `reader` and checks it printed nothing on stderr (no warning,
+/// no error): for traces without lost events.
+pub fn read_clean(reader: Reader, trace: &Path) -> Option<String> {
+    let out = read(reader, trace, &[])?;
+    assert!(
+        out.stderr.trim().is_empty(),
+        "{} printed on stderr for {}:\n{}",
+        reader.command(),
+        trace.display(),
+        out.stderr
+    );
+    assert!(
+        !out.stdout.contains("WARNING"),
+        "{} warned for {}",
+        reader.command(),
+        trace.display()
+    );
+    Some(out.stdout)
+}
+
+/// One event as printed by babeltrace's default text format:
+/// `[time] (+delta) host name: { context }, { payload }`.
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub time: String,
+    pub name: String,
+    /// `tid = 12, thread_name = "main"` (packet context, as printed).
+    pub context: String,
+    /// The payload between the outer braces, e.g. `a = 1, b = "x"`.
+    pub payload: String,
+}
+
+/// Splits a reader's output into events (a string may contain newlines in
+/// babeltrace 1.5's output: a record starts at a line beginning with `[`
+/// followed by a digit).
+pub fn events(text: &str) -> Vec<Event> {
+    let mut records: Vec<String> = Vec::new();
+    for line in text.split_inclusive('\n') {
+        let starts = line.starts_with('[') && line[1..].starts_with(|c: char| c.is_ascii_digit());
+        if starts || records.is_empty() {
+            records.push(line.to_owned());
+        } else if let Some(last) = records.last_mut() {
+            last.push_str(line);
+        }
+    }
+    records
+        .iter()
+        .filter(|r| r.starts_with('['))
+        .filter_map(|r| parse_event(r.strip_suffix('\n').unwrap_or(r)))
+        .collect()
+}
+
+fn parse_event(r: &str) -> Option<Event> {
+    let close = r.find(']')?;
+    let time = r[1..close].to_owned();
+    let rest = &r[close + 1..];
+    let colon = rest.find(": {")?;
+    let name = rest[..colon].rsplit(' ').next()?.to_owned();
+    let body = &rest[colon + 2..];
+    let split = body.find("}, {")?;
+    let context = body[2..split].trim().to_owned();
+    let payload = body[split + 4..].strip_suffix('}')?.trim().to_owned();
+    Some(Event {
+        time,
+        name,
+        context,
+        payload,
+    })
+}
+
+/// Discarded-event reports of a reader (on its stderr), summed:
+/// babeltrace2 prints `WARNING: Tracer discarded N events between ...`,
+/// babeltrace 1.5 `[warning] Tracer discarded N events between ...`.
+pub fn discarded_reported(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("WARNING: Tracer discarded ")
+                .or_else(|| l.strip_prefix("[warning] Tracer discarded "))
+        })
+        .filter_map(|l| l.split(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// A fresh, not yet existing path for a trace, under cargo's temporary
+/// directory for integration tests.
+pub fn trace_path(name: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("traces");
+    std::fs::create_dir_all(&dir).expect("create tmp dir");
+    let p = dir.join(format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&p);
+    p
+}
+
+/// The value of a field `name = value` in a payload (values without
+/// top-level commas: integers, floats, simple strings).
+pub fn field<'a>(payload: &'a str, name: &str) -> Option<&'a str> {
+    let key = format!("{name} = ");
+    let start = if payload.starts_with(&key) {
+        0
+    } else {
+        payload.find(&format!(", {key}"))? + 2
+    };
+    let v = &payload[start + key.len()..];
+    Some(v.split(", ").next().unwrap_or(v))
+}
+
+/// `field` parsed as an integer.
+pub fn field_u64(payload: &str, name: &str) -> u64 {
+    field(payload, name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no integer field {name} in {payload}"))
+}
