@@ -85,7 +85,23 @@ pub use save::{save, save_to};
 /// tracepoint costs one relaxed load and a branch) and a module of the same
 /// name with `TRACEPOINT` (the registered [`Tracepoint`]) and `enabled()`.
 /// Names are dotted lowercase words (`crate.subsystem.event`), checked at
-/// compile time. Field types: see [`field`].
+/// compile time: these do not compile.
+///
+/// ```compile_fail
+/// tape::tracepoint! { pub fn rx(port: u16) = "App.Net.Rx"; } // uppercase
+/// ```
+/// ```compile_fail
+/// tape::tracepoint! { pub fn rx(port: u16) = "rx"; } // no dot
+/// ```
+/// ```compile_fail
+/// tape::tracepoint! { pub fn rx(port: u16) = "app..rx"; } // empty word
+/// ```
+///
+/// Field types: see [`field`]; a type that is not a field does not compile:
+///
+/// ```compile_fail
+/// tape::tracepoint! { pub fn rx(v: Vec<u8>) = "app.net.rx"; }
+/// ```
 pub use tape_macros::tracepoint;
 
 /// Whether `#[fast_path]` tracepoints are compiled in (the `fast-path` feature).

@@ -147,8 +147,8 @@ pub(crate) struct Ring {
     /// the raw pointers of `Local`; read by snapshots (see module docs).
     mem: Box<[UnsafeCell<u64>]>,
     slot_size: usize,
-    /// Kernel thread id of the owner.
-    pub(crate) tid: u32,
+    /// Kernel thread id of the owner (changes in a forked child).
+    tid: AtomicU32,
     /// Thread name at ring creation.
     pub(crate) name: String,
     /// Timestamp of ring creation.
@@ -386,8 +386,61 @@ fn attach(l: &Local) -> bool {
     l.ring.set(Arc::as_ptr(&ring));
     // Touch the exit guard so its destructor runs at thread exit.
     let _ = EXIT.try_with(|_| {});
+    static ATFORK: std::sync::Once = std::sync::Once::new();
+    ATFORK.call_once(|| {
+        // SAFETY: the three handlers are `extern "C"` functions valid for
+        // the life of the process; registering them has no other effect.
+        unsafe {
+            libc::pthread_atfork(
+                Some(before_fork),
+                Some(after_fork_parent),
+                Some(after_fork_child),
+            )
+        };
+    });
     RINGS.lock().unwrap_or_else(|e| e.into_inner()).push(ring);
     true
+}
+
+// Fork. The child of a multi-threaded process has one thread, a copy of
+// every ring, and a copy of the registry's lock, which another thread may
+// have held at the instant of the fork. So the forking thread takes the lock
+// before the fork (`before_fork`) and releases it on both sides; in the
+// child, the rings of the threads that do not exist there are forgotten
+// (their events are the parent's to save) and the forking thread's ring is
+// kept, with the child's thread id. A ring copied while its owner was in
+// the middle of an emit is consistent in the child: a snapshot only reads
+// what the last `head.pos` store published. (`tests/fork.rs` hangs without
+// these handlers.)
+type RingsGuard = std::sync::MutexGuard<'static, Vec<Arc<Ring>>>;
+
+thread_local! {
+    static FORK_HOLD: std::cell::RefCell<Option<RingsGuard>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+extern "C" fn before_fork() {
+    let guard = RINGS.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = FORK_HOLD.try_with(|h| *h.borrow_mut() = Some(guard));
+}
+
+extern "C" fn after_fork_parent() {
+    let _ = FORK_HOLD.try_with(|h| h.borrow_mut().take());
+}
+
+extern "C" fn after_fork_child() {
+    let _ = FORK_HOLD.try_with(|h| {
+        if let Some(mut rings) = h.borrow_mut().take() {
+            let mine = LOCAL.try_with(|l| l.ring.get()).unwrap_or(ptr::null());
+            rings.retain(|r| ptr::eq(Arc::as_ptr(r), mine));
+            // SAFETY: getpid has no preconditions; in the child's only
+            // thread, the thread id is the process id.
+            let tid = unsafe { libc::getpid() } as u32;
+            for r in rings.iter() {
+                r.tid.store(tid, Ordering::Relaxed);
+            }
+        }
+    });
 }
 
 /// Creates the calling thread's ring now, so its first event does not
@@ -422,11 +475,16 @@ impl Ring {
             slots: (0..n).map(|_| SlotMeta::default()).collect(),
             mem: mem.into_boxed_slice(),
             slot_size,
-            tid,
+            tid: AtomicU32::new(tid),
             name,
             created_ts: clock::now(),
             exited: AtomicBool::new(false),
         })
+    }
+
+    /// Kernel thread id of the owner.
+    pub(crate) fn tid(&self) -> u32 {
+        self.tid.load(Ordering::Relaxed)
     }
 
     fn slot_ptr(&self, slot: usize) -> *mut u8 {

@@ -144,10 +144,10 @@ fn fill(dir: &Path) -> Result<Vec<Arc<Ring>>, SaveError> {
     let mut names = Vec::new();
     for r in &rings {
         let snap = r.snapshot();
-        let mut file_name = format!("{}-{}", sanitize(&r.name), r.tid);
+        let mut file_name = format!("{}-{}", sanitize(&r.name), r.tid());
         let mut n = 2;
         while names.contains(&file_name) {
-            file_name = format!("{}-{}-{n}", sanitize(&r.name), r.tid);
+            file_name = format!("{}-{}-{n}", sanitize(&r.name), r.tid());
             n += 1;
         }
         let path = dir.join(&file_name);
@@ -271,7 +271,7 @@ fn stream_bytes(snap: &Snapshot, uuid: &[u8; 16], ring: &Ring) -> Vec<u8> {
     let name = truncate_utf8(&ring.name, 255);
     let ctx = Context {
         uuid,
-        tid: ring.tid,
+        tid: ring.tid(),
         name,
     };
     if discarded(first) > 0 {

@@ -48,7 +48,7 @@ fn a_signal_handler_emitting_mid_emit_is_dropped_and_counted() {
     // and an emit (no lock, no allocation: the ring exists already).
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_signal as usize;
+        sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
         sa.sa_flags = libc::SA_RESTART;
         assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
     }

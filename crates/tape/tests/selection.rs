@@ -104,10 +104,9 @@ fn selection_by_name_glob_and_regex() {
     tape::enable("sel.net.rx").unwrap();
     assert!(net_rx::enabled());
     assert!(!net_tx::enabled());
-    assert_eq!(
-        hot::enabled(),
-        false,
-        "enabled() of a fast-path tracepoint off without the feature"
+    assert!(
+        !hot::enabled(),
+        "enabled() of a disabled fast-path tracepoint"
     );
     tape::enable("sel.hot.loop").unwrap();
     assert_eq!(hot::enabled(), tape::FAST_PATH);
