@@ -9,7 +9,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
@@ -55,19 +55,28 @@ fn saves_while_four_threads_emit_are_always_consistent() {
     let texts: Vec<String> = (0..64).map(|n| "abcdefghij".repeat(1 + n % 13)).collect();
     let texts = Arc::new(texts);
     let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicU64::new(0));
     let mut emitters = Vec::new();
     for t in 0..THREADS {
-        let (stop, texts) = (stop.clone(), texts.clone());
+        let (stop, texts, started) = (stop.clone(), texts.clone(), started.clone());
         emitters.push(thread::spawn(move || {
             let mut seq = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let word = seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ t;
                 let text = &texts[(seq % 64) as usize];
                 checked(t, seq, word, text, checksum(t, seq, word, text));
+                if seq == 0 {
+                    started.fetch_add(1, Ordering::Relaxed);
+                }
                 seq += 1;
             }
             seq
         }));
+    }
+    // Every saved trace must hold all four threads: start saving once each
+    // has emitted.
+    while started.load(Ordering::Relaxed) < THREADS {
+        thread::yield_now();
     }
     let saver = thread::spawn(|| {
         (0..SAVES)
@@ -98,6 +107,20 @@ fn saves_while_four_threads_emit_are_always_consistent() {
                 dir.display()
             );
         }
+        // Lost events reported per stream file (`<thread>-<tid>`).
+        let mut lost: HashMap<u64, u64> = HashMap::new();
+        for line in out.stderr.lines() {
+            let Some(rest) = line.strip_prefix("WARNING: Tracer discarded ") else {
+                continue;
+            };
+            let n: u64 = rest.split(' ').next().unwrap().parse().unwrap();
+            let stream = rest.split("within stream \"").nth(1).unwrap();
+            let stream = &stream[..stream.find('"').unwrap()];
+            let tid: u64 = stream.rsplit('-').next().unwrap().parse().unwrap();
+            *lost.entry(tid).or_default() += n;
+        }
+        // Per stream: events saved, last seq.
+        let mut per_tid: HashMap<u64, (u64, u64)> = HashMap::new();
         let mut last: HashMap<u64, u64> = HashMap::new();
         for e in events(&out.stdout)
             .into_iter()
@@ -117,6 +140,14 @@ fn saves_while_four_threads_emit_are_always_consistent() {
                 "{}: torn event {p}",
                 dir.display()
             );
+            let tid: u64 = e.context["tid = ".len()..]
+                .split(',')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let entry = per_tid.entry(tid).or_default();
+            *entry = (entry.0 + 1, seq);
             if let Some(prev) = last.insert(t, seq) {
                 assert!(
                     seq > prev,
