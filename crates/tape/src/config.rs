@@ -122,7 +122,8 @@ pub enum ClockChoice {
 /// environment.
 #[derive(Clone, Debug)]
 pub struct Config {
-    enable: Vec<String>,
+    /// Patterns, and the variable they came from (for error messages).
+    enable: Vec<(String, Option<&'static str>)>,
     dir: Option<PathBuf>,
     buffer_size: usize,
     packet_size: Option<usize>,
@@ -158,7 +159,10 @@ impl Config {
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Config, Error> {
         let mut c = Config::default();
         if let Some(v) = get("TAPE_TRACE") {
-            c.enable = parse_patterns("TAPE_TRACE", &v)?;
+            c.enable = parse_patterns("TAPE_TRACE", &v)?
+                .into_iter()
+                .map(|p| (p, Some("TAPE_TRACE")))
+                .collect();
         }
         if let Some(v) = get("TAPE_TRACE_DIR") {
             if v.is_empty() {
@@ -212,7 +216,7 @@ impl Config {
 
     /// Adds a selection pattern to enable at init: a name, a glob or `/regex/`.
     pub fn enable(mut self, pattern: &str) -> Config {
-        self.enable.push(pattern.to_owned());
+        self.enable.push((pattern.to_owned(), None));
         self
     }
 
@@ -255,12 +259,20 @@ impl Config {
         set_buffer_size(self.buffer_size, self.packet_size)?;
         set_mode(self.mode);
         *DIR.lock().unwrap_or_else(|e| e.into_inner()) = self.dir.clone();
-        let patterns: Vec<Pattern> = self.enable.iter().map(|p| Pattern::parse(p)).collect();
-        for p in &patterns {
-            p.validate()?;
+        let patterns: Vec<(Pattern, Option<&str>)> = self
+            .enable
+            .iter()
+            .map(|(p, var)| (Pattern::parse(p), *var))
+            .collect();
+        let named = |var: Option<&str>, e: Error| match var {
+            Some(var) => Error::new(e.kind(), format!("{var}: {}", e.message())),
+            None => e,
+        };
+        for (p, var) in &patterns {
+            p.validate().map_err(|e| named(*var, e))?;
         }
-        for p in &patterns {
-            p.apply(true)?;
+        for (p, var) in &patterns {
+            p.apply(true).map_err(|e| named(*var, e))?;
         }
         Ok(Guard { armed: true })
     }

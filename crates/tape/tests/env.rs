@@ -1,0 +1,120 @@
+//! Configuration from the environment, as a user sets it without changing
+//! code: good values take effect through `tape::init()`, bad ones stop it
+//! with an error naming the variable, the value and the accepted forms; the
+//! guard saves at the end into `TAPE_TRACE_DIR/<program>-<date>/`.
+
+mod common;
+
+tape::tracepoint! {
+    pub fn on(n: u64) = "env.net.on";
+    pub fn also(n: u64) = "env.disk.also";
+    pub fn off(n: u64) = "env.other.off";
+}
+
+const VARS: [&str; 6] = [
+    "TAPE_TRACE",
+    "TAPE_TRACE_DIR",
+    "TAPE_TRACE_BUFSZ",
+    "TAPE_TRACE_PACKETSZ",
+    "TAPE_TRACE_MODE",
+    "TAPE_TRACE_CLOCK",
+];
+
+fn set(vars: &[(&str, &str)]) {
+    for v in VARS {
+        std::env::remove_var(v);
+    }
+    for (k, v) in vars {
+        std::env::set_var(k, v);
+    }
+}
+
+/// One test: the environment is process-wide.
+#[test]
+fn environment_configures_tape() {
+    // (variables, text the error must contain)
+    let bad: &[(&[(&str, &str)], &[&str])] = &[
+        (
+            &[("TAPE_TRACE_MODE", "flight")],
+            &["TAPE_TRACE_MODE=\"flight\"", "`overwrite` or `discard`"],
+        ),
+        (
+            &[("TAPE_TRACE_BUFSZ", "4X")],
+            &["TAPE_TRACE_BUFSZ=\"4X\"", "at byte 1", "4M"],
+        ),
+        (
+            &[("TAPE_TRACE_BUFSZ", "-1")],
+            &["TAPE_TRACE_BUFSZ=\"-1\"", "at byte 0"],
+        ),
+        (
+            &[("TAPE_TRACE_BUFSZ", "1K"), ("TAPE_TRACE_PACKETSZ", "1K")],
+            &["1024 bytes", "two"],
+        ),
+        (
+            &[("TAPE_TRACE", "env.net.*,/[/")],
+            &["TAPE_TRACE=", "at byte 10", "regex"],
+        ),
+        (
+            &[("TAPE_TRACE", "env.nope.x")],
+            &["TAPE_TRACE: ", "\"env.nope.x\""],
+        ),
+        (
+            &[("TAPE_TRACE_CLOCK", "hpet")],
+            &["TAPE_TRACE_CLOCK=\"hpet\"", "monotonic"],
+        ),
+        (&[("TAPE_TRACE_DIR", "")], &["TAPE_TRACE_DIR"]),
+    ];
+    for (vars, needles) in bad {
+        set(vars);
+        let e = tape::init().expect_err("a bad value must stop init");
+        for n in *needles {
+            assert!(e.message().contains(n), "{vars:?}: {e} lacks {n}");
+        }
+    }
+
+    let dir = common::trace_path("env");
+    set(&[
+        ("TAPE_TRACE", "env.net.*, /^env\\.disk\\./"),
+        ("TAPE_TRACE_DIR", dir.to_str().unwrap()),
+        ("TAPE_TRACE_BUFSZ", "256K"),
+        ("TAPE_TRACE_MODE", "discard"),
+    ]);
+    let guard = tape::init().expect("good values");
+    assert!(on::enabled() && also::enabled() && !off::enabled());
+    assert_eq!(tape::config::mode(), tape::Mode::Discard);
+    for n in 0..100_000 {
+        on(n);
+        also(n);
+        off(n);
+    }
+    // 256K ring in discard mode: most of the 200000 events were dropped.
+    assert!(tape::stats().drops.full > 150_000);
+    drop(guard); // saves
+    let saved: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    let name = saved[0].file_name().unwrap().to_string_lossy().into_owned();
+    // <program>-YYYY-MM-DD-HH-MM-SS
+    let date = &name[name.len() - 19..];
+    assert!(name.starts_with("env-"), "{name}");
+    assert!(
+        date.bytes()
+            .enumerate()
+            .all(|(i, b)| if [4, 7, 10, 13, 16].contains(&i) {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }),
+        "{name}"
+    );
+    if let Some(text) = common::read(common::Reader::Bt2, &saved[0], &[]) {
+        let evs = common::events(&text.stdout);
+        assert!(evs.iter().any(|e| e.name == "env.net.on"));
+        assert!(evs.iter().any(|e| e.name == "env.disk.also"));
+        assert!(!evs.iter().any(|e| e.name == "env.other.off"));
+        assert!(common::discarded_reported(&text.stderr) > 150_000);
+    }
+    set(&[]);
+}
