@@ -245,15 +245,17 @@ pub fn emit<P: Encode>(state: u64, payload: P) {
         // Keep the ring writes between the two `busy` stores, as a signal
         // handler on this thread sees them (same-thread ordering).
         compiler_fence(Ordering::SeqCst);
-        let ts = clock::now();
         let size = EVENT_HEADER_SIZE + payload.max_size();
         let off = l.off.get();
         if size <= l.cap.get() - off {
+            let ts = clock::now();
             // SAFETY: `cap - off >= size`, so `base + off .. + size` lies in
             // the slot being written, which only this thread writes.
             unsafe { write_event(l, state, ts, &payload) };
         } else {
-            emit_cold(l, state, ts, &payload, size);
+            // The clock is read only if the event is recorded: a drop costs
+            // no timestamp.
+            emit_cold(l, state, &payload, size);
         }
         compiler_fence(Ordering::SeqCst);
         l.busy.set(false);
@@ -310,13 +312,14 @@ fn bump(c: &AtomicU64) {
 /// Everything but the common case: no ring yet, packet full, event too big.
 #[cold]
 #[inline(never)]
-fn emit_cold<P: Encode>(l: &Local, state: u64, ts: u64, payload: &P, size: usize) {
+fn emit_cold<P: Encode>(l: &Local, state: u64, payload: &P, size: usize) {
     if l.ring.get().is_null() {
         if l.gone.get() || !attach(l) {
             DROPPED_NO_RING.fetch_add(1, Ordering::Relaxed);
             return;
         }
         if size <= l.cap.get() - l.off.get() {
+            let ts = clock::now();
             // SAFETY: bounds checked just above; ring attached.
             return unsafe { write_event(l, state, ts, payload) };
         }
@@ -326,22 +329,23 @@ fn emit_cold<P: Encode>(l: &Local, state: u64, ts: u64, payload: &P, size: usize
     if size > ring.slot_size {
         return bump(&ring.dropped.0.big);
     }
-    if !switch(l, ring, ts) {
+    let next = (l.pos_base.get() >> 32) + 1;
+    if next >= ring.slots.len() as u64 && config::mode() == Mode::Discard {
         return bump(&ring.dropped.0.full);
     }
+    let ts = clock::now();
+    switch(l, ring, ts);
     // SAFETY: a fresh slot has `slot_size >= size` free bytes.
     unsafe { write_event(l, state, ts, payload) }
 }
 
-/// Closes the packet being written and opens the next one; false when the
-/// ring is full in discard mode.
-fn switch(l: &Local, ring: &Ring, ts: u64) -> bool {
+/// Closes the packet being written and opens the next one, whose first
+/// event has timestamp `ts`. (In discard mode the caller checked that a
+/// slot is free.)
+fn switch(l: &Local, ring: &Ring, ts: u64) {
     let n = ring.slots.len() as u64;
     let k = l.pos_base.get() >> 32;
     let next = k + 1;
-    if next >= n && config::mode() == Mode::Discard {
-        return false;
-    }
     let old = &ring.slots[(k % n) as usize];
     old.content.store(l.off.get() as u32, Ordering::Relaxed);
     old.ts_end.store(
@@ -366,7 +370,6 @@ fn switch(l: &Local, ring: &Ring, ts: u64) -> bool {
     l.pos_base.set(next << 32);
     l.off.set(0);
     l.base.set(ring.slot_ptr(slot));
-    true
 }
 
 /// Creates this thread's ring and registers it; false if the ring could not

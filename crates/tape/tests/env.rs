@@ -33,7 +33,11 @@ fn set(vars: &[(&str, &str)]) {
 #[test]
 fn environment_configures_tape() {
     // (variables, text the error must contain)
-    let bad: &[(&[(&str, &str)], &[&str])] = &[
+    type Case = (
+        &'static [(&'static str, &'static str)],
+        &'static [&'static str],
+    );
+    let bad: &[Case] = &[
         (
             &[("TAPE_TRACE_MODE", "flight")],
             &["TAPE_TRACE_MODE=\"flight\"", "`overwrite` or `discard`"],
