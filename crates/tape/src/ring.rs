@@ -61,9 +61,11 @@
 //! 1. `pos1 = head.pos.load(Acquire)` — pairs with the `Release` store that
 //!    published the event or the packet switch: every byte and every slot
 //!    metadata write before it is visible.
-//! 2. Copy the slots of packets `k1 - N + 1 ..= k1`, up to `off1` in packet `k1`.
-//! 3. `fence(Acquire); pos2 = head.pos.load(Relaxed)`.
-//! 4. Keep only the packets `k` with `k + N > k2`: their slot was not reused.
+//! 2. Copy the slots of packets `k1, k1 - 1, ..., k1 - N + 1` (newest
+//!    first), up to `off1` in packet `k1`; after each,
+//! 3. `fence(Acquire); pos2 = head.pos.load(Relaxed)`, and
+//! 4. keep the packet only if `k + N > k2`: its slot was not reused. The
+//!    first packet that fails ends the copy (older slots were reused before).
 //!
 //! Step 4 is sound because a writer that starts packet `k' = k + N` (the first
 //! to reuse slot `k % N`) first stores `pos = k' << 32` and then issues
@@ -236,30 +238,38 @@ impl Drop for ExitGuard {
 /// enable bit was seen in `state`.
 #[inline(always)]
 pub fn emit<P: Encode>(state: u64, payload: P) {
-    // try_with: never panics, even during thread-local destruction.
-    let _ = LOCAL.try_with(|l| {
-        if l.busy.get() {
-            return dropped_busy(l);
-        }
-        l.busy.set(true);
-        // Keep the ring writes between the two `busy` stores, as a signal
-        // handler on this thread sees them (same-thread ordering).
-        compiler_fence(Ordering::SeqCst);
-        let size = EVENT_HEADER_SIZE + payload.max_size();
-        let off = l.off.get();
-        if size <= l.cap.get() - off {
-            let ts = clock::now();
-            // SAFETY: `cap - off >= size`, so `base + off .. + size` lies in
-            // the slot being written, which only this thread writes.
-            unsafe { write_event(l, state, ts, &payload) };
-        } else {
-            // The clock is read only if the event is recorded: a drop costs
-            // no timestamp.
-            emit_cold(l, state, &payload, size);
-        }
-        compiler_fence(Ordering::SeqCst);
-        l.busy.set(false);
-    });
+    // Only the address is taken inside `try_with` (never panics, even during
+    // thread-local destruction): a closure this small is always inlined,
+    // while the whole emit inside one was outlined by the compiler for
+    // larger payloads, costing a call and spills per event.
+    let Ok(l) = LOCAL.try_with(|l| l as *const Local) else {
+        return;
+    };
+    // SAFETY: LOCAL is const-initialised and has no destructor, so its
+    // storage stays valid until this thread ends, which it cannot do during
+    // this call; only this thread uses it.
+    let l = unsafe { &*l };
+    if l.busy.get() {
+        return dropped_busy(l);
+    }
+    l.busy.set(true);
+    // Keep the ring writes between the two `busy` stores, as a signal
+    // handler on this thread sees them (same-thread ordering).
+    compiler_fence(Ordering::SeqCst);
+    let size = EVENT_HEADER_SIZE + payload.max_size();
+    let off = l.off.get();
+    if size <= l.cap.get() - off {
+        let ts = clock::now();
+        // SAFETY: `cap - off >= size`, so `base + off .. + size` lies in
+        // the slot being written, which only this thread writes.
+        unsafe { write_event(l, state, ts, &payload) };
+    } else {
+        // The clock is read only if the event is recorded: a drop costs
+        // no timestamp.
+        emit_cold(l, state, payload, size);
+    }
+    compiler_fence(Ordering::SeqCst);
+    l.busy.set(false);
 }
 
 /// Writes header and payload at `base + off` and publishes it.
@@ -312,7 +322,7 @@ fn bump(c: &AtomicU64) {
 /// Everything but the common case: no ring yet, packet full, event too big.
 #[cold]
 #[inline(never)]
-fn emit_cold<P: Encode>(l: &Local, state: u64, payload: &P, size: usize) {
+fn emit_cold<P: Encode>(l: &Local, state: u64, payload: P, size: usize) {
     if l.ring.get().is_null() {
         if l.gone.get() || !attach(l) {
             DROPPED_NO_RING.fetch_add(1, Ordering::Relaxed);
@@ -321,7 +331,7 @@ fn emit_cold<P: Encode>(l: &Local, state: u64, payload: &P, size: usize) {
         if size <= l.cap.get() - l.off.get() {
             let ts = clock::now();
             // SAFETY: bounds checked just above; ring attached.
-            return unsafe { write_event(l, state, ts, payload) };
+            return unsafe { write_event(l, state, ts, &payload) };
         }
     }
     // SAFETY: non-null (attached above or earlier); kept alive by the registry.
@@ -336,7 +346,7 @@ fn emit_cold<P: Encode>(l: &Local, state: u64, payload: &P, size: usize) {
     let ts = clock::now();
     switch(l, ring, ts);
     // SAFETY: a fresh slot has `slot_size >= size` free bytes.
-    unsafe { write_event(l, state, ts, payload) }
+    unsafe { write_event(l, state, ts, &payload) }
 }
 
 /// Closes the packet being written and opens the next one, whose first
@@ -517,7 +527,24 @@ impl Ring {
     }
 
     /// A consistent copy of the ring's packets (module docs, "The snapshot").
+    ///
+    /// If the writer went around the whole ring while even the newest packet
+    /// was being copied (the saving thread was preempted: on a busy machine
+    /// a fast writer laps a small ring in tens of microseconds), nothing
+    /// would be left: the copy is then retried, a few times.
     pub(crate) fn snapshot(&self) -> Snapshot {
+        let mut snap = self.snapshot_once();
+        for _ in 0..16 {
+            if !snap.packets.is_empty() || self.head.0.pos.load(Ordering::Relaxed) == 0 {
+                break;
+            }
+            std::thread::yield_now();
+            snap = self.snapshot_once();
+        }
+        snap
+    }
+
+    fn snapshot_once(&self) -> Snapshot {
         let n = self.slots.len() as u64;
         // Acquire: pairs with the Release stores of `write_event` / `switch`.
         let pos1 = self.head.0.pos.load(Ordering::Acquire);
@@ -526,7 +553,10 @@ impl Ring {
         let (k1, off1) = (pos1 >> 32, (pos1 & 0xffff_ffff) as usize);
         let first = (k1 + 1).saturating_sub(n);
         let mut copies = Vec::new();
-        for k in first..=k1 {
+        // Newest first: the writer must go around the whole ring to reach
+        // the packet copied first, so under a fast writer (or a preempted
+        // save) the newest packets survive and only the oldest are lost.
+        for k in (first..=k1).rev() {
             let slot = (k % n) as usize;
             let meta = &self.slots[slot];
             let open = k == k1;
@@ -562,12 +592,17 @@ impl Ring {
                 words: events,
                 len: content,
             });
+            // Acquire fence then relaxed load: pairs with the Release fence
+            // in `switch` (seqlock reader). If the slot was reused while we
+            // copied it, drop it and stop: every older slot was reused first.
+            fence(Ordering::Acquire);
+            let k2 = self.head.0.pos.load(Ordering::Relaxed) >> 32;
+            if k + n <= k2 {
+                copies.pop();
+                break;
+            }
         }
-        // Acquire fence then relaxed load: pairs with the Release fence in
-        // `switch` (seqlock reader).
-        fence(Ordering::Acquire);
-        let k2 = self.head.0.pos.load(Ordering::Relaxed) >> 32;
-        copies.retain(|c| c.seq + n > k2);
+        copies.reverse();
         // The open packet, when empty, carries no data; its metadata may not
         // be written yet, so it only counts if drops happened since the last
         // closed packet.
