@@ -81,7 +81,7 @@ unsafe fn put<T: Copy>(dst: *mut u8, v: T) -> *mut u8 {
     }
 }
 
-macro_rules! integer_fields {
+macro_rules! scalar_fields {
     ($($t:ty => $ctf:expr),* $(,)?) => {$(
         // SAFETY: writes exactly size_of::<$t>() == max_size() bytes.
         unsafe impl Encode for $t {
@@ -98,49 +98,26 @@ macro_rules! integer_fields {
         impl Field for $t {
             const FIXED_SIZE: usize = size_of::<$t>();
             fn describe(name: &str, out: &mut Vec<tape_ctf::Field>) {
-                out.push(tape_ctf::Field::new(name, Type::Integer($ctf)));
+                out.push(tape_ctf::Field::new(name, $ctf));
             }
         }
     )*};
 }
 
-integer_fields! {
-    u8 => Integer::unsigned(8),
-    u16 => Integer::unsigned(16),
-    u32 => Integer::unsigned(32),
-    u64 => Integer::unsigned(64),
-    i8 => Integer::signed(8),
-    i16 => Integer::signed(16),
-    i32 => Integer::signed(32),
-    i64 => Integer::signed(64),
-    usize => Integer::unsigned(usize::BITS),
-    isize => Integer::signed(usize::BITS),
+scalar_fields! {
+    u8 => Type::Integer(Integer::unsigned(8)),
+    u16 => Type::Integer(Integer::unsigned(16)),
+    u32 => Type::Integer(Integer::unsigned(32)),
+    u64 => Type::Integer(Integer::unsigned(64)),
+    i8 => Type::Integer(Integer::signed(8)),
+    i16 => Type::Integer(Integer::signed(16)),
+    i32 => Type::Integer(Integer::signed(32)),
+    i64 => Type::Integer(Integer::signed(64)),
+    usize => Type::Integer(Integer::unsigned(usize::BITS)),
+    isize => Type::Integer(Integer::signed(usize::BITS)),
+    f32 => Type::Float(Float::binary32()),
+    f64 => Type::Float(Float::binary64()),
 }
-
-macro_rules! float_fields {
-    ($($t:ty => $ctf:expr),*) => {$(
-        // SAFETY: writes exactly size_of::<$t>() == max_size() bytes.
-        unsafe impl Encode for $t {
-            #[inline(always)]
-            fn max_size(&self) -> usize {
-                size_of::<$t>()
-            }
-            #[inline(always)]
-            unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
-                // SAFETY: forwarded from the caller.
-                unsafe { put(dst, *self) }
-            }
-        }
-        impl Field for $t {
-            const FIXED_SIZE: usize = size_of::<$t>();
-            fn describe(name: &str, out: &mut Vec<tape_ctf::Field>) {
-                out.push(tape_ctf::Field::new(name, Type::Float($ctf)));
-            }
-        }
-    )*};
-}
-
-float_fields!(f32 => Float::binary32(), f64 => Float::binary64());
 
 // SAFETY: writes one byte, == max_size().
 unsafe impl Encode for bool {

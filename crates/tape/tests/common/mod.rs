@@ -254,3 +254,42 @@ pub fn check_event_times(dir: &Path, name: &str, rt_ns: &[i64]) -> Option<(i128,
     assert!(ppm.abs() <= 10.0, "frequency error {ppm} ppm > 10 ppm");
     Some((median, ppm))
 }
+
+/// The clock test of one clock choice: `stamp(rt, i)` emits the event
+/// `test.clock.stamp` with the realtime read just before it; 40 events over
+/// one second, then the times babeltrace2 prints are checked
+/// ([`check_event_times`]) and the metadata names the clock source.
+pub fn clock_test(choice: tape::ClockChoice, stamp: impl Fn(i64, u32)) {
+    let _g = tape::Config::new()
+        .enable("test.clock.*")
+        .clock(choice)
+        .init()
+        .expect("init");
+    _g.disarm();
+    let mut rts = Vec::new();
+    for i in 0..40 {
+        let rt = tape::clock::realtime_ns() as i64;
+        stamp(rt, i);
+        rts.push(rt);
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let dir = trace_path("clock");
+    tape::save_to(&dir).expect("save");
+    let meta = std::fs::read_to_string(dir.join("metadata")).unwrap();
+    let source = match choice {
+        tape::ClockChoice::Monotonic => "monotonic",
+        tape::ClockChoice::Auto => tape::clock::source().name(),
+    };
+    assert!(
+        meta.contains(&format!("clock_source = \"{source}\";")),
+        "{meta}"
+    );
+    if choice == tape::ClockChoice::Monotonic {
+        assert!(meta.contains("freq = 1000000000;"), "{meta}");
+    }
+    #[cfg(target_arch = "x86_64")]
+    if choice == tape::ClockChoice::Auto && tape::clock::invariant_tsc() {
+        assert_eq!(source, "tsc");
+    }
+    check_event_times(&dir, "test.clock.stamp", &rts);
+}
