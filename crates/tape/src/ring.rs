@@ -87,8 +87,10 @@ use crate::config::{self, Mode};
 use crate::field::Encode;
 use crate::point::id_of;
 
-/// Bytes of the event header: `u16 id`, `u64 timestamp`.
+/// Bytes of the event header: `u16 id`, `u64 timestamp` (packed; the
+/// metadata's `event.header` in `save.rs` describes the same two fields).
 pub(crate) const EVENT_HEADER_SIZE: usize = 10;
+const _: () = assert!(EVENT_HEADER_SIZE == size_of::<u16>() + size_of::<u64>());
 
 /// Smallest slot: room for an event header and a few fields.
 pub(crate) const MIN_PACKET_SIZE: usize = 256;
