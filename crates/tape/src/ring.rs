@@ -32,7 +32,7 @@
 //!
 //! The writer state (slot base, offset, capacity) lives in a const-initialised
 //! thread local with no destructor, so reaching it is one `fs:`-relative
-//! access. An emit reads the clock, checks `off + size <= capacity`, copies
+//! access. An emit checks `off + size <= capacity`, reads the clock, copies
 //! the event and publishes with one `Release` store of `head.pos` (plus a
 //! relaxed store of the last timestamp). No lock, no atomic read-modify-write,
 //! no allocation, no syscall. Everything else is the cold path: creating the
@@ -484,15 +484,20 @@ impl Ring {
             .unwrap_or_else(|| "thread".to_owned());
         // SAFETY: gettid has no preconditions and cannot fail.
         let tid = unsafe { libc::gettid() } as u32;
+        let created_ts = clock::now();
+        let slots: Box<[SlotMeta]> = (0..n).map(|_| SlotMeta::default()).collect();
+        // Packet 0 is opened here, not by a switch: it begins now (before
+        // its first event, whose timestamp is read after this).
+        slots[0].ts_begin.store(created_ts, Ordering::Relaxed);
         Some(Ring {
             head: CachePadded::default(),
             dropped: CachePadded::default(),
-            slots: (0..n).map(|_| SlotMeta::default()).collect(),
+            slots,
             mem: mem.into_boxed_slice(),
             slot_size,
             tid: AtomicU32::new(tid),
             name,
-            created_ts: clock::now(),
+            created_ts,
             exited: AtomicBool::new(false),
         })
     }

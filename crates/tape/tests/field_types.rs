@@ -260,7 +260,13 @@ fn every_field_type_reads_back_in_both_readers() {
         let Some(text) = read_clean(reader, &dir) else {
             continue;
         };
-        let evs = events(&text);
+        // Only this thread's events: other tests of this binary run beside.
+        // SAFETY: gettid has no preconditions.
+        let ctx = format!("tid = {},", unsafe { libc::gettid() });
+        let evs: Vec<_> = events(&text)
+            .into_iter()
+            .filter(|e| e.context.starts_with(&ctx))
+            .collect();
         let all: Vec<_> = evs.iter().filter(|e| e.name == "test.types.all").collect();
         assert_eq!(all.len(), rows.len(), "{reader:?}: events\n{text}");
         for (n, (ev, row)) in all.iter().zip(&rows).enumerate() {
@@ -279,4 +285,45 @@ fn every_field_type_reads_back_in_both_readers() {
             .collect();
         assert_eq!(got, want, "{reader:?}");
     }
+}
+
+/// Regression: packet 0 of a stream was written with `timestamp_begin = 0`
+/// (its slot metadata was never set, as no switch opened it). Readers then
+/// place the packet at the clock's origin. Checked on the raw stream file:
+/// header (24 bytes), then timestamp_begin, timestamp_end, content_size,
+/// packet_size, packet_seq_num, events_discarded (u64 each), tid (u32),
+/// thread_name (NUL-terminated), then the first event: id u16, timestamp u64.
+#[test]
+fn first_packet_begins_before_its_first_event() {
+    let _g = tape::Config::new()
+        .enable("test.types.string")
+        .init()
+        .expect("init");
+    _g.disarm();
+    let tid = std::thread::spawn(|| {
+        one_string("first");
+        one_string("second");
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::gettid() }
+    })
+    .join()
+    .unwrap();
+    let dir = common::trace_path("packet0");
+    tape::save_to(&dir).expect("save");
+    let stream = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(&format!("-{tid}")))
+        .expect("stream file");
+    let b = std::fs::read(stream).unwrap();
+    let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+    let (begin, end, seq) = (u64_at(24), u64_at(32), u64_at(56));
+    let name_end = 24 + 48 + 4 + b[76..].iter().position(|&c| c == 0).unwrap();
+    let first_ts = u64_at(name_end + 1 + 2);
+    assert_eq!(seq, 1, "packet 0 is numbered 1");
+    assert!(begin > 0, "timestamp_begin is 0");
+    assert!(
+        begin <= first_ts && first_ts <= end,
+        "{begin} <= {first_ts} <= {end}"
+    );
 }
