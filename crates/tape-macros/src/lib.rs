@@ -15,7 +15,7 @@
 //! * `pub fn net_rx(port, len, ifname)`: the emit function. Inlined at the
 //!   call site; when the tracepoint is disabled it costs one relaxed load of
 //!   the tracepoint's state word and a branch.
-//! * `pub mod net_rx`: `net_rx::TRACEPOINT` (the [`tape::Tracepoint`] static,
+//! * `pub mod net_rx`: `net_rx::TRACEPOINT` (the `tape::Tracepoint` static,
 //!   registered through a `linkme` link section), `net_rx::enabled()`, and a
 //!   description of the fields from which the CTF metadata is written.
 //!

@@ -93,7 +93,7 @@ pub(crate) fn init(prefer_monotonic: bool) -> ClockSource {
     source()
 }
 
-/// The source in use (after [`init`]).
+/// The source in use (chosen by `tape::init` or the first ring).
 pub fn source() -> ClockSource {
     match SOURCE.load(Ordering::Relaxed) {
         TSC => ClockSource::Tsc,
@@ -121,7 +121,7 @@ fn detect() -> u8 {
     }
 }
 
-/// Whether the CPU reports an invariant TSC (CPUID 0x8000_0007 EDX[8]).
+/// Whether the CPU reports an invariant TSC (CPUID leaf 0x8000_0007, EDX bit 8).
 #[cfg(target_arch = "x86_64")]
 pub fn invariant_tsc() -> bool {
     use std::arch::x86_64::__cpuid;

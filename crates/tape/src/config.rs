@@ -97,7 +97,7 @@ fn check_geometry(buffer: usize, packet: Option<usize>, what: &str) -> Result<us
     Ok(p)
 }
 
-/// The directory where [`crate::save`] creates traces.
+/// The directory where [`crate::save()`] creates traces.
 pub fn trace_dir() -> PathBuf {
     if let Some(d) = DIR.lock().unwrap_or_else(|e| e.into_inner()).clone() {
         return d;

@@ -31,7 +31,7 @@
 //! * [`ring`]: per-thread rings of packets, the emit path, loss counters and
 //!   the consistent snapshot.
 //! * [`clock`]: TSC or fallback clock, calibration.
-//! * [`save`]: the trace directory, written atomically.
+//! * [`mod@save`]: the trace directory, written atomically.
 //! * [`config`]: `TAPE_TRACE*` variables and the [`Config`] builder.
 //!
 //! ## Guarantees

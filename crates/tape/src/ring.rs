@@ -4,7 +4,7 @@
 //!
 //! # Layout
 //!
-//! Each thread that emits gets one [`Ring`] on its first enabled event: `N`
+//! Each thread that emits gets one `Ring` on its first enabled event: `N`
 //! fixed-size **slots**, each holding the events of one **packet** (LTTng's
 //! sub-buffers). Packets are numbered `k = 0, 1, 2, ...`; packet `k` lives in
 //! slot `k % N`.
