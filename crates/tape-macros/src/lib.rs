@@ -170,7 +170,6 @@ fn expand(d: Decl) -> TokenStream2 {
         name.value()
     );
     let register = format_ident!("__TAPE_REGISTER_{}", ident.to_string().to_uppercase());
-    let _ = Span::call_site();
     quote! {
         #(#attrs)*
         #[doc = ""]
@@ -229,4 +228,33 @@ fn payload_tuple(names: &[&Ident]) -> TokenStream2 {
     }
     let chunks: Vec<TokenStream2> = names.chunks(12).map(|c| quote!((#(#c,)*))).collect();
     quote!((#(#chunks,)*))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        let ok = ["app.net.rx", "a.b", "crate_1.sub_sys.event2", "x.y.z.w"];
+        for n in ok {
+            assert!(
+                check_name(&LitStr::new(n, Span::call_site())).is_ok(),
+                "{n}"
+            );
+        }
+        let bad = [
+            ("rx", "has no dot"),
+            ("App.net", "does not start with a lowercase letter"),
+            ("app..rx", "empty word"),
+            ("app.rx.", "empty word"),
+            ("app.1rx", "does not start with a lowercase letter"),
+            ("app.net-rx", "other than a-z"),
+            ("app.nét", "other than a-z"),
+        ];
+        for (n, why) in bad {
+            let e = check_name(&LitStr::new(n, Span::call_site())).unwrap_err();
+            assert!(e.to_string().contains(why), "{n}: {e}");
+        }
+    }
 }
