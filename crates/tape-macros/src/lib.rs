@@ -24,7 +24,7 @@
 #![forbid(unsafe_code)]
 
 use proc_macro::TokenStream;
-use proc_macro2::{Span, TokenStream as TokenStream2};
+use proc_macro2::TokenStream as TokenStream2;
 use quote::{format_ident, quote};
 use syn::parse::{Parse, ParseStream};
 use syn::{Attribute, FnArg, Ident, LitStr, Pat, Token, Type, Visibility};
@@ -233,6 +233,7 @@ fn payload_tuple(names: &[&Ident]) -> TokenStream2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proc_macro2::Span;
 
     #[test]
     fn names() {
