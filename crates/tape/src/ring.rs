@@ -230,6 +230,8 @@ impl Drop for ExitGuard {
             if !r.is_null() {
                 // SAFETY: the registry holds an Arc to this ring until it sees
                 // `exited`, which we set only now.
+                // Release: pairs with the Acquire in `exited()`; every event
+                // of this thread was published before.
                 unsafe { &*r }.exited.store(true, Ordering::Release);
             }
         });
@@ -530,6 +532,7 @@ impl Ring {
     }
 
     pub(crate) fn exited(&self) -> bool {
+        // Acquire: pairs with the Release in `ExitGuard::drop`.
         self.exited.load(Ordering::Acquire)
     }
 
