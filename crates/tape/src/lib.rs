@@ -117,6 +117,11 @@ pub struct Stats {
     /// Events dropped with no ring to count them in (thread exit, re-entry
     /// during ring creation).
     pub dropped_without_ring: u64,
+    /// Rings of exited threads kept for the next save.
+    pub exited_rings: usize,
+    /// Events of exited threads whose ring was freed unsaved (beyond
+    /// [`ring::MAX_EXITED_RINGS`]).
+    pub lost_with_exited_rings: u64,
 }
 
 /// Current loss counters.
@@ -125,9 +130,11 @@ pub fn stats() -> Stats {
     let mut s = Stats {
         rings: rings.len(),
         dropped_without_ring: ring::DROPPED_NO_RING.load(std::sync::atomic::Ordering::Relaxed),
+        lost_with_exited_rings: ring::EVENTS_LOST_EXITED.load(std::sync::atomic::Ordering::Relaxed),
         ..Stats::default()
     };
     for r in &rings {
+        s.exited_rings += usize::from(r.exited());
         let d = r.drops();
         s.drops.full += d.full;
         s.drops.big += d.big;

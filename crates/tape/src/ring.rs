@@ -159,6 +159,8 @@ pub(crate) struct Ring {
     pub(crate) created_ts: u64,
     /// Set by the owner thread's exit.
     exited: AtomicBool,
+    /// Events recorded or dropped in this ring, set at the owner's exit.
+    events_at_exit: AtomicU64,
 }
 
 // SAFETY: the `UnsafeCell` memory is written only by the owner thread (the
@@ -230,12 +232,47 @@ impl Drop for ExitGuard {
             if !r.is_null() {
                 // SAFETY: the registry holds an Arc to this ring until it sees
                 // `exited`, which we set only now.
+                let ring = unsafe { &*r };
+                let total = l.committed.get() + l.events.get() + ring.dropped_total();
+                ring.events_at_exit.store(total, Ordering::Relaxed);
                 // Release: pairs with the Acquire in `exited()`; every event
-                // of this thread was published before.
-                unsafe { &*r }.exited.store(true, Ordering::Release);
+                // of this thread (and `events_at_exit`) was published before.
+                ring.exited.store(true, Ordering::Release);
+                forget_excess_exited();
             }
         });
     }
+}
+
+/// Rings of exited threads kept for the next save, at most. A program whose
+/// threads come and go without saves would otherwise keep every ring it ever
+/// had; past this many, the oldest exited ring is freed and its events are
+/// counted in [`EVENTS_LOST_EXITED`] (reported by `tape::stats()` and in the
+/// trace's `env` block).
+pub const MAX_EXITED_RINGS: usize = 256;
+
+/// Events (recorded or dropped) of exited threads whose ring was freed
+/// unsaved because of [`MAX_EXITED_RINGS`]. Control-plane counter.
+pub(crate) static EVENTS_LOST_EXITED: AtomicU64 = AtomicU64::new(0);
+
+/// Frees the oldest exited rings beyond [`MAX_EXITED_RINGS`] (at thread exit,
+/// not on the emit path).
+fn forget_excess_exited() {
+    let mut rings = RINGS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut excess = rings
+        .iter()
+        .filter(|r| r.exited())
+        .count()
+        .saturating_sub(MAX_EXITED_RINGS);
+    rings.retain(|r| {
+        if excess > 0 && r.exited() {
+            excess -= 1;
+            let lost = r.events_at_exit.load(Ordering::Relaxed);
+            EVENTS_LOST_EXITED.fetch_add(lost, Ordering::Relaxed);
+            return false;
+        }
+        true
+    });
 }
 
 /// Records one event. Called by the code `tracepoint!` generates, after the
@@ -501,6 +538,7 @@ impl Ring {
             name,
             created_ts,
             exited: AtomicBool::new(false),
+            events_at_exit: AtomicU64::new(0),
         })
     }
 

@@ -220,6 +220,10 @@ pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
             EnvValue::Int(ring::DROPPED_NO_RING.load(Ordering::Relaxed) as i64),
         ),
         (
+            "events_lost_with_exited_threads".into(),
+            EnvValue::Int(ring::EVENTS_LOST_EXITED.load(Ordering::Relaxed) as i64),
+        ),
+        (
             "trace_creation_datetime".into(),
             EnvValue::Str(local_date()),
         ),
