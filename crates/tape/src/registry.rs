@@ -27,7 +27,7 @@ pub static TRACEPOINTS: [&'static Tracepoint];
 struct Registry {
     /// Sorted by name; the index is the id.
     points: Vec<&'static Tracepoint>,
-    /// Names declared more than once.
+    /// Names declared more than once (or too many tracepoints).
     duplicates: Option<Error>,
 }
 
@@ -50,7 +50,15 @@ fn registry() -> &'static Registry {
                 ));
             }
         }
-        points.truncate(usize::from(u16::MAX));
+        if points.len() > usize::from(u16::MAX) {
+            dups.push(format!(
+                "{} tracepoints are declared; event ids are 16-bit, so only the first {} \
+                 (by name) can be used",
+                points.len(),
+                u16::MAX
+            ));
+            points.truncate(usize::from(u16::MAX));
+        }
         for (id, p) in points.iter().enumerate() {
             p.set_id(id as u16);
         }
