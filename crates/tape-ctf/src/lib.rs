@@ -34,7 +34,11 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod lexer;
+mod parse;
 mod tsdl;
+
+pub use parse::{parse_metadata, ParseError, Parsed};
 
 /// Byte order of a type or of the whole trace (§4.1.3 of the CTF spec).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,6 +234,14 @@ pub enum Type {
         /// Path of the length field, as written in TSDL (escaped name).
         length: String,
     },
+    /// A variant: one of `options`, chosen by the label of the enum field at
+    /// path `tag` (resolved when decoding).
+    Variant {
+        /// Path of the tag field, as written in TSDL.
+        tag: String,
+        /// The options, named like the tag's labels.
+        options: Vec<Field>,
+    },
     /// A type named earlier with `typealias` (written by name).
     Named(String),
 }
@@ -341,8 +353,13 @@ pub struct EventClass {
     pub stream_id: Option<u64>,
     /// Log level, if any.
     pub loglevel: Option<i64>,
+    /// The event context (`context := struct {...}`), if any.
+    pub context: Option<Struct>,
     /// The payload.
     pub fields: Struct,
+    /// Whether the metadata gave the id (a parsed event without one is the
+    /// only event of its stream).
+    pub id_given: bool,
 }
 
 impl EventClass {
@@ -353,7 +370,9 @@ impl EventClass {
             id,
             stream_id: None,
             loglevel: None,
+            context: None,
             fields,
+            id_given: true,
         }
     }
 }

@@ -97,6 +97,11 @@ pub(crate) fn write_trace(t: &Trace) -> String {
         if let Some(l) = e.loglevel {
             let _ = writeln!(out, "    loglevel = {l};");
         }
+        if let Some(c) = &e.context {
+            out.push_str("    context := ");
+            write_struct(&mut out, c, 1);
+            out.push_str(";\n");
+        }
         out.push_str("    fields := ");
         write_struct(&mut out, &e.fields, 1);
         out.push_str(";\n};\n\n");
@@ -199,6 +204,14 @@ fn write_type(out: &mut String, ty: &Type, level: usize) {
             out.push_str(" }");
         }
         Type::Struct(s) => write_struct(out, s, level),
+        Type::Variant { tag, options } => {
+            let _ = writeln!(out, "variant <{tag}> {{");
+            for f in options {
+                write_field(out, f, level + 1);
+            }
+            indent(out, level);
+            out.push('}');
+        }
         Type::Array { .. } | Type::Sequence { .. } => {
             // Only reachable for an array nested in a type alias; TSDL has no
             // anonymous array type, so describe it through a one-field struct.
