@@ -34,8 +34,11 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod decode;
 mod lexer;
 mod parse;
+pub mod read;
+pub mod text;
 mod tsdl;
 
 pub use parse::{parse_metadata, ParseError, Parsed};

@@ -1,0 +1,234 @@
+//! Opening traces: finding them in a directory tree, reading their metadata
+//! (text or packetized, §7.1), and merging their streams in time order.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::decode::{DecodeError, Item, Schema, StreamReader};
+use crate::parse::{parse_metadata, ParseError};
+
+/// An error opening a trace.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The path could not be read.
+    Io(PathBuf, std::io::Error),
+    /// The metadata is malformed.
+    Metadata(PathBuf, ParseError),
+    /// The metadata packets are malformed.
+    Packetized(PathBuf, String),
+    /// No trace (no `metadata` file) under the path.
+    NoTrace(PathBuf),
+    /// A stream could not be opened.
+    Stream(DecodeError),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Io(p, e) => write!(f, "{}: {e}", p.display()),
+            OpenError::Metadata(p, e) => write!(f, "{}: {e}", p.display()),
+            OpenError::Packetized(p, e) => write!(f, "{}: {e}", p.display()),
+            OpenError::NoTrace(p) => {
+                write!(f, "{}: no CTF trace (no `metadata` file) here", p.display())
+            }
+            OpenError::Stream(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// One trace: a directory with `metadata` and its stream files.
+pub struct TraceDir {
+    /// The directory.
+    pub dir: PathBuf,
+    /// The parsed metadata, ready to decode.
+    pub schema: Arc<Schema>,
+    /// Warnings from the metadata (unknown attributes...).
+    pub warnings: Vec<ParseError>,
+    /// Stream files, sorted by name.
+    pub streams: Vec<PathBuf>,
+}
+
+/// Finds every trace under `path` (a trace directory, or a tree of them as
+/// LTTng writes), sorted by directory.
+pub fn find_traces(path: &Path) -> Result<Vec<TraceDir>, OpenError> {
+    let mut dirs = Vec::new();
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if d.join("metadata").is_file() {
+            dirs.push(d.clone());
+        }
+        let rd = std::fs::read_dir(&d).map_err(|e| OpenError::Io(d.clone(), e))?;
+        let mut subs: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_dir()
+                    && p.file_name()
+                        .is_some_and(|n| n != "index" && !n.to_string_lossy().starts_with('.'))
+            })
+            .collect();
+        subs.sort();
+        stack.extend(subs.into_iter().rev());
+    }
+    if dirs.is_empty() {
+        return Err(OpenError::NoTrace(path.to_path_buf()));
+    }
+    dirs.sort();
+    dirs.into_iter().map(|d| open_trace(&d)).collect()
+}
+
+/// Opens one trace directory.
+pub fn open_trace(dir: &Path) -> Result<TraceDir, OpenError> {
+    let mpath = dir.join("metadata");
+    let bytes = std::fs::read(&mpath).map_err(|e| OpenError::Io(mpath.clone(), e))?;
+    let text = metadata_text(&bytes).map_err(|m| OpenError::Packetized(mpath.clone(), m))?;
+    let parsed = parse_metadata(&text).map_err(|e| OpenError::Metadata(mpath.clone(), e))?;
+    let mut streams: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| OpenError::Io(dir.to_path_buf(), e))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_file()
+                && p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n != "metadata" && !n.starts_with('.')
+                })
+        })
+        .collect();
+    streams.sort();
+    Ok(TraceDir {
+        dir: dir.to_path_buf(),
+        schema: Arc::new(Schema::new(parsed.trace)),
+        warnings: parsed.warnings,
+        streams,
+    })
+}
+
+/// The metadata text: as is when it starts with `/* CTF`, else unwrapped
+/// from metadata packets (magic 0x75D11D57, 37-byte header, §7.1).
+pub fn metadata_text(bytes: &[u8]) -> Result<String, String> {
+    const MAGIC: u32 = 0x75D1_1D57;
+    if bytes.len() >= 4 {
+        let le = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        let be = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        if le == MAGIC || be == MAGIC {
+            let little = le == MAGIC;
+            let u32_at = |b: &[u8], o: usize| {
+                let x = [b[o], b[o + 1], b[o + 2], b[o + 3]];
+                if little {
+                    u32::from_le_bytes(x)
+                } else {
+                    u32::from_be_bytes(x)
+                }
+            };
+            let mut out = Vec::new();
+            let mut off = 0usize;
+            while off < bytes.len() {
+                let b = &bytes[off..];
+                if b.len() < 37 {
+                    return Err(format!("truncated metadata packet header at byte {off}"));
+                }
+                if u32_at(b, 0) != MAGIC {
+                    return Err(format!("bad metadata packet magic at byte {off}"));
+                }
+                let content = u32_at(b, 24) as usize / 8;
+                let packet = u32_at(b, 28) as usize / 8;
+                let (major, minor) = (b[35], b[36]);
+                if (major, minor) != (1, 8) {
+                    return Err(format!(
+                        "metadata packet at byte {off} has version {major}.{minor}, not 1.8"
+                    ));
+                }
+                if content < 37 || content > packet || packet > b.len() {
+                    return Err(format!(
+                        "metadata packet at byte {off}: content size {content} / packet size {packet} bytes do not fit ({} left)",
+                        b.len()
+                    ));
+                }
+                out.extend_from_slice(&b[37..content]);
+                off += packet;
+            }
+            return String::from_utf8(out).map_err(|e| {
+                format!(
+                    "metadata is not UTF-8 (byte {})",
+                    e.utf8_error().valid_up_to()
+                )
+            });
+        }
+    }
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| format!("metadata is not UTF-8 (byte {})", e.valid_up_to()))?;
+    let rest = text.strip_prefix("/* CTF").ok_or_else(|| {
+        "metadata does not start with `/* CTF 1.8` (nor a metadata packet)".to_owned()
+    })?;
+    let version = rest.trim_start();
+    if !version.starts_with("1.8") {
+        return Err("metadata signature is not `/* CTF 1.8`".into());
+    }
+    Ok(text.to_owned())
+}
+
+/// Events of several streams (and traces) merged in timestamp order.
+pub struct Merge {
+    streams: Vec<StreamReader>,
+    heads: Vec<Option<Item>>,
+    heap: BinaryHeap<Reverse<(i128, usize)>>,
+}
+
+impl Merge {
+    /// Merges the streams of `traces`.
+    pub fn new(traces: &[TraceDir]) -> Result<Merge, OpenError> {
+        let mut streams = Vec::new();
+        for t in traces {
+            for s in &t.streams {
+                streams.push(StreamReader::open(t.schema.clone(), s).map_err(OpenError::Stream)?);
+            }
+        }
+        let n = streams.len();
+        Ok(Merge {
+            streams,
+            heads: vec![None; n],
+            heap: BinaryHeap::new(),
+        })
+    }
+
+    /// Starts every stream; the first error stops the merge.
+    fn fill(&mut self, i: usize) -> Result<(), DecodeError> {
+        match self.streams[i].next() {
+            Some(Ok(item)) => {
+                let key = match &item {
+                    Item::Event(e) => e.ns.unwrap_or(i128::MIN),
+                    Item::Lost {
+                        end_ns, begin_ns, ..
+                    } => begin_ns.or(*end_ns).unwrap_or(i128::MIN),
+                };
+                self.heads[i] = Some(item);
+                self.heap.push(Reverse((key, i)));
+                Ok(())
+            }
+            Some(Err(e)) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// The next item in time order (ties: stream order), with its stream.
+    pub fn next_item(&mut self) -> Option<Result<(Item, &Path), DecodeError>> {
+        if self.heap.is_empty() && self.heads.iter().all(Option::is_none) {
+            for i in 0..self.streams.len() {
+                if let Err(e) = self.fill(i) {
+                    return Some(Err(e));
+                }
+            }
+        }
+        let Reverse((_, i)) = self.heap.pop()?;
+        let item = self.heads[i].take().expect("a head for each heap entry");
+        if let Err(e) = self.fill(i) {
+            return Some(Err(e));
+        }
+        Some(Ok((item, self.streams[i].path())))
+    }
+}

@@ -1,0 +1,268 @@
+//! babeltrace2's default text format (`sink.text.pretty`), so that the
+//! output of `tape show` can be grepped like babeltrace2's:
+//!
+//! ```text
+//! [10:00:00.475336892] (+0.000980368) host app.net.rx: { cpu_id = 0 }, { port = 3, ifname = "eth0" }
+//! ```
+//!
+//! The time is the event's clock value in the local time zone; the delta is
+//! from the previous event (`+?.?????????` for the first); `host` is the
+//! trace's `env.hostname` when it has one. Then, each in braces: the packet
+//! context without the fields babeltrace2 hides (timestamps, sizes, sequence
+//! number, discarded count), the stream event context, the event context and
+//! the payload.
+
+use std::fmt::Write;
+
+use crate::decode::{Event, Value};
+use crate::Base;
+
+/// Packet context fields babeltrace2 does not print.
+const HIDDEN: [&str; 6] = [
+    "timestamp_begin",
+    "timestamp_end",
+    "content_size",
+    "packet_size",
+    "packet_seq_num",
+    "events_discarded",
+];
+
+/// A field name as shown: one leading `_` removed (§4.2.1).
+pub fn shown_name(n: &str) -> &str {
+    n.strip_prefix('_').unwrap_or(n)
+}
+
+/// Writes one event line (without the newline).
+///
+/// `time` is the formatted `HH:MM:SS.nnnnnnnnn` (or seconds), `delta_ns` the
+/// time since the previous event.
+pub fn event_line(
+    out: &mut String,
+    time: &str,
+    delta_ns: Option<i128>,
+    host: Option<&str>,
+    e: &Event,
+) {
+    let _ = write!(out, "[{time}] ");
+    match delta_ns {
+        Some(d) => {
+            let d = d.max(0);
+            let _ = write!(out, "(+{}.{:09}) ", d / 1_000_000_000, d % 1_000_000_000);
+        }
+        None => out.push_str("(+?.?????????) "),
+    }
+    if let Some(h) = host {
+        out.push_str(h);
+        out.push(' ');
+    }
+    out.push_str(&e.class.name);
+    out.push(':');
+    let mut first = true;
+    let mut scope = |out: &mut String, fields: &[(String, Value)], skip: &[&str]| {
+        let shown: Vec<&(String, Value)> = fields
+            .iter()
+            .filter(|(n, _)| !skip.contains(&shown_name(n)))
+            .collect();
+        if shown.is_empty() {
+            return;
+        }
+        out.push_str(if first { " " } else { ", " });
+        first = false;
+        out.push_str("{ ");
+        for (i, (n, v)) in shown.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(shown_name(n));
+            out.push_str(" = ");
+            value(out, v);
+        }
+        out.push_str(" }");
+    };
+    if let Value::Struct(f) = &*e.packet_context {
+        scope(out, f, &HIDDEN);
+    }
+    for v in [&e.stream_context, &e.context].into_iter().flatten() {
+        if let Value::Struct(f) = v {
+            scope(out, f, &[]);
+        }
+    }
+    match &e.payload {
+        Value::Struct(f) if f.is_empty() => {}
+        Value::Struct(f) => scope(out, f, &[]),
+        _ => {}
+    }
+}
+
+/// Writes one value as babeltrace2 does.
+pub fn value(out: &mut String, v: &Value) {
+    match v {
+        Value::UInt(x, base) => uint(out, *x, *base),
+        Value::SInt(x, base) => match base {
+            Base::Decimal => {
+                let _ = write!(out, "{x}");
+            }
+            // Non-decimal bases show the two's complement bits.
+            b => uint(out, *x as u64, *b),
+        },
+        Value::Enum { value: x, labels } => {
+            out.push_str("( ");
+            match labels.as_slice() {
+                [] => out.push_str("<unknown>"),
+                [one] => {
+                    let _ = write!(out, "\"{one}\"");
+                }
+                many => {
+                    out.push_str("{ ");
+                    for (i, l) in many.iter().enumerate() {
+                        if i > 0 {
+                            out.push_str(", ");
+                        }
+                        let _ = write!(out, "\"{l}\"");
+                    }
+                    out.push_str(" }");
+                }
+            }
+            let _ = write!(out, " : container = {x} )");
+        }
+        Value::Float(f) => float(out, *f),
+        Value::Str(s) => string(out, s),
+        Value::Struct(fields) => {
+            if fields.is_empty() {
+                out.push_str("{ }");
+                return;
+            }
+            out.push_str("{ ");
+            for (i, (n, x)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(shown_name(n));
+                out.push_str(" = ");
+                value(out, x);
+            }
+            out.push_str(" }");
+        }
+        Value::Array(items) => {
+            if items.is_empty() {
+                out.push_str("[ ]");
+                return;
+            }
+            out.push_str("[ ");
+            for (i, x) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let _ = write!(out, "[{i}] = ");
+                value(out, x);
+            }
+            out.push_str(" ]");
+        }
+        Value::Variant(name, x) => {
+            let _ = write!(out, "{{ {} = ", shown_name(name));
+            value(out, x);
+            out.push_str(" }");
+        }
+    }
+}
+
+fn uint(out: &mut String, x: u64, base: Base) {
+    let _ = match base {
+        Base::Decimal => write!(out, "{x}"),
+        Base::Hexadecimal => write!(out, "0x{x:X}"),
+        Base::Octal => write!(out, "0{x:o}"),
+        Base::Binary => write!(out, "0b{x:b}"),
+    };
+}
+
+/// C's `%g`: six significant digits, the shorter of fixed and exponent.
+pub fn float(out: &mut String, f: f64) {
+    if f.is_nan() {
+        out.push_str(if f.is_sign_negative() { "-nan" } else { "nan" });
+        return;
+    }
+    if f.is_infinite() {
+        out.push_str(if f < 0.0 { "-inf" } else { "inf" });
+        return;
+    }
+    if f == 0.0 {
+        out.push_str(if f.is_sign_negative() { "-0" } else { "0" });
+        return;
+    }
+    let e = format!("{f:.5e}");
+    let (mant, exp) = e.split_once('e').expect("exponent form");
+    let exp: i32 = exp.parse().expect("exponent");
+    if !(-4..6).contains(&exp) {
+        let mant = trim_zeros(mant);
+        let _ = write!(
+            out,
+            "{mant}e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        );
+    } else {
+        let decimals = (5 - exp).max(0) as usize;
+        let s = format!("{f:.decimals$}");
+        out.push_str(trim_zeros(&s));
+    }
+}
+
+fn trim_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+/// A string quoted and escaped as babeltrace2 prints it.
+pub fn string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\x07' => out.push_str("\\a"),
+            '\x08' => out.push_str("\\b"),
+            '\x0b' => out.push_str("\\v"),
+            '\x0c' => out.push_str("\\f"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_print_like_percent_g() {
+        let cases = [
+            (1.5, "1.5"),
+            (1.0 / 3.0, "0.333333"),
+            (f64::MAX, "1.79769e+308"),
+            (1e-300, "1e-300"),
+            (123456789.0, "1.23457e+08"),
+            (123456.0, "123456"),
+            (0.0001, "0.0001"),
+            (0.00001234, "1.234e-05"),
+            (-2.5, "-2.5"),
+            (-0.0, "-0"),
+            (f64::NAN, "nan"),
+            (f64::NEG_INFINITY, "-inf"),
+            (f64::from(f32::MIN_POSITIVE), "1.17549e-38"),
+            (2619.32, "2619.32"),
+            (100.0, "100"),
+            (999999.5, "1e+06"),
+        ];
+        for (f, want) in cases {
+            let mut s = String::new();
+            float(&mut s, f);
+            assert_eq!(s, want, "{f:e}");
+        }
+    }
+}
