@@ -153,7 +153,12 @@ pub struct Schema {
 
 impl Schema {
     /// Prepares a parsed trace for decoding.
-    pub fn new(trace: Trace) -> Schema {
+    pub fn new(mut trace: Trace) -> Schema {
+        // No `stream` block: one implicit stream class with no header or
+        // context (events are then told apart by nothing: one event class).
+        if trace.streams.is_empty() {
+            trace.streams.push(StreamClass::default());
+        }
         let events = trace.events.iter().cloned().map(Arc::new).collect();
         Schema { trace, events }
     }
@@ -752,9 +757,12 @@ impl StreamReader {
         }
         // Alignment applies even when empty (§4.2.3).
         self.align(type_align(element))?;
-        // Each element takes at least one bit: a length past what remains
-        // cannot be right, and must not size an allocation.
-        if len > self.content_end - self.pos {
+        // A length past what remains cannot be right, and must not size an
+        // allocation: each element takes at least `min_bits(element)` bits;
+        // elements of size 0 (empty structs) are bounded separately.
+        let min = min_bits(element);
+        let room = self.content_end - self.pos;
+        if (min > 0 && len > room / min) || (min == 0 && len > 1 << 20) {
             return Err(self.err(format!(
                 "a length of {len} goes past the end of the packet content"
             )));
@@ -856,5 +864,18 @@ fn type_align(t: &Type) -> u32 {
         Type::Struct(s) => struct_align(s),
         Type::Array { element, .. } | Type::Sequence { element, .. } => type_align(element),
         Type::Variant { .. } | Type::Named(_) => 1,
+    }
+}
+
+/// The fewest bits a value of this type takes (0 for an empty struct).
+fn min_bits(t: &Type) -> u64 {
+    match t {
+        Type::Integer(i) => u64::from(i.size),
+        Type::Enum(e) => u64::from(e.container.size),
+        Type::Float(f) => u64::from(f.exp_dig + f.mant_dig),
+        Type::String(_) => 8,
+        Type::Struct(s) => s.fields.iter().map(|f| min_bits(&f.ty)).sum(),
+        Type::Array { element, len } => min_bits(element).saturating_mul(*len),
+        Type::Sequence { .. } | Type::Variant { .. } | Type::Named(_) => 0,
     }
 }

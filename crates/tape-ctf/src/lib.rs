@@ -40,8 +40,10 @@ mod parse;
 pub mod read;
 pub mod text;
 mod tsdl;
+mod validate;
 
 pub use parse::{parse_metadata, ParseError, Parsed};
+pub use validate::validate;
 
 /// Byte order of a type or of the whole trace (§4.1.3 of the CTF spec).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

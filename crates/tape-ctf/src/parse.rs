@@ -158,6 +158,15 @@ impl Parser {
         }
     }
 
+    /// A type declared at the root (outside any block or struct) must make
+    /// sense on its own: its relative paths resolve inside it.
+    fn check_at_root(&self, ty: &Type, at: usize) -> Result<(), ParseError> {
+        if self.scopes.len() == 1 {
+            crate::validate::check_detached(ty).map_err(|m| self.error_at(at, m))?;
+        }
+        Ok(())
+    }
+
     fn lookup(&self, name: &str) -> Option<&Type> {
         self.scopes.iter().rev().find_map(|s| s.get(name))
     }
@@ -205,7 +214,8 @@ impl Parser {
         let at = self.pos;
         let named_body =
             matches!(self.peek_at(1), Tok::Ident(_)) && matches!(self.peek_at(2), Tok::Punct("{"));
-        let _ = self.type_spec()?;
+        let ty = self.type_spec()?;
+        self.check_at_root(&ty, at)?;
         if self.is_punct(";") {
             self.next();
             return Ok(());
@@ -248,6 +258,7 @@ impl Parser {
             return Err(self.error_at(at, format!("`{name}` is a reserved keyword")));
         }
         self.expect(";")?;
+        self.check_at_root(&ty, at)?;
         self.define(name, ty, at)
     }
 
@@ -260,6 +271,7 @@ impl Parser {
             if KEYWORDS.contains(&name.as_str()) {
                 return Err(self.error_at(at, format!("`{name}` is a reserved keyword")));
             }
+            self.check_at_root(&ty, at)?;
             self.define(name, ty, at)?;
             if self.is_punct(",") {
                 self.next();
@@ -687,7 +699,16 @@ impl Parser {
         let mut tag = None;
         if self.is_punct("<") {
             self.next();
-            tag = Some(self.dotted_path()?);
+            let tpos = self.pos;
+            let path = self.dotted_path()?;
+            if path.split('.').any(|p| KEYWORDS.contains(&p))
+                && !path.starts_with("stream.")
+                && !path.starts_with("event.")
+                && !path.starts_with("trace.")
+            {
+                return Err(self.error_at(tpos, format!("variant tag `{path}` is a keyword")));
+            }
+            tag = Some(path);
             self.expect(">")?;
         }
         if !self.is_punct("{") {

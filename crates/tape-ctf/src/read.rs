@@ -18,6 +18,8 @@ pub enum OpenError {
     Metadata(PathBuf, ParseError),
     /// The metadata packets are malformed.
     Packetized(PathBuf, String),
+    /// The metadata parses but describes something impossible.
+    Invalid(PathBuf, String),
     /// No trace (no `metadata` file) under the path.
     NoTrace(PathBuf),
     /// A stream could not be opened.
@@ -30,6 +32,7 @@ impl std::fmt::Display for OpenError {
             OpenError::Io(p, e) => write!(f, "{}: {e}", p.display()),
             OpenError::Metadata(p, e) => write!(f, "{}: {e}", p.display()),
             OpenError::Packetized(p, e) => write!(f, "{}: {e}", p.display()),
+            OpenError::Invalid(p, e) => write!(f, "{}: {e}", p.display()),
             OpenError::NoTrace(p) => {
                 write!(f, "{}: no CTF trace (no `metadata` file) here", p.display())
             }
@@ -85,8 +88,16 @@ pub fn find_traces(path: &Path) -> Result<Vec<TraceDir>, OpenError> {
 pub fn open_trace(dir: &Path) -> Result<TraceDir, OpenError> {
     let mpath = dir.join("metadata");
     let bytes = std::fs::read(&mpath).map_err(|e| OpenError::Io(mpath.clone(), e))?;
-    let text = metadata_text(&bytes).map_err(|m| OpenError::Packetized(mpath.clone(), m))?;
+    let (text, packet_order) =
+        metadata_text(&bytes).map_err(|m| OpenError::Packetized(mpath.clone(), m))?;
     let parsed = parse_metadata(&text).map_err(|e| OpenError::Metadata(mpath.clone(), e))?;
+    if packet_order.is_some_and(|o| o != parsed.trace.byte_order) {
+        return Err(OpenError::Packetized(
+            mpath,
+            "the metadata packets' byte order differs from the trace's `byte_order`".into(),
+        ));
+    }
+    crate::validate(&parsed.trace).map_err(|m| OpenError::Invalid(mpath.clone(), m))?;
     let mut streams: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| OpenError::Io(dir.to_path_buf(), e))?
         .filter_map(|e| e.ok())
@@ -109,8 +120,9 @@ pub fn open_trace(dir: &Path) -> Result<TraceDir, OpenError> {
 }
 
 /// The metadata text: as is when it starts with `/* CTF`, else unwrapped
-/// from metadata packets (magic 0x75D11D57, 37-byte header, §7.1).
-pub fn metadata_text(bytes: &[u8]) -> Result<String, String> {
+/// from metadata packets (magic 0x75D11D57, 37-byte header, §7.1), with the
+/// packets' byte order.
+pub fn metadata_text(bytes: &[u8]) -> Result<(String, Option<crate::ByteOrder>), String> {
     const MAGIC: u32 = 0x75D1_1D57;
     if bytes.len() >= 4 {
         let le = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
@@ -152,12 +164,19 @@ pub fn metadata_text(bytes: &[u8]) -> Result<String, String> {
                 out.extend_from_slice(&b[37..content]);
                 off += packet;
             }
-            return String::from_utf8(out).map_err(|e| {
-                format!(
-                    "metadata is not UTF-8 (byte {})",
-                    e.utf8_error().valid_up_to()
-                )
-            });
+            let order = if little {
+                crate::ByteOrder::Little
+            } else {
+                crate::ByteOrder::Big
+            };
+            return String::from_utf8(out)
+                .map(|t| (t, Some(order)))
+                .map_err(|e| {
+                    format!(
+                        "metadata is not UTF-8 (byte {})",
+                        e.utf8_error().valid_up_to()
+                    )
+                });
         }
     }
     let text = std::str::from_utf8(bytes)
@@ -169,7 +188,7 @@ pub fn metadata_text(bytes: &[u8]) -> Result<String, String> {
     if !version.starts_with("1.8") {
         return Err("metadata signature is not `/* CTF 1.8`".into());
     }
-    Ok(text.to_owned())
+    Ok((text.to_owned(), None))
 }
 
 /// Events of several streams (and traces) merged in timestamp order.
