@@ -95,7 +95,10 @@ fn ctf_suites_conform() {
         };
         assert!(code.is_some(), "{rel}: crashed or hung: {err}");
         if code == Some(1) {
-            assert!(err.contains("tape: error:"), "{rel}: exit 1 without a message");
+            assert!(
+                err.contains("tape: error:"),
+                "{rel}: exit 1 without a message"
+            );
         }
         let kind = if want == 0 { "pass" } else { "fail" };
         let e = tally.entry(kind.into()).or_default();
@@ -111,9 +114,15 @@ fn ctf_suites_conform() {
     }
     let known: Vec<&str> = KNOWN.iter().map(|(p, _)| *p).collect();
     for d in &deviations {
-        assert!(known.contains(&d.as_str()), "{d}: does not do what the manifest expects");
+        assert!(
+            known.contains(&d.as_str()),
+            "{d}: does not do what the manifest expects"
+        );
     }
     for k in &known {
-        assert!(deviations.iter().any(|d| d == k), "{k} conforms now: remove it from KNOWN");
+        assert!(
+            deviations.iter().any(|d| d == k),
+            "{k} conforms now: remove it from KNOWN"
+        );
     }
 }

@@ -35,8 +35,16 @@ fn samples_match_babeltrace2() {
     // (trace directory, babeltrace2's stdout, babeltrace2's stderr if any)
     let cases = [
         ("dpdk/overwrite/ctf", "dpdk/overwrite/babeltrace2.txt", None),
-        ("lttng/snapshot/trace", "lttng/snapshot/babeltrace2.txt", None),
-        ("lttng/discard/trace", "lttng/discard/babeltrace2.txt", Some("lttng/discard/babeltrace2.stderr.txt")),
+        (
+            "lttng/snapshot/trace",
+            "lttng/snapshot/babeltrace2.txt",
+            None,
+        ),
+        (
+            "lttng/discard/trace",
+            "lttng/discard/babeltrace2.txt",
+            Some("lttng/discard/babeltrace2.stderr.txt"),
+        ),
     ];
     for (trace, want, want_err) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_tape"))
@@ -45,7 +53,11 @@ fn samples_match_babeltrace2() {
             .env("TZ", "UTC")
             .output()
             .expect("run tape");
-        assert!(out.status.success(), "{trace}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{trace}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let got = String::from_utf8(out.stdout).unwrap();
         let want_text = std::fs::read_to_string(root.join(want)).unwrap();
         let events: Vec<&str> = got.lines().filter(|l| !l.starts_with("[LOST ")).collect();
@@ -63,6 +75,9 @@ fn samples_match_babeltrace2() {
             .map(|p| lost_in_warnings(&std::fs::read_to_string(root.join(p)).unwrap()))
             .unwrap_or(0);
         assert_eq!(lost, want_lost, "{trace}: lost events");
-        eprintln!("{trace}: {} events identical to babeltrace2, {lost} lost", events.len());
+        eprintln!(
+            "{trace}: {} events identical to babeltrace2, {lost} lost",
+            events.len()
+        );
     }
 }

@@ -344,7 +344,8 @@ impl StreamReader {
             .seek(SeekFrom::Start(self.packet_offset))
             .and_then(|_| self.file.read_exact(&mut self.buf))
             .map_err(|e| self.err(format!("read error: {e}")))?;
-        self.content_end = remaining * 8;
+        // Until the packet size is known, only the bytes read can be decoded.
+        self.content_end = first as u64 * 8;
         let schema = self.schema.clone();
         self.scopes.clear();
         // A header or context larger than the first chunk: read the whole
@@ -354,6 +355,7 @@ impl StreamReader {
             Err(_) if (first as u64) < remaining => {
                 let rest = self.read_rest(remaining)?;
                 self.buf.extend_from_slice(&rest);
+                self.content_end = remaining * 8;
                 self.pos = 0;
                 self.scopes.clear();
                 self.packet_prologue(&schema)?
@@ -366,7 +368,7 @@ impl StreamReader {
         let packet = ctx.field("packet_size").and_then(Value::as_u64);
         let (content, packet) = match (content, packet) {
             (Some(c), Some(p)) => (c, p),
-            (Some(c), None) => (c, c),
+            (Some(c), None) => (c, c.div_ceil(8) * 8),
             (None, Some(p)) => (p, p),
             (None, None) => (remaining * 8, remaining * 8),
         };
@@ -674,7 +676,7 @@ impl StreamReader {
             Type::String(_) => {
                 self.align(8)?;
                 let start = (self.pos / 8) as usize;
-                let end = (self.content_end / 8) as usize;
+                let end = ((self.content_end / 8) as usize).min(self.buf.len());
                 let nul = self.buf[start..end]
                     .iter()
                     .position(|&b| b == 0)

@@ -162,7 +162,7 @@ fn string(reader: Reader, s: &str) -> String {
     let s = s.split('\0').next().unwrap();
     match reader {
         Reader::Bt1 => format!("\"{s}\""),
-        Reader::Bt2 => {
+        Reader::Bt2 | Reader::Tape => {
             let mut o = String::from("\"");
             for c in s.chars() {
                 match c {
@@ -256,7 +256,7 @@ fn every_field_type_reads_back_in_both_readers() {
     tape::save_to(&dir).expect("save");
     _g.disarm();
 
-    for reader in [Reader::Bt2, Reader::Bt1] {
+    for reader in [Reader::Bt2, Reader::Bt1, Reader::Tape] {
         let Some(text) = read_clean(reader, &dir) else {
             continue;
         };

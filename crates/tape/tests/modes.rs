@@ -79,7 +79,7 @@ fn overwrite_keeps_the_newest_events_and_counts_the_rest() {
     let tid = on_thread(move || (0..emitted).for_each(seq));
     let dir = common::trace_path("overwrite");
     tape::save_to(&dir).expect("save");
-    for reader in [Reader::Bt2, Reader::Bt1] {
+    for reader in [Reader::Bt2, Reader::Bt1, Reader::Tape] {
         let Some(seen) = read_thread(reader, &dir, tid) else {
             continue;
         };
@@ -111,7 +111,7 @@ fn discard_keeps_the_oldest_events_and_counts_the_rest() {
     let full = tape::stats().drops.full - before;
     let dir = common::trace_path("discard");
     tape::save_to(&dir).expect("save");
-    for reader in [Reader::Bt2, Reader::Bt1] {
+    for reader in [Reader::Bt2, Reader::Bt1, Reader::Tape] {
         let Some(seen) = read_thread(reader, &dir, tid) else {
             continue;
         };

@@ -95,11 +95,11 @@ fn saves_while_four_threads_emit_are_always_consistent() {
 
     let mut verified = 0usize;
     for (n, dir) in dirs.iter().enumerate() {
-        // babeltrace2 reads every trace, babeltrace 1.5 every tenth.
+        // babeltrace2 and tape read every trace, babeltrace 1.5 every tenth.
         let readers: &[Reader] = if n % 10 == 0 {
-            &[Reader::Bt2, Reader::Bt1]
+            &[Reader::Bt2, Reader::Tape, Reader::Bt1]
         } else {
-            &[Reader::Bt2]
+            &[Reader::Bt2, Reader::Tape]
         };
         for &reader in readers {
             let Some(out) = read(reader, dir, &[]) else {

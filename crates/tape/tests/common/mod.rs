@@ -18,6 +18,8 @@ pub enum Reader {
     Bt2,
     /// babeltrace 1.5.
     Bt1,
+    /// tape's own reader (`tape_ctf`), in babeltrace2's text format.
+    Tape,
 }
 
 impl Reader {
@@ -25,8 +27,33 @@ impl Reader {
         match self {
             Reader::Bt2 => "babeltrace2",
             Reader::Bt1 => "babeltrace",
+            Reader::Tape => "tape",
         }
     }
+}
+
+/// What tape's reader prints for a trace (babeltrace2's format, times
+/// left out): the `tape show` of the `tape` command, as a library call.
+pub fn tape_text(trace: &Path) -> Result<ReadOutput, String> {
+    use tape_ctf::decode::Item;
+    let traces = tape_ctf::read::find_traces(trace).map_err(|e| e.to_string())?;
+    let mut merge = tape_ctf::read::Merge::new(&traces).map_err(|e| e.to_string())?;
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    while let Some(item) = merge.next_item() {
+        match item.map_err(|e| e.to_string())? {
+            (Item::Event(e), _) => {
+                tape_ctf::text::event_line(&mut stdout, "00:00:00.000000000", None, None, &e);
+                stdout.push('\n');
+            }
+            (Item::Lost { count, .. }, path) => {
+                stderr.push_str(&format!(
+                    "WARNING: Tracer discarded {count} events within stream \"{}\"\n",
+                    path.display()
+                ));
+            }
+        }
+    }
+    Ok(ReadOutput { stdout, stderr })
 }
 
 /// Whether missing tools are failures (`TAPE_REQUIRE_TOOLS=1`).
@@ -37,6 +64,9 @@ pub fn require_tools() -> bool {
 /// Whether `reader` is installed; prints a notice (or panics under
 /// `TAPE_REQUIRE_TOOLS=1`) when it is not.
 pub fn available(reader: Reader) -> bool {
+    if reader == Reader::Tape {
+        return true;
+    }
     let ok = Command::new(reader.command())
         .arg("--help")
         .output()
@@ -50,10 +80,7 @@ pub fn available(reader: Reader) -> bool {
         eprintln!(
             "NOTICE: {} is not installed: skipping this check (install it with apt-get install {})",
             reader.command(),
-            match reader {
-                Reader::Bt2 => "babeltrace2",
-                Reader::Bt1 => "babeltrace",
-            }
+            reader.command()
         );
     }
     ok
@@ -68,6 +95,9 @@ pub struct ReadOutput {
 /// Runs `reader` on `trace` with extra `args`; `None` when the reader is not
 /// installed (and tools are not required). Panics if the reader fails.
 pub fn read(reader: Reader, trace: &Path, args: &[&str]) -> Option<ReadOutput> {
+    if reader == Reader::Tape {
+        return Some(tape_text(trace).unwrap_or_else(|e| panic!("tape reader: {e}")));
+    }
     if !available(reader) {
         return None;
     }
