@@ -11,8 +11,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tape_ctf::decode::Item;
+use tape_ctf::fast::{write_uint, FastMerge, Step, TextSink};
 use tape_ctf::read::{find_traces, Merge, TraceDir};
-use tape_ctf::EnvValue;
+use tape_ctf::Base;
 
 #[derive(Parser)]
 #[command(name = "tape", version, about = "Read CTF 1.8 traces")]
@@ -68,68 +69,99 @@ fn open(paths: &[PathBuf]) -> Result<Vec<TraceDir>, String> {
 
 fn show(paths: &[PathBuf], clock_seconds: bool) -> Result<(), String> {
     let traces = open(paths)?;
-    let hosts: Vec<(PathBuf, Option<String>)> = traces
-        .iter()
-        .map(|t| {
-            let h = t
-                .schema
-                .trace
-                .env
-                .iter()
-                .find(|(k, _)| k == "hostname")
-                .map(|(_, v)| match v {
-                    EnvValue::Str(s) => s.clone(),
-                    EnvValue::Int(i) => i.to_string(),
-                });
-            (t.dir.clone(), h)
-        })
-        .collect();
-    let mut merge = Merge::new(&traces).map_err(|e| e.to_string())?;
+    let mut merge = FastMerge::new(&traces)?;
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let mut line = String::with_capacity(256);
+    let mut stdout = stdout.lock();
+    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
+    let mut clock = TimeText::default();
     let mut prev: Option<i128> = None;
     let mut lost_total = 0u64;
-    while let Some(item) = merge.next_item() {
-        let (item, path) = item.map_err(|e| e.to_string())?;
-        line.clear();
-        match item {
-            Item::Event(e) => {
-                let host = hosts
-                    .iter()
-                    .find(|(d, _)| path.starts_with(d))
-                    .and_then(|(_, h)| h.as_deref());
-                let time = match e.ns {
-                    Some(ns) if clock_seconds => format!(
-                        "{}.{:09}",
-                        ns.div_euclid(1_000_000_000),
-                        ns.rem_euclid(1_000_000_000)
-                    ),
-                    Some(ns) => local_time(ns),
-                    None => "??:??:??.?????????".into(),
-                };
-                let delta = match (prev, e.ns) {
-                    (Some(p), Some(n)) => Some(n - p),
-                    _ => None,
-                };
-                prev = e.ns.or(prev);
-                tape_ctf::text::event_line(&mut line, &time, delta, host, &e);
+    while let Some(step) = merge.next() {
+        match step.map_err(|e| e.to_string())? {
+            Step::Event(stream, t) => {
+                out.push(b'[');
+                match t {
+                    Some(ns) if clock_seconds => {
+                        out.extend_from_slice(format!("{}.{:09}", ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000)).as_bytes())
+                    }
+                    Some(ns) => clock.write(&mut out, ns),
+                    None => out.extend_from_slice(b"??:??:??.?????????"),
+                }
+                out.extend_from_slice(b"] ");
+                match (prev, t) {
+                    (Some(p), Some(n)) => {
+                        let d = (n - p).max(0);
+                        out.extend_from_slice(b"(+");
+                        write_uint(&mut out, (d / 1_000_000_000) as u64, Base::Decimal);
+                        out.push(b'.');
+                        nine_digits(&mut out, (d % 1_000_000_000) as u64);
+                        out.extend_from_slice(b") ");
+                    }
+                    _ => out.extend_from_slice(b"(+?.?????????) "),
+                }
+                prev = t.or(prev);
+                if let Some(h) = &stream.plan().host {
+                    out.extend_from_slice(h.as_bytes());
+                    out.push(b' ');
+                }
+                let name = stream.class().map(|c| c.name.clone()).unwrap_or_default();
+                out.extend_from_slice(name.as_bytes());
+                out.push(b':');
+                out.extend_from_slice(&stream.packet_text);
+                let written = !stream.packet_text.is_empty();
+                let mut sink = TextSink::new(&mut out, &[]).after_scope(written);
+                stream.emit(&mut sink).map_err(|e| e.to_string())?;
+                out.push(b'\n');
             }
-            Item::Lost { count, .. } => {
-                lost_total += count;
-                line.push_str(&format!("[LOST {count} EVENTS] in {}", path.display()));
+            Step::Lost(stream, n, _) => {
+                lost_total += n;
+                out.extend_from_slice(format!("[LOST {n} EVENTS] in {}\n", stream.path().display()).as_bytes());
             }
         }
-        line.push('\n');
-        if out.write_all(line.as_bytes()).is_err() {
-            return Ok(()); // closed pipe (head, less)
+        if out.len() >= 1 << 20 {
+            if stdout.write_all(&out).is_err() {
+                return Ok(()); // closed pipe (head, less)
+            }
+            out.clear();
         }
     }
-    let _ = out.flush();
+    let _ = stdout.write_all(&out).and_then(|()| stdout.flush());
     if lost_total > 0 {
         eprintln!("tape: {lost_total} events were lost (discarded by the tracer)");
     }
     Ok(())
+}
+
+/// Nine digits, zero padded.
+fn nine_digits(out: &mut Vec<u8>, v: u64) {
+    let mut b = [b'0'; 9];
+    let mut x = v;
+    for i in (0..9).rev() {
+        b[i] = b'0' + (x % 10) as u8;
+        x /= 10;
+    }
+    out.extend_from_slice(&b);
+}
+
+/// `HH:MM:SS.nnnnnnnnn` in the local time zone, the broken-down time cached
+/// per second.
+#[derive(Default)]
+struct TimeText {
+    second: Option<i128>,
+    hms: Vec<u8>,
+}
+
+impl TimeText {
+    fn write(&mut self, out: &mut Vec<u8>, ns: i128) {
+        let secs = ns.div_euclid(1_000_000_000);
+        if self.second != Some(secs) {
+            self.second = Some(secs);
+            self.hms = local_hms(secs).into_bytes();
+        }
+        out.extend_from_slice(&self.hms);
+        out.push(b'.');
+        nine_digits(out, ns.rem_euclid(1_000_000_000) as u64);
+    }
 }
 
 fn check(paths: &[PathBuf]) -> Result<(), String> {
@@ -154,19 +186,15 @@ fn check(paths: &[PathBuf]) -> Result<(), String> {
     Ok(())
 }
 
-/// `HH:MM:SS.nnnnnnnnn` in the local time zone (babeltrace2's default).
-fn local_time(ns: i128) -> String {
-    let secs = ns.div_euclid(1_000_000_000);
-    let frac = ns.rem_euclid(1_000_000_000);
+/// `HH:MM:SS` of a second since the epoch, in the local time zone
+/// (babeltrace2's default).
+fn local_hms(secs: i128) -> String {
     let t = secs as libc::time_t;
     // SAFETY: an all-zero `tm` is a valid value of this plain C struct.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     // SAFETY: both pointers are valid; localtime_r is the thread-safe form.
     if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
-        return format!("{secs}.{frac:09}");
+        return format!("{secs}");
     }
-    format!(
-        "{:02}:{:02}:{:02}.{frac:09}",
-        tm.tm_hour, tm.tm_min, tm.tm_sec
-    )
+    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
 }

@@ -35,8 +35,10 @@
 #![forbid(unsafe_code)]
 
 pub mod decode;
+pub mod fast;
 mod lexer;
 mod parse;
+pub mod plan;
 pub mod read;
 pub mod text;
 mod tsdl;

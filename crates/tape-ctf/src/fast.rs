@@ -1,0 +1,813 @@
+//! The fast reading path of `tape show` and `tape check`: streams decoded
+//! with compiled [plans](crate::plan), merged by timestamp, and printed
+//! straight into an output buffer in babeltrace2's text format.
+//!
+//! A stream is read in two steps per event: [`FastStream::peek`] decodes the
+//! event header (enough to know the time and the event class), the merge
+//! picks the stream with the earliest event, and [`FastStream::emit`]
+//! decodes the rest into a [`Sink`].
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::decode::{clock_ns, DecodeError};
+use crate::plan::{self, Bits, Compiler, Discard, ScopePlan, Sink, State, NONE};
+use crate::read::TraceDir;
+use crate::{Base, Clock, Enum, EnvValue, EventClass, Trace, Type};
+
+struct EventPlan {
+    class: Arc<EventClass>,
+    context: Option<ScopePlan>,
+    fields: ScopePlan,
+}
+
+struct StreamPlan {
+    id: u64,
+    packet_context: Option<ScopePlan>,
+    event_header: Option<ScopePlan>,
+    event_context: Option<ScopePlan>,
+    /// Event plans by id (dense ids) and the id of the only event when the
+    /// header has no id.
+    events: Vec<Option<EventPlan>>,
+    single: Option<usize>,
+    clock: Option<Clock>,
+}
+
+/// Every plan of one trace.
+pub struct TracePlan {
+    header: Option<ScopePlan>,
+    streams: Vec<StreamPlan>,
+    nslots: usize,
+    trace: Arc<Trace>,
+    /// `env.hostname`, printed before each event name.
+    pub host: Option<String>,
+}
+
+impl TracePlan {
+    /// Compiles the plans of a parsed trace.
+    pub fn new(trace: &Trace) -> Result<TracePlan, String> {
+        let implicit;
+        let streams: Vec<&crate::StreamClass> = if trace.streams.is_empty() {
+            implicit = crate::StreamClass::default();
+            vec![&implicit]
+        } else {
+            trace.streams.iter().collect()
+        };
+        let single_stream = streams.len() == 1;
+        let events_of = |sid: u64| -> Vec<&EventClass> {
+            trace
+                .events
+                .iter()
+                .filter(|e| e.stream_id.map_or(single_stream || sid == 0, |x| x == sid))
+                .collect()
+        };
+        let mut c = Compiler::new(trace.byte_order);
+        // Pass 1 over every scope (a later scope may name a field of an
+        // earlier one), then pass 2.
+        if let Some(h) = &trace.packet_header {
+            c.push("trace.packet.header", h);
+            c.collect_scope()?;
+        }
+        for st in &streams {
+            let sid = st.id.unwrap_or(0);
+            let mut pushed = 0;
+            for (name, s) in [
+                ("stream.packet.context", &st.packet_context),
+                ("stream.event.header", &st.event_header),
+                ("stream.event.context", &st.event_context),
+            ] {
+                if let Some(s) = s {
+                    c.push(name, s);
+                    c.collect_scope()?;
+                    pushed += 1;
+                }
+            }
+            for e in events_of(sid) {
+                let mut n = 0;
+                if let Some(ctx) = &e.context {
+                    c.push("event.context", ctx);
+                    c.collect_scope().map_err(|m| format!("event `{}`: {m}", e.name))?;
+                    n += 1;
+                }
+                c.push("event.fields", &e.fields);
+                c.collect_scope().map_err(|m| format!("event `{}`: {m}", e.name))?;
+                n += 1;
+                for _ in 0..n {
+                    c.pop();
+                }
+            }
+            for _ in 0..pushed {
+                c.pop();
+            }
+        }
+        let header = match &trace.packet_header {
+            Some(_) => Some(c.emit_scope()?),
+            None => None,
+        };
+        let mut plans = Vec::new();
+        for st in &streams {
+            let sid = st.id.unwrap_or(0);
+            let mut pushed = 0;
+            let mut out: [Option<ScopePlan>; 3] = [None, None, None];
+            for (k, (name, s)) in [
+                ("stream.packet.context", &st.packet_context),
+                ("stream.event.header", &st.event_header),
+                ("stream.event.context", &st.event_context),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                if let Some(s) = s {
+                    c.push(name, s);
+                    out[k] = Some(c.emit_scope()?);
+                    pushed += 1;
+                }
+            }
+            let mut events: Vec<Option<EventPlan>> = Vec::new();
+            let evs = events_of(sid);
+            for e in &evs {
+                let mut n = 0;
+                let context = match &e.context {
+                    Some(ctx) => {
+                        c.push("event.context", ctx);
+                        n += 1;
+                        Some(c.emit_scope().map_err(|m| format!("event `{}`: {m}", e.name))?)
+                    }
+                    None => None,
+                };
+                c.push("event.fields", &e.fields);
+                n += 1;
+                let fields = c.emit_scope().map_err(|m| format!("event `{}`: {m}", e.name))?;
+                for _ in 0..n {
+                    c.pop();
+                }
+                let id = usize::try_from(e.id).map_err(|_| format!("event id {} too large", e.id))?;
+                if id > 1 << 20 {
+                    return Err(format!("event id {id} is too large for this reader"));
+                }
+                if events.len() <= id {
+                    events.resize_with(id + 1, || None);
+                }
+                events[id] = Some(EventPlan {
+                    class: Arc::new((*e).clone()),
+                    context,
+                    fields,
+                });
+            }
+            for _ in 0..pushed {
+                c.pop();
+            }
+            let single = if evs.len() == 1 { Some(evs[0].id as usize) } else { None };
+            let [packet_context, event_header, event_context] = out;
+            plans.push(StreamPlan {
+                id: sid,
+                packet_context,
+                event_header,
+                event_context,
+                events,
+                single,
+                clock: clock_for(trace, st),
+            });
+        }
+        let host = trace.env.iter().find(|(k, _)| k == "hostname").map(|(_, v)| match v {
+            EnvValue::Str(s) => s.clone(),
+            EnvValue::Int(i) => i.to_string(),
+        });
+        Ok(TracePlan {
+            header,
+            streams: plans,
+            nslots: c.slots(),
+            trace: Arc::new(trace.clone()),
+            host,
+        })
+    }
+}
+
+fn clock_for(trace: &Trace, st: &crate::StreamClass) -> Option<Clock> {
+    fn find(t: &Type, out: &mut Option<String>) {
+        match t {
+            Type::Integer(i) if out.is_none() => out.clone_from(&i.map),
+            Type::Enum(e) if out.is_none() => out.clone_from(&e.container.map),
+            Type::Struct(s) => s.fields.iter().for_each(|f| find(&f.ty, out)),
+            Type::Variant { options, .. } => options.iter().for_each(|f| find(&f.ty, out)),
+            _ => {}
+        }
+    }
+    let mut mapped = None;
+    for s in [&st.event_header, &st.packet_context].into_iter().flatten() {
+        find(&Type::Struct(s.clone()), &mut mapped);
+    }
+    match mapped {
+        Some(name) => trace.clocks.iter().find(|c| c.name == name).cloned(),
+        None if trace.clocks.len() == 1 => trace.clocks.first().cloned(),
+        None => Some(Clock::new("default", 1_000_000_000)),
+    }
+}
+
+/// What [`FastStream::peek`] found next.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Next {
+    /// An event at this time (ns since the clock's origin, if clocked).
+    Event(Option<i128>),
+    /// Lost events, reported at this time.
+    Lost(u64, Option<i128>),
+    /// The end of the stream.
+    End,
+}
+
+/// One stream file, read with plans.
+pub struct FastStream {
+    plan: Arc<TracePlan>,
+    file: File,
+    path: PathBuf,
+    file_len: u64,
+    next_packet: u64,
+    buf: Vec<u8>,
+    packet_offset: u64,
+    pos: u64,
+    content_end: u64,
+    stream: usize,
+    state: State,
+    in_packet: bool,
+    last_discarded: Option<u64>,
+    last_end_ns: Option<i128>,
+    pending_lost: Option<(u64, Option<i128>)>,
+    /// The packet context, printed once per packet (babeltrace2's format,
+    /// hidden fields left out); empty when nothing is shown.
+    pub packet_text: Vec<u8>,
+    /// The event whose header was decoded by `peek`, waiting for `emit`.
+    current: Option<(usize, Option<i128>)>,
+}
+
+impl FastStream {
+    /// Opens a stream file.
+    pub fn open(plan: Arc<TracePlan>, path: &Path) -> Result<FastStream, DecodeError> {
+        let e = |m: String| DecodeError {
+            file: path.to_path_buf(),
+            packet_offset: 0,
+            bit_offset: 0,
+            message: m,
+        };
+        let file = File::open(path).map_err(|x| e(format!("cannot open: {x}")))?;
+        let file_len = file.metadata().map_err(|x| e(format!("cannot stat: {x}")))?.len();
+        let state = State::new(plan.nslots, plan.trace.byte_order);
+        Ok(FastStream {
+            plan,
+            file,
+            path: path.to_path_buf(),
+            file_len,
+            next_packet: 0,
+            buf: Vec::new(),
+            packet_offset: 0,
+            pos: 0,
+            content_end: 0,
+            stream: 0,
+            state,
+            in_packet: false,
+            last_discarded: None,
+            last_end_ns: None,
+            pending_lost: None,
+            packet_text: Vec::new(),
+            current: None,
+        })
+    }
+
+    /// The stream file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The trace's plan.
+    pub fn plan(&self) -> &TracePlan {
+        &self.plan
+    }
+
+    fn err(&self, message: impl Into<String>) -> DecodeError {
+        DecodeError {
+            file: self.path.clone(),
+            packet_offset: self.packet_offset,
+            bit_offset: self.pos,
+            message: message.into(),
+        }
+    }
+
+    fn run<S: Sink>(&mut self, ops: &ScopePlan, end: u64, sink: &mut S) -> Result<(), DecodeError> {
+        let mut b = Bits {
+            buf: &self.buf,
+            pos: self.pos,
+            end,
+        };
+        let r = plan::run(&ops.ops, &mut b, &mut self.state, sink);
+        self.pos = b.pos;
+        r.map_err(|e| e.into_decode(&self.path, self.packet_offset))
+    }
+
+    /// Decodes the next event header (or finds lost events, or the end).
+    pub fn peek(&mut self) -> Result<Next, DecodeError> {
+        if let Some((_, t)) = self.current {
+            return Ok(Next::Event(t));
+        }
+        loop {
+            if let Some((n, t)) = self.pending_lost.take() {
+                return Ok(Next::Lost(n, t));
+            }
+            if self.in_packet && self.pos < self.content_end {
+                return self.header();
+            }
+            self.in_packet = false;
+            if self.next_packet >= self.file_len {
+                return Ok(Next::End);
+            }
+            if let Err(e) = self.packet() {
+                self.next_packet = self.file_len;
+                return Err(e);
+            }
+        }
+    }
+
+    fn header(&mut self) -> Result<Next, DecodeError> {
+        let plan = self.plan.clone();
+        let sp = &plan.streams[self.stream];
+        let start = self.pos;
+        self.state.slots[plan::SLOT_EVENT_ID] = NONE;
+        if let Some(h) = &sp.event_header {
+            self.run(h, self.content_end, &mut Discard)?;
+        }
+        let id = self.state.slots[plan::SLOT_EVENT_ID];
+        let idx = if id == NONE {
+            sp.single
+        } else {
+            usize::try_from(id).ok().filter(|&i| sp.events.get(i).is_some_and(Option::is_some))
+        };
+        let Some(idx) = idx else {
+            self.pos = start;
+            let shown = if id == NONE { "none".to_owned() } else { id.to_string() };
+            return Err(self.err(format!("unknown event id {shown} in stream class {}", sp.id)));
+        };
+        let t = sp.clock.as_ref().map(|c| clock_ns(c, self.state.clock));
+        self.current = Some((idx, t));
+        Ok(Next::Event(t))
+    }
+
+    /// The class of the event found by `peek`.
+    pub fn class(&self) -> Option<&Arc<EventClass>> {
+        let (idx, _) = self.current?;
+        self.plan.streams[self.stream].events[idx].as_ref().map(|e| &e.class)
+    }
+
+    /// Decodes the rest of the event found by `peek`: stream event context,
+    /// event context and payload, each as one struct to `sink`.
+    pub fn emit<S: Sink>(&mut self, sink: &mut S) -> Result<(), DecodeError> {
+        let (idx, _) = self.current.take().ok_or_else(|| self.err("emit without peek"))?;
+        let plan = self.plan.clone();
+        let sp = &plan.streams[self.stream];
+        let before = self.pos;
+        if let Some(c) = &sp.event_context {
+            self.run(c, self.content_end, sink)?;
+        }
+        let ev = sp.events[idx].as_ref().expect("checked in header");
+        if let Some(c) = &ev.context {
+            self.run(c, self.content_end, sink)?;
+        }
+        self.run(&ev.fields, self.content_end, sink)?;
+        if self.pos == before && sp.event_header.is_none() {
+            return Err(self.err("an event of length 0 (forbidden by the CTF spec)"));
+        }
+        Ok(())
+    }
+
+    fn packet(&mut self) -> Result<(), DecodeError> {
+        self.packet_offset = self.next_packet;
+        self.pos = 0;
+        let remaining = self.file_len - self.packet_offset;
+        let plan = self.plan.clone();
+        // Header and context from a first chunk; all of it if they are longer.
+        let mut have = remaining.min(4096);
+        loop {
+            self.buf.clear();
+            self.buf.resize(have as usize, 0);
+            self.file
+                .seek(SeekFrom::Start(self.packet_offset))
+                .and_then(|_| self.file.read_exact(&mut self.buf))
+                .map_err(|e| self.err(format!("read error: {e}")))?;
+            self.pos = 0;
+            for s in [plan::SLOT_MAGIC, plan::SLOT_STREAM_ID, plan::SLOT_CONTENT_SIZE, plan::SLOT_PACKET_SIZE, plan::SLOT_TS_BEGIN, plan::SLOT_TS_END, plan::SLOT_DISCARDED] {
+                self.state.slots[s] = NONE;
+            }
+            match self.prologue(&plan, have * 8) {
+                Ok(()) => break,
+                Err(_) if have < remaining => have = remaining,
+                Err(e) => return Err(e),
+            }
+        }
+        let slot = |s: usize| self.state.slots[s];
+        let (content, packet) = (slot(plan::SLOT_CONTENT_SIZE), slot(plan::SLOT_PACKET_SIZE));
+        let as_u64 = |v: i128| u64::try_from(v).ok();
+        let (content, packet) = match (as_u64(content), as_u64(packet)) {
+            (Some(c), Some(p)) => (c, p),
+            (Some(c), None) => (c, c.div_ceil(8) * 8),
+            (None, Some(p)) => (p, p),
+            (None, None) => (remaining * 8, remaining * 8),
+        };
+        if content > packet {
+            return Err(self.err(format!("content_size {content} is larger than packet_size {packet}")));
+        }
+        if packet % 8 != 0 || packet == 0 || packet < self.pos || content < self.pos {
+            return Err(self.err(format!("invalid packet_size {packet} / content_size {content} bits")));
+        }
+        if packet / 8 > remaining {
+            return Err(self.err(format!(
+                "packet_size {} bytes goes past the end of the file ({remaining} bytes left)",
+                packet / 8
+            )));
+        }
+        if (self.buf.len() as u64) < packet / 8 {
+            let have = self.buf.len();
+            self.buf.resize((packet / 8) as usize, 0);
+            self.file
+                .seek(SeekFrom::Start(self.packet_offset + have as u64))
+                .and_then(|_| self.file.read_exact(&mut self.buf[have..]))
+                .map_err(|e| self.err(format!("read error: {e}")))?;
+        }
+        self.buf.truncate((packet / 8) as usize);
+        self.content_end = content;
+        self.next_packet = self.packet_offset + packet / 8;
+        let sp = &plan.streams[self.stream];
+        if let Some(b) = as_u64(slot(plan::SLOT_TS_BEGIN)) {
+            self.state.clock = b;
+        }
+        let end_ns = as_u64(slot(plan::SLOT_TS_END)).and_then(|e| sp.clock.as_ref().map(|c| clock_ns(c, e)));
+        if let Some(d) = as_u64(slot(plan::SLOT_DISCARDED)) {
+            if let Some(prev) = self.last_discarded {
+                if d > prev {
+                    self.pending_lost = Some((d - prev, self.last_end_ns.or(end_ns)));
+                }
+            }
+            self.last_discarded = Some(d);
+        }
+        self.last_end_ns = end_ns;
+        self.in_packet = true;
+        Ok(())
+    }
+
+    /// Packet header and context, within the first `end` bits.
+    fn prologue(&mut self, plan: &TracePlan, end: u64) -> Result<(), DecodeError> {
+        if let Some(h) = &plan.header {
+            self.run(h, end, &mut Discard)?;
+            let magic = self.state.slots[plan::SLOT_MAGIC];
+            if magic != NONE && magic != 0xC1FC_1FC1 {
+                return Err(self.err(format!("bad packet magic {magic:#x} (expected 0xc1fc1fc1)")));
+            }
+        }
+        let sid = self.state.slots[plan::SLOT_STREAM_ID];
+        let idx = plan
+            .streams
+            .iter()
+            .position(|s| if sid == NONE { plan.streams.len() == 1 } else { i128::from(s.id) == sid })
+            .ok_or_else(|| self.err(format!("no stream class for stream_id {}", if sid == NONE { "none".into() } else { sid.to_string() })))?;
+        self.stream = idx;
+        self.packet_text.clear();
+        if let Some(c) = &plan.streams[idx].packet_context {
+            let mut text = std::mem::take(&mut self.packet_text);
+            let mut sink = TextSink::new(&mut text, &HIDDEN);
+            let r = self.run(c, end, &mut sink);
+            self.packet_text = text;
+            r?;
+        }
+        Ok(())
+    }
+}
+
+/// Packet context fields babeltrace2 does not print.
+const HIDDEN: [&str; 6] = [
+    "timestamp_begin",
+    "timestamp_end",
+    "content_size",
+    "packet_size",
+    "packet_seq_num",
+    "events_discarded",
+];
+
+/// Writes decoded scopes in babeltrace2's text format: each scope struct
+/// as ` { a = 1, b = "x" }` (`, { ... }` after the first of the line);
+/// a scope with nothing to show writes nothing.
+pub struct TextSink<'a> {
+    out: &'a mut Vec<u8>,
+    hide: &'a [&'a str],
+    /// Per open struct/array: elements written so far.
+    stack: Vec<u32>,
+    scope_start: usize,
+    skipping: bool,
+    /// Whether a scope was written on this line already.
+    pub scopes_written: bool,
+}
+
+impl<'a> TextSink<'a> {
+    /// A sink appending to `out`, leaving out top-level fields in `hide`.
+    pub fn new(out: &'a mut Vec<u8>, hide: &'a [&'a str]) -> TextSink<'a> {
+        TextSink {
+            out,
+            hide,
+            stack: Vec::with_capacity(8),
+            scope_start: 0,
+            skipping: false,
+            scopes_written: false,
+        }
+    }
+
+    /// Marks that the line already has a scope (so the next one starts with `,`).
+    pub fn after_scope(mut self, written: bool) -> Self {
+        self.scopes_written = written;
+        self
+    }
+}
+
+impl Sink for TextSink<'_> {
+    #[inline]
+    fn field(&mut self, name: &str) {
+        if self.stack.len() == 1 {
+            self.skipping = self.hide.contains(&crate::text::shown_name(name));
+            if self.skipping {
+                return;
+            }
+        } else if self.skipping {
+            return;
+        }
+        let n = self.stack.last_mut().expect("inside a struct");
+        self.out.extend_from_slice(if *n == 0 { b" " } else { b", " });
+        *n += 1;
+        self.out.extend_from_slice(crate::text::shown_name(name).as_bytes());
+        self.out.extend_from_slice(b" = ");
+    }
+
+    #[inline]
+    fn uint(&mut self, v: u64, base: Base) {
+        if self.skipping {
+            return;
+        }
+        write_uint(self.out, v, base);
+    }
+
+    #[inline]
+    fn sint(&mut self, v: i64, base: Base) {
+        if self.skipping {
+            return;
+        }
+        match base {
+            Base::Decimal => {
+                if v < 0 {
+                    self.out.push(b'-');
+                }
+                write_uint(self.out, v.unsigned_abs(), Base::Decimal);
+            }
+            b => write_uint(self.out, v as u64, b),
+        }
+    }
+
+    fn enumeration(&mut self, v: i128, e: &Enum) {
+        if self.skipping {
+            return;
+        }
+        let labels: Vec<&str> = e
+            .entries
+            .iter()
+            .filter(|x| x.start <= v && v <= x.end)
+            .map(|x| x.label.as_str())
+            .collect();
+        self.out.extend_from_slice(b"( ");
+        match labels.as_slice() {
+            [] => self.out.extend_from_slice(b"<unknown>"),
+            [one] => {
+                self.out.push(b'"');
+                self.out.extend_from_slice(one.as_bytes());
+                self.out.push(b'"');
+            }
+            many => {
+                self.out.extend_from_slice(b"{ ");
+                for (i, l) in many.iter().enumerate() {
+                    if i > 0 {
+                        self.out.extend_from_slice(b", ");
+                    }
+                    self.out.push(b'"');
+                    self.out.extend_from_slice(l.as_bytes());
+                    self.out.push(b'"');
+                }
+                self.out.extend_from_slice(b" }");
+            }
+        }
+        self.out.extend_from_slice(b" : container = ");
+        self.out.extend_from_slice(v.to_string().as_bytes());
+        self.out.extend_from_slice(b" )");
+    }
+
+    fn float(&mut self, v: f64) {
+        if self.skipping {
+            return;
+        }
+        let mut s = String::new();
+        crate::text::float(&mut s, v);
+        self.out.extend_from_slice(s.as_bytes());
+    }
+
+    #[inline]
+    fn string(&mut self, s: &[u8]) {
+        if self.skipping {
+            return;
+        }
+        self.out.push(b'"');
+        if s.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\' && c < 0x80) {
+            self.out.extend_from_slice(s);
+        } else {
+            let mut t = String::new();
+            crate::text::string(&mut t, &String::from_utf8_lossy(s));
+            self.out.extend_from_slice(&t.as_bytes()[1..t.len() - 1]);
+        }
+        self.out.push(b'"');
+    }
+
+    #[inline]
+    fn begin_struct(&mut self) {
+        if self.stack.is_empty() {
+            self.scope_start = self.out.len();
+            self.skipping = false;
+            self.out.extend_from_slice(if self.scopes_written { b", {" } else { b" {" });
+        } else if self.skipping {
+            self.stack.push(0);
+            return;
+        } else {
+            self.out.push(b'{');
+        }
+        self.stack.push(0);
+    }
+
+    #[inline]
+    fn end_struct(&mut self) {
+        let n = self.stack.pop().unwrap_or(0);
+        if self.stack.is_empty() {
+            if n == 0 {
+                self.out.truncate(self.scope_start);
+            } else {
+                self.out.extend_from_slice(b" }");
+                self.scopes_written = true;
+            }
+            self.skipping = false;
+            return;
+        }
+        if self.skipping {
+            return;
+        }
+        self.out.extend_from_slice(if n == 0 { b" }" } else { b" }" });
+    }
+
+    fn begin_array(&mut self, len: u64) {
+        self.stack.push(0);
+        if self.skipping {
+            return;
+        }
+        self.out.extend_from_slice(if len == 0 { b"[" } else { b"[" });
+    }
+
+    fn item(&mut self, i: u64) {
+        if self.skipping {
+            return;
+        }
+        let n = self.stack.last_mut().expect("in an array");
+        self.out.extend_from_slice(if *n == 0 { b" [" } else { b", [" });
+        *n += 1;
+        write_uint(self.out, i, Base::Decimal);
+        self.out.extend_from_slice(b"] = ");
+    }
+
+    fn end_array(&mut self) {
+        self.stack.pop();
+        if self.skipping {
+            return;
+        }
+        self.out.extend_from_slice(b" ]");
+    }
+
+    fn variant(&mut self, option: &str) {
+        if self.skipping {
+            return;
+        }
+        self.out.extend_from_slice(b"{ ");
+        self.out.extend_from_slice(crate::text::shown_name(option).as_bytes());
+        self.out.extend_from_slice(b" = ");
+    }
+
+    fn end_variant(&mut self) {
+        if self.skipping {
+            return;
+        }
+        self.out.extend_from_slice(b" }");
+    }
+}
+
+/// An unsigned integer in a base, as babeltrace2 prints it.
+#[inline]
+pub fn write_uint(out: &mut Vec<u8>, v: u64, base: Base) {
+    let mut buf = [0u8; 66];
+    let mut i = buf.len();
+    let (radix, prefix): (u64, &[u8]) = match base {
+        Base::Decimal => (10, b""),
+        Base::Hexadecimal => (16, b"0x"),
+        Base::Octal => (8, b"0"),
+        Base::Binary => (2, b"0b"),
+    };
+    let mut x = v;
+    loop {
+        i -= 1;
+        let d = (x % radix) as u8;
+        buf[i] = if d < 10 { b'0' + d } else { b'A' + d - 10 };
+        x /= radix;
+        if x == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(prefix);
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Streams of several traces, merged in time order.
+pub struct FastMerge {
+    streams: Vec<FastStream>,
+    heap: BinaryHeap<Reverse<(i128, usize)>>,
+    started: bool,
+    /// The stream whose event was handed out last (re-queued on `next`).
+    pending: Option<usize>,
+}
+
+/// What [`FastMerge::next`] gives.
+pub enum Step<'a> {
+    /// An event is ready in this stream: call `emit` on it.
+    Event(&'a mut FastStream, Option<i128>),
+    /// Lost events in this stream.
+    Lost(&'a FastStream, u64, Option<i128>),
+}
+
+impl FastMerge {
+    /// Opens every stream of `traces`.
+    pub fn new(traces: &[TraceDir]) -> Result<FastMerge, String> {
+        let mut streams = Vec::new();
+        for t in traces {
+            let plan = Arc::new(TracePlan::new(&t.schema.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?);
+            for s in &t.streams {
+                streams.push(FastStream::open(plan.clone(), s).map_err(|e| e.to_string())?);
+            }
+        }
+        Ok(FastMerge {
+            streams,
+            heap: BinaryHeap::new(),
+            started: false,
+            pending: None,
+        })
+    }
+
+    fn push(&mut self, i: usize) -> Result<(), DecodeError> {
+        let key = match self.streams[i].peek()? {
+            Next::Event(t) => t.unwrap_or(i128::MIN),
+            Next::Lost(_, t) => t.unwrap_or(i128::MIN),
+            Next::End => return Ok(()),
+        };
+        self.heap.push(Reverse((key, i)));
+        Ok(())
+    }
+
+    /// The next event or loss, in time order; `None` at the end. After an
+    /// `Event`, the caller must `emit` it before calling `next` again.
+    pub fn next(&mut self) -> Option<Result<Step<'_>, DecodeError>> {
+        if !self.started {
+            self.started = true;
+            for i in 0..self.streams.len() {
+                if let Err(e) = self.push(i) {
+                    return Some(Err(e));
+                }
+            }
+        }
+        // Re-queue the stream used last (its next item is now decodable).
+        if let Some(i) = self.pending.take() {
+            if let Err(e) = self.push(i) {
+                return Some(Err(e));
+            }
+        }
+        let Reverse((_, i)) = self.heap.pop()?;
+        match self.streams[i].peek() {
+            Err(e) => Some(Err(e)),
+            Ok(Next::Event(t)) => {
+                self.pending = Some(i);
+                Some(Ok(Step::Event(&mut self.streams[i], t)))
+            }
+            Ok(Next::Lost(n, t)) => {
+                if let Err(e) = self.push(i) {
+                    return Some(Err(e));
+                }
+                Some(Ok(Step::Lost(&self.streams[i], n, t)))
+            }
+            Ok(Next::End) => self.next(),
+        }
+    }
+}

@@ -1,0 +1,714 @@
+//! Decode plans: the metadata compiled into flat operations, so the hot
+//! loop of a reader does no lookup by name and builds no value tree.
+//!
+//! Every sequence length and variant tag is resolved once, when the plan is
+//! compiled, to a **slot**: the integer field it names stores its value into
+//! that slot when decoded, and the sequence or variant reads it back. The
+//! fields the reader itself needs (`magic`, `stream_id`, `content_size`,
+//! `packet_size`, `timestamp_begin`, `timestamp_end`, `events_discarded`,
+//! the event header's `id`) get well-known slots the same way.
+//!
+//! Decoded values go to a [`Sink`]: the text sink of `tape show` writes
+//! babeltrace2's format straight into its output buffer; `tape check` uses
+//! a sink that does nothing.
+
+use std::sync::Arc;
+
+use crate::decode::DecodeError;
+use crate::{Base, ByteOrder, Encoding, Enum, Struct, Type};
+
+/// Receives decoded values, depth first.
+pub trait Sink {
+    /// A struct member's name, before its value.
+    fn field(&mut self, name: &str);
+    /// An unsigned integer.
+    fn uint(&mut self, v: u64, base: Base);
+    /// A signed integer.
+    fn sint(&mut self, v: i64, base: Base);
+    /// An enumeration value and its type.
+    fn enumeration(&mut self, v: i128, e: &Enum);
+    /// A floating point number.
+    fn float(&mut self, v: f64);
+    /// A string (or a text array/sequence up to its NUL), as raw bytes.
+    fn string(&mut self, s: &[u8]);
+    /// A struct starts.
+    fn begin_struct(&mut self);
+    /// A struct ends.
+    fn end_struct(&mut self);
+    /// An array or sequence of `len` elements starts.
+    fn begin_array(&mut self, len: u64);
+    /// Element `i` follows.
+    fn item(&mut self, i: u64);
+    /// The array ends.
+    fn end_array(&mut self);
+    /// A variant's selected option follows.
+    fn variant(&mut self, option: &str);
+    /// The variant ends.
+    fn end_variant(&mut self);
+}
+
+/// A sink that keeps nothing (validation, skipping).
+pub struct Discard;
+
+impl Sink for Discard {
+    fn field(&mut self, _: &str) {}
+    fn uint(&mut self, _: u64, _: Base) {}
+    fn sint(&mut self, _: i64, _: Base) {}
+    fn enumeration(&mut self, _: i128, _: &Enum) {}
+    fn float(&mut self, _: f64) {}
+    fn string(&mut self, _: &[u8]) {}
+    fn begin_struct(&mut self) {}
+    fn end_struct(&mut self) {}
+    fn begin_array(&mut self, _: u64) {}
+    fn item(&mut self, _: u64) {}
+    fn end_array(&mut self) {}
+    fn variant(&mut self, _: &str) {}
+    fn end_variant(&mut self) {}
+}
+
+/// Well-known slots.
+pub(crate) const SLOT_MAGIC: usize = 0;
+pub(crate) const SLOT_STREAM_ID: usize = 1;
+pub(crate) const SLOT_CONTENT_SIZE: usize = 2;
+pub(crate) const SLOT_PACKET_SIZE: usize = 3;
+pub(crate) const SLOT_TS_BEGIN: usize = 4;
+pub(crate) const SLOT_TS_END: usize = 5;
+pub(crate) const SLOT_DISCARDED: usize = 6;
+pub(crate) const SLOT_SEQ_NUM: usize = 7;
+pub(crate) const SLOT_EVENT_ID: usize = 8;
+const FIRST_FREE_SLOT: usize = 9;
+
+/// "No value" in a slot.
+pub(crate) const NONE: i128 = i128::MIN;
+
+/// How an integer touches the stream clock (§8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ClockUse {
+    None,
+    /// Updates the running clock value (with the N-bit extension rule).
+    Update,
+}
+
+#[derive(Debug)]
+pub(crate) struct IntOp {
+    align: u64,
+    size: u32,
+    signed: bool,
+    order: ByteOrder,
+    base: Base,
+    clock: ClockUse,
+    store: Option<usize>,
+    /// The event header's `id` also goes to `SLOT_EVENT_ID`.
+    event_id: bool,
+    enumeration: Option<Arc<Enum>>,
+}
+
+/// One operation of a plan.
+#[derive(Debug)]
+pub(crate) enum Op {
+    /// A struct member: the name, then the value's operation.
+    Field(Arc<str>, Box<Op>),
+    Int(IntOp),
+    Float { align: u64, bits: u32, order: ByteOrder },
+    Str,
+    Struct { align: u64, body: Vec<Op> },
+    Array { align: u64, len: Len, elem: Box<Op>, text: bool, min_bits: u64 },
+    Variant { tag: usize, options: Vec<(i128, i128, usize)>, names: Vec<Arc<str>>, bodies: Vec<Op> },
+}
+
+#[derive(Debug)]
+pub(crate) enum Len {
+    Fixed(u64),
+    Slot(usize),
+}
+
+/// A compiled scope (one of the six of §6) and the slots it needs.
+#[derive(Debug, Default)]
+pub(crate) struct ScopePlan {
+    pub ops: Vec<Op>,
+}
+
+/// The bits of a packet being decoded.
+pub(crate) struct Bits<'a> {
+    pub buf: &'a [u8],
+    pub pos: u64,
+    pub end: u64,
+}
+
+/// State shared by the operations of one stream.
+pub(crate) struct State {
+    pub slots: Vec<i128>,
+    pub clock: u64,
+    pub trace_order: ByteOrder,
+}
+
+impl State {
+    pub(crate) fn new(nslots: usize, trace_order: ByteOrder) -> State {
+        State {
+            slots: vec![NONE; nslots],
+            clock: 0,
+            trace_order,
+        }
+    }
+
+    fn update_clock(&mut self, size: u32, v: u64) {
+        if size >= 64 {
+            self.clock = v;
+            return;
+        }
+        let mask = (1u64 << size) - 1;
+        if v < self.clock & mask {
+            self.clock = self.clock.wrapping_add(mask + 1);
+        }
+        self.clock = (self.clock & !mask) | v;
+    }
+}
+
+/// An error in a plan's run: message and bit offset (the reader adds file
+/// and packet).
+pub(crate) struct RunError {
+    pub bit: u64,
+    pub message: String,
+}
+
+impl RunError {
+    pub(crate) fn into_decode(self, file: &std::path::Path, packet: u64) -> DecodeError {
+        DecodeError {
+            file: file.to_path_buf(),
+            packet_offset: packet,
+            bit_offset: self.bit,
+            message: self.message,
+        }
+    }
+}
+
+fn err(bits: &Bits<'_>, m: impl Into<String>) -> RunError {
+    RunError {
+        bit: bits.pos,
+        message: m.into(),
+    }
+}
+
+#[inline]
+fn align(b: &mut Bits<'_>, a: u64) -> Result<(), RunError> {
+    if a > 1 {
+        let p = (b.pos + a - 1) / a * a;
+        if p > b.end {
+            return Err(err(b, "alignment goes past the end of the packet content"));
+        }
+        b.pos = p;
+    }
+    Ok(())
+}
+
+#[inline]
+fn read_bits(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<u64, RunError> {
+    let size64 = u64::from(size);
+    if b.pos + size64 > b.end || size > 64 {
+        return Err(err(
+            b,
+            format!("a {size}-bit field goes past the end of the packet content (bit {})", b.end),
+        ));
+    }
+    let start = b.pos;
+    b.pos += size64;
+    if start % 8 == 0 && size % 8 == 0 {
+        let i = (start / 8) as usize;
+        let n = (size / 8) as usize;
+        let bytes = &b.buf[i..i + n];
+        let mut v = 0u64;
+        match order {
+            ByteOrder::Little => {
+                for (k, &x) in bytes.iter().enumerate() {
+                    v |= u64::from(x) << (8 * k);
+                }
+            }
+            ByteOrder::Big => {
+                for &x in bytes {
+                    v = (v << 8) | u64::from(x);
+                }
+            }
+        }
+        return Ok(v);
+    }
+    // Unaligned: gather the bytes covering [start, start + size) into a u128.
+    let first = (start / 8) as usize;
+    let last = ((start + size64 - 1) / 8) as usize;
+    let mut acc: u128 = 0;
+    let shift = start % 8;
+    match order {
+        ByteOrder::Little => {
+            for (k, &x) in b.buf[first..=last].iter().enumerate() {
+                acc |= u128::from(x) << (8 * k);
+            }
+            acc >>= shift;
+        }
+        ByteOrder::Big => {
+            for &x in &b.buf[first..=last] {
+                acc = (acc << 8) | u128::from(x);
+            }
+            let total = ((last - first + 1) * 8) as u64;
+            acc >>= total - shift - size64;
+        }
+    }
+    let mask = if size == 64 { u128::from(u64::MAX) } else { (1u128 << size) - 1 };
+    Ok((acc & mask) as u64)
+}
+
+/// Runs `ops` on the packet bits, sending values to `sink`.
+pub(crate) fn run<S: Sink>(ops: &[Op], b: &mut Bits<'_>, st: &mut State, sink: &mut S) -> Result<(), RunError> {
+    for op in ops {
+        run_op(op, b, st, sink)?;
+    }
+    Ok(())
+}
+
+fn run_op<S: Sink>(op: &Op, b: &mut Bits<'_>, st: &mut State, sink: &mut S) -> Result<(), RunError> {
+    match op {
+        Op::Field(name, inner) => {
+            sink.field(name);
+            run_op(inner, b, st, sink)
+        }
+        Op::Int(i) => {
+            align(b, i.align)?;
+            let raw = read_bits(b, i.size, i.order_or(st.trace_order))?;
+            if i.clock == ClockUse::Update {
+                st.update_clock(i.size, raw);
+            }
+            let value: i128 = if i.signed && i.size > 0 && i.size < 64 {
+                let s = 64 - i.size;
+                i128::from(((raw << s) as i64) >> s)
+            } else if i.signed {
+                i128::from(raw as i64)
+            } else {
+                i128::from(raw)
+            };
+            if let Some(slot) = i.store {
+                st.slots[slot] = value;
+            }
+            if i.event_id {
+                st.slots[SLOT_EVENT_ID] = value;
+            }
+            match &i.enumeration {
+                Some(e) => sink.enumeration(value, e),
+                None if i.signed => sink.sint(value as i64, i.base),
+                None => sink.uint(raw, i.base),
+            }
+            Ok(())
+        }
+        Op::Float { align: a, bits, order } => {
+            align(b, *a)?;
+            let raw = read_bits(b, *bits, *order)?;
+            sink.float(if *bits == 32 { f64::from(f32::from_bits(raw as u32)) } else { f64::from_bits(raw) });
+            Ok(())
+        }
+        Op::Str => {
+            align(b, 8)?;
+            let start = (b.pos / 8) as usize;
+            let end = ((b.end / 8) as usize).min(b.buf.len());
+            let rest = b.buf.get(start..end).unwrap_or(&[]);
+            let n = rest
+                .iter()
+                .position(|&c| c == 0)
+                .ok_or_else(|| err(b, "a string has no NUL before the end of the packet content"))?;
+            sink.string(&rest[..n]);
+            b.pos += (n as u64 + 1) * 8;
+            Ok(())
+        }
+        Op::Struct { align: a, body } => {
+            align(b, *a)?;
+            sink.begin_struct();
+            run(body, b, st, sink)?;
+            sink.end_struct();
+            Ok(())
+        }
+        Op::Array { align: a, len, elem, text, min_bits } => {
+            let n = match len {
+                Len::Fixed(n) => *n,
+                Len::Slot(s) => {
+                    let v = st.slots[*s];
+                    u64::try_from(v).map_err(|_| err(b, "a sequence length is not an unsigned integer decoded before"))?
+                }
+            };
+            align(b, *a)?;
+            if *text && b.pos % 8 == 0 {
+                let bytes = n.checked_mul(8).filter(|x| b.pos + x <= b.end).ok_or_else(|| {
+                    err(b, format!("a text of {n} bytes goes past the end of the packet content"))
+                })?;
+                let start = (b.pos / 8) as usize;
+                let raw = &b.buf[start..start + n as usize];
+                let t = raw.split(|&c| c == 0).next().unwrap_or(&[]);
+                sink.string(t);
+                b.pos += bytes;
+                return Ok(());
+            }
+            let room = b.end - b.pos;
+            if (*min_bits > 0 && n > room / min_bits) || (*min_bits == 0 && n > 1 << 20) {
+                return Err(err(b, format!("a length of {n} goes past the end of the packet content")));
+            }
+            sink.begin_array(n);
+            for i in 0..n {
+                sink.item(i);
+                run_op(elem, b, st, sink)?;
+            }
+            sink.end_array();
+            Ok(())
+        }
+        Op::Variant { tag, options, names, bodies } => {
+            let v = st.slots[*tag];
+            let idx = options
+                .iter()
+                .find(|(lo, hi, _)| *lo <= v && v <= *hi)
+                .map(|(_, _, i)| *i)
+                .ok_or_else(|| err(b, format!("variant tag value {v} selects no option")))?;
+            sink.variant(&names[idx]);
+            run_op(&bodies[idx], b, st, sink)?;
+            sink.end_variant();
+            Ok(())
+        }
+    }
+}
+
+impl IntOp {
+    #[inline]
+    fn order_or(&self, trace: ByteOrder) -> ByteOrder {
+        let _ = trace;
+        self.order
+    }
+}
+
+// ------------------------------------------------------------ compiling
+
+/// A field's identity: its scope and the names leading to it.
+type FieldId = (&'static str, Vec<String>);
+
+/// Compiles plans for one stream class (and its event classes): resolves
+/// paths to slots first, then emits operations.
+pub(crate) struct Compiler<'t> {
+    trace_order: ByteOrder,
+    /// Fields whose value some length or tag needs, and their slot.
+    wanted: Vec<(FieldId, usize)>,
+    next_slot: usize,
+    scopes: Vec<(&'static str, &'t Struct)>,
+}
+
+const WELL_KNOWN: [(&str, &str, usize); 8] = [
+    ("trace.packet.header", "magic", SLOT_MAGIC),
+    ("trace.packet.header", "stream_id", SLOT_STREAM_ID),
+    ("stream.packet.context", "content_size", SLOT_CONTENT_SIZE),
+    ("stream.packet.context", "packet_size", SLOT_PACKET_SIZE),
+    ("stream.packet.context", "timestamp_begin", SLOT_TS_BEGIN),
+    ("stream.packet.context", "timestamp_end", SLOT_TS_END),
+    ("stream.packet.context", "events_discarded", SLOT_DISCARDED),
+    ("stream.packet.context", "packet_seq_num", SLOT_SEQ_NUM),
+];
+
+impl<'t> Compiler<'t> {
+    pub(crate) fn new(trace_order: ByteOrder) -> Compiler<'t> {
+        let wanted = WELL_KNOWN
+            .iter()
+            .map(|(s, n, slot)| ((*s, vec![(*n).to_owned()]), *slot))
+            .collect();
+        Compiler {
+            trace_order,
+            wanted,
+            next_slot: FIRST_FREE_SLOT,
+            scopes: Vec::new(),
+        }
+    }
+
+    /// Number of slots the plans use.
+    pub(crate) fn slots(&self) -> usize {
+        self.next_slot
+    }
+
+    /// Enters scope `name` (the scopes are entered in decoding order).
+    pub(crate) fn push(&mut self, name: &'static str, s: &'t Struct) {
+        self.scopes.push((name, s));
+    }
+
+    /// Leaves the innermost scope.
+    pub(crate) fn pop(&mut self) {
+        self.scopes.pop();
+    }
+
+    /// Pass 1 for the innermost scope: gives a slot to every field that a
+    /// length or tag names (all scopes must be collected before any is
+    /// emitted, since a later scope may name a field of an earlier one).
+    pub(crate) fn collect_scope(&mut self) -> Result<(), String> {
+        let (name, s) = *self.scopes.last().expect("a scope");
+        let mut open = Vec::new();
+        self.collect(name, &Type::Struct(s.clone()), &mut Vec::new(), &mut open)
+    }
+
+    /// Pass 2 for the innermost scope: its operations.
+    pub(crate) fn emit_scope(&mut self) -> Result<ScopePlan, String> {
+        let (name, s) = *self.scopes.last().expect("a scope");
+        let mut body = Vec::new();
+        let mut path = Vec::new();
+        for f in &s.fields {
+            path.push(f.name.clone());
+            let op = self.emit(name, &f.ty, &mut path, &f.name)?;
+            path.pop();
+            body.push(Op::Field(Arc::from(f.name.as_str()), Box::new(op)));
+        }
+        Ok(ScopePlan {
+            ops: vec![Op::Struct {
+                align: u64::from(struct_align(s)),
+                body,
+            }],
+        })
+    }
+
+    fn slot_for(&mut self, id: FieldId) -> usize {
+        if let Some((_, s)) = self.wanted.iter().find(|(w, _)| *w == id) {
+            return *s;
+        }
+        let s = self.next_slot;
+        self.next_slot += 1;
+        self.wanted.push((id, s));
+        s
+    }
+
+    /// Resolves a length or tag path seen at `path` (inside scope `scope`)
+    /// to a field identity.
+    fn resolve(&self, scope: &'static str, target: &str, path: &[String]) -> Option<FieldId> {
+        for (prefix, _) in &self.scopes {
+            if let Some(rest) = target.strip_prefix(prefix).and_then(|r| r.strip_prefix('.')) {
+                return Some((prefix, rest.split('.').map(str::to_owned).collect()));
+            }
+        }
+        // Relative: the nearest enclosing struct (innermost first) holding a
+        // field of that first name, declared before.
+        let first = target.split('.').next()?;
+        let (_, root) = self.scopes.iter().find(|(n, _)| *n == scope)?;
+        let mut structs: Vec<(usize, &Struct)> = vec![(0, root)];
+        // Walk down `path` to collect the enclosing structs.
+        let mut cur: &Struct = root;
+        for (depth, name) in path.iter().enumerate().take(path.len().saturating_sub(1)) {
+            let f = cur.fields.iter().find(|f| &f.name == name)?;
+            let mut t = &f.ty;
+            while let Type::Array { element, .. } | Type::Sequence { element, .. } = t {
+                t = element;
+            }
+            match t {
+                Type::Struct(s) => {
+                    cur = s;
+                    structs.push((depth + 1, s));
+                }
+                _ => break,
+            }
+        }
+        for (depth, s) in structs.iter().rev() {
+            let here = &path[*depth];
+            let before: Vec<&crate::Field> = s.fields.iter().take_while(|f| &f.name != here).collect();
+            if before.iter().any(|f| f.name == first) {
+                let mut id: Vec<String> = path[..*depth].to_vec();
+                id.extend(target.split('.').map(str::to_owned));
+                return Some((scope, id));
+            }
+        }
+        None
+    }
+
+    fn collect(&mut self, scope: &'static str, t: &Type, path: &mut Vec<String>, open: &mut Vec<(Vec<String>, &[crate::Field])>) -> Result<(), String> {
+        match t {
+            Type::Struct(s) => {
+                for f in &s.fields {
+                    path.push(f.name.clone());
+                    self.collect(scope, &f.ty, path, open)?;
+                    path.pop();
+                }
+                Ok(())
+            }
+            Type::Array { element, .. } => self.collect(scope, element, path, open),
+            Type::Sequence { element, length } => {
+                let id = self
+                    .resolve(scope, length, path)
+                    .ok_or_else(|| format!("{scope}: the length `{length}` of `{}` names no field", path.join(".")))?;
+                self.slot_for(id);
+                self.collect(scope, element, path, open)
+            }
+            Type::Variant { tag, options } => {
+                let id = self
+                    .resolve(scope, tag, path)
+                    .ok_or_else(|| format!("{scope}: the tag `{tag}` of `{}` names no field", path.join(".")))?;
+                self.slot_for(id);
+                for o in options {
+                    path.push(o.name.clone());
+                    self.collect(scope, &o.ty, path, open)?;
+                    path.pop();
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn store_for(&self, scope: &'static str, path: &[String]) -> Option<usize> {
+        self.wanted
+            .iter()
+            .find(|((s, p), _)| *s == scope && p.as_slice() == path)
+            .map(|(_, slot)| *slot)
+    }
+
+    fn int_op(&self, scope: &'static str, i: &crate::Integer, path: &[String], name: &str, e: Option<Arc<Enum>>) -> IntOp {
+        let store = self.store_for(scope, path);
+        // The event id: any integer named `id` in the event header, the
+        // last one decoded wins (LTTng's variant headers).
+        let event_id = scope == "stream.event.header" && name == "id";
+        let clock = if (i.map.is_some() || (name == "timestamp" && scope == "stream.event.header"))
+            && !(scope == "stream.packet.context" && name == "timestamp_end")
+            || (name == "timestamp_begin" && scope == "stream.packet.context")
+        {
+            ClockUse::Update
+        } else {
+            ClockUse::None
+        };
+        IntOp {
+            align: u64::from(i.align.max(1)),
+            size: i.size,
+            signed: i.signed,
+            order: i.byte_order.unwrap_or(self.trace_order),
+            base: i.base,
+            clock,
+            store,
+            event_id,
+            enumeration: e,
+        }
+    }
+
+    fn emit(&mut self, scope: &'static str, t: &Type, path: &mut Vec<String>, name: &str) -> Result<Op, String> {
+        Ok(match t {
+            Type::Integer(i) => {
+                if i.size > 64 {
+                    return Err(format!("{scope}: `{}`: integers over 64 bits are not supported", path.join(".")));
+                }
+                Op::Int(self.int_op(scope, i, path, name, None))
+            }
+            Type::Enum(e) => {
+                if e.container.size > 64 {
+                    return Err(format!("{scope}: `{}`: integers over 64 bits are not supported", path.join(".")));
+                }
+                Op::Int(self.int_op(scope, &e.container, path, name, Some(Arc::new(e.clone()))))
+            }
+            Type::Float(f) => Op::Float {
+                align: u64::from(f.align.max(1)),
+                bits: f.exp_dig + f.mant_dig,
+                order: f.byte_order.unwrap_or(self.trace_order),
+            },
+            Type::String(_) => Op::Str,
+            Type::Struct(s) => {
+                let mut body = Vec::new();
+                for f in &s.fields {
+                    path.push(f.name.clone());
+                    let op = self.emit(scope, &f.ty, path, &f.name)?;
+                    path.pop();
+                    body.push(Op::Field(Arc::from(f.name.as_str()), Box::new(op)));
+                }
+                Op::Struct {
+                    align: u64::from(struct_align(s)),
+                    body,
+                }
+            }
+            Type::Array { element, len } => self.array(scope, element, Len::Fixed(*len), path)?,
+            Type::Sequence { element, length } => {
+                let id = self
+                    .resolve(scope, length, path)
+                    .ok_or_else(|| format!("{scope}: unresolved length `{length}`"))?;
+                let slot = self.slot_for(id);
+                self.array(scope, element, Len::Slot(slot), path)?
+            }
+            Type::Variant { tag, options } => {
+                let id = self.resolve(scope, tag, path).ok_or_else(|| format!("{scope}: unresolved tag `{tag}`"))?;
+                let slot = self.slot_for(id.clone());
+                let tag_type = self.type_of(&id);
+                let Some(Type::Enum(e)) = tag_type else {
+                    return Err(format!("{scope}: the tag `{tag}` is not an enum"));
+                };
+                let mut ranges = Vec::new();
+                let mut names = Vec::new();
+                let mut bodies = Vec::new();
+                for (i, o) in options.iter().enumerate() {
+                    path.push(o.name.clone());
+                    bodies.push(self.emit(scope, &o.ty, path, &o.name)?);
+                    path.pop();
+                    names.push(Arc::from(o.name.as_str()));
+                    for entry in e.entries.iter().filter(|x| x.label == o.name) {
+                        ranges.push((entry.start, entry.end, i));
+                    }
+                }
+                Op::Variant {
+                    tag: slot,
+                    options: ranges,
+                    names,
+                    bodies,
+                }
+            }
+            Type::Named(n) => return Err(format!("unresolved type `{n}`")),
+        })
+    }
+
+    fn array(&mut self, scope: &'static str, element: &Type, len: Len, path: &mut Vec<String>) -> Result<Op, String> {
+        let text = matches!(element, Type::Integer(i) if i.size == 8 && i.encoding != Encoding::None && i.align <= 8);
+        let elem = self.emit(scope, element, path, "")?;
+        Ok(Op::Array {
+            align: u64::from(type_align(element)),
+            len,
+            elem: Box::new(elem),
+            text,
+            min_bits: min_bits(element),
+        })
+    }
+
+    /// The type of a field identity (for a variant's tag).
+    fn type_of(&self, id: &FieldId) -> Option<Type> {
+        let (_, root) = self.scopes.iter().find(|(n, _)| *n == id.0)?;
+        let mut t = Type::Struct((*root).clone());
+        for name in &id.1 {
+            let mut cur = t;
+            while let Type::Array { element, .. } | Type::Sequence { element, .. } = cur {
+                cur = *element;
+            }
+            t = match cur {
+                Type::Struct(s) => s.fields.into_iter().find(|f| &f.name == name)?.ty,
+                Type::Variant { options, .. } => options.into_iter().find(|f| &f.name == name)?.ty,
+                _ => return None,
+            };
+        }
+        Some(t)
+    }
+}
+
+pub(crate) fn struct_align(s: &Struct) -> u32 {
+    s.fields
+        .iter()
+        .map(|f| type_align(&f.ty))
+        .chain(s.min_align)
+        .max()
+        .unwrap_or(1)
+}
+
+pub(crate) fn type_align(t: &Type) -> u32 {
+    match t {
+        Type::Integer(i) => i.align,
+        Type::Enum(e) => e.container.align,
+        Type::Float(f) => f.align,
+        Type::String(_) => 8,
+        Type::Struct(s) => struct_align(s),
+        Type::Array { element, .. } | Type::Sequence { element, .. } => type_align(element),
+        Type::Variant { .. } | Type::Named(_) => 1,
+    }
+}
+
+pub(crate) fn min_bits(t: &Type) -> u64 {
+    match t {
+        Type::Integer(i) => u64::from(i.size),
+        Type::Enum(e) => u64::from(e.container.size),
+        Type::Float(f) => u64::from(f.exp_dig + f.mant_dig),
+        Type::String(_) => 8,
+        Type::Struct(s) => s.fields.iter().map(|f| min_bits(&f.ty)).sum(),
+        Type::Array { element, len } => min_bits(element).saturating_mul(*len),
+        Type::Sequence { .. } | Type::Variant { .. } | Type::Named(_) => 0,
+    }
+}
