@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tape_ctf::decode::Item;
 use tape_ctf::fast::{write_uint, FastMerge, Step, TextSink};
-use tape_ctf::read::{find_traces, Merge, TraceDir};
+use tape_ctf::plan::Discard;
+use tape_ctf::read::{find_traces, TraceDir};
 use tape_ctf::Base;
 
 #[derive(Parser)]
@@ -81,9 +81,14 @@ fn show(paths: &[PathBuf], clock_seconds: bool) -> Result<(), String> {
             Step::Event(stream, t) => {
                 out.push(b'[');
                 match t {
-                    Some(ns) if clock_seconds => {
-                        out.extend_from_slice(format!("{}.{:09}", ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000)).as_bytes())
-                    }
+                    Some(ns) if clock_seconds => out.extend_from_slice(
+                        format!(
+                            "{}.{:09}",
+                            ns.div_euclid(1_000_000_000),
+                            ns.rem_euclid(1_000_000_000)
+                        )
+                        .as_bytes(),
+                    ),
                     Some(ns) => clock.write(&mut out, ns),
                     None => out.extend_from_slice(b"??:??:??.?????????"),
                 }
@@ -104,8 +109,9 @@ fn show(paths: &[PathBuf], clock_seconds: bool) -> Result<(), String> {
                     out.extend_from_slice(h.as_bytes());
                     out.push(b' ');
                 }
-                let name = stream.class().map(|c| c.name.clone()).unwrap_or_default();
-                out.extend_from_slice(name.as_bytes());
+                if let Some(c) = stream.class() {
+                    out.extend_from_slice(c.name.as_bytes());
+                }
                 out.push(b':');
                 out.extend_from_slice(&stream.packet_text);
                 let written = !stream.packet_text.is_empty();
@@ -115,7 +121,9 @@ fn show(paths: &[PathBuf], clock_seconds: bool) -> Result<(), String> {
             }
             Step::Lost(stream, n, _) => {
                 lost_total += n;
-                out.extend_from_slice(format!("[LOST {n} EVENTS] in {}\n", stream.path().display()).as_bytes());
+                out.extend_from_slice(
+                    format!("[LOST {n} EVENTS] in {}\n", stream.path().display()).as_bytes(),
+                );
             }
         }
         if out.len() >= 1 << 20 {
@@ -171,12 +179,15 @@ fn check(paths: &[PathBuf]) -> Result<(), String> {
             eprintln!("tape: warning: {}/metadata: {w}", t.dir.display());
         }
     }
-    let mut merge = Merge::new(&traces).map_err(|e| e.to_string())?;
+    let mut merge = FastMerge::new(&traces)?;
     let (mut events, mut lost) = (0u64, 0u64);
-    while let Some(item) = merge.next_item() {
-        match item.map_err(|e| e.to_string())? {
-            (Item::Event(_), _) => events += 1,
-            (Item::Lost { count, .. }, _) => lost += count,
+    while let Some(step) = merge.next() {
+        match step.map_err(|e| e.to_string())? {
+            Step::Event(stream, _) => {
+                stream.emit(&mut Discard).map_err(|e| e.to_string())?;
+                events += 1;
+            }
+            Step::Lost(_, n, _) => lost += n,
         }
     }
     println!(

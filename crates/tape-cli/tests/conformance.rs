@@ -22,10 +22,6 @@ const KNOWN: &[(&str, &str)] = &[
         "babeltrace/tests/data/ctf-traces/deterministic-ordering/b-not-corrupted+c-corrupted",
         "traces with the same UUID are not merged into one (duplicate packets not dropped)",
     ),
-    (
-        "ctf-testsuite/tests/1.8/regression/metadata/fail/array-size-type-field",
-        "a type name used as an array length is taken as a field path",
-    ),
 ];
 
 fn suites() -> Option<PathBuf> {

@@ -90,11 +90,13 @@ impl TracePlan {
                 let mut n = 0;
                 if let Some(ctx) = &e.context {
                     c.push("event.context", ctx);
-                    c.collect_scope().map_err(|m| format!("event `{}`: {m}", e.name))?;
+                    c.collect_scope()
+                        .map_err(|m| format!("event `{}`: {m}", e.name))?;
                     n += 1;
                 }
                 c.push("event.fields", &e.fields);
-                c.collect_scope().map_err(|m| format!("event `{}`: {m}", e.name))?;
+                c.collect_scope()
+                    .map_err(|m| format!("event `{}`: {m}", e.name))?;
                 n += 1;
                 for _ in 0..n {
                     c.pop();
@@ -135,17 +137,23 @@ impl TracePlan {
                     Some(ctx) => {
                         c.push("event.context", ctx);
                         n += 1;
-                        Some(c.emit_scope().map_err(|m| format!("event `{}`: {m}", e.name))?)
+                        Some(
+                            c.emit_scope()
+                                .map_err(|m| format!("event `{}`: {m}", e.name))?,
+                        )
                     }
                     None => None,
                 };
                 c.push("event.fields", &e.fields);
                 n += 1;
-                let fields = c.emit_scope().map_err(|m| format!("event `{}`: {m}", e.name))?;
+                let fields = c
+                    .emit_scope()
+                    .map_err(|m| format!("event `{}`: {m}", e.name))?;
                 for _ in 0..n {
                     c.pop();
                 }
-                let id = usize::try_from(e.id).map_err(|_| format!("event id {} too large", e.id))?;
+                let id =
+                    usize::try_from(e.id).map_err(|_| format!("event id {} too large", e.id))?;
                 if id > 1 << 20 {
                     return Err(format!("event id {id} is too large for this reader"));
                 }
@@ -161,7 +169,11 @@ impl TracePlan {
             for _ in 0..pushed {
                 c.pop();
             }
-            let single = if evs.len() == 1 { Some(evs[0].id as usize) } else { None };
+            let single = if evs.len() == 1 {
+                Some(evs[0].id as usize)
+            } else {
+                None
+            };
             let [packet_context, event_header, event_context] = out;
             plans.push(StreamPlan {
                 id: sid,
@@ -173,10 +185,14 @@ impl TracePlan {
                 clock: clock_for(trace, st),
             });
         }
-        let host = trace.env.iter().find(|(k, _)| k == "hostname").map(|(_, v)| match v {
-            EnvValue::Str(s) => s.clone(),
-            EnvValue::Int(i) => i.to_string(),
-        });
+        let host = trace
+            .env
+            .iter()
+            .find(|(k, _)| k == "hostname")
+            .map(|(_, v)| match v {
+                EnvValue::Str(s) => s.clone(),
+                EnvValue::Int(i) => i.to_string(),
+            });
         Ok(TracePlan {
             header,
             streams: plans,
@@ -253,7 +269,10 @@ impl FastStream {
             message: m,
         };
         let file = File::open(path).map_err(|x| e(format!("cannot open: {x}")))?;
-        let file_len = file.metadata().map_err(|x| e(format!("cannot stat: {x}")))?.len();
+        let file_len = file
+            .metadata()
+            .map_err(|x| e(format!("cannot stat: {x}")))?
+            .len();
         let state = State::new(plan.nslots, plan.trace.byte_order);
         Ok(FastStream {
             plan,
@@ -296,14 +315,8 @@ impl FastStream {
     }
 
     fn run<S: Sink>(&mut self, ops: &ScopePlan, end: u64, sink: &mut S) -> Result<(), DecodeError> {
-        let mut b = Bits {
-            buf: &self.buf,
-            pos: self.pos,
-            end,
-        };
-        let r = plan::run(&ops.ops, &mut b, &mut self.state, sink);
-        self.pos = b.pos;
-        r.map_err(|e| e.into_decode(&self.path, self.packet_offset))
+        run_scope(&self.buf, &mut self.pos, &mut self.state, ops, end, sink)
+            .map_err(|e| e.into_decode(&self.path, self.packet_offset))
     }
 
     /// Decodes the next event header (or finds lost events, or the end).
@@ -312,7 +325,8 @@ impl FastStream {
             return Ok(Next::Event(t));
         }
         loop {
-            if let Some((n, t)) = self.pending_lost.take() {
+            // Reported until taken with `take_lost`.
+            if let Some((n, t)) = self.pending_lost {
                 return Ok(Next::Lost(n, t));
             }
             if self.in_packet && self.pos < self.content_end {
@@ -330,50 +344,82 @@ impl FastStream {
     }
 
     fn header(&mut self) -> Result<Next, DecodeError> {
-        let plan = self.plan.clone();
-        let sp = &plan.streams[self.stream];
+        let sp = &self.plan.streams[self.stream];
         let start = self.pos;
         self.state.slots[plan::SLOT_EVENT_ID] = NONE;
         if let Some(h) = &sp.event_header {
-            self.run(h, self.content_end, &mut Discard)?;
+            run_scope(
+                &self.buf,
+                &mut self.pos,
+                &mut self.state,
+                h,
+                self.content_end,
+                &mut Discard,
+            )
+            .map_err(|e| e.into_decode(&self.path, self.packet_offset))?;
         }
         let id = self.state.slots[plan::SLOT_EVENT_ID];
         let idx = if id == NONE {
             sp.single
         } else {
-            usize::try_from(id).ok().filter(|&i| sp.events.get(i).is_some_and(Option::is_some))
+            usize::try_from(id)
+                .ok()
+                .filter(|&i| sp.events.get(i).is_some_and(Option::is_some))
         };
         let Some(idx) = idx else {
+            let sid = sp.id;
             self.pos = start;
-            let shown = if id == NONE { "none".to_owned() } else { id.to_string() };
-            return Err(self.err(format!("unknown event id {shown} in stream class {}", sp.id)));
+            let shown = if id == NONE {
+                "none".to_owned()
+            } else {
+                id.to_string()
+            };
+            return Err(self.err(format!("unknown event id {shown} in stream class {sid}")));
         };
         let t = sp.clock.as_ref().map(|c| clock_ns(c, self.state.clock));
         self.current = Some((idx, t));
         Ok(Next::Event(t))
     }
 
+    /// Acknowledges the loss report `peek` returned.
+    pub fn take_lost(&mut self) {
+        self.pending_lost = None;
+    }
+
     /// The class of the event found by `peek`.
     pub fn class(&self) -> Option<&Arc<EventClass>> {
         let (idx, _) = self.current?;
-        self.plan.streams[self.stream].events[idx].as_ref().map(|e| &e.class)
+        self.plan.streams[self.stream].events[idx]
+            .as_ref()
+            .map(|e| &e.class)
     }
 
     /// Decodes the rest of the event found by `peek`: stream event context,
     /// event context and payload, each as one struct to `sink`.
     pub fn emit<S: Sink>(&mut self, sink: &mut S) -> Result<(), DecodeError> {
-        let (idx, _) = self.current.take().ok_or_else(|| self.err("emit without peek"))?;
-        let plan = self.plan.clone();
-        let sp = &plan.streams[self.stream];
+        let (idx, _) = self
+            .current
+            .take()
+            .ok_or_else(|| self.err("emit without peek"))?;
+        let sp = &self.plan.streams[self.stream];
         let before = self.pos;
-        if let Some(c) = &sp.event_context {
-            self.run(c, self.content_end, sink)?;
-        }
         let ev = sp.events[idx].as_ref().expect("checked in header");
-        if let Some(c) = &ev.context {
-            self.run(c, self.content_end, sink)?;
+        let scopes = [
+            sp.event_context.as_ref(),
+            ev.context.as_ref(),
+            Some(&ev.fields),
+        ];
+        for scope in scopes.into_iter().flatten() {
+            run_scope(
+                &self.buf,
+                &mut self.pos,
+                &mut self.state,
+                scope,
+                self.content_end,
+                sink,
+            )
+            .map_err(|e| e.into_decode(&self.path, self.packet_offset))?;
         }
-        self.run(&ev.fields, self.content_end, sink)?;
         if self.pos == before && sp.event_header.is_none() {
             return Err(self.err("an event of length 0 (forbidden by the CTF spec)"));
         }
@@ -395,7 +441,15 @@ impl FastStream {
                 .and_then(|_| self.file.read_exact(&mut self.buf))
                 .map_err(|e| self.err(format!("read error: {e}")))?;
             self.pos = 0;
-            for s in [plan::SLOT_MAGIC, plan::SLOT_STREAM_ID, plan::SLOT_CONTENT_SIZE, plan::SLOT_PACKET_SIZE, plan::SLOT_TS_BEGIN, plan::SLOT_TS_END, plan::SLOT_DISCARDED] {
+            for s in [
+                plan::SLOT_MAGIC,
+                plan::SLOT_STREAM_ID,
+                plan::SLOT_CONTENT_SIZE,
+                plan::SLOT_PACKET_SIZE,
+                plan::SLOT_TS_BEGIN,
+                plan::SLOT_TS_END,
+                plan::SLOT_DISCARDED,
+            ] {
                 self.state.slots[s] = NONE;
             }
             match self.prologue(&plan, have * 8) {
@@ -414,10 +468,14 @@ impl FastStream {
             (None, None) => (remaining * 8, remaining * 8),
         };
         if content > packet {
-            return Err(self.err(format!("content_size {content} is larger than packet_size {packet}")));
+            return Err(self.err(format!(
+                "content_size {content} is larger than packet_size {packet}"
+            )));
         }
         if packet % 8 != 0 || packet == 0 || packet < self.pos || content < self.pos {
-            return Err(self.err(format!("invalid packet_size {packet} / content_size {content} bits")));
+            return Err(self.err(format!(
+                "invalid packet_size {packet} / content_size {content} bits"
+            )));
         }
         if packet / 8 > remaining {
             return Err(self.err(format!(
@@ -440,7 +498,8 @@ impl FastStream {
         if let Some(b) = as_u64(slot(plan::SLOT_TS_BEGIN)) {
             self.state.clock = b;
         }
-        let end_ns = as_u64(slot(plan::SLOT_TS_END)).and_then(|e| sp.clock.as_ref().map(|c| clock_ns(c, e)));
+        let end_ns =
+            as_u64(slot(plan::SLOT_TS_END)).and_then(|e| sp.clock.as_ref().map(|c| clock_ns(c, e)));
         if let Some(d) = as_u64(slot(plan::SLOT_DISCARDED)) {
             if let Some(prev) = self.last_discarded {
                 if d > prev {
@@ -467,8 +526,23 @@ impl FastStream {
         let idx = plan
             .streams
             .iter()
-            .position(|s| if sid == NONE { plan.streams.len() == 1 } else { i128::from(s.id) == sid })
-            .ok_or_else(|| self.err(format!("no stream class for stream_id {}", if sid == NONE { "none".into() } else { sid.to_string() })))?;
+            .position(|s| {
+                if sid == NONE {
+                    plan.streams.len() == 1
+                } else {
+                    i128::from(s.id) == sid
+                }
+            })
+            .ok_or_else(|| {
+                self.err(format!(
+                    "no stream class for stream_id {}",
+                    if sid == NONE {
+                        "none".into()
+                    } else {
+                        sid.to_string()
+                    }
+                ))
+            })?;
         self.stream = idx;
         self.packet_text.clear();
         if let Some(c) = &plan.streams[idx].packet_context {
@@ -480,6 +554,25 @@ impl FastStream {
         }
         Ok(())
     }
+}
+
+/// Runs a scope's plan on a packet buffer from bit `*pos` to `end`.
+fn run_scope<S: Sink>(
+    buf: &[u8],
+    pos: &mut u64,
+    state: &mut State,
+    scope: &ScopePlan,
+    end: u64,
+    sink: &mut S,
+) -> Result<(), plan::RunError> {
+    let mut b = Bits {
+        buf,
+        pos: *pos,
+        end,
+    };
+    let r = plan::run(&scope.ops, &mut b, state, sink);
+    *pos = b.pos;
+    r
 }
 
 /// Packet context fields babeltrace2 does not print.
@@ -498,8 +591,10 @@ const HIDDEN: [&str; 6] = [
 pub struct TextSink<'a> {
     out: &'a mut Vec<u8>,
     hide: &'a [&'a str],
-    /// Per open struct/array: elements written so far.
-    stack: Vec<u32>,
+    /// Per open struct/array (up to 64 deep; deeper ones share the last
+    /// entry): elements written so far.
+    stack: [u32; 64],
+    depth: usize,
     scope_start: usize,
     skipping: bool,
     /// Whether a scope was written on this line already.
@@ -507,12 +602,31 @@ pub struct TextSink<'a> {
 }
 
 impl<'a> TextSink<'a> {
+    #[inline]
+    fn top(&mut self) -> &mut u32 {
+        &mut self.stack[self.depth.clamp(1, 64) - 1]
+    }
+
+    #[inline]
+    fn open(&mut self) {
+        self.depth += 1;
+        *self.top() = 0;
+    }
+
+    #[inline]
+    fn close(&mut self) -> u32 {
+        let n = *self.top();
+        self.depth = self.depth.saturating_sub(1);
+        n
+    }
+
     /// A sink appending to `out`, leaving out top-level fields in `hide`.
     pub fn new(out: &'a mut Vec<u8>, hide: &'a [&'a str]) -> TextSink<'a> {
         TextSink {
             out,
             hide,
-            stack: Vec::with_capacity(8),
+            stack: [0; 64],
+            depth: 0,
             scope_start: 0,
             skipping: false,
             scopes_written: false,
@@ -529,18 +643,19 @@ impl<'a> TextSink<'a> {
 impl Sink for TextSink<'_> {
     #[inline]
     fn field(&mut self, name: &str) {
-        if self.stack.len() == 1 {
-            self.skipping = self.hide.contains(&crate::text::shown_name(name));
+        if self.depth == 1 {
+            self.skipping = !self.hide.is_empty() && self.hide.contains(&name);
             if self.skipping {
                 return;
             }
         } else if self.skipping {
             return;
         }
-        let n = self.stack.last_mut().expect("inside a struct");
-        self.out.extend_from_slice(if *n == 0 { b" " } else { b", " });
+        let n = self.top();
+        let first = *n == 0;
         *n += 1;
-        self.out.extend_from_slice(crate::text::shown_name(name).as_bytes());
+        self.out.extend_from_slice(if first { b" " } else { b", " });
+        self.out.extend_from_slice(name.as_bytes());
         self.out.extend_from_slice(b" = ");
     }
 
@@ -619,7 +734,9 @@ impl Sink for TextSink<'_> {
             return;
         }
         self.out.push(b'"');
-        if s.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\' && c < 0x80) {
+        if s.iter()
+            .all(|&c| c >= 0x20 && c != b'"' && c != b'\\' && c < 0x80)
+        {
             self.out.extend_from_slice(s);
         } else {
             let mut t = String::new();
@@ -631,23 +748,21 @@ impl Sink for TextSink<'_> {
 
     #[inline]
     fn begin_struct(&mut self) {
-        if self.stack.is_empty() {
+        if self.depth == 0 {
             self.scope_start = self.out.len();
             self.skipping = false;
-            self.out.extend_from_slice(if self.scopes_written { b", {" } else { b" {" });
-        } else if self.skipping {
-            self.stack.push(0);
-            return;
-        } else {
+            self.out
+                .extend_from_slice(if self.scopes_written { b", {" } else { b" {" });
+        } else if !self.skipping {
             self.out.push(b'{');
         }
-        self.stack.push(0);
+        self.open();
     }
 
     #[inline]
     fn end_struct(&mut self) {
-        let n = self.stack.pop().unwrap_or(0);
-        if self.stack.is_empty() {
+        let n = self.close();
+        if self.depth == 0 {
             if n == 0 {
                 self.out.truncate(self.scope_start);
             } else {
@@ -660,30 +775,33 @@ impl Sink for TextSink<'_> {
         if self.skipping {
             return;
         }
-        self.out.extend_from_slice(if n == 0 { b" }" } else { b" }" });
+        let _ = n;
+        self.out.extend_from_slice(b" }");
     }
 
-    fn begin_array(&mut self, len: u64) {
-        self.stack.push(0);
+    fn begin_array(&mut self, _len: u64) {
+        self.open();
         if self.skipping {
             return;
         }
-        self.out.extend_from_slice(if len == 0 { b"[" } else { b"[" });
+        self.out.push(b'[');
     }
 
     fn item(&mut self, i: u64) {
         if self.skipping {
             return;
         }
-        let n = self.stack.last_mut().expect("in an array");
-        self.out.extend_from_slice(if *n == 0 { b" [" } else { b", [" });
+        let n = self.top();
+        let first = *n == 0;
         *n += 1;
+        self.out
+            .extend_from_slice(if first { b" [" } else { b", [" });
         write_uint(self.out, i, Base::Decimal);
         self.out.extend_from_slice(b"] = ");
     }
 
     fn end_array(&mut self) {
-        self.stack.pop();
+        self.close();
         if self.skipping {
             return;
         }
@@ -695,7 +813,7 @@ impl Sink for TextSink<'_> {
             return;
         }
         self.out.extend_from_slice(b"{ ");
-        self.out.extend_from_slice(crate::text::shown_name(option).as_bytes());
+        self.out.extend_from_slice(option.as_bytes());
         self.out.extend_from_slice(b" = ");
     }
 
@@ -712,25 +830,63 @@ impl Sink for TextSink<'_> {
 pub fn write_uint(out: &mut Vec<u8>, v: u64, base: Base) {
     let mut buf = [0u8; 66];
     let mut i = buf.len();
-    let (radix, prefix): (u64, &[u8]) = match base {
-        Base::Decimal => (10, b""),
-        Base::Hexadecimal => (16, b"0x"),
-        Base::Octal => (8, b"0"),
-        Base::Binary => (2, b"0b"),
-    };
     let mut x = v;
-    loop {
-        i -= 1;
-        let d = (x % radix) as u8;
-        buf[i] = if d < 10 { b'0' + d } else { b'A' + d - 10 };
-        x /= radix;
-        if x == 0 {
-            break;
+    match base {
+        Base::Decimal => {
+            // Constant divisors: the compiler turns them into multiplications.
+            while x >= 100 {
+                let d = (x % 100) as usize;
+                x /= 100;
+                i -= 2;
+                buf[i..i + 2].copy_from_slice(&DIGITS2[2 * d..2 * d + 2]);
+            }
+            if x >= 10 {
+                i -= 2;
+                let d = x as usize;
+                buf[i..i + 2].copy_from_slice(&DIGITS2[2 * d..2 * d + 2]);
+            } else {
+                i -= 1;
+                buf[i] = b'0' + x as u8;
+            }
+            out.extend_from_slice(&buf[i..]);
+        }
+        Base::Hexadecimal => {
+            loop {
+                i -= 1;
+                buf[i] = b"0123456789ABCDEF"[(x & 15) as usize];
+                x >>= 4;
+                if x == 0 {
+                    break;
+                }
+            }
+            out.extend_from_slice(b"0x");
+            out.extend_from_slice(&buf[i..]);
+        }
+        Base::Octal | Base::Binary => {
+            let (shift, mask, prefix): (u32, u64, &[u8]) = if base == Base::Octal {
+                (3, 7, b"0")
+            } else {
+                (1, 1, b"0b")
+            };
+            loop {
+                i -= 1;
+                buf[i] = b'0' + (x & mask) as u8;
+                x >>= shift;
+                if x == 0 {
+                    break;
+                }
+            }
+            out.extend_from_slice(prefix);
+            out.extend_from_slice(&buf[i..]);
         }
     }
-    out.extend_from_slice(prefix);
-    out.extend_from_slice(&buf[i..]);
 }
+
+const DIGITS2: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
 
 /// Streams of several traces, merged in time order.
 pub struct FastMerge {
@@ -754,7 +910,10 @@ impl FastMerge {
     pub fn new(traces: &[TraceDir]) -> Result<FastMerge, String> {
         let mut streams = Vec::new();
         for t in traces {
-            let plan = Arc::new(TracePlan::new(&t.schema.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?);
+            let plan = Arc::new(
+                TracePlan::new(&t.schema.trace)
+                    .map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?,
+            );
             for s in &t.streams {
                 streams.push(FastStream::open(plan.clone(), s).map_err(|e| e.to_string())?);
             }
@@ -779,6 +938,7 @@ impl FastMerge {
 
     /// The next event or loss, in time order; `None` at the end. After an
     /// `Event`, the caller must `emit` it before calling `next` again.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Result<Step<'_>, DecodeError>> {
         if !self.started {
             self.started = true;
@@ -802,6 +962,7 @@ impl FastMerge {
                 Some(Ok(Step::Event(&mut self.streams[i], t)))
             }
             Ok(Next::Lost(n, t)) => {
+                self.streams[i].take_lost();
                 if let Err(e) = self.push(i) {
                     return Some(Err(e));
                 }

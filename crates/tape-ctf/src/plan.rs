@@ -19,7 +19,8 @@ use crate::{Base, ByteOrder, Encoding, Enum, Struct, Type};
 
 /// Receives decoded values, depth first.
 pub trait Sink {
-    /// A struct member's name, before its value.
+    /// A struct member's name as shown (one leading `_` removed, §4.2.1),
+    /// before its value.
     fn field(&mut self, name: &str);
     /// An unsigned integer.
     fn uint(&mut self, v: u64, base: Base);
@@ -41,7 +42,7 @@ pub trait Sink {
     fn item(&mut self, i: u64);
     /// The array ends.
     fn end_array(&mut self);
-    /// A variant's selected option follows.
+    /// A variant's selected option (its name as shown) follows.
     fn variant(&mut self, option: &str);
     /// The variant ends.
     fn end_variant(&mut self);
@@ -109,11 +110,29 @@ pub(crate) enum Op {
     /// A struct member: the name, then the value's operation.
     Field(Arc<str>, Box<Op>),
     Int(IntOp),
-    Float { align: u64, bits: u32, order: ByteOrder },
+    Float {
+        align: u64,
+        bits: u32,
+        order: ByteOrder,
+    },
     Str,
-    Struct { align: u64, body: Vec<Op> },
-    Array { align: u64, len: Len, elem: Box<Op>, text: bool, min_bits: u64 },
-    Variant { tag: usize, options: Vec<(i128, i128, usize)>, names: Vec<Arc<str>>, bodies: Vec<Op> },
+    Struct {
+        align: u64,
+        body: Vec<Op>,
+    },
+    Array {
+        align: u64,
+        len: Len,
+        elem: Box<Op>,
+        text: bool,
+        min_bits: u64,
+    },
+    Variant {
+        tag: usize,
+        options: Vec<(i128, i128, usize)>,
+        names: Vec<Arc<str>>,
+        bodies: Vec<Op>,
+    },
 }
 
 #[derive(Debug)]
@@ -192,7 +211,7 @@ fn err(bits: &Bits<'_>, m: impl Into<String>) -> RunError {
 #[inline]
 fn align(b: &mut Bits<'_>, a: u64) -> Result<(), RunError> {
     if a > 1 {
-        let p = (b.pos + a - 1) / a * a;
+        let p = b.pos.div_ceil(a) * a;
         if p > b.end {
             return Err(err(b, "alignment goes past the end of the packet content"));
         }
@@ -207,7 +226,10 @@ fn read_bits(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<u64, RunEr
     if b.pos + size64 > b.end || size > 64 {
         return Err(err(
             b,
-            format!("a {size}-bit field goes past the end of the packet content (bit {})", b.end),
+            format!(
+                "a {size}-bit field goes past the end of the packet content (bit {})",
+                b.end
+            ),
         ));
     }
     let start = b.pos;
@@ -215,6 +237,27 @@ fn read_bits(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<u64, RunEr
     if start % 8 == 0 && size % 8 == 0 {
         let i = (start / 8) as usize;
         let n = (size / 8) as usize;
+        if order == ByteOrder::Little {
+            match n {
+                8 => {
+                    return Ok(u64::from_le_bytes(
+                        b.buf[i..i + 8].try_into().expect("8 bytes"),
+                    ))
+                }
+                4 => {
+                    return Ok(u64::from(u32::from_le_bytes(
+                        b.buf[i..i + 4].try_into().expect("4 bytes"),
+                    )))
+                }
+                2 => {
+                    return Ok(u64::from(u16::from_le_bytes(
+                        b.buf[i..i + 2].try_into().expect("2 bytes"),
+                    )))
+                }
+                1 => return Ok(u64::from(b.buf[i])),
+                _ => {}
+            }
+        }
         let bytes = &b.buf[i..i + n];
         let mut v = 0u64;
         match order {
@@ -251,19 +294,33 @@ fn read_bits(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<u64, RunEr
             acc >>= total - shift - size64;
         }
     }
-    let mask = if size == 64 { u128::from(u64::MAX) } else { (1u128 << size) - 1 };
+    let mask = if size == 64 {
+        u128::from(u64::MAX)
+    } else {
+        (1u128 << size) - 1
+    };
     Ok((acc & mask) as u64)
 }
 
 /// Runs `ops` on the packet bits, sending values to `sink`.
-pub(crate) fn run<S: Sink>(ops: &[Op], b: &mut Bits<'_>, st: &mut State, sink: &mut S) -> Result<(), RunError> {
+pub(crate) fn run<S: Sink>(
+    ops: &[Op],
+    b: &mut Bits<'_>,
+    st: &mut State,
+    sink: &mut S,
+) -> Result<(), RunError> {
     for op in ops {
         run_op(op, b, st, sink)?;
     }
     Ok(())
 }
 
-fn run_op<S: Sink>(op: &Op, b: &mut Bits<'_>, st: &mut State, sink: &mut S) -> Result<(), RunError> {
+fn run_op<S: Sink>(
+    op: &Op,
+    b: &mut Bits<'_>,
+    st: &mut State,
+    sink: &mut S,
+) -> Result<(), RunError> {
     match op {
         Op::Field(name, inner) => {
             sink.field(name);
@@ -296,10 +353,18 @@ fn run_op<S: Sink>(op: &Op, b: &mut Bits<'_>, st: &mut State, sink: &mut S) -> R
             }
             Ok(())
         }
-        Op::Float { align: a, bits, order } => {
+        Op::Float {
+            align: a,
+            bits,
+            order,
+        } => {
             align(b, *a)?;
             let raw = read_bits(b, *bits, *order)?;
-            sink.float(if *bits == 32 { f64::from(f32::from_bits(raw as u32)) } else { f64::from_bits(raw) });
+            sink.float(if *bits == 32 {
+                f64::from(f32::from_bits(raw as u32))
+            } else {
+                f64::from_bits(raw)
+            });
             Ok(())
         }
         Op::Str => {
@@ -307,10 +372,12 @@ fn run_op<S: Sink>(op: &Op, b: &mut Bits<'_>, st: &mut State, sink: &mut S) -> R
             let start = (b.pos / 8) as usize;
             let end = ((b.end / 8) as usize).min(b.buf.len());
             let rest = b.buf.get(start..end).unwrap_or(&[]);
-            let n = rest
-                .iter()
-                .position(|&c| c == 0)
-                .ok_or_else(|| err(b, "a string has no NUL before the end of the packet content"))?;
+            let n = rest.iter().position(|&c| c == 0).ok_or_else(|| {
+                err(
+                    b,
+                    "a string has no NUL before the end of the packet content",
+                )
+            })?;
             sink.string(&rest[..n]);
             b.pos += (n as u64 + 1) * 8;
             Ok(())
@@ -322,19 +389,36 @@ fn run_op<S: Sink>(op: &Op, b: &mut Bits<'_>, st: &mut State, sink: &mut S) -> R
             sink.end_struct();
             Ok(())
         }
-        Op::Array { align: a, len, elem, text, min_bits } => {
+        Op::Array {
+            align: a,
+            len,
+            elem,
+            text,
+            min_bits,
+        } => {
             let n = match len {
                 Len::Fixed(n) => *n,
                 Len::Slot(s) => {
                     let v = st.slots[*s];
-                    u64::try_from(v).map_err(|_| err(b, "a sequence length is not an unsigned integer decoded before"))?
+                    u64::try_from(v).map_err(|_| {
+                        err(
+                            b,
+                            "a sequence length is not an unsigned integer decoded before",
+                        )
+                    })?
                 }
             };
             align(b, *a)?;
             if *text && b.pos % 8 == 0 {
-                let bytes = n.checked_mul(8).filter(|x| b.pos + x <= b.end).ok_or_else(|| {
-                    err(b, format!("a text of {n} bytes goes past the end of the packet content"))
-                })?;
+                let bytes = n
+                    .checked_mul(8)
+                    .filter(|x| b.pos + x <= b.end)
+                    .ok_or_else(|| {
+                        err(
+                            b,
+                            format!("a text of {n} bytes goes past the end of the packet content"),
+                        )
+                    })?;
                 let start = (b.pos / 8) as usize;
                 let raw = &b.buf[start..start + n as usize];
                 let t = raw.split(|&c| c == 0).next().unwrap_or(&[]);
@@ -344,7 +428,10 @@ fn run_op<S: Sink>(op: &Op, b: &mut Bits<'_>, st: &mut State, sink: &mut S) -> R
             }
             let room = b.end - b.pos;
             if (*min_bits > 0 && n > room / min_bits) || (*min_bits == 0 && n > 1 << 20) {
-                return Err(err(b, format!("a length of {n} goes past the end of the packet content")));
+                return Err(err(
+                    b,
+                    format!("a length of {n} goes past the end of the packet content"),
+                ));
             }
             sink.begin_array(n);
             for i in 0..n {
@@ -354,7 +441,12 @@ fn run_op<S: Sink>(op: &Op, b: &mut Bits<'_>, st: &mut State, sink: &mut S) -> R
             sink.end_array();
             Ok(())
         }
-        Op::Variant { tag, options, names, bodies } => {
+        Op::Variant {
+            tag,
+            options,
+            names,
+            bodies,
+        } => {
             let v = st.slots[*tag];
             let idx = options
                 .iter()
@@ -437,8 +529,7 @@ impl<'t> Compiler<'t> {
     /// emitted, since a later scope may name a field of an earlier one).
     pub(crate) fn collect_scope(&mut self) -> Result<(), String> {
         let (name, s) = *self.scopes.last().expect("a scope");
-        let mut open = Vec::new();
-        self.collect(name, &Type::Struct(s.clone()), &mut Vec::new(), &mut open)
+        self.collect(name, &Type::Struct(s.clone()), &mut Vec::new())
     }
 
     /// Pass 2 for the innermost scope: its operations.
@@ -450,7 +541,7 @@ impl<'t> Compiler<'t> {
             path.push(f.name.clone());
             let op = self.emit(name, &f.ty, &mut path, &f.name)?;
             path.pop();
-            body.push(Op::Field(Arc::from(f.name.as_str()), Box::new(op)));
+            body.push(Op::Field(shown(&f.name), Box::new(op)));
         }
         Ok(ScopePlan {
             ops: vec![Op::Struct {
@@ -474,7 +565,10 @@ impl<'t> Compiler<'t> {
     /// to a field identity.
     fn resolve(&self, scope: &'static str, target: &str, path: &[String]) -> Option<FieldId> {
         for (prefix, _) in &self.scopes {
-            if let Some(rest) = target.strip_prefix(prefix).and_then(|r| r.strip_prefix('.')) {
+            if let Some(rest) = target
+                .strip_prefix(prefix)
+                .and_then(|r| r.strip_prefix('.'))
+            {
                 return Some((prefix, rest.split('.').map(str::to_owned).collect()));
             }
         }
@@ -501,7 +595,8 @@ impl<'t> Compiler<'t> {
         }
         for (depth, s) in structs.iter().rev() {
             let here = &path[*depth];
-            let before: Vec<&crate::Field> = s.fields.iter().take_while(|f| &f.name != here).collect();
+            let before: Vec<&crate::Field> =
+                s.fields.iter().take_while(|f| &f.name != here).collect();
             if before.iter().any(|f| f.name == first) {
                 let mut id: Vec<String> = path[..*depth].to_vec();
                 id.extend(target.split('.').map(str::to_owned));
@@ -511,32 +606,43 @@ impl<'t> Compiler<'t> {
         None
     }
 
-    fn collect(&mut self, scope: &'static str, t: &Type, path: &mut Vec<String>, open: &mut Vec<(Vec<String>, &[crate::Field])>) -> Result<(), String> {
+    fn collect(
+        &mut self,
+        scope: &'static str,
+        t: &Type,
+        path: &mut Vec<String>,
+    ) -> Result<(), String> {
         match t {
             Type::Struct(s) => {
                 for f in &s.fields {
                     path.push(f.name.clone());
-                    self.collect(scope, &f.ty, path, open)?;
+                    self.collect(scope, &f.ty, path)?;
                     path.pop();
                 }
                 Ok(())
             }
-            Type::Array { element, .. } => self.collect(scope, element, path, open),
+            Type::Array { element, .. } => self.collect(scope, element, path),
             Type::Sequence { element, length } => {
-                let id = self
-                    .resolve(scope, length, path)
-                    .ok_or_else(|| format!("{scope}: the length `{length}` of `{}` names no field", path.join(".")))?;
+                let id = self.resolve(scope, length, path).ok_or_else(|| {
+                    format!(
+                        "{scope}: the length `{length}` of `{}` names no field",
+                        path.join(".")
+                    )
+                })?;
                 self.slot_for(id);
-                self.collect(scope, element, path, open)
+                self.collect(scope, element, path)
             }
             Type::Variant { tag, options } => {
-                let id = self
-                    .resolve(scope, tag, path)
-                    .ok_or_else(|| format!("{scope}: the tag `{tag}` of `{}` names no field", path.join(".")))?;
+                let id = self.resolve(scope, tag, path).ok_or_else(|| {
+                    format!(
+                        "{scope}: the tag `{tag}` of `{}` names no field",
+                        path.join(".")
+                    )
+                })?;
                 self.slot_for(id);
                 for o in options {
                     path.push(o.name.clone());
-                    self.collect(scope, &o.ty, path, open)?;
+                    self.collect(scope, &o.ty, path)?;
                     path.pop();
                 }
                 Ok(())
@@ -552,7 +658,14 @@ impl<'t> Compiler<'t> {
             .map(|(_, slot)| *slot)
     }
 
-    fn int_op(&self, scope: &'static str, i: &crate::Integer, path: &[String], name: &str, e: Option<Arc<Enum>>) -> IntOp {
+    fn int_op(
+        &self,
+        scope: &'static str,
+        i: &crate::Integer,
+        path: &[String],
+        name: &str,
+        e: Option<Arc<Enum>>,
+    ) -> IntOp {
         let store = self.store_for(scope, path);
         // The event id: any integer named `id` in the event header, the
         // last one decoded wins (LTTng's variant headers).
@@ -578,17 +691,29 @@ impl<'t> Compiler<'t> {
         }
     }
 
-    fn emit(&mut self, scope: &'static str, t: &Type, path: &mut Vec<String>, name: &str) -> Result<Op, String> {
+    fn emit(
+        &mut self,
+        scope: &'static str,
+        t: &Type,
+        path: &mut Vec<String>,
+        name: &str,
+    ) -> Result<Op, String> {
         Ok(match t {
             Type::Integer(i) => {
                 if i.size > 64 {
-                    return Err(format!("{scope}: `{}`: integers over 64 bits are not supported", path.join(".")));
+                    return Err(format!(
+                        "{scope}: `{}`: integers over 64 bits are not supported",
+                        path.join(".")
+                    ));
                 }
                 Op::Int(self.int_op(scope, i, path, name, None))
             }
             Type::Enum(e) => {
                 if e.container.size > 64 {
-                    return Err(format!("{scope}: `{}`: integers over 64 bits are not supported", path.join(".")));
+                    return Err(format!(
+                        "{scope}: `{}`: integers over 64 bits are not supported",
+                        path.join(".")
+                    ));
                 }
                 Op::Int(self.int_op(scope, &e.container, path, name, Some(Arc::new(e.clone()))))
             }
@@ -604,7 +729,7 @@ impl<'t> Compiler<'t> {
                     path.push(f.name.clone());
                     let op = self.emit(scope, &f.ty, path, &f.name)?;
                     path.pop();
-                    body.push(Op::Field(Arc::from(f.name.as_str()), Box::new(op)));
+                    body.push(Op::Field(shown(&f.name), Box::new(op)));
                 }
                 Op::Struct {
                     align: u64::from(struct_align(s)),
@@ -620,7 +745,9 @@ impl<'t> Compiler<'t> {
                 self.array(scope, element, Len::Slot(slot), path)?
             }
             Type::Variant { tag, options } => {
-                let id = self.resolve(scope, tag, path).ok_or_else(|| format!("{scope}: unresolved tag `{tag}`"))?;
+                let id = self
+                    .resolve(scope, tag, path)
+                    .ok_or_else(|| format!("{scope}: unresolved tag `{tag}`"))?;
                 let slot = self.slot_for(id.clone());
                 let tag_type = self.type_of(&id);
                 let Some(Type::Enum(e)) = tag_type else {
@@ -633,7 +760,7 @@ impl<'t> Compiler<'t> {
                     path.push(o.name.clone());
                     bodies.push(self.emit(scope, &o.ty, path, &o.name)?);
                     path.pop();
-                    names.push(Arc::from(o.name.as_str()));
+                    names.push(shown(&o.name));
                     for entry in e.entries.iter().filter(|x| x.label == o.name) {
                         ranges.push((entry.start, entry.end, i));
                     }
@@ -649,7 +776,13 @@ impl<'t> Compiler<'t> {
         })
     }
 
-    fn array(&mut self, scope: &'static str, element: &Type, len: Len, path: &mut Vec<String>) -> Result<Op, String> {
+    fn array(
+        &mut self,
+        scope: &'static str,
+        element: &Type,
+        len: Len,
+        path: &mut Vec<String>,
+    ) -> Result<Op, String> {
         let text = matches!(element, Type::Integer(i) if i.size == 8 && i.encoding != Encoding::None && i.align <= 8);
         let elem = self.emit(scope, element, path, "")?;
         Ok(Op::Array {
@@ -678,6 +811,11 @@ impl<'t> Compiler<'t> {
         }
         Some(t)
     }
+}
+
+/// A name as shown: one leading `_` removed (§4.2.1).
+fn shown(name: &str) -> Arc<str> {
+    Arc::from(crate::text::shown_name(name))
 }
 
 pub(crate) fn struct_align(s: &Struct) -> u32 {
