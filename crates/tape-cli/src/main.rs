@@ -10,10 +10,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tape_ctf::fast::{write_uint, FastMerge, Step, TextSink};
+use tape_ctf::fast::{nine_digits, write_event_line, FastMerge, Step};
 use tape_ctf::plan::Discard;
 use tape_ctf::read::{find_traces, TraceDir};
-use tape_ctf::Base;
 
 #[derive(Parser)]
 #[command(name = "tape", version, about = "Read CTF 1.8 traces")]
@@ -74,14 +73,15 @@ fn show(paths: &[PathBuf], clock_seconds: bool) -> Result<(), String> {
     let mut stdout = stdout.lock();
     let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut clock = TimeText::default();
+    let mut time: Vec<u8> = Vec::with_capacity(32);
     let mut prev: Option<i128> = None;
     let mut lost_total = 0u64;
     while let Some(step) = merge.next() {
         match step.map_err(|e| e.to_string())? {
             Step::Event(stream, t) => {
-                out.push(b'[');
+                time.clear();
                 match t {
-                    Some(ns) if clock_seconds => out.extend_from_slice(
+                    Some(ns) if clock_seconds => time.extend_from_slice(
                         format!(
                             "{}.{:09}",
                             ns.div_euclid(1_000_000_000),
@@ -89,35 +89,15 @@ fn show(paths: &[PathBuf], clock_seconds: bool) -> Result<(), String> {
                         )
                         .as_bytes(),
                     ),
-                    Some(ns) => clock.write(&mut out, ns),
-                    None => out.extend_from_slice(b"??:??:??.?????????"),
+                    Some(ns) => clock.write(&mut time, ns),
+                    None => time.extend_from_slice(b"??:??:??.?????????"),
                 }
-                out.extend_from_slice(b"] ");
-                match (prev, t) {
-                    (Some(p), Some(n)) => {
-                        let d = (n - p).max(0);
-                        out.extend_from_slice(b"(+");
-                        write_uint(&mut out, (d / 1_000_000_000) as u64, Base::Decimal);
-                        out.push(b'.');
-                        nine_digits(&mut out, (d % 1_000_000_000) as u64);
-                        out.extend_from_slice(b") ");
-                    }
-                    _ => out.extend_from_slice(b"(+?.?????????) "),
-                }
+                let delta = match (prev, t) {
+                    (Some(p), Some(n)) => Some(n - p),
+                    _ => None,
+                };
                 prev = t.or(prev);
-                if let Some(h) = &stream.plan().host {
-                    out.extend_from_slice(h.as_bytes());
-                    out.push(b' ');
-                }
-                if let Some(c) = stream.class() {
-                    out.extend_from_slice(c.name.as_bytes());
-                }
-                out.push(b':');
-                out.extend_from_slice(&stream.packet_text);
-                let written = !stream.packet_text.is_empty();
-                let mut sink = TextSink::new(&mut out, &[]).after_scope(written);
-                stream.emit(&mut sink).map_err(|e| e.to_string())?;
-                out.push(b'\n');
+                write_event_line(&mut out, &time, delta, stream).map_err(|e| e.to_string())?;
             }
             Step::Lost(stream, n, _) => {
                 lost_total += n;
@@ -138,17 +118,6 @@ fn show(paths: &[PathBuf], clock_seconds: bool) -> Result<(), String> {
         eprintln!("tape: {lost_total} events were lost (discarded by the tracer)");
     }
     Ok(())
-}
-
-/// Nine digits, zero padded.
-fn nine_digits(out: &mut Vec<u8>, v: u64) {
-    let mut b = [b'0'; 9];
-    let mut x = v;
-    for i in (0..9).rev() {
-        b[i] = b'0' + (x % 10) as u8;
-        x /= 10;
-    }
-    out.extend_from_slice(&b);
 }
 
 /// `HH:MM:SS.nnnnnnnnn` in the local time zone, the broken-down time cached

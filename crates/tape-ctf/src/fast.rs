@@ -14,7 +14,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::decode::{clock_ns, DecodeError};
+use crate::decode::{clock_ns, DecodeError, Value};
 use crate::plan::{self, Bits, Compiler, Discard, ScopePlan, Sink, State, NONE};
 use crate::read::TraceDir;
 use crate::{Base, Clock, Enum, EnvValue, EventClass, Trace, Type};
@@ -911,7 +911,7 @@ impl FastMerge {
         let mut streams = Vec::new();
         for t in traces {
             let plan = Arc::new(
-                TracePlan::new(&t.schema.trace)
+                TracePlan::new(&t.trace)
                     .map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?,
             );
             for s in &t.streams {
@@ -971,4 +971,199 @@ impl FastMerge {
             Ok(Next::End) => self.next(),
         }
     }
+}
+
+/// Writes one event line in babeltrace2's format: `[time] (+delta) host
+/// name: { packet context }, { stream event context }, { event context },
+/// { payload }` and a newline. `time` is the formatted time, `delta_ns` the
+/// time since the previous event.
+pub fn write_event_line(
+    out: &mut Vec<u8>,
+    time: &[u8],
+    delta_ns: Option<i128>,
+    stream: &mut FastStream,
+) -> Result<(), DecodeError> {
+    out.push(b'[');
+    out.extend_from_slice(time);
+    out.extend_from_slice(b"] ");
+    match delta_ns {
+        Some(d) => {
+            let d = d.max(0);
+            out.extend_from_slice(b"(+");
+            write_uint(out, (d / 1_000_000_000) as u64, Base::Decimal);
+            out.push(b'.');
+            nine_digits(out, (d % 1_000_000_000) as u64);
+            out.extend_from_slice(b") ");
+        }
+        None => out.extend_from_slice(b"(+?.?????????) "),
+    }
+    if let Some(h) = &stream.plan.host {
+        out.extend_from_slice(h.as_bytes());
+        out.push(b' ');
+    }
+    if let Some(c) = stream.class() {
+        out.extend_from_slice(c.name.as_bytes());
+    }
+    out.push(b':');
+    out.extend_from_slice(&stream.packet_text);
+    let written = !stream.packet_text.is_empty();
+    let mut sink = TextSink::new(out, &[]).after_scope(written);
+    stream.emit(&mut sink)?;
+    out.push(b'\n');
+    Ok(())
+}
+
+/// Nine digits, zero padded (the nanoseconds of a time).
+pub fn nine_digits(out: &mut Vec<u8>, v: u64) {
+    let mut b = [b'0'; 9];
+    let mut x = v;
+    for d in b.iter_mut().rev() {
+        *d = b'0' + (x % 10) as u8;
+        x /= 10;
+    }
+    out.extend_from_slice(&b);
+}
+
+/// Builds [`Value`]s: each scope given to the sink becomes one struct in
+/// `scopes`.
+#[derive(Default)]
+pub struct ValueSink {
+    frames: Vec<Frame>,
+    names: Vec<String>,
+    /// The decoded scopes, in order.
+    pub scopes: Vec<Value>,
+}
+
+enum Frame {
+    Struct(Vec<(String, Value)>),
+    Array(Vec<Value>),
+    Variant(String, Option<Value>),
+}
+
+impl ValueSink {
+    fn value(&mut self, v: Value) {
+        match self.frames.last_mut() {
+            None => self.scopes.push(v),
+            Some(Frame::Struct(fields)) => {
+                let name = self.names.pop().unwrap_or_default();
+                fields.push((name, v));
+            }
+            Some(Frame::Array(items)) => items.push(v),
+            Some(Frame::Variant(_, slot)) => *slot = Some(v),
+        }
+    }
+}
+
+impl Sink for ValueSink {
+    fn field(&mut self, name: &str) {
+        self.names.push(name.to_owned());
+    }
+    fn uint(&mut self, v: u64, base: Base) {
+        self.value(Value::UInt(v, base));
+    }
+    fn sint(&mut self, v: i64, base: Base) {
+        self.value(Value::SInt(v, base));
+    }
+    fn enumeration(&mut self, v: i128, e: &Enum) {
+        let labels = e
+            .entries
+            .iter()
+            .filter(|x| x.start <= v && v <= x.end)
+            .map(|x| x.label.clone())
+            .collect();
+        self.value(Value::Enum { value: v, labels });
+    }
+    fn float(&mut self, v: f64) {
+        self.value(Value::Float(v));
+    }
+    fn string(&mut self, s: &[u8]) {
+        self.value(Value::Str(String::from_utf8_lossy(s).into_owned()));
+    }
+    fn begin_struct(&mut self) {
+        self.frames.push(Frame::Struct(Vec::new()));
+    }
+    fn end_struct(&mut self) {
+        if let Some(Frame::Struct(f)) = self.frames.pop() {
+            self.value(Value::Struct(f));
+        }
+    }
+    fn begin_array(&mut self, len: u64) {
+        self.frames
+            .push(Frame::Array(Vec::with_capacity(len.min(1024) as usize)));
+    }
+    fn item(&mut self, _: u64) {}
+    fn end_array(&mut self) {
+        if let Some(Frame::Array(items)) = self.frames.pop() {
+            self.value(Value::Array(items));
+        }
+    }
+    fn variant(&mut self, option: &str) {
+        self.frames.push(Frame::Variant(option.to_owned(), None));
+    }
+    fn end_variant(&mut self) {
+        if let Some(Frame::Variant(name, Some(v))) = self.frames.pop() {
+            self.value(Value::Variant(name, Box::new(v)));
+        }
+    }
+}
+
+/// One event with typed values, as [`events`] gives them.
+#[derive(Clone, Debug)]
+pub struct Event {
+    /// The event class (name, id, layout).
+    pub class: Arc<EventClass>,
+    /// Time in ns since the clock's origin (the epoch for absolute clocks).
+    pub ns: Option<i128>,
+    /// The stream file.
+    pub stream: PathBuf,
+    /// Stream event context, event context and payload, those that exist,
+    /// in that order (the payload is last).
+    pub scopes: Vec<Value>,
+}
+
+impl Event {
+    /// The payload (`event.fields`).
+    pub fn payload(&self) -> &Value {
+        self.scopes.last().expect("the payload is always decoded")
+    }
+}
+
+/// What [`events`] yields.
+#[derive(Clone, Debug)]
+pub enum Record {
+    /// An event.
+    Event(Event),
+    /// Events lost in a stream (ns: where the loss is reported).
+    Lost(PathBuf, u64, Option<i128>),
+}
+
+/// Every event of `traces`, in time order, with typed values.
+pub fn events(
+    traces: &[TraceDir],
+) -> Result<impl Iterator<Item = Result<Record, DecodeError>>, String> {
+    let mut merge = FastMerge::new(traces)?;
+    let mut failed = false;
+    Ok(std::iter::from_fn(move || {
+        if failed {
+            return None;
+        }
+        let r = match merge.next()? {
+            Err(e) => Err(e),
+            Ok(Step::Lost(s, n, t)) => Ok(Record::Lost(s.path().to_path_buf(), n, t)),
+            Ok(Step::Event(s, t)) => {
+                let class = s.class().cloned();
+                let mut sink = ValueSink::default();
+                s.emit(&mut sink).map(|()| {
+                    Record::Event(Event {
+                        class: class.expect("an event was peeked"),
+                        ns: t,
+                        stream: s.path().to_path_buf(),
+                        scopes: sink.scopes,
+                    })
+                })
+            }
+        };
+        failed = r.is_err();
+        Some(r)
+    }))
 }

@@ -1,13 +1,11 @@
-//! Opening traces: finding them in a directory tree, reading their metadata
-//! (text or packetized, §7.1), and merging their streams in time order.
+//! Opening traces: finding them in a directory tree and reading their
+//! metadata (text or packetized, §7.1). [`crate::fast`] reads the streams.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use crate::decode::{DecodeError, Item, Schema, StreamReader};
+use crate::decode::DecodeError;
 use crate::parse::{parse_metadata, ParseError};
+use crate::Trace;
 
 /// An error opening a trace.
 #[derive(Debug)]
@@ -47,8 +45,8 @@ impl std::error::Error for OpenError {}
 pub struct TraceDir {
     /// The directory.
     pub dir: PathBuf,
-    /// The parsed metadata, ready to decode.
-    pub schema: Arc<Schema>,
+    /// The parsed metadata.
+    pub trace: Trace,
     /// Warnings from the metadata (unknown attributes...).
     pub warnings: Vec<ParseError>,
     /// Stream files, sorted by name.
@@ -113,7 +111,7 @@ pub fn open_trace(dir: &Path) -> Result<TraceDir, OpenError> {
     streams.sort();
     Ok(TraceDir {
         dir: dir.to_path_buf(),
-        schema: Arc::new(Schema::new(parsed.trace)),
+        trace: parsed.trace,
         warnings: parsed.warnings,
         streams,
     })
@@ -189,65 +187,4 @@ pub fn metadata_text(bytes: &[u8]) -> Result<(String, Option<crate::ByteOrder>),
         return Err("metadata signature is not `/* CTF 1.8`".into());
     }
     Ok((text.to_owned(), None))
-}
-
-/// Events of several streams (and traces) merged in timestamp order.
-pub struct Merge {
-    streams: Vec<StreamReader>,
-    heads: Vec<Option<Item>>,
-    heap: BinaryHeap<Reverse<(i128, usize)>>,
-}
-
-impl Merge {
-    /// Merges the streams of `traces`.
-    pub fn new(traces: &[TraceDir]) -> Result<Merge, OpenError> {
-        let mut streams = Vec::new();
-        for t in traces {
-            for s in &t.streams {
-                streams.push(StreamReader::open(t.schema.clone(), s).map_err(OpenError::Stream)?);
-            }
-        }
-        let n = streams.len();
-        Ok(Merge {
-            streams,
-            heads: vec![None; n],
-            heap: BinaryHeap::new(),
-        })
-    }
-
-    /// Starts every stream; the first error stops the merge.
-    fn fill(&mut self, i: usize) -> Result<(), DecodeError> {
-        match self.streams[i].next() {
-            Some(Ok(item)) => {
-                let key = match &item {
-                    Item::Event(e) => e.ns.unwrap_or(i128::MIN),
-                    Item::Lost {
-                        end_ns, begin_ns, ..
-                    } => begin_ns.or(*end_ns).unwrap_or(i128::MIN),
-                };
-                self.heads[i] = Some(item);
-                self.heap.push(Reverse((key, i)));
-                Ok(())
-            }
-            Some(Err(e)) => Err(e),
-            None => Ok(()),
-        }
-    }
-
-    /// The next item in time order (ties: stream order), with its stream.
-    pub fn next_item(&mut self) -> Option<Result<(Item, &Path), DecodeError>> {
-        if self.heap.is_empty() && self.heads.iter().all(Option::is_none) {
-            for i in 0..self.streams.len() {
-                if let Err(e) = self.fill(i) {
-                    return Some(Err(e));
-                }
-            }
-        }
-        let Reverse((_, i)) = self.heap.pop()?;
-        let item = self.heads[i].take().expect("a head for each heap entry");
-        if let Err(e) = self.fill(i) {
-            return Some(Err(e));
-        }
-        Some(Ok((item, self.streams[i].path())))
-    }
 }

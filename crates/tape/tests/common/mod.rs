@@ -33,26 +33,27 @@ impl Reader {
 }
 
 /// What tape's reader prints for a trace (babeltrace2's format, times
-/// left out): the `tape show` of the `tape` command, as a library call.
+/// left out): `tape show`, as library calls.
 pub fn tape_text(trace: &Path) -> Result<ReadOutput, String> {
-    use tape_ctf::decode::Item;
+    use tape_ctf::fast::{write_event_line, FastMerge, Step};
     let traces = tape_ctf::read::find_traces(trace).map_err(|e| e.to_string())?;
-    let mut merge = tape_ctf::read::Merge::new(&traces).map_err(|e| e.to_string())?;
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    while let Some(item) = merge.next_item() {
-        match item.map_err(|e| e.to_string())? {
-            (Item::Event(e), _) => {
-                tape_ctf::text::event_line(&mut stdout, "00:00:00.000000000", None, None, &e);
-                stdout.push('\n');
+    let mut merge = FastMerge::new(&traces)?;
+    let (mut stdout, mut stderr) = (Vec::new(), String::new());
+    while let Some(step) = merge.next() {
+        match step.map_err(|e| e.to_string())? {
+            Step::Event(stream, _) => {
+                write_event_line(&mut stdout, b"00:00:00.000000000", None, stream)
+                    .map_err(|e| e.to_string())?;
             }
-            (Item::Lost { count, .. }, path) => {
+            Step::Lost(stream, count, _) => {
                 stderr.push_str(&format!(
                     "WARNING: Tracer discarded {count} events within stream \"{}\"\n",
-                    path.display()
+                    stream.path().display()
                 ));
             }
         }
     }
+    let stdout = String::from_utf8(stdout).map_err(|e| e.to_string())?;
     Ok(ReadOutput { stdout, stderr })
 }
 
