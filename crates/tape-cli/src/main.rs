@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tape_ctf::fast::{nine_digits, write_event_line, FastMerge, Step};
+use tape_ctf::fast::{nine_digits, write_event_line, FastMerge, FastStream, Next, Step, TracePlan};
 use tape_ctf::plan::Discard;
 use tape_ctf::read::{find_traces, TraceDir};
 
@@ -32,6 +32,13 @@ enum Command {
         #[arg(long)]
         clock_seconds: bool,
     },
+    /// Count events per event name and per stream, lost events, time span
+    /// and rates.
+    Stats {
+        /// Trace directories (or trees of them).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
     /// Validate traces: exit 1 at the first problem.
     Check {
         /// Trace directories (or trees of them).
@@ -48,6 +55,7 @@ fn main() -> ExitCode {
             clock_seconds,
         } => show(&paths, clock_seconds),
         Command::Check { paths } => check(&paths),
+        Command::Stats { paths } => stats(&paths),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -163,6 +171,85 @@ fn check(paths: &[PathBuf]) -> Result<(), String> {
         "ok: {} trace(s), {events} events, {lost} lost",
         traces.len()
     );
+    Ok(())
+}
+
+/// Per stream, in file order: the streams need no merge to be counted.
+fn stats(paths: &[PathBuf]) -> Result<(), String> {
+    use std::collections::BTreeMap;
+    let traces = open(paths)?;
+    let mut by_event: BTreeMap<String, u64> = BTreeMap::new();
+    // (stream file, events, lost, first ns, last ns)
+    let mut by_stream: Vec<(String, u64, u64)> = Vec::new();
+    let (mut first, mut last): (Option<i128>, Option<i128>) = (None, None);
+    let (mut total, mut lost_total) = (0u64, 0u64);
+    for t in &traces {
+        let plan = std::sync::Arc::new(
+            TracePlan::new(&t.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?,
+        );
+        for path in &t.streams {
+            let mut s = FastStream::open(plan.clone(), path).map_err(|e| e.to_string())?;
+            let (mut n, mut lost) = (0u64, 0u64);
+            // Counts per event class index first: no string work per event.
+            let mut counts: Vec<(String, u64)> = Vec::new();
+            loop {
+                match s.peek().map_err(|e| e.to_string())? {
+                    Next::End => break,
+                    Next::Lost(k, _) => {
+                        lost += k;
+                        s.take_lost();
+                    }
+                    Next::Event(time) => {
+                        if let Some(ns) = time {
+                            first = Some(first.map_or(ns, |f| f.min(ns)));
+                            last = Some(last.map_or(ns, |l| l.max(ns)));
+                        }
+                        let name = s.class().map(|c| c.name.as_str()).unwrap_or("?");
+                        match counts.iter_mut().find(|(n, _)| n == name) {
+                            Some((_, c)) => *c += 1,
+                            None => counts.push((name.to_owned(), 1)),
+                        }
+                        s.emit(&mut Discard).map_err(|e| e.to_string())?;
+                        n += 1;
+                    }
+                }
+            }
+            for (name, c) in counts {
+                *by_event.entry(name).or_default() += c;
+            }
+            total += n;
+            lost_total += lost;
+            by_stream.push((path.display().to_string(), n, lost));
+        }
+    }
+    let span = match (first, last) {
+        (Some(f), Some(l)) => Some(l - f),
+        _ => None,
+    };
+    println!("traces: {}, streams: {}", traces.len(), by_stream.len());
+    println!("events: {total}, lost: {lost_total}");
+    if let Some(span) = span {
+        let secs = span as f64 / 1e9;
+        println!("time span: {secs:.9} s");
+        if secs > 0.0 {
+            println!("rate: {:.1} events/s", total as f64 / secs);
+        }
+    }
+    println!();
+    println!("{:>12}  {:>6}  event", "count", "%");
+    let mut ev: Vec<_> = by_event.into_iter().collect();
+    ev.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    for (name, c) in ev {
+        println!(
+            "{c:>12}  {:>6.2}  {name}",
+            100.0 * c as f64 / total.max(1) as f64
+        );
+    }
+    println!();
+    println!("{:>12}  {:>12}  stream", "events", "lost");
+    for (path, n, l) in by_stream {
+        println!("{n:>12}  {l:>12}  {path}");
+    }
     Ok(())
 }
 
