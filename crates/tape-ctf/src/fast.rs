@@ -642,6 +642,23 @@ impl<'a> TextSink<'a> {
 
 impl Sink for TextSink<'_> {
     #[inline]
+    fn field_with_text(&mut self, name: &str, sep: &[u8]) {
+        if self.depth == 1 {
+            self.skipping = !self.hide.is_empty() && self.hide.contains(&name);
+            if self.skipping {
+                return;
+            }
+        } else if self.skipping {
+            return;
+        }
+        let n = self.top();
+        let first = *n == 0;
+        *n += 1;
+        self.out
+            .extend_from_slice(if first { &sep[1..] } else { sep });
+    }
+
+    #[inline]
     fn field(&mut self, name: &str) {
         if self.depth == 1 {
             self.skipping = !self.hide.is_empty() && self.hide.contains(&name);
@@ -1016,11 +1033,13 @@ pub fn write_event_line(
 /// Nine digits, zero padded (the nanoseconds of a time).
 pub fn nine_digits(out: &mut Vec<u8>, v: u64) {
     let mut b = [b'0'; 9];
-    let mut x = v;
-    for d in b.iter_mut().rev() {
-        *d = b'0' + (x % 10) as u8;
-        x /= 10;
+    let mut x = v % 1_000_000_000;
+    for i in (1..9).step_by(2).rev() {
+        let d = (x % 100) as usize;
+        x /= 100;
+        b[i..i + 2].copy_from_slice(&DIGITS2[2 * d..2 * d + 2]);
     }
+    b[0] = b'0' + x as u8;
     out.extend_from_slice(&b);
 }
 

@@ -22,6 +22,14 @@ pub trait Sink {
     /// A struct member's name as shown (one leading `_` removed, §4.2.1),
     /// before its value.
     fn field(&mut self, name: &str);
+    /// The same, with the member's text prefix pre-rendered by the plan:
+    /// `sep` is `", NAME = "` (a text sink writes `sep[1..]` for the first
+    /// member). Sinks that do not print take the default.
+    #[inline]
+    fn field_with_text(&mut self, name: &str, sep: &[u8]) {
+        let _ = sep;
+        self.field(name);
+    }
     /// An unsigned integer.
     fn uint(&mut self, v: u64, base: Base);
     /// A signed integer.
@@ -107,8 +115,9 @@ pub(crate) struct IntOp {
 /// One operation of a plan.
 #[derive(Debug)]
 pub(crate) enum Op {
-    /// A struct member: the name, then the value's operation.
-    Field(Arc<str>, Box<Op>),
+    /// A struct member: the name as shown, `", NAME = "`, then the value's
+    /// operation.
+    Field(Arc<str>, Arc<[u8]>, Box<Op>),
     Int(IntOp),
     Float {
         align: u64,
@@ -211,7 +220,9 @@ fn err(bits: &Bits<'_>, m: impl Into<String>) -> RunError {
 #[inline]
 fn align(b: &mut Bits<'_>, a: u64) -> Result<(), RunError> {
     if a > 1 {
-        let p = b.pos.div_ceil(a) * a;
+        // Alignments are powers of two (checked by the parser): a mask, not
+        // a division.
+        let p = (b.pos + a - 1) & !(a - 1);
         if p > b.end {
             return Err(err(b, "alignment goes past the end of the packet content"));
         }
@@ -322,8 +333,8 @@ fn run_op<S: Sink>(
     sink: &mut S,
 ) -> Result<(), RunError> {
     match op {
-        Op::Field(name, inner) => {
-            sink.field(name);
+        Op::Field(name, sep, inner) => {
+            sink.field_with_text(name, sep);
             run_op(inner, b, st, sink)
         }
         Op::Int(i) => {
@@ -541,7 +552,7 @@ impl<'t> Compiler<'t> {
             path.push(f.name.clone());
             let op = self.emit(name, &f.ty, &mut path, &f.name)?;
             path.pop();
-            body.push(Op::Field(shown(&f.name), Box::new(op)));
+            body.push(field(&f.name, op));
         }
         Ok(ScopePlan {
             ops: vec![Op::Struct {
@@ -729,7 +740,7 @@ impl<'t> Compiler<'t> {
                     path.push(f.name.clone());
                     let op = self.emit(scope, &f.ty, path, &f.name)?;
                     path.pop();
-                    body.push(Op::Field(shown(&f.name), Box::new(op)));
+                    body.push(field(&f.name, op));
                 }
                 Op::Struct {
                     align: u64::from(struct_align(s)),
@@ -816,6 +827,13 @@ impl<'t> Compiler<'t> {
 /// A name as shown: one leading `_` removed (§4.2.1).
 fn shown(name: &str) -> Arc<str> {
     Arc::from(crate::text::shown_name(name))
+}
+
+/// A struct member's operation, with its name and text prefix.
+fn field(name: &str, op: Op) -> Op {
+    let shown = crate::text::shown_name(name);
+    let sep = format!(", {shown} = ").into_bytes();
+    Op::Field(Arc::from(shown), Arc::from(sep), Box::new(op))
 }
 
 pub(crate) fn struct_align(s: &Struct) -> u32 {
