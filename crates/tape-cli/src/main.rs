@@ -10,8 +10,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tape_ctf::fast::{nine_digits, write_event_line, FastMerge, FastStream, Next, Step, TracePlan};
-use tape_ctf::plan::Discard;
+use tape_ctf::fast::{
+    nine_digits, write_event_line, FastMerge, FastStream, JsonSink, Next, Step, TracePlan,
+};
+use tape_ctf::plan::{Discard, Sink};
 use tape_ctf::read::{find_traces, TraceDir};
 
 #[derive(Parser)]
@@ -19,6 +21,57 @@ use tape_ctf::read::{find_traces, TraceDir};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+/// What `tape show` prints.
+struct Selection {
+    format: Format,
+    clock_seconds: bool,
+    events: Option<globset::GlobSet>,
+    streams: Option<globset::GlobSet>,
+    begin: Option<i128>,
+    end: Option<i128>,
+}
+
+fn globs(option: &str, patterns: &[String]) -> Result<Option<globset::GlobSet>, String> {
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    let mut b = globset::GlobSetBuilder::new();
+    for p in patterns {
+        let g = globset::GlobBuilder::new(p)
+            .literal_separator(false)
+            .build()
+            .map_err(|e| format!("{option} {p:?}: {}", e.kind()))?;
+        b.add(g);
+    }
+    b.build().map(Some).map_err(|e| format!("{option}: {e}"))
+}
+
+/// `1700000000`, `1700000000.5`, `1700000000.123456789` -> ns.
+fn seconds(option: &str, v: &Option<String>) -> Result<Option<i128>, String> {
+    let Some(v) = v else { return Ok(None) };
+    let bad =
+        || format!("{option} {v:?}: expected seconds since the epoch, such as 1700000000.250");
+    let (int, frac) = v.split_once('.').unwrap_or((v, ""));
+    if frac.len() > 9 || !frac.bytes().all(|c| c.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let s: i128 = int.parse().map_err(|_| bad())?;
+    let f: i128 = if frac.is_empty() {
+        0
+    } else {
+        format!("{frac:0<9}").parse().map_err(|_| bad())?
+    };
+    Ok(Some(
+        s * 1_000_000_000 + if int.starts_with('-') { -f } else { f },
+    ))
 }
 
 #[derive(Subcommand)]
@@ -31,6 +84,22 @@ enum Command {
         /// Print times as seconds since the epoch.
         #[arg(long)]
         clock_seconds: bool,
+        /// Output format: babeltrace2's text, or one JSON object a line.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Only events whose name matches this glob (repeatable).
+        #[arg(long = "events", value_name = "GLOB")]
+        events: Vec<String>,
+        /// Only streams whose file name matches this glob (repeatable;
+        /// tape names a thread's stream `<thread>-<tid>`).
+        #[arg(long = "streams", value_name = "GLOB")]
+        streams: Vec<String>,
+        /// Only events at or after this time (seconds since the epoch).
+        #[arg(long, value_name = "SECONDS")]
+        begin: Option<String>,
+        /// Only events at or before this time (seconds since the epoch).
+        #[arg(long, value_name = "SECONDS")]
+        end: Option<String>,
     },
     /// Count events per event name and per stream, lost events, time span
     /// and rates.
@@ -53,7 +122,22 @@ fn main() -> ExitCode {
         Command::Show {
             paths,
             clock_seconds,
-        } => show(&paths, clock_seconds),
+            format,
+            events,
+            streams,
+            begin,
+            end,
+        } => (|| {
+            let sel = Selection {
+                format,
+                clock_seconds,
+                events: globs("--events", &events)?,
+                streams: globs("--streams", &streams)?,
+                begin: seconds("--begin", &begin)?,
+                end: seconds("--end", &end)?,
+            };
+            show(&paths, &sel)
+        })(),
         Command::Check { paths } => check(&paths),
         Command::Stats { paths } => stats(&paths),
     };
@@ -72,60 +156,6 @@ fn open(paths: &[PathBuf]) -> Result<Vec<TraceDir>, String> {
         all.extend(find_traces(p).map_err(|e| e.to_string())?);
     }
     Ok(all)
-}
-
-fn show(paths: &[PathBuf], clock_seconds: bool) -> Result<(), String> {
-    let traces = open(paths)?;
-    let mut merge = FastMerge::new(&traces)?;
-    let stdout = std::io::stdout();
-    let mut stdout = stdout.lock();
-    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
-    let mut clock = TimeText::default();
-    let mut time: Vec<u8> = Vec::with_capacity(32);
-    let mut prev: Option<i128> = None;
-    let mut lost_total = 0u64;
-    while let Some(step) = merge.next() {
-        match step.map_err(|e| e.to_string())? {
-            Step::Event(stream, t) => {
-                time.clear();
-                match t {
-                    Some(ns) if clock_seconds => time.extend_from_slice(
-                        format!(
-                            "{}.{:09}",
-                            ns.div_euclid(1_000_000_000),
-                            ns.rem_euclid(1_000_000_000)
-                        )
-                        .as_bytes(),
-                    ),
-                    Some(ns) => clock.write(&mut time, ns),
-                    None => time.extend_from_slice(b"??:??:??.?????????"),
-                }
-                let delta = match (prev, t) {
-                    (Some(p), Some(n)) => Some(n - p),
-                    _ => None,
-                };
-                prev = t.or(prev);
-                write_event_line(&mut out, &time, delta, stream).map_err(|e| e.to_string())?;
-            }
-            Step::Lost(stream, n, _) => {
-                lost_total += n;
-                out.extend_from_slice(
-                    format!("[LOST {n} EVENTS] in {}\n", stream.path().display()).as_bytes(),
-                );
-            }
-        }
-        if out.len() >= 1 << 20 {
-            if stdout.write_all(&out).is_err() {
-                return Ok(()); // closed pipe (head, less)
-            }
-            out.clear();
-        }
-    }
-    let _ = stdout.write_all(&out).and_then(|()| stdout.flush());
-    if lost_total > 0 {
-        eprintln!("tape: {lost_total} events were lost (discarded by the tracer)");
-    }
-    Ok(())
 }
 
 /// `HH:MM:SS.nnnnnnnnn` in the local time zone, the broken-down time cached
@@ -147,6 +177,125 @@ impl TimeText {
         out.push(b'.');
         nine_digits(out, ns.rem_euclid(1_000_000_000) as u64);
     }
+}
+
+fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
+    let traces = open(paths)?;
+    let mut merge = FastMerge::filtered(&traces, |p| match (&sel.streams, p.file_name()) {
+        (Some(g), Some(n)) => g.is_match(n),
+        _ => true,
+    })?;
+    if sel.format == Format::Json {
+        merge.render_json();
+    }
+    let stdout = std::io::stdout();
+    let mut stdout = stdout.lock();
+    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
+    let mut clock = TimeText::default();
+    let mut time: Vec<u8> = Vec::with_capacity(32);
+    let mut prev: Option<i128> = None;
+    let mut lost_total = 0u64;
+    let in_range = |t: Option<i128>| match t {
+        Some(t) => sel.begin.is_none_or(|b| t >= b) && sel.end.is_none_or(|e| t <= e),
+        None => sel.begin.is_none() && sel.end.is_none(),
+    };
+    while let Some(step) = merge.next() {
+        match step.map_err(|e| e.to_string())? {
+            Step::Event(stream, t) => {
+                let wanted = in_range(t)
+                    && match (&sel.events, stream.class()) {
+                        (Some(g), Some(c)) => g.is_match(&c.name),
+                        _ => true,
+                    };
+                if !wanted {
+                    stream.emit(&mut Discard).map_err(|e| e.to_string())?;
+                    continue;
+                }
+                if sel.format == Format::Json {
+                    json_line(&mut out, t, stream).map_err(|e| e.to_string())?;
+                } else {
+                    time.clear();
+                    match t {
+                        Some(ns) if sel.clock_seconds => time.extend_from_slice(
+                            format!(
+                                "{}.{:09}",
+                                ns.div_euclid(1_000_000_000),
+                                ns.rem_euclid(1_000_000_000)
+                            )
+                            .as_bytes(),
+                        ),
+                        Some(ns) => clock.write(&mut time, ns),
+                        None => time.extend_from_slice(b"??:??:??.?????????"),
+                    }
+                    let delta = match (prev, t) {
+                        (Some(p), Some(n)) => Some(n - p),
+                        _ => None,
+                    };
+                    write_event_line(&mut out, &time, delta, stream).map_err(|e| e.to_string())?;
+                }
+                prev = t.or(prev);
+            }
+            Step::Lost(stream, n, t) => {
+                lost_total += n;
+                if in_range(t) || t.is_none() {
+                    let line = match sel.format {
+                        Format::Text => {
+                            format!("[LOST {n} EVENTS] in {}\n", stream.path().display())
+                        }
+                        Format::Json => format!(
+                            "{{\"lost\":{n},\"time_ns\":{},\"stream\":{}}}\n",
+                            t.map_or("null".into(), |t| t.to_string()),
+                            json_string(&stream.path().display().to_string())
+                        ),
+                    };
+                    out.extend_from_slice(line.as_bytes());
+                }
+            }
+        }
+        if out.len() >= 1 << 20 {
+            if stdout.write_all(&out).is_err() {
+                return Ok(()); // closed pipe (head, less)
+            }
+            out.clear();
+        }
+    }
+    let _ = stdout.write_all(&out).and_then(|()| stdout.flush());
+    if lost_total > 0 {
+        eprintln!("tape: {lost_total} events were lost (discarded by the tracer)");
+    }
+    Ok(())
+}
+
+/// One event as a JSON object: time, name, stream, packet context and the
+/// event's scopes (`stream_context`, `context`, `fields`).
+fn json_line(
+    out: &mut Vec<u8>,
+    t: Option<i128>,
+    stream: &mut FastStream,
+) -> Result<(), tape_ctf::decode::DecodeError> {
+    out.extend_from_slice(b"{\"time_ns\":");
+    out.extend_from_slice(t.map_or("null".into(), |t| t.to_string()).as_bytes());
+    out.extend_from_slice(b",\"name\":");
+    let name = stream.class().map(|c| c.name.clone()).unwrap_or_default();
+    out.extend_from_slice(json_string(&name).as_bytes());
+    out.extend_from_slice(b",\"stream\":");
+    out.extend_from_slice(json_string(&stream.path().display().to_string()).as_bytes());
+    out.extend_from_slice(b",\"packet_context\":");
+    if stream.packet_text.is_empty() {
+        out.extend_from_slice(b"null");
+    } else {
+        out.extend_from_slice(&stream.packet_text);
+    }
+    let mut sink = JsonSink::in_object(out, 4);
+    stream.emit(&mut sink)?;
+    out.extend_from_slice(b"}\n");
+    Ok(())
+}
+
+fn json_string(s: &str) -> String {
+    let mut v = Vec::new();
+    JsonSink::new(&mut v).string(s.as_bytes());
+    String::from_utf8(v).unwrap_or_default()
 }
 
 fn check(paths: &[PathBuf]) -> Result<(), String> {

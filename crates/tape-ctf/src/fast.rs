@@ -252,9 +252,11 @@ pub struct FastStream {
     last_discarded: Option<u64>,
     last_end_ns: Option<i128>,
     pending_lost: Option<(u64, Option<i128>)>,
-    /// The packet context, printed once per packet (babeltrace2's format,
-    /// hidden fields left out); empty when nothing is shown.
+    /// The packet context, rendered once per packet: babeltrace2's format
+    /// (hidden fields left out; empty when nothing is shown), or a JSON
+    /// object after [`FastStream::render_json`].
     pub packet_text: Vec<u8>,
+    json: bool,
     /// The event whose header was decoded by `peek`, waiting for `emit`.
     current: Option<(usize, Option<i128>)>,
 }
@@ -291,6 +293,7 @@ impl FastStream {
             last_end_ns: None,
             pending_lost: None,
             packet_text: Vec::new(),
+            json: false,
             current: None,
         })
     }
@@ -381,6 +384,11 @@ impl FastStream {
         Ok(Next::Event(t))
     }
 
+    /// Renders packet contexts as JSON objects (for [`JsonSink`] output).
+    pub fn render_json(&mut self) {
+        self.json = true;
+    }
+
     /// Acknowledges the loss report `peek` returned.
     pub fn take_lost(&mut self) {
         self.pending_lost = None;
@@ -405,11 +413,13 @@ impl FastStream {
         let before = self.pos;
         let ev = sp.events[idx].as_ref().expect("checked in header");
         let scopes = [
-            sp.event_context.as_ref(),
-            ev.context.as_ref(),
-            Some(&ev.fields),
+            ("stream_context", sp.event_context.as_ref()),
+            ("context", ev.context.as_ref()),
+            ("fields", Some(&ev.fields)),
         ];
-        for scope in scopes.into_iter().flatten() {
+        for (name, scope) in scopes {
+            let Some(scope) = scope else { continue };
+            sink.scope(name);
             run_scope(
                 &self.buf,
                 &mut self.pos,
@@ -547,8 +557,11 @@ impl FastStream {
         self.packet_text.clear();
         if let Some(c) = &plan.streams[idx].packet_context {
             let mut text = std::mem::take(&mut self.packet_text);
-            let mut sink = TextSink::new(&mut text, &HIDDEN);
-            let r = self.run(c, end, &mut sink);
+            let r = if self.json {
+                self.run(c, end, &mut JsonSink::new(&mut text))
+            } else {
+                self.run(c, end, &mut TextSink::new(&mut text, &HIDDEN))
+            };
             self.packet_text = text;
             r?;
         }
@@ -923,6 +936,22 @@ pub enum Step<'a> {
 }
 
 impl FastMerge {
+    /// Renders packet contexts as JSON objects.
+    pub fn render_json(&mut self) {
+        self.streams.iter_mut().for_each(FastStream::render_json);
+    }
+
+    /// Opens every stream of `traces`, keeping the streams whose file name
+    /// `keep` accepts.
+    pub fn filtered(
+        traces: &[TraceDir],
+        keep: impl Fn(&Path) -> bool,
+    ) -> Result<FastMerge, String> {
+        let mut m = FastMerge::new(traces)?;
+        m.streams.retain(|s| keep(&s.path));
+        Ok(m)
+    }
+
     /// Opens every stream of `traces`.
     pub fn new(traces: &[TraceDir]) -> Result<FastMerge, String> {
         let mut streams = Vec::new();
@@ -1185,4 +1214,166 @@ pub fn events(
         failed = r.is_err();
         Some(r)
     }))
+}
+
+/// Writes each scope as a JSON object member: `"NAME":{...}`, comma
+/// separated, for one-object-per-line output. Floats that JSON cannot hold
+/// (NaN, infinities) are written as strings; enums as their label (or the
+/// labels as an array) with the value; strings are escaped per RFC 8259.
+pub struct JsonSink<'a> {
+    out: &'a mut Vec<u8>,
+    /// Per open container: elements written so far.
+    stack: Vec<u32>,
+}
+
+impl<'a> JsonSink<'a> {
+    /// A sink appending to `out`.
+    pub fn new(out: &'a mut Vec<u8>) -> JsonSink<'a> {
+        JsonSink {
+            out,
+            stack: Vec::new(),
+        }
+    }
+
+    /// A sink writing scopes as members of an object already open in `out`
+    /// with `members` members written.
+    pub fn in_object(out: &'a mut Vec<u8>, members: u32) -> JsonSink<'a> {
+        JsonSink {
+            out,
+            stack: vec![members * 2],
+        }
+    }
+
+    fn sep(&mut self) {
+        // Values inside arrays need commas; members got theirs in `field`.
+        if let Some(n) = self.stack.last_mut() {
+            if *n & 1 == 1 {
+                return; // after a member name
+            }
+            if *n > 0 {
+                self.out.push(b',');
+            }
+            *n += 2;
+        }
+    }
+
+    fn after_value(&mut self) {
+        if let Some(n) = self.stack.last_mut() {
+            *n &= !1;
+        }
+    }
+
+    fn str(&mut self, s: &[u8]) {
+        self.out.push(b'"');
+        for ch in String::from_utf8_lossy(s).chars() {
+            match ch {
+                '"' => self.out.extend_from_slice(b"\\\""),
+                '\\' => self.out.extend_from_slice(b"\\\\"),
+                '\n' => self.out.extend_from_slice(b"\\n"),
+                '\t' => self.out.extend_from_slice(b"\\t"),
+                '\r' => self.out.extend_from_slice(b"\\r"),
+                c if (c as u32) < 0x20 => self
+                    .out
+                    .extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes()),
+                c => {
+                    let mut buf = [0u8; 4];
+                    self.out
+                        .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                }
+            }
+        }
+        self.out.push(b'"');
+    }
+}
+
+impl Sink for JsonSink<'_> {
+    fn scope(&mut self, name: &'static str) {
+        self.field(name);
+    }
+    fn field(&mut self, name: &str) {
+        if let Some(n) = self.stack.last_mut() {
+            if *n > 0 {
+                self.out.push(b',');
+            }
+            *n = (*n + 2) | 1;
+        }
+        self.str(name.as_bytes());
+        self.out.push(b':');
+    }
+    fn uint(&mut self, v: u64, _: Base) {
+        self.sep();
+        write_uint(self.out, v, Base::Decimal);
+        self.after_value();
+    }
+    fn sint(&mut self, v: i64, _: Base) {
+        self.sep();
+        self.out.extend_from_slice(v.to_string().as_bytes());
+        self.after_value();
+    }
+    fn enumeration(&mut self, v: i128, e: &Enum) {
+        self.sep();
+        let labels: Vec<&str> = e
+            .entries
+            .iter()
+            .filter(|x| x.start <= v && v <= x.end)
+            .map(|x| x.label.as_str())
+            .collect();
+        self.out.extend_from_slice(b"{\"value\":");
+        self.out.extend_from_slice(v.to_string().as_bytes());
+        self.out.extend_from_slice(b",\"labels\":[");
+        for (i, l) in labels.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.str(l.as_bytes());
+        }
+        self.out.extend_from_slice(b"]}");
+        self.after_value();
+    }
+    fn float(&mut self, v: f64) {
+        self.sep();
+        if v.is_finite() {
+            self.out.extend_from_slice(format!("{v:?}").as_bytes());
+        } else {
+            self.str(format!("{v}").as_bytes());
+        }
+        self.after_value();
+    }
+    fn string(&mut self, s: &[u8]) {
+        self.sep();
+        self.str(s);
+        self.after_value();
+    }
+    fn begin_struct(&mut self) {
+        self.sep();
+        self.out.push(b'{');
+        self.stack.push(0);
+    }
+    fn end_struct(&mut self) {
+        self.stack.pop();
+        self.out.push(b'}');
+        self.after_value();
+    }
+    fn begin_array(&mut self, _: u64) {
+        self.sep();
+        self.out.push(b'[');
+        self.stack.push(0);
+    }
+    fn item(&mut self, _: u64) {}
+    fn end_array(&mut self) {
+        self.stack.pop();
+        self.out.push(b']');
+        self.after_value();
+    }
+    fn variant(&mut self, option: &str) {
+        self.sep();
+        self.out.push(b'{');
+        self.stack.push(0);
+        self.field(option);
+    }
+    fn end_variant(&mut self) {
+        self.stack.pop();
+        self.out.push(b'}');
+        self.after_value();
+    }
 }

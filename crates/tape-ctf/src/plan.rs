@@ -22,7 +22,12 @@ pub trait Sink {
     /// A struct member's name as shown (one leading `_` removed, §4.2.1),
     /// before its value.
     fn field(&mut self, name: &str);
-    /// The same, with the member's text prefix pre-rendered by the plan:
+    /// A scope follows (`stream_context`, `context`, `fields`), as one struct.
+    #[inline]
+    fn scope(&mut self, name: &'static str) {
+        let _ = name;
+    }
+    /// The same as `field`, with the member's text prefix pre-rendered by the plan:
     /// `sep` is `", NAME = "` (a text sink writes `sep[1..]` for the first
     /// member). Sinks that do not print take the default.
     #[inline]

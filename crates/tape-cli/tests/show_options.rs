@@ -1,0 +1,108 @@
+//! `tape show` options on the real LTTng sample (two streams, lost events):
+//! selection by event glob, stream glob and time range, `--format json`
+//! (every line valid JSON, same events as the text), and bad options as
+//! clear errors with exit status 1.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn sample() -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/ctf-suites/samples/lttng/discard/trace");
+    if p.is_dir() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+        "../shared/ctf-suites/samples is missing and TAPE_REQUIRE_TOOLS=1"
+    );
+    eprintln!("NOTICE: ../shared/ctf-suites/samples not found: skipping");
+    None
+}
+
+fn show(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tape"))
+        .arg("show")
+        .args(args)
+        .env("TZ", "UTC")
+        .output()
+        .expect("run tape");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn events(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| !l.starts_with("[LOST ")).collect()
+}
+
+#[test]
+fn selection_and_json() {
+    let Some(dir) = sample() else {
+        return;
+    };
+    let d = dir.to_str().unwrap();
+    let (rc, all, _) = show(&[d]);
+    assert_eq!(rc, 0);
+    let all = events(&all);
+    assert_eq!(all.len(), 624);
+    // Streams: chan_0 only.
+    let (_, chan0, _) = show(&["--streams", "chan_0", d]);
+    let chan0 = events(&chan0);
+    assert_eq!(
+        chan0.len(),
+        all.iter().filter(|l| l.contains("cpu_id = 0 }")).count()
+    );
+    assert!(!chan0.is_empty() && chan0.len() < all.len());
+    // Events: a glob that matches, one that does not.
+    assert_eq!(events(&show(&["--events", "bench:*", d]).1).len(), 624);
+    assert_eq!(events(&show(&["--events", "other:*", d]).1).len(), 0);
+    // Time range: from the 100th event's time to the 200th's, inclusive.
+    let (_, secs, _) = show(&["--clock-seconds", d]);
+    let times: Vec<&str> = events(&secs)
+        .iter()
+        .map(|l| &l[1..l.find(']').unwrap()])
+        .collect();
+    let (b, e) = (times[99], times[199]);
+    let (_, range, _) = show(&["--begin", b, "--end", e, d]);
+    let expected = times.iter().filter(|t| **t >= b && **t <= e).count();
+    assert_eq!(events(&range).len(), expected);
+    // JSON: the same events, each line an object with the payload.
+    let (rc, json, _) = show(&["--format", "json", d]);
+    assert_eq!(rc, 0);
+    let mut n = 0;
+    for line in json.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if v.get("lost").is_some() {
+            continue;
+        }
+        assert_eq!(v["name"], "bench:mixed");
+        assert!(v["fields"]["s"].is_string(), "{line}");
+        assert!(v["stream_context"]["vtid"].is_u64(), "{line}");
+        assert!(v["time_ns"].is_i64() || v["time_ns"].is_u64(), "{line}");
+        n += 1;
+    }
+    assert_eq!(n, 624);
+    assert_eq!(json.lines().filter(|l| l.contains("\"lost\":")).count(), 2);
+}
+
+#[test]
+fn bad_options_are_errors() {
+    let Some(dir) = sample() else {
+        return;
+    };
+    let d = dir.to_str().unwrap();
+    for (args, want) in [
+        (vec!["--events", "[", d], "--events \"[\""),
+        (vec!["--begin", "soon", d], "--begin \"soon\""),
+        (vec!["--end", "1.1234567891", d], "--end"),
+        (vec!["/nonexistent/trace"], "/nonexistent/trace"),
+    ] {
+        let (rc, _, err) = show(&args);
+        assert_eq!(rc, 1, "{args:?}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
