@@ -339,8 +339,8 @@ fn stats(paths: &[PathBuf]) -> Result<(), String> {
         for path in &t.streams {
             let mut s = FastStream::open(plan.clone(), path).map_err(|e| e.to_string())?;
             let (mut n, mut lost) = (0u64, 0u64);
-            // Counts per event class index first: no string work per event.
-            let mut counts: Vec<(String, u64)> = Vec::new();
+            // Counts per event class (by identity): no string work per event.
+            let mut counts: Vec<(std::sync::Arc<tape_ctf::EventClass>, u64)> = Vec::new();
             loop {
                 match s.peek().map_err(|e| e.to_string())? {
                     Next::End => break,
@@ -353,18 +353,22 @@ fn stats(paths: &[PathBuf]) -> Result<(), String> {
                             first = Some(first.map_or(ns, |f| f.min(ns)));
                             last = Some(last.map_or(ns, |l| l.max(ns)));
                         }
-                        let name = s.class().map(|c| c.name.as_str()).unwrap_or("?");
-                        match counts.iter_mut().find(|(n, _)| n == name) {
-                            Some((_, c)) => *c += 1,
-                            None => counts.push((name.to_owned(), 1)),
+                        if let Some(class) = s.class() {
+                            match counts
+                                .iter_mut()
+                                .find(|(c, _)| std::sync::Arc::ptr_eq(c, class))
+                            {
+                                Some((_, n)) => *n += 1,
+                                None => counts.push((class.clone(), 1)),
+                            }
                         }
                         s.emit(&mut Discard).map_err(|e| e.to_string())?;
                         n += 1;
                     }
                 }
             }
-            for (name, c) in counts {
-                *by_event.entry(name).or_default() += c;
+            for (class, c) in counts {
+                *by_event.entry(class.name.clone()).or_default() += c;
             }
             total += n;
             lost_total += lost;

@@ -19,6 +19,11 @@ use crate::{Base, ByteOrder, Encoding, Enum, Struct, Type};
 
 /// Receives decoded values, depth first.
 pub trait Sink {
+    /// Whether the sink looks at values; when false, integers and floats
+    /// that nothing else needs (lengths, tags, clock, ids) are skipped over
+    /// unread.
+    const WANTS_VALUES: bool = true;
+
     /// A struct member's name as shown (one leading `_` removed, §4.2.1),
     /// before its value.
     fn field(&mut self, name: &str);
@@ -65,6 +70,7 @@ pub trait Sink {
 pub struct Discard;
 
 impl Sink for Discard {
+    const WANTS_VALUES: bool = false;
     fn field(&mut self, _: &str) {}
     fn uint(&mut self, _: u64, _: Base) {}
     fn sint(&mut self, _: i64, _: Base) {}
@@ -236,6 +242,23 @@ fn align(b: &mut Bits<'_>, a: u64) -> Result<(), RunError> {
     Ok(())
 }
 
+/// Advances over `size` bits without reading them.
+#[inline]
+fn skip(b: &mut Bits<'_>, size: u32) -> Result<(), RunError> {
+    let size = u64::from(size);
+    if b.pos + size > b.end {
+        return Err(err(
+            b,
+            format!(
+                "a {size}-bit field goes past the end of the packet content (bit {})",
+                b.end
+            ),
+        ));
+    }
+    b.pos += size;
+    Ok(())
+}
+
 #[inline]
 fn read_bits(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<u64, RunError> {
     let size64 = u64::from(size);
@@ -341,6 +364,19 @@ fn run_op<S: Sink>(
         Op::Field(name, sep, inner) => {
             sink.field_with_text(name, sep);
             run_op(inner, b, st, sink)
+        }
+        Op::Int(i)
+            if !S::WANTS_VALUES
+                && i.store.is_none()
+                && !i.event_id
+                && i.clock == ClockUse::None =>
+        {
+            align(b, i.align)?;
+            skip(b, i.size)
+        }
+        Op::Float { align: a, bits, .. } if !S::WANTS_VALUES => {
+            align(b, *a)?;
+            skip(b, *bits)
         }
         Op::Int(i) => {
             align(b, i.align)?;
