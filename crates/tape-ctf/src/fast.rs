@@ -217,10 +217,18 @@ fn clock_for(trace: &Trace, st: &crate::StreamClass) -> Option<Clock> {
     for s in [&st.event_header, &st.packet_context].into_iter().flatten() {
         find(&Type::Struct(s.clone()), &mut mapped);
     }
+    // Unmapped `timestamp` fields count in ns of an implicit clock (§8).
+    let named = |s: &Option<crate::Struct>, n: &str| {
+        s.as_ref()
+            .is_some_and(|s| s.fields.iter().any(|f| f.name == n))
+    };
+    let implicit =
+        named(&st.event_header, "timestamp") || named(&st.packet_context, "timestamp_begin");
     match mapped {
         Some(name) => trace.clocks.iter().find(|c| c.name == name).cloned(),
         None if trace.clocks.len() == 1 => trace.clocks.first().cloned(),
-        None => Some(Clock::new("default", 1_000_000_000)),
+        None if implicit => Some(Clock::new("default", 1_000_000_000)),
+        None => None,
     }
 }
 
