@@ -8,7 +8,10 @@
 //! one of them starts to conform (update the list) or if any other trace
 //! deviates.
 
-use std::path::{Path, PathBuf};
+#[path = "../../tape-ctf/tests/support/shared.rs"]
+mod shared;
+
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,16 +28,7 @@ const KNOWN: &[(&str, &str)] = &[
 ];
 
 fn suites() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/ctf-suites");
-    if p.join("manifest.tsv").is_file() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-        "../shared/ctf-suites is missing and TAPE_REQUIRE_TOOLS=1"
-    );
-    eprintln!("NOTICE: ../shared/ctf-suites not found: skipping the conformance suites");
-    None
+    shared::suite("manifest.tsv").map(|m| m.parent().unwrap().to_path_buf())
 }
 
 /// Runs `tape check` on `paths` with a time limit: exit code, or None on a

@@ -4,20 +4,13 @@
 //! aside: tape prints them in order as `[LOST n EVENTS]` lines, where
 //! babeltrace2 prints warnings on stderr; their counts must agree.
 
-use std::path::Path;
+#[path = "../../tape-ctf/tests/support/shared.rs"]
+mod shared;
+
 use std::process::Command;
 
 fn samples() -> Option<std::path::PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/ctf-suites/samples");
-    if p.is_dir() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-        "../shared/ctf-suites/samples is missing and TAPE_REQUIRE_TOOLS=1"
-    );
-    eprintln!("NOTICE: ../shared/ctf-suites/samples not found: skipping");
-    None
+    shared::suite("samples")
 }
 
 fn lost_in_warnings(text: &str) -> u64 {

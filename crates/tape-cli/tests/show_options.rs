@@ -3,21 +3,14 @@
 //! (every line valid JSON, same events as the text), and bad options as
 //! clear errors with exit status 1.
 
+#[path = "../../tape-ctf/tests/support/shared.rs"]
+mod shared;
+
 use std::path::PathBuf;
 use std::process::Command;
 
 fn sample() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/ctf-suites/samples/lttng/discard/trace");
-    if p.is_dir() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-        "../shared/ctf-suites/samples is missing and TAPE_REQUIRE_TOOLS=1"
-    );
-    eprintln!("NOTICE: ../shared/ctf-suites/samples not found: skipping");
-    None
+    shared::suite("samples/lttng/discard/trace")
 }
 
 fn show(args: &[&str]) -> (i32, String, String) {

@@ -5,24 +5,17 @@
 //! in that format are undone first: thousands separators (`2,118,208`),
 //! grouped hexadecimal (`0x55bf:39b7:0000`).
 
-use std::path::{Path, PathBuf};
+#[path = "support/shared.rs"]
+mod shared;
+
+use std::path::PathBuf;
 
 use tape_ctf::decode::Value;
 use tape_ctf::fast::{events, Record};
 use tape_ctf::Base;
 
 fn root() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/ctf-suites/babeltrace/tests/data");
-    if p.is_dir() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-        "../shared/ctf-suites is missing and TAPE_REQUIRE_TOOLS=1"
-    );
-    eprintln!("NOTICE: ../shared/ctf-suites not found: skipping");
-    None
+    shared::suite("babeltrace/tests/data")
 }
 
 /// (ns from origin, event name, [(member, value)]) for each event.

@@ -7,6 +7,9 @@
 //! This is the always-on, deterministic companion of the cargo-fuzz targets
 //! in `fuzz/`.
 
+#[path = "support/shared.rs"]
+mod shared;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -62,16 +65,7 @@ fn mutate(rng: &mut Rng, data: &mut Vec<u8>) {
 }
 
 fn suites() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/ctf-suites");
-    if p.is_dir() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-        "../shared/ctf-suites is missing and TAPE_REQUIRE_TOOLS=1"
-    );
-    eprintln!("NOTICE: ../shared/ctf-suites not found: skipping");
-    None
+    shared::suite("")
 }
 
 /// Trace directories to mutate.

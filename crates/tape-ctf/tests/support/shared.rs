@@ -1,0 +1,23 @@
+//! `../shared/ctf-suites` beside the repository (public CTF test data, used
+//! in place): the path of one of its entries, or `None` with a printed
+//! notice when it is missing — a failure instead under `TAPE_REQUIRE_TOOLS=1`
+//! (CI). Included by the tests of `tape-ctf` and `tape-cli`.
+
+use std::path::{Path, PathBuf};
+
+/// `../shared/ctf-suites/REL`, if present.
+pub fn suite(rel: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/ctf-suites")
+        .join(rel);
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+        "{} is missing and TAPE_REQUIRE_TOOLS=1",
+        p.display()
+    );
+    eprintln!("NOTICE: {} not found: skipping", p.display());
+    None
+}
