@@ -42,7 +42,6 @@ pub struct TracePlan {
     header: Option<ScopePlan>,
     streams: Vec<StreamPlan>,
     nslots: usize,
-    trace: Arc<Trace>,
     /// `env.hostname`, printed before each event name.
     pub host: Option<String>,
 }
@@ -197,7 +196,6 @@ impl TracePlan {
             header,
             streams: plans,
             nslots: c.slots(),
-            trace: Arc::new(trace.clone()),
             host,
         })
     }
@@ -283,7 +281,7 @@ impl FastStream {
             .metadata()
             .map_err(|x| e(format!("cannot stat: {x}")))?
             .len();
-        let state = State::new(plan.nslots, plan.trace.byte_order);
+        let state = State::new(plan.nslots);
         Ok(FastStream {
             plan,
             file,
@@ -623,6 +621,22 @@ pub struct TextSink<'a> {
 }
 
 impl<'a> TextSink<'a> {
+    /// A struct member starts: `None` when it is not shown (a hidden
+    /// top-level field, or inside one), else whether it is the first.
+    #[inline]
+    fn member(&mut self, name: &str) -> Option<bool> {
+        if self.depth == 1 {
+            self.skipping = !self.hide.is_empty() && self.hide.contains(&name);
+        }
+        if self.skipping {
+            return None;
+        }
+        let n = self.top();
+        let first = *n == 0;
+        *n += 1;
+        Some(first)
+    }
+
     #[inline]
     fn top(&mut self) -> &mut u32 {
         &mut self.stack[self.depth.clamp(1, 64) - 1]
@@ -664,37 +678,19 @@ impl<'a> TextSink<'a> {
 impl Sink for TextSink<'_> {
     #[inline]
     fn field_with_text(&mut self, name: &str, sep: &[u8]) {
-        if self.depth == 1 {
-            self.skipping = !self.hide.is_empty() && self.hide.contains(&name);
-            if self.skipping {
-                return;
-            }
-        } else if self.skipping {
-            return;
+        if let Some(first) = self.member(name) {
+            self.out
+                .extend_from_slice(if first { &sep[1..] } else { sep });
         }
-        let n = self.top();
-        let first = *n == 0;
-        *n += 1;
-        self.out
-            .extend_from_slice(if first { &sep[1..] } else { sep });
     }
 
     #[inline]
     fn field(&mut self, name: &str) {
-        if self.depth == 1 {
-            self.skipping = !self.hide.is_empty() && self.hide.contains(&name);
-            if self.skipping {
-                return;
-            }
-        } else if self.skipping {
-            return;
+        if let Some(first) = self.member(name) {
+            self.out.extend_from_slice(if first { b" " } else { b", " });
+            self.out.extend_from_slice(name.as_bytes());
+            self.out.extend_from_slice(b" = ");
         }
-        let n = self.top();
-        let first = *n == 0;
-        *n += 1;
-        self.out.extend_from_slice(if first { b" " } else { b", " });
-        self.out.extend_from_slice(name.as_bytes());
-        self.out.extend_from_slice(b" = ");
     }
 
     #[inline]

@@ -178,15 +178,13 @@ pub(crate) struct Bits<'a> {
 pub(crate) struct State {
     pub slots: Vec<i128>,
     pub clock: u64,
-    pub trace_order: ByteOrder,
 }
 
 impl State {
-    pub(crate) fn new(nslots: usize, trace_order: ByteOrder) -> State {
+    pub(crate) fn new(nslots: usize) -> State {
         State {
             slots: vec![NONE; nslots],
             clock: 0,
-            trace_order,
         }
     }
 
@@ -380,7 +378,7 @@ fn run_op<S: Sink>(
         }
         Op::Int(i) => {
             align(b, i.align)?;
-            let raw = read_bits(b, i.size, i.order_or(st.trace_order))?;
+            let raw = read_bits(b, i.size, i.order)?;
             if i.clock == ClockUse::Update {
                 st.update_clock(i.size, raw);
             }
@@ -510,14 +508,6 @@ fn run_op<S: Sink>(
             sink.end_variant();
             Ok(())
         }
-    }
-}
-
-impl IntOp {
-    #[inline]
-    fn order_or(&self, trace: ByteOrder) -> ByteOrder {
-        let _ = trace;
-        self.order
     }
 }
 

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::decode::DecodeError;
 use crate::parse::{parse_metadata, ParseError};
 use crate::Trace;
 
@@ -20,8 +19,6 @@ pub enum OpenError {
     Invalid(PathBuf, String),
     /// No trace (no `metadata` file) under the path.
     NoTrace(PathBuf),
-    /// A stream could not be opened.
-    Stream(DecodeError),
 }
 
 impl std::fmt::Display for OpenError {
@@ -34,7 +31,6 @@ impl std::fmt::Display for OpenError {
             OpenError::NoTrace(p) => {
                 write!(f, "{}: no CTF trace (no `metadata` file) here", p.display())
             }
-            OpenError::Stream(e) => write!(f, "{e}"),
         }
     }
 }
