@@ -153,6 +153,32 @@ pub(crate) enum Op {
         names: Vec<Arc<str>>,
         bodies: Vec<Op>,
     },
+    /// A run of struct members of fixed size and static offsets: one
+    /// alignment and one bounds check for all of them.
+    Fixed(FixedRun),
+}
+
+/// Consecutive struct members (integers and floats) whose offsets from an
+/// aligned start are known when the plan is compiled:
+///
+/// ```text
+///   align(8) ─┬─ u32 a ──┬─ pad ─┬─ u64 b ───────┬─ u5 id ┬─ u27 ts ──┐
+///   bit       0          32      64              128      133         160
+/// ```
+///
+/// A member joins the run while its alignment is at most the run's: its
+/// padding is then the same wherever the run starts. A string, a sequence,
+/// a variant or a more aligned member ends the run.
+#[derive(Debug)]
+pub(crate) struct FixedRun {
+    align: u64,
+    /// Size of the run in bits, padding included.
+    bits: u64,
+    /// Each member: bit offset from the start, and its `Op::Field`.
+    items: Vec<(u64, Op)>,
+    /// Whether some member must be read even when values are not wanted
+    /// (a length, a tag, the clock, the event id).
+    needs_read: bool,
 }
 
 #[derive(Debug)]
@@ -271,44 +297,7 @@ fn read_bits(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<u64, RunEr
     }
     let start = b.pos;
     b.pos += size64;
-    if start % 8 == 0 && size % 8 == 0 {
-        let i = (start / 8) as usize;
-        let n = (size / 8) as usize;
-        if order == ByteOrder::Little {
-            match n {
-                8 => {
-                    return Ok(u64::from_le_bytes(
-                        b.buf[i..i + 8].try_into().expect("8 bytes"),
-                    ))
-                }
-                4 => {
-                    return Ok(u64::from(u32::from_le_bytes(
-                        b.buf[i..i + 4].try_into().expect("4 bytes"),
-                    )))
-                }
-                2 => {
-                    return Ok(u64::from(u16::from_le_bytes(
-                        b.buf[i..i + 2].try_into().expect("2 bytes"),
-                    )))
-                }
-                1 => return Ok(u64::from(b.buf[i])),
-                _ => {}
-            }
-        }
-        let bytes = &b.buf[i..i + n];
-        let mut v = 0u64;
-        match order {
-            ByteOrder::Little => {
-                for (k, &x) in bytes.iter().enumerate() {
-                    v |= u64::from(x) << (8 * k);
-                }
-            }
-            ByteOrder::Big => {
-                for &x in bytes {
-                    v = (v << 8) | u64::from(x);
-                }
-            }
-        }
+    if let Some(v) = extract(b.buf, start, size, order) {
         return Ok(v);
     }
     // Unaligned: gather the bytes covering [start, start + size) into a u128.
@@ -337,6 +326,196 @@ fn read_bits(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<u64, RunEr
         (1u128 << size) - 1
     };
     Ok((acc & mask) as u64)
+}
+
+/// What an integer does once read: clock, slots, then the sink.
+#[inline(always)]
+fn int_value<S: Sink>(i: &IntOp, raw: u64, st: &mut State, sink: &mut S) {
+    if i.clock == ClockUse::Update {
+        st.update_clock(i.size, raw);
+    }
+    if i.store.is_none() && !i.event_id && i.enumeration.is_none() {
+        // The common case: no i128 work.
+        if i.signed {
+            let s = 64 - i.size.clamp(1, 64);
+            sink.sint(((raw << s) as i64) >> s, i.base);
+        } else {
+            sink.uint(raw, i.base);
+        }
+        return;
+    }
+    let value: i128 = if i.signed && i.size > 0 && i.size < 64 {
+        let s = 64 - i.size;
+        i128::from(((raw << s) as i64) >> s)
+    } else if i.signed {
+        i128::from(raw as i64)
+    } else {
+        i128::from(raw)
+    };
+    if let Some(slot) = i.store {
+        st.slots[slot] = value;
+    }
+    if i.event_id {
+        st.slots[SLOT_EVENT_ID] = value;
+    }
+    match &i.enumeration {
+        Some(e) => sink.enumeration(value, e),
+        None if i.signed => sink.sint(value as i64, i.base),
+        None => sink.uint(raw, i.base),
+    }
+}
+
+#[inline(always)]
+fn float_value<S: Sink>(bits: u32, raw: u64, sink: &mut S) {
+    sink.float(if bits == 32 {
+        f64::from(f32::from_bits(raw as u32))
+    } else {
+        f64::from_bits(raw)
+    });
+}
+
+/// `size` bits at bit `p` of `buf`, when one 8-byte load covers them;
+/// `None` near the end of the buffer or for a field straddling 9 bytes.
+#[inline(always)]
+fn extract(buf: &[u8], p: u64, size: u32, order: ByteOrder) -> Option<u64> {
+    let i = (p / 8) as usize;
+    let sh = (p % 8) as u32;
+    if size == 0 || sh + size > 64 {
+        return None;
+    }
+    let w: [u8; 8] = buf.get(i..i + 8)?.try_into().ok()?;
+    Some(match order {
+        ByteOrder::Little => {
+            let v = u64::from_le_bytes(w) >> sh;
+            if size == 64 {
+                v
+            } else {
+                v & ((1u64 << size) - 1)
+            }
+        }
+        // Big endian: the field starts `sh` bits below the first byte's
+        // most significant bit.
+        ByteOrder::Big => (u64::from_be_bytes(w) << sh) >> (64 - size),
+    })
+}
+
+/// A fixed run: one alignment, one bounds check, then each member at its
+/// static offset. Near the end of the content the members are decoded one
+/// by one, which gives the exact position of a member that goes past it.
+fn run_fixed<S: Sink>(
+    run: &FixedRun,
+    b: &mut Bits<'_>,
+    st: &mut State,
+    sink: &mut S,
+) -> Result<(), RunError> {
+    align(b, run.align)?;
+    let start = b.pos;
+    if start + run.bits > b.end {
+        for (_, op) in &run.items {
+            run_op(op, b, st, sink)?;
+        }
+        return Ok(());
+    }
+    if !S::WANTS_VALUES && !run.needs_read {
+        b.pos = start + run.bits;
+        return Ok(());
+    }
+    for (off, op) in &run.items {
+        let Op::Field(name, sep, inner) = op else {
+            unreachable!("fixed runs hold fields")
+        };
+        match &**inner {
+            Op::Int(i) => {
+                if !S::WANTS_VALUES && i.store.is_none() && !i.event_id && i.clock == ClockUse::None
+                {
+                    continue;
+                }
+                let p = start + off;
+                let raw = match extract(b.buf, p, i.size, i.order) {
+                    Some(v) => v,
+                    None => {
+                        b.pos = p;
+                        read_bits(b, i.size, i.order)?
+                    }
+                };
+                sink.field_with_text(name, sep);
+                int_value(i, raw, st, sink);
+            }
+            Op::Float { bits, order, .. } => {
+                if !S::WANTS_VALUES {
+                    continue;
+                }
+                let p = start + off;
+                let raw = match extract(b.buf, p, *bits, *order) {
+                    Some(v) => v,
+                    None => {
+                        b.pos = p;
+                        read_bits(b, *bits, *order)?
+                    }
+                };
+                sink.field_with_text(name, sep);
+                float_value(*bits, raw, sink);
+            }
+            _ => unreachable!("fixed runs hold integers and floats"),
+        }
+    }
+    b.pos = start + run.bits;
+    Ok(())
+}
+
+/// Groups the members of a struct body into fixed runs where it can. The
+/// body starts aligned to `start_align` (the struct's alignment).
+fn fuse(body: Vec<Op>, start_align: u64) -> Vec<Op> {
+    let mut out = Vec::new();
+    let mut run: Option<FixedRun> = None;
+    // Alignment known for the current position when no run is open.
+    let mut known = start_align;
+    let close = |run: &mut Option<FixedRun>, out: &mut Vec<Op>| {
+        if let Some(r) = run.take() {
+            if r.items.len() == 1 {
+                let (_, op) = r.items.into_iter().next().expect("one item");
+                out.push(op);
+            } else {
+                out.push(Op::Fixed(r));
+            }
+        }
+    };
+    for op in body {
+        let fixed = match &op {
+            Op::Field(_, _, inner) => match &**inner {
+                Op::Int(i) if i.size <= 64 => Some((
+                    i.align,
+                    u64::from(i.size),
+                    i.store.is_some() || i.event_id || i.clock != ClockUse::None,
+                )),
+                Op::Float { align, bits, .. } => Some((*align, u64::from(*bits), false)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some((a, size, needs)) = fixed else {
+            close(&mut run, &mut out);
+            known = 1;
+            out.push(op);
+            continue;
+        };
+        if run.as_ref().is_some_and(|r| a > r.align) {
+            close(&mut run, &mut out);
+            known = 1;
+        }
+        let r = run.get_or_insert_with(|| FixedRun {
+            align: a.max(known),
+            bits: 0,
+            items: Vec::new(),
+            needs_read: false,
+        });
+        let off = (r.bits + a - 1) & !(a - 1);
+        r.bits = off + size;
+        r.needs_read |= needs;
+        r.items.push((off, op));
+    }
+    close(&mut run, &mut out);
+    out
 }
 
 /// Runs `ops` on the packet bits, sending values to `sink`.
@@ -379,28 +558,7 @@ fn run_op<S: Sink>(
         Op::Int(i) => {
             align(b, i.align)?;
             let raw = read_bits(b, i.size, i.order)?;
-            if i.clock == ClockUse::Update {
-                st.update_clock(i.size, raw);
-            }
-            let value: i128 = if i.signed && i.size > 0 && i.size < 64 {
-                let s = 64 - i.size;
-                i128::from(((raw << s) as i64) >> s)
-            } else if i.signed {
-                i128::from(raw as i64)
-            } else {
-                i128::from(raw)
-            };
-            if let Some(slot) = i.store {
-                st.slots[slot] = value;
-            }
-            if i.event_id {
-                st.slots[SLOT_EVENT_ID] = value;
-            }
-            match &i.enumeration {
-                Some(e) => sink.enumeration(value, e),
-                None if i.signed => sink.sint(value as i64, i.base),
-                None => sink.uint(raw, i.base),
-            }
+            int_value(i, raw, st, sink);
             Ok(())
         }
         Op::Float {
@@ -410,11 +568,7 @@ fn run_op<S: Sink>(
         } => {
             align(b, *a)?;
             let raw = read_bits(b, *bits, *order)?;
-            sink.float(if *bits == 32 {
-                f64::from(f32::from_bits(raw as u32))
-            } else {
-                f64::from_bits(raw)
-            });
+            float_value(*bits, raw, sink);
             Ok(())
         }
         Op::Str => {
@@ -491,6 +645,7 @@ fn run_op<S: Sink>(
             sink.end_array();
             Ok(())
         }
+        Op::Fixed(run) => run_fixed(run, b, st, sink),
         Op::Variant {
             tag,
             options,
@@ -585,10 +740,11 @@ impl<'t> Compiler<'t> {
             path.pop();
             body.push(field(&f.name, op));
         }
+        let a = u64::from(struct_align(s));
         Ok(ScopePlan {
             ops: vec![Op::Struct {
-                align: u64::from(struct_align(s)),
-                body,
+                align: a,
+                body: fuse(body, a),
             }],
         })
     }
@@ -773,9 +929,10 @@ impl<'t> Compiler<'t> {
                     path.pop();
                     body.push(field(&f.name, op));
                 }
+                let a = u64::from(struct_align(s));
                 Op::Struct {
-                    align: u64::from(struct_align(s)),
-                    body,
+                    align: a,
+                    body: fuse(body, a),
                 }
             }
             Type::Array { element, len } => self.array(scope, element, Len::Fixed(*len), path)?,
