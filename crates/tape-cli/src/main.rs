@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tape_ctf::fast::{
-    nine_digits, write_event_line, FastMerge, FastStream, JsonSink, Next, Step, TracePlan,
+    nine_digits, write_event_line, FastMerge, FastStream, JsonSink, Step, TracePlan,
 };
 use tape_ctf::plan::{Discard, Sink};
 use tape_ctf::read::{find_traces, TraceDir};
@@ -323,57 +323,40 @@ fn check(paths: &[PathBuf]) -> Result<(), String> {
     Ok(())
 }
 
-/// Per stream, in file order: the streams need no merge to be counted.
+/// Per stream, in file order: the streams need no merge to be counted,
+/// so they are counted on all cores at once.
 fn stats(paths: &[PathBuf]) -> Result<(), String> {
     use std::collections::BTreeMap;
     let traces = open(paths)?;
-    let mut by_event: BTreeMap<String, u64> = BTreeMap::new();
-    // (stream file, events, lost, first ns, last ns)
-    let mut by_stream: Vec<(String, u64, u64)> = Vec::new();
-    let (mut first, mut last): (Option<i128>, Option<i128>) = (None, None);
-    let (mut total, mut lost_total) = (0u64, 0u64);
+    let mut jobs = Vec::new();
     for t in &traces {
         let plan = std::sync::Arc::new(
             TracePlan::new(&t.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?,
         );
-        for path in &t.streams {
-            let mut s = FastStream::open(plan.clone(), path).map_err(|e| e.to_string())?;
-            let (mut n, mut lost) = (0u64, 0u64);
-            // Counts per event class (by identity): no string work per event.
-            let mut counts: Vec<(std::sync::Arc<tape_ctf::EventClass>, u64)> = Vec::new();
-            loop {
-                match s.peek().map_err(|e| e.to_string())? {
-                    Next::End => break,
-                    Next::Lost(k, _) => {
-                        lost += k;
-                        s.take_lost();
-                    }
-                    Next::Event(time) => {
-                        if let Some(ns) = time {
-                            first = Some(first.map_or(ns, |f| f.min(ns)));
-                            last = Some(last.map_or(ns, |l| l.max(ns)));
-                        }
-                        if let Some(class) = s.class() {
-                            match counts
-                                .iter_mut()
-                                .find(|(c, _)| std::sync::Arc::ptr_eq(c, class))
-                            {
-                                Some((_, n)) => *n += 1,
-                                None => counts.push((class.clone(), 1)),
-                            }
-                        }
-                        s.emit(&mut Discard).map_err(|e| e.to_string())?;
-                        n += 1;
-                    }
-                }
-            }
-            for (class, c) in counts {
-                *by_event.entry(class.name.clone()).or_default() += c;
-            }
-            total += n;
-            lost_total += lost;
-            by_stream.push((path.display().to_string(), n, lost));
+        jobs.extend(t.streams.iter().map(|p| (plan.clone(), p.clone())));
+    }
+    let counted = parallel_map(&jobs, |(plan, path)| {
+        FastStream::open(plan.clone(), path)
+            .and_then(|mut s| s.count())
+            .map_err(|e| e.to_string())
+    });
+    let mut by_event: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_stream: Vec<(String, u64, u64)> = Vec::new();
+    let (mut first, mut last): (Option<i128>, Option<i128>) = (None, None);
+    let (mut total, mut lost_total) = (0u64, 0u64);
+    for ((_, path), c) in jobs.iter().zip(counted) {
+        let c = c?;
+        for (class, n) in c.by_class {
+            *by_event.entry(class.name.clone()).or_default() += n;
         }
+        first = match (first, c.first) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        last = last.max(c.last);
+        total += c.events;
+        lost_total += c.lost;
+        by_stream.push((path.display().to_string(), c.events, c.lost));
     }
     let span = match (first, last) {
         (Some(f), Some(l)) => Some(l - f),
@@ -404,6 +387,39 @@ fn stats(paths: &[PathBuf]) -> Result<(), String> {
         println!("{n:>12}  {l:>12}  {path}");
     }
     Ok(())
+}
+
+/// `f` applied to every job, on as many threads as there are cores (each
+/// takes the next job left), results in job order.
+fn parallel_map<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> R + Sync) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len());
+    if threads <= 1 {
+        return jobs.iter().map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                // Relaxed: the counter only hands out indices; the results
+                // are published through the mutex and the scope's join.
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else { break };
+                let r = f(job);
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
 }
 
 /// `HH:MM:SS` of a second since the epoch, in the local time zone

@@ -20,26 +20,86 @@ fn lost_in_warnings(text: &str) -> u64 {
         .sum()
 }
 
+/// The three samples: (trace directory, babeltrace2's stdout, its stderr if any).
+const CASES: [(&str, &str, Option<&str>); 3] = [
+    ("dpdk/overwrite/ctf", "dpdk/overwrite/babeltrace2.txt", None),
+    (
+        "lttng/snapshot/trace",
+        "lttng/snapshot/babeltrace2.txt",
+        None,
+    ),
+    (
+        "lttng/discard/trace",
+        "lttng/discard/babeltrace2.txt",
+        Some("lttng/discard/babeltrace2.stderr.txt"),
+    ),
+];
+
+/// The event name of one of babeltrace2's lines: the last word before the
+/// first `": "` after the time and delta.
+fn bt2_event_name(line: &str) -> &str {
+    let rest = line.splitn(3, ") ").nth(1).unwrap_or("");
+    let head = rest.split(": ").next().unwrap_or("");
+    head.rsplit(' ').next().unwrap_or("").trim_end_matches(':')
+}
+
+/// `tape stats` counts each stream on its own (in parallel), not through
+/// the merge `tape show` uses: its totals, per-event counts and losses must
+/// be those of babeltrace2's output.
+#[test]
+fn stats_count_what_babeltrace2_shows() {
+    let Some(root) = samples() else {
+        return;
+    };
+    for (trace, want, want_err) in CASES {
+        let out = Command::new(env!("CARGO_BIN_EXE_tape"))
+            .args(["stats"])
+            .arg(root.join(trace))
+            .output()
+            .expect("run tape");
+        assert!(
+            out.status.success(),
+            "{trace}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got = String::from_utf8(out.stdout).unwrap();
+        let want_text = std::fs::read_to_string(root.join(want)).unwrap();
+        let mut want_counts = std::collections::BTreeMap::<String, u64>::new();
+        for l in want_text.lines() {
+            *want_counts.entry(bt2_event_name(l).to_owned()).or_default() += 1;
+        }
+        let want_lost = want_err
+            .map(|p| lost_in_warnings(&std::fs::read_to_string(root.join(p)).unwrap()))
+            .unwrap_or(0);
+        let total = want_text.lines().count();
+        assert!(
+            got.contains(&format!("events: {total}, lost: {want_lost}\n")),
+            "{trace}: totals\n{got}"
+        );
+        // Per-event rows: `COUNT  PERCENT  NAME`.
+        let mut counts = std::collections::BTreeMap::<String, u64>::new();
+        for l in got.lines() {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            if let [n, pct, name] = w.as_slice() {
+                if let (Ok(n), true) = (n.parse::<u64>(), pct.contains('.')) {
+                    counts.insert((*name).to_owned(), n);
+                }
+            }
+        }
+        assert_eq!(counts, want_counts, "{trace}: per-event counts\n{got}");
+        eprintln!(
+            "{trace}: {} event names, {total} events, {want_lost} lost",
+            counts.len()
+        );
+    }
+}
+
 #[test]
 fn samples_match_babeltrace2() {
     let Some(root) = samples() else {
         return;
     };
-    // (trace directory, babeltrace2's stdout, babeltrace2's stderr if any)
-    let cases = [
-        ("dpdk/overwrite/ctf", "dpdk/overwrite/babeltrace2.txt", None),
-        (
-            "lttng/snapshot/trace",
-            "lttng/snapshot/babeltrace2.txt",
-            None,
-        ),
-        (
-            "lttng/discard/trace",
-            "lttng/discard/babeltrace2.txt",
-            Some("lttng/discard/babeltrace2.stderr.txt"),
-        ),
-    ];
-    for (trace, want, want_err) in cases {
+    for (trace, want, want_err) in CASES {
         let out = Command::new(env!("CARGO_BIN_EXE_tape"))
             .args(["show"])
             .arg(root.join(trace))

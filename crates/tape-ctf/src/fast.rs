@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::decode::{clock_ns, DecodeError, Value};
-use crate::plan::{self, Bits, Compiler, Discard, ScopePlan, Sink, State, NONE};
+use crate::plan::{self, Bits, Compiler, Discard, HeaderPlan, ScopePlan, Sink, State, NONE};
 use crate::read::TraceDir;
 use crate::{Base, Clock, Enum, EnvValue, EventClass, Trace, Type};
 
@@ -29,6 +29,8 @@ struct StreamPlan {
     id: u64,
     packet_context: Option<ScopePlan>,
     event_header: Option<ScopePlan>,
+    /// The event header's plan for the common layouts (see [`HeaderPlan`]).
+    header_plan: Option<HeaderPlan>,
     event_context: Option<ScopePlan>,
     /// Event plans by id (dense ids) and the id of the only event when the
     /// header has no id.
@@ -177,6 +179,7 @@ impl TracePlan {
             plans.push(StreamPlan {
                 id: sid,
                 packet_context,
+                header_plan: event_header.as_ref().and_then(HeaderPlan::new),
                 event_header,
                 event_context,
                 events,
@@ -239,6 +242,21 @@ pub enum Next {
     Lost(u64, Option<i128>),
     /// The end of the stream.
     End,
+}
+
+/// What [`FastStream::count`] found in a stream.
+#[derive(Clone, Debug, Default)]
+pub struct StreamCount {
+    /// Events read.
+    pub events: u64,
+    /// Events reported lost (`events_discarded`).
+    pub lost: u64,
+    /// Time of the earliest and of the latest event (ns), if clocked.
+    pub first: Option<i128>,
+    /// See `first`.
+    pub last: Option<i128>,
+    /// Events per event class (those seen).
+    pub by_class: Vec<(Arc<EventClass>, u64)>,
 }
 
 /// One stream file, read with plans.
@@ -353,10 +371,36 @@ impl FastStream {
     }
 
     fn header(&mut self) -> Result<Next, DecodeError> {
+        let idx = self.event_class()?;
+        let sp = &self.plan.streams[self.stream];
+        let t = sp.clock.as_ref().map(|c| clock_ns(c, self.state.clock));
+        self.current = Some((idx, t));
+        Ok(Next::Event(t))
+    }
+
+    /// Decodes an event header: the event's index in its stream plan.
+    #[inline]
+    fn event_class(&mut self) -> Result<usize, DecodeError> {
         let sp = &self.plan.streams[self.stream];
         let start = self.pos;
         self.state.slots[plan::SLOT_EVENT_ID] = NONE;
-        if let Some(h) = &sp.event_header {
+        let fast = match &sp.header_plan {
+            Some(h) => {
+                let mut b = Bits {
+                    buf: &self.buf,
+                    pos: self.pos,
+                    end: self.content_end,
+                };
+                let done = h
+                    .run(&mut b, &mut self.state)
+                    .map_err(|e| e.into_decode(&self.path, self.packet_offset))?;
+                self.pos = b.pos;
+                done
+            }
+            None => false,
+        };
+        if fast {
+        } else if let Some(h) = &sp.event_header {
             run_scope(
                 &self.buf,
                 &mut self.pos,
@@ -385,9 +429,7 @@ impl FastStream {
             };
             return Err(self.err(format!("unknown event id {shown} in stream class {sid}")));
         };
-        let t = sp.clock.as_ref().map(|c| clock_ns(c, self.state.clock));
-        self.current = Some((idx, t));
-        Ok(Next::Event(t))
+        Ok(idx)
     }
 
     /// Renders packet contexts as JSON objects (for [`JsonSink`] output).
@@ -415,6 +457,11 @@ impl FastStream {
             .current
             .take()
             .ok_or_else(|| self.err("emit without peek"))?;
+        self.emit_class(idx, sink)
+    }
+
+    #[inline]
+    fn emit_class<S: Sink>(&mut self, idx: usize, sink: &mut S) -> Result<(), DecodeError> {
         let sp = &self.plan.streams[self.stream];
         let before = self.pos;
         let ev = sp.events[idx].as_ref().expect("checked in header");
@@ -440,6 +487,61 @@ impl FastStream {
             return Err(self.err("an event of length 0 (forbidden by the CTF spec)"));
         }
         Ok(())
+    }
+
+    /// Reads the whole stream, counting events per class, lost events and
+    /// the time span, without decoding payload values.
+    pub fn count(&mut self) -> Result<StreamCount, DecodeError> {
+        let mut per: Vec<Vec<u64>> = self
+            .plan
+            .streams
+            .iter()
+            .map(|s| vec![0; s.events.len()])
+            .collect();
+        // Per stream class: the least and the greatest clock value (the
+        // conversion to ns keeps the order, so it is done once at the end).
+        let mut span: Vec<Option<(u64, u64)>> = vec![None; per.len()];
+        let mut c = StreamCount::default();
+        loop {
+            if let Some((k, _)) = self.pending_lost.take() {
+                c.lost += k;
+            }
+            if self.in_packet && self.pos < self.content_end {
+                let idx = self.event_class()?;
+                let v = self.state.clock;
+                let s = &mut span[self.stream];
+                *s = Some(s.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+                if let Some(n) = per[self.stream].get_mut(idx) {
+                    *n += 1;
+                }
+                self.emit_class(idx, &mut Discard)?;
+                c.events += 1;
+                continue;
+            }
+            self.in_packet = false;
+            if self.next_packet >= self.file_len {
+                break;
+            }
+            if let Err(e) = self.packet() {
+                self.next_packet = self.file_len;
+                return Err(e);
+            }
+        }
+        for (sp, s) in self.plan.streams.iter().zip(&span) {
+            if let (Some(clock), Some((lo, hi))) = (&sp.clock, s) {
+                let (lo, hi) = (clock_ns(clock, *lo), clock_ns(clock, *hi));
+                c.first = Some(c.first.map_or(lo, |f| f.min(lo)));
+                c.last = Some(c.last.map_or(hi, |l| l.max(hi)));
+            }
+        }
+        for (sp, counts) in self.plan.streams.iter().zip(per) {
+            for (ev, n) in sp.events.iter().zip(counts) {
+                if let (Some(ev), true) = (ev, n > 0) {
+                    c.by_class.push((ev.class.clone(), n));
+                }
+            }
+        }
+        Ok(c)
     }
 
     fn packet(&mut self) -> Result<(), DecodeError> {
@@ -589,7 +691,7 @@ fn run_scope<S: Sink>(
         pos: *pos,
         end,
     };
-    let r = plan::run(&scope.ops, &mut b, state, sink);
+    let r = plan::run_scope(scope, &mut b, state, sink);
     *pos = b.pos;
     r
 }

@@ -109,7 +109,7 @@ enum ClockUse {
     Update,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct IntOp {
     align: u64,
     size: u32,
@@ -124,7 +124,7 @@ pub(crate) struct IntOp {
 }
 
 /// One operation of a plan.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Op {
     /// A struct member: the name as shown, `", NAME = "`, then the value's
     /// operation.
@@ -169,7 +169,7 @@ pub(crate) enum Op {
 /// A member joins the run while its alignment is at most the run's: its
 /// padding is then the same wherever the run starts. A string, a sequence,
 /// a variant or a more aligned member ends the run.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct FixedRun {
     align: u64,
     /// Size of the run in bits, padding included.
@@ -181,7 +181,7 @@ pub(crate) struct FixedRun {
     needs_read: bool,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Len {
     Fixed(u64),
     Slot(usize),
@@ -191,6 +191,223 @@ pub(crate) enum Len {
 #[derive(Debug, Default)]
 pub(crate) struct ScopePlan {
     pub ops: Vec<Op>,
+    /// Whether the scope is one struct of fixed runs and strings only,
+    /// which [`run_flat`] decodes without recursion.
+    pub flat: bool,
+}
+
+impl ScopePlan {
+    fn new(ops: Vec<Op>) -> ScopePlan {
+        let flat = match ops.as_slice() {
+            [Op::Struct { body, .. }] => body.iter().all(|op| match op {
+                Op::Fixed(_) => true,
+                Op::Field(_, _, inner) => matches!(**inner, Op::Str),
+                _ => false,
+            }),
+            _ => false,
+        };
+        ScopePlan { ops, flat }
+    }
+}
+
+/// Decodes a scope: a flat one (see [`ScopePlan::flat`]) in one loop, any
+/// other with the general interpreter. Both send the same calls to `sink`.
+#[inline]
+pub(crate) fn run_scope<S: Sink>(
+    scope: &ScopePlan,
+    b: &mut Bits<'_>,
+    st: &mut State,
+    sink: &mut S,
+) -> Result<(), RunError> {
+    if !scope.flat {
+        return run(&scope.ops, b, st, sink);
+    }
+    let [Op::Struct { align: a, body }] = scope.ops.as_slice() else {
+        unreachable!("a flat scope is one struct")
+    };
+    align(b, *a)?;
+    sink.begin_struct();
+    for op in body {
+        match op {
+            Op::Fixed(r) => run_fixed(r, b, st, sink)?,
+            Op::Field(name, sep, _) => {
+                sink.field_with_text(name, sep);
+                run_str(b, sink)?;
+            }
+            _ => unreachable!("checked by ScopePlan::new"),
+        }
+    }
+    sink.end_struct();
+    Ok(())
+}
+
+/// An event header whose every member has a static offset from its
+/// aligned start, for each option of its variant if it has one: LTTng's
+/// compact and large headers, tape's and DPDK's fixed ones.
+///
+/// ```text
+///   LTTng compact, align(8):  id:5 │ v.compact.timestamp:27            (32 bits)
+///                   id = 31:  id:5 │ pad:3 │ v.extended.id:32 │ v.extended.timestamp:64
+/// ```
+#[derive(Debug)]
+pub(crate) struct HeaderPlan {
+    align: u64,
+    /// Members before the variant (bit offset from the start, operation).
+    prefix: Vec<(u64, IntOp)>,
+    variant: Option<HeaderVariant>,
+    /// The most bits any option takes.
+    max_bits: u64,
+}
+
+/// The variant of a [`HeaderPlan`].
+#[derive(Debug)]
+struct HeaderVariant {
+    /// The slot of its tag.
+    tag: usize,
+    /// Ranges of tag values, to option indices.
+    ranges: Vec<(i128, i128, usize)>,
+    /// Per option: where it ends (bits from the header's start) and its members.
+    options: Vec<(u64, Vec<(u64, IntOp)>)>,
+}
+
+impl HeaderPlan {
+    /// The header plan of an event header scope, when its layout allows.
+    pub(crate) fn new(scope: &ScopePlan) -> Option<HeaderPlan> {
+        let [Op::Struct { align: a, body }] = scope.ops.as_slice() else {
+            return None;
+        };
+        // Members of fixed runs as (offset from `base`, op); `base` must be
+        // aligned at least as much as each run.
+        fn items(runs: &[Op], base: u64, max_align: u64) -> Option<(Vec<(u64, IntOp)>, u64)> {
+            let mut out = Vec::new();
+            let mut end = base;
+            for op in runs {
+                let Op::Fixed(r) = op else { return None };
+                if r.align > max_align {
+                    return None;
+                }
+                let start = (end + r.align - 1) & !(r.align - 1);
+                for (off, f) in &r.items {
+                    let Op::Field(_, _, inner) = f else {
+                        return None;
+                    };
+                    let Op::Int(i) = &**inner else { return None };
+                    out.push((start + off, i.clone()));
+                }
+                end = start + r.bits;
+            }
+            Some((out, end))
+        }
+        let (fixed, rest) = match body.iter().position(|op| !matches!(op, Op::Fixed(_))) {
+            Some(k) => (&body[..k], &body[k..]),
+            None => (body.as_slice(), &[][..]),
+        };
+        let (prefix, prefix_end) = items(fixed, 0, *a)?;
+        let mut max_bits = prefix_end;
+        let variant = match rest {
+            [] => None,
+            [Op::Field(_, _, v)] => {
+                let Op::Variant {
+                    tag,
+                    options,
+                    bodies,
+                    ..
+                } = &**v
+                else {
+                    return None;
+                };
+                let mut opts = Vec::new();
+                for body in bodies {
+                    let Op::Struct { align: oa, body } = body else {
+                        return None;
+                    };
+                    if oa > a {
+                        return None;
+                    }
+                    let start = (prefix_end + oa - 1) & !(oa - 1);
+                    let (members, end) = items(body, start, *a)?;
+                    max_bits = max_bits.max(end);
+                    opts.push((end, members));
+                }
+                Some(HeaderVariant {
+                    tag: *tag,
+                    ranges: options.clone(),
+                    options: opts,
+                })
+            }
+            _ => return None,
+        };
+        Some(HeaderPlan {
+            align: *a,
+            prefix,
+            variant,
+            max_bits,
+        })
+    }
+
+    /// Decodes the header; `Ok(false)` when it may go past the end of the
+    /// content (the caller then runs the general plan, which finds where).
+    #[inline]
+    pub(crate) fn run(&self, b: &mut Bits<'_>, st: &mut State) -> Result<bool, RunError> {
+        let start = (b.pos + self.align - 1) & !(self.align - 1);
+        if start + self.max_bits > b.end {
+            return Ok(false);
+        }
+        #[inline(always)]
+        fn read(
+            b: &Bits<'_>,
+            start: u64,
+            st: &mut State,
+            members: &[(u64, IntOp)],
+        ) -> Result<(), RunError> {
+            for (off, i) in members {
+                let p = start + off;
+                let raw = match extract(b.buf, p, i.size, i.order) {
+                    Some(v) => v,
+                    None => {
+                        let mut bits = Bits {
+                            buf: b.buf,
+                            pos: p,
+                            end: b.end,
+                        };
+                        read_bits(&mut bits, i.size, i.order)?
+                    }
+                };
+                if i.clock == ClockUse::Update {
+                    st.update_clock(i.size, raw);
+                }
+                if i.store.is_some() || i.event_id {
+                    let value = if i.signed {
+                        let s = 64 - i.size.clamp(1, 64);
+                        i128::from(((raw << s) as i64) >> s)
+                    } else {
+                        i128::from(raw)
+                    };
+                    if let Some(slot) = i.store {
+                        st.slots[slot] = value;
+                    }
+                    if i.event_id {
+                        st.slots[SLOT_EVENT_ID] = value;
+                    }
+                }
+            }
+            Ok(())
+        }
+        read(b, start, st, &self.prefix)?;
+        let mut end = start + self.max_bits;
+        if let Some(var) = &self.variant {
+            let v = st.slots[var.tag];
+            let Some(&(_, _, k)) = var.ranges.iter().find(|(lo, hi, _)| *lo <= v && v <= *hi)
+            else {
+                return Ok(false);
+            };
+            let (option_end, members) = &var.options[k];
+            read(b, start, st, members)?;
+            end = start + option_end;
+        }
+        b.pos = end;
+        Ok(true)
+    }
 }
 
 /// The bits of a packet being decoded.
@@ -227,29 +444,26 @@ impl State {
     }
 }
 
-/// An error in a plan's run: message and bit offset (the reader adds file
-/// and packet).
-pub(crate) struct RunError {
-    pub bit: u64,
-    pub message: String,
-}
+/// An error in a plan's run: bit offset and message (the reader adds file
+/// and packet). Boxed, so that every `Result` of the hot loop fits in a
+/// register.
+pub(crate) struct RunError(Box<(u64, String)>);
 
 impl RunError {
     pub(crate) fn into_decode(self, file: &std::path::Path, packet: u64) -> DecodeError {
+        let (bit, message) = *self.0;
         DecodeError {
             file: file.to_path_buf(),
             packet_offset: packet,
-            bit_offset: self.bit,
-            message: self.message,
+            bit_offset: bit,
+            message,
         }
     }
 }
 
+#[cold]
 fn err(bits: &Bits<'_>, m: impl Into<String>) -> RunError {
-    RunError {
-        bit: bits.pos,
-        message: m.into(),
-    }
+    RunError(Box::new((bits.pos, m.into())))
 }
 
 #[inline]
@@ -472,12 +686,7 @@ fn fuse(body: Vec<Op>, start_align: u64) -> Vec<Op> {
     let mut known = start_align;
     let close = |run: &mut Option<FixedRun>, out: &mut Vec<Op>| {
         if let Some(r) = run.take() {
-            if r.items.len() == 1 {
-                let (_, op) = r.items.into_iter().next().expect("one item");
-                out.push(op);
-            } else {
-                out.push(Op::Fixed(r));
-            }
+            out.push(Op::Fixed(r));
         }
     };
     for op in body {
@@ -519,15 +728,66 @@ fn fuse(body: Vec<Op>, start_align: u64) -> Vec<Op> {
 }
 
 /// Runs `ops` on the packet bits, sending values to `sink`.
-pub(crate) fn run<S: Sink>(
+fn run<S: Sink>(
     ops: &[Op],
     b: &mut Bits<'_>,
     st: &mut State,
     sink: &mut S,
 ) -> Result<(), RunError> {
     for op in ops {
-        run_op(op, b, st, sink)?;
+        // The common members are handled here, without a call per level.
+        match op {
+            Op::Fixed(r) => run_fixed(r, b, st, sink)?,
+            Op::Field(name, sep, inner) => {
+                sink.field_with_text(name, sep);
+                match &**inner {
+                    Op::Str => run_str(b, sink)?,
+                    other => run_op(other, b, st, sink)?,
+                }
+            }
+            other => run_op(other, b, st, sink)?,
+        }
     }
+    Ok(())
+}
+
+/// The index of the first NUL of `s`: the first 16 bytes word by word
+/// (most strings of a trace are short), the rest with `memchr`.
+#[inline(always)]
+fn nul(s: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    for k in [0, 8] {
+        let Some(w) = s.get(k..k + 8) else { break };
+        let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        // The lowest byte that is zero sets its high bit (exact for the
+        // lowest one; higher ones may be false positives).
+        let z = w.wrapping_sub(LO) & !w & HI;
+        if z != 0 {
+            return Some(k + (z.trailing_zeros() / 8) as usize);
+        }
+        if k == 8 {
+            return memchr::memchr(0, &s[16..]).map(|i| i + 16);
+        }
+    }
+    memchr::memchr(0, s)
+}
+
+/// A NUL-terminated string at a byte boundary.
+#[inline(always)]
+fn run_str<S: Sink>(b: &mut Bits<'_>, sink: &mut S) -> Result<(), RunError> {
+    align(b, 8)?;
+    let start = (b.pos / 8) as usize;
+    let end = ((b.end / 8) as usize).min(b.buf.len());
+    let rest = b.buf.get(start..end).unwrap_or(&[]);
+    let n = nul(rest).ok_or_else(|| {
+        err(
+            b,
+            "a string has no NUL before the end of the packet content",
+        )
+    })?;
+    sink.string(&rest[..n]);
+    b.pos += (n as u64 + 1) * 8;
     Ok(())
 }
 
@@ -571,21 +831,7 @@ fn run_op<S: Sink>(
             float_value(*bits, raw, sink);
             Ok(())
         }
-        Op::Str => {
-            align(b, 8)?;
-            let start = (b.pos / 8) as usize;
-            let end = ((b.end / 8) as usize).min(b.buf.len());
-            let rest = b.buf.get(start..end).unwrap_or(&[]);
-            let n = rest.iter().position(|&c| c == 0).ok_or_else(|| {
-                err(
-                    b,
-                    "a string has no NUL before the end of the packet content",
-                )
-            })?;
-            sink.string(&rest[..n]);
-            b.pos += (n as u64 + 1) * 8;
-            Ok(())
-        }
+        Op::Str => run_str(b, sink),
         Op::Struct { align: a, body } => {
             align(b, *a)?;
             sink.begin_struct();
@@ -741,12 +987,10 @@ impl<'t> Compiler<'t> {
             body.push(field(&f.name, op));
         }
         let a = u64::from(struct_align(s));
-        Ok(ScopePlan {
-            ops: vec![Op::Struct {
-                align: a,
-                body: fuse(body, a),
-            }],
-        })
+        Ok(ScopePlan::new(vec![Op::Struct {
+            align: a,
+            body: fuse(body, a),
+        }]))
     }
 
     fn slot_for(&mut self, id: FieldId) -> usize {
