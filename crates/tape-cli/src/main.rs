@@ -11,8 +11,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tape_ctf::fast::{
-    nine_digits, write_event_line, FastMerge, FastStream, JsonSink, Step, TracePlan,
+    nine_digits, open_streams, write_line_prefix, FastMerge, FastStream, JsonSink, Step, TracePlan,
 };
+use tape_ctf::parallel::{render_merged, Piece, Render};
 use tape_ctf::plan::{Discard, Sink};
 use tape_ctf::read::{find_traces, TraceDir};
 
@@ -168,26 +169,48 @@ struct TimeText {
 
 impl TimeText {
     fn write(&mut self, out: &mut Vec<u8>, ns: i128) {
-        let secs = ns.div_euclid(1_000_000_000);
+        // i64 arithmetic when it fits (an i128 division is a library call).
+        let (secs, sub) = match i64::try_from(ns) {
+            Ok(ns) => (
+                i128::from(ns.div_euclid(1_000_000_000)),
+                ns.rem_euclid(1_000_000_000) as u64,
+            ),
+            Err(_) => (
+                ns.div_euclid(1_000_000_000),
+                ns.rem_euclid(1_000_000_000) as u64,
+            ),
+        };
         if self.second != Some(secs) {
             self.second = Some(secs);
             self.hms = local_hms(secs).into_bytes();
         }
         out.extend_from_slice(&self.hms);
         out.push(b'.');
-        nine_digits(out, ns.rem_euclid(1_000_000_000) as u64);
+        nine_digits(out, sub);
     }
 }
 
 fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
     let traces = open(paths)?;
-    let mut merge = FastMerge::filtered(&traces, |p| match (&sel.streams, p.file_name()) {
+    let mut streams = open_streams(&traces)?;
+    streams.retain(|s| match (&sel.streams, s.path().file_name()) {
         (Some(g), Some(n)) => g.is_match(n),
         _ => true,
-    })?;
-    if sel.format == Format::Json {
-        merge.render_json();
+    });
+    let render = match sel.format {
+        Format::Text => Render::Text,
+        Format::Json => Render::Json,
+    };
+    if render == Render::Json {
+        streams.iter_mut().for_each(FastStream::render_json);
     }
+    let in_range = |t: Option<i128>| match t {
+        Some(t) => sel.begin.is_none_or(|b| t >= b) && sel.end.is_none_or(|e| t <= e),
+        None => sel.begin.is_none() && sel.end.is_none(),
+    };
+    let shown = |class: &tape_ctf::EventClass, t: Option<i128>| {
+        in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name))
+    };
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
     let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
@@ -195,25 +218,12 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
     let mut time: Vec<u8> = Vec::with_capacity(32);
     let mut prev: Option<i128> = None;
     let mut lost_total = 0u64;
-    let in_range = |t: Option<i128>| match t {
-        Some(t) => sel.begin.is_none_or(|b| t >= b) && sel.end.is_none_or(|e| t <= e),
-        None => sel.begin.is_none() && sel.end.is_none(),
-    };
-    while let Some(step) = merge.next() {
-        match step.map_err(|e| e.to_string())? {
-            Step::Event(stream, t) => {
-                let wanted = in_range(t)
-                    && match (&sel.events, stream.class()) {
-                        (Some(g), Some(c)) => g.is_match(&c.name),
-                        _ => true,
-                    };
-                if !wanted {
-                    stream.emit(&mut Discard).map_err(|e| e.to_string())?;
-                    continue;
-                }
-                if sel.format == Format::Json {
-                    json_line(&mut out, t, stream).map_err(|e| e.to_string())?;
-                } else {
+    let mut closed = false;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let r = render_merged(streams, render, shown, threads, |piece| {
+        match piece {
+            Piece::Event(t, text) => {
+                if render == Render::Text {
                     time.clear();
                     match t {
                         Some(ns) if sel.clock_seconds => time.extend_from_slice(
@@ -231,21 +241,20 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
                         (Some(p), Some(n)) => Some(n - p),
                         _ => None,
                     };
-                    write_event_line(&mut out, &time, delta, stream).map_err(|e| e.to_string())?;
+                    write_line_prefix(&mut out, &time, delta);
                 }
+                out.extend_from_slice(text);
                 prev = t.or(prev);
             }
-            Step::Lost(stream, n, t) => {
+            Piece::Lost(path, n, t) => {
                 lost_total += n;
                 if in_range(t) || t.is_none() {
                     let line = match sel.format {
-                        Format::Text => {
-                            format!("[LOST {n} EVENTS] in {}\n", stream.path().display())
-                        }
+                        Format::Text => format!("[LOST {n} EVENTS] in {}\n", path.display()),
                         Format::Json => format!(
                             "{{\"lost\":{n},\"time_ns\":{},\"stream\":{}}}\n",
                             t.map_or("null".into(), |t| t.to_string()),
-                            json_string(&stream.path().display().to_string())
+                            json_string(&path.display().to_string())
                         ),
                     };
                     out.extend_from_slice(line.as_bytes());
@@ -254,41 +263,20 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
         }
         if out.len() >= 1 << 20 {
             if stdout.write_all(&out).is_err() {
-                return Ok(()); // closed pipe (head, less)
+                closed = true; // closed pipe (head, less)
+                return false;
             }
             out.clear();
         }
+        true
+    });
+    r.map_err(|e| e.to_string())?;
+    if !closed {
+        let _ = stdout.write_all(&out).and_then(|()| stdout.flush());
     }
-    let _ = stdout.write_all(&out).and_then(|()| stdout.flush());
     if lost_total > 0 {
         eprintln!("tape: {lost_total} events were lost (discarded by the tracer)");
     }
-    Ok(())
-}
-
-/// One event as a JSON object: time, name, stream, packet context and the
-/// event's scopes (`stream_context`, `context`, `fields`).
-fn json_line(
-    out: &mut Vec<u8>,
-    t: Option<i128>,
-    stream: &mut FastStream,
-) -> Result<(), tape_ctf::decode::DecodeError> {
-    out.extend_from_slice(b"{\"time_ns\":");
-    out.extend_from_slice(t.map_or("null".into(), |t| t.to_string()).as_bytes());
-    out.extend_from_slice(b",\"name\":");
-    let name = stream.class().map(|c| c.name.clone()).unwrap_or_default();
-    out.extend_from_slice(json_string(&name).as_bytes());
-    out.extend_from_slice(b",\"stream\":");
-    out.extend_from_slice(json_string(&stream.path().display().to_string()).as_bytes());
-    out.extend_from_slice(b",\"packet_context\":");
-    if stream.packet_text.is_empty() {
-        out.extend_from_slice(b"null");
-    } else {
-        out.extend_from_slice(&stream.packet_text);
-    }
-    let mut sink = JsonSink::in_object(out, 4);
-    stream.emit(&mut sink)?;
-    out.extend_from_slice(b"}\n");
     Ok(())
 }
 

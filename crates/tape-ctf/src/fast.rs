@@ -1024,6 +1024,20 @@ const DIGITS2: &[u8; 200] = b"0001020304050607080910111213141516171819\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
+/// Compiles the plans of `traces` and opens all their streams.
+pub fn open_streams(traces: &[TraceDir]) -> Result<Vec<FastStream>, String> {
+    let mut streams = Vec::new();
+    for t in traces {
+        let plan = Arc::new(
+            TracePlan::new(&t.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?,
+        );
+        for s in &t.streams {
+            streams.push(FastStream::open(plan.clone(), s).map_err(|e| e.to_string())?);
+        }
+    }
+    Ok(streams)
+}
+
 /// Streams of several traces, merged in time order.
 pub struct FastMerge {
     streams: Vec<FastStream>,
@@ -1060,16 +1074,7 @@ impl FastMerge {
 
     /// Opens every stream of `traces`.
     pub fn new(traces: &[TraceDir]) -> Result<FastMerge, String> {
-        let mut streams = Vec::new();
-        for t in traces {
-            let plan = Arc::new(
-                TracePlan::new(&t.trace)
-                    .map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?,
-            );
-            for s in &t.streams {
-                streams.push(FastStream::open(plan.clone(), s).map_err(|e| e.to_string())?);
-            }
-        }
+        let streams = open_streams(traces)?;
         Ok(FastMerge {
             streams,
             heap: BinaryHeap::new(),
@@ -1135,20 +1140,32 @@ pub fn write_event_line(
     delta_ns: Option<i128>,
     stream: &mut FastStream,
 ) -> Result<(), DecodeError> {
+    write_line_prefix(out, time, delta_ns);
+    write_event_rest(out, stream)
+}
+
+/// The start of an event line: `[time] (+delta) `.
+pub fn write_line_prefix(out: &mut Vec<u8>, time: &[u8], delta_ns: Option<i128>) {
     out.push(b'[');
     out.extend_from_slice(time);
     out.extend_from_slice(b"] ");
     match delta_ns {
         Some(d) => {
-            let d = d.max(0);
+            // u64 arithmetic (an i128 division is a slow library call).
+            let d = u64::try_from(d.max(0)).unwrap_or(u64::MAX);
             out.extend_from_slice(b"(+");
-            write_uint(out, (d / 1_000_000_000) as u64, Base::Decimal);
+            write_uint(out, d / 1_000_000_000, Base::Decimal);
             out.push(b'.');
-            nine_digits(out, (d % 1_000_000_000) as u64);
+            nine_digits(out, d % 1_000_000_000);
             out.extend_from_slice(b") ");
         }
         None => out.extend_from_slice(b"(+?.?????????) "),
     }
+}
+
+/// The rest of an event line after [`write_line_prefix`]: `host name:`,
+/// the packet context and the event's scopes, and a newline.
+pub fn write_event_rest(out: &mut Vec<u8>, stream: &mut FastStream) -> Result<(), DecodeError> {
     if let Some(h) = &stream.plan.host {
         out.extend_from_slice(h.as_bytes());
         out.push(b' ');
@@ -1162,6 +1179,35 @@ pub fn write_event_line(
     let mut sink = TextSink::new(out, &[]).after_scope(written);
     stream.emit(&mut sink)?;
     out.push(b'\n');
+    Ok(())
+}
+
+/// One event as a JSON object on its own line: time, name, stream, packet
+/// context and the event's scopes (`stream_context`, `context`, `fields`).
+pub fn write_json_line(
+    out: &mut Vec<u8>,
+    t: Option<i128>,
+    stream: &mut FastStream,
+) -> Result<(), DecodeError> {
+    out.extend_from_slice(b"{\"time_ns\":");
+    match t {
+        Some(t) => out.extend_from_slice(t.to_string().as_bytes()),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"name\":");
+    let name = stream.class().map(|c| c.name.clone()).unwrap_or_default();
+    JsonSink::new(out).string(name.as_bytes());
+    out.extend_from_slice(b",\"stream\":");
+    JsonSink::new(out).string(stream.path().display().to_string().as_bytes());
+    out.extend_from_slice(b",\"packet_context\":");
+    if stream.packet_text.is_empty() {
+        out.extend_from_slice(b"null");
+    } else {
+        out.extend_from_slice(&stream.packet_text);
+    }
+    let mut sink = JsonSink::in_object(out, 4);
+    stream.emit(&mut sink)?;
+    out.extend_from_slice(b"}\n");
     Ok(())
 }
 

@@ -37,6 +37,7 @@
 pub mod decode;
 pub mod fast;
 mod lexer;
+pub mod parallel;
 mod parse;
 pub mod plan;
 pub mod read;

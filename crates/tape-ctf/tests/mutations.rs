@@ -10,59 +10,12 @@
 #[path = "support/shared.rs"]
 mod shared;
 
+#[path = "support/mutate.rs"]
+mod mutate;
+use mutate::{mutate, Rng};
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn mutate(rng: &mut Rng, data: &mut Vec<u8>) {
-    if data.is_empty() {
-        data.push(rng.next() as u8);
-        return;
-    }
-    for _ in 0..1 + rng.below(4) {
-        let i = rng.below(data.len());
-        match rng.below(6) {
-            0 => data[i] ^= 1 << rng.below(8),
-            1 => data[i] = rng.next() as u8,
-            2 => data.truncate(i),
-            3 => data.insert(i, rng.next() as u8),
-            4 => {
-                // An 8-byte little-endian value: sizes, lengths, ids.
-                let v = match rng.below(3) {
-                    0 => u64::MAX,
-                    1 => rng.next(),
-                    _ => rng.next() % 4096,
-                };
-                for (k, b) in v.to_le_bytes().iter().enumerate() {
-                    if let Some(x) = data.get_mut(i + k) {
-                        *x = *b;
-                    }
-                }
-            }
-            _ => {
-                let j = rng.below(data.len());
-                data.swap(i, j);
-            }
-        }
-        if data.is_empty() {
-            return;
-        }
-    }
-}
 
 fn suites() -> Option<PathBuf> {
     shared::suite("")
