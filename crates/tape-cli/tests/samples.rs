@@ -38,7 +38,7 @@ const CASES: [(&str, &str, Option<&str>); 3] = [
 /// The event name of one of babeltrace2's lines: the last word before the
 /// first `": "` after the time and delta.
 fn bt2_event_name(line: &str) -> &str {
-    let rest = line.splitn(3, ") ").nth(1).unwrap_or("");
+    let rest = line.split(") ").nth(1).unwrap_or("");
     let head = rest.split(": ").next().unwrap_or("");
     head.rsplit(' ').next().unwrap_or("").trim_end_matches(':')
 }

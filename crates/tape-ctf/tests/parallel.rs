@@ -226,7 +226,7 @@ fn same_first_error_on_mutated_traces() {
     trace_dirs(&root, &mut dirs);
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("parallel-mutations-{}", std::process::id()));
-    let mut rng = mutate::Rng(0x5eed_0f_7a9e_0002);
+    let mut rng = mutate::Rng(0x005e_ed0f_7a9e_0002);
     let (mut runs, mut errors) = (0, 0);
     for dir in &dirs {
         let files: Vec<(std::ffi::OsString, Vec<u8>)> = std::fs::read_dir(dir)
