@@ -10,10 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tape_ctf::fast::{
-    nine_digits, open_streams, write_line_prefix, FastMerge, FastStream, JsonSink, Step, TracePlan,
-};
-use tape_ctf::parallel::{render_merged, Piece, Render};
+use tape_ctf::fast::{open_streams, write_nine, FastMerge, FastStream, JsonSink, Step, TracePlan};
+use tape_ctf::parallel::{render_merged, Piece, Render, TimeText};
 use tape_ctf::plan::{Discard, Sink};
 use tape_ctf::read::{find_traces, TraceDir};
 
@@ -159,16 +157,28 @@ fn open(paths: &[PathBuf]) -> Result<Vec<TraceDir>, String> {
     Ok(all)
 }
 
-/// `HH:MM:SS.nnnnnnnnn` in the local time zone, the broken-down time cached
-/// per second.
-#[derive(Default)]
-struct TimeText {
+/// The time of a line: `HH:MM:SS.nnnnnnnnn` in the local time zone (the
+/// broken-down time cached per second), or seconds since the epoch.
+#[derive(Clone, Default)]
+struct LineTime {
+    seconds: bool,
     second: Option<i128>,
     hms: Vec<u8>,
 }
 
-impl TimeText {
+impl TimeText for LineTime {
     fn write(&mut self, out: &mut Vec<u8>, ns: i128) {
+        if self.seconds {
+            out.extend_from_slice(
+                format!(
+                    "{}.{:09}",
+                    ns.div_euclid(1_000_000_000),
+                    ns.rem_euclid(1_000_000_000)
+                )
+                .as_bytes(),
+            );
+            return;
+        }
         // i64 arithmetic when it fits (an i128 division is a library call).
         let (secs, sub) = match i64::try_from(ns) {
             Ok(ns) => (
@@ -184,9 +194,13 @@ impl TimeText {
             self.second = Some(secs);
             self.hms = local_hms(secs).into_bytes();
         }
-        out.extend_from_slice(&self.hms);
+        match <[u8; 8]>::try_from(self.hms.as_slice()) {
+            // The common case, a fixed-size append.
+            Ok(hms) => out.extend_from_slice(&hms),
+            Err(_) => out.extend_from_slice(&self.hms),
+        }
         out.push(b'.');
-        nine_digits(out, sub);
+        write_nine(out, sub);
     }
 }
 
@@ -198,10 +212,13 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
         _ => true,
     });
     let render = match sel.format {
-        Format::Text => Render::Text,
+        Format::Text => Render::Text(LineTime {
+            seconds: sel.clock_seconds,
+            ..LineTime::default()
+        }),
         Format::Json => Render::Json,
     };
-    if render == Render::Json {
+    if sel.format == Format::Json {
         streams.iter_mut().for_each(FastStream::render_json);
     }
     let in_range = |t: Option<i128>| match t {
@@ -214,38 +231,12 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
     let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
-    let mut clock = TimeText::default();
-    let mut time: Vec<u8> = Vec::with_capacity(32);
-    let mut prev: Option<i128> = None;
     let mut lost_total = 0u64;
     let mut closed = false;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let r = render_merged(streams, render, shown, threads, |piece| {
         match piece {
-            Piece::Event(t, text) => {
-                if render == Render::Text {
-                    time.clear();
-                    match t {
-                        Some(ns) if sel.clock_seconds => time.extend_from_slice(
-                            format!(
-                                "{}.{:09}",
-                                ns.div_euclid(1_000_000_000),
-                                ns.rem_euclid(1_000_000_000)
-                            )
-                            .as_bytes(),
-                        ),
-                        Some(ns) => clock.write(&mut time, ns),
-                        None => time.extend_from_slice(b"??:??:??.?????????"),
-                    }
-                    let delta = match (prev, t) {
-                        (Some(p), Some(n)) => Some(n - p),
-                        _ => None,
-                    };
-                    write_line_prefix(&mut out, &time, delta);
-                }
-                out.extend_from_slice(text);
-                prev = t.or(prev);
-            }
+            Piece::Event(_, line) => out.extend_from_slice(line),
             Piece::Lost(path, n, t) => {
                 lost_total += n;
                 if in_range(t) || t.is_none() {

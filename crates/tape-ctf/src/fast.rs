@@ -781,8 +781,7 @@ impl Sink for TextSink<'_> {
     #[inline]
     fn field_with_text(&mut self, name: &str, sep: &[u8]) {
         if let Some(first) = self.member(name) {
-            self.out
-                .extend_from_slice(if first { &sep[1..] } else { sep });
+            put(self.out, if first { &sep[1..] } else { sep });
         }
     }
 
@@ -870,10 +869,8 @@ impl Sink for TextSink<'_> {
             return;
         }
         self.out.push(b'"');
-        if s.iter()
-            .all(|&c| c >= 0x20 && c != b'"' && c != b'\\' && c < 0x80)
-        {
-            self.out.extend_from_slice(s);
+        if plain(s) {
+            put(self.out, s);
         } else {
             let mut t = String::new();
             crate::text::string(&mut t, &String::from_utf8_lossy(s));
@@ -961,6 +958,123 @@ impl Sink for TextSink<'_> {
     }
 }
 
+/// Whether `s` prints as it is between quotes: no control character, no
+/// `"`, no `\\`, no byte of a multi-byte character (8 bytes at a time).
+#[inline]
+fn plain(s: &[u8]) -> bool {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    // A byte of `w` equal to zero sets its high bit in `zero(w)` (the
+    // lowest one exactly; any one is enough here).
+    let zero = |w: u64| w.wrapping_sub(LO) & !w & HI;
+    let mut chunks = s.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        let bad = (w & HI)                  // >= 0x80
+            | zero(w & !(LO * 0x1f))        // < 0x20: no bit above the low five
+            | zero(w ^ (LO * u64::from(b'"')))
+            | zero(w ^ (LO * u64::from(b'\\')));
+        if bad != 0 {
+            return false;
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .all(|&c| c >= 0x20 && c != b'"' && c != b'\\' && c < 0x80)
+}
+
+/// Appends `s` to `out`. Up to 16 bytes without a call to `memcpy`: two
+/// fixed-size appends that overlap (the first is cut back before the
+/// second), each a single store. Most pieces of a text line are that short.
+#[inline(always)]
+pub fn put(out: &mut Vec<u8>, s: &[u8]) {
+    let n = s.len();
+    let len = out.len();
+    if (8..=16).contains(&n) {
+        let head: [u8; 8] = s[..8].try_into().expect("8 bytes");
+        let tail: [u8; 8] = s[n - 8..].try_into().expect("8 bytes");
+        out.extend_from_slice(&head);
+        out.truncate(len + n - 8);
+        out.extend_from_slice(&tail);
+    } else if (4..8).contains(&n) {
+        let head: [u8; 4] = s[..4].try_into().expect("4 bytes");
+        let tail: [u8; 4] = s[n - 4..].try_into().expect("4 bytes");
+        out.extend_from_slice(&head);
+        out.truncate(len + n - 4);
+        out.extend_from_slice(&tail);
+    } else if n < 4 {
+        for &c in s {
+            out.push(c);
+        }
+    } else {
+        out.extend_from_slice(s);
+    }
+}
+
+/// The two ASCII digits of `k < 100`, the first in the low byte.
+#[inline(always)]
+fn pair(k: u64) -> u64 {
+    let k = k as usize;
+    u64::from(DIGITS2[2 * k]) | u64::from(DIGITS2[2 * k + 1]) << 8
+}
+
+/// The eight ASCII digits of `v < 10^8`, zero padded, the first in the
+/// low byte: built in a register, stored at once.
+#[inline(always)]
+fn eight(v: u64) -> u64 {
+    let (hi, lo) = (v / 10_000, v % 10_000);
+    pair(hi / 100) | pair(hi % 100) << 16 | pair(lo / 100) << 32 | pair(lo % 100) << 48
+}
+
+/// Appends the last `n` (1 to 8) of the eight digits in `w`.
+#[inline(always)]
+fn put_digits(out: &mut Vec<u8>, w: u64, n: usize) {
+    let len = out.len();
+    out.extend_from_slice(&(w >> (8 * (8 - n))).to_le_bytes());
+    out.truncate(len + n);
+}
+
+/// The number of decimal digits of `v < 10^8`.
+#[inline(always)]
+fn digits(v: u64) -> usize {
+    v.checked_ilog10().unwrap_or(0) as usize + 1
+}
+
+/// Appends `v` in decimal.
+#[inline]
+pub fn write_decimal(out: &mut Vec<u8>, v: u64) {
+    const E8: u64 = 100_000_000;
+    if v < E8 {
+        put_digits(out, eight(v), digits(v));
+    } else if v < E8 * E8 {
+        let (hi, lo) = (v / E8, v % E8);
+        put_digits(out, eight(hi), digits(hi));
+        out.extend_from_slice(&eight(lo).to_le_bytes());
+    } else {
+        let (top, mid, lo) = (v / (E8 * E8), (v / E8) % E8, v % E8);
+        put_digits(out, eight(top), digits(top));
+        out.extend_from_slice(&eight(mid).to_le_bytes());
+        out.extend_from_slice(&eight(lo).to_le_bytes());
+    }
+}
+
+/// Appends nine digits, zero padded (the nanoseconds of a time).
+#[inline]
+pub fn write_nine(out: &mut Vec<u8>, v: u64) {
+    let v = v % 1_000_000_000;
+    out.push(b'0' + (v / 100_000_000) as u8);
+    out.extend_from_slice(&eight(v % 100_000_000).to_le_bytes());
+}
+
+/// Writes nine digits, zero padded, over `place[..9]`.
+#[inline]
+pub fn nine_into(place: &mut [u8], v: u64) {
+    let v = v % 1_000_000_000;
+    place[0] = b'0' + (v / 100_000_000) as u8;
+    place[1..9].copy_from_slice(&eight(v % 100_000_000).to_le_bytes());
+}
+
 /// An unsigned integer in a base, as babeltrace2 prints it.
 #[inline]
 pub fn write_uint(out: &mut Vec<u8>, v: u64, base: Base) {
@@ -968,24 +1082,7 @@ pub fn write_uint(out: &mut Vec<u8>, v: u64, base: Base) {
     let mut i = buf.len();
     let mut x = v;
     match base {
-        Base::Decimal => {
-            // Constant divisors: the compiler turns them into multiplications.
-            while x >= 100 {
-                let d = (x % 100) as usize;
-                x /= 100;
-                i -= 2;
-                buf[i..i + 2].copy_from_slice(&DIGITS2[2 * d..2 * d + 2]);
-            }
-            if x >= 10 {
-                i -= 2;
-                let d = x as usize;
-                buf[i..i + 2].copy_from_slice(&DIGITS2[2 * d..2 * d + 2]);
-            } else {
-                i -= 1;
-                buf[i] = b'0' + x as u8;
-            }
-            out.extend_from_slice(&buf[i..]);
-        }
+        Base::Decimal => write_decimal(out, v),
         Base::Hexadecimal => {
             loop {
                 i -= 1;
@@ -1146,35 +1243,60 @@ pub fn write_event_line(
 
 /// The start of an event line: `[time] (+delta) `.
 pub fn write_line_prefix(out: &mut Vec<u8>, time: &[u8], delta_ns: Option<i128>) {
-    out.push(b'[');
-    out.extend_from_slice(time);
-    out.extend_from_slice(b"] ");
+    // Assembled on the stack and appended at once: one copy per line.
+    let mut b = [0u8; 96];
+    let mut k = 0;
+    if time.len() <= 40 {
+        b[0] = b'[';
+        b[1..1 + time.len()].copy_from_slice(time);
+        k = 1 + time.len();
+        b[k..k + 2].copy_from_slice(b"] ");
+        k += 2;
+    } else {
+        out.push(b'[');
+        out.extend_from_slice(time);
+        out.extend_from_slice(b"] ");
+    }
     match delta_ns {
         Some(d) => {
             // u64 arithmetic (an i128 division is a slow library call).
             let d = u64::try_from(d.max(0)).unwrap_or(u64::MAX);
-            out.extend_from_slice(b"(+");
-            write_uint(out, d / 1_000_000_000, Base::Decimal);
-            out.push(b'.');
-            nine_digits(out, d % 1_000_000_000);
-            out.extend_from_slice(b") ");
+            b[k..k + 2].copy_from_slice(b"(+");
+            k += 2;
+            let secs = d / 1_000_000_000;
+            if secs < 10 {
+                b[k] = b'0' + secs as u8;
+                k += 1;
+            } else {
+                out.extend_from_slice(&b[..k]);
+                k = 0;
+                write_uint(out, secs, Base::Decimal);
+            }
+            b[k] = b'.';
+            nine_into(&mut b[k + 1..k + 10], d);
+            b[k + 10..k + 12].copy_from_slice(b") ");
+            k += 12;
         }
-        None => out.extend_from_slice(b"(+?.?????????) "),
+        None => {
+            b[k..k + 15].copy_from_slice(b"(+?.?????????) ");
+            k += 15;
+        }
     }
+    out.extend_from_slice(&b[..k]);
 }
 
 /// The rest of an event line after [`write_line_prefix`]: `host name:`,
 /// the packet context and the event's scopes, and a newline.
 pub fn write_event_rest(out: &mut Vec<u8>, stream: &mut FastStream) -> Result<(), DecodeError> {
     if let Some(h) = &stream.plan.host {
-        out.extend_from_slice(h.as_bytes());
+        put(out, h.as_bytes());
         out.push(b' ');
     }
     if let Some(c) = stream.class() {
-        out.extend_from_slice(c.name.as_bytes());
+        put(out, c.name.as_bytes());
     }
     out.push(b':');
-    out.extend_from_slice(&stream.packet_text);
+    put(out, &stream.packet_text);
     let written = !stream.packet_text.is_empty();
     let mut sink = TextSink::new(out, &[]).after_scope(written);
     stream.emit(&mut sink)?;
@@ -1213,15 +1335,7 @@ pub fn write_json_line(
 
 /// Nine digits, zero padded (the nanoseconds of a time).
 pub fn nine_digits(out: &mut Vec<u8>, v: u64) {
-    let mut b = [b'0'; 9];
-    let mut x = v % 1_000_000_000;
-    for i in (1..9).step_by(2).rev() {
-        let d = (x % 100) as usize;
-        x /= 100;
-        b[i..i + 2].copy_from_slice(&DIGITS2[2 * d..2 * d + 2]);
-    }
-    b[0] = b'0' + x as u8;
-    out.extend_from_slice(&b);
+    write_nine(out, v);
 }
 
 /// Builds [`Value`]s: each scope given to the sink becomes one struct in
@@ -1527,5 +1641,65 @@ impl Sink for JsonSink<'_> {
         self.stack.pop();
         self.out.push(b'}');
         self.after_value();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_appends_every_length() {
+        let src: Vec<u8> = (b'a'..=b'z').chain(b'A'..=b'Z').collect();
+        for n in 0..=40 {
+            for prefix in [0, 1, 7] {
+                let mut out = vec![b'#'; prefix];
+                put(&mut out, &src[..n]);
+                assert_eq!(&out[prefix..], &src[..n], "length {n} after {prefix}");
+                assert!(out[..prefix].iter().all(|&c| c == b'#'));
+            }
+        }
+    }
+
+    #[test]
+    fn decimal_digits_as_std_writes_them() {
+        let mut cases = vec![0, 1, 9, 10, 99, 100, 12_345_678, u64::MAX];
+        for k in 0..20 {
+            let p = 10u64.pow(k);
+            cases.extend([p - 1, p, p + 1]);
+        }
+        for v in cases {
+            let mut out = b"x".to_vec();
+            write_decimal(&mut out, v);
+            assert_eq!(out, format!("x{v}").into_bytes(), "{v}");
+            let mut nine = Vec::new();
+            write_nine(&mut nine, v);
+            assert_eq!(nine, format!("{:09}", v % 1_000_000_000).into_bytes());
+            let mut place = [0u8; 9];
+            nine_into(&mut place, v);
+            assert_eq!(place.as_slice(), nine.as_slice());
+        }
+    }
+
+    #[test]
+    fn plain_strings_are_those_without_escapes() {
+        for s in [
+            &b""[..],
+            b"hello-123",
+            b"0123456789abcdefXYZ",
+            b"tab\there",
+            b"quote\"",
+            b"back\\slash",
+            b"caf\xc3\xa9",
+            b"\x7f",
+            b"ends with newline\n",
+            b"\x1f is a control",
+            b"0123456789abcdef\x01",
+        ] {
+            let want = s
+                .iter()
+                .all(|&c| (0x20..0x80).contains(&c) && c != b'"' && c != b'\\');
+            assert_eq!(plain(s), want, "{:?}", String::from_utf8_lossy(s));
+        }
     }
 }

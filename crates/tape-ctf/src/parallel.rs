@@ -34,8 +34,11 @@ use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::decode::DecodeError;
-use crate::fast::{write_event_rest, write_json_line, FastStream, Next};
+use crate::fast::{
+    nine_into, write_event_rest, write_json_line, write_nine, write_uint, FastStream, Next,
+};
 use crate::plan::Discard;
+use crate::Base;
 use crate::EventClass;
 
 /// Chunks decoded ahead per stream.
@@ -45,40 +48,71 @@ pub const AHEAD: usize = 3;
 /// still in cache when the merge copies it.
 pub const CHUNK: usize = 512;
 
+/// Writes the time of an event line (the `HH:MM:SS.nnnnnnnnn` of
+/// babeltrace2, or seconds since the epoch). Each worker has its own copy,
+/// so that it may keep a cache (the broken-down time of the last second).
+pub trait TimeText: Clone + Send {
+    /// Appends the text of time `ns` (ns since the epoch) to `out`.
+    fn write(&mut self, out: &mut Vec<u8>, ns: i128);
+}
+
 /// How the events are rendered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Render {
-    /// babeltrace2's text: the text after `[time] (+delta) `.
-    Text,
-    /// One JSON object a line, whole.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Render<T> {
+    /// babeltrace2's text lines, times written with `T`.
+    Text(T),
+    /// One JSON object a line.
     Json,
 }
 
+/// The delta placeholder of a text line, which is also what babeltrace2
+/// prints for the first event: the merge writes the real delta over it.
+const NO_DELTA: &[u8; 12] = b"+?.?????????";
+
 /// What the merge hands to the caller, in order.
 pub enum Piece<'a> {
-    /// An event shown: its time and its rendered text.
+    /// An event shown: its time and its whole line.
     Event(Option<i128>, &'a [u8]),
     /// Events lost in a stream, reported at this time.
     Lost(&'a Path, u64, Option<i128>),
 }
 
-enum Rec {
-    /// An event shown: its text ends at this offset of the chunk's text.
-    Event(Option<i128>, usize),
-    /// An event not shown (kept for the order).
-    Hidden(Option<i128>),
-    Lost(u64, Option<i128>),
-    /// An event whose decoding failed: the error comes out at its turn.
-    Failed(Option<i128>, DecodeError),
+/// One record, 32 bytes: its merge key (the time, or `i128::MIN` when
+/// there is none), what it is, and a value.
+#[derive(Clone, Copy)]
+struct Rec {
+    key: i128,
+    /// For `EVENT`, where its text ends in the chunk's text; for `LOST`,
+    /// how many; for `FAILED`, the index of its error.
+    val: u64,
+    /// For `EVENT` in text: where the delta placeholder starts in the line.
+    aux: u32,
+    kind: u8,
+    timed: bool,
 }
 
+/// An event shown.
+const EVENT: u8 = 0;
+/// An event not shown (kept for the order).
+const HIDDEN: u8 = 1;
+/// Events lost.
+const LOST: u8 = 2;
+/// An event whose decoding failed: the error comes out at its turn.
+const FAILED: u8 = 3;
+
 impl Rec {
-    fn key(&self) -> i128 {
-        match self {
-            Rec::Event(t, _) | Rec::Hidden(t) | Rec::Lost(_, t) | Rec::Failed(t, _) => {
-                t.unwrap_or(i128::MIN)
-            }
+    fn new(kind: u8, t: Option<i128>, val: u64) -> Rec {
+        Rec {
+            key: t.unwrap_or(i128::MIN),
+            val,
+            aux: 0,
+            kind,
+            timed: t.is_some(),
         }
+    }
+
+    fn time(&self) -> Option<i128> {
+        self.timed.then_some(self.key)
     }
 }
 
@@ -86,6 +120,7 @@ impl Rec {
 struct Chunk {
     text: Vec<u8>,
     recs: Vec<Rec>,
+    errors: Vec<DecodeError>,
     /// Set on the last chunk of a stream: its end, or the error that ended it.
     end: Option<Result<(), DecodeError>>,
 }
@@ -112,12 +147,19 @@ fn lock(m: &Mutex<Sched>) -> MutexGuard<'_, Sched> {
 }
 
 /// Decodes up to `max` records of `s` into chunk `c` (emptied first).
-fn decode_chunk<F>(s: &mut FastStream, render: Render, shown: &F, max: usize, mut c: Chunk) -> Chunk
+fn decode_chunk<F, T: TimeText>(
+    s: &mut FastStream,
+    render: &mut Render<T>,
+    shown: &F,
+    max: usize,
+    mut c: Chunk,
+) -> Chunk
 where
     F: Fn(&EventClass, Option<i128>) -> bool,
 {
     c.text.clear();
     c.recs.clear();
+    c.errors.clear();
     c.end = None;
     while c.recs.len() < max {
         match s.peek() {
@@ -131,23 +173,40 @@ where
             }
             Ok(Next::Lost(n, t)) => {
                 s.take_lost();
-                c.recs.push(Rec::Lost(n, t));
+                c.recs.push(Rec::new(LOST, t, n));
             }
             Ok(Next::Event(t)) => {
                 let show = s.class().is_some_and(|class| shown(class, t));
                 let r = if !show {
-                    s.emit(&mut Discard).map(|()| Rec::Hidden(t))
+                    s.emit(&mut Discard).map(|()| Rec::new(HIDDEN, t, 0))
                 } else {
+                    let start = c.text.len();
+                    let mut aux = 0;
                     let r = match render {
-                        Render::Text => write_event_rest(&mut c.text, s),
+                        Render::Text(time) => {
+                            c.text.push(b'[');
+                            match t {
+                                Some(ns) => time.write(&mut c.text, ns),
+                                None => c.text.extend_from_slice(b"??:??:??.?????????"),
+                            }
+                            c.text.extend_from_slice(b"] (");
+                            aux = (c.text.len() - start) as u32;
+                            c.text.extend_from_slice(NO_DELTA);
+                            c.text.extend_from_slice(b") ");
+                            write_event_rest(&mut c.text, s)
+                        }
                         Render::Json => write_json_line(&mut c.text, t, s),
                     };
-                    r.map(|()| Rec::Event(t, c.text.len()))
+                    r.map(|()| Rec {
+                        aux,
+                        ..Rec::new(EVENT, t, c.text.len() as u64)
+                    })
                 };
                 match r {
                     Ok(rec) => c.recs.push(rec),
                     Err(e) => {
-                        c.recs.push(Rec::Failed(t, e));
+                        c.recs.push(Rec::new(FAILED, t, c.errors.len() as u64));
+                        c.errors.push(e);
                         c.end = Some(Ok(()));
                         break;
                     }
@@ -160,8 +219,13 @@ where
 
 /// A worker: takes the stream with the fewest chunks waiting, decodes a
 /// chunk of it, until every stream is finished or the merge quits.
-fn worker<F>(shared: &Shared, streams: &[Mutex<FastStream>], render: Render, shown: &F, max: usize)
-where
+fn worker<F, T: TimeText>(
+    shared: &Shared,
+    streams: &[Mutex<FastStream>],
+    mut render: Render<T>,
+    shown: &F,
+    max: usize,
+) where
     F: Fn(&EventClass, Option<i128>) -> bool,
 {
     loop {
@@ -186,7 +250,7 @@ where
         };
         let chunk = {
             let mut s = streams[i].lock().unwrap_or_else(|e| e.into_inner());
-            decode_chunk(&mut s, render, shown, max, chunk)
+            decode_chunk(&mut s, &mut render, shown, max, chunk)
         };
         let mut g = lock(&shared.sched);
         g.busy[i] = false;
@@ -210,9 +274,9 @@ struct Cursor {
 /// every event shown and every loss, in time order (see the module docs);
 /// `shown` says which events are shown. `each` returns `false` to stop
 /// early. The first decoding error ends the merge and is returned.
-pub fn render_merged<F>(
+pub fn render_merged<F, T: TimeText>(
     streams: Vec<FastStream>,
-    render: Render,
+    render: Render<T>,
     shown: F,
     threads: usize,
     mut each: impl FnMut(Piece<'_>) -> bool,
@@ -242,10 +306,28 @@ where
         ready: Condvar::new(),
     };
     std::thread::scope(|scope| {
-        for _ in 0..threads.max(1) {
-            scope.spawn(|| worker(&shared, &streams, render, &shown, max));
+        for k in 0..threads.max(1) {
+            let (shared, streams, shown) = (&shared, &streams, &shown);
+            let render = render.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("tape-render-{k}"))
+                .spawn_scoped(scope, move || worker(shared, streams, render, shown, max));
+            if spawned.is_err() && k == 0 {
+                // Without a single worker nothing would be decoded.
+                return Err(DecodeError {
+                    file: paths[0].clone(),
+                    packet_offset: 0,
+                    bit_offset: 0,
+                    message: "cannot start a decoding thread".into(),
+                });
+            }
         }
-        let r = merge(&shared, &paths, &mut each);
+        let r = merge(
+            &shared,
+            &paths,
+            matches!(render, Render::Text(_)),
+            &mut each,
+        );
         lock(&shared.sched).quit = true;
         shared.work.notify_all();
         r
@@ -281,7 +363,7 @@ fn advance(
     loop {
         if let Some(c) = &mut cursors[i] {
             if let Some(r) = c.chunk.recs.get(c.rec) {
-                return Ok(Some(r.key()));
+                return Ok(Some(r.key));
             }
             if let Some(end) = c.chunk.end.take() {
                 cursors[i] = None;
@@ -306,40 +388,115 @@ fn advance(
     }
 }
 
+/// Picks the stream with the least key (ties: the lower index): a scan
+/// for a few streams, a heap for many.
+enum Picker {
+    Scan(Vec<Option<i128>>),
+    Heap(BinaryHeap<Reverse<(i128, usize)>>),
+}
+
+impl Picker {
+    fn new(n: usize) -> Picker {
+        if n <= 16 {
+            Picker::Scan(vec![None; n])
+        } else {
+            Picker::Heap(BinaryHeap::with_capacity(n))
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, key: i128, i: usize) {
+        match self {
+            Picker::Scan(keys) => keys[i] = Some(key),
+            Picker::Heap(h) => h.push(Reverse((key, i))),
+        }
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Option<usize> {
+        match self {
+            Picker::Scan(keys) => {
+                let mut best: Option<(i128, usize)> = None;
+                for (i, k) in keys.iter().enumerate() {
+                    if let Some(k) = *k {
+                        if best.is_none_or(|(b, _)| k < b) {
+                            best = Some((k, i));
+                        }
+                    }
+                }
+                let (_, i) = best?;
+                keys[i] = None;
+                Some(i)
+            }
+            Picker::Heap(h) => h.pop().map(|Reverse((_, i))| i),
+        }
+    }
+}
+
 fn merge(
     shared: &Shared,
     paths: &[std::path::PathBuf],
+    text: bool,
     each: &mut impl FnMut(Piece<'_>) -> bool,
 ) -> Result<(), DecodeError> {
+    // The time of the last event shown, and a line for the rare delta of
+    // 10 s or more (wider than its placeholder).
+    let mut prev: Option<i128> = None;
+    let mut wide: Vec<u8> = Vec::new();
     let n = paths.len();
     let mut cursors: Vec<Option<Cursor>> = (0..n).map(|_| None).collect();
-    let mut heap = BinaryHeap::with_capacity(n);
+    let mut picker = Picker::new(n);
     for i in 0..n {
         if let Some(k) = advance(shared, &mut cursors, i)? {
-            heap.push(Reverse((k, i)));
+            picker.push(k, i);
         }
     }
-    while let Some(Reverse((_, i))) = heap.pop() {
-        let c = cursors[i]
-            .as_mut()
-            .expect("a stream in the heap has a cursor");
-        let rec = std::mem::replace(&mut c.chunk.recs[c.rec], Rec::Hidden(None));
+    while let Some(i) = picker.pop() {
+        let c = cursors[i].as_mut().expect("a stream picked has a cursor");
+        let rec = c.chunk.recs[c.rec];
         c.rec += 1;
-        let go_on = match rec {
-            Rec::Event(t, end) => {
-                let text = &c.chunk.text[c.text..end];
+        let go_on = match rec.kind {
+            EVENT => {
+                let end = rec.val as usize;
+                let line = &mut c.chunk.text[c.text..end];
                 c.text = end;
-                each(Piece::Event(t, text))
+                let t = rec.time();
+                let delta = match (prev, t) {
+                    (Some(p), Some(t)) if text => {
+                        Some(u64::try_from((t - p).max(0)).unwrap_or(u64::MAX))
+                    }
+                    _ => None,
+                };
+                prev = t.or(prev);
+                let at = rec.aux as usize;
+                match delta {
+                    Some(d) if d < 10_000_000_000 => {
+                        let place = &mut line[at..at + 12];
+                        place[1] = b'0' + (d / 1_000_000_000) as u8;
+                        nine_into(&mut place[3..], d);
+                        each(Piece::Event(t, line))
+                    }
+                    Some(d) => {
+                        wide.clear();
+                        wide.extend_from_slice(&line[..at + 1]);
+                        write_uint(&mut wide, d / 1_000_000_000, Base::Decimal);
+                        wide.push(b'.');
+                        write_nine(&mut wide, d);
+                        wide.extend_from_slice(&line[at + 12..]);
+                        each(Piece::Event(t, &wide))
+                    }
+                    None => each(Piece::Event(t, line)),
+                }
             }
-            Rec::Hidden(_) => true,
-            Rec::Lost(k, t) => each(Piece::Lost(&paths[i], k, t)),
-            Rec::Failed(_, e) => return Err(e),
+            LOST => each(Piece::Lost(&paths[i], rec.val, rec.time())),
+            FAILED => return Err(c.chunk.errors.swap_remove(rec.val as usize)),
+            _ => true,
         };
         if !go_on {
             return Ok(());
         }
         if let Some(k) = advance(shared, &mut cursors, i)? {
-            heap.push(Reverse((k, i)));
+            picker.push(k, i);
         }
     }
     Ok(())

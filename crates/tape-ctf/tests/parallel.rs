@@ -13,8 +13,8 @@ mod mutate;
 
 use std::path::{Path, PathBuf};
 
-use tape_ctf::fast::{open_streams, write_event_rest, FastMerge, Step};
-use tape_ctf::parallel::{render_merged, Piece, Render};
+use tape_ctf::fast::{open_streams, write_event_rest, write_line_prefix, FastMerge, Step};
+use tape_ctf::parallel::{render_merged, Piece, Render, TimeText};
 use tape_ctf::plan::Discard;
 use tape_ctf::read::find_traces;
 use tape_ctf::EventClass;
@@ -37,7 +37,25 @@ impl Filter {
     }
 }
 
-/// Records as text lines: `E time text`, `L stream n time`, `ERR message`.
+/// Times as seconds since the origin, as `tape show --clock-seconds`.
+#[derive(Clone)]
+struct Seconds;
+
+impl TimeText for Seconds {
+    fn write(&mut self, out: &mut Vec<u8>, ns: i128) {
+        out.extend_from_slice(
+            format!(
+                "{}.{:09}",
+                ns.div_euclid(1_000_000_000),
+                ns.rem_euclid(1_000_000_000)
+            )
+            .as_bytes(),
+        );
+    }
+}
+
+/// Records as text lines: `E time line`, `L stream n time`, `ERR message`;
+/// the line with its time and its delta to the previous event shown.
 fn one_thread(dir: &Path, filter: Filter) -> Vec<String> {
     let mut out = Vec::new();
     let Ok(traces) = find_traces(dir) else {
@@ -46,6 +64,7 @@ fn one_thread(dir: &Path, filter: Filter) -> Vec<String> {
     let Ok(mut merge) = FastMerge::new(&traces) else {
         return vec!["PLAN".into()];
     };
+    let mut prev: Option<i128> = None;
     while let Some(step) = merge.next() {
         match step {
             Err(e) => {
@@ -62,7 +81,18 @@ fn one_thread(dir: &Path, filter: Filter) -> Vec<String> {
                     }
                     continue;
                 }
+                let mut time = Vec::new();
+                match t {
+                    Some(ns) => Seconds.write(&mut time, ns),
+                    None => time.extend_from_slice(b"??:??:??.?????????"),
+                }
+                let delta = match (prev, t) {
+                    (Some(p), Some(t)) => Some(t - p),
+                    _ => None,
+                };
+                prev = t.or(prev);
                 let mut text = Vec::new();
+                write_line_prefix(&mut text, &time, delta);
                 match write_event_rest(&mut text, s) {
                     Ok(()) => out.push(format!("E {t:?} {}", String::from_utf8_lossy(&text))),
                     Err(e) => {
@@ -86,7 +116,7 @@ fn threads(dir: &Path, filter: Filter, n: usize) -> Vec<String> {
     };
     let r = render_merged(
         streams,
-        Render::Text,
+        Render::Text(Seconds),
         |c, t| filter.shows(c, t),
         n,
         |piece| {
