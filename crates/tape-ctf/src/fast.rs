@@ -23,6 +23,11 @@ struct EventPlan {
     class: Arc<EventClass>,
     context: Option<ScopePlan>,
     fields: ScopePlan,
+    /// `host name:`, the start of its text lines.
+    head: Vec<u8>,
+    /// Whether its scopes (and the stream's event context) are all flat,
+    /// so that [`plan::text_flat`] renders them.
+    flat_text: bool,
 }
 
 struct StreamPlan {
@@ -161,10 +166,15 @@ impl TracePlan {
                 if events.len() <= id {
                     events.resize_with(id + 1, || None);
                 }
+                let flat_text = fields.flat
+                    && context.as_ref().is_none_or(|c| c.flat)
+                    && out[2].as_ref().is_none_or(|c| c.flat);
                 events[id] = Some(EventPlan {
                     class: Arc::new((*e).clone()),
                     context,
                     fields,
+                    head: Vec::new(),
+                    flat_text,
                 });
             }
             for _ in 0..pushed {
@@ -195,6 +205,14 @@ impl TracePlan {
                 EnvValue::Str(s) => s.clone(),
                 EnvValue::Int(i) => i.to_string(),
             });
+        for ev in plans.iter_mut().flat_map(|s| s.events.iter_mut()).flatten() {
+            if let Some(h) = &host {
+                ev.head.extend_from_slice(h.as_bytes());
+                ev.head.push(b' ');
+            }
+            ev.head.extend_from_slice(ev.class.name.as_bytes());
+            ev.head.push(b':');
+        }
         Ok(TracePlan {
             header,
             streams: plans,
@@ -804,79 +822,28 @@ impl Sink for TextSink<'_> {
 
     #[inline]
     fn sint(&mut self, v: i64, base: Base) {
-        if self.skipping {
-            return;
-        }
-        match base {
-            Base::Decimal => {
-                if v < 0 {
-                    self.out.push(b'-');
-                }
-                write_uint(self.out, v.unsigned_abs(), Base::Decimal);
-            }
-            b => write_uint(self.out, v as u64, b),
+        if !self.skipping {
+            text_sint(self.out, v, base);
         }
     }
 
     fn enumeration(&mut self, v: i128, e: &Enum) {
-        if self.skipping {
-            return;
+        if !self.skipping {
+            text_enum(self.out, v, e);
         }
-        let labels: Vec<&str> = e
-            .entries
-            .iter()
-            .filter(|x| x.start <= v && v <= x.end)
-            .map(|x| x.label.as_str())
-            .collect();
-        self.out.extend_from_slice(b"( ");
-        match labels.as_slice() {
-            [] => self.out.extend_from_slice(b"<unknown>"),
-            [one] => {
-                self.out.push(b'"');
-                self.out.extend_from_slice(one.as_bytes());
-                self.out.push(b'"');
-            }
-            many => {
-                self.out.extend_from_slice(b"{ ");
-                for (i, l) in many.iter().enumerate() {
-                    if i > 0 {
-                        self.out.extend_from_slice(b", ");
-                    }
-                    self.out.push(b'"');
-                    self.out.extend_from_slice(l.as_bytes());
-                    self.out.push(b'"');
-                }
-                self.out.extend_from_slice(b" }");
-            }
-        }
-        self.out.extend_from_slice(b" : container = ");
-        self.out.extend_from_slice(v.to_string().as_bytes());
-        self.out.extend_from_slice(b" )");
     }
 
     fn float(&mut self, v: f64) {
-        if self.skipping {
-            return;
+        if !self.skipping {
+            text_float(self.out, v);
         }
-        let mut s = String::new();
-        crate::text::float(&mut s, v);
-        self.out.extend_from_slice(s.as_bytes());
     }
 
     #[inline]
     fn string(&mut self, s: &[u8]) {
-        if self.skipping {
-            return;
+        if !self.skipping {
+            text_string(self.out, s);
         }
-        self.out.push(b'"');
-        if plain(s) {
-            put(self.out, s);
-        } else {
-            let mut t = String::new();
-            crate::text::string(&mut t, &String::from_utf8_lossy(s));
-            self.out.extend_from_slice(&t.as_bytes()[1..t.len() - 1]);
-        }
-        self.out.push(b'"');
     }
 
     #[inline]
@@ -956,6 +923,76 @@ impl Sink for TextSink<'_> {
         }
         self.out.extend_from_slice(b" }");
     }
+}
+
+/// A signed integer as babeltrace2 prints it (other bases: the bits).
+#[inline]
+pub(crate) fn text_sint(out: &mut Vec<u8>, v: i64, base: Base) {
+    match base {
+        Base::Decimal => {
+            if v < 0 {
+                out.push(b'-');
+            }
+            write_decimal(out, v.unsigned_abs());
+        }
+        b => write_uint(out, v as u64, b),
+    }
+}
+
+/// An enumeration value: `( "LABEL" : container = V )`, several labels in
+/// braces, `<unknown>` for none.
+pub(crate) fn text_enum(out: &mut Vec<u8>, v: i128, e: &Enum) {
+    let labels: Vec<&str> = e
+        .entries
+        .iter()
+        .filter(|x| x.start <= v && v <= x.end)
+        .map(|x| x.label.as_str())
+        .collect();
+    out.extend_from_slice(b"( ");
+    match labels.as_slice() {
+        [] => out.extend_from_slice(b"<unknown>"),
+        [one] => {
+            out.push(b'"');
+            out.extend_from_slice(one.as_bytes());
+            out.push(b'"');
+        }
+        many => {
+            out.extend_from_slice(b"{ ");
+            for (i, l) in many.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                out.push(b'"');
+                out.extend_from_slice(l.as_bytes());
+                out.push(b'"');
+            }
+            out.extend_from_slice(b" }");
+        }
+    }
+    out.extend_from_slice(b" : container = ");
+    out.extend_from_slice(v.to_string().as_bytes());
+    out.extend_from_slice(b" )");
+}
+
+/// A floating point number as `%g`.
+pub(crate) fn text_float(out: &mut Vec<u8>, v: f64) {
+    let mut s = String::new();
+    crate::text::float(&mut s, v);
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// A string between quotes, escaped as babeltrace2 escapes it.
+#[inline]
+pub(crate) fn text_string(out: &mut Vec<u8>, s: &[u8]) {
+    out.push(b'"');
+    if plain(s) {
+        put(out, s);
+    } else {
+        let mut t = String::new();
+        crate::text::string(&mut t, &String::from_utf8_lossy(s));
+        out.extend_from_slice(&t.as_bytes()[1..t.len() - 1]);
+    }
+    out.push(b'"');
 }
 
 /// Whether `s` prints as it is between quotes: no control character, no
@@ -1288,6 +1325,43 @@ pub fn write_line_prefix(out: &mut Vec<u8>, time: &[u8], delta_ns: Option<i128>)
 /// The rest of an event line after [`write_line_prefix`]: `host name:`,
 /// the packet context and the event's scopes, and a newline.
 pub fn write_event_rest(out: &mut Vec<u8>, stream: &mut FastStream) -> Result<(), DecodeError> {
+    if let Some((idx, _)) = stream.current {
+        let sp = &stream.plan.streams[stream.stream];
+        if let Some(ev) = sp.events[idx].as_ref() {
+            let mark = out.len();
+            put(out, &ev.head);
+            put(out, &stream.packet_text);
+            if ev.flat_text {
+                let present = [
+                    sp.event_context.as_ref(),
+                    ev.context.as_ref(),
+                    Some(&ev.fields),
+                ];
+                let mut scopes: [&ScopePlan; 3] = [&ev.fields; 3];
+                let mut k = 0;
+                for s in present.into_iter().flatten() {
+                    scopes[k] = s;
+                    k += 1;
+                }
+                let mut b = Bits {
+                    buf: &stream.buf,
+                    pos: stream.pos,
+                    end: stream.content_end,
+                };
+                let written = !stream.packet_text.is_empty();
+                // An event of length 0 is an error the general path reports.
+                if plan::text_flat(&scopes[..k], &mut b, &mut stream.state, out, written)
+                    && (b.pos > stream.pos || sp.event_header.is_some())
+                {
+                    stream.pos = b.pos;
+                    stream.current = None;
+                    out.push(b'\n');
+                    return Ok(());
+                }
+            }
+            out.truncate(mark);
+        }
+    }
     if let Some(h) = &stream.plan.host {
         put(out, h.as_bytes());
         out.push(b' ');

@@ -542,27 +542,33 @@ fn read_bits(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<u64, RunEr
     Ok((acc & mask) as u64)
 }
 
-/// What an integer does once read: clock, slots, then the sink.
+/// An integer's value as shown.
+enum IntVal<'a> {
+    Unsigned(u64),
+    Signed(i64),
+    Enum(i128, &'a Enum),
+}
+
+/// What an integer does once read (the clock, its slots), and its value.
 #[inline(always)]
-fn int_value<S: Sink>(i: &IntOp, raw: u64, st: &mut State, sink: &mut S) {
+fn int_read<'a>(i: &'a IntOp, raw: u64, st: &mut State) -> IntVal<'a> {
     if i.clock == ClockUse::Update {
         st.update_clock(i.size, raw);
     }
+    let signed = |raw: u64| {
+        let s = 64 - i.size.clamp(1, 64);
+        ((raw << s) as i64) >> s
+    };
     if i.store.is_none() && !i.event_id && i.enumeration.is_none() {
         // The common case: no i128 work.
-        if i.signed {
-            let s = 64 - i.size.clamp(1, 64);
-            sink.sint(((raw << s) as i64) >> s, i.base);
+        return if i.signed {
+            IntVal::Signed(signed(raw))
         } else {
-            sink.uint(raw, i.base);
-        }
-        return;
+            IntVal::Unsigned(raw)
+        };
     }
-    let value: i128 = if i.signed && i.size > 0 && i.size < 64 {
-        let s = 64 - i.size;
-        i128::from(((raw << s) as i64) >> s)
-    } else if i.signed {
-        i128::from(raw as i64)
+    let value: i128 = if i.signed {
+        i128::from(signed(raw))
     } else {
         i128::from(raw)
     };
@@ -573,10 +579,117 @@ fn int_value<S: Sink>(i: &IntOp, raw: u64, st: &mut State, sink: &mut S) {
         st.slots[SLOT_EVENT_ID] = value;
     }
     match &i.enumeration {
-        Some(e) => sink.enumeration(value, e),
-        None if i.signed => sink.sint(value as i64, i.base),
-        None => sink.uint(raw, i.base),
+        Some(e) => IntVal::Enum(value, e),
+        None if i.signed => IntVal::Signed(value as i64),
+        None => IntVal::Unsigned(raw),
     }
+}
+
+/// What an integer does once read: clock, slots, then the sink.
+#[inline(always)]
+fn int_value<S: Sink>(i: &IntOp, raw: u64, st: &mut State, sink: &mut S) {
+    match int_read(i, raw, st) {
+        IntVal::Unsigned(v) => sink.uint(v, i.base),
+        IntVal::Signed(v) => sink.sint(v, i.base),
+        IntVal::Enum(v, e) => sink.enumeration(v, e),
+    }
+}
+
+/// Renders flat scopes (see [`ScopePlan::flat`]) as babeltrace2's text
+/// straight into `out`, in one loop: ` { a = 1, s = "x" }` per scope that
+/// has members (`, {` once a scope was written on the line). `false`
+/// when the event is near the end of the content or odd in any way: the
+/// caller then cuts `out` back and runs the general plan from the start,
+/// which gives the same text or the exact error. The state changes made
+/// meanwhile (clock, slots) are the ones the general plan makes again.
+pub(crate) fn text_flat(
+    scopes: &[&ScopePlan],
+    b: &mut Bits<'_>,
+    st: &mut State,
+    out: &mut Vec<u8>,
+    mut written: bool,
+) -> bool {
+    use crate::fast::{put, text_enum, text_float, text_sint, text_string, write_uint};
+    for scope in scopes {
+        let [Op::Struct { align: a, body }] = scope.ops.as_slice() else {
+            return false;
+        };
+        let p = (b.pos + a - 1) & !(a - 1);
+        if p > b.end {
+            return false;
+        }
+        b.pos = p;
+        if body.is_empty() {
+            continue;
+        }
+        put(out, if written { b", {" } else { b" {" });
+        written = true;
+        let mut first = true;
+        for op in body {
+            match op {
+                Op::Fixed(r) => {
+                    let start = (b.pos + r.align - 1) & !(r.align - 1);
+                    if start + r.bits > b.end {
+                        return false;
+                    }
+                    for (off, item) in &r.items {
+                        let Op::Field(_, sep, inner) = item else {
+                            return false;
+                        };
+                        put(out, if first { &sep[1..] } else { sep });
+                        first = false;
+                        match &**inner {
+                            Op::Int(i) => {
+                                let Some(raw) = extract(b.buf, start + off, i.size, i.order) else {
+                                    return false;
+                                };
+                                match int_read(i, raw, st) {
+                                    IntVal::Unsigned(v) => write_uint(out, v, i.base),
+                                    IntVal::Signed(v) => text_sint(out, v, i.base),
+                                    IntVal::Enum(v, e) => text_enum(out, v, e),
+                                }
+                            }
+                            Op::Float { bits, order, .. } => {
+                                let Some(raw) = extract(b.buf, start + off, *bits, *order) else {
+                                    return false;
+                                };
+                                text_float(
+                                    out,
+                                    if *bits == 32 {
+                                        f64::from(f32::from_bits(raw as u32))
+                                    } else {
+                                        f64::from_bits(raw)
+                                    },
+                                );
+                            }
+                            _ => return false,
+                        }
+                    }
+                    b.pos = start + r.bits;
+                }
+                Op::Field(_, sep, inner) if matches!(**inner, Op::Str) => {
+                    put(out, if first { &sep[1..] } else { sep });
+                    first = false;
+                    let start = (b.pos + 7) & !7;
+                    let (s0, e) = (
+                        (start / 8) as usize,
+                        ((b.end / 8) as usize).min(b.buf.len()),
+                    );
+                    let Some(rest) = b.buf.get(s0..e) else {
+                        return false;
+                    };
+                    let Some(n) = nul(rest) else {
+                        return false;
+                    };
+                    text_string(out, &rest[..n]);
+                    b.pos = start + (n as u64 + 1) * 8;
+                }
+                _ => return false,
+            }
+        }
+        put(out, b" }");
+    }
+    true
 }
 
 #[inline(always)]
