@@ -233,8 +233,9 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
     let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut lost_total = 0u64;
     let mut closed = false;
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let r = render_merged(streams, render, shown, threads, |piece| {
+    // The calling thread merges and decodes too: one worker fewer than cores.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let r = render_merged(streams, render, shown, cores - 1, |piece| {
         match piece {
             Piece::Event(_, line) => out.extend_from_slice(line),
             Piece::Lost(path, n, t) => {

@@ -46,7 +46,7 @@ pub const AHEAD: usize = 3;
 
 /// Records per chunk at most: about 50 KB of text, so that a chunk is
 /// still in cache when the merge copies it.
-pub const CHUNK: usize = 512;
+pub const CHUNK: usize = 2048;
 
 /// Writes the time of an event line (the `HH:MM:SS.nnnnnnnnn` of
 /// babeltrace2, or seconds since the epoch). Each worker has its own copy,
@@ -270,15 +270,17 @@ struct Cursor {
     text: usize,
 }
 
-/// Decodes `streams` on `threads` worker threads and calls `each` with
-/// every event shown and every loss, in time order (see the module docs);
-/// `shown` says which events are shown. `each` returns `false` to stop
-/// early. The first decoding error ends the merge and is returned.
+/// Decodes `streams` on `workers` threads (and on the calling thread when
+/// the merge would otherwise wait: 0 workers is a one-thread run) and calls
+/// `each` with every event shown and every loss, in time order (see the
+/// module docs); `shown` says which events are shown. `each` returns
+/// `false` to stop early. The first decoding error ends the merge and is
+/// returned.
 pub fn render_merged<F, T: TimeText>(
     streams: Vec<FastStream>,
     render: Render<T>,
     shown: F,
-    threads: usize,
+    workers: usize,
     mut each: impl FnMut(Piece<'_>) -> bool,
 ) -> Result<(), DecodeError>
 where
@@ -306,28 +308,23 @@ where
         ready: Condvar::new(),
     };
     std::thread::scope(|scope| {
-        for k in 0..threads.max(1) {
+        for k in 0..workers {
             let (shared, streams, shown) = (&shared, &streams, &shown);
             let render = render.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("tape-render-{k}"))
                 .spawn_scoped(scope, move || worker(shared, streams, render, shown, max));
-            if spawned.is_err() && k == 0 {
-                // Without a single worker nothing would be decoded.
-                return Err(DecodeError {
-                    file: paths[0].clone(),
-                    packet_offset: 0,
-                    bit_offset: 0,
-                    message: "cannot start a decoding thread".into(),
-                });
+            if spawned.is_err() {
+                break; // fewer workers: the merge decodes what they do not
             }
         }
-        let r = merge(
-            &shared,
-            &paths,
-            matches!(render, Render::Text(_)),
-            &mut each,
-        );
+        let text = matches!(render, Render::Text(_));
+        let mut render = render;
+        let mut decode_here = |i: usize, chunk: Chunk| {
+            let mut s = streams[i].lock().unwrap_or_else(|e| e.into_inner());
+            decode_chunk(&mut s, &mut render, &shown, max, chunk)
+        };
+        let r = merge(&shared, &paths, text, &mut decode_here, &mut each);
         lock(&shared.sched).quit = true;
         shared.work.notify_all();
         r
@@ -336,7 +333,15 @@ where
 
 /// The next chunk of stream `i`, waiting for a worker if needed; `None`
 /// when the stream is finished.
-fn next_chunk(shared: &Shared, i: usize, used: Option<Chunk>) -> Option<Chunk> {
+/// When no worker has it under way, the merge decodes the chunk itself
+/// with `decode_here` rather than sleep: one worker fewer than cores, and
+/// fewer threads put to sleep and woken.
+fn next_chunk(
+    shared: &Shared,
+    i: usize,
+    used: Option<Chunk>,
+    decode_here: &mut dyn FnMut(usize, Chunk) -> Chunk,
+) -> Option<Chunk> {
     let mut g = lock(&shared.sched);
     if let Some(c) = used {
         g.free.push(c);
@@ -349,6 +354,19 @@ fn next_chunk(shared: &Shared, i: usize, used: Option<Chunk>) -> Option<Chunk> {
         if g.finished[i] {
             return None;
         }
+        if !g.busy[i] {
+            g.busy[i] = true;
+            let chunk = g.free.pop().unwrap_or_default();
+            drop(g);
+            let chunk = decode_here(i, chunk);
+            let mut g = lock(&shared.sched);
+            g.busy[i] = false;
+            if chunk.end.is_some() {
+                g.finished[i] = true;
+            }
+            shared.work.notify_all();
+            return Some(chunk);
+        }
         g = shared.ready.wait(g).unwrap_or_else(|e| e.into_inner());
     }
 }
@@ -359,6 +377,7 @@ fn advance(
     shared: &Shared,
     cursors: &mut [Option<Cursor>],
     i: usize,
+    decode_here: &mut dyn FnMut(usize, Chunk) -> Chunk,
 ) -> Result<Option<i128>, DecodeError> {
     loop {
         if let Some(c) = &mut cursors[i] {
@@ -372,7 +391,7 @@ fn advance(
             }
         }
         let used = cursors[i].take().map(|c| c.chunk);
-        match next_chunk(shared, i, used) {
+        match next_chunk(shared, i, used, decode_here) {
             Some(chunk) => {
                 cursors[i] = Some(Cursor {
                     chunk,
@@ -437,6 +456,7 @@ fn merge(
     shared: &Shared,
     paths: &[std::path::PathBuf],
     text: bool,
+    decode_here: &mut dyn FnMut(usize, Chunk) -> Chunk,
     each: &mut impl FnMut(Piece<'_>) -> bool,
 ) -> Result<(), DecodeError> {
     // The time of the last event shown, and a line for the rare delta of
@@ -447,7 +467,7 @@ fn merge(
     let mut cursors: Vec<Option<Cursor>> = (0..n).map(|_| None).collect();
     let mut picker = Picker::new(n);
     for i in 0..n {
-        if let Some(k) = advance(shared, &mut cursors, i)? {
+        if let Some(k) = advance(shared, &mut cursors, i, decode_here)? {
             picker.push(k, i);
         }
     }
@@ -495,7 +515,7 @@ fn merge(
         if !go_on {
             return Ok(());
         }
-        if let Some(k) = advance(shared, &mut cursors, i)? {
+        if let Some(k) = advance(shared, &mut cursors, i, decode_here)? {
             picker.push(k, i);
         }
     }

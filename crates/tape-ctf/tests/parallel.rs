@@ -1,6 +1,6 @@
 //! The parallel renderer (`tape show`) gives exactly what the one-thread
 //! merge gives: the same events, texts, losses and order, and the same
-//! first error at the same place, on 1 and on 3 worker threads, with and
+//! first error at the same place, on 0, 1 and 3 worker threads, with and
 //! without filters. Checked on every ctf-testsuite trace, babeltrace's test
 //! traces, the DPDK and LTTng samples, a generated 4-stream trace of many
 //! chunks, and seeded mutations of the samples (errors mid-stream).
@@ -148,7 +148,7 @@ fn same(dir: &Path) -> usize {
     };
     for filter in [Filter::All, Filter::EvenIds, window] {
         let want = one_thread(dir, filter);
-        for n in [1, 3] {
+        for n in [0, 1, 3] {
             let got = threads(dir, filter, n);
             assert_eq!(
                 got.len(),
@@ -199,7 +199,7 @@ fn same_as_one_thread_on_every_suite_trace() {
         records += same(d);
     }
     eprintln!(
-        "{} traces, {records} records: same on 1 and 3 threads",
+        "{} traces, {records} records: same on 0, 1 and 3 worker threads",
         dirs.len()
     );
     assert!(dirs.len() > 150, "only {} traces found", dirs.len());
@@ -286,6 +286,8 @@ fn same_first_error_on_mutated_traces() {
         }
     }
     let _ = std::fs::remove_dir_all(&work);
-    eprintln!("{runs} mutated traces ({errors} with a decoding error): same on 1 and 3 threads");
+    eprintln!(
+        "{runs} mutated traces ({errors} with a decoding error): same on 0, 1 and 3 worker threads"
+    );
     assert!(errors > 0, "no mutation gave a decoding error");
 }
