@@ -164,6 +164,8 @@ struct LineTime {
     seconds: bool,
     second: Option<i128>,
     hms: Vec<u8>,
+    /// `hms` when it is 8 bytes long (always, but for years past 9999).
+    hms8: Option<[u8; 8]>,
 }
 
 impl TimeText for LineTime {
@@ -193,11 +195,12 @@ impl TimeText for LineTime {
         if self.second != Some(secs) {
             self.second = Some(secs);
             self.hms = local_hms(secs).into_bytes();
+            self.hms8 = self.hms.as_slice().try_into().ok();
         }
-        match <[u8; 8]>::try_from(self.hms.as_slice()) {
+        match &self.hms8 {
             // The common case, a fixed-size append.
-            Ok(hms) => out.extend_from_slice(&hms),
-            Err(_) => out.extend_from_slice(&self.hms),
+            Some(hms) => out.extend_from_slice(hms),
+            None => out.extend_from_slice(&self.hms),
         }
         out.push(b'.');
         write_nine(out, sub);

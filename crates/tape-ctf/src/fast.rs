@@ -1049,19 +1049,25 @@ pub fn put(out: &mut Vec<u8>, s: &[u8]) {
     }
 }
 
-/// The two ASCII digits of `k < 100`, the first in the low byte.
-#[inline(always)]
-fn pair(k: u64) -> u64 {
-    let k = k as usize;
-    u64::from(DIGITS2[2 * k]) | u64::from(DIGITS2[2 * k + 1]) << 8
-}
-
 /// The eight ASCII digits of `v < 10^8`, zero padded, the first in the
-/// low byte: built in a register, stored at once.
+/// low byte: built in a register (lanes of 4, then 2, then 1 digit, each
+/// split by a multiply and shift that divides exactly in that range), and
+/// stored at once.
+///
+/// ```text
+///   v = 12345678 → lanes 1234 | 5678 → 12 | 34 | 56 | 78 → 1|2|3|4|5|6|7|8
+/// ```
 #[inline(always)]
 fn eight(v: u64) -> u64 {
-    let (hi, lo) = (v / 10_000, v % 10_000);
-    pair(hi / 100) | pair(hi % 100) << 16 | pair(lo / 100) << 32 | pair(lo % 100) << 48
+    // Two 32-bit lanes: the high four digits first (lowest).
+    let x = (v / 10_000) | (v % 10_000) << 32;
+    // Per lane, x / 100 (exact for x < 10^4) to the low 16 bits.
+    let hundreds = ((x * 10_486) >> 20) & 0x0000_007f_0000_007f;
+    let x = hundreds | (x - hundreds * 100) << 16;
+    // Per 16-bit lane, x / 10 (exact for x < 100) to the low byte.
+    let tens = ((x * 103) >> 10) & 0x000f_000f_000f_000f;
+    let x = tens | (x - tens * 10) << 8;
+    x + 0x3030_3030_3030_3030
 }
 
 /// Appends the last `n` (1 to 8) of the eight digits in `w`.
@@ -1151,12 +1157,6 @@ pub fn write_uint(out: &mut Vec<u8>, v: u64, base: Base) {
         }
     }
 }
-
-const DIGITS2: &[u8; 200] = b"0001020304050607080910111213141516171819\
-2021222324252627282930313233343536373839\
-4041424344454647484950515253545556575859\
-6061626364656667686970717273747576777879\
-8081828384858687888990919293949596979899";
 
 /// Compiles the plans of `traces` and opens all their streams.
 pub fn open_streams(traces: &[TraceDir]) -> Result<Vec<FastStream>, String> {
@@ -1753,6 +1753,16 @@ mod tests {
             nine_into(&mut place, v);
             assert_eq!(place.as_slice(), nine.as_slice());
         }
+    }
+
+    #[test]
+    fn eight_digits_in_registers() {
+        let check = |v: u64| {
+            assert_eq!(eight(v).to_le_bytes(), *format!("{v:08}").as_bytes(), "{v}");
+        };
+        (0..200_000).for_each(check);
+        (0..100_000_000).step_by(9_973).for_each(check);
+        (99_800_000..100_000_000).for_each(check);
     }
 
     #[test]

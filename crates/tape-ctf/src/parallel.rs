@@ -65,9 +65,9 @@ pub enum Render<T> {
     Json,
 }
 
-/// The delta placeholder of a text line, which is also what babeltrace2
-/// prints for the first event: the merge writes the real delta over it.
-const NO_DELTA: &[u8; 12] = b"+?.?????????";
+// A text line is written with the delta placeholder `+?.?????????`, which
+// is also what babeltrace2 prints for the first event: the merge writes the
+// real delta over it.
 
 /// What the merge hands to the caller, in order.
 pub enum Piece<'a> {
@@ -189,10 +189,8 @@ where
                                 Some(ns) => time.write(&mut c.text, ns),
                                 None => c.text.extend_from_slice(b"??:??:??.?????????"),
                             }
-                            c.text.extend_from_slice(b"] (");
-                            aux = (c.text.len() - start) as u32;
-                            c.text.extend_from_slice(NO_DELTA);
-                            c.text.extend_from_slice(b") ");
+                            aux = (c.text.len() + 3 - start) as u32;
+                            c.text.extend_from_slice(b"] (+?.?????????) ");
                             write_event_rest(&mut c.text, s)
                         }
                         Render::Json => write_json_line(&mut c.text, t, s),
@@ -410,14 +408,16 @@ fn advance(
 /// Picks the stream with the least key (ties: the lower index): a scan
 /// for a few streams, a heap for many.
 enum Picker {
-    Scan(Vec<Option<i128>>),
+    /// Keys per stream, `i128::MAX` for a stream not in the merge (a key
+    /// never equals it: times are at most `u64::MAX` cycles past an offset).
+    Scan(Vec<i128>),
     Heap(BinaryHeap<Reverse<(i128, usize)>>),
 }
 
 impl Picker {
     fn new(n: usize) -> Picker {
         if n <= 16 {
-            Picker::Scan(vec![None; n])
+            Picker::Scan(vec![i128::MAX; n])
         } else {
             Picker::Heap(BinaryHeap::with_capacity(n))
         }
@@ -426,7 +426,7 @@ impl Picker {
     #[inline]
     fn push(&mut self, key: i128, i: usize) {
         match self {
-            Picker::Scan(keys) => keys[i] = Some(key),
+            Picker::Scan(keys) => keys[i] = key,
             Picker::Heap(h) => h.push(Reverse((key, i))),
         }
     }
@@ -435,17 +435,15 @@ impl Picker {
     fn pop(&mut self) -> Option<usize> {
         match self {
             Picker::Scan(keys) => {
-                let mut best: Option<(i128, usize)> = None;
-                for (i, k) in keys.iter().enumerate() {
-                    if let Some(k) = *k {
-                        if best.is_none_or(|(b, _)| k < b) {
-                            best = Some((k, i));
-                        }
+                let (mut best, mut at) = (i128::MAX, usize::MAX);
+                for (i, &k) in keys.iter().enumerate() {
+                    if k < best {
+                        (best, at) = (k, i);
                     }
                 }
-                let (_, i) = best?;
-                keys[i] = None;
-                Some(i)
+                let slot = keys.get_mut(at)?;
+                *slot = i128::MAX;
+                Some(at)
             }
             Picker::Heap(h) => h.pop().map(|Reverse((_, i))| i),
         }
