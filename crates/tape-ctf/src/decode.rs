@@ -103,7 +103,14 @@ pub fn clock_ns(c: &Clock, cycles: u64) -> i128 {
         if c.freq == 1_000_000_000 {
             x
         } else {
-            (x as f64 * 1e9 / c.freq.max(1) as f64) as i128
+            let ns = x as f64 * 1e9 / c.freq.max(1) as f64;
+            // Through i64 when it fits: a float to i128 conversion is a
+            // slow library call, and both truncate alike.
+            if ns.abs() < 9.0e18 {
+                i128::from(ns as i64)
+            } else {
+                ns as i128
+            }
         }
     };
     i128::from(c.offset_s) * 1_000_000_000 + ns(i128::from(c.offset)) + ns(i128::from(cycles))

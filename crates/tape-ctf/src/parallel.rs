@@ -365,6 +365,25 @@ fn next_chunk(
             shared.work.notify_all();
             return Some(chunk);
         }
+        // A worker has stream `i` under way: work for a later chunk of
+        // another stream meanwhile, as a worker would, rather than sleep.
+        let n = g.ready.len();
+        let other = (0..n)
+            .filter(|&j| !g.busy[j] && !g.finished[j] && g.ready[j].len() < AHEAD)
+            .min_by_key(|&j| g.ready[j].len());
+        if let Some(j) = other {
+            g.busy[j] = true;
+            let chunk = g.free.pop().unwrap_or_default();
+            drop(g);
+            let chunk = decode_here(j, chunk);
+            g = lock(&shared.sched);
+            g.busy[j] = false;
+            if chunk.end.is_some() {
+                g.finished[j] = true;
+            }
+            g.ready[j].push_back(chunk);
+            continue;
+        }
         g = shared.ready.wait(g).unwrap_or_else(|e| e.into_inner());
     }
 }

@@ -11,6 +11,21 @@
 //! Decoded values go to a [`Sink`]: the text sink of `tape show` writes
 //! babeltrace2's format straight into its output buffer; `tape check` uses
 //! a sink that does nothing.
+//!
+//! Three shapes are decoded without walking the operation tree, because
+//! nearly every real event has them:
+//!
+//! * **fixed runs** ([`FixedRun`]): consecutive integers and floats whose
+//!   offsets are static; one alignment and one bounds check for all;
+//! * **flat scopes** ([`ScopePlan::flat`]): a struct of fixed runs and
+//!   strings, decoded in one loop, and for text rendered by [`text_flat`]
+//!   with no sink at all;
+//! * **header plans** ([`HeaderPlan`]): an event header of static layout,
+//!   with at most one variant of static layouts (LTTng's compact and large
+//!   headers, tape's and DPDK's fixed ones).
+//!
+//! Each falls back to the general interpreter near the end of a packet's
+//! content, which then reports the exact position of an error.
 
 use std::sync::Arc;
 
