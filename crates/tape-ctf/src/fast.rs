@@ -571,10 +571,7 @@ impl FastStream {
         let mut have = remaining.min(4096);
         loop {
             self.buf.clear();
-            self.buf.resize(have as usize, 0);
-            self.file
-                .seek(SeekFrom::Start(self.packet_offset))
-                .and_then(|_| self.file.read_exact(&mut self.buf))
+            read_at(&self.file, self.packet_offset, have, &mut self.buf)
                 .map_err(|e| self.err(format!("read error: {e}")))?;
             self.pos = 0;
             for s in [
@@ -620,12 +617,14 @@ impl FastStream {
             )));
         }
         if (self.buf.len() as u64) < packet / 8 {
-            let have = self.buf.len();
-            self.buf.resize((packet / 8) as usize, 0);
-            self.file
-                .seek(SeekFrom::Start(self.packet_offset + have as u64))
-                .and_then(|_| self.file.read_exact(&mut self.buf[have..]))
-                .map_err(|e| self.err(format!("read error: {e}")))?;
+            let have = self.buf.len() as u64;
+            read_at(
+                &self.file,
+                self.packet_offset + have,
+                packet / 8 - have,
+                &mut self.buf,
+            )
+            .map_err(|e| self.err(format!("read error: {e}")))?;
         }
         self.buf.truncate((packet / 8) as usize);
         self.content_end = content;
@@ -693,6 +692,20 @@ impl FastStream {
         }
         Ok(())
     }
+}
+
+/// Appends the `n` bytes of `file` at offset `at` to `buf`, without
+/// zeroing them first (a packet buffer is reused from packet to packet).
+fn read_at(mut file: &File, at: u64, n: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    file.seek(SeekFrom::Start(at))?;
+    let got = file.take(n).read_to_end(buf)?;
+    if (got as u64) < n {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("{got} of {n} bytes at offset {at}: the file is shorter"),
+        ));
+    }
+    Ok(())
 }
 
 /// Runs a scope's plan on a packet buffer from bit `*pos` to `end`.
