@@ -1,8 +1,10 @@
-//! Conformance: `tape check` on every trace of the public CTF suites in
+//! Conformance: `tape check`, `tape show` and `tape stats` on every trace of
+//! the public CTF suites in
 //! `../shared/ctf-suites` (ctf-testsuite's 1.8 regression traces and
 //! babeltrace's test traces), driven by `manifest.tsv`: a `pass` trace must
 //! exit 0, a `fail` trace exit 1 with a message; none may crash or take more
-//! than 10 s. The traces are GPL test data, used in place, never copied.
+//! than 10 s; `show` and `stats` must end as `check` does. The traces are
+//! GPL test data, used in place, never copied.
 //!
 //! Known deviations are listed below with their reason; the test fails if
 //! one of them starts to conform (update the list) or if any other trace
@@ -31,11 +33,11 @@ fn suites() -> Option<PathBuf> {
     shared::suite("manifest.tsv").map(|m| m.parent().unwrap().to_path_buf())
 }
 
-/// Runs `tape check` on `paths` with a time limit: exit code, or None on a
+/// Runs `tape CMD` on `paths` with a time limit: exit code, or None on a
 /// crash (signal) or time-out.
-fn check(paths: &[PathBuf]) -> (Option<i32>, String) {
+fn run(cmd: &str, paths: &[PathBuf]) -> (Option<i32>, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tape"))
-        .arg("check")
+        .arg(cmd)
         .args(paths)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -78,12 +80,21 @@ fn ctf_suites_conform() {
             let dir = path.parent().unwrap();
             name.split('+').map(|n| dir.join(n)).collect()
         };
-        let (code, err) = check(&paths);
+        let (code, err) = run("check", &paths);
         let want = match expected {
             "pass" | "pass(live)" => 0,
             _ => 1,
         };
         assert!(code.is_some(), "{rel}: crashed or hung: {err}");
+        // `show` (parallel decoding) and `stats` (streams counted apart)
+        // end the same way as `check`.
+        for cmd in ["show", "stats"] {
+            let (c, e) = run(cmd, &paths);
+            assert_eq!(
+                c, code,
+                "{rel}: `tape {cmd}` ends otherwise than `tape check`: {e}"
+            );
+        }
         if code == Some(1) {
             assert!(
                 err.contains("tape: error:"),

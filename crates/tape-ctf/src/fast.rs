@@ -28,6 +28,8 @@ struct EventPlan {
     /// Whether its scopes (and the stream's event context) are all flat,
     /// so that [`plan::text_flat`] renders them.
     flat_text: bool,
+    /// How to step over its scopes when nothing in them is needed.
+    skip: Option<plan::SkipPlan>,
 }
 
 struct StreamPlan {
@@ -169,12 +171,21 @@ impl TracePlan {
                 let flat_text = fields.flat
                     && context.as_ref().is_none_or(|c| c.flat)
                     && out[2].as_ref().is_none_or(|c| c.flat);
+                let skip = {
+                    let scopes: Vec<&ScopePlan> =
+                        [out[2].as_ref(), context.as_ref(), Some(&fields)]
+                            .into_iter()
+                            .flatten()
+                            .collect();
+                    plan::SkipPlan::new(&scopes)
+                };
                 events[id] = Some(EventPlan {
                     class: Arc::new((*e).clone()),
                     context,
                     fields,
                     head: Vec::new(),
                     flat_text,
+                    skip,
                 });
             }
             for _ in 0..pushed {
@@ -532,7 +543,16 @@ impl FastStream {
                 if let Some(n) = per[self.stream].get_mut(idx) {
                     *n += 1;
                 }
-                self.emit_class(idx, &mut Discard)?;
+                let sp = &self.plan.streams[self.stream];
+                let skipped = sp.events[idx]
+                    .as_ref()
+                    .and_then(|ev| ev.skip.as_ref())
+                    .and_then(|k| k.run(&self.buf, self.pos, self.content_end))
+                    .filter(|&p| p > self.pos || sp.event_header.is_some());
+                match skipped {
+                    Some(p) => self.pos = p,
+                    None => self.emit_class(idx, &mut Discard)?,
+                }
                 c.events += 1;
                 continue;
             }

@@ -425,6 +425,66 @@ impl HeaderPlan {
     }
 }
 
+/// How to step over an event's scopes without reading anything: for
+/// flat scopes whose members nothing needs (no length, tag, clock or id).
+#[derive(Debug)]
+pub(crate) struct SkipPlan(Vec<Skip>);
+
+#[derive(Debug)]
+enum Skip {
+    /// Align, then advance this many bits.
+    Fixed(u64, u64),
+    /// A NUL-terminated string.
+    Str,
+}
+
+impl SkipPlan {
+    /// The skip plan of `scopes` (in decoding order), when they allow one.
+    pub(crate) fn new(scopes: &[&ScopePlan]) -> Option<SkipPlan> {
+        let mut v = Vec::new();
+        for scope in scopes {
+            if !scope.flat {
+                return None;
+            }
+            let [Op::Struct { align, body }] = scope.ops.as_slice() else {
+                return None;
+            };
+            v.push(Skip::Fixed(*align, 0));
+            for op in body {
+                match op {
+                    Op::Fixed(r) if !r.needs_read => v.push(Skip::Fixed(r.align, r.bits)),
+                    Op::Field(_, _, inner) if matches!(**inner, Op::Str) => v.push(Skip::Str),
+                    _ => return None,
+                }
+            }
+        }
+        Some(SkipPlan(v))
+    }
+
+    /// The bit position after the event's scopes, from `pos`; `None` when
+    /// they go past `end` (the general plan then reports where).
+    #[inline]
+    pub(crate) fn run(&self, buf: &[u8], mut pos: u64, end: u64) -> Option<u64> {
+        for s in &self.0 {
+            match *s {
+                Skip::Fixed(a, bits) => {
+                    pos = ((pos + a - 1) & !(a - 1)) + bits;
+                    if pos > end {
+                        return None;
+                    }
+                }
+                Skip::Str => {
+                    let start = (pos + 7) & !7;
+                    let e = ((end / 8) as usize).min(buf.len());
+                    let rest = buf.get((start / 8) as usize..e)?;
+                    pos = start + (nul(rest)? as u64 + 1) * 8;
+                }
+            }
+        }
+        Some(pos)
+    }
+}
+
 /// The bits of a packet being decoded.
 pub(crate) struct Bits<'a> {
     pub buf: &'a [u8],
