@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tape_ctf::fast::{open_streams, write_nine, FastMerge, FastStream, JsonSink, Step, TracePlan};
-use tape_ctf::parallel::{render_merged, Piece, Render, TimeText};
+use tape_ctf::fast::{nine_digits, open_streams, FastMerge, FastStream, JsonSink, Step, TracePlan};
+use tape_ctf::parallel::{render_merged, Piece, Render, Seconds, TimeText};
 use tape_ctf::plan::{Discard, Sink};
 use tape_ctf::read::{find_traces, TraceDir};
 
@@ -164,22 +164,12 @@ struct LineTime {
     seconds: bool,
     second: Option<i128>,
     hms: Vec<u8>,
-    /// `hms` when it is 8 bytes long (always, but for years past 9999).
-    hms8: Option<[u8; 8]>,
 }
 
 impl TimeText for LineTime {
     fn write(&mut self, out: &mut Vec<u8>, ns: i128) {
         if self.seconds {
-            out.extend_from_slice(
-                format!(
-                    "{}.{:09}",
-                    ns.div_euclid(1_000_000_000),
-                    ns.rem_euclid(1_000_000_000)
-                )
-                .as_bytes(),
-            );
-            return;
+            return Seconds.write(out, ns);
         }
         // i64 arithmetic when it fits (an i128 division is a library call).
         let (secs, sub) = match i64::try_from(ns) {
@@ -195,15 +185,13 @@ impl TimeText for LineTime {
         if self.second != Some(secs) {
             self.second = Some(secs);
             self.hms = local_hms(secs).into_bytes();
-            self.hms8 = self.hms.as_slice().try_into().ok();
         }
-        match &self.hms8 {
-            // The common case, a fixed-size append.
-            Some(hms) => out.extend_from_slice(hms),
-            None => out.extend_from_slice(&self.hms),
+        match <&[u8; 8]>::try_from(self.hms.as_slice()) {
+            Ok(hms) => out.extend_from_slice(hms), // a fixed-size append
+            Err(_) => out.extend_from_slice(&self.hms),
         }
         out.push(b'.');
-        write_nine(out, sub);
+        nine_digits(out, sub);
     }
 }
 

@@ -35,6 +35,24 @@ const CASES: [(&str, &str, Option<&str>); 3] = [
     ),
 ];
 
+/// `tape CMD TRACE` (times in UTC, as babeltrace2's stored output): its
+/// standard output; it must succeed.
+fn tape(cmd: &str, trace: &std::path::Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tape"))
+        .arg(cmd)
+        .arg(trace)
+        .env("TZ", "UTC")
+        .output()
+        .expect("run tape");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        trace.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// The event name of one of babeltrace2's lines: the last word before the
 /// first `": "` after the time and delta.
 fn bt2_event_name(line: &str) -> &str {
@@ -52,17 +70,7 @@ fn stats_count_what_babeltrace2_shows() {
         return;
     };
     for (trace, want, want_err) in CASES {
-        let out = Command::new(env!("CARGO_BIN_EXE_tape"))
-            .args(["stats"])
-            .arg(root.join(trace))
-            .output()
-            .expect("run tape");
-        assert!(
-            out.status.success(),
-            "{trace}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let got = String::from_utf8(out.stdout).unwrap();
+        let got = tape("stats", &root.join(trace));
         let want_text = std::fs::read_to_string(root.join(want)).unwrap();
         let mut want_counts = std::collections::BTreeMap::<String, u64>::new();
         for l in want_text.lines() {
@@ -100,18 +108,7 @@ fn samples_match_babeltrace2() {
         return;
     };
     for (trace, want, want_err) in CASES {
-        let out = Command::new(env!("CARGO_BIN_EXE_tape"))
-            .args(["show"])
-            .arg(root.join(trace))
-            .env("TZ", "UTC")
-            .output()
-            .expect("run tape");
-        assert!(
-            out.status.success(),
-            "{trace}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let got = String::from_utf8(out.stdout).unwrap();
+        let got = tape("show", &root.join(trace));
         let want_text = std::fs::read_to_string(root.join(want)).unwrap();
         let events: Vec<&str> = got.lines().filter(|l| !l.starts_with("[LOST ")).collect();
         let want_lines: Vec<&str> = want_text.lines().collect();

@@ -32,6 +32,18 @@ struct EventPlan {
     skip: Option<plan::SkipPlan>,
 }
 
+impl EventPlan {
+    /// The scopes decoded after the header, in order, with their names:
+    /// the stream's event context, the event's context, the payload.
+    fn scopes<'a>(&'a self, sp: &'a StreamPlan) -> [(&'static str, Option<&'a ScopePlan>); 3] {
+        [
+            ("stream_context", sp.event_context.as_ref()),
+            ("context", self.context.as_ref()),
+            ("fields", Some(&self.fields)),
+        ]
+    }
+}
+
 struct StreamPlan {
     id: u64,
     packet_context: Option<ScopePlan>,
@@ -51,8 +63,6 @@ pub struct TracePlan {
     header: Option<ScopePlan>,
     streams: Vec<StreamPlan>,
     nslots: usize,
-    /// `env.hostname`, printed before each event name.
-    pub host: Option<String>,
 }
 
 impl TracePlan {
@@ -168,24 +178,13 @@ impl TracePlan {
                 if events.len() <= id {
                     events.resize_with(id + 1, || None);
                 }
-                let flat_text = fields.flat
-                    && context.as_ref().is_none_or(|c| c.flat)
-                    && out[2].as_ref().is_none_or(|c| c.flat);
-                let skip = {
-                    let scopes: Vec<&ScopePlan> =
-                        [out[2].as_ref(), context.as_ref(), Some(&fields)]
-                            .into_iter()
-                            .flatten()
-                            .collect();
-                    plan::SkipPlan::new(&scopes)
-                };
                 events[id] = Some(EventPlan {
                     class: Arc::new((*e).clone()),
                     context,
                     fields,
                     head: Vec::new(),
-                    flat_text,
-                    skip,
+                    flat_text: false,
+                    skip: None,
                 });
             }
             for _ in 0..pushed {
@@ -216,19 +215,27 @@ impl TracePlan {
                 EnvValue::Str(s) => s.clone(),
                 EnvValue::Int(i) => i.to_string(),
             });
-        for ev in plans.iter_mut().flat_map(|s| s.events.iter_mut()).flatten() {
-            if let Some(h) = &host {
-                ev.head.extend_from_slice(h.as_bytes());
-                ev.head.push(b' ');
+        // What each event plan derives from its scopes and the stream's.
+        for sp in &mut plans {
+            let mut events = std::mem::take(&mut sp.events);
+            for ev in events.iter_mut().flatten() {
+                if let Some(h) = &host {
+                    ev.head.extend_from_slice(h.as_bytes());
+                    ev.head.push(b' ');
+                }
+                ev.head.extend_from_slice(ev.class.name.as_bytes());
+                ev.head.push(b':');
+                let scopes = ev.scopes(sp).map(|(_, s)| s);
+                let flat_text = scopes.iter().flatten().all(|s| s.flat);
+                let skip = plan::SkipPlan::new(scopes.into_iter().flatten());
+                (ev.flat_text, ev.skip) = (flat_text, skip);
             }
-            ev.head.extend_from_slice(ev.class.name.as_bytes());
-            ev.head.push(b':');
+            sp.events = events;
         }
         Ok(TracePlan {
             header,
             streams: plans,
             nslots: c.slots(),
-            host,
         })
     }
 }
@@ -494,12 +501,18 @@ impl FastStream {
         let sp = &self.plan.streams[self.stream];
         let before = self.pos;
         let ev = sp.events[idx].as_ref().expect("checked in header");
-        let scopes = [
-            ("stream_context", sp.event_context.as_ref()),
-            ("context", ev.context.as_ref()),
-            ("fields", Some(&ev.fields)),
-        ];
-        for (name, scope) in scopes {
+        if !S::WANTS_VALUES {
+            // Nothing in the scopes is needed: step over them.
+            let end = ev
+                .skip
+                .as_ref()
+                .and_then(|k| k.run(&self.buf, before, self.content_end));
+            if let Some(p) = end.filter(|&p| p > before || sp.event_header.is_some()) {
+                self.pos = p;
+                return Ok(());
+            }
+        }
+        for (name, scope) in ev.scopes(sp) {
             let Some(scope) = scope else { continue };
             sink.scope(name);
             run_scope(
@@ -543,16 +556,7 @@ impl FastStream {
                 if let Some(n) = per[self.stream].get_mut(idx) {
                     *n += 1;
                 }
-                let sp = &self.plan.streams[self.stream];
-                let skipped = sp.events[idx]
-                    .as_ref()
-                    .and_then(|ev| ev.skip.as_ref())
-                    .and_then(|k| k.run(&self.buf, self.pos, self.content_end))
-                    .filter(|&p| p > self.pos || sp.event_header.is_some());
-                match skipped {
-                    Some(p) => self.pos = p,
-                    None => self.emit_class(idx, &mut Discard)?,
-                }
+                self.emit_class(idx, &mut Discard)?;
                 c.events += 1;
                 continue;
             }
@@ -975,12 +979,7 @@ pub(crate) fn text_sint(out: &mut Vec<u8>, v: i64, base: Base) {
 /// An enumeration value: `( "LABEL" : container = V )`, several labels in
 /// braces, `<unknown>` for none.
 pub(crate) fn text_enum(out: &mut Vec<u8>, v: i128, e: &Enum) {
-    let labels: Vec<&str> = e
-        .entries
-        .iter()
-        .filter(|x| x.start <= v && v <= x.end)
-        .map(|x| x.label.as_str())
-        .collect();
+    let labels: Vec<&str> = e.labels(v).collect();
     out.extend_from_slice(b"( ");
     match labels.as_slice() {
         [] => out.extend_from_slice(b"<unknown>"),
@@ -1133,14 +1132,6 @@ pub fn write_decimal(out: &mut Vec<u8>, v: u64) {
         out.extend_from_slice(&eight(mid).to_le_bytes());
         out.extend_from_slice(&eight(lo).to_le_bytes());
     }
-}
-
-/// Appends nine digits, zero padded (the nanoseconds of a time).
-#[inline]
-pub fn write_nine(out: &mut Vec<u8>, v: u64) {
-    let v = v % 1_000_000_000;
-    out.push(b'0' + (v / 100_000_000) as u8);
-    out.extend_from_slice(&eight(v % 100_000_000).to_le_bytes());
 }
 
 /// Writes nine digits, zero padded, over `place[..9]`.
@@ -1313,98 +1304,61 @@ pub fn write_event_line(
 
 /// The start of an event line: `[time] (+delta) `.
 pub fn write_line_prefix(out: &mut Vec<u8>, time: &[u8], delta_ns: Option<i128>) {
-    // Assembled on the stack and appended at once: one copy per line.
-    let mut b = [0u8; 96];
-    let mut k = 0;
-    if time.len() <= 40 {
-        b[0] = b'[';
-        b[1..1 + time.len()].copy_from_slice(time);
-        k = 1 + time.len();
-        b[k..k + 2].copy_from_slice(b"] ");
-        k += 2;
-    } else {
-        out.push(b'[');
-        out.extend_from_slice(time);
-        out.extend_from_slice(b"] ");
-    }
+    out.push(b'[');
+    out.extend_from_slice(time);
+    out.extend_from_slice(b"] ");
     match delta_ns {
         Some(d) => {
             // u64 arithmetic (an i128 division is a slow library call).
             let d = u64::try_from(d.max(0)).unwrap_or(u64::MAX);
-            b[k..k + 2].copy_from_slice(b"(+");
-            k += 2;
-            let secs = d / 1_000_000_000;
-            if secs < 10 {
-                b[k] = b'0' + secs as u8;
-                k += 1;
-            } else {
-                out.extend_from_slice(&b[..k]);
-                k = 0;
-                write_uint(out, secs, Base::Decimal);
-            }
-            b[k] = b'.';
-            nine_into(&mut b[k + 1..k + 10], d);
-            b[k + 10..k + 12].copy_from_slice(b") ");
-            k += 12;
+            out.extend_from_slice(b"(+");
+            write_decimal(out, d / 1_000_000_000);
+            out.push(b'.');
+            nine_digits(out, d);
+            out.extend_from_slice(b") ");
         }
-        None => {
-            b[k..k + 15].copy_from_slice(b"(+?.?????????) ");
-            k += 15;
-        }
+        None => out.extend_from_slice(b"(+?.?????????) "),
     }
-    out.extend_from_slice(&b[..k]);
 }
 
 /// The rest of an event line after [`write_line_prefix`]: `host name:`,
 /// the packet context and the event's scopes, and a newline.
 pub fn write_event_rest(out: &mut Vec<u8>, stream: &mut FastStream) -> Result<(), DecodeError> {
-    if let Some((idx, _)) = stream.current {
-        let sp = &stream.plan.streams[stream.stream];
-        if let Some(ev) = sp.events[idx].as_ref() {
-            let mark = out.len();
-            put(out, &ev.head);
-            put(out, &stream.packet_text);
-            if ev.flat_text {
-                let present = [
-                    sp.event_context.as_ref(),
-                    ev.context.as_ref(),
-                    Some(&ev.fields),
-                ];
-                let mut scopes: [&ScopePlan; 3] = [&ev.fields; 3];
-                let mut k = 0;
-                for s in present.into_iter().flatten() {
-                    scopes[k] = s;
-                    k += 1;
-                }
-                let mut b = Bits {
-                    buf: &stream.buf,
-                    pos: stream.pos,
-                    end: stream.content_end,
-                };
-                let written = !stream.packet_text.is_empty();
-                // An event of length 0 is an error the general path reports.
-                if plan::text_flat(&scopes[..k], &mut b, &mut stream.state, out, written)
-                    && (b.pos > stream.pos || sp.event_header.is_some())
-                {
-                    stream.pos = b.pos;
-                    stream.current = None;
-                    out.push(b'\n');
-                    return Ok(());
-                }
-            }
-            out.truncate(mark);
-        }
-    }
-    if let Some(h) = &stream.plan.host {
-        put(out, h.as_bytes());
-        out.push(b' ');
-    }
-    if let Some(c) = stream.class() {
-        put(out, c.name.as_bytes());
-    }
-    out.push(b':');
+    let Some((idx, _)) = stream.current else {
+        return stream.emit(&mut Discard); // the error of an emit without peek
+    };
+    let sp = &stream.plan.streams[stream.stream];
+    let ev = sp.events[idx].as_ref().expect("checked in header");
+    put(out, &ev.head);
     put(out, &stream.packet_text);
     let written = !stream.packet_text.is_empty();
+    if ev.flat_text {
+        let mark = out.len();
+        let mut b = Bits {
+            buf: &stream.buf,
+            pos: stream.pos,
+            end: stream.content_end,
+        };
+        // The scopes present, packed (a slice is the cheapest to walk).
+        let mut scopes = [&ev.fields; 3];
+        let mut k = 0;
+        for (_, scope) in ev.scopes(sp) {
+            if let Some(scope) = scope {
+                scopes[k] = scope;
+                k += 1;
+            }
+        }
+        // An event of length 0 is an error the general path reports.
+        if plan::text_flat(&scopes[..k], &mut b, &mut stream.state, out, written)
+            && (b.pos > stream.pos || sp.event_header.is_some())
+        {
+            stream.pos = b.pos;
+            stream.current = None;
+            out.push(b'\n');
+            return Ok(());
+        }
+        out.truncate(mark);
+    }
     let mut sink = TextSink::new(out, &[]).after_scope(written);
     stream.emit(&mut sink)?;
     out.push(b'\n');
@@ -1440,9 +1394,12 @@ pub fn write_json_line(
     Ok(())
 }
 
-/// Nine digits, zero padded (the nanoseconds of a time).
+/// Appends nine digits, zero padded (the nanoseconds of a time).
+#[inline]
 pub fn nine_digits(out: &mut Vec<u8>, v: u64) {
-    write_nine(out, v);
+    let v = v % 1_000_000_000;
+    out.push(b'0' + (v / 100_000_000) as u8);
+    out.extend_from_slice(&eight(v % 100_000_000).to_le_bytes());
 }
 
 /// Builds [`Value`]s: each scope given to the sink becomes one struct in
@@ -1486,12 +1443,7 @@ impl Sink for ValueSink {
         self.value(Value::SInt(v, base));
     }
     fn enumeration(&mut self, v: i128, e: &Enum) {
-        let labels = e
-            .entries
-            .iter()
-            .filter(|x| x.start <= v && v <= x.end)
-            .map(|x| x.label.clone())
-            .collect();
+        let labels = e.labels(v).map(str::to_owned).collect();
         self.value(Value::Enum { value: v, labels });
     }
     fn float(&mut self, v: f64) {
@@ -1685,12 +1637,7 @@ impl Sink for JsonSink<'_> {
     }
     fn enumeration(&mut self, v: i128, e: &Enum) {
         self.sep();
-        let labels: Vec<&str> = e
-            .entries
-            .iter()
-            .filter(|x| x.start <= v && v <= x.end)
-            .map(|x| x.label.as_str())
-            .collect();
+        let labels: Vec<&str> = e.labels(v).collect();
         self.out.extend_from_slice(b"{\"value\":");
         self.out.extend_from_slice(v.to_string().as_bytes());
         self.out.extend_from_slice(b",\"labels\":[");
@@ -1780,7 +1727,7 @@ mod tests {
             write_decimal(&mut out, v);
             assert_eq!(out, format!("x{v}").into_bytes(), "{v}");
             let mut nine = Vec::new();
-            write_nine(&mut nine, v);
+            nine_digits(&mut nine, v);
             assert_eq!(nine, format!("{:09}", v % 1_000_000_000).into_bytes());
             let mut place = [0u8; 9];
             nine_into(&mut place, v);

@@ -215,6 +215,17 @@ pub struct Enum {
     pub entries: Vec<EnumEntry>,
 }
 
+impl Enum {
+    /// The labels whose ranges hold `v`, in declaration order (none, one,
+    /// or several when ranges overlap).
+    pub fn labels(&self, v: i128) -> impl Iterator<Item = &str> {
+        self.entries
+            .iter()
+            .filter(move |x| x.start <= v && v <= x.end)
+            .map(|x| x.label.as_str())
+    }
+}
+
 /// A CTF type.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Type {

@@ -35,7 +35,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::decode::DecodeError;
 use crate::fast::{
-    nine_into, write_event_rest, write_json_line, write_nine, write_uint, FastStream, Next,
+    nine_digits, nine_into, write_event_rest, write_json_line, write_uint, FastStream, Next,
 };
 use crate::plan::Discard;
 use crate::Base;
@@ -56,8 +56,26 @@ pub trait TimeText: Clone + Send {
     fn write(&mut self, out: &mut Vec<u8>, ns: i128);
 }
 
+/// Times as seconds since the epoch, `S.nnnnnnnnn` (babeltrace2's
+/// `--clock-seconds`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Seconds;
+
+impl TimeText for Seconds {
+    fn write(&mut self, out: &mut Vec<u8>, ns: i128) {
+        out.extend_from_slice(
+            format!(
+                "{}.{:09}",
+                ns.div_euclid(1_000_000_000),
+                ns.rem_euclid(1_000_000_000)
+            )
+            .as_bytes(),
+        );
+    }
+}
+
 /// How the events are rendered.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Render<T> {
     /// babeltrace2's text lines, times written with `T`.
     Text(T),
@@ -226,39 +244,59 @@ fn worker<F, T: TimeText>(
 ) where
     F: Fn(&EventClass, Option<i128>) -> bool,
 {
+    let mut decode = |i: usize, chunk: Chunk| {
+        let mut s = streams[i].lock().unwrap_or_else(|e| e.into_inner());
+        decode_chunk(&mut s, &mut render, shown, max, chunk)
+    };
+    let mut g = lock(&shared.sched);
     loop {
-        let (i, chunk) = {
-            let mut g = lock(&shared.sched);
-            loop {
-                if g.quit {
-                    return;
-                }
-                let pick = (0..streams.len())
-                    .filter(|&i| !g.busy[i] && !g.finished[i] && g.ready[i].len() < AHEAD)
-                    .min_by_key(|&i| g.ready[i].len());
-                if let Some(i) = pick {
-                    g.busy[i] = true;
-                    break (i, g.free.pop().unwrap_or_default());
-                }
-                if g.finished.iter().all(|&f| f) {
-                    return;
-                }
-                g = shared.work.wait(g).unwrap_or_else(|e| e.into_inner());
-            }
-        };
-        let chunk = {
-            let mut s = streams[i].lock().unwrap_or_else(|e| e.into_inner());
-            decode_chunk(&mut s, &mut render, shown, max, chunk)
-        };
-        let mut g = lock(&shared.sched);
-        g.busy[i] = false;
-        if chunk.end.is_some() {
-            g.finished[i] = true;
+        if g.quit {
+            return;
         }
-        g.ready[i].push_back(chunk);
-        shared.ready.notify_all();
-        shared.work.notify_all();
+        if let Some(i) = g.pick() {
+            let chunk;
+            (g, chunk) = decode_unlocked(shared, g, i, &mut decode);
+            g.ready[i].push_back(chunk);
+            shared.ready.notify_all();
+            shared.work.notify_all();
+            continue;
+        }
+        if g.finished.iter().all(|&f| f) {
+            return;
+        }
+        g = shared.work.wait(g).unwrap_or_else(|e| e.into_inner());
     }
+}
+
+impl Sched {
+    /// The stream to decode a chunk of next: not under way, not finished,
+    /// with room, and the fewest chunks waiting.
+    fn pick(&self) -> Option<usize> {
+        (0..self.ready.len())
+            .filter(|&i| !self.busy[i] && !self.finished[i] && self.ready[i].len() < AHEAD)
+            .min_by_key(|&i| self.ready[i].len())
+    }
+}
+
+/// Decodes a chunk of stream `i` on this thread: the stream is marked
+/// under way and the lock released meanwhile, then taken back to record
+/// the result (the caller places the chunk).
+fn decode_unlocked<'a>(
+    shared: &'a Shared,
+    mut g: MutexGuard<'a, Sched>,
+    i: usize,
+    decode: &mut dyn FnMut(usize, Chunk) -> Chunk,
+) -> (MutexGuard<'a, Sched>, Chunk) {
+    g.busy[i] = true;
+    let chunk = g.free.pop().unwrap_or_default();
+    drop(g);
+    let chunk = decode(i, chunk);
+    let mut g = lock(&shared.sched);
+    g.busy[i] = false;
+    if chunk.end.is_some() {
+        g.finished[i] = true;
+    }
+    (g, chunk)
 }
 
 /// The merge side of one stream: its current chunk and position.
@@ -353,34 +391,15 @@ fn next_chunk(
             return None;
         }
         if !g.busy[i] {
-            g.busy[i] = true;
-            let chunk = g.free.pop().unwrap_or_default();
-            drop(g);
-            let chunk = decode_here(i, chunk);
-            let mut g = lock(&shared.sched);
-            g.busy[i] = false;
-            if chunk.end.is_some() {
-                g.finished[i] = true;
-            }
+            let (_g, chunk) = decode_unlocked(shared, g, i, decode_here);
             shared.work.notify_all();
             return Some(chunk);
         }
         // A worker has stream `i` under way: work for a later chunk of
         // another stream meanwhile, as a worker would, rather than sleep.
-        let n = g.ready.len();
-        let other = (0..n)
-            .filter(|&j| !g.busy[j] && !g.finished[j] && g.ready[j].len() < AHEAD)
-            .min_by_key(|&j| g.ready[j].len());
-        if let Some(j) = other {
-            g.busy[j] = true;
-            let chunk = g.free.pop().unwrap_or_default();
-            drop(g);
-            let chunk = decode_here(j, chunk);
-            g = lock(&shared.sched);
-            g.busy[j] = false;
-            if chunk.end.is_some() {
-                g.finished[j] = true;
-            }
+        if let Some(j) = g.pick() {
+            let chunk;
+            (g, chunk) = decode_unlocked(shared, g, j, decode_here);
             g.ready[j].push_back(chunk);
             continue;
         }
@@ -518,7 +537,7 @@ fn merge(
                         wide.extend_from_slice(&line[..at + 1]);
                         write_uint(&mut wide, d / 1_000_000_000, Base::Decimal);
                         wide.push(b'.');
-                        write_nine(&mut wide, d);
+                        nine_digits(&mut wide, d);
                         wide.extend_from_slice(&line[at + 12..]);
                         each(Piece::Event(t, &wide))
                     }

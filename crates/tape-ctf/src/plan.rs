@@ -36,7 +36,8 @@ use crate::{Base, ByteOrder, Encoding, Enum, Struct, Type};
 pub trait Sink {
     /// Whether the sink looks at values; when false, integers and floats
     /// that nothing else needs (lengths, tags, clock, ids) are skipped over
-    /// unread.
+    /// unread, and an event whose scopes hold nothing needed is stepped
+    /// over whole, with no call to the sink.
     const WANTS_VALUES: bool = true;
 
     /// A struct member's name as shown (one leading `_` removed, §4.2.1),
@@ -388,23 +389,8 @@ impl HeaderPlan {
                         read_bits(&mut bits, i.size, i.order)?
                     }
                 };
-                if i.clock == ClockUse::Update {
-                    st.update_clock(i.size, raw);
-                }
-                if i.store.is_some() || i.event_id {
-                    let value = if i.signed {
-                        let s = 64 - i.size.clamp(1, 64);
-                        i128::from(((raw << s) as i64) >> s)
-                    } else {
-                        i128::from(raw)
-                    };
-                    if let Some(slot) = i.store {
-                        st.slots[slot] = value;
-                    }
-                    if i.event_id {
-                        st.slots[SLOT_EVENT_ID] = value;
-                    }
-                }
+                // The clock and the slots; the value is not shown.
+                int_read(i, raw, st);
             }
             Ok(())
         }
@@ -440,7 +426,7 @@ enum Skip {
 
 impl SkipPlan {
     /// The skip plan of `scopes` (in decoding order), when they allow one.
-    pub(crate) fn new(scopes: &[&ScopePlan]) -> Option<SkipPlan> {
+    pub(crate) fn new<'a>(scopes: impl IntoIterator<Item = &'a ScopePlan>) -> Option<SkipPlan> {
         let mut v = Vec::new();
         for scope in scopes {
             if !scope.flat {
@@ -728,14 +714,7 @@ pub(crate) fn text_flat(
                                 let Some(raw) = extract(b.buf, start + off, *bits, *order) else {
                                     return false;
                                 };
-                                text_float(
-                                    out,
-                                    if *bits == 32 {
-                                        f64::from(f32::from_bits(raw as u32))
-                                    } else {
-                                        f64::from_bits(raw)
-                                    },
-                                );
+                                text_float(out, float_of(*bits, raw));
                             }
                             _ => return false,
                         }
@@ -767,13 +746,19 @@ pub(crate) fn text_flat(
     true
 }
 
+/// A float of `bits` (32 or 64) from its raw bits.
 #[inline(always)]
-fn float_value<S: Sink>(bits: u32, raw: u64, sink: &mut S) {
-    sink.float(if bits == 32 {
+fn float_of(bits: u32, raw: u64) -> f64 {
+    if bits == 32 {
         f64::from(f32::from_bits(raw as u32))
     } else {
         f64::from_bits(raw)
-    });
+    }
+}
+
+#[inline(always)]
+fn float_value<S: Sink>(bits: u32, raw: u64, sink: &mut S) {
+    sink.float(float_of(bits, raw));
 }
 
 /// `size` bits at bit `p` of `buf`, when one 8-byte load covers them;

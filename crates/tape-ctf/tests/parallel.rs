@@ -14,7 +14,7 @@ mod mutate;
 use std::path::{Path, PathBuf};
 
 use tape_ctf::fast::{open_streams, write_event_rest, write_line_prefix, FastMerge, Step};
-use tape_ctf::parallel::{render_merged, Piece, Render, TimeText};
+use tape_ctf::parallel::{render_merged, Piece, Render, Seconds, TimeText};
 use tape_ctf::plan::Discard;
 use tape_ctf::read::find_traces;
 use tape_ctf::EventClass;
@@ -34,23 +34,6 @@ impl Filter {
             Filter::EvenIds => c.id % 2 == 0,
             Filter::Window(a, b) => t.is_some_and(|t| a <= t && t <= b),
         }
-    }
-}
-
-/// Times as seconds since the origin, as `tape show --clock-seconds`.
-#[derive(Clone)]
-struct Seconds;
-
-impl TimeText for Seconds {
-    fn write(&mut self, out: &mut Vec<u8>, ns: i128) {
-        out.extend_from_slice(
-            format!(
-                "{}.{:09}",
-                ns.div_euclid(1_000_000_000),
-                ns.rem_euclid(1_000_000_000)
-            )
-            .as_bytes(),
-        );
     }
 }
 
