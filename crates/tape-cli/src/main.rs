@@ -24,8 +24,12 @@ struct Cli {
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Format {
+    /// babeltrace2's text lines.
     Text,
+    /// One JSON object a line.
     Json,
+    /// ftrace's `trace` file, with the events' read-time formats.
+    Ftrace,
 }
 
 /// What `tape show` prints.
@@ -83,7 +87,8 @@ enum Command {
         /// Print times as seconds since the epoch.
         #[arg(long)]
         clock_seconds: bool,
-        /// Output format: babeltrace2's text, or one JSON object a line.
+        /// Output format: babeltrace2's text, one JSON object a line, or
+        /// ftrace's `trace` text (events printed with their formats).
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Only events whose name matches this glob (repeatable).
@@ -197,13 +202,16 @@ impl TimeText for LineTime {
 
 fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
     let traces = open(paths)?;
+    if sel.format == Format::Ftrace {
+        return show_ftrace(&traces, sel);
+    }
     let mut streams = open_streams(&traces)?;
     streams.retain(|s| match (&sel.streams, s.path().file_name()) {
         (Some(g), Some(n)) => g.is_match(n),
         _ => true,
     });
     let render = match sel.format {
-        Format::Text => Render::Text(LineTime {
+        Format::Text | Format::Ftrace => Render::Text(LineTime {
             seconds: sel.clock_seconds,
             ..LineTime::default()
         }),
@@ -233,7 +241,9 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
                 lost_total += n;
                 if in_range(t) || t.is_none() {
                     let line = match sel.format {
-                        Format::Text => format!("[LOST {n} EVENTS] in {}\n", path.display()),
+                        Format::Text | Format::Ftrace => {
+                            format!("[LOST {n} EVENTS] in {}\n", path.display())
+                        }
                         Format::Json => format!(
                             "{{\"lost\":{n},\"time_ns\":{},\"stream\":{}}}\n",
                             t.map_or("null".into(), |t| t.to_string()),
@@ -257,6 +267,72 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
     if !closed {
         let _ = stdout.write_all(&out).and_then(|()| stdout.flush());
     }
+    if lost_total > 0 {
+        eprintln!("tape: {lost_total} events were lost (discarded by the tracer)");
+    }
+    Ok(())
+}
+
+impl Selection {
+    fn in_range(&self, t: Option<i128>) -> bool {
+        match t {
+            Some(t) => self.begin.is_none_or(|b| t >= b) && self.end.is_none_or(|e| t <= e),
+            None => self.begin.is_none() && self.end.is_none(),
+        }
+    }
+}
+
+/// `tape show --format ftrace`: one thread merges and renders (with typed
+/// values: the formats need them), as ftrace's `trace` file prints.
+fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), String> {
+    use tape_ctf::fast::ValueSink;
+    use tape_ctf::ftrace;
+    for t in traces {
+        let plan = TracePlan::new(&t.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?;
+        for e in &plan.formats.errors {
+            eprintln!("tape: warning: {}/metadata: {e}", t.dir.display());
+        }
+    }
+    let mut merge = FastMerge::filtered(traces, |p| match (&sel.streams, p.file_name()) {
+        (Some(g), Some(n)) => g.is_match(n),
+        _ => true,
+    })?;
+    merge.keep_packet_values();
+    let stdout = std::io::stdout();
+    let mut stdout = stdout.lock();
+    let mut out = String::with_capacity(1 << 20);
+    out.push_str(ftrace::HEADER);
+    let mut lost_total = 0u64;
+    while let Some(step) = merge.next() {
+        match step.map_err(|e| e.to_string())? {
+            Step::Event(stream, t) => {
+                let class = stream.class().cloned();
+                let mut sink = ValueSink::default();
+                stream.emit(&mut sink).map_err(|e| e.to_string())?;
+                let Some(class) = class else { continue };
+                let shown = sel.in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name));
+                if !shown {
+                    continue;
+                }
+                let format = stream.plan().formats.get(class.id);
+                let task = ftrace::task(stream.packet_value.as_ref(), &sink.scopes);
+                ftrace::write_line(&mut out, task, t, &class.name, format, &sink.scopes);
+            }
+            Step::Lost(stream, n, t) => {
+                lost_total += n;
+                if sel.in_range(t) || t.is_none() {
+                    out.push_str(&format!("[LOST {n} EVENTS] in {}\n", stream.path().display()));
+                }
+            }
+        }
+        if out.len() >= 1 << 20 {
+            if stdout.write_all(out.as_bytes()).is_err() {
+                return Ok(()); // closed pipe (head, less)
+            }
+            out.clear();
+        }
+    }
+    let _ = stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush());
     if lost_total > 0 {
         eprintln!("tape: {lost_total} events were lost (discarded by the tracer)");
     }

@@ -60,6 +60,8 @@ struct StreamPlan {
 
 /// Every plan of one trace.
 pub struct TracePlan {
+    /// Read-time formats and hints of the trace (its `env` block).
+    pub formats: crate::ftrace::Formats,
     header: Option<ScopePlan>,
     streams: Vec<StreamPlan>,
     nslots: usize,
@@ -233,6 +235,7 @@ impl TracePlan {
             sp.events = events;
         }
         Ok(TracePlan {
+            formats: crate::ftrace::Formats::new(trace),
             header,
             streams: plans,
             nslots: c.slots(),
@@ -317,6 +320,10 @@ pub struct FastStream {
     /// object after [`FastStream::render_json`].
     pub packet_text: Vec<u8>,
     json: bool,
+    /// The packet context as a value, after [`FastStream::keep_packet_values`]
+    /// (then `packet_text` stays empty).
+    pub packet_value: Option<Value>,
+    values: bool,
     /// The event whose header was decoded by `peek`, waiting for `emit`.
     current: Option<(usize, Option<i128>)>,
 }
@@ -354,6 +361,8 @@ impl FastStream {
             pending_lost: None,
             packet_text: Vec::new(),
             json: false,
+            packet_value: None,
+            values: false,
             current: None,
         })
     }
@@ -471,6 +480,12 @@ impl FastStream {
     /// Renders packet contexts as JSON objects (for [`JsonSink`] output).
     pub fn render_json(&mut self) {
         self.json = true;
+    }
+
+    /// Keeps each packet context as a [`Value`] (`packet_value`) rather
+    /// than as text.
+    pub fn keep_packet_values(&mut self) {
+        self.values = true;
     }
 
     /// Acknowledges the loss report `peek` returned.
@@ -708,6 +723,11 @@ impl FastStream {
             let mut text = std::mem::take(&mut self.packet_text);
             let r = if self.json {
                 self.run(c, end, &mut JsonSink::new(&mut text))
+            } else if self.values {
+                let mut sink = ValueSink::default();
+                let r = self.run(c, end, &mut sink);
+                self.packet_value = sink.scopes.pop();
+                r
             } else {
                 self.run(c, end, &mut TextSink::new(&mut text, &HIDDEN))
             };
@@ -1217,6 +1237,11 @@ impl FastMerge {
     /// Renders packet contexts as JSON objects.
     pub fn render_json(&mut self) {
         self.streams.iter_mut().for_each(FastStream::render_json);
+    }
+
+    /// Keeps packet contexts as values (see [`FastStream::keep_packet_values`]).
+    pub fn keep_packet_values(&mut self) {
+        self.streams.iter_mut().for_each(FastStream::keep_packet_values);
     }
 
     /// Opens every stream of `traces`, keeping the streams whose file name

@@ -36,6 +36,7 @@
 
 pub mod decode;
 pub mod fast;
+pub mod ftrace;
 mod lexer;
 pub mod parallel;
 mod parse;

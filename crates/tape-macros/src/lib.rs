@@ -19,86 +19,235 @@
 //!   registered through a `linkme` link section), `net_rx::enabled()`, and a
 //!   description of the fields from which the CTF metadata is written.
 //!
-//! The name is checked here, at compile time: dotted lowercase words
-//! (`crate.subsystem.event`), each `[a-z][a-z0-9_]*`, at least two words.
+//! An **event class** (the kernel's DECLARE_EVENT_CLASS / DEFINE_EVENT)
+//! declares the fields and format once, then events of that shape:
+//!
+//! ```text
+//! tape::tracepoint! {
+//!     #[format("comm={comm} pid={pid} prio={prio} target_cpu={target_cpu:03}")]
+//!     pub class sched_wakeup_template(comm: [u8; 16], pid: i32, prio: i32, target_cpu: u32) {
+//!         pub fn sched_wakeup = "sched.wakeup";
+//!         pub fn sched_wakeup_new = "sched.wakeup_new";
+//!     }
+//! }
+//! ```
+//!
+//! The class becomes a module with the shared field descriptions and one
+//! out-of-line encoder (`sched_wakeup_template::emit`); each event keeps
+//! its own inlined enabled test and calls it, so 50 events of a class carry
+//! one encoder, not 50.
+//!
+//! Names and formats are checked here, at compile time: names are dotted
+//! lowercase words (`crate.subsystem.event`), each `[a-z][a-z0-9_]*`, at
+//! least two words; every `{field}` of a format names an argument.
+//!
+//! `#[derive(Enum)]` and `#[derive(Fields)]` write the `tape::Field` impls
+//! of a user enum (a CTF enumeration) and of a user struct (a CTF struct).
 #![forbid(unsafe_code)]
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
 use quote::{format_ident, quote};
 use syn::parse::{Parse, ParseStream};
-use syn::{Attribute, FnArg, Ident, LitStr, Pat, Token, Type, Visibility};
+use syn::{Attribute, Data, DeriveInput, Fields, FnArg, Ident, LitStr, Pat, Token, Type, Visibility};
 
-/// One `fn name(args) = "dotted.name";` item.
+/// One `fn name(args) = "dotted.name";` item, or an event of a class
+/// (`fn name = "dotted.name";`, its arguments those of the class).
 struct Decl {
     attrs: Vec<Attribute>,
     fast_path: bool,
+    format: Option<LitStr>,
     vis: Visibility,
     ident: Ident,
     args: Vec<(Ident, Type)>,
     name: LitStr,
 }
 
-struct Decls(Vec<Decl>);
+/// `class name(args) { events }`.
+struct Class {
+    attrs: Vec<Attribute>,
+    format: Option<LitStr>,
+    vis: Visibility,
+    ident: Ident,
+    args: Vec<(Ident, Type)>,
+    events: Vec<Decl>,
+}
 
-impl Parse for Decls {
+enum Item {
+    Event(Decl),
+    Class(Class),
+}
+
+struct Items(Vec<Item>);
+
+impl Parse for Items {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let mut v = Vec::new();
         while !input.is_empty() {
             v.push(input.parse()?);
         }
-        Ok(Decls(v))
+        Ok(Items(v))
     }
 }
 
-impl Parse for Decl {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
-        let mut attrs = input.call(Attribute::parse_outer)?;
-        let mut fast_path = false;
-        attrs.retain(|a| {
-            if a.path().is_ident("fast_path") {
-                fast_path = true;
-                false
-            } else {
-                true
+/// Takes `#[fast_path]` and `#[format("...")]` out of `attrs`.
+fn take_attrs(attrs: &mut Vec<Attribute>) -> syn::Result<(bool, Option<LitStr>)> {
+    let mut fast_path = false;
+    let mut format = None;
+    let mut err = None;
+    attrs.retain(|a| {
+        if a.path().is_ident("fast_path") {
+            fast_path = true;
+            false
+        } else if a.path().is_ident("format") {
+            match a.parse_args::<LitStr>() {
+                Ok(l) => format = Some(l),
+                Err(e) => err = Some(e),
             }
-        });
-        let vis: Visibility = input.parse()?;
-        input.parse::<Token![fn]>()?;
-        let ident: Ident = input.parse()?;
-        let content;
-        syn::parenthesized!(content in input);
-        let raw = content.parse_terminated(FnArg::parse, Token![,])?;
-        let mut args = Vec::new();
-        for a in raw {
-            match a {
-                FnArg::Typed(pt) => match *pt.pat {
-                    Pat::Ident(pi) => args.push((pi.ident, *pt.ty)),
-                    other => {
-                        return Err(syn::Error::new_spanned(
-                            other,
-                            "tracepoint arguments must be plain names: `name: Type`",
-                        ))
-                    }
-                },
-                FnArg::Receiver(r) => {
-                    return Err(syn::Error::new_spanned(r, "a tracepoint takes no `self`"))
+            false
+        } else {
+            true
+        }
+    });
+    match err {
+        Some(e) => Err(e),
+        None => Ok((fast_path, format)),
+    }
+}
+
+fn parse_args(input: ParseStream) -> syn::Result<Vec<(Ident, Type)>> {
+    let content;
+    syn::parenthesized!(content in input);
+    let raw = content.parse_terminated(FnArg::parse, Token![,])?;
+    let mut args = Vec::new();
+    for a in raw {
+        match a {
+            FnArg::Typed(pt) => match *pt.pat {
+                Pat::Ident(pi) => args.push((pi.ident, *pt.ty)),
+                other => {
+                    return Err(syn::Error::new_spanned(
+                        other,
+                        "tracepoint arguments must be plain names: `name: Type`",
+                    ))
                 }
+            },
+            FnArg::Receiver(r) => {
+                return Err(syn::Error::new_spanned(r, "a tracepoint takes no `self`"))
             }
         }
+    }
+    Ok(args)
+}
+
+impl Parse for Item {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut attrs = input.call(Attribute::parse_outer)?;
+        let (fast_path, format) = take_attrs(&mut attrs)?;
+        let vis: Visibility = input.parse()?;
+        if input.peek(Ident) && !input.peek(Token![fn]) {
+            let kw: Ident = input.parse()?;
+            if kw != "class" {
+                return Err(syn::Error::new(kw.span(), "expected `fn` or `class`"));
+            }
+            if fast_path {
+                return Err(syn::Error::new(
+                    kw.span(),
+                    "`#[fast_path]` goes on the events of a class, not on the class",
+                ));
+            }
+            let ident: Ident = input.parse()?;
+            let args = parse_args(input)?;
+            if let Some(f) = &format {
+                check_format(f, &args)?;
+            }
+            let body;
+            syn::braced!(body in input);
+            let mut events = Vec::new();
+            while !body.is_empty() {
+                let mut attrs = body.call(Attribute::parse_outer)?;
+                let (fast_path, own) = take_attrs(&mut attrs)?;
+                let vis: Visibility = body.parse()?;
+                body.parse::<Token![fn]>()?;
+                let ident: Ident = body.parse()?;
+                body.parse::<Token![=]>()?;
+                let name: LitStr = body.parse()?;
+                body.parse::<Token![;]>()?;
+                check_name(&name)?;
+                if let Some(f) = &own {
+                    check_format(f, &args)?;
+                }
+                events.push(Decl {
+                    attrs,
+                    fast_path,
+                    format: own.or_else(|| format.clone()),
+                    vis,
+                    ident,
+                    args: args.clone(),
+                    name,
+                });
+            }
+            return Ok(Item::Class(Class {
+                attrs,
+                format,
+                vis,
+                ident,
+                args,
+                events,
+            }));
+        }
+        input.parse::<Token![fn]>()?;
+        let ident: Ident = input.parse()?;
+        let args = parse_args(input)?;
         input.parse::<Token![=]>()?;
         let name: LitStr = input.parse()?;
         input.parse::<Token![;]>()?;
         check_name(&name)?;
-        Ok(Decl {
+        if let Some(f) = &format {
+            check_format(f, &args)?;
+        }
+        Ok(Item::Event(Decl {
             attrs,
             fast_path,
+            format,
             vis,
             ident,
             args,
             name,
-        })
+        }))
     }
+}
+
+/// The `{field}` references of a format: each must name an argument (its
+/// first path segment: `{hdr.len}` names `hdr`); `{{` and `}}` are braces.
+fn check_format(lit: &LitStr, args: &[(Ident, Type)]) -> syn::Result<()> {
+    let f = lit.value();
+    let err = |why: String| Err(syn::Error::new(lit.span(), format!("format {f:?}: {why}")));
+    let mut rest = f.as_str();
+    while let Some(i) = rest.find(['{', '}']) {
+        let (c, after) = (rest.as_bytes()[i], &rest[i + 1..]);
+        if after.starts_with(c as char) {
+            rest = &after[1..];
+            continue;
+        }
+        if c == b'}' {
+            return err("a `}` with no `{` (write `}}` for a brace)".into());
+        }
+        let Some(end) = after.find('}') else {
+            return err("a `{` with no `}` (write `{{` for a brace)".into());
+        };
+        let inside = &after[..end];
+        let path = inside.split(':').next().unwrap_or("");
+        let first = path.split('.').next().unwrap_or("");
+        if !args.iter().any(|(n, _)| n == first) {
+            let names: Vec<String> = args.iter().map(|(n, _)| n.to_string()).collect();
+            return err(format!(
+                "`{{{inside}}}` names no field (fields: {})",
+                names.join(", ")
+            ));
+        }
+        rest = &after[end + 1..];
+    }
+    Ok(())
 }
 
 /// Tracepoint names are dotted lowercase words: `crate.subsystem.event`.
@@ -135,25 +284,94 @@ fn check_name(lit: &LitStr) -> syn::Result<()> {
 /// Declares tracepoints. See `tape::tracepoint!` for the documentation.
 #[proc_macro]
 pub fn tracepoint(input: TokenStream) -> TokenStream {
-    let decls = syn::parse_macro_input!(input as Decls);
+    let items = syn::parse_macro_input!(input as Items);
     let mut out = TokenStream2::new();
-    for d in decls.0 {
-        out.extend(expand(d));
+    for item in items.0 {
+        match item {
+            Item::Event(d) => out.extend(expand(d, None)),
+            Item::Class(c) => out.extend(expand_class(c)),
+        }
     }
     out.into()
 }
 
-fn expand(d: Decl) -> TokenStream2 {
+/// Field descriptions of `args`, as the elements of a `[FieldDesc]`.
+fn field_descs(args: &[(Ident, Type)]) -> (Vec<TokenStream2>, TokenStream2) {
+    let descs = args
+        .iter()
+        .map(|(n, t)| {
+            let s = n.to_string();
+            quote!(::tape::FieldDesc { name: #s, describe: <#t as ::tape::Field>::describe })
+        })
+        .collect();
+    let tys = args.iter().map(|(_, t)| t);
+    (descs, quote!(0 #(+ <#tys as ::tape::Field>::FIXED_SIZE)*))
+}
+
+/// A class: a module with the fields, their fixed size and the one encoder
+/// every event of the class calls; then each event.
+fn expand_class(c: Class) -> TokenStream2 {
+    let Class {
+        attrs,
+        format,
+        vis,
+        ident,
+        args,
+        events,
+    } = c;
+    let names: Vec<&Ident> = args.iter().map(|(n, _)| n).collect();
+    let tys: Vec<&Type> = args.iter().map(|(_, t)| t).collect();
+    let (descs, fixed) = field_descs(&args);
+    let n = descs.len();
+    let payload = payload_tuple(&names);
+    let format = match &format {
+        Some(f) => quote!(::core::option::Option::Some(#f)),
+        None => quote!(::core::option::Option::None),
+    };
+    let class_name = ident.to_string();
+    let mut out = quote! {
+        #(#attrs)*
+        #[allow(non_snake_case, non_upper_case_globals, unused_imports)]
+        #vis mod #ident {
+            use super::*;
+
+            /// The class name.
+            pub const NAME: &str = #class_name;
+            /// The fields every event of the class has.
+            pub static FIELDS: [::tape::FieldDesc; #n] = [#(#descs),*];
+            /// Bytes taken by the fields of fixed size.
+            pub const FIXED_SIZE: usize = #fixed;
+            /// The class's format, if it has one.
+            pub const FORMAT: ::core::option::Option<&str> = #format;
+
+            /// Records an event of the class: the one encoder its events
+            /// share (out of line, so it exists once).
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            pub fn emit(state: u64, #(#names: #tys),*) {
+                ::tape::__private::emit(state, #payload);
+            }
+        }
+    };
+    for e in events {
+        out.extend(expand(e, Some(&ident)));
+    }
+    out
+}
+
+/// One event: its emit function and its module. An event of a class calls
+/// the class's encoder and shares its field descriptions.
+fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
     let Decl {
         attrs,
         fast_path,
+        format,
         vis,
         ident,
         args,
         name,
     } = d;
     let names: Vec<&Ident> = args.iter().map(|(n, _)| n).collect();
-    let name_strs: Vec<String> = names.iter().map(|n| n.to_string()).collect();
     // Types as written may elide lifetimes (`&str`); inside the static they
     // are `'static`, which is what a description needs.
     let tys: Vec<&Type> = args.iter().map(|(_, t)| t).collect();
@@ -163,7 +381,28 @@ fn expand(d: Decl) -> TokenStream2 {
     } else {
         quote!(true)
     };
-    let payload = payload_tuple(&names);
+    let (record, fields, fixed, class_name) = match class {
+        Some(c) => (
+            quote!(#c::emit(state, #(#names),*)),
+            quote!(&#c::FIELDS),
+            quote!(#c::FIXED_SIZE),
+            quote!(::core::option::Option::Some(#c::NAME)),
+        ),
+        None => {
+            let payload = payload_tuple(&names);
+            let (descs, fixed) = field_descs(&args);
+            (
+                quote!(#private::emit(state, #payload)),
+                quote!(&[#(#descs),*]),
+                fixed,
+                quote!(::core::option::Option::None),
+            )
+        }
+    };
+    let format = match &format {
+        Some(f) => quote!(::core::option::Option::Some(#f)),
+        None => quote!(::core::option::Option::None),
+    };
     let fn_doc = format!("Emits tracepoint `{}`.", name.value());
     let mod_doc = format!(
         "The tracepoint object of [`{ident}()`]: `{}`.",
@@ -180,7 +419,7 @@ fn expand(d: Decl) -> TokenStream2 {
             if #compiled_in {
                 let state = #ident::TRACEPOINT.state();
                 if #private::is_enabled(state) {
-                    #private::emit(state, #payload);
+                    #record;
                 }
             }
         }
@@ -199,11 +438,10 @@ fn expand(d: Decl) -> TokenStream2 {
                 line: ::core::line!(),
                 module_path: ::core::module_path!(),
                 fast_path: #fast_path,
-                fields: &[#(::tape::FieldDesc {
-                    name: #name_strs,
-                    describe: <#tys as ::tape::Field>::describe,
-                }),*],
-                fixed_size: 0 #(+ <#tys as ::tape::Field>::FIXED_SIZE)*,
+                fields: #fields,
+                fixed_size: #fixed,
+                format: #format,
+                class: #class_name,
             };
 
             #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
@@ -220,6 +458,167 @@ fn expand(d: Decl) -> TokenStream2 {
     }
 }
 
+/// `#[derive(tape::Enum)]`: a fieldless enum becomes a CTF enumeration of
+/// its `#[repr]` integer (`i32` without one).
+#[proc_macro_derive(Enum)]
+pub fn derive_enum(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as DeriveInput);
+    match enum_impl(&input) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+const REPRS: [&str; 10] = [
+    "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize",
+];
+
+fn enum_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
+    let name = &input.ident;
+    let Data::Enum(data) = &input.data else {
+        return Err(syn::Error::new_spanned(
+            name,
+            "#[derive(tape::Enum)] is for enums; use #[derive(tape::Fields)] for structs",
+        ));
+    };
+    if !input.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &input.generics,
+            "#[derive(tape::Enum)] takes no generic parameters",
+        ));
+    }
+    let mut repr: Option<Ident> = None;
+    for a in input.attrs.iter().filter(|a| a.path().is_ident("repr")) {
+        a.parse_nested_meta(|m| {
+            if let Some(i) = m.path.get_ident() {
+                if REPRS.contains(&i.to_string().as_str()) {
+                    repr = Some(i.clone());
+                }
+            }
+            Ok(())
+        })?;
+    }
+    let explicit = repr.is_some();
+    let repr = repr.unwrap_or_else(|| format_ident!("i32"));
+    let mut variants = Vec::new();
+    for v in &data.variants {
+        if !matches!(v.fields, Fields::Unit) {
+            return Err(syn::Error::new_spanned(
+                v,
+                "#[derive(tape::Enum)] needs variants without fields",
+            ));
+        }
+        variants.push(&v.ident);
+    }
+    let labels: Vec<String> = variants.iter().map(|v| v.to_string()).collect();
+    // Without a repr the discriminants are isize: each must fit the i32 recorded.
+    let fits = (!explicit).then(|| {
+        quote! {
+            const _: () = {
+                #(assert!(
+                    #name::#variants as isize >= i32::MIN as isize
+                        && #name::#variants as isize <= i32::MAX as isize,
+                    "a discriminant does not fit i32: give the enum a #[repr]"
+                );)*
+            };
+        }
+    });
+    Ok(quote! {
+        #fits
+        impl ::tape::field::Symbolic for #name {
+            type Repr = #repr;
+            const LABELS: &'static [(&'static str, i128)] =
+                &[#((#labels, #name::#variants as i128)),*];
+            #[inline(always)]
+            fn repr(&self) -> #repr {
+                match self {
+                    #(#name::#variants => #name::#variants as #repr,)*
+                }
+            }
+        }
+
+        // SAFETY: forwards to the repr integer's encoder.
+        unsafe impl ::tape::Encode for #name {
+            #[inline(always)]
+            fn max_size(&self) -> usize {
+                ::core::mem::size_of::<#repr>()
+            }
+            #[inline(always)]
+            unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+                // SAFETY: forwarded from the caller.
+                unsafe {
+                    ::tape::Encode::encode(&::tape::field::Symbolic::repr(self), dst)
+                }
+            }
+        }
+
+        impl ::tape::Field for #name {
+            const FIXED_SIZE: usize = ::core::mem::size_of::<#repr>();
+            fn describe(name: &str, out: &mut ::tape::field::Layout) {
+                out.push(name, ::tape::field::symbolic_type::<Self>());
+            }
+        }
+    })
+}
+
+/// `#[derive(tape::Fields)]`: a struct with named fields becomes a CTF
+/// struct of them, encoded one after the other.
+#[proc_macro_derive(Fields)]
+pub fn derive_fields(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as DeriveInput);
+    match fields_impl(&input) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn fields_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
+    let name = &input.ident;
+    let Data::Struct(data) = &input.data else {
+        return Err(syn::Error::new_spanned(
+            name,
+            "#[derive(tape::Fields)] is for structs; use #[derive(tape::Enum)] for enums",
+        ));
+    };
+    let Fields::Named(named) = &data.fields else {
+        return Err(syn::Error::new_spanned(
+            name,
+            "#[derive(tape::Fields)] needs named fields (they name the CTF members)",
+        ));
+    };
+    let idents: Vec<&Ident> = named.named.iter().filter_map(|f| f.ident.as_ref()).collect();
+    let strs: Vec<String> = idents.iter().map(|i| i.to_string()).collect();
+    let tys: Vec<&Type> = named.named.iter().map(|f| &f.ty).collect();
+    let (ig, tg, wc) = input.generics.split_for_impl();
+    Ok(quote! {
+        // SAFETY: each field writes at most its max_size(), one after the
+        // other; their sum is max_size().
+        unsafe impl #ig ::tape::Encode for #name #tg #wc {
+            #[inline(always)]
+            fn max_size(&self) -> usize {
+                0 #(+ ::tape::Encode::max_size(&self.#idents))*
+            }
+            #[inline(always)]
+            unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+                let p = dst;
+                // SAFETY: the caller gave max_size() bytes, the sum of the
+                // fields' bounds; each writes within its own.
+                #(let p = unsafe { ::tape::Encode::encode(&self.#idents, p) };)*
+                p
+            }
+        }
+
+        impl #ig ::tape::Field for #name #tg #wc {
+            const FIXED_SIZE: usize = 0 #(+ <#tys as ::tape::Field>::FIXED_SIZE)*;
+            fn describe(name: &str, out: &mut ::tape::field::Layout) {
+                out.push_struct(name, |inner| {
+                    #(<#tys as ::tape::Field>::describe(#strs, inner);)*
+                });
+            }
+        }
+    })
+}
+
 /// The arguments as a tuple, nested in tuples of at most 12 so any number
 /// of fields is encodable (tuples implement `Encode` up to 12 elements).
 fn payload_tuple(names: &[&Ident]) -> TokenStream2 {
@@ -234,6 +633,28 @@ fn payload_tuple(names: &[&Ident]) -> TokenStream2 {
 mod tests {
     use super::*;
     use proc_macro2::Span;
+
+    #[test]
+    fn formats() {
+        let args: Vec<(Ident, Type)> = vec![
+            (format_ident!("pid"), syn::parse_quote!(i32)),
+            (format_ident!("hdr"), syn::parse_quote!(Hdr)),
+        ];
+        let ok = ["", "pid={pid}", "{pid:03} {hdr.len} {{literal}}", "}}{{"];
+        for f in ok {
+            assert!(check_format(&LitStr::new(f, Span::call_site()), &args).is_ok(), "{f}");
+        }
+        let bad = [
+            ("{prio}", "names no field"),
+            ("pid={pid", "with no `}`"),
+            ("pid}", "with no `{`"),
+            ("{}", "names no field"),
+        ];
+        for (f, why) in bad {
+            let e = check_format(&LitStr::new(f, Span::call_site()), &args).unwrap_err();
+            assert!(e.to_string().contains(why), "{f}: {e}");
+        }
+    }
 
     #[test]
     fn names() {

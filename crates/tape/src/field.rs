@@ -6,7 +6,7 @@
 //! Fields are packed with byte alignment (no padding), in the machine's byte
 //! order, which the metadata declares.
 //!
-//! | Rust type            | bytes          | CTF type                                  | babeltrace shows |
+//! | Rust type            | bytes          | CTF type                                  | babeltrace2 shows |
 //! |----------------------|----------------|-------------------------------------------|------------------|
 //! | `u8`..`u64`, `i8`..`i64` | 1..8       | `integer { size = 8..64; signed }`        | `42`, `-1`       |
 //! | `usize`, `isize`     | 8 (64-bit)     | 64-bit integer                            | `42`             |
@@ -14,21 +14,42 @@
 //! | `bool`               | 1              | `enum : uint8 { "false" = 0, "true" = 1 }`| `( "true" : container = 1 )` |
 //! | `char`               | 4              | `uint8 (UTF8) [4]`: UTF-8, NUL padded     | `"é"`            |
 //! | `*const T`, `*mut T` | 8              | 64-bit integer, `base = 16`               | `0x7ffd...`      |
-//! | `&str`               | len + 1        | `string` (NUL terminated)                 | `"eth0"`         |
-//! | `&[u8]`              | 4 + len        | `uint32 _x_len; uint8 x[_x_len]` (hex)    | `[ [0] = 0x1 ]`  |
+//! | [`Hex<T>`] (an integer) | as `T`      | the integer with `base = 16`              | `0x1F`           |
+//! | `&str`, `String`, `&CStr` | len + 1   | `string` (NUL terminated)                 | `"eth0"`         |
+//! | `[u8; N]`            | N              | `uint8 (UTF8) [N]`: text, the kernel's `char comm[16]` | `"bash"` |
+//! | `[T; N]` (`T` an [`Element`]) | N × size | `T x[N]`                               | `[ [0] = 1, [1] = 2 ]` |
+//! | `&[T]` (`T` an [`Element`])   | 4 + len × size | `uint32 _x_len; T x[_x_len]` (`u8` in hex) | `[ [0] = 1 ]` |
+//! | `Option<T>`          | 1 (+ `T`)      | `enum : uint8 { none, some } _x_tag; variant <_x_tag> { struct { } none; T some; } x` | `{ some = 5 }` |
+//! | `#[derive(tape::Enum)]` enum | its `repr` | `enum : repr { "Read" = 1, ... }`    | `( "Read" : container = 1 )` |
+//! | [`flags!`](crate::flags) type | its bits | integer, `base = 16`; names in a hint | `0x43`        |
+//! | `#[derive(tape::Fields)]` struct | sum of fields | `struct { ... }`                | `{ len = 3, kind = ... }` |
+//! | `Ipv4Addr`, `Ipv6Addr` | 4, 16        | `uint8 [4]`, `uint8 [16]` (hex); hint `ipv4`/`ipv6` | `[ [0] = 10, ... ]` |
+//! | `Duration`           | 8              | `uint64` nanoseconds (saturating); hint `duration` | `1500000`  |
+//! | `&T` (`T` a field)   | as `T`         | as `T`                                    |                  |
 //!
 //! **Strings** are recorded whole (no 32-byte cut as in DPDK). CTF strings
 //! end at the first NUL byte, so a `&str` with an interior NUL is recorded up
 //! to that NUL and the rest is not recorded: a reader could not see it, and
 //! writing it would shift the fields after it.
 //!
-//! The next issues add arrays, sequences of every numeric type, enums, flags
-//! and nested structs: each is one more `Field` impl (or a derive writing
-//! one); nothing in the emit path changes.
+//! **`Option<T>`** is a CTF variant selected by a one-byte tag field named
+//! `_<name>_tag` (`none` = 0, `some` = 1): a reader sees exactly which
+//! option was recorded, and `None` costs one byte. (A present-flag beside a
+//! always-written value would cost the value's bytes for every `None`.)
+//!
+//! **Hints** say how a value reads best where CTF has no type for it
+//! (flags, addresses, durations). They are not in the CTF types, which stay
+//! plain integers and arrays that every reader shows; the trace saves them in
+//! its `env` block (`tape_hints_<event id>`), and `tape show --format ftrace`
+//! applies them (`READ|WRITE|0x40`, `10.0.0.1`, `1.5ms`).
 
+use std::ffi::{CStr, CString};
+use std::marker::PhantomData;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ptr;
+use std::time::Duration;
 
-use tape_ctf::{Encoding, Enum, EnumEntry, Float, Integer, Type};
+use tape_ctf::{Encoding, Enum, EnumEntry, Float, Integer, Struct, Type};
 
 /// Encoding into a reserved area of an event. Implemented by every
 /// [`Field`] and by tuples of them (the payload of an event).
@@ -54,8 +75,60 @@ pub trait Field: Encode {
     const FIXED_SIZE: usize;
 
     /// Appends the CTF fields that describe a field of this type named `name`
-    /// (a sequence appends its length field first).
-    fn describe(name: &str, out: &mut Vec<tape_ctf::Field>);
+    /// (a sequence appends its length field first), and its display hints.
+    fn describe(name: &str, out: &mut Layout);
+}
+
+/// What describing fields gives: their CTF fields, and display hints by
+/// field path (`hdr.flags`) for read-time formats (see the module docs).
+#[derive(Debug, Default)]
+pub struct Layout {
+    /// The CTF fields, in order.
+    pub fields: Vec<tape_ctf::Field>,
+    /// `(path, hint)`: `flags(A=0x1,B=0x2)`, `ipv4`, `ipv6`, `duration`.
+    pub hints: Vec<(String, String)>,
+}
+
+impl Layout {
+    /// Appends one CTF field.
+    pub fn push(&mut self, name: &str, ty: Type) {
+        self.fields.push(tape_ctf::Field::new(name, ty));
+    }
+
+    /// Appends a hint for the field at `path`.
+    pub fn hint(&mut self, path: &str, hint: impl Into<String>) {
+        self.hints.push((path.to_owned(), hint.into()));
+    }
+
+    /// The layout of `describe` alone, its hints' paths under `prefix.`.
+    pub fn nested(prefix: &str, describe: impl FnOnce(&mut Layout)) -> Layout {
+        let mut inner = Layout::default();
+        describe(&mut inner);
+        for (path, _) in &mut inner.hints {
+            *path = format!("{prefix}.{path}");
+        }
+        inner
+    }
+
+    /// Appends a struct field `name` whose members are described by `members`.
+    pub fn push_struct(&mut self, name: &str, members: impl FnOnce(&mut Layout)) {
+        let inner = Layout::nested(name, members);
+        self.push(name, Type::Struct(Struct::new(inner.fields)));
+        self.hints.extend(inner.hints);
+    }
+
+    /// The type of a field of type `T`: its only CTF field's type, or a
+    /// struct of its fields (a sequence and its length); hints keep `name`.
+    fn single<T: Field + ?Sized>(&mut self, name: &str) -> Type {
+        let mut inner = Layout::default();
+        T::describe(name, &mut inner);
+        self.hints.extend(inner.hints);
+        if inner.fields.len() == 1 {
+            inner.fields.pop().map(|f| f.ty).unwrap_or(Type::Struct(Struct::default()))
+        } else {
+            Type::Struct(Struct::new(inner.fields))
+        }
+    }
 }
 
 /// A field of a tracepoint: its name and how to describe it.
@@ -64,7 +137,7 @@ pub struct FieldDesc {
     /// Argument name.
     pub name: &'static str,
     /// Writes the CTF description (from the type's [`Field`] impl).
-    pub describe: fn(&str, &mut Vec<tape_ctf::Field>),
+    pub describe: fn(&str, &mut Layout),
 }
 
 /// Writes `v` unaligned at `dst` and returns the address after it.
@@ -79,6 +152,33 @@ unsafe fn put<T: Copy>(dst: *mut u8, v: T) -> *mut u8 {
         ptr::write_unaligned(dst.cast::<T>(), v);
         dst.add(size_of::<T>())
     }
+}
+
+/// A value that is an element of arrays and sequences: copied as its bytes
+/// in memory, many at a time.
+///
+/// # Safety
+/// The bytes of a `Self` in memory (`size_of::<Self>()` of them, no padding,
+/// every bit pattern the type can hold) must be its encoding as
+/// [`element_type`](Element::element_type) describes it, in the machine's
+/// byte order.
+pub unsafe trait Element: Copy + 'static {
+    /// The CTF type of one element of an array `[Self; N]`.
+    fn element_type() -> Type;
+    /// The CTF type of one element of a sequence `&[Self]` (the same but for
+    /// `u8`: text in arrays, the kernel's `char comm[16]`; bytes in hex in
+    /// sequences).
+    fn sequence_element_type() -> Type {
+        Self::element_type()
+    }
+}
+
+/// An integer type: the container of enums and flags, and what [`Hex`] wraps.
+pub trait Integral: Element {
+    /// Its CTF integer.
+    fn integer() -> Integer;
+    /// The value, widened (for enum and flags tables).
+    fn to_i128(self) -> i128;
 }
 
 macro_rules! scalar_fields {
@@ -97,15 +197,21 @@ macro_rules! scalar_fields {
         }
         impl Field for $t {
             const FIXED_SIZE: usize = size_of::<$t>();
-            fn describe(name: &str, out: &mut Vec<tape_ctf::Field>) {
-                out.push(tape_ctf::Field::new(name, $ctf));
+            fn describe(name: &str, out: &mut Layout) {
+                out.push(name, $ctf);
+            }
+        }
+        // SAFETY: a number's bytes in memory are its native-order encoding,
+        // and every bit pattern is a value.
+        unsafe impl Element for $t {
+            fn element_type() -> Type {
+                $ctf
             }
         }
     )*};
 }
 
 scalar_fields! {
-    u8 => Type::Integer(Integer::unsigned(8)),
     u16 => Type::Integer(Integer::unsigned(16)),
     u32 => Type::Integer(Integer::unsigned(32)),
     u64 => Type::Integer(Integer::unsigned(64)),
@@ -117,6 +223,66 @@ scalar_fields! {
     isize => Type::Integer(Integer::signed(usize::BITS)),
     f32 => Type::Float(Float::binary32()),
     f64 => Type::Float(Float::binary64()),
+}
+
+// SAFETY: writes one byte, == max_size().
+unsafe impl Encode for u8 {
+    #[inline(always)]
+    fn max_size(&self) -> usize {
+        1
+    }
+    #[inline(always)]
+    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+        // SAFETY: forwarded from the caller.
+        unsafe { put(dst, *self) }
+    }
+}
+
+impl Field for u8 {
+    const FIXED_SIZE: usize = 1;
+    fn describe(name: &str, out: &mut Layout) {
+        out.push(name, Type::Integer(Integer::unsigned(8)));
+    }
+}
+
+// SAFETY: a byte is its own encoding.
+unsafe impl Element for u8 {
+    fn element_type() -> Type {
+        Type::Integer(Integer::unsigned(8).utf8())
+    }
+    fn sequence_element_type() -> Type {
+        Type::Integer(Integer::unsigned(8).hex())
+    }
+}
+
+macro_rules! integral {
+    ($($t:ty: $bits:expr, $signed:expr);* $(;)?) => {$(
+        impl Integral for $t {
+            fn integer() -> Integer {
+                if $signed { Integer::signed($bits) } else { Integer::unsigned($bits) }
+            }
+            fn to_i128(self) -> i128 {
+                self as i128
+            }
+        }
+    )*};
+}
+
+integral! {
+    u8: 8, false; u16: 16, false; u32: 32, false; u64: 64, false; usize: usize::BITS, false;
+    i8: 8, true; i16: 16, true; i32: 32, true; i64: 64, true; isize: usize::BITS, true;
+}
+
+fn bool_type() -> Type {
+    let entry = |label: &str, v| EnumEntry {
+        label: label.into(),
+        start: v,
+        end: v,
+    };
+    Type::Enum(Enum {
+        container: Integer::unsigned(8),
+        entries: vec![entry("false", 0), entry("true", 1)],
+    })
 }
 
 // SAFETY: writes one byte, == max_size().
@@ -134,19 +300,16 @@ unsafe impl Encode for bool {
 
 impl Field for bool {
     const FIXED_SIZE: usize = 1;
-    fn describe(name: &str, out: &mut Vec<tape_ctf::Field>) {
-        let entry = |label: &str, v| EnumEntry {
-            label: label.into(),
-            start: v,
-            end: v,
-        };
-        out.push(tape_ctf::Field::new(
-            name,
-            Type::Enum(Enum {
-                container: Integer::unsigned(8),
-                entries: vec![entry("false", 0), entry("true", 1)],
-            }),
-        ));
+    fn describe(name: &str, out: &mut Layout) {
+        out.push(name, bool_type());
+    }
+}
+
+// SAFETY: a bool is one byte, 0 or 1 (Rust's layout guarantee), the
+// container values of `bool_type`.
+unsafe impl Element for bool {
+    fn element_type() -> Type {
+        bool_type()
     }
 }
 
@@ -167,14 +330,14 @@ unsafe impl Encode for char {
 
 impl Field for char {
     const FIXED_SIZE: usize = 4;
-    fn describe(name: &str, out: &mut Vec<tape_ctf::Field>) {
-        out.push(tape_ctf::Field::new(
+    fn describe(name: &str, out: &mut Layout) {
+        out.push(
             name,
             Type::Array {
                 element: Box::new(Type::Integer(Integer::unsigned(8).utf8())),
                 len: 4,
             },
-        ));
+        );
     }
 }
 
@@ -194,17 +357,72 @@ macro_rules! pointer_fields {
         }
         impl<T: ?Sized> Field for $t {
             const FIXED_SIZE: usize = size_of::<usize>();
-            fn describe(name: &str, out: &mut Vec<tape_ctf::Field>) {
-                out.push(tape_ctf::Field::new(
-                    name,
-                    Type::Integer(Integer::unsigned(usize::BITS).hex()),
-                ));
+            fn describe(name: &str, out: &mut Layout) {
+                out.push(name, Type::Integer(Integer::unsigned(usize::BITS).hex()));
             }
         }
     )*};
 }
 
 pointer_fields!(*const T, *mut T);
+
+/// An integer shown in hexadecimal (`base = 16` in the metadata):
+/// `Hex(0x1f_u32)` reads `0x1F` in babeltrace2 and `0x1f` in ftrace text.
+/// Usable in arrays and sequences too (`[Hex<u8>; 6]`, `&[Hex<u32>]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(transparent)]
+pub struct Hex<T>(pub T);
+
+// SAFETY: forwards to T, which writes at most its max_size().
+unsafe impl<T: Integral + Encode> Encode for Hex<T> {
+    #[inline(always)]
+    fn max_size(&self) -> usize {
+        self.0.max_size()
+    }
+    #[inline(always)]
+    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.0.encode(dst) }
+    }
+}
+
+impl<T: Integral + Field> Field for Hex<T> {
+    const FIXED_SIZE: usize = T::FIXED_SIZE;
+    fn describe(name: &str, out: &mut Layout) {
+        out.push(name, Type::Integer(T::integer().hex()));
+    }
+}
+
+// SAFETY: `repr(transparent)` over an integer, which is an `Element`.
+unsafe impl<T: Integral> Element for Hex<T> {
+    fn element_type() -> Type {
+        Type::Integer(T::integer().hex())
+    }
+}
+
+/// Copies `bytes` up to its first NUL, then a NUL; returns the end.
+///
+/// # Safety
+/// `dst` must be valid for `bytes.len() + 1` bytes of writes, not
+/// overlapping `bytes`.
+#[inline(always)]
+unsafe fn encode_str(bytes: &[u8], dst: *mut u8) -> *mut u8 {
+    // An interior NUL ends the string (module docs).
+    let n = if bytes.len() <= SHORT_STRING {
+        // SAFETY: forwarded from the caller: len + 1 bytes at dst.
+        unsafe { copy_short_until_nul(bytes, dst) }
+    } else {
+        let n = memchr::memchr(0, bytes).unwrap_or(bytes.len());
+        // SAFETY: n <= len bytes; no overlap (caller).
+        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
+        n
+    };
+    // SAFETY: n <= len, so the NUL is the (n + 1)-th of at most len + 1 bytes.
+    unsafe {
+        *dst.add(n) = 0;
+        dst.add(n + 1)
+    }
+}
 
 // SAFETY: writes at most len + 1 bytes: the bytes before the first NUL and
 // one NUL.
@@ -215,24 +433,9 @@ unsafe impl Encode for &str {
     }
     #[inline(always)]
     unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
-        let bytes = self.as_bytes();
-        // An interior NUL ends the string (module docs).
-        let n = if bytes.len() <= SHORT_STRING {
-            // SAFETY: forwarded from the caller: len + 1 bytes at dst.
-            unsafe { copy_short_until_nul(bytes, dst) }
-        } else {
-            let n = memchr::memchr(0, bytes).unwrap_or(bytes.len());
-            // SAFETY: n <= len <= max_size() - 1 bytes; source and
-            // destination do not overlap (dst is in a ring, bytes is not).
-            unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
-            n
-        };
-        // SAFETY: n <= len, so the NUL is the (n + 1)-th of at most
-        // max_size() = len + 1 bytes.
-        unsafe {
-            *dst.add(n) = 0;
-            dst.add(n + 1)
-        }
+        // SAFETY: forwarded from the caller (len + 1 bytes at dst); the ring
+        // and the string do not overlap.
+        unsafe { encode_str(self.as_bytes(), dst) }
     }
 }
 
@@ -274,47 +477,432 @@ unsafe fn copy_short_until_nul(src: &[u8], dst: *mut u8) -> usize {
 
 impl Field for &str {
     const FIXED_SIZE: usize = 1;
-    fn describe(name: &str, out: &mut Vec<tape_ctf::Field>) {
-        out.push(tape_ctf::Field::new(name, Type::String(Encoding::Utf8)));
+    fn describe(name: &str, out: &mut Layout) {
+        out.push(name, Type::String(Encoding::Utf8));
     }
 }
 
-// SAFETY: writes a u32 length and the bytes: 4 + len == max_size(), when
-// len fits u32; longer slices are cut to u32::MAX bytes (never reached:
-// packets are smaller).
-unsafe impl Encode for &[u8] {
+macro_rules! string_fields {
+    ($($t:ty => $bytes:ident),*) => {$(
+        // SAFETY: as `&str`: at most len + 1 bytes.
+        unsafe impl Encode for $t {
+            #[inline(always)]
+            fn max_size(&self) -> usize {
+                self.$bytes().len() + 1
+            }
+            #[inline(always)]
+            unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+                // SAFETY: forwarded from the caller.
+                unsafe { encode_str(self.$bytes(), dst) }
+            }
+        }
+        impl Field for $t {
+            const FIXED_SIZE: usize = 1;
+            fn describe(name: &str, out: &mut Layout) {
+                out.push(name, Type::String(Encoding::Utf8));
+            }
+        }
+    )*};
+}
+
+string_fields! {
+    String => as_bytes,
+    &CStr => to_bytes,
+    CString => as_bytes
+}
+
+// SAFETY: writes exactly N * size_of::<T>() == max_size() bytes.
+unsafe impl<T: Element, const N: usize> Encode for [T; N] {
     #[inline(always)]
     fn max_size(&self) -> usize {
-        4 + self.len()
+        size_of::<[T; N]>()
+    }
+    #[inline(always)]
+    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+        // SAFETY: forwarded from the caller; `Element` says the bytes in
+        // memory are the encoding.
+        unsafe { put(dst, *self) }
+    }
+}
+
+impl<T: Element, const N: usize> Field for [T; N] {
+    const FIXED_SIZE: usize = size_of::<[T; N]>();
+    fn describe(name: &str, out: &mut Layout) {
+        out.push(
+            name,
+            Type::Array {
+                element: Box::new(T::element_type()),
+                len: N as u64,
+            },
+        );
+    }
+}
+
+// SAFETY: writes a u32 length and the elements: 4 + len * size ==
+// max_size(), when len fits u32; longer slices are cut to u32::MAX elements
+// (never reached: packets are smaller, the event is dropped as too big).
+unsafe impl<T: Element> Encode for &[T] {
+    #[inline(always)]
+    fn max_size(&self) -> usize {
+        4 + size_of_val(*self)
     }
     #[inline(always)]
     unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
         let n = self.len().min(u32::MAX as usize);
-        // SAFETY: 4 + n <= max_size() bytes written; no overlap.
+        let bytes = n * size_of::<T>();
+        // SAFETY: 4 + bytes <= max_size() bytes written; no overlap; the
+        // elements' bytes are their encoding (`Element`).
         unsafe {
             let p = put(dst, n as u32);
-            ptr::copy_nonoverlapping(self.as_ptr(), p, n);
-            p.add(n)
+            ptr::copy_nonoverlapping(self.as_ptr().cast::<u8>(), p, bytes);
+            p.add(bytes)
         }
     }
 }
 
-impl Field for &[u8] {
+impl<T: Element> Field for &[T] {
     const FIXED_SIZE: usize = 4;
-    fn describe(name: &str, out: &mut Vec<tape_ctf::Field>) {
+    fn describe(name: &str, out: &mut Layout) {
         let len = format!("_{name}_len");
-        out.push(tape_ctf::Field::new(
-            len.clone(),
-            Type::Integer(Integer::unsigned(32)),
-        ));
-        out.push(tape_ctf::Field::new(
+        out.push(&len, Type::Integer(Integer::unsigned(32)));
+        out.push(
             name,
             Type::Sequence {
-                element: Box::new(Type::Integer(Integer::unsigned(8).hex())),
+                element: Box::new(T::sequence_element_type()),
                 length: tape_ctf::escape_name(&len),
             },
-        ));
+        );
     }
+}
+
+// SAFETY: forwards to T.
+unsafe impl<T: Encode + ?Sized> Encode for &T {
+    #[inline(always)]
+    fn max_size(&self) -> usize {
+        (**self).max_size()
+    }
+    #[inline(always)]
+    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+        // SAFETY: forwarded from the caller.
+        unsafe { (**self).encode(dst) }
+    }
+}
+
+impl<T: Field> Field for &T {
+    const FIXED_SIZE: usize = T::FIXED_SIZE;
+    fn describe(name: &str, out: &mut Layout) {
+        T::describe(name, out);
+    }
+}
+
+/// The tag of an `Option` field: `none` = 0, `some` = 1.
+fn option_tag() -> Type {
+    let entry = |label: &str, v| EnumEntry {
+        label: label.into(),
+        start: v,
+        end: v,
+    };
+    Type::Enum(Enum {
+        container: Integer::unsigned(8),
+        entries: vec![entry("none", 0), entry("some", 1)],
+    })
+}
+
+// SAFETY: writes the one-byte tag, then for `Some` at most the value's
+// max_size(): at most max_size() in all.
+unsafe impl<T: Encode> Encode for Option<T> {
+    #[inline(always)]
+    fn max_size(&self) -> usize {
+        1 + self.as_ref().map_or(0, Encode::max_size)
+    }
+    #[inline(always)]
+    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+        // SAFETY: 1 byte, then the value within its own bound (caller).
+        unsafe {
+            match self {
+                None => put(dst, 0u8),
+                Some(v) => v.encode(put(dst, 1u8)),
+            }
+        }
+    }
+}
+
+impl<T: Field> Field for Option<T> {
+    const FIXED_SIZE: usize = 1;
+    fn describe(name: &str, out: &mut Layout) {
+        let tag = format!("_{name}_tag");
+        out.push(&tag, option_tag());
+        let some = out.single::<T>(name);
+        out.push(
+            name,
+            Type::Variant {
+                tag: tape_ctf::escape_name(&tag),
+                options: vec![
+                    tape_ctf::Field::new("none", Type::Struct(Struct::default())),
+                    tape_ctf::Field::new("some", some),
+                ],
+            },
+        );
+    }
+}
+
+// SAFETY: writes the 4 octets, == max_size().
+unsafe impl Encode for Ipv4Addr {
+    #[inline(always)]
+    fn max_size(&self) -> usize {
+        4
+    }
+    #[inline(always)]
+    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+        // SAFETY: forwarded from the caller.
+        unsafe { put(dst, self.octets()) }
+    }
+}
+
+impl Field for Ipv4Addr {
+    const FIXED_SIZE: usize = 4;
+    fn describe(name: &str, out: &mut Layout) {
+        out.push(
+            name,
+            Type::Array {
+                element: Box::new(Type::Integer(Integer::unsigned(8))),
+                len: 4,
+            },
+        );
+        out.hint(name, "ipv4");
+    }
+}
+
+// SAFETY: writes the 16 octets, == max_size().
+unsafe impl Encode for Ipv6Addr {
+    #[inline(always)]
+    fn max_size(&self) -> usize {
+        16
+    }
+    #[inline(always)]
+    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+        // SAFETY: forwarded from the caller.
+        unsafe { put(dst, self.octets()) }
+    }
+}
+
+impl Field for Ipv6Addr {
+    const FIXED_SIZE: usize = 16;
+    fn describe(name: &str, out: &mut Layout) {
+        out.push(
+            name,
+            Type::Array {
+                element: Box::new(Type::Integer(Integer::unsigned(8).hex())),
+                len: 16,
+            },
+        );
+        out.hint(name, "ipv6");
+    }
+}
+
+// SAFETY: writes a u64, == max_size().
+unsafe impl Encode for Duration {
+    #[inline(always)]
+    fn max_size(&self) -> usize {
+        8
+    }
+    #[inline(always)]
+    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+        let ns = u64::try_from(self.as_nanos()).unwrap_or(u64::MAX);
+        // SAFETY: forwarded from the caller.
+        unsafe { put(dst, ns) }
+    }
+}
+
+impl Field for Duration {
+    const FIXED_SIZE: usize = 8;
+    fn describe(name: &str, out: &mut Layout) {
+        out.push(name, Type::Integer(Integer::unsigned(64)));
+        out.hint(name, "duration");
+    }
+}
+
+/// A Rust enum recorded as a CTF enumeration: `#[derive(tape::Enum)]`
+/// writes this impl (and `Field`) for a fieldless enum. The value is
+/// recorded as its `#[repr]` integer (`i32` without one), and readers show
+/// its variant name: babeltrace2 `( "Write" : container = 2 )`, ftrace text
+/// `Write` (the kernel's `__print_symbolic`).
+///
+/// ```
+/// #[derive(Clone, Copy, tape::Enum)]
+/// #[repr(u8)]
+/// enum Op { Read = 1, Write = 2, Sync = 8 }
+///
+/// tape::tracepoint! {
+///     pub fn io(op: Op, len: u32) = "app.io.submit";
+/// }
+/// io(Op::Write, 4096);
+/// ```
+pub trait Symbolic {
+    /// The integer the value is recorded as.
+    type Repr: Integral + Field;
+    /// Variant names and values, in declaration order.
+    const LABELS: &'static [(&'static str, i128)];
+    /// The value's integer.
+    fn repr(&self) -> Self::Repr;
+}
+
+/// The CTF enumeration of a [`Symbolic`] type.
+pub fn symbolic_type<E: Symbolic>() -> Type {
+    Type::Enum(Enum {
+        container: E::Repr::integer(),
+        entries: E::LABELS
+            .iter()
+            .map(|&(label, v)| EnumEntry {
+                label: label.into(),
+                start: v,
+                end: v,
+            })
+            .collect(),
+    })
+}
+
+/// A raw value of enum `E`, which may have no variant: what a decoder has
+/// before it knows the value is valid (a wire opcode). Readers show a known
+/// value by name, an unknown one as a number (ftrace text: `0x7`, as
+/// `__print_symbolic` does).
+pub struct RawEnum<E: Symbolic>(pub E::Repr, PhantomData<fn() -> E>);
+
+impl<E: Symbolic> RawEnum<E> {
+    /// The raw value `v` of enum `E`.
+    pub fn new(v: E::Repr) -> RawEnum<E> {
+        RawEnum(v, PhantomData)
+    }
+}
+
+// SAFETY: forwards to the repr integer.
+unsafe impl<E: Symbolic> Encode for RawEnum<E> {
+    #[inline(always)]
+    fn max_size(&self) -> usize {
+        self.0.max_size()
+    }
+    #[inline(always)]
+    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.0.encode(dst) }
+    }
+}
+
+impl<E: Symbolic> Field for RawEnum<E> {
+    const FIXED_SIZE: usize = size_of::<E::Repr>();
+    fn describe(name: &str, out: &mut Layout) {
+        out.push(name, symbolic_type::<E>());
+    }
+}
+
+/// A bit-set type recorded as its integer: `flags!` writes this impl. The
+/// CTF type is the integer in hexadecimal; the names travel as a hint, so
+/// that ftrace text shows `READ|WRITE|0x40` (the kernel's `__print_flags`:
+/// masks of several bits first, then single bits, leftover bits in hex).
+pub trait Flags {
+    /// The integer of the bits.
+    type Bits: Integral + Field;
+    /// Names and masks, in declaration order.
+    const NAMES: &'static [(&'static str, u128)];
+    /// The bits.
+    fn bits(&self) -> Self::Bits;
+}
+
+/// Describes a [`Flags`] field: the integer in hex, and its names as a hint.
+pub fn describe_flags<F: Flags>(name: &str, out: &mut Layout) {
+    out.push(name, Type::Integer(F::Bits::integer().hex()));
+    out.hint(name, flags_hint(F::NAMES));
+}
+
+/// The hint of a flags table: `flags(RW=0x3,READ=0x1,WRITE=0x2)`, masks of
+/// more bits first (stable otherwise), as `__print_flags` wants them.
+pub fn flags_hint(names: &[(&str, u128)]) -> String {
+    let mut sorted: Vec<&(&str, u128)> = names.iter().collect();
+    sorted.sort_by_key(|(_, m)| std::cmp::Reverse(m.count_ones()));
+    let items: Vec<String> = sorted.iter().map(|(n, m)| format!("{n}={m:#x}")).collect();
+    format!("flags({})", items.join(","))
+}
+
+/// Declares a bit-set type recorded as an integer and shown by name
+/// (`READ|WRITE|0x40`) in ftrace text:
+///
+/// ```
+/// tape::flags! {
+///     /// How a file is opened.
+///     pub struct OpenFlags: u32 {
+///         const READ = 0x1;
+///         const WRITE = 0x2;
+///         const RDWR = 0x3;
+///         const CREATE = 0x40;
+///     }
+/// }
+/// tape::tracepoint! {
+///     pub fn open(fd: i32, flags: OpenFlags) = "app.fs.open";
+/// }
+/// open(3, OpenFlags::RDWR | OpenFlags::CREATE);
+/// assert_eq!((OpenFlags::READ | OpenFlags::WRITE).bits(), 3);
+/// ```
+///
+/// The type is a `Copy` newtype over its integer with the named constants,
+/// `|`, `&`, `contains`, `bits`, `from_bits_retain` and `empty`.
+#[macro_export]
+macro_rules! flags {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident: $bits:ty {
+        $($(#[$fmeta:meta])* const $flag:ident = $value:expr;)*
+    }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        #[repr(transparent)]
+        $vis struct $name($bits);
+
+        #[allow(dead_code)]
+        impl $name {
+            $($(#[$fmeta])* pub const $flag: $name = $name($value);)*
+            /// No bit set.
+            pub const fn empty() -> $name { $name(0) }
+            /// The bits, as recorded.
+            pub const fn bits(self) -> $bits { self.0 }
+            /// These bits, named or not.
+            pub const fn from_bits_retain(bits: $bits) -> $name { $name(bits) }
+            /// Whether every bit of `other` is set.
+            pub const fn contains(self, other: $name) -> bool { self.0 & other.0 == other.0 }
+        }
+
+        impl ::core::ops::BitOr for $name {
+            type Output = $name;
+            fn bitor(self, o: $name) -> $name { $name(self.0 | o.0) }
+        }
+
+        impl ::core::ops::BitAnd for $name {
+            type Output = $name;
+            fn bitand(self, o: $name) -> $name { $name(self.0 & o.0) }
+        }
+
+        impl $crate::field::Flags for $name {
+            type Bits = $bits;
+            const NAMES: &'static [(&'static str, u128)] =
+                &[$((::core::stringify!($flag), $value as u128)),*];
+            fn bits(&self) -> $bits { self.0 }
+        }
+
+        // SAFETY: forwards to the integer's encoder.
+        unsafe impl $crate::Encode for $name {
+            #[inline(always)]
+            fn max_size(&self) -> usize { ::core::mem::size_of::<$bits>() }
+            #[inline(always)]
+            unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+                // SAFETY: forwarded from the caller.
+                unsafe { $crate::Encode::encode(&self.0, dst) }
+            }
+        }
+
+        impl $crate::Field for $name {
+            const FIXED_SIZE: usize = ::core::mem::size_of::<$bits>();
+            fn describe(name: &str, out: &mut $crate::field::Layout) {
+                $crate::field::describe_flags::<$name>(name, out)
+            }
+        }
+    };
 }
 
 // SAFETY: the empty payload writes nothing.

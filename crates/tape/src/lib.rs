@@ -57,7 +57,22 @@ pub mod save;
 
 pub use config::{init, ClockChoice, Config, Guard, Mode};
 pub use error::{Error, ErrorKind};
-pub use field::{Encode, Field, FieldDesc};
+pub use field::{Element, Encode, Field, FieldDesc, Hex, Layout, RawEnum};
+/// Derives [`Field`] for a fieldless enum: a CTF enumeration, shown by name
+/// (see [`field::Symbolic`]).
+pub use tape_macros::Enum;
+/// Derives [`Field`] for a struct with named fields: a CTF struct of them.
+///
+/// ```
+/// #[derive(tape::Fields)]
+/// struct Hdr<'a> { len: u16, proto: u8, name: &'a str }
+///
+/// tape::tracepoint! {
+///     pub fn rx(hdr: &Hdr<'_>, port: u16) = "app.net.rx";
+/// }
+/// rx(&Hdr { len: 60, proto: 6, name: "eth0" }, 3);
+/// ```
+pub use tape_macros::Fields;
 pub use point::{Tracepoint, TracepointDesc};
 pub use registry::{
     disable, disable_glob, disable_pattern, disable_regex, enable, enable_glob, enable_pattern,

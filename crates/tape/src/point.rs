@@ -58,6 +58,10 @@ pub struct TracepointDesc {
     pub fields: &'static [FieldDesc],
     /// Bytes taken by the fields of fixed size.
     pub fixed_size: usize,
+    /// The read-time format (`"pid={pid} prio={prio}"`), if declared.
+    pub format: Option<&'static str>,
+    /// The event class it belongs to, if any.
+    pub class: Option<&'static str>,
 }
 
 /// A tracepoint: a description plus the state word read by the emit path.
@@ -158,6 +162,8 @@ mod tests {
         fast_path: false,
         fields: &[],
         fixed_size: 24,
+        format: None,
+        class: None,
     };
 
     #[test]

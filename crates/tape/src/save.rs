@@ -247,11 +247,27 @@ pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
         event_context: None,
     });
     for (id, p) in registry::tracepoints().iter().enumerate() {
-        let mut fields = Vec::new();
+        let mut layout = crate::field::Layout::default();
         for f in p.desc().fields {
-            (f.describe)(f.name, &mut fields);
+            (f.describe)(f.name, &mut layout);
         }
-        let mut e = EventClass::new(p.name(), id as u64, Struct::new(fields));
+        // Read-time display (see the `format` module docs): the format,
+        // the class and the hints, for any reader to find in `env`.
+        if let Some(f) = p.desc().format {
+            t.env.push((format!("tape_format_{id}"), EnvValue::Str(f.into())));
+        }
+        if let Some(c) = p.desc().class {
+            t.env.push((format!("tape_class_{id}"), EnvValue::Str(c.into())));
+        }
+        if !layout.hints.is_empty() {
+            let hints: Vec<String> = layout
+                .hints
+                .iter()
+                .map(|(path, hint)| format!("{path}:{hint}"))
+                .collect();
+            t.env.push((format!("tape_hints_{id}"), EnvValue::Str(hints.join(";"))));
+        }
+        let mut e = EventClass::new(p.name(), id as u64, Struct::new(layout.fields));
         e.stream_id = Some(0);
         t.events.push(e);
     }
