@@ -285,10 +285,9 @@ impl Selection {
 /// `tape show --format ftrace`: one thread merges and renders (with typed
 /// values: the formats need them), as ftrace's `trace` file prints.
 fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), String> {
-    use tape_ctf::fast::ValueSink;
-    use tape_ctf::ftrace;
     for t in traces {
-        let plan = TracePlan::new(&t.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?;
+        let plan = TracePlan::new(&t.trace)
+            .map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?;
         for e in &plan.formats.errors {
             eprintln!("tape: warning: {}/metadata: {e}", t.dir.display());
         }
@@ -297,44 +296,20 @@ fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), String> {
         (Some(g), Some(n)) => g.is_match(n),
         _ => true,
     })?;
-    merge.keep_packet_values();
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
-    let mut out = String::with_capacity(1 << 20);
-    out.push_str(ftrace::HEADER);
-    let mut lost_total = 0u64;
-    while let Some(step) = merge.next() {
-        match step.map_err(|e| e.to_string())? {
-            Step::Event(stream, t) => {
-                let class = stream.class().cloned();
-                let mut sink = ValueSink::default();
-                stream.emit(&mut sink).map_err(|e| e.to_string())?;
-                let Some(class) = class else { continue };
-                let shown = sel.in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name));
-                if !shown {
-                    continue;
-                }
-                let format = stream.plan().formats.get(class.id);
-                let task = ftrace::task(stream.packet_value.as_ref(), &sink.scopes);
-                ftrace::write_line(&mut out, task, t, &class.name, format, &sink.scopes);
-            }
-            Step::Lost(stream, n, t) => {
-                lost_total += n;
-                if sel.in_range(t) || t.is_none() {
-                    out.push_str(&format!("[LOST {n} EVENTS] in {}\n", stream.path().display()));
-                }
-            }
-        }
-        if out.len() >= 1 << 20 {
-            if stdout.write_all(out.as_bytes()).is_err() {
-                return Ok(()); // closed pipe (head, less)
-            }
-            out.clear();
-        }
-    }
-    let _ = stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush());
-    if lost_total > 0 {
-        eprintln!("tape: {lost_total} events were lost (discarded by the tracer)");
+    let shown = |class: &tape_ctf::EventClass, t: Option<i128>| {
+        sel.in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name))
+    };
+    // A closed pipe (head, less) ends the output quietly.
+    let lost_shown = |t: Option<i128>| sel.in_range(t) || t.is_none();
+    let lost = tape_ctf::ftrace::render(&mut merge, shown, lost_shown, |text| {
+        stdout.write_all(text.as_bytes()).is_ok()
+    })
+    .map_err(|e| e.to_string())?;
+    let _ = stdout.flush();
+    if lost > 0 {
+        eprintln!("tape: {lost} events were lost (discarded by the tracer)");
     }
     Ok(())
 }

@@ -878,9 +878,9 @@ impl Sink for TextSink<'_> {
     }
 
     #[inline]
-    fn sint(&mut self, v: i64, base: Base) {
+    fn sint(&mut self, v: i64, base: Base, bits: u32) {
         if !self.skipping {
-            text_sint(self.out, v, base);
+            text_sint(self.out, v, base, bits);
         }
     }
 
@@ -969,9 +969,9 @@ impl Sink for TextSink<'_> {
         if self.skipping {
             return;
         }
+        // babeltrace2 2.0 prints the option's value, not its name.
+        let _ = option;
         self.out.extend_from_slice(b"{ ");
-        self.out.extend_from_slice(option.as_bytes());
-        self.out.extend_from_slice(b" = ");
     }
 
     fn end_variant(&mut self) {
@@ -982,9 +982,10 @@ impl Sink for TextSink<'_> {
     }
 }
 
-/// A signed integer as babeltrace2 prints it (other bases: the bits).
+/// A signed integer of `bits` bits as babeltrace2 prints it (other bases:
+/// its `bits` bits, so an `int16_t` of -1 in hex is `0xFFFF`).
 #[inline]
-pub(crate) fn text_sint(out: &mut Vec<u8>, v: i64, base: Base) {
+pub(crate) fn text_sint(out: &mut Vec<u8>, v: i64, base: Base, bits: u32) {
     match base {
         Base::Decimal => {
             if v < 0 {
@@ -992,7 +993,10 @@ pub(crate) fn text_sint(out: &mut Vec<u8>, v: i64, base: Base) {
             }
             write_decimal(out, v.unsigned_abs());
         }
-        b => write_uint(out, v as u64, b),
+        b => {
+            let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            write_uint(out, v as u64 & mask, b)
+        }
     }
 }
 
@@ -1464,7 +1468,7 @@ impl Sink for ValueSink {
     fn uint(&mut self, v: u64, base: Base) {
         self.value(Value::UInt(v, base));
     }
-    fn sint(&mut self, v: i64, base: Base) {
+    fn sint(&mut self, v: i64, base: Base, _: u32) {
         self.value(Value::SInt(v, base));
     }
     fn enumeration(&mut self, v: i128, e: &Enum) {
@@ -1655,7 +1659,7 @@ impl Sink for JsonSink<'_> {
         write_uint(self.out, v, Base::Decimal);
         self.after_value();
     }
-    fn sint(&mut self, v: i64, _: Base) {
+    fn sint(&mut self, v: i64, _: Base, _: u32) {
         self.sep();
         self.out.extend_from_slice(v.to_string().as_bytes());
         self.after_value();

@@ -19,7 +19,8 @@
 //! so `{cpu:03}` gives `001` and `{addr:#x}` gives `0x7f`.
 //!
 //! **Values** read as the kernel's `trace` file shows them: integers in
-//! their metadata base (`0x1f` for `base = 16`), enumerations by label
+//! their metadata base (`0x1f` for `base = 16`; a negative one in hex as
+//! its 64-bit two's complement), enumerations by label
 //! (`__print_symbolic`; an unknown value in hex, `0x7`), booleans as `0` /
 //! `1`, strings raw, arrays as `{1,2,3}`, structs as `{a=1 b=2}`, a variant
 //! as its option's value (an empty option by its name: `none`).
@@ -31,8 +32,8 @@
 //! addresses, `duration` prints nanoseconds as `1.5ms`.
 //!
 //! An event without a format prints `name=value` for each payload field,
-//! leaving out the fields whose name starts with `_` (sequence lengths,
-//! variant tags).
+//! leaving out the fields whose name (as shown, after CTF's escape `_` is
+//! dropped) starts with `_`: tape's sequence lengths and variant tags.
 //!
 //! Lines follow the `trace` file (without the CPU and irq columns):
 //!
@@ -341,15 +342,9 @@ pub fn parse_hints(s: &str) -> Result<HashMap<String, Hint>, String> {
     Ok(hints)
 }
 
-/// A field name as shown: CTF drops one leading underscore (`_len` is
-/// written for a field named `len` that collides with nothing).
-fn shown(name: &str) -> &str {
-    name.strip_prefix('_').unwrap_or(name)
-}
-
 fn member<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
     match v {
-        Value::Struct(fields) => fields.iter().find(|(n, _)| shown(n) == name).map(|(_, v)| v),
+        Value::Struct(fields) => fields.iter().find(|(n, _)| n == name).map(|(_, v)| v),
         Value::Variant(_, inner) => member(inner, name),
         _ => None,
     }
@@ -382,6 +377,52 @@ pub fn task<'a>(packet: Option<&'a Value>, scopes: &'a [Value]) -> (&'a str, i64
         _ => 0,
     };
     (name, tid)
+}
+
+/// Renders every event of `merge` that `shown` accepts (and every loss
+/// `shown_loss` accepts)
+/// as ftrace text, the header first, handing `each` about a megabyte at a
+/// time (`each` returns `false` to stop); returns the events lost.
+pub fn render(
+    merge: &mut crate::fast::FastMerge,
+    shown: impl Fn(&crate::EventClass, Option<i128>) -> bool,
+    shown_loss: impl Fn(Option<i128>) -> bool,
+    mut each: impl FnMut(&str) -> bool,
+) -> Result<u64, crate::decode::DecodeError> {
+    use crate::fast::{Step, ValueSink};
+    merge.keep_packet_values();
+    let mut out = String::with_capacity(1 << 20);
+    out.push_str(HEADER);
+    let mut lost = 0u64;
+    while let Some(step) = merge.next() {
+        match step? {
+            Step::Event(stream, t) => {
+                let class = stream.class().cloned();
+                let mut sink = ValueSink::default();
+                stream.emit(&mut sink)?;
+                let Some(class) = class.filter(|c| shown(c, t)) else {
+                    continue;
+                };
+                let format = stream.plan().formats.get(class.id);
+                let task = task(stream.packet_value.as_ref(), &sink.scopes);
+                write_line(&mut out, task, t, &class.name, format, &sink.scopes);
+            }
+            Step::Lost(stream, n, t) => {
+                lost += n;
+                if shown_loss(t) {
+                    let _ = writeln!(out, "[LOST {n} EVENTS] in {}", stream.path().display());
+                }
+            }
+        }
+        if out.len() >= 1 << 20 {
+            if !each(&out) {
+                return Ok(lost);
+            }
+            out.clear();
+        }
+    }
+    each(&out);
+    Ok(lost)
 }
 
 /// Appends one line of ftrace text: task, time, name, and the event's text.
@@ -425,7 +466,7 @@ pub fn write_text(out: &mut String, format: Option<&EventFormat>, scopes: &[Valu
                     Piece::Field(path, spec) => match find(scopes, path) {
                         Some(v) => {
                             let key = path.join(".");
-                            let text = render(v, &key, hints, spec);
+                            let text = value_text(v, &key, hints, spec);
                             pad(out, &text, spec, is_number(v, hints.get(&key), spec));
                         }
                         None => {
@@ -452,7 +493,6 @@ fn write_pairs(
 ) {
     let mut first = true;
     for (n, v) in fields {
-        let n = shown(n);
         if n.starts_with('_') {
             continue;
         }
@@ -467,7 +507,7 @@ fn write_pairs(
         };
         out.push_str(n);
         out.push('=');
-        out.push_str(&render(v, &key, hints, &Spec::default()));
+        out.push_str(&value_text(v, &key, hints, &Spec::default()));
     }
 }
 
@@ -588,7 +628,7 @@ fn float_text(f: f64, spec: &Spec) -> String {
 }
 
 /// The text of value `v` at `path` (for hints).
-fn render(v: &Value, path: &str, hints: &HashMap<String, Hint>, spec: &Spec) -> String {
+fn value_text(v: &Value, path: &str, hints: &HashMap<String, Hint>, spec: &Spec) -> String {
     let hint = hints.get(path);
     let as_int = |v: &Value| match v {
         Value::UInt(x, _) => Some(i128::from(*x)),
@@ -638,7 +678,7 @@ fn render(v: &Value, path: &str, hints: &HashMap<String, Hint>, spec: &Spec) -> 
         Value::Float(f) => float_text(*f, spec),
         Value::Str(s) => s.clone(),
         Value::Array(items) => {
-            let parts: Vec<String> = items.iter().map(|i| render(i, path, hints, spec)).collect();
+            let parts: Vec<String> = items.iter().map(|i| value_text(i, path, hints, spec)).collect();
             format!("{{{}}}", parts.join(","))
         }
         Value::Struct(fields) => {
@@ -649,7 +689,7 @@ fn render(v: &Value, path: &str, hints: &HashMap<String, Hint>, spec: &Spec) -> 
         }
         Value::Variant(option, inner) => match &**inner {
             Value::Struct(f) if f.is_empty() => option.clone(),
-            inner => render(inner, path, hints, spec),
+            inner => value_text(inner, path, hints, spec),
         },
     }
 }

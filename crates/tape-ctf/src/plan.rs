@@ -59,7 +59,7 @@ pub trait Sink {
     /// An unsigned integer.
     fn uint(&mut self, v: u64, base: Base);
     /// A signed integer.
-    fn sint(&mut self, v: i64, base: Base);
+    fn sint(&mut self, v: i64, base: Base, bits: u32);
     /// An enumeration value and its type.
     fn enumeration(&mut self, v: i128, e: &Enum);
     /// A floating point number.
@@ -89,7 +89,7 @@ impl Sink for Discard {
     const WANTS_VALUES: bool = false;
     fn field(&mut self, _: &str) {}
     fn uint(&mut self, _: u64, _: Base) {}
-    fn sint(&mut self, _: i64, _: Base) {}
+    fn sint(&mut self, _: i64, _: Base, _: u32) {}
     fn enumeration(&mut self, _: i128, _: &Enum) {}
     fn float(&mut self, _: f64) {}
     fn string(&mut self, _: &[u8]) {}
@@ -651,7 +651,7 @@ fn int_read<'a>(i: &'a IntOp, raw: u64, st: &mut State) -> IntVal<'a> {
 fn int_value<S: Sink>(i: &IntOp, raw: u64, st: &mut State, sink: &mut S) {
     match int_read(i, raw, st) {
         IntVal::Unsigned(v) => sink.uint(v, i.base),
-        IntVal::Signed(v) => sink.sint(v, i.base),
+        IntVal::Signed(v) => sink.sint(v, i.base, i.size),
         IntVal::Enum(v, e) => sink.enumeration(v, e),
     }
 }
@@ -706,7 +706,7 @@ pub(crate) fn text_flat(
                                 };
                                 match int_read(i, raw, st) {
                                     IntVal::Unsigned(v) => write_uint(out, v, i.base),
-                                    IntVal::Signed(v) => text_sint(out, v, i.base),
+                                    IntVal::Signed(v) => text_sint(out, v, i.base, i.size),
                                     IntVal::Enum(v, e) => text_enum(out, v, e),
                                 }
                             }

@@ -19,7 +19,7 @@
 //! | `[u8; N]`            | N              | `uint8 (UTF8) [N]`: text, the kernel's `char comm[16]` | `"bash"` |
 //! | `[T; N]` (`T` an [`Element`]) | N × size | `T x[N]`                               | `[ [0] = 1, [1] = 2 ]` |
 //! | `&[T]` (`T` an [`Element`])   | 4 + len × size | `uint32 _x_len; T x[_x_len]` (`u8` in hex) | `[ [0] = 1 ]` |
-//! | `Option<T>`          | 1 (+ `T`)      | `enum : uint8 { none, some } _x_tag; variant <_x_tag> { struct { } none; T some; } x` | `{ some = 5 }` |
+//! | `Option<T>`          | 1 (+ `T`)      | `enum : uint8 { none, some } _x_tag; variant <_x_tag> { struct { } none; T some; } x` | `{ 5 }`, `{ { } }` |
 //! | `#[derive(tape::Enum)]` enum | its `repr` | `enum : repr { "Read" = 1, ... }`    | `( "Read" : container = 1 )` |
 //! | [`flags!`](crate::flags) type | its bits | integer, `base = 16`; names in a hint | `0x43`        |
 //! | `#[derive(tape::Fields)]` struct | sum of fields | `struct { ... }`                | `{ len = 3, kind = ... }` |
@@ -736,7 +736,10 @@ impl Field for Duration {
 /// tape::tracepoint! {
 ///     pub fn io(op: Op, len: u32) = "app.io.submit";
 /// }
-/// io(Op::Write, 4096);
+///
+/// fn main() {
+///     io(Op::Write, 4096);
+/// }
 /// ```
 pub trait Symbolic {
     /// The integer the value is recorded as.
@@ -839,8 +842,11 @@ pub fn flags_hint(names: &[(&str, u128)]) -> String {
 /// tape::tracepoint! {
 ///     pub fn open(fd: i32, flags: OpenFlags) = "app.fs.open";
 /// }
-/// open(3, OpenFlags::RDWR | OpenFlags::CREATE);
-/// assert_eq!((OpenFlags::READ | OpenFlags::WRITE).bits(), 3);
+///
+/// fn main() {
+///     open(3, OpenFlags::RDWR | OpenFlags::CREATE);
+///     assert_eq!((OpenFlags::READ | OpenFlags::WRITE).bits(), 3);
+/// }
 /// ```
 ///
 /// The type is a `Copy` newtype over its integer with the named constants,
@@ -857,7 +863,7 @@ macro_rules! flags {
 
         #[allow(dead_code)]
         impl $name {
-            $($(#[$fmeta])* pub const $flag: $name = $name($value);)*
+            $($(#[$fmeta])* #[allow(missing_docs)] pub const $flag: $name = $name($value);)*
             /// No bit set.
             pub const fn empty() -> $name { $name(0) }
             /// The bits, as recorded.

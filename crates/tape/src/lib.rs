@@ -70,7 +70,10 @@ pub use tape_macros::Enum;
 /// tape::tracepoint! {
 ///     pub fn rx(hdr: &Hdr<'_>, port: u16) = "app.net.rx";
 /// }
-/// rx(&Hdr { len: 60, proto: 6, name: "eth0" }, 3);
+///
+/// fn main() {
+///     rx(&Hdr { len: 60, proto: 6, name: "eth0" }, 3);
+/// }
 /// ```
 pub use tape_macros::Fields;
 pub use point::{Tracepoint, TracepointDesc};
@@ -110,6 +113,46 @@ pub use save::{save, save_to};
 /// ```
 /// ```compile_fail
 /// tape::tracepoint! { pub fn rx(port: u16) = "app..rx"; } // empty word
+/// ```
+///
+/// **Event classes** (the kernel's DECLARE_EVENT_CLASS / DEFINE_EVENT):
+/// the fields and the format are declared once, then any number of events
+/// of that shape, each with its own name and id. The events of a class
+/// share one encoder (`sched_wakeup_template::emit`, out of line); each
+/// keeps its own inlined enabled test. An event may bring a format of its
+/// own (DEFINE_EVENT_PRINT). Events go inside their class's block.
+///
+/// **Formats** (`#[format("...")]`) are applied at read time only: the
+/// trace stores them in its `env` block, and `tape show --format ftrace`
+/// prints with them (`{field}`, `{field:03}`, `{field:#x}`, `{hdr.len}`;
+/// see [`tape_ctf::ftrace`]). Recording costs the same with or without one.
+/// A `{name}` that is not a field does not compile.
+///
+/// ```
+/// tape::tracepoint! {
+///     #[format("comm={comm} pid={pid} prio={prio} success={success} target_cpu={target_cpu:03}")]
+///     pub class sched_wakeup_template(comm: [u8; 16], pid: i32, prio: i32, success: bool, target_cpu: u32) {
+///         /// A task was woken.
+///         pub fn sched_wakeup = "sched.wakeup";
+///         /// A new task was woken.
+///         pub fn sched_wakeup_new = "sched.wakeup_new";
+///         #[format("comm={comm} pid={pid}")]
+///         pub fn sched_waking = "sched.waking";
+///     }
+/// }
+///
+/// fn main() {
+///     let mut comm = [0u8; 16];
+///     comm[..4].copy_from_slice(b"bash");
+///     sched_wakeup(comm, 4251, 120, true, 1);
+///     assert_eq!(sched_wakeup::TRACEPOINT.desc().class, Some("sched_wakeup_template"));
+/// }
+/// ```
+/// ```compile_fail
+/// tape::tracepoint! {
+///     #[format("pid={pid} cpu={cpu}")] // no field `cpu`
+///     pub fn wakeup(pid: i32) = "sched.wakeup";
+/// }
 /// ```
 ///
 /// Field types: see [`field`]; a type that is not a field does not compile:
