@@ -59,7 +59,40 @@ tape::tracepoint! {
     pub fn bench_off(v: u64) = "bench.emit.off";
     /// Never enabled: the disabled rows.
     pub fn bench_off_mixed(a: u64, b: u64, c: u64, s: &str) = "bench.emit.off_mixed";
+    /// A 64-byte sequence: 16 `u32`.
+    pub fn bench_seq(v: &[u32]) = "bench.emit.seq";
+    /// An enum (u8 repr).
+    pub fn bench_enum(op: BenchOp) = "bench.emit.enum";
+    /// A nested struct of four fields.
+    pub fn bench_struct(hdr: &BenchHdr) = "bench.emit.struct";
+    /// The fields of `bench_mixed`, in a class with a read-time format.
+    #[format("a={a} b={b:#x} c={c:08} s={s}")]
+    pub class bench_class(a: u64, b: u64, c: u64, s: &str) {
+        pub fn bench_formatted = "bench.emit.formatted";
+    }
 }
+
+/// The enum of the enum row.
+#[derive(Clone, Copy, tape::Enum)]
+#[repr(u8)]
+pub enum BenchOp {
+    /// A read.
+    Read = 1,
+    /// A write.
+    Write = 2,
+}
+
+/// The struct of the nested-struct row: 15 bytes.
+#[derive(Clone, Copy, tape::Fields)]
+pub struct BenchHdr {
+    len: u16,
+    op: BenchOp,
+    id: u32,
+    ts: u64,
+}
+
+/// The sequence of the sequence row: 64 bytes.
+static SEQ64: [u32; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 
 /// The string argument of the mixed rows: 16 bytes.
 const STR16: &str = "0123456789abcdef";
@@ -165,6 +198,18 @@ ops! {
     /// A 3 x `u64` + 16-byte `&str` event.
     Mixed => {
         bench_mixed(black_box(1), black_box(2), black_box(3), black_box(STR16));
+    }
+    /// The same fields, an event of a class with a format.
+    Formatted => {
+        bench_formatted(black_box(1), black_box(2), black_box(3), black_box(STR16));
+    }
+    /// A 64-byte `&[u32]` sequence.
+    Seq => { bench_seq(black_box(&SEQ64[..])); }
+    /// An enum.
+    EnumOp => { bench_enum(black_box(BenchOp::Write)); }
+    /// A nested struct.
+    Nested => {
+        bench_struct(&black_box(BenchHdr { len: 60, op: BenchOp::Read, id: 7, ts: 42 }));
     }
 }
 
@@ -449,6 +494,9 @@ fn main() {
         .expect("tape init");
     tape::enable("bench.emit.u64").expect("enable");
     tape::enable("bench.emit.mixed").expect("enable");
+    for name in ["seq", "enum", "struct", "formatted"] {
+        tape::enable(&format!("bench.emit.{name}")).expect("enable");
+    }
     let mut b = Bench {
         plan,
         filters,
@@ -476,6 +524,13 @@ fn main() {
     let u64_overwrite = "enabled, u64, overwrite";
     b.row(u64_overwrite, U64);
     b.row("enabled, 3 x u64 + 16-byte &str, overwrite", Mixed);
+    b.row(
+        "enabled, 3 x u64 + 16-byte &str, class event with a format, overwrite",
+        Formatted,
+    );
+    b.row("enabled, 64-byte &[u32] sequence, overwrite", Seq);
+    b.row("enabled, enum (u8), overwrite", EnumOp);
+    b.row("enabled, nested struct (u16, enum, u32, u64), overwrite", Nested);
     if b.rows.len() > rows_before {
         let dropped = dropped_full() - before;
         b.check_drops("overwrite rows", dropped, 0);
