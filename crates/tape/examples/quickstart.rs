@@ -12,15 +12,41 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+/// How a request ended (a CTF enumeration: readers show the name).
+#[derive(Clone, Copy, tape::Enum)]
+#[repr(u16)]
+enum Status {
+    Ok = 200,
+    NotFound = 404,
+}
+
+tape::flags! {
+    /// What a cache slot holds (shown as `HIT|DIRTY` in ftrace text).
+    pub struct SlotFlags: u8 {
+        const HIT = 0x1;
+        const DIRTY = 0x2;
+        const PINNED = 0x4;
+    }
+}
+
 tape::tracepoint! {
     /// The dispatcher queued a request for a worker.
+    #[format("id={id} worker={worker} path={path}")]
     pub fn request_queued(id: u64, worker: u8, path: &str) = "quickstart.request.queued";
     /// A worker started a request.
+    #[format("id={id} path={path}")]
     pub fn request_start(id: u64, path: &str) = "quickstart.request.start";
     /// A worker finished a request.
-    pub fn request_done(id: u64, status: u16, bytes: u32, ok: bool, latency_us: f64) = "quickstart.request.done";
-    /// A worker's cache lookup.
-    pub fn cache_lookup(key: u64, hit: bool, slot: *const u8) = "quickstart.cache.lookup";
+    #[format("id={id} status={status} bytes={bytes} ok={ok} latency_us={latency_us:.1}")]
+    pub fn request_done(id: u64, status: Status, bytes: u32, ok: bool, latency_us: f64) = "quickstart.request.done";
+    /// Cache events: one class, one shared encoder, one format.
+    #[format("key={key:#018x} flags={flags} slot={slot}")]
+    pub class cache_event(key: u64, flags: SlotFlags, slot: *const u8) {
+        /// A worker's cache lookup.
+        pub fn cache_lookup = "quickstart.cache.lookup";
+        /// A miss filled the slot.
+        pub fn cache_fill = "quickstart.cache.fill";
+    }
     /// Not enabled by the quickstart: shows that disabled tracepoints cost nothing.
     pub fn debug_detail(step: u32) = "quickstart.debug.detail";
 }
@@ -55,20 +81,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         let t0 = std::time::Instant::now();
                         request_start(id, path);
                         let key = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                        cache_lookup(
-                            key,
-                            key % 3 == 0,
-                            cache.as_ptr().wrapping_add((key % 64) as usize),
-                        );
+                        let slot = cache.as_ptr().wrapping_add((key % 64) as usize);
+                        let hit = key % 3 == 0;
+                        let mut flags = SlotFlags::empty();
+                        if hit {
+                            flags = flags | SlotFlags::HIT;
+                        }
+                        if id % 4 == 0 {
+                            flags = flags | SlotFlags::DIRTY;
+                        }
+                        cache_lookup(key, flags, slot);
+                        if !hit {
+                            cache_fill(key, flags | SlotFlags::PINNED, slot);
+                        }
                         debug_detail(1);
                         thread::sleep(Duration::from_micros(50 + id % 7 * 10));
-                        let status = if id % 11 == 0 { 404 } else { 200 };
+                        let status = if id % 11 == 0 {
+                            Status::NotFound
+                        } else {
+                            Status::Ok
+                        };
                         let bytes = (path.len() as u32) * 100 + id as u32;
                         request_done(
                             id,
                             status,
                             bytes,
-                            status == 200,
+                            matches!(status, Status::Ok),
                             t0.elapsed().as_secs_f64() * 1e6,
                         );
                     }
