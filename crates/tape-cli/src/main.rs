@@ -286,8 +286,8 @@ impl Selection {
 /// values: the formats need them), as ftrace's `trace` file prints.
 fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), String> {
     for t in traces {
-        let plan = TracePlan::new(&t.trace)
-            .map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?;
+        let plan =
+            TracePlan::new(&t.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?;
         for e in &plan.formats.errors {
             eprintln!("tape: warning: {}/metadata: {e}", t.dir.display());
         }

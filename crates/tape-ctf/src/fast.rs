@@ -994,7 +994,11 @@ pub(crate) fn text_sint(out: &mut Vec<u8>, v: i64, base: Base, bits: u32) {
             write_decimal(out, v.unsigned_abs());
         }
         b => {
-            let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            let mask = if bits >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
             write_uint(out, v as u64 & mask, b)
         }
     }
@@ -1245,7 +1249,9 @@ impl FastMerge {
 
     /// Keeps packet contexts as values (see [`FastStream::keep_packet_values`]).
     pub fn keep_packet_values(&mut self) {
-        self.streams.iter_mut().for_each(FastStream::keep_packet_values);
+        self.streams
+            .iter_mut()
+            .for_each(FastStream::keep_packet_values);
     }
 
     /// Opens every stream of `traces`, keeping the streams whose file name

@@ -219,7 +219,9 @@ pub fn parse_format(f: &str) -> Result<Vec<Piece>, String> {
                 };
                 let path: Vec<String> = path.split('.').map(str::to_owned).collect();
                 if path.iter().any(|p| p.is_empty()) {
-                    return Err(format!("at byte {i}: `{{{inside}}}` has an empty field name"));
+                    return Err(format!(
+                        "at byte {i}: `{{{inside}}}` has an empty field name"
+                    ));
                 }
                 if !text.is_empty() {
                     pieces.push(Piece::Text(std::mem::take(&mut text)));
@@ -284,7 +286,9 @@ pub fn parse_spec(s: &str) -> Result<Spec, String> {
     if chars.get(i) == Some(&'.') {
         i += 1;
         let p = digits(&mut i);
-        let p: usize = p.parse().map_err(|_| format!("spec {s:?}: bad precision"))?;
+        let p: usize = p
+            .parse()
+            .map_err(|_| format!("spec {s:?}: bad precision"))?;
         if p > 64 {
             return Err(format!("precision {p} is too large (64 at most)"));
         }
@@ -327,10 +331,9 @@ pub fn parse_hints(s: &str) -> Result<HashMap<String, Hint>, String> {
                     let (name, mask) = entry
                         .split_once('=')
                         .ok_or_else(|| format!("{path}: flag {entry:?} is not NAME=MASK"))?;
-                    let mask = mask.strip_prefix("0x").map_or_else(
-                        || mask.parse::<u128>(),
-                        |hex| u128::from_str_radix(hex, 16),
-                    );
+                    let mask = mask
+                        .strip_prefix("0x")
+                        .map_or_else(|| mask.parse::<u128>(), |hex| u128::from_str_radix(hex, 16));
                     let mask = mask.map_err(|_| format!("{path}: flag {entry:?}: bad mask"))?;
                     names.push((name.to_owned(), mask));
                 }
@@ -353,16 +356,19 @@ fn member<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
 /// The value at `path` in the payload (the last scope), else in the
 /// other scopes.
 fn find<'a>(scopes: &'a [Value], path: &[String]) -> Option<&'a Value> {
-    scopes.iter().rev().find_map(|scope| {
-        path.iter()
-            .try_fold(scope, |v, name| member(v, name))
-    })
+    scopes
+        .iter()
+        .rev()
+        .find_map(|scope| path.iter().try_fold(scope, |v, name| member(v, name)))
 }
 
 /// The thread of an event: its name and id, from the packet context and
 /// the event's context scopes (`<...>` and 0 when unknown).
 pub fn task<'a>(packet: Option<&'a Value>, scopes: &'a [Value]) -> (&'a str, i64) {
-    let all: Vec<&Value> = packet.into_iter().chain(scopes.iter().rev().skip(1)).collect();
+    let all: Vec<&Value> = packet
+        .into_iter()
+        .chain(scopes.iter().rev().skip(1))
+        .collect();
     let lookup = |names: &[&str]| {
         all.iter()
             .find_map(|s| names.iter().find_map(|n| member(s, n)))
@@ -530,7 +536,10 @@ fn pad(out: &mut String, text: &str, spec: &Spec, number: bool) {
     if spec.zero && number && spec.align.is_none() {
         // Zeros after the sign and the base prefix.
         let sign = usize::from(text.starts_with(['-', '+']));
-        let prefix = if ["0x", "0X", "0o", "0b"].iter().any(|p| text[sign..].starts_with(p)) {
+        let prefix = if ["0x", "0X", "0o", "0b"]
+            .iter()
+            .any(|p| text[sign..].starts_with(p))
+        {
             2
         } else {
             0
@@ -541,7 +550,10 @@ fn pad(out: &mut String, text: &str, spec: &Spec, number: bool) {
         return;
     }
     let fill = |out: &mut String, k: usize| out.extend(std::iter::repeat_n(spec.fill, k));
-    match spec.align.unwrap_or(if number { Align::Right } else { Align::Left }) {
+    match spec
+        .align
+        .unwrap_or(if number { Align::Right } else { Align::Left })
+    {
         Align::Left => {
             out.push_str(text);
             fill(out, n);
@@ -579,7 +591,11 @@ fn int_text(v: i128, natural: crate::Base, spec: &Spec) -> String {
 
 /// Hex of a value: negative values as their two's complement in 64 bits.
 fn hex_text(v: i128, prefix: bool, upper: bool) -> String {
-    let u = if v < 0 { v as i64 as u64 as u128 } else { v as u128 };
+    let u = if v < 0 {
+        v as i64 as u64 as u128
+    } else {
+        v as u128
+    };
     match (prefix, upper) {
         (true, false) => format!("0x{u:x}"),
         (true, true) => format!("0x{u:X}"),
@@ -678,7 +694,10 @@ fn value_text(v: &Value, path: &str, hints: &HashMap<String, Hint>, spec: &Spec)
         Value::Float(f) => float_text(*f, spec),
         Value::Str(s) => s.clone(),
         Value::Array(items) => {
-            let parts: Vec<String> = items.iter().map(|i| value_text(i, path, hints, spec)).collect();
+            let parts: Vec<String> = items
+                .iter()
+                .map(|i| value_text(i, path, hints, spec))
+                .collect();
             format!("{{{}}}", parts.join(","))
         }
         Value::Struct(fields) => {
@@ -762,7 +781,9 @@ mod tests {
             let e = parse_format(f).unwrap_err();
             assert!(e.contains(want), "{f}: {e}");
         }
-        assert!(parse_hints("x:flags(A=zz)").unwrap_err().contains("bad mask"));
+        assert!(parse_hints("x:flags(A=zz)")
+            .unwrap_err()
+            .contains("bad mask"));
         assert!(parse_hints("x:weird").unwrap_err().contains("unknown hint"));
     }
 }

@@ -49,7 +49,9 @@ use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
 use quote::{format_ident, quote};
 use syn::parse::{Parse, ParseStream};
-use syn::{Attribute, Data, DeriveInput, Fields, FnArg, Ident, LitStr, Pat, Token, Type, Visibility};
+use syn::{
+    Attribute, Data, DeriveInput, Fields, FnArg, Ident, LitStr, Pat, Token, Type, Visibility,
+};
 
 /// One `fn name(args) = "dotted.name";` item, or an event of a class
 /// (`fn name = "dotted.name";`, its arguments those of the class).
@@ -586,7 +588,11 @@ fn fields_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
             "#[derive(tape::Fields)] needs named fields (they name the CTF members)",
         ));
     };
-    let idents: Vec<&Ident> = named.named.iter().filter_map(|f| f.ident.as_ref()).collect();
+    let idents: Vec<&Ident> = named
+        .named
+        .iter()
+        .filter_map(|f| f.ident.as_ref())
+        .collect();
     let strs: Vec<String> = idents.iter().map(|i| i.to_string()).collect();
     let tys: Vec<&Type> = named.named.iter().map(|f| &f.ty).collect();
     let (ig, tg, wc) = input.generics.split_for_impl();
@@ -642,7 +648,10 @@ mod tests {
         ];
         let ok = ["", "pid={pid}", "{pid:03} {hdr.len} {{literal}}", "}}{{"];
         for f in ok {
-            assert!(check_format(&LitStr::new(f, Span::call_site()), &args).is_ok(), "{f}");
+            assert!(
+                check_format(&LitStr::new(f, Span::call_site()), &args).is_ok(),
+                "{f}"
+            );
         }
         let bad = [
             ("{prio}", "names no field"),

@@ -530,7 +530,10 @@ fn main() {
     );
     b.row("enabled, 64-byte &[u32] sequence, overwrite", Seq);
     b.row("enabled, enum (u8), overwrite", EnumOp);
-    b.row("enabled, nested struct (u16, enum, u32, u64), overwrite", Nested);
+    b.row(
+        "enabled, nested struct (u16, enum, u32, u64), overwrite",
+        Nested,
+    );
     if b.rows.len() > rows_before {
         let dropped = dropped_full() - before;
         b.check_drops("overwrite rows", dropped, 0);

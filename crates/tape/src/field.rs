@@ -124,7 +124,11 @@ impl Layout {
         T::describe(name, &mut inner);
         self.hints.extend(inner.hints);
         if inner.fields.len() == 1 {
-            inner.fields.pop().map(|f| f.ty).unwrap_or(Type::Struct(Struct::default()))
+            inner
+                .fields
+                .pop()
+                .map(|f| f.ty)
+                .unwrap_or(Type::Struct(Struct::default()))
         } else {
             Type::Struct(Struct::new(inner.fields))
         }

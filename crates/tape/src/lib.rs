@@ -58,6 +58,13 @@ pub mod save;
 pub use config::{init, ClockChoice, Config, Guard, Mode};
 pub use error::{Error, ErrorKind};
 pub use field::{Element, Encode, Field, FieldDesc, Hex, Layout, RawEnum};
+pub use point::{Tracepoint, TracepointDesc};
+pub use registry::{
+    disable, disable_glob, disable_pattern, disable_regex, enable, enable_glob, enable_pattern,
+    enable_regex, lookup, tracepoints,
+};
+pub use ring::{register_thread, Drops};
+pub use save::{save, save_to};
 /// Derives [`Field`] for a fieldless enum: a CTF enumeration, shown by name
 /// (see [`field::Symbolic`]).
 pub use tape_macros::Enum;
@@ -76,13 +83,6 @@ pub use tape_macros::Enum;
 /// }
 /// ```
 pub use tape_macros::Fields;
-pub use point::{Tracepoint, TracepointDesc};
-pub use registry::{
-    disable, disable_glob, disable_pattern, disable_regex, enable, enable_glob, enable_pattern,
-    enable_regex, lookup, tracepoints,
-};
-pub use ring::{register_thread, Drops};
-pub use save::{save, save_to};
 
 /// Declares tracepoints.
 ///

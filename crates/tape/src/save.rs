@@ -254,10 +254,12 @@ pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
         // Read-time display (see the `format` module docs): the format,
         // the class and the hints, for any reader to find in `env`.
         if let Some(f) = p.desc().format {
-            t.env.push((format!("tape_format_{id}"), EnvValue::Str(f.into())));
+            t.env
+                .push((format!("tape_format_{id}"), EnvValue::Str(f.into())));
         }
         if let Some(c) = p.desc().class {
-            t.env.push((format!("tape_class_{id}"), EnvValue::Str(c.into())));
+            t.env
+                .push((format!("tape_class_{id}"), EnvValue::Str(c.into())));
         }
         if !layout.hints.is_empty() {
             let hints: Vec<String> = layout
@@ -265,7 +267,8 @@ pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
                 .iter()
                 .map(|(path, hint)| format!("{path}:{hint}"))
                 .collect();
-            t.env.push((format!("tape_hints_{id}"), EnvValue::Str(hints.join(";"))));
+            t.env
+                .push((format!("tape_hints_{id}"), EnvValue::Str(hints.join(";"))));
         }
         let mut e = EventClass::new(p.name(), id as u64, Struct::new(layout.fields));
         e.stream_id = Some(0);

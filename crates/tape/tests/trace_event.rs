@@ -263,10 +263,15 @@ fn ftrace_text(trace: &Path, thread: &str) -> String {
     })
     .expect("open");
     let mut text = String::new();
-    tape_ctf::ftrace::render(&mut merge, |_, _| true, |_| true, |t| {
-        text.push_str(t);
-        true
-    })
+    tape_ctf::ftrace::render(
+        &mut merge,
+        |_, _| true,
+        |_| true,
+        |t| {
+            text.push_str(t);
+            true
+        },
+    )
     .expect("ftrace text");
     text
 }
@@ -293,7 +298,10 @@ fn masked(line: &str) -> String {
 fn every_row_reads_back_in_both_modes_and_both_readers() {
     let rows = rows();
     let mut golden = String::new();
-    for (mode, thread) in [(tape::Mode::Overwrite, "overwrite"), (tape::Mode::Discard, "discard")] {
+    for (mode, thread) in [
+        (tape::Mode::Overwrite, "overwrite"),
+        (tape::Mode::Discard, "discard"),
+    ] {
         tape::Config::new()
             .enable("test.te.*")
             .enable("sched.*")
@@ -334,7 +342,10 @@ fn every_row_reads_back_in_both_modes_and_both_readers() {
         assert_eq!(lines.len(), rows.len(), "{mode:?}:\n{text}");
         for (line, r) in lines.iter().zip(&rows) {
             let want = format!(": {}: {}", r.name, r.ftrace);
-            assert!(line.ends_with(&want), "{mode:?}: {line:?} does not end with {want:?}");
+            assert!(
+                line.ends_with(&want),
+                "{mode:?}: {line:?} does not end with {want:?}"
+            );
             assert!(line.starts_with(&format!("{thread:>16}-")), "{line:?}");
         }
         if mode == tape::Mode::Discard {
