@@ -61,6 +61,8 @@ pub const HEADER: &str = "#           TASK-TID     TIMESTAMP  FUNCTION\n\
 #[derive(Clone, Debug, Default)]
 pub struct Formats {
     events: HashMap<u64, EventFormat>,
+    /// `printk!` formats by format id (`tape_printk_<id>`).
+    printk: HashMap<u64, Vec<Piece>>,
     /// Env entries that did not parse: `tape_format_3: at byte 5: ...`.
     pub errors: Vec<String>,
 }
@@ -165,6 +167,19 @@ impl Formats {
         let mut f = Formats::default();
         for (key, value) in &trace.env {
             let EnvValue::Str(text) = value else { continue };
+            if key.starts_with("tape_printk_at_") {
+                continue;
+            }
+            if let Some(id) = key.strip_prefix("tape_printk_") {
+                match (id.parse::<u64>(), parse_format(text)) {
+                    (Ok(id), Ok(p)) => {
+                        f.printk.insert(id, p);
+                    }
+                    (Err(_), _) => f.errors.push(format!("env {key}: not a format id")),
+                    (_, Err(why)) => f.errors.push(format!("env {key} = {text:?}: {why}")),
+                }
+                continue;
+            }
             let (kind, id) = if let Some(id) = key.strip_prefix("tape_format_") {
                 (0, id)
             } else if let Some(id) = key.strip_prefix("tape_hints_") {
@@ -217,7 +232,12 @@ pub fn parse_format(f: &str) -> Result<Vec<Piece>, String> {
                     Some((p, s)) => (p, parse_spec(s).map_err(|e| format!("at byte {i}: {e}"))?),
                     None => (inside, Spec::default()),
                 };
-                let path: Vec<String> = path.split('.').map(str::to_owned).collect();
+                // `{}`: the next argument (of a `printk!`).
+                let path: Vec<String> = if path.is_empty() {
+                    Vec::new()
+                } else {
+                    path.split('.').map(str::to_owned).collect()
+                };
                 if path.iter().any(|p| p.is_empty()) {
                     return Err(format!(
                         "at byte {i}: `{{{inside}}}` has an empty field name"
@@ -409,9 +429,19 @@ pub fn render(
                 let Some(class) = class.filter(|c| shown(c, t)) else {
                     continue;
                 };
-                let format = stream.plan().formats.get(class.id);
+                let formats = &stream.plan().formats;
                 let task = task(stream.packet_value.as_ref(), &sink.scopes);
-                write_line(&mut out, task, t, &class.name, format, &sink.scopes);
+                let printk = (class.name == PRINTK)
+                    .then(|| printk_text(formats, &sink.scopes))
+                    .flatten();
+                match printk {
+                    Some(text) => write_line(&mut out, task, t, &class.name, &text),
+                    None => {
+                        let mut text = String::new();
+                        write_text(&mut text, formats.get(class.id), &sink.scopes);
+                        write_line(&mut out, task, t, &class.name, &text);
+                    }
+                }
             }
             Step::Lost(stream, n, t) => {
                 lost += n;
@@ -431,15 +461,46 @@ pub fn render(
     Ok(lost)
 }
 
+/// The event of `tape::printk!`.
+pub const PRINTK: &str = "tape.printk";
+
+/// A `printk!` event's text: its site's format applied to its arguments
+/// (`None` when the site has no format in the trace).
+fn printk_text(formats: &Formats, scopes: &[Value]) -> Option<String> {
+    let payload = scopes.last()?;
+    let pieces = formats.printk.get(&member(payload, "site")?.as_u64()?)?;
+    let Value::Array(args) = member(payload, "args")? else {
+        return None;
+    };
+    let mut args = args.iter().filter_map(|a| member(a, "value"));
+    let none = HashMap::new();
+    let mut out = String::new();
+    for p in pieces {
+        match p {
+            Piece::Text(t) => out.push_str(t),
+            Piece::Field(path, spec) if path.is_empty() => match args.next() {
+                Some(v) => pad(
+                    &mut out,
+                    &value_text(v, "", &none, spec),
+                    spec,
+                    is_number(v, None, spec),
+                ),
+                None => out.push_str("<missing argument>"),
+            },
+            Piece::Field(path, _) => {
+                let _ = write!(
+                    out,
+                    "<{{{}}}: printk takes positional arguments>",
+                    path.join(".")
+                );
+            }
+        }
+    }
+    Some(out)
+}
+
 /// Appends one line of ftrace text: task, time, name, and the event's text.
-pub fn write_line(
-    out: &mut String,
-    task: (&str, i64),
-    ns: Option<i128>,
-    name: &str,
-    format: Option<&EventFormat>,
-    scopes: &[Value],
-) {
+pub fn write_line(out: &mut String, task: (&str, i64), ns: Option<i128>, name: &str, text: &str) {
     let _ = write!(out, "{:>16}-{:<7} ", task.0, task.1);
     match ns {
         // Rounded to the microsecond, as the kernel's ns2usecs.
@@ -456,7 +517,7 @@ pub fn write_line(
     }
     out.push_str(name);
     out.push_str(": ");
-    write_text(out, format, scopes);
+    out.push_str(text);
     out.push('\n');
 }
 
@@ -776,6 +837,7 @@ mod tests {
             ("{a:q}", "unknown type 'q'"),
             ("{a:99999}", "too large"),
             ("{a.}", "empty field name"),
+            ("{.a}", "empty field name"),
         ];
         for (f, want) in cases {
             let e = parse_format(f).unwrap_err();

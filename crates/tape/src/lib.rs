@@ -51,6 +51,7 @@ pub mod config;
 mod error;
 pub mod field;
 pub mod point;
+pub mod printk;
 pub mod registry;
 pub mod ring;
 pub mod save;

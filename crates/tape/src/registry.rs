@@ -27,6 +27,8 @@ pub static TRACEPOINTS: [&'static Tracepoint];
 struct Registry {
     /// Sorted by name; the index is the id.
     points: Vec<&'static Tracepoint>,
+    /// `printk!` sites, sorted; the index is the format id.
+    printk_sites: Vec<&'static crate::printk::Site>,
     /// Names declared more than once (or too many tracepoints).
     duplicates: Option<Error>,
 }
@@ -64,6 +66,8 @@ fn registry() -> &'static Registry {
         }
         Registry {
             points,
+            // Before any enable: `tape.printk` emits only once enabled.
+            printk_sites: crate::printk::assign_ids(),
             duplicates: (!dups.is_empty())
                 .then(|| Error::new(ErrorKind::Duplicate, dups.join("; "))),
         }
@@ -82,6 +86,11 @@ pub fn check() -> Result<(), Error> {
 /// Every tracepoint, sorted by name (the index is the event id).
 pub fn tracepoints() -> &'static [&'static Tracepoint] {
     &registry().points
+}
+
+/// Every `printk!` site, sorted (the index is the format id).
+pub fn printk_sites() -> &'static [&'static crate::printk::Site] {
+    &registry().printk_sites
 }
 
 /// The tracepoint named `name`.

@@ -246,6 +246,14 @@ pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
         ])),
         event_context: None,
     });
+    for (id, site) in registry::printk_sites().iter().enumerate() {
+        t.env
+            .push((format!("tape_printk_{id}"), EnvValue::Str(site.fmt.into())));
+        t.env.push((
+            format!("tape_printk_at_{id}"),
+            EnvValue::Str(format!("{}:{}", site.file, site.line)),
+        ));
+    }
     for (id, p) in registry::tracepoints().iter().enumerate() {
         let mut layout = crate::field::Layout::default();
         for f in p.desc().fields {

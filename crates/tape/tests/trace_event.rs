@@ -246,6 +246,12 @@ fn rows() -> Vec<Row> {
             }),
             r#"fd = 3, flags = 0x43, op = ( "Write" : container = 2 ), hdr = { len = 9, op = ( "Read" : container = 1 ), name = "", inner = { a = 0, f = 0x1 }, _seq_len = 0, seq = [ ] }"#,
             "fd=3 flags=RDWR|CREATE op=Write len=9 inner={a=0 f=READ}";
+        "tape.printk", || tape::printk!("x={} y={:#x} s={} f={:.2} ok={}", 5u32, 255u64, "hi", 1.5f64, true),
+            r#"site = 0, _args_len = 5, args = [ [0] = { kind = ( "u64" : container = 0 ), value = { 5 } }, [1] = { kind = ( "u64" : container = 0 ), value = { 255 } }, [2] = { kind = ( "str" : container = 3 ), value = { "hi" } }, [3] = { kind = ( "f64" : container = 2 ), value = { 1.5 } }, [4] = { kind = ( "u64" : container = 0 ), value = { 1 } } ]"#,
+            "x=5 y=0xff s=hi f=1.50 ok=1";
+        "tape.printk", || tape::printk!("neg {:>5}|{}", -3i16, String::from("owned")),
+            r#"site = 1, _args_len = 2, args = [ [0] = { kind = ( "i64" : container = 1 ), value = { -3 } }, [1] = { kind = ( "str" : container = 3 ), value = { "owned" } } ]"#,
+            "neg    -3|owned";
         "test.te.net_done", || net_done(Ipv4Addr::new(192, 168, 1, 2), Duration::from_nanos(250)),
             "peer = [ [0] = 192, [1] = 168, [2] = 1, [3] = 2 ], took = 250",
             "{literal} 192.168.1.2 took 250ns";
@@ -305,6 +311,7 @@ fn every_row_reads_back_in_both_modes_and_both_readers() {
         tape::Config::new()
             .enable("test.te.*")
             .enable("sched.*")
+            .enable("tape.printk")
             .mode(mode)
             .init()
             .expect("init")
