@@ -35,10 +35,8 @@ codegen-units = 1
 [workspace]
 EOF
 
-{
-    echo 'tape::tracepoint! {'
-    for i in $(seq 1 $N); do echo "    pub fn ev$i($fields) = \"size.single.ev$i\";"; done
-    echo '}'
+# One call site per event, and a main that calls each once.
+sites_and_main() {
     for i in $(seq 1 $N); do
         echo "#[inline(never)] fn site_$i(i: usize) { ev$i($args); }"
     done
@@ -47,6 +45,13 @@ EOF
     echo '    let n = std::env::args().count();'
     for i in $(seq 1 $N); do echo "    site_$i(n);"; done
     echo '}'
+}
+
+{
+    echo 'tape::tracepoint! {'
+    for i in $(seq 1 $N); do echo "    pub fn ev$i($fields) = \"size.single.ev$i\";"; done
+    echo '}'
+    sites_and_main
 } > "$work/src/bin/single.rs"
 
 {
@@ -55,14 +60,7 @@ EOF
     for i in $(seq 1 $N); do echo "        pub fn ev$i = \"size.class.ev$i\";"; done
     echo '    }'
     echo '}'
-    for i in $(seq 1 $N); do
-        echo "#[inline(never)] fn site_$i(i: usize) { ev$i($args); }"
-    done
-    echo 'fn main() {'
-    echo '    let _g = tape::Config::new().enable("size.*").init().expect("init");'
-    echo '    let n = std::env::args().count();'
-    for i in $(seq 1 $N); do echo "    site_$i(n);"; done
-    echo '}'
+    sites_and_main
 } > "$work/src/bin/class.rs"
 
 {

@@ -297,6 +297,14 @@ pub fn tracepoint(input: TokenStream) -> TokenStream {
     out.into()
 }
 
+/// `Some("...")` or `None`, as tokens.
+fn option_lit(lit: Option<&LitStr>) -> TokenStream2 {
+    match lit {
+        Some(f) => quote!(::core::option::Option::Some(#f)),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
 /// Field descriptions of `args`, as the elements of a `[FieldDesc]`.
 fn field_descs(args: &[(Ident, Type)]) -> (Vec<TokenStream2>, TokenStream2) {
     let descs = args
@@ -326,10 +334,7 @@ fn expand_class(c: Class) -> TokenStream2 {
     let (descs, fixed) = field_descs(&args);
     let n = descs.len();
     let payload = payload_tuple(&names);
-    let format = match &format {
-        Some(f) => quote!(::core::option::Option::Some(#f)),
-        None => quote!(::core::option::Option::None),
-    };
+    let format = option_lit(format.as_ref());
     let class_name = ident.to_string();
     let mut out = quote! {
         #(#attrs)*
@@ -401,10 +406,7 @@ fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
             )
         }
     };
-    let format = match &format {
-        Some(f) => quote!(::core::option::Option::Some(#f)),
-        None => quote!(::core::option::Option::None),
-    };
+    let format = option_lit(format.as_ref());
     let fn_doc = format!("Emits tracepoint `{}`.", name.value());
     let mod_doc = format!(
         "The tracepoint object of [`{ident}()`]: `{}`.",

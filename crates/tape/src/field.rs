@@ -650,58 +650,40 @@ impl<T: Field> Field for Option<T> {
     }
 }
 
-// SAFETY: writes the 4 octets, == max_size().
-unsafe impl Encode for Ipv4Addr {
-    #[inline(always)]
-    fn max_size(&self) -> usize {
-        4
-    }
-    #[inline(always)]
-    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
-        // SAFETY: forwarded from the caller.
-        unsafe { put(dst, self.octets()) }
-    }
+macro_rules! address_fields {
+    ($($t:ty: $n:literal bytes, $element:expr, $hint:literal);*) => {$(
+        // SAFETY: writes the octets, == max_size().
+        unsafe impl Encode for $t {
+            #[inline(always)]
+            fn max_size(&self) -> usize {
+                $n
+            }
+            #[inline(always)]
+            unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+                // SAFETY: forwarded from the caller.
+                unsafe { put(dst, self.octets()) }
+            }
+        }
+
+        impl Field for $t {
+            const FIXED_SIZE: usize = $n;
+            fn describe(name: &str, out: &mut Layout) {
+                out.push(
+                    name,
+                    Type::Array {
+                        element: Box::new(Type::Integer($element)),
+                        len: $n,
+                    },
+                );
+                out.hint(name, $hint);
+            }
+        }
+    )*};
 }
 
-impl Field for Ipv4Addr {
-    const FIXED_SIZE: usize = 4;
-    fn describe(name: &str, out: &mut Layout) {
-        out.push(
-            name,
-            Type::Array {
-                element: Box::new(Type::Integer(Integer::unsigned(8))),
-                len: 4,
-            },
-        );
-        out.hint(name, "ipv4");
-    }
-}
-
-// SAFETY: writes the 16 octets, == max_size().
-unsafe impl Encode for Ipv6Addr {
-    #[inline(always)]
-    fn max_size(&self) -> usize {
-        16
-    }
-    #[inline(always)]
-    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
-        // SAFETY: forwarded from the caller.
-        unsafe { put(dst, self.octets()) }
-    }
-}
-
-impl Field for Ipv6Addr {
-    const FIXED_SIZE: usize = 16;
-    fn describe(name: &str, out: &mut Layout) {
-        out.push(
-            name,
-            Type::Array {
-                element: Box::new(Type::Integer(Integer::unsigned(8).hex())),
-                len: 16,
-            },
-        );
-        out.hint(name, "ipv6");
-    }
+address_fields! {
+    Ipv4Addr: 4 bytes, Integer::unsigned(8), "ipv4";
+    Ipv6Addr: 16 bytes, Integer::unsigned(8).hex(), "ipv6"
 }
 
 // SAFETY: writes a u64, == max_size().
