@@ -286,9 +286,7 @@ impl Selection {
 /// values: the formats need them), as ftrace's `trace` file prints.
 fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), String> {
     for t in traces {
-        let plan =
-            TracePlan::new(&t.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?;
-        for e in &plan.formats.errors {
+        for e in &tape_ctf::ftrace::Formats::new(&t.trace).errors {
             eprintln!("tape: warning: {}/metadata: {e}", t.dir.display());
         }
     }

@@ -431,17 +431,11 @@ pub fn render(
                 };
                 let formats = &stream.plan().formats;
                 let task = task(stream.packet_value.as_ref(), &sink.scopes);
-                let printk = (class.name == PRINTK)
-                    .then(|| printk_text(formats, &sink.scopes))
-                    .flatten();
-                match printk {
-                    Some(text) => write_line(&mut out, task, t, &class.name, &text),
-                    None => {
-                        let mut text = String::new();
-                        write_text(&mut text, formats.get(class.id), &sink.scopes);
-                        write_line(&mut out, task, t, &class.name, &text);
-                    }
+                write_head(&mut out, task, t, &class.name);
+                if !(class.name == PRINTK && write_printk(&mut out, formats, &sink.scopes)) {
+                    write_text(&mut out, formats.get(class.id), &sink.scopes);
                 }
+                out.push('\n');
             }
             Step::Lost(stream, n, t) => {
                 lost += n;
@@ -464,23 +458,28 @@ pub fn render(
 /// The event of `tape::printk!`.
 pub const PRINTK: &str = "tape.printk";
 
-/// A `printk!` event's text: its site's format applied to its arguments
-/// (`None` when the site has no format in the trace).
-fn printk_text(formats: &Formats, scopes: &[Value]) -> Option<String> {
-    let payload = scopes.last()?;
-    let pieces = formats.printk.get(&member(payload, "site")?.as_u64()?)?;
-    let Value::Array(args) = member(payload, "args")? else {
-        return None;
+/// Appends a `printk!` event's text: its site's format applied to its
+/// arguments; `false` (nothing written) when the trace has no format for
+/// its site.
+fn write_printk(out: &mut String, formats: &Formats, scopes: &[Value]) -> bool {
+    let payload = scopes.last();
+    let site = payload
+        .and_then(|p| member(p, "site"))
+        .and_then(Value::as_u64);
+    let (Some(pieces), Some(Value::Array(args))) = (
+        site.and_then(|id| formats.printk.get(&id)),
+        payload.and_then(|p| member(p, "args")),
+    ) else {
+        return false;
     };
     let mut args = args.iter().filter_map(|a| member(a, "value"));
     let none = HashMap::new();
-    let mut out = String::new();
     for p in pieces {
         match p {
             Piece::Text(t) => out.push_str(t),
             Piece::Field(path, spec) if path.is_empty() => match args.next() {
                 Some(v) => pad(
-                    &mut out,
+                    out,
                     &value_text(v, "", &none, spec),
                     spec,
                     is_number(v, None, spec),
@@ -496,11 +495,12 @@ fn printk_text(formats: &Formats, scopes: &[Value]) -> Option<String> {
             }
         }
     }
-    Some(out)
+    true
 }
 
-/// Appends one line of ftrace text: task, time, name, and the event's text.
-pub fn write_line(out: &mut String, task: (&str, i64), ns: Option<i128>, name: &str, text: &str) {
+/// Appends the start of an ftrace line: task, time and name, up to the
+/// event's text.
+pub fn write_head(out: &mut String, task: (&str, i64), ns: Option<i128>, name: &str) {
     let _ = write!(out, "{:>16}-{:<7} ", task.0, task.1);
     match ns {
         // Rounded to the microsecond, as the kernel's ns2usecs.
@@ -517,8 +517,6 @@ pub fn write_line(out: &mut String, task: (&str, i64), ns: Option<i128>, name: &
     }
     out.push_str(name);
     out.push_str(": ");
-    out.push_str(text);
-    out.push('\n');
 }
 
 /// The event's text: its format applied, or `name=value` pairs.

@@ -100,19 +100,14 @@ impl Layout {
         self.hints.push((path.to_owned(), hint.into()));
     }
 
-    /// The layout of `describe` alone, its hints' paths under `prefix.`.
-    pub fn nested(prefix: &str, describe: impl FnOnce(&mut Layout)) -> Layout {
-        let mut inner = Layout::default();
-        describe(&mut inner);
-        for (path, _) in &mut inner.hints {
-            *path = format!("{prefix}.{path}");
-        }
-        inner
-    }
-
     /// Appends a struct field `name` whose members are described by `members`.
+    /// Its hints' paths go under `name.`.
     pub fn push_struct(&mut self, name: &str, members: impl FnOnce(&mut Layout)) {
-        let inner = Layout::nested(name, members);
+        let mut inner = Layout::default();
+        members(&mut inner);
+        for (path, _) in &mut inner.hints {
+            *path = format!("{name}.{path}");
+        }
         self.push(name, Type::Struct(Struct::new(inner.fields)));
         self.hints.extend(inner.hints);
     }
@@ -181,8 +176,6 @@ pub unsafe trait Element: Copy + 'static {
 pub trait Integral: Element {
     /// Its CTF integer.
     fn integer() -> Integer;
-    /// The value, widened (for enum and flags tables).
-    fn to_i128(self) -> i128;
 }
 
 macro_rules! scalar_fields {
@@ -265,9 +258,6 @@ macro_rules! integral {
             fn integer() -> Integer {
                 if $signed { Integer::signed($bits) } else { Integer::unsigned($bits) }
             }
-            fn to_i128(self) -> i128 {
-                self as i128
-            }
         }
     )*};
 }
@@ -277,16 +267,23 @@ integral! {
     i8: 8, true; i16: 16, true; i32: 32, true; i64: 64, true; isize: usize::BITS, true;
 }
 
-fn bool_type() -> Type {
-    let entry = |label: &str, v| EnumEntry {
-        label: label.into(),
-        start: v,
-        end: v,
-    };
+/// A CTF enumeration of single values: `labels` are `(label, value)`.
+pub fn enum_type(container: Integer, labels: &[(&str, i128)]) -> Type {
     Type::Enum(Enum {
-        container: Integer::unsigned(8),
-        entries: vec![entry("false", 0), entry("true", 1)],
+        container,
+        entries: labels
+            .iter()
+            .map(|&(label, v)| EnumEntry {
+                label: label.into(),
+                start: v,
+                end: v,
+            })
+            .collect(),
     })
+}
+
+fn bool_type() -> Type {
+    enum_type(Integer::unsigned(8), &[("false", 0), ("true", 1)])
 }
 
 // SAFETY: writes one byte, == max_size().
@@ -601,15 +598,7 @@ impl<T: Field> Field for &T {
 
 /// The tag of an `Option` field: `none` = 0, `some` = 1.
 fn option_tag() -> Type {
-    let entry = |label: &str, v| EnumEntry {
-        label: label.into(),
-        start: v,
-        end: v,
-    };
-    Type::Enum(Enum {
-        container: Integer::unsigned(8),
-        entries: vec![entry("none", 0), entry("some", 1)],
-    })
+    enum_type(Integer::unsigned(8), &[("none", 0), ("some", 1)])
 }
 
 // SAFETY: writes the one-byte tag, then for `Some` at most the value's
@@ -738,17 +727,7 @@ pub trait Symbolic {
 
 /// The CTF enumeration of a [`Symbolic`] type.
 pub fn symbolic_type<E: Symbolic>() -> Type {
-    Type::Enum(Enum {
-        container: E::Repr::integer(),
-        entries: E::LABELS
-            .iter()
-            .map(|&(label, v)| EnumEntry {
-                label: label.into(),
-                start: v,
-                end: v,
-            })
-            .collect(),
-    })
+    enum_type(E::Repr::integer(), E::LABELS)
 }
 
 /// A raw value of enum `E`, which may have no variant: what a decoder has

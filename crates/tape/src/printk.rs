@@ -36,9 +36,9 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use tape_ctf::{Encoding, Enum, EnumEntry, Float, Integer, Struct, Type};
+use tape_ctf::{Encoding, Float, Integer, Struct, Type};
 
-use crate::field::{Encode, Field, Layout};
+use crate::field::{enum_type, Encode, Field, Layout};
 
 /// One `printk!` call site.
 #[derive(Debug)]
@@ -102,8 +102,9 @@ pub fn enabled() -> bool {
     printk_event::enabled()
 }
 
-/// Records one print (called by `printk!` once `enabled()`).
-#[inline]
+/// Records one print (called by `printk!` once `enabled()`): one
+/// out-of-line encoder for every site, as for a class.
+#[inline(never)]
 pub fn emit(site: &'static Site, args: &[Arg<'_>]) {
     let id = site.id();
     if id != NO_ID {
@@ -206,19 +207,10 @@ impl Field for Args<'_> {
     fn describe(name: &str, out: &mut Layout) {
         let len = format!("_{name}_len");
         out.push(&len, Type::Integer(Integer::unsigned(8)));
-        let kinds = ["u64", "i64", "f64", "str"];
-        let kind = Type::Enum(Enum {
-            container: Integer::unsigned(8),
-            entries: kinds
-                .iter()
-                .enumerate()
-                .map(|(i, k)| EnumEntry {
-                    label: (*k).into(),
-                    start: i as i128,
-                    end: i as i128,
-                })
-                .collect(),
-        });
+        let kind = enum_type(
+            Integer::unsigned(8),
+            &[("u64", 0), ("i64", 1), ("f64", 2), ("str", 3)],
+        );
         let options = vec![
             tape_ctf::Field::new("u64", Type::Integer(Integer::unsigned(64))),
             tape_ctf::Field::new("i64", Type::Integer(Integer::signed(64))),
