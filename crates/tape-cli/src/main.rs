@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tape_ctf::fast::{nine_digits, open_streams, FastMerge, FastStream, JsonSink, Step, TracePlan};
+use tape_ctf::fast::{open_streams, FastMerge, FastStream, JsonSink, Step, TracePlan};
 use tape_ctf::parallel::{render_merged, Piece, Render, Seconds, TimeText};
 use tape_ctf::plan::{Discard, Sink};
 use tape_ctf::read::{find_traces, TraceDir};
@@ -172,7 +172,7 @@ struct LineTime {
 }
 
 impl TimeText for LineTime {
-    fn write(&mut self, out: &mut Vec<u8>, ns: i128) {
+    fn write(&mut self, out: &mut tape_ctf::line::TextBuf, ns: i128) {
         if self.seconds {
             return Seconds.write(out, ns);
         }
@@ -192,11 +192,11 @@ impl TimeText for LineTime {
             self.hms = local_hms(secs).into_bytes();
         }
         match <&[u8; 8]>::try_from(self.hms.as_slice()) {
-            Ok(hms) => out.extend_from_slice(hms), // a fixed-size append
-            Err(_) => out.extend_from_slice(&self.hms),
+            Ok(hms) => out.wide(hms, 8), // one store
+            Err(_) => out.put(&self.hms),
         }
         out.push(b'.');
-        nine_digits(out, sub);
+        out.nine(sub);
     }
 }
 

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::decode::{clock_ns, DecodeError, Value};
+use crate::line::{Lit, TextBuf, TextProgram};
 use crate::plan::{self, Bits, Compiler, Discard, HeaderPlan, ScopePlan, Sink, State, NONE};
 use crate::read::TraceDir;
 use crate::{Base, Clock, Enum, EnvValue, EventClass, Trace, Type};
@@ -24,10 +25,10 @@ struct EventPlan {
     context: Option<ScopePlan>,
     fields: ScopePlan,
     /// `host name:`, the start of its text lines.
-    head: Vec<u8>,
-    /// Whether its scopes (and the stream's event context) are all flat,
-    /// so that [`plan::text_flat`] renders them.
-    flat_text: bool,
+    head: Vec<Lit>,
+    /// The text of its scopes (and the stream's event context) when they
+    /// are all flat.
+    text: Option<TextProgram>,
     /// How to step over its scopes when nothing in them is needed.
     skip: Option<plan::SkipPlan>,
 }
@@ -185,7 +186,7 @@ impl TracePlan {
                     context,
                     fields,
                     head: Vec::new(),
-                    flat_text: false,
+                    text: None,
                     skip: None,
                 });
             }
@@ -221,16 +222,18 @@ impl TracePlan {
         for sp in &mut plans {
             let mut events = std::mem::take(&mut sp.events);
             for ev in events.iter_mut().flatten() {
+                let mut head = Vec::new();
                 if let Some(h) = &host {
-                    ev.head.extend_from_slice(h.as_bytes());
-                    ev.head.push(b' ');
+                    head.extend_from_slice(h.as_bytes());
+                    head.push(b' ');
                 }
-                ev.head.extend_from_slice(ev.class.name.as_bytes());
-                ev.head.push(b':');
-                let scopes = ev.scopes(sp).map(|(_, s)| s);
-                let flat_text = scopes.iter().flatten().all(|s| s.flat);
-                let skip = plan::SkipPlan::new(scopes.into_iter().flatten());
-                (ev.flat_text, ev.skip) = (flat_text, skip);
+                head.extend_from_slice(ev.class.name.as_bytes());
+                head.push(b':');
+                ev.head = Lit::pieces(&head);
+                let scopes: Vec<&ScopePlan> =
+                    ev.scopes(sp).into_iter().filter_map(|(_, s)| s).collect();
+                let (text, skip) = (TextProgram::new(&scopes), plan::SkipPlan::new(scopes));
+                (ev.text, ev.skip) = (text, skip);
             }
             sp.events = events;
         }
@@ -318,7 +321,7 @@ pub struct FastStream {
     /// The packet context, rendered once per packet: babeltrace2's format
     /// (hidden fields left out; empty when nothing is shown), or a JSON
     /// object after [`FastStream::render_json`].
-    pub packet_text: Vec<u8>,
+    pub packet_text: TextBuf,
     json: bool,
     /// The packet context as a value, after [`FastStream::keep_packet_values`]
     /// (then `packet_text` stays empty).
@@ -359,7 +362,7 @@ impl FastStream {
             last_discarded: None,
             last_end_ns: None,
             pending_lost: None,
-            packet_text: Vec::new(),
+            packet_text: TextBuf::new(),
             json: false,
             packet_value: None,
             values: false,
@@ -428,35 +431,39 @@ impl FastStream {
     fn event_class(&mut self) -> Result<usize, DecodeError> {
         let sp = &self.plan.streams[self.stream];
         let start = self.pos;
-        self.state.slots[plan::SLOT_EVENT_ID] = NONE;
-        let fast = match &sp.header_plan {
+        let quick = match &sp.header_plan {
             Some(h) => {
                 let mut b = Bits {
                     buf: &self.buf,
                     pos: self.pos,
                     end: self.content_end,
                 };
-                let done = h
+                let id = h
                     .run(&mut b, &mut self.state)
                     .map_err(|e| e.into_decode(&self.path, self.packet_offset))?;
                 self.pos = b.pos;
-                done
+                id
             }
-            None => false,
+            None => None,
         };
-        if fast {
-        } else if let Some(h) = &sp.event_header {
-            run_scope(
-                &self.buf,
-                &mut self.pos,
-                &mut self.state,
-                h,
-                self.content_end,
-                &mut Discard,
-            )
-            .map_err(|e| e.into_decode(&self.path, self.packet_offset))?;
-        }
-        let id = self.state.slots[plan::SLOT_EVENT_ID];
+        let id = match quick {
+            Some(id) => id,
+            None => {
+                self.state.slots[plan::SLOT_EVENT_ID] = NONE;
+                if let Some(h) = &sp.event_header {
+                    run_scope(
+                        &self.buf,
+                        &mut self.pos,
+                        &mut self.state,
+                        h,
+                        self.content_end,
+                        &mut Discard,
+                    )
+                    .map_err(|e| e.into_decode(&self.path, self.packet_offset))?;
+                }
+                self.state.slots[plan::SLOT_EVENT_ID]
+            }
+        };
         let idx = if id == NONE {
             sp.single
         } else {
@@ -722,7 +729,10 @@ impl FastStream {
         if let Some(c) = &plan.streams[idx].packet_context {
             let mut text = std::mem::take(&mut self.packet_text);
             let r = if self.json {
-                self.run(c, end, &mut JsonSink::new(&mut text))
+                let mut json = Vec::new();
+                let r = self.run(c, end, &mut JsonSink::new(&mut json));
+                text.put(&json);
+                r
             } else if self.values {
                 let mut sink = ValueSink::default();
                 let r = self.run(c, end, &mut sink);
@@ -785,7 +795,7 @@ const HIDDEN: [&str; 6] = [
 /// as ` { a = 1, b = "x" }` (`, { ... }` after the first of the line);
 /// a scope with nothing to show writes nothing.
 pub struct TextSink<'a> {
-    out: &'a mut Vec<u8>,
+    out: &'a mut TextBuf,
     hide: &'a [&'a str],
     /// Per open struct/array (up to 64 deep; deeper ones share the last
     /// entry): elements written so far.
@@ -833,7 +843,7 @@ impl<'a> TextSink<'a> {
     }
 
     /// A sink appending to `out`, leaving out top-level fields in `hide`.
-    pub fn new(out: &'a mut Vec<u8>, hide: &'a [&'a str]) -> TextSink<'a> {
+    pub fn new(out: &'a mut TextBuf, hide: &'a [&'a str]) -> TextSink<'a> {
         TextSink {
             out,
             hide,
@@ -856,16 +866,16 @@ impl Sink for TextSink<'_> {
     #[inline]
     fn field_with_text(&mut self, name: &str, sep: &[u8]) {
         if let Some(first) = self.member(name) {
-            put(self.out, if first { &sep[1..] } else { sep });
+            self.out.put(if first { &sep[1..] } else { sep });
         }
     }
 
     #[inline]
     fn field(&mut self, name: &str) {
         if let Some(first) = self.member(name) {
-            self.out.extend_from_slice(if first { b" " } else { b", " });
-            self.out.extend_from_slice(name.as_bytes());
-            self.out.extend_from_slice(b" = ");
+            self.out.put(if first { b" " } else { b", " });
+            self.out.put(name.as_bytes());
+            self.out.put(b" = ");
         }
     }
 
@@ -874,7 +884,7 @@ impl Sink for TextSink<'_> {
         if self.skipping {
             return;
         }
-        write_uint(self.out, v, base);
+        self.out.uint(v, base);
     }
 
     #[inline]
@@ -909,7 +919,7 @@ impl Sink for TextSink<'_> {
             self.scope_start = self.out.len();
             self.skipping = false;
             self.out
-                .extend_from_slice(if self.scopes_written { b", {" } else { b" {" });
+                .put(if self.scopes_written { b", {" } else { b" {" });
         } else if !self.skipping {
             self.out.push(b'{');
         }
@@ -923,7 +933,7 @@ impl Sink for TextSink<'_> {
             if n == 0 {
                 self.out.truncate(self.scope_start);
             } else {
-                self.out.extend_from_slice(b" }");
+                self.out.put(b" }");
                 self.scopes_written = true;
             }
             self.skipping = false;
@@ -933,7 +943,7 @@ impl Sink for TextSink<'_> {
             return;
         }
         let _ = n;
-        self.out.extend_from_slice(b" }");
+        self.out.put(b" }");
     }
 
     fn begin_array(&mut self, _len: u64) {
@@ -951,10 +961,9 @@ impl Sink for TextSink<'_> {
         let n = self.top();
         let first = *n == 0;
         *n += 1;
-        self.out
-            .extend_from_slice(if first { b" [" } else { b", [" });
-        write_uint(self.out, i, Base::Decimal);
-        self.out.extend_from_slice(b"] = ");
+        self.out.put(if first { b" [" } else { b", [" });
+        self.out.decimal(i);
+        self.out.put(b"] = ");
     }
 
     fn end_array(&mut self) {
@@ -962,7 +971,7 @@ impl Sink for TextSink<'_> {
         if self.skipping {
             return;
         }
-        self.out.extend_from_slice(b" ]");
+        self.out.put(b" ]");
     }
 
     fn variant(&mut self, option: &str) {
@@ -971,27 +980,27 @@ impl Sink for TextSink<'_> {
         }
         // babeltrace2 2.0 prints the option's value, not its name.
         let _ = option;
-        self.out.extend_from_slice(b"{ ");
+        self.out.put(b"{ ");
     }
 
     fn end_variant(&mut self) {
         if self.skipping {
             return;
         }
-        self.out.extend_from_slice(b" }");
+        self.out.put(b" }");
     }
 }
 
 /// A signed integer of `bits` bits as babeltrace2 prints it (other bases:
 /// its `bits` bits, so an `int16_t` of -1 in hex is `0xFFFF`).
 #[inline]
-pub(crate) fn text_sint(out: &mut Vec<u8>, v: i64, base: Base, bits: u32) {
+pub(crate) fn text_sint(out: &mut TextBuf, v: i64, base: Base, bits: u32) {
     match base {
         Base::Decimal => {
             if v < 0 {
                 out.push(b'-');
             }
-            write_decimal(out, v.unsigned_abs());
+            out.decimal(v.unsigned_abs());
         }
         b => {
             let mask = if bits >= 64 {
@@ -999,60 +1008,66 @@ pub(crate) fn text_sint(out: &mut Vec<u8>, v: i64, base: Base, bits: u32) {
             } else {
                 (1u64 << bits) - 1
             };
-            write_uint(out, v as u64 & mask, b)
+            out.uint(v as u64 & mask, b)
         }
     }
 }
 
 /// An enumeration value: `( "LABEL" : container = V )`, several labels in
 /// braces, `<unknown>` for none.
-pub(crate) fn text_enum(out: &mut Vec<u8>, v: i128, e: &Enum) {
+pub(crate) fn text_enum(out: &mut TextBuf, v: i128, e: &Enum) {
     let labels: Vec<&str> = e.labels(v).collect();
-    out.extend_from_slice(b"( ");
+    out.put(b"( ");
     match labels.as_slice() {
-        [] => out.extend_from_slice(b"<unknown>"),
+        [] => out.put(b"<unknown>"),
         [one] => {
             out.push(b'"');
-            out.extend_from_slice(one.as_bytes());
+            out.put(one.as_bytes());
             out.push(b'"');
         }
         many => {
-            out.extend_from_slice(b"{ ");
+            out.put(b"{ ");
             for (i, l) in many.iter().enumerate() {
                 if i > 0 {
-                    out.extend_from_slice(b", ");
+                    out.put(b", ");
                 }
                 out.push(b'"');
-                out.extend_from_slice(l.as_bytes());
+                out.put(l.as_bytes());
                 out.push(b'"');
             }
-            out.extend_from_slice(b" }");
+            out.put(b" }");
         }
     }
-    out.extend_from_slice(b" : container = ");
-    out.extend_from_slice(v.to_string().as_bytes());
-    out.extend_from_slice(b" )");
+    out.put(b" : container = ");
+    out.put(v.to_string().as_bytes());
+    out.put(b" )");
 }
 
 /// A floating point number as `%g`.
-pub(crate) fn text_float(out: &mut Vec<u8>, v: f64) {
+pub(crate) fn text_float(out: &mut TextBuf, v: f64) {
     let mut s = String::new();
     crate::text::float(&mut s, v);
-    out.extend_from_slice(s.as_bytes());
+    out.put(s.as_bytes());
 }
 
 /// A string between quotes, escaped as babeltrace2 escapes it.
 #[inline]
-pub(crate) fn text_string(out: &mut Vec<u8>, s: &[u8]) {
+pub(crate) fn text_string(out: &mut TextBuf, s: &[u8]) {
     out.push(b'"');
+    text_string_body(out, s);
+    out.push(b'"');
+}
+
+/// The text of a string between its quotes.
+#[inline]
+pub(crate) fn text_string_body(out: &mut TextBuf, s: &[u8]) {
     if plain(s) {
-        put(out, s);
+        out.put(s);
     } else {
         let mut t = String::new();
         crate::text::string(&mut t, &String::from_utf8_lossy(s));
-        out.extend_from_slice(&t.as_bytes()[1..t.len() - 1]);
+        out.put(&t.as_bytes()[1..t.len() - 1]);
     }
-    out.push(b'"');
 }
 
 /// Whether `s` prints as it is between quotes: no control character, no
@@ -1081,133 +1096,28 @@ fn plain(s: &[u8]) -> bool {
         .all(|&c| c >= 0x20 && c != b'"' && c != b'\\' && c < 0x80)
 }
 
-/// Appends `s` to `out`. Up to 16 bytes without a call to `memcpy`: two
-/// fixed-size appends that overlap (the first is cut back before the
-/// second), each a single store. Most pieces of a text line are that short.
-#[inline(always)]
-pub fn put(out: &mut Vec<u8>, s: &[u8]) {
-    let n = s.len();
-    let len = out.len();
-    if (8..=16).contains(&n) {
-        let head: [u8; 8] = s[..8].try_into().expect("8 bytes");
-        let tail: [u8; 8] = s[n - 8..].try_into().expect("8 bytes");
-        out.extend_from_slice(&head);
-        out.truncate(len + n - 8);
-        out.extend_from_slice(&tail);
-    } else if (4..8).contains(&n) {
-        let head: [u8; 4] = s[..4].try_into().expect("4 bytes");
-        let tail: [u8; 4] = s[n - 4..].try_into().expect("4 bytes");
-        out.extend_from_slice(&head);
-        out.truncate(len + n - 4);
-        out.extend_from_slice(&tail);
-    } else if n < 4 {
-        for &c in s {
-            out.push(c);
-        }
-    } else {
-        out.extend_from_slice(s);
-    }
-}
-
-/// The eight ASCII digits of `v < 10^8`, zero padded, the first in the
-/// low byte: built in a register (lanes of 4, then 2, then 1 digit, each
-/// split by a multiply and shift that divides exactly in that range), and
-/// stored at once.
-///
-/// ```text
-///   v = 12345678 → lanes 1234 | 5678 → 12 | 34 | 56 | 78 → 1|2|3|4|5|6|7|8
-/// ```
-#[inline(always)]
-fn eight(v: u64) -> u64 {
-    // Two 32-bit lanes: the high four digits first (lowest).
-    let x = (v / 10_000) | (v % 10_000) << 32;
-    // Per lane, x / 100 (exact for x < 10^4) to the low 16 bits.
-    let hundreds = ((x * 10_486) >> 20) & 0x0000_007f_0000_007f;
-    let x = hundreds | (x - hundreds * 100) << 16;
-    // Per 16-bit lane, x / 10 (exact for x < 100) to the low byte.
-    let tens = ((x * 103) >> 10) & 0x000f_000f_000f_000f;
-    let x = tens | (x - tens * 10) << 8;
-    x + 0x3030_3030_3030_3030
-}
-
-/// Appends the last `n` (1 to 8) of the eight digits in `w`.
-#[inline(always)]
-fn put_digits(out: &mut Vec<u8>, w: u64, n: usize) {
-    let len = out.len();
-    out.extend_from_slice(&(w >> (8 * (8 - n))).to_le_bytes());
-    out.truncate(len + n);
-}
-
-/// The number of decimal digits of `v < 10^8`.
-#[inline(always)]
-fn digits(v: u64) -> usize {
-    v.checked_ilog10().unwrap_or(0) as usize + 1
-}
-
-/// Appends `v` in decimal.
-#[inline]
-pub fn write_decimal(out: &mut Vec<u8>, v: u64) {
-    const E8: u64 = 100_000_000;
-    if v < E8 {
-        put_digits(out, eight(v), digits(v));
-    } else if v < E8 * E8 {
-        let (hi, lo) = (v / E8, v % E8);
-        put_digits(out, eight(hi), digits(hi));
-        out.extend_from_slice(&eight(lo).to_le_bytes());
-    } else {
-        let (top, mid, lo) = (v / (E8 * E8), (v / E8) % E8, v % E8);
-        put_digits(out, eight(top), digits(top));
-        out.extend_from_slice(&eight(mid).to_le_bytes());
-        out.extend_from_slice(&eight(lo).to_le_bytes());
-    }
-}
-
-/// Writes nine digits, zero padded, over `place[..9]`.
-#[inline]
-pub fn nine_into(place: &mut [u8], v: u64) {
-    let v = v % 1_000_000_000;
-    place[0] = b'0' + (v / 100_000_000) as u8;
-    place[1..9].copy_from_slice(&eight(v % 100_000_000).to_le_bytes());
-}
-
-/// An unsigned integer in a base, as babeltrace2 prints it.
-#[inline]
-pub fn write_uint(out: &mut Vec<u8>, v: u64, base: Base) {
-    let mut buf = [0u8; 66];
+/// The text of `v` in a base, as babeltrace2 prints it (`0x1F`, `017`,
+/// `0b101`, `31`), written at the end of `buf`.
+pub(crate) fn uint_text(buf: &mut [u8; 66], v: u64, base: Base) -> &[u8] {
+    let (radix, prefix): (u64, &[u8]) = match base {
+        Base::Hexadecimal => (16, b"0x"),
+        Base::Octal => (8, b"0"),
+        Base::Binary => (2, b"0b"),
+        Base::Decimal => (10, b""),
+    };
     let mut i = buf.len();
     let mut x = v;
-    match base {
-        Base::Decimal => write_decimal(out, v),
-        Base::Hexadecimal => {
-            loop {
-                i -= 1;
-                buf[i] = b"0123456789ABCDEF"[(x & 15) as usize];
-                x >>= 4;
-                if x == 0 {
-                    break;
-                }
-            }
-            out.extend_from_slice(b"0x");
-            out.extend_from_slice(&buf[i..]);
-        }
-        Base::Octal | Base::Binary => {
-            let (shift, mask, prefix): (u32, u64, &[u8]) = if base == Base::Octal {
-                (3, 7, b"0")
-            } else {
-                (1, 1, b"0b")
-            };
-            loop {
-                i -= 1;
-                buf[i] = b'0' + (x & mask) as u8;
-                x >>= shift;
-                if x == 0 {
-                    break;
-                }
-            }
-            out.extend_from_slice(prefix);
-            out.extend_from_slice(&buf[i..]);
+    loop {
+        i -= 1;
+        buf[i] = b"0123456789ABCDEF"[(x % radix) as usize];
+        x /= radix;
+        if x == 0 {
+            break;
         }
     }
+    i -= prefix.len();
+    buf[i..i + prefix.len()].copy_from_slice(prefix);
+    &buf[i..]
 }
 
 /// Compiles the plans of `traces` and opens all their streams.
@@ -1323,73 +1233,51 @@ impl FastMerge {
     }
 }
 
-/// Writes one event line in babeltrace2's format: `[time] (+delta) host
-/// name: { packet context }, { stream event context }, { event context },
-/// { payload }` and a newline. `time` is the formatted time, `delta_ns` the
-/// time since the previous event.
-pub fn write_event_line(
-    out: &mut Vec<u8>,
-    time: &[u8],
-    delta_ns: Option<i128>,
-    stream: &mut FastStream,
-) -> Result<(), DecodeError> {
-    write_line_prefix(out, time, delta_ns);
-    write_event_rest(out, stream)
-}
-
 /// The start of an event line: `[time] (+delta) `.
-pub fn write_line_prefix(out: &mut Vec<u8>, time: &[u8], delta_ns: Option<i128>) {
+pub fn write_line_prefix(out: &mut TextBuf, time: &[u8], delta_ns: Option<i128>) {
     out.push(b'[');
-    out.extend_from_slice(time);
-    out.extend_from_slice(b"] ");
+    out.put(time);
+    out.put(b"] ");
     match delta_ns {
         Some(d) => {
             // u64 arithmetic (an i128 division is a slow library call).
             let d = u64::try_from(d.max(0)).unwrap_or(u64::MAX);
-            out.extend_from_slice(b"(+");
-            write_decimal(out, d / 1_000_000_000);
+            out.put(b"(+");
+            out.decimal(d / 1_000_000_000);
             out.push(b'.');
-            nine_digits(out, d);
-            out.extend_from_slice(b") ");
+            out.nine(d);
+            out.put(b") ");
         }
-        None => out.extend_from_slice(b"(+?.?????????) "),
+        None => out.put(b"(+?.?????????) "),
     }
 }
 
 /// The rest of an event line after [`write_line_prefix`]: `host name:`,
 /// the packet context and the event's scopes, and a newline.
-pub fn write_event_rest(out: &mut Vec<u8>, stream: &mut FastStream) -> Result<(), DecodeError> {
+pub fn write_event_rest(out: &mut TextBuf, stream: &mut FastStream) -> Result<(), DecodeError> {
     let Some((idx, _)) = stream.current else {
         return stream.emit(&mut Discard); // the error of an emit without peek
     };
     let sp = &stream.plan.streams[stream.stream];
     let ev = sp.events[idx].as_ref().expect("checked in header");
-    put(out, &ev.head);
-    put(out, &stream.packet_text);
+    for l in &ev.head {
+        out.lit(l);
+    }
+    out.put(stream.packet_text.as_slice());
     let written = !stream.packet_text.is_empty();
-    if ev.flat_text {
+    if let Some(text) = &ev.text {
         let mark = out.len();
         let mut b = Bits {
             buf: &stream.buf,
             pos: stream.pos,
             end: stream.content_end,
         };
-        // The scopes present, packed (a slice is the cheapest to walk).
-        let mut scopes = [&ev.fields; 3];
-        let mut k = 0;
-        for (_, scope) in ev.scopes(sp) {
-            if let Some(scope) = scope {
-                scopes[k] = scope;
-                k += 1;
-            }
-        }
         // An event of length 0 is an error the general path reports.
-        if plan::text_flat(&scopes[..k], &mut b, &mut stream.state, out, written)
+        if text.run(&mut b, &mut stream.state, out, written)
             && (b.pos > stream.pos || sp.event_header.is_some())
         {
             stream.pos = b.pos;
             stream.current = None;
-            out.push(b'\n');
             return Ok(());
         }
         out.truncate(mark);
@@ -1421,20 +1309,12 @@ pub fn write_json_line(
     if stream.packet_text.is_empty() {
         out.extend_from_slice(b"null");
     } else {
-        out.extend_from_slice(&stream.packet_text);
+        out.extend_from_slice(stream.packet_text.as_slice());
     }
     let mut sink = JsonSink::in_object(out, 4);
     stream.emit(&mut sink)?;
     out.extend_from_slice(b"}\n");
     Ok(())
-}
-
-/// Appends nine digits, zero padded (the nanoseconds of a time).
-#[inline]
-pub fn nine_digits(out: &mut Vec<u8>, v: u64) {
-    let v = v % 1_000_000_000;
-    out.push(b'0' + (v / 100_000_000) as u8);
-    out.extend_from_slice(&eight(v % 100_000_000).to_le_bytes());
 }
 
 /// Builds [`Value`]s: each scope given to the sink becomes one struct in
@@ -1662,7 +1542,9 @@ impl Sink for JsonSink<'_> {
     }
     fn uint(&mut self, v: u64, _: Base) {
         self.sep();
-        write_uint(self.out, v, Base::Decimal);
+        let mut buf = [0u8; 66];
+        self.out
+            .extend_from_slice(uint_text(&mut buf, v, Base::Decimal));
         self.after_value();
     }
     fn sint(&mut self, v: i64, _: Base, _: u32) {
@@ -1736,49 +1618,6 @@ impl Sink for JsonSink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn put_appends_every_length() {
-        let src: Vec<u8> = (b'a'..=b'z').chain(b'A'..=b'Z').collect();
-        for n in 0..=40 {
-            for prefix in [0, 1, 7] {
-                let mut out = vec![b'#'; prefix];
-                put(&mut out, &src[..n]);
-                assert_eq!(&out[prefix..], &src[..n], "length {n} after {prefix}");
-                assert!(out[..prefix].iter().all(|&c| c == b'#'));
-            }
-        }
-    }
-
-    #[test]
-    fn decimal_digits_as_std_writes_them() {
-        let mut cases = vec![0, 1, 9, 10, 99, 100, 12_345_678, u64::MAX];
-        for k in 0..20 {
-            let p = 10u64.pow(k);
-            cases.extend([p - 1, p, p + 1]);
-        }
-        for v in cases {
-            let mut out = b"x".to_vec();
-            write_decimal(&mut out, v);
-            assert_eq!(out, format!("x{v}").into_bytes(), "{v}");
-            let mut nine = Vec::new();
-            nine_digits(&mut nine, v);
-            assert_eq!(nine, format!("{:09}", v % 1_000_000_000).into_bytes());
-            let mut place = [0u8; 9];
-            nine_into(&mut place, v);
-            assert_eq!(place.as_slice(), nine.as_slice());
-        }
-    }
-
-    #[test]
-    fn eight_digits_in_registers() {
-        let check = |v: u64| {
-            assert_eq!(eight(v).to_le_bytes(), *format!("{v:08}").as_bytes(), "{v}");
-        };
-        (0..200_000).for_each(check);
-        (0..100_000_000).step_by(9_973).for_each(check);
-        (99_800_000..100_000_000).for_each(check);
-    }
 
     #[test]
     fn plain_strings_are_those_without_escapes() {

@@ -38,6 +38,7 @@ pub mod decode;
 pub mod fast;
 pub mod ftrace;
 mod lexer;
+pub mod line;
 pub mod parallel;
 mod parse;
 pub mod plan;

@@ -34,11 +34,9 @@ use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::decode::DecodeError;
-use crate::fast::{
-    nine_digits, nine_into, write_event_rest, write_json_line, write_uint, FastStream, Next,
-};
+use crate::fast::{write_event_rest, write_json_line, FastStream, Next};
+use crate::line::{nine_into, TextBuf};
 use crate::plan::Discard;
-use crate::Base;
 use crate::EventClass;
 
 /// Chunks decoded ahead per stream.
@@ -53,7 +51,7 @@ pub const CHUNK: usize = 2048;
 /// so that it may keep a cache (the broken-down time of the last second).
 pub trait TimeText: Clone + Send {
     /// Appends the text of time `ns` (ns since the epoch) to `out`.
-    fn write(&mut self, out: &mut Vec<u8>, ns: i128);
+    fn write(&mut self, out: &mut TextBuf, ns: i128);
 }
 
 /// Times as seconds since the epoch, `S.nnnnnnnnn` (babeltrace2's
@@ -62,8 +60,8 @@ pub trait TimeText: Clone + Send {
 pub struct Seconds;
 
 impl TimeText for Seconds {
-    fn write(&mut self, out: &mut Vec<u8>, ns: i128) {
-        out.extend_from_slice(
+    fn write(&mut self, out: &mut TextBuf, ns: i128) {
+        out.put(
             format!(
                 "{}.{:09}",
                 ns.div_euclid(1_000_000_000),
@@ -136,7 +134,7 @@ impl Rec {
 
 #[derive(Default)]
 struct Chunk {
-    text: Vec<u8>,
+    text: TextBuf,
     recs: Vec<Rec>,
     errors: Vec<DecodeError>,
     /// Set on the last chunk of a stream: its end, or the error that ended it.
@@ -205,13 +203,18 @@ where
                             c.text.push(b'[');
                             match t {
                                 Some(ns) => time.write(&mut c.text, ns),
-                                None => c.text.extend_from_slice(b"??:??:??.?????????"),
+                                None => c.text.put(b"??:??:??.?????????"),
                             }
                             aux = (c.text.len() + 3 - start) as u32;
-                            c.text.extend_from_slice(b"] (+?.?????????) ");
+                            c.text.wide(b"] (+?.?????????) ", 17);
                             write_event_rest(&mut c.text, s)
                         }
-                        Render::Json => write_json_line(&mut c.text, t, s),
+                        Render::Json => {
+                            let mut json = Vec::new();
+                            let r = write_json_line(&mut json, t, s);
+                            c.text.put(&json);
+                            r
+                        }
                     };
                     r.map(|()| Rec {
                         aux,
@@ -498,7 +501,7 @@ fn merge(
     // The time of the last event shown, and a line for the rare delta of
     // 10 s or more (wider than its placeholder).
     let mut prev: Option<i128> = None;
-    let mut wide: Vec<u8> = Vec::new();
+    let mut wide = TextBuf::new();
     let n = paths.len();
     let mut cursors: Vec<Option<Cursor>> = (0..n).map(|_| None).collect();
     let mut picker = Picker::new(n);
@@ -514,7 +517,7 @@ fn merge(
         let go_on = match rec.kind {
             EVENT => {
                 let end = rec.val as usize;
-                let line = &mut c.chunk.text[c.text..end];
+                let line = &mut c.chunk.text.as_mut_slice()[c.text..end];
                 c.text = end;
                 let t = rec.time();
                 let delta = match (prev, t) {
@@ -534,12 +537,12 @@ fn merge(
                     }
                     Some(d) => {
                         wide.clear();
-                        wide.extend_from_slice(&line[..at + 1]);
-                        write_uint(&mut wide, d / 1_000_000_000, Base::Decimal);
+                        wide.put(&line[..at + 1]);
+                        wide.decimal(d / 1_000_000_000);
                         wide.push(b'.');
-                        nine_digits(&mut wide, d);
-                        wide.extend_from_slice(&line[at + 12..]);
-                        each(Piece::Event(t, &wide))
+                        wide.nine(d);
+                        wide.put(&line[at + 12..]);
+                        each(Piece::Event(t, wide.as_slice()))
                     }
                     None => each(Piece::Event(t, line)),
                 }

@@ -128,15 +128,29 @@ enum ClockUse {
 #[derive(Clone, Debug)]
 pub(crate) struct IntOp {
     align: u64,
-    size: u32,
+    pub(crate) size: u32,
     signed: bool,
-    order: ByteOrder,
-    base: Base,
+    pub(crate) order: ByteOrder,
+    pub(crate) base: Base,
     clock: ClockUse,
     store: Option<usize>,
     /// The event header's `id` also goes to `SLOT_EVENT_ID`.
     event_id: bool,
     enumeration: Option<Arc<Enum>>,
+}
+
+impl IntOp {
+    /// Whether it is an unsigned little-endian integer shown in decimal
+    /// and nothing else (no clock, slot, id or enumeration).
+    pub(crate) fn plain_decimal(&self) -> bool {
+        self.order == ByteOrder::Little
+            && !self.signed
+            && self.base == Base::Decimal
+            && self.clock == ClockUse::None
+            && self.store.is_none()
+            && !self.event_id
+            && self.enumeration.is_none()
+    }
 }
 
 /// One operation of a plan.
@@ -187,11 +201,11 @@ pub(crate) enum Op {
 /// a variant or a more aligned member ends the run.
 #[derive(Debug, Clone)]
 pub(crate) struct FixedRun {
-    align: u64,
+    pub(crate) align: u64,
     /// Size of the run in bits, padding included.
-    bits: u64,
+    pub(crate) bits: u64,
     /// Each member: bit offset from the start, and its `Op::Field`.
-    items: Vec<(u64, Op)>,
+    pub(crate) items: Vec<(u64, Op)>,
     /// Whether some member must be read even when values are not wanted
     /// (a length, a tag, the clock, the event id).
     needs_read: bool,
@@ -268,8 +282,8 @@ pub(crate) fn run_scope<S: Sink>(
 #[derive(Debug)]
 pub(crate) struct HeaderPlan {
     align: u64,
-    /// Members before the variant (bit offset from the start, operation).
-    prefix: Vec<(u64, IntOp)>,
+    /// Members before the variant.
+    prefix: Vec<HeaderMember>,
     variant: Option<HeaderVariant>,
     /// The most bits any option takes.
     max_bits: u64,
@@ -283,7 +297,85 @@ struct HeaderVariant {
     /// Ranges of tag values, to option indices.
     ranges: Vec<(i128, i128, usize)>,
     /// Per option: where it ends (bits from the header's start) and its members.
-    options: Vec<(u64, Vec<(u64, IntOp)>)>,
+    options: Vec<(u64, Vec<HeaderMember>)>,
+}
+
+/// One integer of a [`HeaderPlan`], at a static bit offset from the
+/// header's start. When the start is a byte boundary and the member lies
+/// within 8 bytes, it is read as one little-endian word at `byte`, shifted
+/// and masked.
+#[derive(Debug)]
+struct HeaderMember {
+    off: u64,
+    op: IntOp,
+    /// `(byte offset, shift, mask)` of the one-word read.
+    word: Option<(usize, u32, u64)>,
+}
+
+impl HeaderMember {
+    fn new(off: u64, op: IntOp, byte_aligned: bool) -> HeaderMember {
+        let (byte, shift) = ((off / 8) as usize, (off % 8) as u32);
+        let fits = byte_aligned && op.order == ByteOrder::Little && shift + op.size <= 64;
+        let mask = if op.size >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << op.size) - 1
+        };
+        HeaderMember {
+            off,
+            word: (fits && op.size > 0).then_some((byte, shift, mask)),
+            op,
+        }
+    }
+
+    /// Reads the member of the header starting at bit `start` (its bits
+    /// are known to be within the content): the clock, its slot, and the
+    /// event id into `id`.
+    #[inline(always)]
+    fn read(
+        &self,
+        b: &Bits<'_>,
+        start: u64,
+        st: &mut State,
+        id: &mut i128,
+    ) -> Result<(), RunError> {
+        let word = self.word.and_then(|(byte, shift, mask)| {
+            let at = (start / 8) as usize + byte;
+            let w: [u8; 8] = b.buf.get(at..at + 8)?.try_into().ok()?;
+            Some((u64::from_le_bytes(w) >> shift) & mask)
+        });
+        let raw = match word {
+            Some(v) => v,
+            None => {
+                let mut bits = Bits {
+                    buf: b.buf,
+                    pos: start + self.off,
+                    end: b.end,
+                };
+                read_bits(&mut bits, self.op.size, self.op.order)?
+            }
+        };
+        let i = &self.op;
+        if i.clock == ClockUse::Update {
+            st.update_clock(i.size, raw);
+        }
+        if i.store.is_none() && !i.event_id {
+            return Ok(());
+        }
+        let value = if i.signed {
+            let s = 64 - i.size.clamp(1, 64);
+            i128::from(((raw << s) as i64) >> s)
+        } else {
+            i128::from(raw)
+        };
+        if let Some(slot) = i.store {
+            st.slots[slot] = value;
+        }
+        if i.event_id {
+            *id = value;
+        }
+        Ok(())
+    }
 }
 
 impl HeaderPlan {
@@ -292,14 +384,15 @@ impl HeaderPlan {
         let [Op::Struct { align: a, body }] = scope.ops.as_slice() else {
             return None;
         };
-        // Members of fixed runs as (offset from `base`, op); `base` must be
-        // aligned at least as much as each run.
-        fn items(runs: &[Op], base: u64, max_align: u64) -> Option<(Vec<(u64, IntOp)>, u64)> {
+        let byte_aligned = *a >= 8;
+        // Members of fixed runs at their offsets from `base`; `base` must
+        // be aligned at least as much as each run.
+        let items = |runs: &[Op], base: u64| -> Option<(Vec<HeaderMember>, u64)> {
             let mut out = Vec::new();
             let mut end = base;
             for op in runs {
                 let Op::Fixed(r) = op else { return None };
-                if r.align > max_align {
+                if r.align > *a {
                     return None;
                 }
                 let start = (end + r.align - 1) & !(r.align - 1);
@@ -308,17 +401,17 @@ impl HeaderPlan {
                         return None;
                     };
                     let Op::Int(i) = &**inner else { return None };
-                    out.push((start + off, i.clone()));
+                    out.push(HeaderMember::new(start + off, i.clone(), byte_aligned));
                 }
                 end = start + r.bits;
             }
             Some((out, end))
-        }
+        };
         let (fixed, rest) = match body.iter().position(|op| !matches!(op, Op::Fixed(_))) {
             Some(k) => (&body[..k], &body[k..]),
             None => (body.as_slice(), &[][..]),
         };
-        let (prefix, prefix_end) = items(fixed, 0, *a)?;
+        let (prefix, prefix_end) = items(fixed, 0)?;
         let mut max_bits = prefix_end;
         let variant = match rest {
             [] => None,
@@ -341,7 +434,7 @@ impl HeaderPlan {
                         return None;
                     }
                     let start = (prefix_end + oa - 1) & !(oa - 1);
-                    let (members, end) = items(body, start, *a)?;
+                    let (members, end) = items(body, start)?;
                     max_bits = max_bits.max(end);
                     opts.push((end, members));
                 }
@@ -361,53 +454,35 @@ impl HeaderPlan {
         })
     }
 
-    /// Decodes the header; `Ok(false)` when it may go past the end of the
-    /// content (the caller then runs the general plan, which finds where).
+    /// Decodes the header at `b.pos` and returns the event id (`NONE`
+    /// when the header has none); `Ok(None)` when it may go past the end
+    /// of the content (the caller then runs the general plan, which finds
+    /// where).
     #[inline]
-    pub(crate) fn run(&self, b: &mut Bits<'_>, st: &mut State) -> Result<bool, RunError> {
+    pub(crate) fn run(&self, b: &mut Bits<'_>, st: &mut State) -> Result<Option<i128>, RunError> {
         let start = (b.pos + self.align - 1) & !(self.align - 1);
         if start + self.max_bits > b.end {
-            return Ok(false);
+            return Ok(None);
         }
-        #[inline(always)]
-        fn read(
-            b: &Bits<'_>,
-            start: u64,
-            st: &mut State,
-            members: &[(u64, IntOp)],
-        ) -> Result<(), RunError> {
-            for (off, i) in members {
-                let p = start + off;
-                let raw = match extract(b.buf, p, i.size, i.order) {
-                    Some(v) => v,
-                    None => {
-                        let mut bits = Bits {
-                            buf: b.buf,
-                            pos: p,
-                            end: b.end,
-                        };
-                        read_bits(&mut bits, i.size, i.order)?
-                    }
-                };
-                // The clock and the slots; the value is not shown.
-                int_read(i, raw, st);
-            }
-            Ok(())
+        let mut id = NONE;
+        for m in &self.prefix {
+            m.read(b, start, st, &mut id)?;
         }
-        read(b, start, st, &self.prefix)?;
         let mut end = start + self.max_bits;
         if let Some(var) = &self.variant {
             let v = st.slots[var.tag];
             let Some(&(_, _, k)) = var.ranges.iter().find(|(lo, hi, _)| *lo <= v && v <= *hi)
             else {
-                return Ok(false);
+                return Ok(None);
             };
             let (option_end, members) = &var.options[k];
-            read(b, start, st, members)?;
+            for m in members {
+                m.read(b, start, st, &mut id)?;
+            }
             end = start + option_end;
         }
         b.pos = end;
-        Ok(true)
+        Ok(Some(id))
     }
 }
 
@@ -604,7 +679,7 @@ fn read_bits(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<u64, RunEr
 }
 
 /// An integer's value as shown.
-enum IntVal<'a> {
+pub(crate) enum IntVal<'a> {
     Unsigned(u64),
     Signed(i64),
     Enum(i128, &'a Enum),
@@ -612,7 +687,7 @@ enum IntVal<'a> {
 
 /// What an integer does once read (the clock, its slots), and its value.
 #[inline(always)]
-fn int_read<'a>(i: &'a IntOp, raw: u64, st: &mut State) -> IntVal<'a> {
+pub(crate) fn int_read<'a>(i: &'a IntOp, raw: u64, st: &mut State) -> IntVal<'a> {
     if i.clock == ClockUse::Update {
         st.update_clock(i.size, raw);
     }
@@ -656,99 +731,9 @@ fn int_value<S: Sink>(i: &IntOp, raw: u64, st: &mut State, sink: &mut S) {
     }
 }
 
-/// Renders flat scopes (see [`ScopePlan::flat`]) as babeltrace2's text
-/// straight into `out`, in one loop: ` { a = 1, s = "x" }` per scope that
-/// has members (`, {` once a scope was written on the line). `false`
-/// when the event is near the end of the content or odd in any way: the
-/// caller then cuts `out` back and runs the general plan from the start,
-/// which gives the same text or the exact error. The state changes made
-/// meanwhile (clock, slots) are the ones the general plan makes again.
-pub(crate) fn text_flat(
-    scopes: &[&ScopePlan],
-    b: &mut Bits<'_>,
-    st: &mut State,
-    out: &mut Vec<u8>,
-    mut written: bool,
-) -> bool {
-    use crate::fast::{put, text_enum, text_float, text_sint, text_string, write_uint};
-    for scope in scopes {
-        let [Op::Struct { align: a, body }] = scope.ops.as_slice() else {
-            return false;
-        };
-        let p = (b.pos + a - 1) & !(a - 1);
-        if p > b.end {
-            return false;
-        }
-        b.pos = p;
-        if body.is_empty() {
-            continue;
-        }
-        put(out, if written { b", {" } else { b" {" });
-        written = true;
-        let mut first = true;
-        for op in body {
-            match op {
-                Op::Fixed(r) => {
-                    let start = (b.pos + r.align - 1) & !(r.align - 1);
-                    if start + r.bits > b.end {
-                        return false;
-                    }
-                    for (off, item) in &r.items {
-                        let Op::Field(_, sep, inner) = item else {
-                            return false;
-                        };
-                        put(out, if first { &sep[1..] } else { sep });
-                        first = false;
-                        match &**inner {
-                            Op::Int(i) => {
-                                let Some(raw) = extract(b.buf, start + off, i.size, i.order) else {
-                                    return false;
-                                };
-                                match int_read(i, raw, st) {
-                                    IntVal::Unsigned(v) => write_uint(out, v, i.base),
-                                    IntVal::Signed(v) => text_sint(out, v, i.base, i.size),
-                                    IntVal::Enum(v, e) => text_enum(out, v, e),
-                                }
-                            }
-                            Op::Float { bits, order, .. } => {
-                                let Some(raw) = extract(b.buf, start + off, *bits, *order) else {
-                                    return false;
-                                };
-                                text_float(out, float_of(*bits, raw));
-                            }
-                            _ => return false,
-                        }
-                    }
-                    b.pos = start + r.bits;
-                }
-                Op::Field(_, sep, inner) if matches!(**inner, Op::Str) => {
-                    put(out, if first { &sep[1..] } else { sep });
-                    first = false;
-                    let start = (b.pos + 7) & !7;
-                    let (s0, e) = (
-                        (start / 8) as usize,
-                        ((b.end / 8) as usize).min(b.buf.len()),
-                    );
-                    let Some(rest) = b.buf.get(s0..e) else {
-                        return false;
-                    };
-                    let Some(n) = nul(rest) else {
-                        return false;
-                    };
-                    text_string(out, &rest[..n]);
-                    b.pos = start + (n as u64 + 1) * 8;
-                }
-                _ => return false,
-            }
-        }
-        put(out, b" }");
-    }
-    true
-}
-
 /// A float of `bits` (32 or 64) from its raw bits.
 #[inline(always)]
-fn float_of(bits: u32, raw: u64) -> f64 {
+pub(crate) fn float_of(bits: u32, raw: u64) -> f64 {
     if bits == 32 {
         f64::from(f32::from_bits(raw as u32))
     } else {
@@ -764,7 +749,7 @@ fn float_value<S: Sink>(bits: u32, raw: u64, sink: &mut S) {
 /// `size` bits at bit `p` of `buf`, when one 8-byte load covers them;
 /// `None` near the end of the buffer or for a field straddling 9 bytes.
 #[inline(always)]
-fn extract(buf: &[u8], p: u64, size: u32, order: ByteOrder) -> Option<u64> {
+pub(crate) fn extract(buf: &[u8], p: u64, size: u32, order: ByteOrder) -> Option<u64> {
     let i = (p / 8) as usize;
     let sh = (p % 8) as u32;
     if size == 0 || sh + size > 64 {
@@ -927,7 +912,7 @@ fn run<S: Sink>(
 /// The index of the first NUL of `s`: the first 16 bytes word by word
 /// (most strings of a trace are short), the rest with `memchr`.
 #[inline(always)]
-fn nul(s: &[u8]) -> Option<usize> {
+pub(crate) fn nul(s: &[u8]) -> Option<usize> {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     for k in [0, 8] {

@@ -14,6 +14,7 @@ mod mutate;
 use std::path::{Path, PathBuf};
 
 use tape_ctf::fast::{open_streams, write_event_rest, write_line_prefix, FastMerge, Step};
+use tape_ctf::line::TextBuf;
 use tape_ctf::parallel::{render_merged, Piece, Render, Seconds, TimeText};
 use tape_ctf::plan::Discard;
 use tape_ctf::read::find_traces;
@@ -64,20 +65,23 @@ fn one_thread(dir: &Path, filter: Filter) -> Vec<String> {
                     }
                     continue;
                 }
-                let mut time = Vec::new();
+                let mut time = TextBuf::new();
                 match t {
                     Some(ns) => Seconds.write(&mut time, ns),
-                    None => time.extend_from_slice(b"??:??:??.?????????"),
+                    None => time.put(b"??:??:??.?????????"),
                 }
                 let delta = match (prev, t) {
                     (Some(p), Some(t)) => Some(t - p),
                     _ => None,
                 };
                 prev = t.or(prev);
-                let mut text = Vec::new();
-                write_line_prefix(&mut text, &time, delta);
+                let mut text = TextBuf::new();
+                write_line_prefix(&mut text, time.as_slice(), delta);
                 match write_event_rest(&mut text, s) {
-                    Ok(()) => out.push(format!("E {t:?} {}", String::from_utf8_lossy(&text))),
+                    Ok(()) => out.push(format!(
+                        "E {t:?} {}",
+                        String::from_utf8_lossy(text.as_slice())
+                    )),
                     Err(e) => {
                         out.push(format!("ERR {e}"));
                         break;

@@ -1,0 +1,537 @@
+//! Event lines written wide: the text buffer and the compiled text
+//! programs of `tape show`'s hot loop.
+//!
+//! # Wide stores
+//!
+//! A [`TextBuf`] stores a short piece of text as a whole machine word or
+//! vector (8, 16 or 32 bytes) whatever its length, then advances its
+//! length by the piece's true length: the bytes stored past the end are
+//! not counted, and the next piece overwrites them. The buffer is kept
+//! initialized (zeroed once when it grows), so the wide store needs no
+//! `unsafe`, and there is one bounds check per piece, not a length-sized
+//! `memcpy` and two length updates as with `Vec::extend_from_slice`.
+//!
+//! ```text
+//!   before:   [ h e l l o │ . . . . . . . . . . . . . . . . ]
+//!                         ^ len                             ^ buf.len()
+//!   ", b = " (6 bytes) stored as 16:
+//!             [ h e l l o , ␠ b ␠ = ␠ x x x x x x x x x x . ]
+//!                                     ^ len  (the x's are free again)
+//! ```
+//!
+//! # Text programs
+//!
+//! An event whose scopes are flat (fixed runs of integers and floats, and
+//! strings: nearly every real event) is compiled once into a
+//! [`TextProgram`]: its babeltrace2 text as literal pieces of at most 32
+//! bytes (separators, names, braces and quotes merged together) between
+//! value operations that read at static offsets from the start of their
+//! run.
+//!
+//! ```text
+//!   fields { u32 a; u64 b; string s; }  →
+//!     Open(" { a = " | ", { a = ")  Run(align 8, 128 bits)  Dec(0, 32)
+//!     Lit(", b = ")  Dec(64, 64)  Lit(", s = \"")  Str  Lit("\" }\n")
+//! ```
+//!
+//! A program returns `false` when the event is near the end of the content
+//! or odd in any way: the caller then cuts the text back and runs the
+//! general plan, which gives the same text or the exact error.
+
+use crate::plan::{self, Bits, IntOp, IntVal, Op, ScopePlan, State};
+use crate::{Base, ByteOrder};
+
+/// Bytes zeroed ahead when a [`TextBuf`] grows.
+const GROW: usize = 16 << 10;
+
+/// A text buffer written with wide stores (see the module docs).
+#[derive(Clone, Debug, Default)]
+pub struct TextBuf {
+    /// Initialized storage: `buf[..len]` is the text, the rest is room.
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl TextBuf {
+    /// An empty buffer.
+    pub fn new() -> TextBuf {
+        TextBuf::default()
+    }
+
+    /// The length of the text.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the text is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Empties the text (the room stays).
+    #[inline]
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Cuts the text to `n` bytes.
+    #[inline]
+    pub fn truncate(&mut self, n: usize) {
+        self.len = self.len.min(n);
+    }
+
+    /// The text.
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// The text, to patch in place.
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.buf[..self.len]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, n: usize) {
+        let want = (self.len + n + GROW).max(self.buf.len() * 2);
+        self.buf.resize(want, 0);
+    }
+
+    /// Stores the `N` bytes of `w` and counts the first `n` of them.
+    #[inline(always)]
+    pub fn wide<const N: usize>(&mut self, w: &[u8; N], n: usize) {
+        let at = self.len;
+        if at + N > self.buf.len() {
+            self.grow(N);
+        }
+        if let Some(dst) = self.buf.get_mut(at..at + N) {
+            dst.copy_from_slice(w);
+        }
+        self.len = at + n.min(N);
+    }
+
+    /// Appends one byte.
+    #[inline(always)]
+    pub fn push(&mut self, c: u8) {
+        self.wide(&[c], 1);
+    }
+
+    /// Appends `s`. Up to 16 bytes with two stores that overlap, longer
+    /// ones with one copy.
+    #[inline(always)]
+    pub fn put(&mut self, s: &[u8]) {
+        let n = s.len();
+        if (8..=16).contains(&n) {
+            let head: &[u8; 8] = s[..8].try_into().expect("8 bytes");
+            let tail: &[u8; 8] = s[n - 8..].try_into().expect("8 bytes");
+            self.wide(head, n - 8);
+            self.wide(tail, 8);
+        } else if (4..8).contains(&n) {
+            let head: &[u8; 4] = s[..4].try_into().expect("4 bytes");
+            let tail: &[u8; 4] = s[n - 4..].try_into().expect("4 bytes");
+            self.wide(head, n - 4);
+            self.wide(tail, 4);
+        } else if n < 4 {
+            for &c in s {
+                self.push(c);
+            }
+        } else {
+            self.put_long(s);
+        }
+    }
+
+    fn put_long(&mut self, s: &[u8]) {
+        let at = self.len;
+        if at + s.len() > self.buf.len() {
+            self.grow(s.len());
+        }
+        self.buf[at..at + s.len()].copy_from_slice(s);
+        self.len = at + s.len();
+    }
+
+    /// Appends a literal piece.
+    #[inline(always)]
+    pub fn lit(&mut self, l: &Lit) {
+        self.wide(&l.bytes, usize::from(l.len));
+    }
+
+    /// Appends the last `n` (1 to 8) of the eight digits in `w` (see [`eight`]).
+    #[inline(always)]
+    fn digits_of(&mut self, w: u64, n: usize) {
+        self.wide(&(w >> (8 * (8 - n))).to_le_bytes(), n);
+    }
+
+    /// Appends `v` in decimal.
+    #[inline]
+    pub fn decimal(&mut self, v: u64) {
+        const E8: u64 = 100_000_000;
+        if v < E8 {
+            self.digits_of(eight(v), digits(v));
+        } else if v < E8 * E8 {
+            let (hi, lo) = (v / E8, v % E8);
+            self.digits_of(eight(hi), digits(hi));
+            self.wide(&eight(lo).to_le_bytes(), 8);
+        } else {
+            let (top, mid, lo) = (v / (E8 * E8), (v / E8) % E8, v % E8);
+            self.digits_of(eight(top), digits(top));
+            self.wide(&eight(mid).to_le_bytes(), 8);
+            self.wide(&eight(lo).to_le_bytes(), 8);
+        }
+    }
+
+    /// Appends nine digits, zero padded (the nanoseconds of a time).
+    #[inline]
+    pub fn nine(&mut self, v: u64) {
+        let mut w = [0u8; 16];
+        nine_into(&mut w, v);
+        self.wide(&w, 9);
+    }
+
+    /// An unsigned integer in a base, as babeltrace2 prints it.
+    #[inline]
+    pub fn uint(&mut self, v: u64, base: Base) {
+        if base == Base::Decimal {
+            return self.decimal(v);
+        }
+        let mut buf = [0u8; 66];
+        let text = crate::fast::uint_text(&mut buf, v, base);
+        self.put(text);
+    }
+}
+
+/// A literal piece of text of at most 32 bytes, stored whole.
+#[derive(Clone, Copy, Debug)]
+pub struct Lit {
+    bytes: [u8; 32],
+    len: u8,
+}
+
+impl Lit {
+    /// The literal `s` (at most 32 bytes).
+    pub fn new(s: &[u8]) -> Lit {
+        let mut bytes = [0u8; 32];
+        bytes[..s.len()].copy_from_slice(s);
+        Lit {
+            bytes,
+            len: s.len() as u8,
+        }
+    }
+
+    /// `s` cut into literals.
+    pub fn pieces(s: &[u8]) -> Vec<Lit> {
+        s.chunks(32).map(Lit::new).collect()
+    }
+}
+
+/// The eight ASCII digits of `v < 10^8`, zero padded, the first in the
+/// low byte: built in a register (lanes of 4, then 2, then 1 digit, each
+/// split by a multiply and shift that divides exactly in that range), and
+/// stored at once.
+///
+/// ```text
+///   v = 12345678 → lanes 1234 | 5678 → 12 | 34 | 56 | 78 → 1|2|3|4|5|6|7|8
+/// ```
+#[inline(always)]
+pub(crate) fn eight(v: u64) -> u64 {
+    // Two 32-bit lanes: the high four digits first (lowest).
+    let x = (v / 10_000) | (v % 10_000) << 32;
+    // Per lane, x / 100 (exact for x < 10^4) to the low 16 bits.
+    let hundreds = ((x * 10_486) >> 20) & 0x0000_007f_0000_007f;
+    let x = hundreds | (x - hundreds * 100) << 16;
+    // Per 16-bit lane, x / 10 (exact for x < 100) to the low byte.
+    let tens = ((x * 103) >> 10) & 0x000f_000f_000f_000f;
+    let x = tens | (x - tens * 10) << 8;
+    x + 0x3030_3030_3030_3030
+}
+
+/// The number of decimal digits of `v < 10^8`.
+#[inline(always)]
+fn digits(v: u64) -> usize {
+    v.checked_ilog10().unwrap_or(0) as usize + 1
+}
+
+/// Writes nine digits of `v % 10^9`, zero padded, over `place[..9]`.
+#[inline]
+pub fn nine_into(place: &mut [u8], v: u64) {
+    let v = v % 1_000_000_000;
+    place[0] = b'0' + (v / 100_000_000) as u8;
+    place[1..9].copy_from_slice(&eight(v % 100_000_000).to_le_bytes());
+}
+
+/// One operation of a [`TextProgram`].
+#[derive(Clone, Debug)]
+enum TextOp {
+    /// The first scope's opening and what follows it: `, {…` when the
+    /// line has a packet context, ` {…` when not.
+    Open { after_packet: Lit, alone: Lit },
+    /// Literal text.
+    Lit(Lit),
+    /// A scope's alignment (its struct's).
+    Align(u64),
+    /// A fixed run: aligned start, its size checked against the content;
+    /// the values that follow read at offsets from that start.
+    Run { align: u64, bits: u64 },
+    /// An unsigned little-endian integer shown in decimal, nothing else to
+    /// do with it: (bit offset in the run, size).
+    Dec(u64, u32),
+    /// Any other integer.
+    Int(u64, Box<IntOp>),
+    /// A floating point number: (bit offset, size, byte order).
+    Float(u64, u32, ByteOrder),
+    /// A NUL-terminated string's text (its quotes are in the literals).
+    Str,
+}
+
+/// The babeltrace2 text of an event's flat scopes, compiled (see the
+/// module docs).
+#[derive(Clone, Debug)]
+pub(crate) struct TextProgram {
+    ops: Vec<TextOp>,
+}
+
+/// Literal text waiting to become [`TextOp`]s.
+struct Pending {
+    ops: Vec<TextOp>,
+    text: Vec<u8>,
+    /// The first scope's opening is in `text` (without its `,`).
+    open: bool,
+}
+
+impl Pending {
+    fn flush(&mut self) {
+        if self.text.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut self.text);
+        let mut rest = &text[..];
+        if std::mem::take(&mut self.open) {
+            // ` {…` and `, {…`: the first 31 bytes go in both forms.
+            let n = rest.len().min(31);
+            let mut after = vec![b','];
+            after.extend_from_slice(&rest[..n]);
+            self.ops.push(TextOp::Open {
+                after_packet: Lit::new(&after),
+                alone: Lit::new(&rest[..n]),
+            });
+            rest = &rest[n..];
+        }
+        self.ops
+            .extend(Lit::pieces(rest).into_iter().map(TextOp::Lit));
+    }
+
+    fn value(&mut self, op: TextOp) {
+        self.flush();
+        self.ops.push(op);
+    }
+}
+
+impl TextProgram {
+    /// The program of `scopes` (an event's scopes present, in order), each
+    /// line ending with a newline; `None` when one is not flat.
+    pub(crate) fn new(scopes: &[&ScopePlan]) -> Option<TextProgram> {
+        let mut p = Pending {
+            ops: Vec::new(),
+            text: Vec::new(),
+            open: false,
+        };
+        let mut written = false;
+        for scope in scopes {
+            let [Op::Struct { align, body }] = scope.ops.as_slice() else {
+                return None;
+            };
+            p.value(TextOp::Align(*align));
+            if body.is_empty() {
+                continue;
+            }
+            if written {
+                p.text.extend_from_slice(b", {");
+            } else {
+                p.text.extend_from_slice(b" {");
+                p.open = true;
+            }
+            written = true;
+            let mut first = true;
+            let mut sep = |p: &mut Pending, sep: &[u8]| {
+                p.text.extend_from_slice(if std::mem::take(&mut first) {
+                    &sep[1..]
+                } else {
+                    sep
+                });
+            };
+            for op in body {
+                match op {
+                    Op::Fixed(r) => {
+                        p.value(TextOp::Run {
+                            align: r.align,
+                            bits: r.bits,
+                        });
+                        for (off, item) in &r.items {
+                            let Op::Field(_, s, inner) = item else {
+                                return None;
+                            };
+                            sep(&mut p, s);
+                            p.value(match &**inner {
+                                Op::Int(i) if i.plain_decimal() => TextOp::Dec(*off, i.size),
+                                Op::Int(i) => TextOp::Int(*off, Box::new(i.clone())),
+                                Op::Float { bits, order, .. } => TextOp::Float(*off, *bits, *order),
+                                _ => return None,
+                            });
+                        }
+                    }
+                    Op::Field(_, s, inner) if matches!(**inner, Op::Str) => {
+                        sep(&mut p, s);
+                        p.text.push(b'"');
+                        p.value(TextOp::Str);
+                        p.text.push(b'"');
+                    }
+                    _ => return None,
+                }
+            }
+            p.text.extend_from_slice(b" }");
+        }
+        p.text.push(b'\n');
+        p.flush();
+        // A scope's alignment right before a run's of at least as much is
+        // that run's.
+        let mut ops: Vec<TextOp> = Vec::with_capacity(p.ops.len());
+        for op in p.ops {
+            if let (Some(TextOp::Align(a)), TextOp::Run { align, .. }) = (ops.last(), &op) {
+                if a <= align {
+                    ops.pop();
+                }
+            }
+            if matches!(op, TextOp::Align(1)) {
+                continue;
+            }
+            ops.push(op);
+        }
+        Some(TextProgram { ops })
+    }
+
+    /// Runs the program on the event at `b.pos`; `after_packet` says
+    /// whether the line shows a packet context. `false` when the general
+    /// plan must render the event (see the module docs).
+    #[inline]
+    pub(crate) fn run(
+        &self,
+        b: &mut Bits<'_>,
+        st: &mut State,
+        out: &mut TextBuf,
+        after_packet: bool,
+    ) -> bool {
+        use crate::fast::{text_enum, text_float, text_sint};
+        let (buf, end) = (b.buf, b.end);
+        let mut pos = b.pos;
+        let mut start = pos;
+        for op in &self.ops {
+            match op {
+                TextOp::Lit(l) => out.lit(l),
+                TextOp::Open {
+                    after_packet: w,
+                    alone: a,
+                } => out.lit(if after_packet { w } else { a }),
+                TextOp::Align(a) => {
+                    pos = (pos + a - 1) & !(a - 1);
+                    if pos > end {
+                        return false;
+                    }
+                }
+                TextOp::Run { align, bits } => {
+                    start = (pos + align - 1) & !(align - 1);
+                    pos = start + bits;
+                    if pos > end {
+                        return false;
+                    }
+                }
+                TextOp::Dec(off, size) => {
+                    let Some(v) = plan::extract(buf, start + off, *size, ByteOrder::Little) else {
+                        return false;
+                    };
+                    out.decimal(v);
+                }
+                TextOp::Int(off, i) => {
+                    let Some(raw) = plan::extract(buf, start + off, i.size, i.order) else {
+                        return false;
+                    };
+                    match plan::int_read(i, raw, st) {
+                        IntVal::Unsigned(v) => out.uint(v, i.base),
+                        IntVal::Signed(v) => text_sint(out, v, i.base, i.size),
+                        IntVal::Enum(v, e) => text_enum(out, v, e),
+                    }
+                }
+                TextOp::Float(off, bits, order) => {
+                    let Some(raw) = plan::extract(buf, start + off, *bits, *order) else {
+                        return false;
+                    };
+                    text_float(out, plan::float_of(*bits, raw));
+                }
+                TextOp::Str => {
+                    let at = (pos + 7) & !7;
+                    let (s0, e) = ((at / 8) as usize, ((end / 8) as usize).min(buf.len()));
+                    let Some(rest) = buf.get(s0..e) else {
+                        return false;
+                    };
+                    let Some(n) = plan::nul(rest) else {
+                        return false;
+                    };
+                    crate::fast::text_string_body(out, &rest[..n]);
+                    pos = at + (n as u64 + 1) * 8;
+                }
+            }
+        }
+        b.pos = pos;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_of_every_length_append_exactly() {
+        let src: Vec<u8> = (0..200u8).map(|i| b'a' + i % 26).collect();
+        let mut t = TextBuf::new();
+        let mut want = Vec::new();
+        for n in 0..=40 {
+            t.put(&src[..n]);
+            want.extend_from_slice(&src[..n]);
+            t.lit(&Lit::new(&src[n..n + n.min(32)]));
+            want.extend_from_slice(&src[n..n + n.min(32)]);
+        }
+        assert_eq!(t.as_slice(), &want[..]);
+    }
+
+    #[test]
+    fn eight_digits_in_registers() {
+        let check = |v: u64| {
+            assert_eq!(eight(v).to_le_bytes(), *format!("{v:08}").as_bytes(), "{v}");
+        };
+        (0..200_000).for_each(check);
+        (0..100_000_000).step_by(9_973).for_each(check);
+        (99_800_000..100_000_000).for_each(check);
+    }
+
+    #[test]
+    fn digits_as_std_writes_them() {
+        let mut t = TextBuf::new();
+        let mut want = String::new();
+        let mut v = 1u64;
+        for k in 0..64 {
+            for x in [v - 1, v, v.wrapping_add(1), u64::MAX >> k] {
+                t.decimal(x);
+                t.push(b' ');
+                want.push_str(&format!("{x} "));
+                t.nine(x);
+                want.push_str(&format!("{:09} ", x % 1_000_000_000));
+                t.push(b' ');
+            }
+            v = v.saturating_mul(3);
+        }
+        assert_eq!(std::str::from_utf8(t.as_slice()).unwrap(), want);
+    }
+}
