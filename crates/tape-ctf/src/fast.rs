@@ -1233,6 +1233,20 @@ impl FastMerge {
     }
 }
 
+/// Writes one event line in babeltrace2's format: `[time] (+delta) host
+/// name: { packet context }, { stream event context }, { event context },
+/// { payload }` and a newline. `time` is the formatted time, `delta_ns` the
+/// time since the previous event.
+pub fn write_event_line(
+    out: &mut TextBuf,
+    time: &[u8],
+    delta_ns: Option<i128>,
+    stream: &mut FastStream,
+) -> Result<(), DecodeError> {
+    write_line_prefix(out, time, delta_ns);
+    write_event_rest(out, stream)
+}
+
 /// The start of an event line: `[time] (+delta) `.
 pub fn write_line_prefix(out: &mut TextBuf, time: &[u8], delta_ns: Option<i128>) {
     out.push(b'[');

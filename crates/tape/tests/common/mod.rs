@@ -38,7 +38,7 @@ pub fn tape_text(trace: &Path) -> Result<ReadOutput, String> {
     use tape_ctf::fast::{write_event_line, FastMerge, Step};
     let traces = tape_ctf::read::find_traces(trace).map_err(|e| e.to_string())?;
     let mut merge = FastMerge::new(&traces)?;
-    let (mut stdout, mut stderr) = (Vec::new(), String::new());
+    let (mut stdout, mut stderr) = (tape_ctf::line::TextBuf::new(), String::new());
     while let Some(step) = merge.next() {
         match step.map_err(|e| e.to_string())? {
             Step::Event(stream, _) => {
@@ -53,7 +53,7 @@ pub fn tape_text(trace: &Path) -> Result<ReadOutput, String> {
             }
         }
     }
-    let stdout = String::from_utf8(stdout).map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8(stdout.as_slice().to_vec()).map_err(|e| e.to_string())?;
     Ok(ReadOutput { stdout, stderr })
 }
 
