@@ -162,41 +162,40 @@ fn open(paths: &[PathBuf]) -> Result<Vec<TraceDir>, String> {
     Ok(all)
 }
 
-/// The time of a line: `HH:MM:SS.nnnnnnnnn` in the local time zone (the
-/// broken-down time cached per second), or seconds since the epoch.
+/// The time of a line: `HH:MM:SS.nnnnnnnnn` in the local time zone, or
+/// seconds since the epoch. The broken-down time of the last second is
+/// cached with the time that second starts, so that an event in the same
+/// second costs a subtraction, not a division and `localtime_r`.
 #[derive(Clone, Default)]
 struct LineTime {
     seconds: bool,
-    second: Option<i128>,
-    hms: Vec<u8>,
+    /// The second cached: its start (ns since the epoch) and its text.
+    second: Option<(i128, Vec<u8>)>,
 }
 
 impl TimeText for LineTime {
+    #[inline]
     fn write(&mut self, out: &mut tape_ctf::line::TextBuf, ns: i128) {
         if self.seconds {
             return Seconds.write(out, ns);
         }
-        // i64 arithmetic when it fits (an i128 division is a library call).
-        let (secs, sub) = match i64::try_from(ns) {
-            Ok(ns) => (
-                i128::from(ns.div_euclid(1_000_000_000)),
-                ns.rem_euclid(1_000_000_000) as u64,
-            ),
-            Err(_) => (
-                ns.div_euclid(1_000_000_000),
-                ns.rem_euclid(1_000_000_000) as u64,
-            ),
-        };
-        if self.second != Some(secs) {
-            self.second = Some(secs);
-            self.hms = local_hms(secs).into_bytes();
+        let cached = self
+            .second
+            .as_ref()
+            .is_some_and(|(from, _)| (0..1_000_000_000).contains(&(ns - from)));
+        if !cached {
+            let from = ns - ns.rem_euclid(1_000_000_000);
+            self.second = Some((from, local_hms(from.div_euclid(1_000_000_000)).into_bytes()));
         }
-        match <&[u8; 8]>::try_from(self.hms.as_slice()) {
+        let Some((from, hms)) = &self.second else {
+            return;
+        };
+        match <&[u8; 8]>::try_from(hms.as_slice()) {
             Ok(hms) => out.wide(hms, 8), // one store
-            Err(_) => out.put(&self.hms),
+            Err(_) => out.put(hms),
         }
         out.push(b'.');
-        out.nine(sub);
+        out.nine((ns - from) as u64);
     }
 }
 

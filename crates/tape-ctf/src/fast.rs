@@ -14,8 +14,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::decode::{clock_ns, DecodeError, Value};
+use crate::decode::{ClockConv, DecodeError, Value};
 use crate::line::{Lit, TextBuf, TextProgram};
+use crate::parallel::TimeText;
 use crate::plan::{self, Bits, Compiler, Discard, HeaderPlan, ScopePlan, Sink, State, NONE};
 use crate::read::TraceDir;
 use crate::{Base, Clock, Enum, EnvValue, EventClass, Trace, Type};
@@ -56,7 +57,7 @@ struct StreamPlan {
     /// header has no id.
     events: Vec<Option<EventPlan>>,
     single: Option<usize>,
-    clock: Option<Clock>,
+    clock: Option<ClockConv>,
 }
 
 /// Every plan of one trace.
@@ -207,7 +208,7 @@ impl TracePlan {
                 event_context,
                 events,
                 single,
-                clock: clock_for(trace, st),
+                clock: clock_for(trace, st).as_ref().map(ClockConv::new),
             });
         }
         let host = trace
@@ -421,7 +422,7 @@ impl FastStream {
     fn header(&mut self) -> Result<Next, DecodeError> {
         let idx = self.event_class()?;
         let sp = &self.plan.streams[self.stream];
-        let t = sp.clock.as_ref().map(|c| clock_ns(c, self.state.clock));
+        let t = sp.clock.map(|c| c.ns(self.state.clock));
         self.current = Some((idx, t));
         Ok(Next::Event(t))
     }
@@ -482,6 +483,86 @@ impl FastStream {
             return Err(self.err(format!("unknown event id {shown} in stream class {sid}")));
         };
         Ok(idx)
+    }
+
+    /// Renders the next events of the current packet as text lines, as
+    /// `[time] (+?.?????????) ` and [`write_event_rest`] write them, while
+    /// they take the quick paths: the stream's header plan, an event that
+    /// `shown` shows, its text program. `line(t, end, delta_at)` is called
+    /// after each line with its time, where it ends in `out` and where its
+    /// delta placeholder starts from the line's start. Returns how many
+    /// lines were rendered, at most `max`; anything else (a hidden event,
+    /// the packet's end, a loss, an error) is left to [`FastStream::peek`].
+    pub fn render_quick<T: TimeText>(
+        &mut self,
+        out: &mut TextBuf,
+        time: &mut T,
+        shown: &impl Fn(&EventClass, Option<i128>) -> bool,
+        max: usize,
+        mut line: impl FnMut(Option<i128>, usize, usize),
+    ) -> usize {
+        if self.current.is_some() || self.pending_lost.is_some() || !self.in_packet {
+            return 0;
+        }
+        let plan = Arc::clone(&self.plan);
+        let sp = &plan.streams[self.stream];
+        let Some(hp) = &sp.header_plan else {
+            return 0;
+        };
+        let after_packet = !self.packet_text.is_empty();
+        let mut n = 0;
+        while n < max && self.pos < self.content_end {
+            let mut b = Bits {
+                buf: &self.buf,
+                pos: self.pos,
+                end: self.content_end,
+            };
+            // A header the plan cannot take is decoded again by `peek`
+            // (the clock and slots it set get the same values again).
+            let Ok(Some(id)) = hp.run(&mut b, &mut self.state) else {
+                break;
+            };
+            let idx = if id == NONE {
+                sp.single
+            } else {
+                usize::try_from(id).ok()
+            };
+            let Some((idx, ev)) = idx.and_then(|i| Some((i, sp.events.get(i)?.as_ref()?))) else {
+                break;
+            };
+            let t = sp.clock.map(|c| c.ns(self.state.clock));
+            self.pos = b.pos;
+            let Some(text) = ev.text.as_ref().filter(|_| shown(&ev.class, t)) else {
+                self.current = Some((idx, t));
+                break;
+            };
+            let start = out.len();
+            out.push(b'[');
+            match t {
+                Some(ns) => time.write(out, ns),
+                None => out.put(b"??:??:??.?????????"),
+            }
+            let delta_at = out.len() + 3 - start;
+            out.wide(b"] (+?.?????????) ", 17);
+            for l in &ev.head {
+                out.lit(l);
+            }
+            out.put(self.packet_text.as_slice());
+            let mut b = Bits {
+                buf: &self.buf,
+                pos: self.pos,
+                end: self.content_end,
+            };
+            if !text.run(&mut b, &mut self.state, out, after_packet) {
+                out.truncate(start);
+                self.current = Some((idx, t));
+                break;
+            }
+            self.pos = b.pos;
+            line(t, out.len(), delta_at);
+            n += 1;
+        }
+        n
     }
 
     /// Renders packet contexts as JSON objects (for [`JsonSink`] output).
@@ -593,7 +674,7 @@ impl FastStream {
         }
         for (sp, s) in self.plan.streams.iter().zip(&span) {
             if let (Some(clock), Some((lo, hi))) = (&sp.clock, s) {
-                let (lo, hi) = (clock_ns(clock, *lo), clock_ns(clock, *hi));
+                let (lo, hi) = (clock.ns(*lo), clock.ns(*hi));
                 c.first = Some(c.first.map_or(lo, |f| f.min(lo)));
                 c.last = Some(c.last.map_or(hi, |l| l.max(hi)));
             }
@@ -679,8 +760,7 @@ impl FastStream {
         if let Some(b) = as_u64(slot(plan::SLOT_TS_BEGIN)) {
             self.state.clock = b;
         }
-        let end_ns =
-            as_u64(slot(plan::SLOT_TS_END)).and_then(|e| sp.clock.as_ref().map(|c| clock_ns(c, e)));
+        let end_ns = as_u64(slot(plan::SLOT_TS_END)).and_then(|e| sp.clock.map(|c| c.ns(e)));
         if let Some(d) = as_u64(slot(plan::SLOT_DISCARDED)) {
             if let Some(prev) = self.last_discarded {
                 if d > prev {

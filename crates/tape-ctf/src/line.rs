@@ -159,28 +159,37 @@ impl TextBuf {
         self.wide(&l.bytes, usize::from(l.len));
     }
 
-    /// Appends the last `n` (1 to 8) of the eight digits in `w` (see [`eight`]).
+    /// Appends `v < 10^8` in decimal: its eight digits (see [`eight`])
+    /// less the leading zeros, counted as the zero bytes at the low end
+    /// of the digits minus `'0'` (the last digit always kept).
     #[inline(always)]
-    fn digits_of(&mut self, w: u64, n: usize) {
-        self.wide(&(w >> (8 * (8 - n))).to_le_bytes(), n);
+    fn short_decimal(&mut self, v: u64) {
+        let w = eight(v);
+        let lead = ((w ^ 0x3030_3030_3030_3030) | 1 << 56).trailing_zeros() / 8;
+        self.wide(&(w >> (8 * lead)).to_le_bytes(), 8 - lead as usize);
     }
 
     /// Appends `v` in decimal.
-    #[inline]
+    #[inline(always)]
     pub fn decimal(&mut self, v: u64) {
         const E8: u64 = 100_000_000;
         if v < E8 {
-            self.digits_of(eight(v), digits(v));
-        } else if v < E8 * E8 {
-            let (hi, lo) = (v / E8, v % E8);
-            self.digits_of(eight(hi), digits(hi));
-            self.wide(&eight(lo).to_le_bytes(), 8);
+            self.short_decimal(v);
         } else {
-            let (top, mid, lo) = (v / (E8 * E8), (v / E8) % E8, v % E8);
-            self.digits_of(eight(top), digits(top));
-            self.wide(&eight(mid).to_le_bytes(), 8);
-            self.wide(&eight(lo).to_le_bytes(), 8);
+            self.long_decimal(v);
         }
+    }
+
+    #[inline(never)]
+    fn long_decimal(&mut self, v: u64) {
+        const E8: u64 = 100_000_000;
+        if v < E8 * E8 {
+            self.short_decimal(v / E8);
+        } else {
+            self.short_decimal(v / (E8 * E8));
+            self.wide(&eight((v / E8) % E8).to_le_bytes(), 8);
+        }
+        self.wide(&eight(v % E8).to_le_bytes(), 8);
     }
 
     /// Appends nine digits, zero padded (the nanoseconds of a time).
@@ -248,18 +257,45 @@ pub(crate) fn eight(v: u64) -> u64 {
     x + 0x3030_3030_3030_3030
 }
 
-/// The number of decimal digits of `v < 10^8`.
-#[inline(always)]
-fn digits(v: u64) -> usize {
-    v.checked_ilog10().unwrap_or(0) as usize + 1
-}
-
 /// Writes nine digits of `v % 10^9`, zero padded, over `place[..9]`.
 #[inline]
 pub fn nine_into(place: &mut [u8], v: u64) {
     let v = v % 1_000_000_000;
     place[0] = b'0' + (v / 100_000_000) as u8;
     place[1..9].copy_from_slice(&eight(v % 100_000_000).to_le_bytes());
+}
+
+/// Appends the text (between its quotes) of the NUL-terminated string
+/// that starts `rest`, and returns its length; `None` when `rest` has no
+/// NUL. A string shorter than 16 bytes that needs no escape, the common
+/// case, is found, checked and copied as one 16-byte word: with `z(x)`
+/// marking the zero bytes of `x` (exactly up to the first one), the NUL
+/// is the first zero byte of `w`, and a byte before it needs an escape
+/// when it is `"`, `\\`, below 0x20 or above 0x7f.
+#[inline(always)]
+fn string_text(out: &mut TextBuf, rest: &[u8]) -> Option<usize> {
+    const LO: u128 = u128::from_le_bytes([1; 16]);
+    const HI: u128 = LO * 0x80;
+    let z = |x: u128| x.wrapping_sub(LO) & !x & HI;
+    if let Some(w) = rest.get(..16) {
+        let bytes: [u8; 16] = w.try_into().expect("16 bytes");
+        let w = u128::from_le_bytes(bytes);
+        let nul = z(w);
+        if nul != 0 {
+            let n = (nul.trailing_zeros() / 8) as usize;
+            let bad = (w & HI)
+                | z(w & !(LO * 0x1f))
+                | z(w ^ (LO * u128::from(b'"')))
+                | z(w ^ (LO * u128::from(b'\\')));
+            if bad & ((1u128 << (8 * n)) - 1) == 0 {
+                out.wide(&bytes, n);
+                return Some(n);
+            }
+        }
+    }
+    let n = plan::nul(rest)?;
+    crate::fast::text_string_body(out, &rest[..n]);
+    Some(n)
 }
 
 /// One operation of a [`TextProgram`].
@@ -475,10 +511,9 @@ impl TextProgram {
                     let Some(rest) = buf.get(s0..e) else {
                         return false;
                     };
-                    let Some(n) = plan::nul(rest) else {
+                    let Some(n) = string_text(out, rest) else {
                         return false;
                     };
-                    crate::fast::text_string_body(out, &rest[..n]);
                     pos = at + (n as u64 + 1) * 8;
                 }
             }
@@ -504,6 +539,48 @@ mod tests {
             want.extend_from_slice(&src[n..n + n.min(32)]);
         }
         assert_eq!(t.as_slice(), &want[..]);
+    }
+
+    #[test]
+    fn strings_read_whole_as_escaped_one_by_one() {
+        let pieces: [&[u8]; 8] = [
+            b"a",
+            b"hello-1",
+            b"\"",
+            b"\\",
+            b"\t",
+            b"\x7f",
+            b"\xc3\xa9",
+            b" ",
+        ];
+        let mut cases: Vec<Vec<u8>> = Vec::new();
+        for n in 0..40 {
+            for (k, p) in pieces.iter().enumerate() {
+                let mut s: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+                s.splice((n * k / 8)..(n * k / 8), p.iter().copied());
+                cases.push(s);
+            }
+        }
+        for s in cases {
+            for tail in [
+                &b""[..],
+                b"\0",
+                b"\0xyz\0",
+                b"\0\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f",
+            ] {
+                let mut rest = s.clone();
+                rest.extend_from_slice(tail);
+                let (mut got, mut want) = (TextBuf::new(), TextBuf::new());
+                let n = string_text(&mut got, &rest);
+                if tail.is_empty() {
+                    assert_eq!(n, None, "{s:?}");
+                    continue;
+                }
+                crate::fast::text_string_body(&mut want, &s);
+                assert_eq!(n, Some(s.len()), "{s:?}");
+                assert_eq!(got.as_slice(), want.as_slice(), "{s:?}");
+            }
+        }
     }
 
     #[test]

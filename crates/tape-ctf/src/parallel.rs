@@ -178,6 +178,18 @@ where
     c.errors.clear();
     c.end = None;
     while c.recs.len() < max {
+        if let Render::Text(time) = render {
+            let Chunk { text, recs, .. } = &mut c;
+            let rendered = s.render_quick(text, time, shown, max - recs.len(), |t, end, at| {
+                recs.push(Rec {
+                    aux: at as u32,
+                    ..Rec::new(EVENT, t, end as u64)
+                })
+            });
+            if rendered > 0 {
+                continue;
+            }
+        }
         match s.peek() {
             Err(e) => {
                 c.end = Some(Err(e));
@@ -512,7 +524,11 @@ fn merge(
     }
     while let Some(i) = picker.pop() {
         let c = cursors[i].as_mut().expect("a stream picked has a cursor");
-        let rec = c.chunk.recs[c.rec];
+        let rec = *c
+            .chunk
+            .recs
+            .get(c.rec)
+            .expect("a stream picked has a record");
         c.rec += 1;
         let go_on = match rec.kind {
             EVENT => {
@@ -554,8 +570,14 @@ fn merge(
         if !go_on {
             return Ok(());
         }
-        if let Some(k) = advance(shared, &mut cursors, i, decode_here)? {
-            picker.push(k, i);
+        // The stream's next key: in the same chunk nearly always.
+        match c.chunk.recs.get(c.rec) {
+            Some(r) => picker.push(r.key, i),
+            None => {
+                if let Some(k) = advance(shared, &mut cursors, i, decode_here)? {
+                    picker.push(k, i);
+                }
+            }
         }
     }
     Ok(())
