@@ -330,6 +330,12 @@ pub struct FastStream {
     values: bool,
     /// The event whose header was decoded by `peek`, waiting for `emit`.
     current: Option<(usize, Option<i128>)>,
+    /// Packets read so far: the generation of `line_heads`.
+    packets: u64,
+    /// Per event class of the packet's stream class, the text of its
+    /// lines from the time's `]` to the first value, for the packet
+    /// `packets` it was made in (see [`FastStream::render_quick`]).
+    line_heads: Vec<(u64, Vec<Lit>)>,
 }
 
 impl FastStream {
@@ -368,6 +374,8 @@ impl FastStream {
             packet_value: None,
             values: false,
             current: None,
+            packets: 0,
+            line_heads: Vec::new(),
         })
     }
 
@@ -536,6 +544,23 @@ impl FastStream {
                 self.current = Some((idx, t));
                 break;
             };
+            // `] (+?.?????????) host name: { packet context }, {…`: the
+            // same for every event of the class in the packet.
+            if self.line_heads.len() <= idx {
+                self.line_heads
+                    .resize_with(sp.events.len().max(idx + 1), Default::default);
+            }
+            let (made_in, head) = &mut self.line_heads[idx];
+            if *made_in != self.packets || head.is_empty() {
+                let mut h = TextBuf::new();
+                h.put(b"] (+?.?????????) ");
+                for l in &ev.head {
+                    h.lit(l);
+                }
+                h.put(self.packet_text.as_slice());
+                text.opening(after_packet, &mut h);
+                (*made_in, *head) = (self.packets, Lit::pieces(h.as_slice()));
+            }
             let start = out.len();
             out.push(b'[');
             match t {
@@ -543,17 +568,15 @@ impl FastStream {
                 None => out.put(b"??:??:??.?????????"),
             }
             let delta_at = out.len() + 3 - start;
-            out.wide(b"] (+?.?????????) ", 17);
-            for l in &ev.head {
+            for l in head.iter() {
                 out.lit(l);
             }
-            out.put(self.packet_text.as_slice());
             let mut b = Bits {
                 buf: &self.buf,
                 pos: self.pos,
                 end: self.content_end,
             };
-            if !text.run(&mut b, &mut self.state, out, after_packet) {
+            if !text.run(&mut b, &mut self.state, out) {
                 out.truncate(start);
                 self.current = Some((idx, t));
                 break;
@@ -690,6 +713,7 @@ impl FastStream {
     }
 
     fn packet(&mut self) -> Result<(), DecodeError> {
+        self.packets += 1;
         self.packet_offset = self.next_packet;
         self.pos = 0;
         let remaining = self.file_len - self.packet_offset;
@@ -1366,8 +1390,9 @@ pub fn write_event_rest(out: &mut TextBuf, stream: &mut FastStream) -> Result<()
             pos: stream.pos,
             end: stream.content_end,
         };
+        text.opening(written, out);
         // An event of length 0 is an error the general path reports.
-        if text.run(&mut b, &mut stream.state, out, written)
+        if text.run(&mut b, &mut stream.state, out)
             && (b.pos > stream.pos || sp.event_header.is_some())
         {
             stream.pos = b.pos;

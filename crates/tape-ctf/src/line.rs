@@ -30,8 +30,9 @@
 //!
 //! ```text
 //!   fields { u32 a; u64 b; string s; }  →
-//!     Open(" { a = " | ", { a = ")  Run(align 8, 128 bits)  Dec(0, 32)
-//!     Lit(", b = ")  Dec(64, 64)  Lit(", s = \"")  Str  Lit("\" }\n")
+//!     opening " { a = " (", { a = " after a packet context)
+//!     Run(align 8, 128 bits)  Dec(0, 32)  Lit(", b = ")  Dec(64, 64)
+//!     Lit(", s = \"")  Str  Lit("\" }\n")
 //! ```
 //!
 //! A program returns `false` when the event is near the end of the content
@@ -301,9 +302,6 @@ fn string_text(out: &mut TextBuf, rest: &[u8]) -> Option<usize> {
 /// One operation of a [`TextProgram`].
 #[derive(Clone, Debug)]
 enum TextOp {
-    /// The first scope's opening and what follows it: `, {…` when the
-    /// line has a packet context, ` {…` when not.
-    Open { after_packet: Lit, alone: Lit },
     /// Literal text.
     Lit(Lit),
     /// A scope's alignment (its struct's).
@@ -326,6 +324,10 @@ enum TextOp {
 /// module docs).
 #[derive(Clone, Debug)]
 pub(crate) struct TextProgram {
+    /// The literal text before the first value: ` {…` (the first scope's
+    /// opening and what follows it), which the caller writes (see
+    /// [`TextProgram::opening`]) before running the program.
+    open: Vec<u8>,
     ops: Vec<TextOp>,
 }
 
@@ -335,6 +337,8 @@ struct Pending {
     text: Vec<u8>,
     /// The first scope's opening is in `text` (without its `,`).
     open: bool,
+    /// Where it goes once flushed.
+    opening: Vec<u8>,
 }
 
 impl Pending {
@@ -343,20 +347,12 @@ impl Pending {
             return;
         }
         let text = std::mem::take(&mut self.text);
-        let mut rest = &text[..];
         if std::mem::take(&mut self.open) {
-            // ` {…` and `, {…`: the first 31 bytes go in both forms.
-            let n = rest.len().min(31);
-            let mut after = vec![b','];
-            after.extend_from_slice(&rest[..n]);
-            self.ops.push(TextOp::Open {
-                after_packet: Lit::new(&after),
-                alone: Lit::new(&rest[..n]),
-            });
-            rest = &rest[n..];
+            self.opening = text;
+            return;
         }
         self.ops
-            .extend(Lit::pieces(rest).into_iter().map(TextOp::Lit));
+            .extend(Lit::pieces(&text).into_iter().map(TextOp::Lit));
     }
 
     fn value(&mut self, op: TextOp) {
@@ -373,6 +369,7 @@ impl TextProgram {
             ops: Vec::new(),
             text: Vec::new(),
             open: false,
+            opening: Vec::new(),
         };
         let mut written = false;
         for scope in scopes {
@@ -445,20 +442,26 @@ impl TextProgram {
             }
             ops.push(op);
         }
-        Some(TextProgram { ops })
+        Some(TextProgram {
+            open: p.opening,
+            ops,
+        })
     }
 
-    /// Runs the program on the event at `b.pos`; `after_packet` says
-    /// whether the line shows a packet context. `false` when the general
-    /// plan must render the event (see the module docs).
+    /// Appends the text before the first value to `out`: ` {…`, or `, {…`
+    /// after a packet context; nothing when no scope has members.
+    pub(crate) fn opening(&self, after_packet: bool, out: &mut TextBuf) {
+        if after_packet && !self.open.is_empty() {
+            out.push(b',');
+        }
+        out.put(&self.open);
+    }
+
+    /// Runs the program on the event at `b.pos`, after its
+    /// [opening](TextProgram::opening). `false` when the general plan must
+    /// render the event (see the module docs).
     #[inline]
-    pub(crate) fn run(
-        &self,
-        b: &mut Bits<'_>,
-        st: &mut State,
-        out: &mut TextBuf,
-        after_packet: bool,
-    ) -> bool {
+    pub(crate) fn run(&self, b: &mut Bits<'_>, st: &mut State, out: &mut TextBuf) -> bool {
         use crate::fast::{text_enum, text_float, text_sint};
         let (buf, end) = (b.buf, b.end);
         let mut pos = b.pos;
@@ -466,10 +469,6 @@ impl TextProgram {
         for op in &self.ops {
             match op {
                 TextOp::Lit(l) => out.lit(l),
-                TextOp::Open {
-                    after_packet: w,
-                    alone: a,
-                } => out.lit(if after_packet { w } else { a }),
                 TextOp::Align(a) => {
                     pos = (pos + a - 1) & !(a - 1);
                     if pos > end {
