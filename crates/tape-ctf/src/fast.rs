@@ -17,7 +17,9 @@ use std::sync::Arc;
 use crate::decode::{ClockConv, DecodeError, Value};
 use crate::line::{Lit, TextBuf, TextProgram};
 use crate::parallel::TimeText;
-use crate::plan::{self, Bits, Compiler, Discard, HeaderPlan, ScopePlan, Sink, State, NONE};
+use crate::plan::{
+    self, Bits, Compiler, Discard, HeaderPlan, QuickHeader, ScopePlan, Sink, State, NONE,
+};
 use crate::read::TraceDir;
 use crate::{Base, Clock, Enum, EnvValue, EventClass, Trace, Type};
 
@@ -52,6 +54,8 @@ struct StreamPlan {
     event_header: Option<ScopePlan>,
     /// The event header's plan for the common layouts (see [`HeaderPlan`]).
     header_plan: Option<HeaderPlan>,
+    /// Its quick form, when it has one (see [`QuickHeader`]).
+    quick_header: Option<QuickHeader>,
     event_context: Option<ScopePlan>,
     /// Event plans by id (dense ids) and the id of the only event when the
     /// header has no id.
@@ -200,10 +204,12 @@ impl TracePlan {
                 None
             };
             let [packet_context, event_header, event_context] = out;
+            let header_plan = event_header.as_ref().and_then(HeaderPlan::new);
             plans.push(StreamPlan {
                 id: sid,
                 packet_context,
-                header_plan: event_header.as_ref().and_then(HeaderPlan::new),
+                quick_header: header_plan.as_ref().and_then(QuickHeader::new),
+                header_plan,
                 event_header,
                 event_context,
                 events,
@@ -439,6 +445,18 @@ impl FastStream {
     #[inline]
     fn event_class(&mut self) -> Result<usize, DecodeError> {
         let sp = &self.plan.streams[self.stream];
+        if let Some(q) = &sp.quick_header {
+            if let Some((end, id)) = q.run(&self.buf, self.pos, self.content_end, &mut self.state) {
+                let idx = match id {
+                    None => sp.single,
+                    Some(id) => usize::try_from(id).ok(),
+                };
+                if let Some(idx) = idx.filter(|&i| sp.events.get(i).is_some_and(Option::is_some)) {
+                    self.pos = end;
+                    return Ok(idx);
+                }
+            }
+        }
         let start = self.pos;
         let quick = match &sp.header_plan {
             Some(h) => {
@@ -514,32 +532,27 @@ impl FastStream {
         }
         let plan = Arc::clone(&self.plan);
         let sp = &plan.streams[self.stream];
-        let Some(hp) = &sp.header_plan else {
+        let Some(quick) = &sp.quick_header else {
             return 0;
         };
         let after_packet = !self.packet_text.is_empty();
         let mut n = 0;
         while n < max && self.pos < self.content_end {
-            let mut b = Bits {
-                buf: &self.buf,
-                pos: self.pos,
-                end: self.content_end,
-            };
             // A header the plan cannot take is decoded again by `peek`
             // (the clock and slots it set get the same values again).
-            let Ok(Some(id)) = hp.run(&mut b, &mut self.state) else {
+            let Some((end, id)) = quick.run(&self.buf, self.pos, self.content_end, &mut self.state)
+            else {
                 break;
             };
-            let idx = if id == NONE {
-                sp.single
-            } else {
-                usize::try_from(id).ok()
+            let idx = match id {
+                None => sp.single,
+                Some(id) => usize::try_from(id).ok(),
             };
             let Some((idx, ev)) = idx.and_then(|i| Some((i, sp.events.get(i)?.as_ref()?))) else {
                 break;
             };
             let t = sp.clock.map(|c| c.ns(self.state.clock));
-            self.pos = b.pos;
+            self.pos = end;
             let Some(text) = ev.text.as_ref().filter(|_| shown(&ev.class, t)) else {
                 self.current = Some((idx, t));
                 break;
@@ -657,6 +670,58 @@ impl FastStream {
         Ok(())
     }
 
+    /// Counts the events of the current packet while they take the quick
+    /// paths (the quick header, a skip plan), into `per` (per event class)
+    /// and `span` (the least and greatest clock values). Returns how many
+    /// were counted, and the event whose header was decoded but whose
+    /// scopes need the general plan, if that is why it stopped.
+    fn count_quick(
+        &mut self,
+        per: &mut [u64],
+        span: &mut Option<(u64, u64)>,
+    ) -> (u64, Option<usize>) {
+        let plan = Arc::clone(&self.plan);
+        let sp = &plan.streams[self.stream];
+        let Some(quick) = &sp.quick_header else {
+            return (0, None);
+        };
+        let (mut n, mut lo, mut hi) = (0, u64::MAX, u64::MIN);
+        let mut stopped = None;
+        while self.pos < self.content_end {
+            let Some((end, id)) = quick.run(&self.buf, self.pos, self.content_end, &mut self.state)
+            else {
+                break;
+            };
+            let idx = match id {
+                None => sp.single,
+                Some(id) => usize::try_from(id).ok(),
+            };
+            let Some((idx, ev)) = idx.and_then(|i| Some((i, sp.events.get(i)?.as_ref()?))) else {
+                break; // an unknown id: `event_class` reports it
+            };
+            self.pos = end;
+            let Some(next) = ev
+                .skip
+                .as_ref()
+                .and_then(|k| k.run(&self.buf, end, self.content_end))
+            else {
+                stopped = Some(idx);
+                break;
+            };
+            self.pos = next;
+            let v = self.state.clock;
+            (lo, hi) = (lo.min(v), hi.max(v));
+            if let Some(k) = per.get_mut(idx) {
+                *k += 1;
+            }
+            n += 1;
+        }
+        if n > 0 {
+            *span = Some(span.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+        }
+        (n, stopped)
+    }
+
     /// Reads the whole stream, counting events per class, lost events and
     /// the time span, without decoding payload values.
     pub fn count(&mut self) -> Result<StreamCount, DecodeError> {
@@ -675,7 +740,16 @@ impl FastStream {
                 c.lost += k;
             }
             if self.in_packet && self.pos < self.content_end {
-                let idx = self.event_class()?;
+                let (counted, stopped) =
+                    self.count_quick(&mut per[self.stream], &mut span[self.stream]);
+                c.events += counted;
+                // An event whose header the quick loop took and whose
+                // scopes it could not step over, or none.
+                let idx = match stopped {
+                    Some(idx) => idx,
+                    None if self.pos < self.content_end => self.event_class()?,
+                    None => continue,
+                };
                 let v = self.state.clock;
                 let s = &mut span[self.stream];
                 *s = Some(s.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));

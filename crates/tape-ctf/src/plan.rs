@@ -486,6 +486,133 @@ impl HeaderPlan {
     }
 }
 
+/// A [`HeaderPlan`] whose members are all unsigned little-endian words
+/// at byte offsets (LTTng's compact and large headers, tape's, DPDK's),
+/// compiled to shifts and masks, for the hot loops of `tape show` and
+/// `tape stats`.
+#[derive(Debug)]
+pub(crate) struct QuickHeader {
+    max_bits: u64,
+    /// Whether some member is the event id.
+    has_id: bool,
+    prefix: Vec<Word>,
+    /// The tag's slot, its ranges (to option indices) and the options
+    /// (where each ends, its members).
+    variant: Option<(usize, Vec<(i128, i128, usize)>, Vec<(u64, Vec<Word>)>)>,
+}
+
+/// One member of a [`QuickHeader`]: `(u64 at byte) >> shift & mask`.
+#[derive(Clone, Copy, Debug)]
+struct Word {
+    byte: usize,
+    shift: u32,
+    mask: u64,
+    size: u32,
+    clock: bool,
+    id: bool,
+    store: Option<usize>,
+}
+
+impl QuickHeader {
+    /// The quick form of `h`, when every member allows it (a byte-aligned
+    /// header, unsigned little-endian members within 8 bytes).
+    pub(crate) fn new(h: &HeaderPlan) -> Option<QuickHeader> {
+        if h.align < 8 {
+            return None;
+        }
+        let word = |m: &HeaderMember| -> Option<Word> {
+            let (byte, shift, mask) = m.word?;
+            (!m.op.signed).then_some(Word {
+                byte,
+                shift,
+                mask,
+                size: m.op.size,
+                clock: m.op.clock == ClockUse::Update,
+                id: m.op.event_id,
+                store: m.op.store,
+            })
+        };
+        let words = |ms: &[HeaderMember]| ms.iter().map(word).collect::<Option<Vec<Word>>>();
+        let prefix = words(&h.prefix)?;
+        let variant = match &h.variant {
+            None => None,
+            Some(v) => {
+                let mut options = Vec::new();
+                for (end, ms) in &v.options {
+                    options.push((*end, words(ms)?));
+                }
+                Some((v.tag, v.ranges.clone(), options))
+            }
+        };
+        let has_id = prefix.iter().any(|w| w.id)
+            || variant
+                .iter()
+                .flat_map(|(_, _, o)| o.iter().flat_map(|(_, ws)| ws.iter()))
+                .any(|w| w.id);
+        Some(QuickHeader {
+            max_bits: h.max_bits,
+            has_id,
+            prefix,
+            variant,
+        })
+    }
+
+    /// Decodes the header at bit `pos` (a byte boundary: headers are
+    /// aligned to 8 bits at least) and returns where it ends and the event
+    /// id (`None` when it has no id member). `None` when the header is
+    /// near the end of the content or odd: the general plan then decodes
+    /// it again (the clock and slots set here get the same values).
+    #[inline]
+    pub(crate) fn run(
+        &self,
+        buf: &[u8],
+        pos: u64,
+        end: u64,
+        st: &mut State,
+    ) -> Option<(u64, Option<u64>)> {
+        let start = (pos + 7) & !7;
+        if start + self.max_bits > end {
+            return None;
+        }
+        let base = (start / 8) as usize;
+        let mut id = u64::MAX;
+        let mut read = |w: &Word, st: &mut State| -> Option<()> {
+            let at = base + w.byte;
+            let b: [u8; 8] = buf.get(at..at + 8)?.try_into().ok()?;
+            let v = (u64::from_le_bytes(b) >> w.shift) & w.mask;
+            if w.clock {
+                st.update_clock(w.size, v);
+            }
+            if w.id {
+                id = v;
+            }
+            if let Some(slot) = w.store {
+                st.slots[slot] = i128::from(v);
+            }
+            Some(())
+        };
+        for w in &self.prefix {
+            read(w, st)?;
+        }
+        let mut stop = start + self.max_bits;
+        if let Some((tag, ranges, options)) = &self.variant {
+            let v = st.slots[*tag];
+            let &(_, _, k) = ranges.iter().find(|(lo, hi, _)| *lo <= v && v <= *hi)?;
+            let (option_end, words) = &options[k];
+            for w in words {
+                read(w, st)?;
+            }
+            stop = start + option_end;
+        }
+        // An id of u64::MAX is no event's: the general plan reports it.
+        match self.has_id {
+            true if id == u64::MAX => None,
+            true => Some((stop, Some(id))),
+            false => Some((stop, None)),
+        }
+    }
+}
+
 /// How to step over an event's scopes without reading anything: for
 /// flat scopes whose members nothing needs (no length, tag, clock or id).
 #[derive(Debug)]
