@@ -486,82 +486,134 @@ impl HeaderPlan {
     }
 }
 
-/// A [`HeaderPlan`] whose members are all unsigned little-endian words
-/// at byte offsets (LTTng's compact and large headers, tape's, DPDK's),
-/// compiled to shifts and masks, for the hot loops of `tape show` and
-/// `tape stats`.
+/// A [`HeaderPlan`] of the common shape, compiled to straight-line code
+/// for the hot loops of `tape show`, `tape stats` and `tape check`: its
+/// members are unsigned little-endian words at byte offsets, each one the
+/// event id or a clock value, and a variant, if any, is tagged by the id
+/// before it. LTTng's compact and large headers, tape's and DPDK's have it:
+///
+/// ```text
+///   LTTng compact:  prefix { id: bits 0..5 }
+///                   id 0..=30 → { clock: bits 5..32 },  ends at bit 32
+///                   id 31     → { id: bits 8..40, clock: bits 40..104 }
+/// ```
 #[derive(Debug)]
 pub(crate) struct QuickHeader {
+    /// The header's alignment in bits (8 at least).
+    align: u64,
     max_bits: u64,
     /// Whether some member is the event id.
     has_id: bool,
-    prefix: Vec<Word>,
-    /// The tag's slot, its ranges (to option indices) and the options
-    /// (where each ends, its members).
-    variant: Option<(usize, Vec<(i128, i128, usize)>, Vec<(u64, Vec<Word>)>)>,
+    prefix: IdClock,
+    /// The slot the prefix id goes to (the variant's tag), if any.
+    tag_slot: Option<usize>,
+    /// The variant's options: tag range, where the option ends (bits from
+    /// the header's start) and its members. Empty without a variant.
+    options: Vec<QuickOption>,
 }
 
-/// One member of a [`QuickHeader`]: `(u64 at byte) >> shift & mask`.
+/// One option of a [`QuickHeader`]'s variant.
+#[derive(Debug)]
+struct QuickOption {
+    lo: i128,
+    hi: i128,
+    end: u64,
+    members: IdClock,
+}
+
+/// The members of a header part: the event id and a clock value, each
+/// maybe.
+#[derive(Debug, Default)]
+struct IdClock {
+    id: Option<Word>,
+    clock: Option<Word>,
+}
+
+/// A header member: `(u64 at byte) >> shift & mask`, `size` bits.
 #[derive(Clone, Copy, Debug)]
 struct Word {
     byte: usize,
     shift: u32,
     mask: u64,
     size: u32,
-    clock: bool,
-    id: bool,
-    store: Option<usize>,
 }
 
-impl QuickHeader {
-    /// The quick form of `h`, when every member allows it (a byte-aligned
-    /// header, unsigned little-endian members within 8 bytes).
-    pub(crate) fn new(h: &HeaderPlan) -> Option<QuickHeader> {
-        if h.align < 8 {
-            return None;
-        }
-        let word = |m: &HeaderMember| -> Option<Word> {
+impl Word {
+    #[inline(always)]
+    fn read(&self, buf: &[u8], base: usize) -> Option<u64> {
+        let at = base + self.byte;
+        let b: [u8; 8] = buf.get(at..at + 8)?.try_into().ok()?;
+        Some((u64::from_le_bytes(b) >> self.shift) & self.mask)
+    }
+}
+
+impl IdClock {
+    /// The members `ms` as an id and a clock, when they are that; `store`
+    /// is where the id may go (the tag of a variant after it).
+    fn new(ms: &[HeaderMember], store: Option<usize>) -> Option<IdClock> {
+        let mut out = IdClock::default();
+        for m in ms {
             let (byte, shift, mask) = m.word?;
-            (!m.op.signed).then_some(Word {
+            let w = Word {
                 byte,
                 shift,
                 mask,
                 size: m.op.size,
-                clock: m.op.clock == ClockUse::Update,
-                id: m.op.event_id,
-                store: m.op.store,
-            })
-        };
-        let words = |ms: &[HeaderMember]| ms.iter().map(word).collect::<Option<Vec<Word>>>();
-        let prefix = words(&h.prefix)?;
-        let variant = match &h.variant {
-            None => None,
-            Some(v) => {
-                let mut options = Vec::new();
-                for (end, ms) in &v.options {
-                    options.push((*end, words(ms)?));
-                }
-                Some((v.tag, v.ranges.clone(), options))
+            };
+            let clock = m.op.clock == ClockUse::Update;
+            if m.op.signed || m.op.store.is_some() && m.op.store != store {
+                return None;
             }
-        };
-        let has_id = prefix.iter().any(|w| w.id)
-            || variant
-                .iter()
-                .flat_map(|(_, _, o)| o.iter().flat_map(|(_, ws)| ws.iter()))
-                .any(|w| w.id);
+            match (m.op.event_id, clock) {
+                (true, false) if out.id.is_none() => out.id = Some(w),
+                (false, true) if out.clock.is_none() => out.clock = Some(w),
+                _ => return None,
+            }
+        }
+        Some(out)
+    }
+}
+
+impl QuickHeader {
+    /// The quick form of `h`, when it has the shape (see the type's docs).
+    pub(crate) fn new(h: &HeaderPlan) -> Option<QuickHeader> {
+        if h.align < 8 {
+            return None;
+        }
+        let tag_slot = h.variant.as_ref().map(|v| v.tag);
+        let prefix = IdClock::new(&h.prefix, tag_slot)?;
+        let mut options = Vec::new();
+        if let Some(v) = &h.variant {
+            // The tag must be the prefix's id (stored to the tag's slot).
+            let id = h.prefix.iter().find(|m| m.op.event_id)?;
+            if id.op.store != Some(v.tag) {
+                return None;
+            }
+            for &(lo, hi, k) in &v.ranges {
+                let (end, ms) = v.options.get(k)?;
+                options.push(QuickOption {
+                    lo,
+                    hi,
+                    end: *end,
+                    members: IdClock::new(ms, None)?,
+                });
+            }
+        }
+        let has_id = prefix.id.is_some() || options.iter().any(|o| o.members.id.is_some());
         Some(QuickHeader {
+            align: h.align,
             max_bits: h.max_bits,
             has_id,
             prefix,
-            variant,
+            tag_slot,
+            options,
         })
     }
 
-    /// Decodes the header at bit `pos` (a byte boundary: headers are
-    /// aligned to 8 bits at least) and returns where it ends and the event
-    /// id (`None` when it has no id member). `None` when the header is
-    /// near the end of the content or odd: the general plan then decodes
-    /// it again (the clock and slots set here get the same values).
+    /// Decodes the header at bit `pos` (aligned first) and returns where it ends and the
+    /// event id (`None` when it has no id member). `None` when the header
+    /// is near the end of the content or odd: the general plan then
+    /// decodes it again (the clock and slot set here get the same values).
     #[inline]
     pub(crate) fn run(
         &self,
@@ -570,39 +622,32 @@ impl QuickHeader {
         end: u64,
         st: &mut State,
     ) -> Option<(u64, Option<u64>)> {
-        let start = (pos + 7) & !7;
+        let start = (pos + self.align - 1) & !(self.align - 1);
         if start + self.max_bits > end {
             return None;
         }
         let base = (start / 8) as usize;
         let mut id = u64::MAX;
-        let mut read = |w: &Word, st: &mut State| -> Option<()> {
-            let at = base + w.byte;
-            let b: [u8; 8] = buf.get(at..at + 8)?.try_into().ok()?;
-            let v = (u64::from_le_bytes(b) >> w.shift) & w.mask;
-            if w.clock {
-                st.update_clock(w.size, v);
+        if let Some(w) = &self.prefix.id {
+            id = w.read(buf, base)?;
+            if let Some(slot) = self.tag_slot {
+                st.slots[slot] = i128::from(id);
             }
-            if w.id {
-                id = v;
-            }
-            if let Some(slot) = w.store {
-                st.slots[slot] = i128::from(v);
-            }
-            Some(())
-        };
-        for w in &self.prefix {
-            read(w, st)?;
+        }
+        if let Some(w) = &self.prefix.clock {
+            st.update_clock(w.size, w.read(buf, base)?);
         }
         let mut stop = start + self.max_bits;
-        if let Some((tag, ranges, options)) = &self.variant {
-            let v = st.slots[*tag];
-            let &(_, _, k) = ranges.iter().find(|(lo, hi, _)| *lo <= v && v <= *hi)?;
-            let (option_end, words) = &options[k];
-            for w in words {
-                read(w, st)?;
+        if !self.options.is_empty() {
+            let tag = i128::from(id);
+            let o = self.options.iter().find(|o| o.lo <= tag && tag <= o.hi)?;
+            if let Some(w) = &o.members.id {
+                id = w.read(buf, base)?;
             }
-            stop = start + option_end;
+            if let Some(w) = &o.members.clock {
+                st.update_clock(w.size, w.read(buf, base)?);
+            }
+            stop = start + o.end;
         }
         // An id of u64::MAX is no event's: the general plan reports it.
         match self.has_id {
