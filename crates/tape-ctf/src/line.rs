@@ -31,8 +31,8 @@
 //! ```text
 //!   fields { u32 a; u64 b; string s; }  →
 //!     opening " { a = " (", { a = " after a packet context)
-//!     Run(align 8, 128 bits)  Dec(0, 32)  Lit(", b = ")  Dec(64, 64)
-//!     Lit(", s = \"")  Str  Lit("\" }\n")
+//!     Run(align 8, 128 bits)  Dec(0, 32, ", b = ")  Dec(64, 64, ", s = \"")
+//!     Str("\" }\n")
 //! ```
 //!
 //! A program returns `false` when the event is near the end of the content
@@ -213,6 +213,12 @@ impl TextBuf {
     }
 }
 
+/// No literal text.
+const NO_TEXT: Lit = Lit {
+    bytes: [0; 32],
+    len: 0,
+};
+
 /// A literal piece of text of at most 32 bytes, stored whole.
 #[derive(Clone, Copy, Debug)]
 pub struct Lit {
@@ -310,14 +316,28 @@ enum TextOp {
     /// the values that follow read at offsets from that start.
     Run { align: u64, bits: u64 },
     /// An unsigned little-endian integer shown in decimal, nothing else to
-    /// do with it: (bit offset in the run, size).
-    Dec(u64, u32),
-    /// Any other integer.
-    Int(u64, Box<IntOp>),
-    /// A floating point number: (bit offset, size, byte order).
-    Float(u64, u32, ByteOrder),
-    /// A NUL-terminated string's text (its quotes are in the literals).
-    Str,
+    /// do with it: (bit offset in the run, size), then literal text.
+    Dec(u64, u32, Lit),
+    /// Any other integer, then literal text.
+    Int(u64, Box<IntOp>, Lit),
+    /// A floating point number: (bit offset, size, byte order), then
+    /// literal text.
+    Float(u64, u32, ByteOrder, Lit),
+    /// A NUL-terminated string's text (its quotes are in the literals),
+    /// then literal text.
+    Str(Lit),
+}
+
+impl TextOp {
+    /// The literal text after a value, to take the literal that follows.
+    fn then(&mut self) -> Option<&mut Lit> {
+        match self {
+            TextOp::Dec(.., l) | TextOp::Int(.., l) | TextOp::Float(.., l) | TextOp::Str(l) => {
+                Some(l)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The babeltrace2 text of an event's flat scopes, compiled (see the
@@ -408,9 +428,13 @@ impl TextProgram {
                             };
                             sep(&mut p, s);
                             p.value(match &**inner {
-                                Op::Int(i) if i.plain_decimal() => TextOp::Dec(*off, i.size),
-                                Op::Int(i) => TextOp::Int(*off, Box::new(i.clone())),
-                                Op::Float { bits, order, .. } => TextOp::Float(*off, *bits, *order),
+                                Op::Int(i) if i.plain_decimal() => {
+                                    TextOp::Dec(*off, i.size, NO_TEXT)
+                                }
+                                Op::Int(i) => TextOp::Int(*off, Box::new(i.clone()), NO_TEXT),
+                                Op::Float { bits, order, .. } => {
+                                    TextOp::Float(*off, *bits, *order, NO_TEXT)
+                                }
                                 _ => return None,
                             });
                         }
@@ -418,7 +442,7 @@ impl TextProgram {
                     Op::Field(_, s, inner) if matches!(**inner, Op::Str) => {
                         sep(&mut p, s);
                         p.text.push(b'"');
-                        p.value(TextOp::Str);
+                        p.value(TextOp::Str(NO_TEXT));
                         p.text.push(b'"');
                     }
                     _ => return None,
@@ -439,6 +463,13 @@ impl TextProgram {
             }
             if matches!(op, TextOp::Align(1)) {
                 continue;
+            }
+            // A literal after a value goes with it (one step fewer).
+            if let (TextOp::Lit(l), Some(then)) = (&op, ops.last_mut().and_then(TextOp::then)) {
+                if then.len == 0 {
+                    *then = *l;
+                    continue;
+                }
             }
             ops.push(op);
         }
@@ -482,13 +513,14 @@ impl TextProgram {
                         return false;
                     }
                 }
-                TextOp::Dec(off, size) => {
+                TextOp::Dec(off, size, then) => {
                     let Some(v) = plan::extract(buf, start + off, *size, ByteOrder::Little) else {
                         return false;
                     };
                     out.decimal(v);
+                    out.lit(then);
                 }
-                TextOp::Int(off, i) => {
+                TextOp::Int(off, i, then) => {
                     let Some(raw) = plan::extract(buf, start + off, i.size, i.order) else {
                         return false;
                     };
@@ -497,14 +529,16 @@ impl TextProgram {
                         IntVal::Signed(v) => text_sint(out, v, i.base, i.size),
                         IntVal::Enum(v, e) => text_enum(out, v, e),
                     }
+                    out.lit(then);
                 }
-                TextOp::Float(off, bits, order) => {
+                TextOp::Float(off, bits, order, then) => {
                     let Some(raw) = plan::extract(buf, start + off, *bits, *order) else {
                         return false;
                     };
                     text_float(out, plan::float_of(*bits, raw));
+                    out.lit(then);
                 }
-                TextOp::Str => {
+                TextOp::Str(then) => {
                     let at = (pos + 7) & !7;
                     let (s0, e) = ((at / 8) as usize, ((end / 8) as usize).min(buf.len()));
                     let Some(rest) = buf.get(s0..e) else {
@@ -514,6 +548,7 @@ impl TextProgram {
                         return false;
                     };
                     pos = at + (n as u64 + 1) * 8;
+                    out.lit(then);
                 }
             }
         }
