@@ -106,11 +106,12 @@ impl TextBuf {
     #[inline(always)]
     pub fn wide<const N: usize>(&mut self, w: &[u8; N], n: usize) {
         let at = self.len;
-        if at + N > self.buf.len() {
+        loop {
+            if let Some(dst) = self.buf.get_mut(at..).and_then(<[u8]>::first_chunk_mut::<N>) {
+                *dst = *w;
+                break;
+            }
             self.grow(N);
-        }
-        if let Some(dst) = self.buf.get_mut(at..at + N) {
-            dst.copy_from_slice(w);
         }
         self.len = at + n.min(N);
     }
