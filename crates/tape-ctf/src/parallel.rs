@@ -42,9 +42,11 @@ use crate::EventClass;
 /// Chunks decoded ahead per stream.
 pub const AHEAD: usize = 3;
 
-/// Records per chunk at most: about 50 KB of text, so that a chunk is
-/// still in cache when the merge copies it.
-pub const CHUNK: usize = 2048;
+/// Records per chunk at most: about 400 KB of text for 100-byte lines.
+/// Fewer hand-overs between the threads measured faster than smaller
+/// chunks that stay in L2 (512 KB per core here): 4,096 against 2,048,
+/// 512 and 256, side by side on the 8-million-event trace.
+pub const CHUNK: usize = 4096;
 
 /// Writes the time of an event line (the `HH:MM:SS.nnnnnnnnn` of
 /// babeltrace2, or seconds since the epoch). Each worker has its own copy,
