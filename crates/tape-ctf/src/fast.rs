@@ -64,6 +64,29 @@ struct StreamPlan {
     clock: Option<ClockConv>,
 }
 
+impl StreamPlan {
+    /// The next event's header by `quick` (the stream's quick header):
+    /// where it ends, the event's index and plan. `None` when the quick
+    /// header cannot take it or its id is no event's: the general plan
+    /// then decodes it again (and reports an unknown id).
+    #[inline(always)]
+    fn quick_event(
+        &self,
+        quick: &QuickHeader,
+        buf: &[u8],
+        pos: u64,
+        end: u64,
+        st: &mut State,
+    ) -> Option<(u64, usize, &EventPlan)> {
+        let (stop, id) = quick.run(buf, pos, end, st)?;
+        let idx = match id {
+            None => self.single,
+            Some(id) => usize::try_from(id).ok(),
+        }?;
+        Some((stop, idx, self.events.get(idx)?.as_ref()?))
+    }
+}
+
 /// Every plan of one trace.
 pub struct TracePlan {
     /// Read-time formats and hints of the trace (its `env` block).
@@ -445,17 +468,12 @@ impl FastStream {
     #[inline]
     fn event_class(&mut self) -> Result<usize, DecodeError> {
         let sp = &self.plan.streams[self.stream];
-        if let Some(q) = &sp.quick_header {
-            if let Some((end, id)) = q.run(&self.buf, self.pos, self.content_end, &mut self.state) {
-                let idx = match id {
-                    None => sp.single,
-                    Some(id) => usize::try_from(id).ok(),
-                };
-                if let Some(idx) = idx.filter(|&i| sp.events.get(i).is_some_and(Option::is_some)) {
-                    self.pos = end;
-                    return Ok(idx);
-                }
-            }
+        let quick = sp.quick_header.as_ref().and_then(|q| {
+            sp.quick_event(q, &self.buf, self.pos, self.content_end, &mut self.state)
+        });
+        if let Some((end, idx, _)) = quick {
+            self.pos = end;
+            return Ok(idx);
         }
         let start = self.pos;
         let quick = match &sp.header_plan {
@@ -538,17 +556,15 @@ impl FastStream {
         let after_packet = !self.packet_text.is_empty();
         let mut n = 0;
         while n < max && self.pos < self.content_end {
-            // A header the plan cannot take is decoded again by `peek`
-            // (the clock and slots it set get the same values again).
-            let Some((end, id)) = quick.run(&self.buf, self.pos, self.content_end, &mut self.state)
-            else {
-                break;
-            };
-            let idx = match id {
-                None => sp.single,
-                Some(id) => usize::try_from(id).ok(),
-            };
-            let Some((idx, ev)) = idx.and_then(|i| Some((i, sp.events.get(i)?.as_ref()?))) else {
+            // A header the quick plan cannot take is decoded again by
+            // `peek` (the clock and slots it set get the same values).
+            let Some((end, idx, ev)) = sp.quick_event(
+                quick,
+                &self.buf,
+                self.pos,
+                self.content_end,
+                &mut self.state,
+            ) else {
                 break;
             };
             let t = sp.clock.map(|c| c.ns(self.state.clock));
@@ -688,16 +704,14 @@ impl FastStream {
         let (mut n, mut lo, mut hi) = (0, u64::MAX, u64::MIN);
         let mut stopped = None;
         while self.pos < self.content_end {
-            let Some((end, id)) = quick.run(&self.buf, self.pos, self.content_end, &mut self.state)
-            else {
+            let Some((end, idx, ev)) = sp.quick_event(
+                quick,
+                &self.buf,
+                self.pos,
+                self.content_end,
+                &mut self.state,
+            ) else {
                 break;
-            };
-            let idx = match id {
-                None => sp.single,
-                Some(id) => usize::try_from(id).ok(),
-            };
-            let Some((idx, ev)) = idx.and_then(|i| Some((i, sp.events.get(i)?.as_ref()?))) else {
-                break; // an unknown id: `event_class` reports it
             };
             self.pos = end;
             let Some(next) = ev

@@ -107,7 +107,11 @@ impl TextBuf {
     pub fn wide<const N: usize>(&mut self, w: &[u8; N], n: usize) {
         let at = self.len;
         loop {
-            if let Some(dst) = self.buf.get_mut(at..).and_then(<[u8]>::first_chunk_mut::<N>) {
+            if let Some(dst) = self
+                .buf
+                .get_mut(at..)
+                .and_then(<[u8]>::first_chunk_mut::<N>)
+            {
                 *dst = *w;
                 break;
             }
