@@ -64,6 +64,29 @@ struct StreamPlan {
     clock: Option<ClockConv>,
 }
 
+impl EventPlan {
+    /// Writes the text of its lines from after the delta to the first
+    /// value: `host name:`, the packet context `packet_text`, and its
+    /// program's opening when it has a program. Returns where the opening
+    /// starts in `out`.
+    fn line_head(&self, packet_text: &TextBuf, out: &mut TextBuf) -> usize {
+        for l in &self.head {
+            out.lit(l);
+        }
+        out.put(packet_text.as_slice());
+        let mark = out.len();
+        if let Some(text) = &self.text {
+            text.opening(!packet_text.is_empty(), out);
+        }
+        mark
+    }
+}
+
+/// What follows the time of a text line, the delta to the previous line
+/// still unknown (what babeltrace2 prints for the first line); the merge
+/// writes the delta over it.
+pub(crate) const DELTA_PLACEHOLDER: &[u8; 17] = b"] (+?.?????????) ";
+
 impl StreamPlan {
     /// The next event's header by `quick` (the stream's quick header):
     /// where it ends, the event's index and plan. `None` when the quick
@@ -476,7 +499,7 @@ impl FastStream {
             return Ok(idx);
         }
         let start = self.pos;
-        let quick = match &sp.header_plan {
+        let planned = match &sp.header_plan {
             Some(h) => {
                 let mut b = Bits {
                     buf: &self.buf,
@@ -491,7 +514,7 @@ impl FastStream {
             }
             None => None,
         };
-        let id = match quick {
+        let id = match planned {
             Some(id) => id,
             None => {
                 self.state.slots[plan::SLOT_EVENT_ID] = NONE;
@@ -553,7 +576,6 @@ impl FastStream {
         let Some(quick) = &sp.quick_header else {
             return 0;
         };
-        let after_packet = !self.packet_text.is_empty();
         let mut n = 0;
         while n < max && self.pos < self.content_end {
             // A header the quick plan cannot take is decoded again by
@@ -580,22 +602,16 @@ impl FastStream {
                     .resize_with(sp.events.len().max(idx + 1), Default::default);
             }
             let (made_in, head) = &mut self.line_heads[idx];
-            if *made_in != self.packets || head.is_empty() {
+            // (`packets` counts from 1 once a packet is read: the
+            // default entry is never current.)
+            if *made_in != self.packets {
                 let mut h = TextBuf::new();
-                h.put(b"] (+?.?????????) ");
-                for l in &ev.head {
-                    h.lit(l);
-                }
-                h.put(self.packet_text.as_slice());
-                text.opening(after_packet, &mut h);
+                h.put(DELTA_PLACEHOLDER);
+                ev.line_head(&self.packet_text, &mut h);
                 (*made_in, *head) = (self.packets, Lit::pieces(h.as_slice()));
             }
             let start = out.len();
-            out.push(b'[');
-            match t {
-                Some(ns) => time.write(out, ns),
-                None => out.put(b"??:??:??.?????????"),
-            }
+            time.open_line(out, t);
             let delta_at = out.len() + 3 - start;
             for l in head.iter() {
                 out.lit(l);
@@ -1466,19 +1482,14 @@ pub fn write_event_rest(out: &mut TextBuf, stream: &mut FastStream) -> Result<()
     };
     let sp = &stream.plan.streams[stream.stream];
     let ev = sp.events[idx].as_ref().expect("checked in header");
-    for l in &ev.head {
-        out.lit(l);
-    }
-    out.put(stream.packet_text.as_slice());
+    let mark = ev.line_head(&stream.packet_text, out);
     let written = !stream.packet_text.is_empty();
     if let Some(text) = &ev.text {
-        let mark = out.len();
         let mut b = Bits {
             buf: &stream.buf,
             pos: stream.pos,
             end: stream.content_end,
         };
-        text.opening(written, out);
         // An event of length 0 is an error the general path reports.
         if text.run(&mut b, &mut stream.state, out)
             && (b.pos > stream.pos || sp.event_header.is_some())

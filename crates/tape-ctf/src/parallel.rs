@@ -34,7 +34,7 @@ use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::decode::DecodeError;
-use crate::fast::{write_event_rest, write_json_line, FastStream, Next};
+use crate::fast::{write_event_rest, write_json_line, FastStream, Next, DELTA_PLACEHOLDER};
 use crate::line::{nine_into, TextBuf};
 use crate::plan::Discard;
 use crate::EventClass;
@@ -54,6 +54,17 @@ pub const CHUNK: usize = 4096;
 pub trait TimeText: Clone + Send {
     /// Appends the text of time `ns` (ns since the epoch) to `out`.
     fn write(&mut self, out: &mut TextBuf, ns: i128);
+
+    /// Starts a text line: `[` and the time `t`, or `??:??:??.?????????`
+    /// for an event without one.
+    #[inline(always)]
+    fn open_line(&mut self, out: &mut TextBuf, t: Option<i128>) {
+        out.push(b'[');
+        match t {
+            Some(ns) => self.write(out, ns),
+            None => out.put(b"??:??:??.?????????"),
+        }
+    }
 }
 
 /// Times as seconds since the epoch, `S.nnnnnnnnn` (babeltrace2's
@@ -214,13 +225,9 @@ where
                     let mut aux = 0;
                     let r = match render {
                         Render::Text(time) => {
-                            c.text.push(b'[');
-                            match t {
-                                Some(ns) => time.write(&mut c.text, ns),
-                                None => c.text.put(b"??:??:??.?????????"),
-                            }
+                            time.open_line(&mut c.text, t);
                             aux = (c.text.len() + 3 - start) as u32;
-                            c.text.wide(b"] (+?.?????????) ", 17);
+                            c.text.put(DELTA_PLACEHOLDER);
                             write_event_rest(&mut c.text, s)
                         }
                         Render::Json => {

@@ -18,8 +18,8 @@
 //! * **fixed runs** ([`FixedRun`]): consecutive integers and floats whose
 //!   offsets are static; one alignment and one bounds check for all;
 //! * **flat scopes** ([`ScopePlan::flat`]): a struct of fixed runs and
-//!   strings, decoded in one loop, and for text rendered by [`text_flat`]
-//!   with no sink at all;
+//!   strings, decoded in one loop, and for text compiled to a
+//!   [`TextProgram`](crate::line::TextProgram) with no sink at all;
 //! * **header plans** ([`HeaderPlan`]): an event header of static layout,
 //!   with at most one variant of static layouts (LTTng's compact and large
 //!   headers, tape's and DPDK's fixed ones).
@@ -308,8 +308,8 @@ struct HeaderVariant {
 struct HeaderMember {
     off: u64,
     op: IntOp,
-    /// `(byte offset, shift, mask)` of the one-word read.
-    word: Option<(usize, u32, u64)>,
+    /// The one-word read, when the member allows it.
+    word: Option<Word>,
 }
 
 impl HeaderMember {
@@ -321,9 +321,15 @@ impl HeaderMember {
         } else {
             (1u64 << op.size) - 1
         };
+        let word = Word {
+            byte,
+            shift,
+            mask,
+            size: op.size,
+        };
         HeaderMember {
             off,
-            word: (fits && op.size > 0).then_some((byte, shift, mask)),
+            word: (fits && op.size > 0).then_some(word),
             op,
         }
     }
@@ -339,12 +345,7 @@ impl HeaderMember {
         st: &mut State,
         id: &mut i128,
     ) -> Result<(), RunError> {
-        let word = self.word.and_then(|(byte, shift, mask)| {
-            let at = (start / 8) as usize + byte;
-            let w: [u8; 8] = b.buf.get(at..at + 8)?.try_into().ok()?;
-            Some((u64::from_le_bytes(w) >> shift) & mask)
-        });
-        let raw = match word {
+        let raw = match self.word.and_then(|w| w.read(b.buf, (start / 8) as usize)) {
             Some(v) => v,
             None => {
                 let mut bits = Bits {
@@ -553,13 +554,7 @@ impl IdClock {
     fn new(ms: &[HeaderMember], store: Option<usize>) -> Option<IdClock> {
         let mut out = IdClock::default();
         for m in ms {
-            let (byte, shift, mask) = m.word?;
-            let w = Word {
-                byte,
-                shift,
-                mask,
-                size: m.op.size,
-            };
+            let w = m.word?;
             let clock = m.op.clock == ClockUse::Update;
             if m.op.signed || m.op.store.is_some() && m.op.store != store {
                 return None;
