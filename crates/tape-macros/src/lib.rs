@@ -305,6 +305,11 @@ fn option_lit(lit: Option<&LitStr>) -> TokenStream2 {
     }
 }
 
+/// The arguments' names and types, apart.
+fn split_args(args: &[(Ident, Type)]) -> (Vec<&Ident>, Vec<&Type>) {
+    args.iter().map(|(n, t)| (n, t)).unzip()
+}
+
 /// Field descriptions of `args`, as the elements of a `[FieldDesc]`.
 fn field_descs(args: &[(Ident, Type)]) -> (Vec<TokenStream2>, TokenStream2) {
     let descs = args
@@ -329,8 +334,7 @@ fn expand_class(c: Class) -> TokenStream2 {
         args,
         events,
     } = c;
-    let names: Vec<&Ident> = args.iter().map(|(n, _)| n).collect();
-    let tys: Vec<&Type> = args.iter().map(|(_, t)| t).collect();
+    let (names, tys) = split_args(&args);
     let (descs, fixed) = field_descs(&args);
     let n = descs.len();
     let payload = payload_tuple(&names);
@@ -378,10 +382,9 @@ fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
         args,
         name,
     } = d;
-    let names: Vec<&Ident> = args.iter().map(|(n, _)| n).collect();
     // Types as written may elide lifetimes (`&str`); inside the static they
     // are `'static`, which is what a description needs.
-    let tys: Vec<&Type> = args.iter().map(|(_, t)| t).collect();
+    let (names, tys) = split_args(&args);
     let private = quote!(::tape::__private);
     let compiled_in = if fast_path {
         quote!(#private::FAST_PATH)
