@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tape_ctf::fast::{open_streams, FastMerge, FastStream, JsonSink, Step, TracePlan};
-use tape_ctf::parallel::{render_merged, Piece, Render, Seconds, TimeText};
+use tape_ctf::parallel::{render_merged, Piece, Render, Seconds, Threads, TimeText};
 use tape_ctf::plan::{Discard, Sink};
 use tape_ctf::read::{find_traces, TraceDir};
 
@@ -233,7 +233,7 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
     let mut closed = false;
     // The calling thread merges and decodes too: one worker fewer than cores.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let r = render_merged(streams, render, shown, cores - 1, |piece| {
+    let r = render_merged(streams, render, shown, Threads::new(cores - 1), |piece| {
         match piece {
             Piece::Event(_, line) => out.extend_from_slice(line),
             Piece::Lost(path, n, t) => {

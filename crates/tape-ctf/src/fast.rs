@@ -360,6 +360,9 @@ pub struct FastStream {
     file: File,
     path: PathBuf,
     file_len: u64,
+    /// Where this stream stops: the file's end, or a cut made by
+    /// [`FastStream::split_off`].
+    stop: u64,
     next_packet: u64,
     buf: Vec<u8>,
     packet_offset: u64,
@@ -410,6 +413,7 @@ impl FastStream {
             file,
             path: path.to_path_buf(),
             file_len,
+            stop: file_len,
             next_packet: 0,
             buf: Vec::new(),
             packet_offset: 0,
@@ -429,6 +433,50 @@ impl FastStream {
             packets: 0,
             line_heads: Vec::new(),
         })
+    }
+
+    /// The same stream file, opened again and not yet read, from the
+    /// packet at byte `at` to this one's stop.
+    fn reopen_at(&self, at: u64) -> Option<FastStream> {
+        let mut s = FastStream::open(Arc::clone(&self.plan), &self.path).ok()?;
+        // The length first seen, should the file grow meanwhile.
+        (s.file_len, s.stop, s.next_packet, s.packet_offset) = (self.file_len, self.stop, at, at);
+        (s.json, s.values) = (self.json, self.values);
+        Some(s)
+    }
+
+    /// Cuts this stream, before it is read, into two that decode on their
+    /// own what it would: it keeps its packets up to the cut and returns
+    /// a stream of the packets after it. The cut is at the first packet at
+    /// least `bytes` past this stream's start whose context sets the clock
+    /// (`timestamp_begin`), so that no clock value is carried over the
+    /// cut; the returned stream counts lost events from the packet before
+    /// the cut, as this one would have. Each packet header on the way is
+    /// read (not the events). `None` when there is no such packet, when
+    /// this stream was read already, or when a packet header on the way
+    /// cannot be read: this stream then meets the error itself, in order.
+    pub fn split_off(&mut self, bytes: u64) -> Option<FastStream> {
+        if self.packets > 0 {
+            return None;
+        }
+        let start = self.next_packet;
+        let mut walk = self.reopen_at(start)?;
+        (walk.last_discarded, walk.last_end_ns) = (self.last_discarded, self.last_end_ns);
+        while walk.next_packet < self.stop {
+            let at = walk.next_packet;
+            let before = (walk.last_discarded, walk.last_end_ns);
+            walk.packet_prologue().ok()?;
+            let sets_clock = walk.plan.streams[walk.stream].clock.is_none()
+                || u64::try_from(walk.state.slots[plan::SLOT_TS_BEGIN]).is_ok();
+            if at > start && at - start >= bytes && sets_clock {
+                let mut rest = self.reopen_at(at)?;
+                (rest.last_discarded, rest.last_end_ns) = before;
+                self.stop = at;
+                return Some(rest);
+            }
+            walk.packet_counts();
+        }
+        None
     }
 
     /// The stream file.
@@ -469,11 +517,11 @@ impl FastStream {
                 return self.header();
             }
             self.in_packet = false;
-            if self.next_packet >= self.file_len {
+            if self.next_packet >= self.stop {
                 return Ok(Next::End);
             }
             if let Err(e) = self.packet() {
-                self.next_packet = self.file_len;
+                self.next_packet = self.stop;
                 return Err(e);
             }
         }
@@ -558,14 +606,15 @@ impl FastStream {
     /// `shown` shows, its text program. `line(t, end, delta_at)` is called
     /// after each line with its time, where it ends in `out` and where its
     /// delta placeholder starts from the line's start. Returns how many
-    /// lines were rendered, at most `max`; anything else (a hidden event,
-    /// the packet's end, a loss, an error) is left to [`FastStream::peek`].
+    /// lines were rendered: at most `max`, and none started once `out`
+    /// holds `text_max` bytes; anything else (a hidden event, the packet's
+    /// end, a loss, an error) is left to [`FastStream::peek`].
     pub fn render_quick<T: TimeText>(
         &mut self,
         out: &mut TextBuf,
         time: &mut T,
         shown: &impl Fn(&EventClass, Option<i128>) -> bool,
-        max: usize,
+        (max, text_max): (usize, usize),
         mut line: impl FnMut(Option<i128>, usize, usize),
     ) -> usize {
         if self.current.is_some() || self.pending_lost.is_some() || !self.in_packet {
@@ -577,7 +626,7 @@ impl FastStream {
             return 0;
         };
         let mut n = 0;
-        while n < max && self.pos < self.content_end {
+        while n < max && out.len() < text_max && self.pos < self.content_end {
             // A header the quick plan cannot take is decoded again by
             // `peek` (the clock and slots it set get the same values).
             let Some((end, idx, ev)) = sp.quick_event(
@@ -791,11 +840,11 @@ impl FastStream {
                 continue;
             }
             self.in_packet = false;
-            if self.next_packet >= self.file_len {
+            if self.next_packet >= self.stop {
                 break;
             }
             if let Err(e) = self.packet() {
-                self.next_packet = self.file_len;
+                self.next_packet = self.stop;
                 return Err(e);
             }
         }
@@ -818,6 +867,28 @@ impl FastStream {
 
     fn packet(&mut self) -> Result<(), DecodeError> {
         self.packets += 1;
+        let (content, packet) = self.packet_prologue()?;
+        if (self.buf.len() as u64) < packet / 8 {
+            let have = self.buf.len() as u64;
+            read_at(
+                &self.file,
+                self.packet_offset + have,
+                packet / 8 - have,
+                &mut self.buf,
+            )
+            .map_err(|e| self.err(format!("read error: {e}")))?;
+        }
+        self.buf.truncate((packet / 8) as usize);
+        self.content_end = content;
+        self.packet_counts();
+        self.in_packet = true;
+        Ok(())
+    }
+
+    /// Reads the header and context of the packet at `next_packet` (and
+    /// perhaps more of it) into `buf`, checks its sizes, and moves
+    /// `next_packet` past it: its content and packet sizes in bits.
+    fn packet_prologue(&mut self) -> Result<(u64, u64), DecodeError> {
         self.packet_offset = self.next_packet;
         self.pos = 0;
         let remaining = self.file_len - self.packet_offset;
@@ -871,20 +942,17 @@ impl FastStream {
                 packet / 8
             )));
         }
-        if (self.buf.len() as u64) < packet / 8 {
-            let have = self.buf.len() as u64;
-            read_at(
-                &self.file,
-                self.packet_offset + have,
-                packet / 8 - have,
-                &mut self.buf,
-            )
-            .map_err(|e| self.err(format!("read error: {e}")))?;
-        }
-        self.buf.truncate((packet / 8) as usize);
-        self.content_end = content;
         self.next_packet = self.packet_offset + packet / 8;
-        let sp = &plan.streams[self.stream];
+        Ok((content, packet))
+    }
+
+    /// After a packet's prologue: the clock from its `timestamp_begin`,
+    /// and the events lost since the stream's previous packet
+    /// (`events_discarded` counts from the stream's start).
+    fn packet_counts(&mut self) {
+        let as_u64 = |v: i128| u64::try_from(v).ok();
+        let slot = |s: usize| self.state.slots[s];
+        let sp = &self.plan.streams[self.stream];
         if let Some(b) = as_u64(slot(plan::SLOT_TS_BEGIN)) {
             self.state.clock = b;
         }
@@ -898,8 +966,6 @@ impl FastStream {
             self.last_discarded = Some(d);
         }
         self.last_end_ns = end_ns;
-        self.in_packet = true;
-        Ok(())
     }
 
     /// Packet header and context, within the first `end` bits.

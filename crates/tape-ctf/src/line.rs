@@ -59,6 +59,14 @@ impl TextBuf {
         TextBuf::default()
     }
 
+    /// An empty buffer with room for `n` bytes (zeroed once, here).
+    pub fn with_room(n: usize) -> TextBuf {
+        TextBuf {
+            buf: vec![0; n],
+            len: 0,
+        }
+    }
+
     /// The length of the text.
     #[inline]
     pub fn len(&self) -> usize {

@@ -1,32 +1,42 @@
 //! Streams decoded and rendered on worker threads, merged in time order on
 //! the calling thread: how `tape show` uses every core.
 //!
-//! Each stream file is decoded in order by one worker at a time, in
-//! *chunks* of records. A chunk holds the rendered text of its events (all
-//! of a line but the part that depends on the merge: the time and the
-//! delta to the previous event shown) and, per record, its merge key:
+//! Each stream file is cut into *parts* at packet boundaries (a part is a
+//! few packets; see [`FastStream::split_off`]), and each part is decoded in
+//! order by one thread at a time, in *chunks* of records. Several threads
+//! decode parts of one stream at once, so that a stream that has the
+//! trace to itself for a while (a thread that started first, or ran
+//! alone) still keeps every core busy. A chunk holds the rendered text of
+//! its events (all of a line but the part that depends on the merge: the
+//! time and the delta to the previous event shown) and, per record, its
+//! merge key:
 //!
 //! ```text
-//!   workers (one stream at a time each)            calling thread
-//!   ┌────────────┐  chunk: text ──────────┐
-//!   │ stream 0   │─▶ recs [ev t=5 ..12)   │ ─┐    heap of (key, stream):
-//!   └────────────┘        [lost 3 t=7]    │  ├─▶  pops the least key,
-//!   ┌────────────┐        [hidden t=9]    │  │    writes `[time] (+delta) `
-//!   │ stream 1   │─▶ ...                  ┘ ─┘    and the event's text
-//!   └────────────┘
+//!   stream 0 file: │ part 0: packets │ part 1 │ part 2 │ part 3 (not cut yet) …
+//!                       │ thread A       │ thread B
+//!                       ▼                ▼
+//!   chunks:   recs [ev t=5 ..12)      [ev t=40 ..)           calling thread
+//!                  [lost 3 t=7]        ...          ─┐   pops the least key
+//!                  [hidden t=9]                      ├─▶ of the streams' next
+//!   stream 1 parts …                                ─┘   records, writes
+//!                                                        `[time] (+delta) `
+//!                                                        and the event's text
 //! ```
 //!
 //! The order is the one [`FastMerge`](crate::fast::FastMerge) gives: the
 //! least key first, ties to the lower stream index, and every record of a
-//! stream in file order. Events that are not shown stay in the merge as
-//! `hidden` records, so that filters never change the order of the others
-//! (a stream whose times go backwards merges differently without them).
-//! A payload that fails to decode becomes a `failed` record at its place,
-//! and a header that fails ends its stream's last chunk: the error comes
-//! out where the one-thread merge would meet it.
+//! stream in file order (the parts of a stream one after the other).
+//! Events that are not shown stay in the merge as `hidden` records, so
+//! that filters never change the order of the others (a stream whose times
+//! go backwards merges differently without them). A payload that fails to
+//! decode becomes a `failed` record at its place, and a header that fails
+//! ends its part's last chunk: the error comes out where the one-thread
+//! merge would meet it.
 //!
-//! Memory is bounded: at most [`AHEAD`] chunks per stream wait to be
-//! merged, and a chunk holds at most a given number of records.
+//! Memory is bounded: per stream, at most [`AHEAD`] chunks wait to be
+//! merged (and one more per thread under way) and [`PARTS_AHEAD`] parts
+//! are open; a chunk holds at most [`CHUNK`] records and about
+//! [`CHUNK_TEXT`] bytes of text.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -39,14 +49,24 @@ use crate::line::{nine_into, TextBuf};
 use crate::plan::Discard;
 use crate::EventClass;
 
-/// Chunks decoded ahead per stream.
-pub const AHEAD: usize = 3;
+/// Chunks waiting to be merged per stream, at most: beyond them, only the
+/// part the merge reads is decoded further.
+pub const AHEAD: usize = 8;
 
-/// Records per chunk at most: about 400 KB of text for 100-byte lines.
-/// Fewer hand-overs between the threads measured faster than smaller
-/// chunks that stay in L2 (512 KB per core here): 4,096 against 2,048,
-/// 512 and 256, side by side on the 8-million-event trace.
+/// Parts of a stream open at once (decoded, or waiting to be merged),
+/// counting the one the merge reads.
+pub const PARTS_AHEAD: usize = 3;
+
+/// Bytes per part at least: a few packets, a few chunks of events.
+pub const PART_BYTES: u64 = 256 << 10;
+
+/// Records per chunk at most.
 pub const CHUNK: usize = 4096;
+
+/// Text per chunk: no line is started past this many bytes. Chunks of
+/// 256 KB of text and parts of 256 KB of packets measured as fast as
+/// larger ones on the 8-million-event traces, in half the memory.
+pub const CHUNK_TEXT: usize = 256 << 10;
 
 /// Writes the time of an event line (the `HH:MM:SS.nnnnnnnnn` of
 /// babeltrace2, or seconds since the epoch). Each worker has its own copy,
@@ -145,30 +165,99 @@ impl Rec {
     }
 }
 
-#[derive(Default)]
 struct Chunk {
     text: TextBuf,
     recs: Vec<Rec>,
     errors: Vec<DecodeError>,
-    /// Set on the last chunk of a stream: its end, or the error that ended it.
+    /// Set on the last chunk of a part: its end, or the error that ends
+    /// its stream.
     end: Option<Result<(), DecodeError>>,
 }
 
+impl Chunk {
+    fn new() -> Chunk {
+        Chunk {
+            // Room for its text and a last line past the limit, zeroed once.
+            text: TextBuf::with_room(CHUNK_TEXT + (16 << 10)),
+            recs: Vec::with_capacity(CHUNK),
+            errors: Vec::new(),
+            end: None,
+        }
+    }
+}
+
+/// A part of a stream: packets that a thread decodes in chunks, in order,
+/// while other threads decode the parts after it.
+struct Part {
+    /// Its number in its stream (from 0, in file order).
+    seq: u64,
+    /// `None` while a thread decodes a chunk of it, and once finished.
+    decoder: Option<FastStream>,
+    /// Chunks decoded, for the merge.
+    ready: VecDeque<Chunk>,
+    /// Its last chunk is decoded.
+    finished: bool,
+    /// The stream's last part, not cut yet: cut before its first chunk
+    /// (see [`FastStream::split_off`]).
+    uncut: bool,
+}
+
 struct Sched {
-    ready: Vec<VecDeque<Chunk>>,
+    /// Per stream, its parts not yet merged, in file order: the merge
+    /// reads the front one.
+    parts: Vec<VecDeque<Part>>,
     /// Chunks merged, for the workers to fill again (no fresh pages).
     free: Vec<Chunk>,
-    busy: Vec<bool>,
-    finished: Vec<bool>,
     quit: bool,
+}
+
+impl Sched {
+    /// Part `seq` of stream `i`, which is not merged yet.
+    fn part(&mut self, i: usize, seq: u64) -> &mut Part {
+        let parts = &mut self.parts[i];
+        let first = parts.front().map_or(seq, |p| p.seq);
+        &mut parts[(seq - first) as usize]
+    }
+
+    /// The part to decode a chunk of next, as (stream, part): idle, not
+    /// finished, among the first [`PARTS_AHEAD`] of its stream, with room
+    /// (fewer than [`AHEAD`] chunks waiting: in the part for the one the
+    /// merge reads, in the stream for the others), and with the fewest
+    /// chunks waiting before its next one (one more per part further
+    /// from the merge).
+    fn pick(&self) -> Option<(usize, u64)> {
+        let mut best: Option<(usize, (usize, u64))> = None;
+        for (i, parts) in self.parts.iter().enumerate() {
+            let waiting: usize = parts.iter().map(|p| p.ready.len()).sum();
+            let mut depth = 0;
+            for (k, p) in parts.iter().take(PARTS_AHEAD).enumerate() {
+                depth += p.ready.len();
+                let room = if k == 0 { p.ready.len() } else { waiting } < AHEAD;
+                if p.decoder.is_some() && room {
+                    let key = depth + k;
+                    if best.is_none_or(|(b, _)| key < b) {
+                        best = Some((key, (i, p.seq)));
+                    }
+                }
+            }
+        }
+        best.map(|(_, at)| at)
+    }
+
+    /// Every part of every stream is decoded.
+    fn all_decoded(&self) -> bool {
+        self.parts.iter().flatten().all(|p| p.finished)
+    }
 }
 
 struct Shared {
     sched: Mutex<Sched>,
-    /// Workers wait here for a stream to decode.
+    /// Workers wait here for a part to decode.
     work: Condvar,
     /// The merge waits here for a chunk.
     ready: Condvar,
+    /// Bytes per part at least (see [`Threads`]).
+    part_bytes: u64,
 }
 
 fn lock(m: &Mutex<Sched>) -> MutexGuard<'_, Sched> {
@@ -190,10 +279,11 @@ where
     c.recs.clear();
     c.errors.clear();
     c.end = None;
-    while c.recs.len() < max {
+    while c.recs.len() < max && c.text.len() < CHUNK_TEXT {
         if let Render::Text(time) = render {
             let Chunk { text, recs, .. } = &mut c;
-            let rendered = s.render_quick(text, time, shown, max - recs.len(), |t, end, at| {
+            let room = (max - recs.len(), CHUNK_TEXT);
+            let rendered = s.render_quick(text, time, shown, room, |t, end, at| {
                 recs.push(Rec {
                     aux: at as u32,
                     ..Rec::new(EVENT, t, end as u64)
@@ -257,70 +347,73 @@ where
     c
 }
 
-/// A worker: takes the stream with the fewest chunks waiting, decodes a
-/// chunk of it, until every stream is finished or the merge quits.
-fn worker<F, T: TimeText>(
-    shared: &Shared,
-    streams: &[Mutex<FastStream>],
-    mut render: Render<T>,
-    shown: &F,
-    max: usize,
-) where
+/// A worker: decodes a chunk of the part [`Sched::pick`] gives, until
+/// every part is decoded or the merge quits.
+fn worker<F, T: TimeText>(shared: &Shared, mut render: Render<T>, shown: &F, max: usize)
+where
     F: Fn(&EventClass, Option<i128>) -> bool,
 {
-    let mut decode = |i: usize, chunk: Chunk| {
-        let mut s = streams[i].lock().unwrap_or_else(|e| e.into_inner());
-        decode_chunk(&mut s, &mut render, shown, max, chunk)
-    };
+    let mut decode =
+        |s: &mut FastStream, chunk: Chunk| decode_chunk(s, &mut render, shown, max, chunk);
     let mut g = lock(&shared.sched);
     loop {
         if g.quit {
             return;
         }
-        if let Some(i) = g.pick() {
-            let chunk;
-            (g, chunk) = decode_unlocked(shared, g, i, &mut decode);
-            g.ready[i].push_back(chunk);
-            shared.ready.notify_all();
-            shared.work.notify_all();
+        if let Some((i, seq)) = g.pick() {
+            g = decode_part(shared, g, i, seq, &mut decode);
             continue;
         }
-        if g.finished.iter().all(|&f| f) {
+        if g.all_decoded() {
             return;
         }
         g = shared.work.wait(g).unwrap_or_else(|e| e.into_inner());
     }
 }
 
-impl Sched {
-    /// The stream to decode a chunk of next: not under way, not finished,
-    /// with room, and the fewest chunks waiting.
-    fn pick(&self) -> Option<usize> {
-        (0..self.ready.len())
-            .filter(|&i| !self.busy[i] && !self.finished[i] && self.ready[i].len() < AHEAD)
-            .min_by_key(|&i| self.ready[i].len())
-    }
-}
-
-/// Decodes a chunk of stream `i` on this thread: the stream is marked
-/// under way and the lock released meanwhile, then taken back to record
-/// the result (the caller places the chunk).
-fn decode_unlocked<'a>(
+/// Decodes a chunk of part `seq` of stream `i` on this thread, the lock
+/// released meanwhile, and queues it for the merge. The stream's last part
+/// is first cut, and the part after the cut queued after it.
+fn decode_part<'a>(
     shared: &'a Shared,
     mut g: MutexGuard<'a, Sched>,
     i: usize,
-    decode: &mut dyn FnMut(usize, Chunk) -> Chunk,
-) -> (MutexGuard<'a, Sched>, Chunk) {
-    g.busy[i] = true;
-    let chunk = g.free.pop().unwrap_or_default();
+    seq: u64,
+    decode: &mut dyn FnMut(&mut FastStream, Chunk) -> Chunk,
+) -> MutexGuard<'a, Sched> {
+    let p = g.part(i, seq);
+    let Some(mut stream) = p.decoder.take() else {
+        return g; // under way on another thread
+    };
+    let cut = std::mem::take(&mut p.uncut);
+    let chunk = g.free.pop().unwrap_or_else(Chunk::new);
     drop(g);
-    let chunk = decode(i, chunk);
+    let rest = if cut {
+        stream.split_off(shared.part_bytes)
+    } else {
+        None
+    };
+    let chunk = decode(&mut stream, chunk);
     let mut g = lock(&shared.sched);
-    g.busy[i] = false;
-    if chunk.end.is_some() {
-        g.finished[i] = true;
+    if let Some(rest) = rest {
+        g.parts[i].push_back(Part {
+            seq: seq + 1,
+            decoder: Some(rest),
+            ready: VecDeque::new(),
+            finished: false,
+            uncut: true,
+        });
     }
-    (g, chunk)
+    let p = g.part(i, seq);
+    if chunk.end.is_some() {
+        p.finished = true;
+    } else {
+        p.decoder = Some(stream);
+    }
+    p.ready.push_back(chunk);
+    shared.ready.notify_all();
+    shared.work.notify_all();
+    g
 }
 
 /// The merge side of one stream: its current chunk and position.
@@ -330,17 +423,37 @@ struct Cursor {
     text: usize,
 }
 
-/// Decodes `streams` on `workers` threads (and on the calling thread when
-/// the merge would otherwise wait: 0 workers is a one-thread run) and calls
-/// `each` with every event shown and every loss, in time order (see the
-/// module docs); `shown` says which events are shown. `each` returns
-/// `false` to stop early. The first decoding error ends the merge and is
-/// returned.
+/// How many threads decode, and how finely streams are cut for them.
+#[derive(Clone, Copy, Debug)]
+pub struct Threads {
+    /// Worker threads besides the calling one (0: a one-thread run).
+    pub workers: usize,
+    /// A stream is cut into parts of at least this many bytes (at packet
+    /// boundaries, see [`FastStream::split_off`]), so that several threads
+    /// decode one stream at once; `u64::MAX` never cuts.
+    pub part_bytes: u64,
+}
+
+impl Threads {
+    /// `workers` worker threads, parts of [`PART_BYTES`].
+    pub fn new(workers: usize) -> Threads {
+        Threads {
+            workers,
+            part_bytes: PART_BYTES,
+        }
+    }
+}
+
+/// Decodes `streams` on `threads.workers` threads (and on the calling
+/// thread when the merge would otherwise wait) and calls `each` with every
+/// event shown and every loss, in time order (see the module docs);
+/// `shown` says which events are shown. `each` returns `false` to stop
+/// early. The first decoding error ends the merge and is returned.
 pub fn render_merged<F, T: TimeText>(
     streams: Vec<FastStream>,
     render: Render<T>,
     shown: F,
-    workers: usize,
+    threads: Threads,
     mut each: impl FnMut(Piece<'_>) -> bool,
 ) -> Result<(), DecodeError>
 where
@@ -351,39 +464,46 @@ where
         return Ok(());
     }
     let paths: Vec<std::path::PathBuf> = streams.iter().map(|s| s.path().to_path_buf()).collect();
-    let streams: Vec<Mutex<FastStream>> = streams.into_iter().map(Mutex::new).collect();
     // Records per chunk: fewer when there are many streams, so that the
     // chunks waiting stay within a few tens of MB.
-    let max = (1 << 20) / n.max(1) / AHEAD;
+    let max = (1 << 20) / n.max(1) / AHEAD / PARTS_AHEAD;
     let max = max.clamp(64, CHUNK);
     let shared = Shared {
         sched: Mutex::new(Sched {
-            ready: (0..n).map(|_| VecDeque::new()).collect(),
+            parts: streams
+                .into_iter()
+                .map(|s| {
+                    VecDeque::from([Part {
+                        seq: 0,
+                        decoder: Some(s),
+                        ready: VecDeque::new(),
+                        finished: false,
+                        uncut: true,
+                    }])
+                })
+                .collect(),
             free: Vec::new(),
-            busy: vec![false; n],
-            finished: vec![false; n],
             quit: false,
         }),
         work: Condvar::new(),
         ready: Condvar::new(),
+        part_bytes: threads.part_bytes,
     };
     std::thread::scope(|scope| {
-        for k in 0..workers {
-            let (shared, streams, shown) = (&shared, &streams, &shown);
+        for k in 0..threads.workers {
+            let (shared, shown) = (&shared, &shown);
             let render = render.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("tape-render-{k}"))
-                .spawn_scoped(scope, move || worker(shared, streams, render, shown, max));
+                .spawn_scoped(scope, move || worker(shared, render, shown, max));
             if spawned.is_err() {
                 break; // fewer workers: the merge decodes what they do not
             }
         }
         let text = matches!(render, Render::Text(_));
         let mut render = render;
-        let mut decode_here = |i: usize, chunk: Chunk| {
-            let mut s = streams[i].lock().unwrap_or_else(|e| e.into_inner());
-            decode_chunk(&mut s, &mut render, &shown, max, chunk)
-        };
+        let mut decode_here =
+            |s: &mut FastStream, chunk: Chunk| decode_chunk(s, &mut render, &shown, max, chunk);
         let r = merge(&shared, &paths, text, &mut decode_here, &mut each);
         lock(&shared.sched).quit = true;
         shared.work.notify_all();
@@ -392,39 +512,39 @@ where
 }
 
 /// The next chunk of stream `i`, waiting for a worker if needed; `None`
-/// when the stream is finished.
-/// When no worker has it under way, the merge decodes the chunk itself
-/// with `decode_here` rather than sleep: one worker fewer than cores, and
-/// fewer threads put to sleep and woken.
+/// when the stream is finished. `used` is the chunk merged before.
+/// When no worker has the part under way, the merge decodes the chunk
+/// itself with `decode_here` rather than sleep (one worker fewer than
+/// cores, and fewer threads put to sleep and woken); when one has, it
+/// decodes a chunk of another part meanwhile, as a worker would.
 fn next_chunk(
     shared: &Shared,
     i: usize,
     used: Option<Chunk>,
-    decode_here: &mut dyn FnMut(usize, Chunk) -> Chunk,
+    decode_here: &mut dyn FnMut(&mut FastStream, Chunk) -> Chunk,
 ) -> Option<Chunk> {
     let mut g = lock(&shared.sched);
     if let Some(c) = used {
         g.free.push(c);
     }
     loop {
-        if let Some(c) = g.ready[i].pop_front() {
+        let front = g.parts[i].front_mut()?;
+        if let Some(c) = front.ready.pop_front() {
             shared.work.notify_all();
             return Some(c);
         }
-        if g.finished[i] {
-            return None;
-        }
-        if !g.busy[i] {
-            let (_g, chunk) = decode_unlocked(shared, g, i, decode_here);
+        if front.finished {
+            g.parts[i].pop_front();
             shared.work.notify_all();
-            return Some(chunk);
+            continue;
         }
-        // A worker has stream `i` under way: work for a later chunk of
-        // another stream meanwhile, as a worker would, rather than sleep.
-        if let Some(j) = g.pick() {
-            let chunk;
-            (g, chunk) = decode_unlocked(shared, g, j, decode_here);
-            g.ready[j].push_back(chunk);
+        if front.decoder.is_some() {
+            let seq = front.seq;
+            g = decode_part(shared, g, i, seq, decode_here);
+            continue;
+        }
+        if let Some((j, seq)) = g.pick() {
+            g = decode_part(shared, g, j, seq, decode_here);
             continue;
         }
         g = shared.ready.wait(g).unwrap_or_else(|e| e.into_inner());
@@ -437,17 +557,17 @@ fn advance(
     shared: &Shared,
     cursors: &mut [Option<Cursor>],
     i: usize,
-    decode_here: &mut dyn FnMut(usize, Chunk) -> Chunk,
+    decode_here: &mut dyn FnMut(&mut FastStream, Chunk) -> Chunk,
 ) -> Result<Option<i128>, DecodeError> {
     loop {
         if let Some(c) = &mut cursors[i] {
             if let Some(r) = c.chunk.recs.get(c.rec) {
                 return Ok(Some(r.key));
             }
-            if let Some(end) = c.chunk.end.take() {
+            // The end of a part (the next part goes on) or an error.
+            if let Some(Err(e)) = c.chunk.end.take() {
                 cursors[i] = None;
-                end?;
-                return Ok(None);
+                return Err(e);
             }
         }
         let used = cursors[i].take().map(|c| c.chunk);
@@ -459,10 +579,7 @@ fn advance(
                     text: 0,
                 })
             }
-            None => {
-                cursors[i] = None;
-                return Ok(None);
-            }
+            None => return Ok(None),
         }
     }
 }
@@ -516,7 +633,7 @@ fn merge(
     shared: &Shared,
     paths: &[std::path::PathBuf],
     text: bool,
-    decode_here: &mut dyn FnMut(usize, Chunk) -> Chunk,
+    decode_here: &mut dyn FnMut(&mut FastStream, Chunk) -> Chunk,
     each: &mut impl FnMut(Piece<'_>) -> bool,
 ) -> Result<(), DecodeError> {
     // The time of the last event shown, and a line for the rare delta of

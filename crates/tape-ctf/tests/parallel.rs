@@ -1,7 +1,8 @@
 //! The parallel renderer (`tape show`) gives exactly what the one-thread
 //! merge gives: the same events, texts, losses and order, and the same
-//! first error at the same place, on 0, 1 and 3 worker threads, with and
-//! without filters. Checked on every ctf-testsuite trace, babeltrace's test
+//! first error at the same place, on 0, 1 and 3 worker threads, with
+//! streams cut into parts at every packet and not cut, with and without
+//! filters. Checked on every ctf-testsuite trace, babeltrace's test
 //! traces, the DPDK and LTTng samples, a generated 4-stream trace of many
 //! chunks, and seeded mutations of the samples (errors mid-stream).
 
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use tape_ctf::fast::{open_streams, write_event_rest, write_line_prefix, FastMerge, Step};
 use tape_ctf::line::TextBuf;
-use tape_ctf::parallel::{render_merged, Piece, Render, Seconds, TimeText};
+use tape_ctf::parallel::{render_merged, Piece, Render, Seconds, Threads, TimeText};
 use tape_ctf::plan::Discard;
 use tape_ctf::read::find_traces;
 use tape_ctf::EventClass;
@@ -93,7 +94,7 @@ fn one_thread(dir: &Path, filter: Filter) -> Vec<String> {
     out
 }
 
-fn threads(dir: &Path, filter: Filter, n: usize) -> Vec<String> {
+fn threads(dir: &Path, filter: Filter, threads: Threads) -> Vec<String> {
     let mut out = Vec::new();
     let Ok(traces) = find_traces(dir) else {
         return vec!["OPEN".into()];
@@ -105,7 +106,7 @@ fn threads(dir: &Path, filter: Filter, n: usize) -> Vec<String> {
         streams,
         Render::Text(Seconds),
         |c, t| filter.shows(c, t),
-        n,
+        threads,
         |piece| {
             out.push(match piece {
                 Piece::Event(t, text) => format!("E {t:?} {}", String::from_utf8_lossy(text)),
@@ -119,6 +120,27 @@ fn threads(dir: &Path, filter: Filter, n: usize) -> Vec<String> {
     }
     out
 }
+
+/// The parallel runs compared: 0, 1 and 3 workers with every packet a
+/// part of its own (the most cuts), and 1 worker with streams not cut.
+const RUNS: [Threads; 4] = [
+    Threads {
+        workers: 0,
+        part_bytes: 0,
+    },
+    Threads {
+        workers: 1,
+        part_bytes: 0,
+    },
+    Threads {
+        workers: 3,
+        part_bytes: 0,
+    },
+    Threads {
+        workers: 1,
+        part_bytes: u64::MAX,
+    },
+];
 
 /// Compares both ways on `dir`; returns the number of records.
 fn same(dir: &Path) -> usize {
@@ -135,21 +157,16 @@ fn same(dir: &Path) -> usize {
     };
     for filter in [Filter::All, Filter::EvenIds, window] {
         let want = one_thread(dir, filter);
-        for n in [0, 1, 3] {
-            let got = threads(dir, filter, n);
+        for t in RUNS {
+            let got = threads(dir, filter, t);
             assert_eq!(
                 got.len(),
                 want.len(),
-                "{}: {filter:?}, {n} threads: record count",
+                "{}: {filter:?}, {t:?}: record count",
                 dir.display()
             );
             for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(
-                    g,
-                    w,
-                    "{}: {filter:?}, {n} threads: record {k}",
-                    dir.display()
-                );
+                assert_eq!(g, w, "{}: {filter:?}, {t:?}: record {k}", dir.display());
             }
         }
     }
@@ -186,26 +203,26 @@ fn same_as_one_thread_on_every_suite_trace() {
         records += same(d);
     }
     eprintln!(
-        "{} traces, {records} records: same on 0, 1 and 3 worker threads",
+        "{} traces, {records} records: same on 0, 1 and 3 worker threads, streams cut at every packet and not cut",
         dirs.len()
     );
     assert!(dirs.len() > 150, "only {} traces found", dirs.len());
 }
 
-#[test]
-fn same_as_one_thread_on_many_chunks() {
-    let Some(tools) = shared::suite("../tools/gen_lttng_like_trace.py") else {
-        return;
-    };
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("parallel-4-streams");
+/// A trace of `events` events in `streams` streams of 64 KiB packets from
+/// `gen_lttng_like_trace.py`, in the test directory `name`; `None` (after a
+/// notice) when python3 cannot run it.
+fn generated(name: &str, events: u32, streams: u32) -> Option<PathBuf> {
+    let tools = shared::suite("../tools/gen_lttng_like_trace.py")?;
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&out);
     let ok = std::process::Command::new("python3")
         .arg(&tools)
         .arg(&out)
-        .args(["40000", "4"])
+        .args([events.to_string(), streams.to_string()])
         .output();
     match ok {
-        Ok(o) if o.status.success() => {}
+        Ok(o) if o.status.success() => Some(out),
         _ if std::env::var("TAPE_REQUIRE_TOOLS").as_deref() == Ok("1") => {
             panic!(
                 "python3 {} failed and TAPE_REQUIRE_TOOLS=1",
@@ -217,9 +234,56 @@ fn same_as_one_thread_on_many_chunks() {
                 "NOTICE: python3 could not run {}: skipping",
                 tools.display()
             );
-            return;
+            None
         }
     }
+}
+
+#[test]
+fn streams_are_cut_at_packets() {
+    let Some(out) = generated("parallel-cuts", 40_000, 2) else {
+        return;
+    };
+    let traces = find_traces(&out).unwrap();
+    let whole = open_streams(&traces).unwrap().remove(0);
+    let len = std::fs::metadata(whole.path()).unwrap().len();
+    let packets = len / 65536;
+    assert!(packets >= 6, "{len} bytes: too few packets to cut");
+    // (bytes per part at least, parts expected)
+    let cases = [
+        (0, packets),
+        (1, packets),
+        (65536, packets),
+        (65537, packets.div_ceil(2)),
+        (100_000, packets.div_ceil(2)),
+        (3 * 65536, packets.div_ceil(3)),
+        (len, 1),
+        (u64::MAX, 1),
+    ];
+    let mut want = open_streams(&traces).unwrap().remove(0);
+    let want = want.count().unwrap();
+    for (bytes, n) in cases {
+        let mut parts = vec![open_streams(&traces).unwrap().remove(0)];
+        while let Some(rest) = parts.last_mut().unwrap().split_off(bytes) {
+            parts.push(rest);
+        }
+        assert_eq!(parts.len() as u64, n, "parts of at least {bytes} bytes");
+        let (mut events, mut lost) = (0, 0);
+        for p in &mut parts {
+            let c = p.count().unwrap();
+            (events, lost) = (events + c.events, lost + c.lost);
+            // A part read already is not cut again.
+            assert!(p.split_off(0).is_none());
+        }
+        assert_eq!((events, lost), (want.events, want.lost), "{bytes} bytes");
+    }
+}
+
+#[test]
+fn same_as_one_thread_on_many_chunks() {
+    let Some(out) = generated("parallel-4-streams", 40_000, 4) else {
+        return;
+    };
     assert_eq!(same(&out), 40_000);
     // A payload that fails mid-trace: the last string of stream 1's first
     // packet loses its NUL (its content size is at byte 40 of the packet,
@@ -274,7 +338,7 @@ fn same_first_error_on_mutated_traces() {
     }
     let _ = std::fs::remove_dir_all(&work);
     eprintln!(
-        "{runs} mutated traces ({errors} with a decoding error): same on 0, 1 and 3 worker threads"
+        "{runs} mutated traces ({errors} with a decoding error): same on 0, 1 and 3 worker threads, streams cut at every packet and not cut"
     );
     assert!(errors > 0, "no mutation gave a decoding error");
 }
