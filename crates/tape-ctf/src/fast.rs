@@ -1026,6 +1026,9 @@ impl FastStream {
 /// zeroing them first (a packet buffer is reused from packet to packet).
 fn read_at(mut file: &File, at: u64, n: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
     file.seek(SeekFrom::Start(at))?;
+    // Room first, so that it takes one read (`n` is at most what the file
+    // holds past `at`, checked by the callers).
+    buf.reserve(usize::try_from(n).unwrap_or(0));
     let got = file.take(n).read_to_end(buf)?;
     if (got as u64) < n {
         return Err(std::io::Error::new(

@@ -209,6 +209,12 @@ struct Sched {
     /// Chunks merged, for the workers to fill again (no fresh pages).
     free: Vec<Chunk>,
     quit: bool,
+    /// Workers waiting on `Shared::work`, and whether the merge waits on
+    /// `Shared::ready`: a condition variable is notified only when someone
+    /// waits (a notification is a system call). Both are changed and read
+    /// under the lock, so that no wake-up is missed.
+    idle_workers: usize,
+    merge_waits: bool,
 }
 
 impl Sched {
@@ -242,6 +248,20 @@ impl Sched {
             }
         }
         best.map(|(_, at)| at)
+    }
+
+    /// Wakes the workers waiting for work, if any.
+    fn wake_workers(&self, shared: &Shared) {
+        if self.idle_workers > 0 {
+            shared.work.notify_all();
+        }
+    }
+
+    /// Wakes the merge if it waits for a chunk.
+    fn wake_merge(&self, shared: &Shared) {
+        if self.merge_waits {
+            shared.ready.notify_all();
+        }
     }
 
     /// Every part of every stream is decoded.
@@ -367,7 +387,9 @@ where
         if g.all_decoded() {
             return;
         }
+        g.idle_workers += 1;
         g = shared.work.wait(g).unwrap_or_else(|e| e.into_inner());
+        g.idle_workers -= 1;
     }
 }
 
@@ -411,8 +433,8 @@ fn decode_part<'a>(
         p.decoder = Some(stream);
     }
     p.ready.push_back(chunk);
-    shared.ready.notify_all();
-    shared.work.notify_all();
+    g.wake_merge(shared);
+    g.wake_workers(shared);
     g
 }
 
@@ -484,6 +506,8 @@ where
                 .collect(),
             free: Vec::new(),
             quit: false,
+            idle_workers: 0,
+            merge_waits: false,
         }),
         work: Condvar::new(),
         ready: Condvar::new(),
@@ -530,12 +554,12 @@ fn next_chunk(
     loop {
         let front = g.parts[i].front_mut()?;
         if let Some(c) = front.ready.pop_front() {
-            shared.work.notify_all();
+            g.wake_workers(shared);
             return Some(c);
         }
         if front.finished {
             g.parts[i].pop_front();
-            shared.work.notify_all();
+            g.wake_workers(shared);
             continue;
         }
         if front.decoder.is_some() {
@@ -547,7 +571,9 @@ fn next_chunk(
             g = decode_part(shared, g, j, seq, decode_here);
             continue;
         }
+        g.merge_waits = true;
         g = shared.ready.wait(g).unwrap_or_else(|e| e.into_inner());
+        g.merge_waits = false;
     }
 }
 
