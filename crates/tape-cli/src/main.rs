@@ -5,7 +5,7 @@
 //! * `tape check PATH...`: validates every packet and event; exit 0, or 1
 //!   with the file, packet offset and bit offset of the first problem.
 
-use std::io::Write;
+use std::io::{IoSlice, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -228,14 +228,13 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
     };
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
-    let mut out: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut lost_total = 0u64;
     let mut closed = false;
     // The calling thread merges and decodes too: one worker fewer than cores.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let r = render_merged(streams, render, shown, Threads::new(cores - 1), |piece| {
-        match piece {
-            Piece::Event(_, line) => out.extend_from_slice(line),
+        let written = match piece {
+            Piece::Lines(lines) => write_all_runs(&mut stdout, lines),
             Piece::Lost(path, n, t) => {
                 lost_total += n;
                 if in_range(t) || t.is_none() {
@@ -249,25 +248,36 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
                             json_string(&path.display().to_string())
                         ),
                     };
-                    out.extend_from_slice(line.as_bytes());
+                    stdout.write_all(line.as_bytes())
+                } else {
+                    Ok(())
                 }
             }
-        }
-        if out.len() >= 1 << 20 {
-            if stdout.write_all(&out).is_err() {
-                closed = true; // closed pipe (head, less)
-                return false;
-            }
-            out.clear();
-        }
-        true
+        };
+        // An error is a closed pipe (head, less): stop quietly.
+        closed = written.is_err();
+        !closed
     });
-    r.map_err(|e| e.to_string())?;
     if !closed {
-        let _ = stdout.write_all(&out).and_then(|()| stdout.flush());
+        let _ = stdout.flush();
     }
+    r.map_err(|e| e.to_string())?;
     if lost_total > 0 {
         eprintln!("tape: {lost_total} events were lost (discarded by the tracer)");
+    }
+    Ok(())
+}
+
+/// Writes all of `runs`, with as few `writev` calls as the system takes.
+fn write_all_runs(w: &mut impl Write, mut runs: &mut [IoSlice<'_>]) -> std::io::Result<()> {
+    IoSlice::advance_slices(&mut runs, 0); // empty ones first
+    while !runs.is_empty() {
+        match w.write_vectored(runs) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut runs, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
 }

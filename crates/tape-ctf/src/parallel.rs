@@ -40,6 +40,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::io::IoSlice;
 use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -119,9 +120,11 @@ pub enum Render<T> {
 // real delta over it.
 
 /// What the merge hands to the caller, in order.
-pub enum Piece<'a> {
-    /// An event shown: its time and its whole line.
-    Event(Option<i128>, &'a [u8]),
+pub enum Piece<'a, 'b> {
+    /// Lines of events shown, in order, where the workers rendered them
+    /// (for `write_vectored`: the text is not copied on the way); a
+    /// slice may hold several lines.
+    Lines(&'a mut [IoSlice<'b>]),
     /// Events lost in a stream, reported at this time.
     Lost(&'a Path, u64, Option<i128>),
 }
@@ -440,9 +443,114 @@ fn decode_part<'a>(
 
 /// The merge side of one stream: its current chunk and position.
 struct Cursor {
-    chunk: Chunk,
+    /// Where its chunk is in [`Pending::slots`].
+    slot: usize,
     rec: usize,
     text: usize,
+}
+
+/// Lines merged and not yet handed to the caller, and the chunks they are
+/// in: a chunk merged to its end goes back to the workers only once its
+/// lines are handed over.
+///
+/// ```text
+///   slots:  [0: stream 2's chunk] [1: stream 0's] [2: merged, retired] …
+///   lines:  (1, 0..96) (0, 0..101) (2, 4040..4141) (1, 96..288) …
+///                                                   └ two lines of one
+///                                                     chunk that follow
+///                                                     each other: one slice
+/// ```
+struct Pending {
+    slots: Vec<Option<Chunk>>,
+    /// Slots without a chunk.
+    spare: Vec<usize>,
+    /// Slots of chunks merged to their end, released after the hand-over.
+    retired: Vec<usize>,
+    /// (slot or [`WIDE`], start, end) of each run of lines.
+    lines: Vec<(usize, usize, usize)>,
+    /// Lines rewritten for a delta wider than its placeholder.
+    wide: TextBuf,
+}
+
+/// The slot number of [`Pending::wide`].
+const WIDE: usize = usize::MAX;
+
+/// Runs of lines per hand-over: the `IOV_MAX` of Linux.
+const RUNS: usize = 1024;
+
+impl Pending {
+    fn new() -> Pending {
+        Pending {
+            slots: Vec::new(),
+            spare: Vec::new(),
+            retired: Vec::new(),
+            lines: Vec::with_capacity(RUNS),
+            wide: TextBuf::new(),
+        }
+    }
+
+    /// Puts `chunk` in a slot: its number.
+    fn place(&mut self, chunk: Chunk) -> usize {
+        match self.spare.pop() {
+            Some(s) => {
+                self.slots[s] = Some(chunk);
+                s
+            }
+            None => {
+                self.slots.push(Some(chunk));
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    /// Adds the line at `start..end` of slot `slot`.
+    #[inline]
+    fn line(&mut self, slot: usize, start: usize, end: usize) {
+        match self.lines.last_mut() {
+            Some((s, _, e)) if *s == slot && *e == start && slot != WIDE => *e = end,
+            _ => self.lines.push((slot, start, end)),
+        }
+    }
+
+    /// Whether to hand the lines over now: as many runs as one system
+    /// call takes, or chunks kept only for their lines.
+    #[inline]
+    fn full(&self) -> bool {
+        self.lines.len() >= RUNS || self.retired.len() >= 4 || self.wide.len() >= 1 << 16
+    }
+
+    /// Hands the lines to `each` and the retired chunks back to the
+    /// workers; returns what `each` returned.
+    fn hand_over(&mut self, shared: &Shared, each: &mut impl FnMut(Piece<'_, '_>) -> bool) -> bool {
+        let mut go_on = true;
+        if !self.lines.is_empty() {
+            let (slots, wide) = (&self.slots, self.wide.as_slice());
+            let mut runs: Vec<IoSlice<'_>> = self
+                .lines
+                .iter()
+                .map(|&(s, a, b)| {
+                    let text = match slots.get(s) {
+                        Some(Some(c)) => c.text.as_slice(),
+                        _ => wide,
+                    };
+                    IoSlice::new(&text[a..b])
+                })
+                .collect();
+            go_on = each(Piece::Lines(&mut runs));
+            self.lines.clear();
+            self.wide.clear();
+        }
+        if !self.retired.is_empty() {
+            let mut g = lock(&shared.sched);
+            for s in self.retired.drain(..) {
+                if let Some(c) = self.slots[s].take() {
+                    g.free.push(c);
+                }
+                self.spare.push(s);
+            }
+        }
+        go_on
+    }
 }
 
 /// How many threads decode, and how finely streams are cut for them.
@@ -476,7 +584,7 @@ pub fn render_merged<F, T: TimeText>(
     render: Render<T>,
     shown: F,
     threads: Threads,
-    mut each: impl FnMut(Piece<'_>) -> bool,
+    mut each: impl FnMut(Piece<'_, '_>) -> bool,
 ) -> Result<(), DecodeError>
 where
     F: Fn(&EventClass, Option<i128>) -> bool + Sync,
@@ -536,7 +644,7 @@ where
 }
 
 /// The next chunk of stream `i`, waiting for a worker if needed; `None`
-/// when the stream is finished. `used` is the chunk merged before.
+/// when the stream is finished.
 /// When no worker has the part under way, the merge decodes the chunk
 /// itself with `decode_here` rather than sleep (one worker fewer than
 /// cores, and fewer threads put to sleep and woken); when one has, it
@@ -544,13 +652,9 @@ where
 fn next_chunk(
     shared: &Shared,
     i: usize,
-    used: Option<Chunk>,
     decode_here: &mut dyn FnMut(&mut FastStream, Chunk) -> Chunk,
 ) -> Option<Chunk> {
     let mut g = lock(&shared.sched);
-    if let Some(c) = used {
-        g.free.push(c);
-    }
     loop {
         let front = g.parts[i].front_mut()?;
         if let Some(c) = front.ready.pop_front() {
@@ -578,29 +682,33 @@ fn next_chunk(
 }
 
 /// Moves stream `i`'s cursor to its next record (fetching chunks), and
-/// returns that record's key; `Ok(None)` at the stream's end.
+/// returns that record's key; `Ok(None)` at the stream's end. A chunk
+/// merged to its end is retired (see [`Pending`]).
 fn advance(
     shared: &Shared,
     cursors: &mut [Option<Cursor>],
+    out: &mut Pending,
     i: usize,
     decode_here: &mut dyn FnMut(&mut FastStream, Chunk) -> Chunk,
 ) -> Result<Option<i128>, DecodeError> {
     loop {
-        if let Some(c) = &mut cursors[i] {
-            if let Some(r) = c.chunk.recs.get(c.rec) {
+        if let Some(c) = &cursors[i] {
+            let chunk = out.slots[c.slot].as_mut().expect("a cursor has a chunk");
+            if let Some(r) = chunk.recs.get(c.rec) {
                 return Ok(Some(r.key));
             }
             // The end of a part (the next part goes on) or an error.
-            if let Some(Err(e)) = c.chunk.end.take() {
-                cursors[i] = None;
+            let end = chunk.end.take();
+            out.retired.push(c.slot);
+            cursors[i] = None;
+            if let Some(Err(e)) = end {
                 return Err(e);
             }
         }
-        let used = cursors[i].take().map(|c| c.chunk);
-        match next_chunk(shared, i, used, decode_here) {
+        match next_chunk(shared, i, decode_here) {
             Some(chunk) => {
                 cursors[i] = Some(Cursor {
-                    chunk,
+                    slot: out.place(chunk),
                     rec: 0,
                     text: 0,
                 })
@@ -660,32 +768,27 @@ fn merge(
     paths: &[std::path::PathBuf],
     text: bool,
     decode_here: &mut dyn FnMut(&mut FastStream, Chunk) -> Chunk,
-    each: &mut impl FnMut(Piece<'_>) -> bool,
+    each: &mut impl FnMut(Piece<'_, '_>) -> bool,
 ) -> Result<(), DecodeError> {
-    // The time of the last event shown, and a line for the rare delta of
-    // 10 s or more (wider than its placeholder).
+    // The time of the last event shown.
     let mut prev: Option<i128> = None;
-    let mut wide = TextBuf::new();
+    let mut out = Pending::new();
     let n = paths.len();
     let mut cursors: Vec<Option<Cursor>> = (0..n).map(|_| None).collect();
     let mut picker = Picker::new(n);
     for i in 0..n {
-        if let Some(k) = advance(shared, &mut cursors, i, decode_here)? {
+        if let Some(k) = advance(shared, &mut cursors, &mut out, i, decode_here)? {
             picker.push(k, i);
         }
     }
     while let Some(i) = picker.pop() {
         let c = cursors[i].as_mut().expect("a stream picked has a cursor");
-        let rec = *c
-            .chunk
-            .recs
-            .get(c.rec)
-            .expect("a stream picked has a record");
+        let chunk = out.slots[c.slot].as_mut().expect("a cursor has a chunk");
+        let rec = *chunk.recs.get(c.rec).expect("a stream picked has a record");
         c.rec += 1;
-        let go_on = match rec.kind {
+        match rec.kind {
             EVENT => {
-                let end = rec.val as usize;
-                let line = &mut c.chunk.text.as_mut_slice()[c.text..end];
+                let (start, end) = (c.text, rec.val as usize);
                 c.text = end;
                 let t = rec.time();
                 let delta = match (prev, t) {
@@ -695,42 +798,62 @@ fn merge(
                     _ => None,
                 };
                 prev = t.or(prev);
-                let at = rec.aux as usize;
+                let at = start + rec.aux as usize;
                 match delta {
                     Some(d) if d < 10_000_000_000 => {
-                        let place = &mut line[at..at + 12];
+                        let place = &mut chunk.text.as_mut_slice()[at..at + 12];
                         place[1] = b'0' + (d / 1_000_000_000) as u8;
                         nine_into(&mut place[3..], d);
-                        each(Piece::Event(t, line))
+                        out.line(c.slot, start, end);
                     }
                     Some(d) => {
-                        wide.clear();
-                        wide.put(&line[..at + 1]);
-                        wide.decimal(d / 1_000_000_000);
-                        wide.push(b'.');
-                        wide.nine(d);
-                        wide.put(&line[at + 12..]);
-                        each(Piece::Event(t, wide.as_slice()))
+                        // Wider than its placeholder: the line is rewritten.
+                        let line = &chunk.text.as_slice()[start..end];
+                        let w = &mut out.wide;
+                        let from = w.len();
+                        w.put(&line[..at - start + 1]);
+                        w.decimal(d / 1_000_000_000);
+                        w.push(b'.');
+                        w.nine(d);
+                        w.put(&line[at - start + 12..]);
+                        let to = w.len();
+                        out.line(WIDE, from, to);
                     }
-                    None => each(Piece::Event(t, line)),
+                    None => out.line(c.slot, start, end),
+                }
+                if out.full() && !out.hand_over(shared, each) {
+                    return Ok(());
                 }
             }
-            LOST => each(Piece::Lost(&paths[i], rec.val, rec.time())),
-            FAILED => return Err(c.chunk.errors.swap_remove(rec.val as usize)),
-            _ => true,
-        };
-        if !go_on {
-            return Ok(());
+            LOST => {
+                let go_on = out.hand_over(shared, each)
+                    && each(Piece::Lost(&paths[i], rec.val, rec.time()));
+                if !go_on {
+                    return Ok(());
+                }
+            }
+            FAILED => {
+                let e = chunk.errors.swap_remove(rec.val as usize);
+                out.hand_over(shared, each);
+                return Err(e);
+            }
+            _ => {}
         }
         // The stream's next key: in the same chunk nearly always.
-        match c.chunk.recs.get(c.rec) {
+        let c = cursors[i].as_ref().expect("a stream picked has a cursor");
+        let next = out.slots[c.slot].as_ref().and_then(|k| k.recs.get(c.rec));
+        match next {
             Some(r) => picker.push(r.key, i),
-            None => {
-                if let Some(k) = advance(shared, &mut cursors, i, decode_here)? {
-                    picker.push(k, i);
+            None => match advance(shared, &mut cursors, &mut out, i, decode_here) {
+                Ok(Some(k)) => picker.push(k, i),
+                Ok(None) => {}
+                Err(e) => {
+                    out.hand_over(shared, each);
+                    return Err(e);
                 }
-            }
+            },
         }
     }
+    out.hand_over(shared, each);
     Ok(())
 }

@@ -79,10 +79,13 @@ fn one_thread(dir: &Path, filter: Filter) -> Vec<String> {
                 let mut text = TextBuf::new();
                 write_line_prefix(&mut text, time.as_slice(), delta);
                 match write_event_rest(&mut text, s) {
-                    Ok(()) => out.push(format!(
-                        "E {t:?} {}",
-                        String::from_utf8_lossy(text.as_slice())
-                    )),
+                    // Split as the runs of `threads` are (a name in the
+                    // metadata may hold a newline).
+                    Ok(()) => out.extend(
+                        text.as_slice()
+                            .split_inclusive(|&b| b == b'\n')
+                            .map(|l| format!("E {}", String::from_utf8_lossy(l))),
+                    ),
                     Err(e) => {
                         out.push(format!("ERR {e}"));
                         break;
@@ -108,10 +111,18 @@ fn threads(dir: &Path, filter: Filter, threads: Threads) -> Vec<String> {
         |c, t| filter.shows(c, t),
         threads,
         |piece| {
-            out.push(match piece {
-                Piece::Event(t, text) => format!("E {t:?} {}", String::from_utf8_lossy(text)),
-                Piece::Lost(p, k, t) => format!("L {} {k} {t:?}", p.display()),
-            });
+            match piece {
+                // Runs of whole lines: one record per line (as `one_thread`
+                // splits them).
+                Piece::Lines(runs) => {
+                    let text: Vec<u8> = runs.iter().flat_map(|r| r.iter().copied()).collect();
+                    assert_eq!(text.last(), Some(&b'\n'), "a run ends a line");
+                    for line in text.split_inclusive(|&b| b == b'\n') {
+                        out.push(format!("E {}", String::from_utf8_lossy(line)));
+                    }
+                }
+                Piece::Lost(p, k, t) => out.push(format!("L {} {k} {t:?}", p.display())),
+            }
             true
         },
     );
@@ -145,11 +156,14 @@ const RUNS: [Threads; 4] = [
 /// Compares both ways on `dir`; returns the number of records.
 fn same(dir: &Path) -> usize {
     let all = one_thread(dir, Filter::All);
-    // A window over the middle third of the event times.
+    // A window over the middle third of the event times (`[S.nnnnnnnnn]`).
     let times: Vec<i128> = all
         .iter()
-        .filter_map(|l| l.strip_prefix("E Some("))
-        .filter_map(|l| l.split(')').next()?.parse().ok())
+        .filter_map(|l| l.strip_prefix("E ["))
+        .filter_map(|l| {
+            let (s, ns) = l.split(']').next()?.split_once('.')?;
+            Some(s.parse::<i128>().ok()? * 1_000_000_000 + ns.parse::<i128>().ok()?)
+        })
         .collect();
     let window = match (times.iter().min(), times.iter().max()) {
         (Some(&a), Some(&b)) => Filter::Window(a + (b - a) / 3, b - (b - a) / 3),
