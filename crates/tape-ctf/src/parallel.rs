@@ -46,7 +46,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::decode::DecodeError;
 use crate::fast::{write_event_rest, write_json_line, FastStream, Next, DELTA_PLACEHOLDER};
-use crate::line::{nine_into, TextBuf};
+use crate::line::{delta_into, TextBuf};
 use crate::plan::Discard;
 use crate::EventClass;
 
@@ -801,9 +801,7 @@ fn merge(
                 let at = start + rec.aux as usize;
                 match delta {
                     Some(d) if d < 10_000_000_000 => {
-                        let place = &mut chunk.text.as_mut_slice()[at..at + 12];
-                        place[1] = b'0' + (d / 1_000_000_000) as u8;
-                        nine_into(&mut place[3..], d);
+                        delta_into(&mut chunk.text.as_mut_slice()[at + 1..], d);
                         out.line(c.slot, start, end);
                     }
                     Some(d) => {
