@@ -209,9 +209,7 @@ impl TextBuf {
     /// Appends nine digits, zero padded (the nanoseconds of a time).
     #[inline]
     pub fn nine(&mut self, v: u64) {
-        let mut w = [0u8; 16];
-        nine_into(&mut w, v);
-        self.wide(&w, 9);
+        self.wide(&nine_word(v).to_le_bytes(), 9);
     }
 
     /// An unsigned integer in a base, as babeltrace2 prints it.
@@ -257,24 +255,19 @@ impl Lit {
 }
 
 /// The eight ASCII digits of `v < 10^8`, zero padded, the first in the
-/// low byte: built in a register (lanes of 4, then 2, then 1 digit, each
-/// split by a multiply and shift that divides exactly in that range), and
+/// low byte: three lookups in a table of three-digit texts (the divisions
+/// by 10^6 and 10^3 run side by side), put together in a register and
 /// stored at once.
 ///
 /// ```text
-///   v = 12345678 → lanes 1234 | 5678 → 12 | 34 | 56 | 78 → 1|2|3|4|5|6|7|8
+///   v = 12345678 → 12 | 345 | 678 → "012" >> 8 | "345" << 16 | "678" << 40
 /// ```
 #[inline(always)]
 pub(crate) fn eight(v: u64) -> u64 {
-    // Two 32-bit lanes: the high four digits first (lowest).
-    let x = (v / 10_000) | (v % 10_000) << 32;
-    // Per lane, x / 100 (exact for x < 10^4) to the low 16 bits.
-    let hundreds = ((x * 10_486) >> 20) & 0x0000_007f_0000_007f;
-    let x = hundreds | (x - hundreds * 100) << 16;
-    // Per 16-bit lane, x / 10 (exact for x < 100) to the low byte.
-    let tens = ((x * 103) >> 10) & 0x000f_000f_000f_000f;
-    let x = tens | (x - tens * 10) << 8;
-    x + 0x3030_3030_3030_3030
+    let v = v % 100_000_000;
+    let (hi, mid, lo) = (v / 1_000_000, v / 1000 % 1000, v % 1000);
+    let t = |i: u64| u64::from(THREE_WORD[i as usize]);
+    t(hi) >> 8 | t(mid) << 16 | t(lo) << 40
 }
 
 /// The three digits of each number below 1,000 (`"007"`, `"123"`).
@@ -313,9 +306,31 @@ pub fn delta_into(place: &mut [u8], d: u64) {
 /// Writes nine digits of `v % 10^9`, zero padded, over `place[..9]`.
 #[inline]
 pub fn nine_into(place: &mut [u8], v: u64) {
+    place[..9].copy_from_slice(&nine_word(v).to_le_bytes()[..9]);
+}
+
+/// The three digits of each number below 1,000 in the low bytes of a
+/// word, the first lowest.
+const THREE_WORD: [u32; 1000] = {
+    let mut t = [0u32; 1000];
+    let mut i = 0;
+    while i < 1000 {
+        let [a, b, c] = THREE[i];
+        t[i] = a as u32 | (b as u32) << 8 | (c as u32) << 16;
+        i += 1;
+    }
+    t
+};
+
+/// The nine digits of `v % 10^9`, zero padded, in the low 9 bytes of a
+/// word, the first lowest: three table lookups (the divisions by 10^6 and
+/// 10^3 run side by side), not a chain of nine digits.
+#[inline(always)]
+pub(crate) fn nine_word(v: u64) -> u128 {
     let v = v % 1_000_000_000;
-    place[0] = b'0' + (v / 100_000_000) as u8;
-    place[1..9].copy_from_slice(&eight(v % 100_000_000).to_le_bytes());
+    let (hi, mid, lo) = (v / 1_000_000, v / 1000 % 1000, v % 1000);
+    let t = |i: u64| u128::from(THREE_WORD[i as usize]);
+    t(hi) | t(mid) << 24 | t(lo) << 48
 }
 
 /// Appends the text (between its quotes) of the NUL-terminated string
