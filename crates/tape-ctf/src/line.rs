@@ -42,8 +42,9 @@
 use crate::plan::{self, Bits, IntOp, IntVal, Op, ScopePlan, State};
 use crate::{Base, ByteOrder};
 
-/// Bytes zeroed ahead when a [`TextBuf`] grows.
-const GROW: usize = 16 << 10;
+/// Bytes zeroed at least when a [`TextBuf`] first grows (then it doubles):
+/// a line head or a packet context made per packet stays small.
+const GROW: usize = 256;
 
 /// A text buffer written with wide stores (see the module docs).
 #[derive(Clone, Debug, Default)]
@@ -106,7 +107,7 @@ impl TextBuf {
     #[cold]
     #[inline(never)]
     fn grow(&mut self, n: usize) {
-        let want = (self.len + n + GROW).max(self.buf.len() * 2);
+        let want = (self.len + n).max(self.buf.len() * 2).max(GROW);
         self.buf.resize(want, 0);
     }
 
