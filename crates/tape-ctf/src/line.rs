@@ -19,6 +19,15 @@
 //!                                     ^ len  (the x's are free again)
 //! ```
 //!
+//! # Digits
+//!
+//! Numbers are written from a table of the 1,000 three-digit texts. The
+//! nine digits of a time's nanoseconds are three lookups, at `v / 10^6`,
+//! `v / 10^3 % 1000` and `v % 1000` (divisions by constants, which run side
+//! by side rather than as a chain of splits), put together in a register
+//! and stored at once; a decimal of up to eight digits is made the same
+//! way, its leading zeros cut by counting them in the register.
+//!
 //! # Text programs
 //!
 //! An event whose scopes are flat (fixed runs of integers and floats, and
@@ -306,7 +315,7 @@ pub fn delta_into(place: &mut [u8], d: u64) {
 
 /// Writes nine digits of `v % 10^9`, zero padded, over `place[..9]`.
 #[inline]
-pub fn nine_into(place: &mut [u8], v: u64) {
+fn nine_into(place: &mut [u8], v: u64) {
     place[..9].copy_from_slice(&nine_word(v).to_le_bytes()[..9]);
 }
 
