@@ -32,7 +32,7 @@
 //!
 //! An event whose scopes are flat (fixed runs of integers and floats, and
 //! strings: nearly every real event) is compiled once into a
-//! [`TextProgram`]: its babeltrace2 text as literal pieces of at most 32
+//! `TextProgram`: its babeltrace2 text as literal pieces of at most 32
 //! bytes (separators, names, braces and quotes merged together) between
 //! value operations that read at static offsets from the start of their
 //! run.
