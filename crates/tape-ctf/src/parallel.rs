@@ -51,12 +51,14 @@ use crate::plan::Discard;
 use crate::EventClass;
 
 /// Chunks waiting to be merged per stream, at most: beyond them, only the
-/// part the merge reads is decoded further.
-pub const AHEAD: usize = 8;
+/// part the merge reads is decoded further. With 8 chunks and 3 parts, the
+/// threads of `tape show` on `tape-8M` (a stream alone for a million
+/// events) waited 30–220 ms a run; with 12 and 4, 7–45 ms.
+pub const AHEAD: usize = 12;
 
 /// Parts of a stream open at once (decoded, or waiting to be merged),
 /// counting the one the merge reads.
-pub const PARTS_AHEAD: usize = 3;
+pub const PARTS_AHEAD: usize = 4;
 
 /// Bytes per part at least: a few packets, a few chunks of events.
 pub const PART_BYTES: u64 = 256 << 10;
