@@ -445,6 +445,27 @@ impl FastStream {
         Some(s)
     }
 
+    /// Takes this stream's packet buffer (once it is read to its end), for
+    /// another stream to read into with [`FastStream::reuse_buffer`].
+    pub fn take_buffer(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
+    /// Reads the next packets of this stream into `buf` (its contents do
+    /// not matter) if it has more room than this stream's buffer and this
+    /// stream is between packets; else gives it back. The parts of a
+    /// stream pass their buffers on rather than each growing a new one
+    /// (which the allocator may give back to the system, to fault it in
+    /// again page by page).
+    pub fn reuse_buffer(&mut self, buf: Vec<u8>) -> Option<Vec<u8>> {
+        if self.in_packet || buf.capacity() <= self.buf.capacity() {
+            return Some(buf);
+        }
+        self.buf = buf;
+        self.buf.clear();
+        None
+    }
+
     /// Cuts this stream, before it is read, into two that decode on their
     /// own what it would: it keeps its packets up to the cut and returns
     /// a stream of the packets after it. The cut is at the first packet at

@@ -213,6 +213,9 @@ struct Sched {
     parts: Vec<VecDeque<Part>>,
     /// Chunks merged, for the workers to fill again (no fresh pages).
     free: Vec<Chunk>,
+    /// Packet buffers of the parts decoded to their end, for the next
+    /// parts (see [`FastStream::reuse_buffer`]).
+    buffers: Vec<Vec<u8>>,
     quit: bool,
     /// Workers waiting on `Shared::work`, and whether the merge waits on
     /// `Shared::ready`: a condition variable is notified only when someone
@@ -413,6 +416,11 @@ fn decode_part<'a>(
         return g; // under way on another thread
     };
     let cut = std::mem::take(&mut p.uncut);
+    if let Some(buf) = g.buffers.pop() {
+        if let Some(unused) = stream.reuse_buffer(buf) {
+            g.buffers.push(unused);
+        }
+    }
     let chunk = g.free.pop().unwrap_or_else(Chunk::new);
     drop(g);
     let rest = if cut {
@@ -432,12 +440,15 @@ fn decode_part<'a>(
         });
     }
     let p = g.part(i, seq);
-    if chunk.end.is_some() {
+    let finished = chunk.end.is_some();
+    p.ready.push_back(chunk);
+    if finished {
         p.finished = true;
+        let buf = stream.take_buffer();
+        g.buffers.push(buf);
     } else {
         p.decoder = Some(stream);
     }
-    p.ready.push_back(chunk);
     g.wake_merge(shared);
     g.wake_workers(shared);
     g
@@ -615,6 +626,7 @@ where
                 })
                 .collect(),
             free: Vec::new(),
+            buffers: Vec::new(),
             quit: false,
             idle_workers: 0,
             merge_waits: false,
