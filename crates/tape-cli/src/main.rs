@@ -171,47 +171,15 @@ struct LineTime {
     seconds: bool,
     /// The second cached: its start (ns since the epoch) and its text.
     second: Option<(i128, Vec<u8>)>,
-    /// That text when it is 8 bytes (`HH:MM:SS`): one store.
-    hms: Option<[u8; 8]>,
 }
 
 impl LineTime {
-    /// Writes the time of `ns` if it is in the second cached.
-    #[inline(always)]
-    fn in_second(&self, out: &mut tape_ctf::line::TextBuf, ns: i128) -> bool {
-        let (Some((from, _)), Some(hms)) = (&self.second, &self.hms) else {
-            return false;
-        };
-        let in_second = ns.wrapping_sub(*from);
-        if !(0..1_000_000_000).contains(&in_second) {
-            return false;
-        }
-        out.wide(hms, 8); // one store
-        out.push(b'.');
-        out.nine(in_second as u64);
-        true
-    }
-
     /// Caches the second of `ns`: its start and its `HH:MM:SS`.
     #[cold]
     #[inline(never)]
     fn cache(&mut self, ns: i128) {
         let from = ns - ns.rem_euclid(1_000_000_000);
-        let hms = local_hms(from.div_euclid(1_000_000_000)).into_bytes();
-        // One store when it is 8 bytes (it is, but for years past 9999).
-        self.hms = <[u8; 8]>::try_from(hms.as_slice()).ok();
-        self.second = Some((from, hms));
-    }
-
-    /// The time of `ns` in the second cached, when its text is not 8 bytes.
-    #[cold]
-    #[inline(never)]
-    fn any_width(&mut self, out: &mut tape_ctf::line::TextBuf, ns: i128) {
-        if let Some((from, hms)) = &self.second {
-            out.put(hms);
-            out.push(b'.');
-            out.nine((ns - from) as u64);
-        }
+        self.second = Some((from, local_hms(from.div_euclid(1_000_000_000)).into_bytes()));
     }
 }
 
@@ -222,12 +190,22 @@ impl TimeText for LineTime {
             return Seconds.write(out, ns);
         }
         // In the second of the last line, nearly always.
-        if !self.in_second(out, ns) {
+        let cached = |s: &Option<(i128, Vec<u8>)>| {
+            s.as_ref()
+                .is_some_and(|(from, _)| (0..1_000_000_000).contains(&ns.wrapping_sub(*from)))
+        };
+        if !cached(&self.second) {
             self.cache(ns);
-            if !self.in_second(out, ns) {
-                self.any_width(out, ns);
-            }
         }
+        let Some((from, hms)) = &self.second else {
+            return;
+        };
+        match <&[u8; 8]>::try_from(hms.as_slice()) {
+            Ok(hms) => out.wide(hms, 8), // one store
+            Err(_) => out.put(hms),      // years past 9999
+        }
+        out.push(b'.');
+        out.nine((ns - from) as u64);
     }
 }
 

@@ -94,15 +94,11 @@ impl Value {
     }
 }
 
-/// Converts a clock value to ns since the clock's origin (§8):
+/// Converts the values of a clock to ns since the clock's origin (§8):
 /// `offset_s * 1e9 + ns(offset) + ns(value)`, where `ns(x)` is computed as
 /// babeltrace2 2.0 does (`x * 1e9 / freq` in double precision, truncated;
-/// exact when freq is 1 GHz), so that both print the same nanosecond.
-pub fn clock_ns(c: &Clock, cycles: u64) -> i128 {
-    ClockConv::new(c).ns(cycles)
-}
-
-/// [`clock_ns`] for many values of one clock: the offsets added once.
+/// exact when freq is 1 GHz), so that both print the same nanosecond. The
+/// offsets are added once, here.
 #[derive(Clone, Copy, Debug)]
 pub struct ClockConv {
     /// `offset_s * 1e9 + ns(offset)`.

@@ -621,6 +621,24 @@ impl FastStream {
         Ok(idx)
     }
 
+    /// The next event's header by `quick`, the quick header of `sp` (this
+    /// stream's plan, held apart from `self`): see
+    /// [`StreamPlan::quick_event`].
+    #[inline(always)]
+    fn quick_next<'p>(
+        &mut self,
+        sp: &'p StreamPlan,
+        quick: &QuickHeader,
+    ) -> Option<(u64, usize, &'p EventPlan)> {
+        sp.quick_event(
+            quick,
+            &self.buf,
+            self.pos,
+            self.content_end,
+            &mut self.state,
+        )
+    }
+
     /// Renders the next events of the current packet as text lines, as
     /// `[time] (+?.?????????) ` and [`write_event_rest`] write them, while
     /// they take the quick paths: the stream's header plan, an event that
@@ -650,13 +668,7 @@ impl FastStream {
         while n < max && out.len() < text_max && self.pos < self.content_end {
             // A header the quick plan cannot take is decoded again by
             // `peek` (the clock and slots it set get the same values).
-            let Some((end, idx, ev)) = sp.quick_event(
-                quick,
-                &self.buf,
-                self.pos,
-                self.content_end,
-                &mut self.state,
-            ) else {
+            let Some((end, idx, ev)) = self.quick_next(sp, quick) else {
                 break;
             };
             let t = sp.clock.map(|c| c.ns(self.state.clock));
@@ -790,13 +802,7 @@ impl FastStream {
         let (mut n, mut lo, mut hi) = (0, u64::MAX, u64::MIN);
         let mut stopped = None;
         while self.pos < self.content_end {
-            let Some((end, idx, ev)) = sp.quick_event(
-                quick,
-                &self.buf,
-                self.pos,
-                self.content_end,
-                &mut self.state,
-            ) else {
+            let Some((end, idx, ev)) = self.quick_next(sp, quick) else {
                 break;
             };
             self.pos = end;
@@ -1555,9 +1561,7 @@ pub fn write_line_prefix(out: &mut TextBuf, time: &[u8], delta_ns: Option<i128>)
             // u64 arithmetic (an i128 division is a slow library call).
             let d = u64::try_from(d.max(0)).unwrap_or(u64::MAX);
             out.put(b"(+");
-            out.decimal(d / 1_000_000_000);
-            out.push(b'.');
-            out.nine(d);
+            out.seconds(d);
             out.put(b") ");
         }
         None => out.put(b"(+?.?????????) "),

@@ -211,15 +211,23 @@ impl TextBuf {
             self.short_decimal(v / E8);
         } else {
             self.short_decimal(v / (E8 * E8));
-            self.wide(&eight((v / E8) % E8).to_le_bytes(), 8);
+            self.wide(&eight(v / E8).to_le_bytes(), 8);
         }
-        self.wide(&eight(v % E8).to_le_bytes(), 8);
+        self.wide(&eight(v).to_le_bytes(), 8);
     }
 
     /// Appends nine digits, zero padded (the nanoseconds of a time).
     #[inline]
     pub fn nine(&mut self, v: u64) {
         self.wide(&nine_word(v).to_le_bytes(), 9);
+    }
+
+    /// Appends `ns` as seconds, `S.nnnnnnnnn` (a delta between lines).
+    #[inline]
+    pub fn seconds(&mut self, ns: u64) {
+        self.decimal(ns / 1_000_000_000);
+        self.push(b'.');
+        self.nine(ns);
     }
 
     /// An unsigned integer in a base, as babeltrace2 prints it.
@@ -264,10 +272,9 @@ impl Lit {
     }
 }
 
-/// The eight ASCII digits of `v < 10^8`, zero padded, the first in the
-/// low byte: three lookups in a table of three-digit texts (the divisions
-/// by 10^6 and 10^3 run side by side), put together in a register and
-/// stored at once.
+/// The eight ASCII digits of `v % 10^8`, zero padded, the first in the
+/// low byte: three lookups in [`THREE`] (the divisions by 10^6 and 10^3
+/// run side by side), put together in a register and stored at once.
 ///
 /// ```text
 ///   v = 12345678 → 12 | 345 | 678 → "012" >> 8 | "345" << 16 | "678" << 40
@@ -276,20 +283,29 @@ impl Lit {
 pub(crate) fn eight(v: u64) -> u64 {
     let v = v % 100_000_000;
     let (hi, mid, lo) = (v / 1_000_000, v / 1000 % 1000, v % 1000);
-    let t = |i: u64| u64::from(THREE_WORD[i as usize]);
+    let t = |i: u64| u64::from(THREE[i as usize]);
     t(hi) >> 8 | t(mid) << 16 | t(lo) << 40
 }
 
-/// The three digits of each number below 1,000 (`"007"`, `"123"`).
-const THREE: [[u8; 3]; 1000] = {
-    let mut t = [[0u8; 3]; 1000];
+/// The nine digits of `v % 10^9`, zero padded, in the low 9 bytes of a
+/// word, the first lowest: three lookups in [`THREE`], not a chain of
+/// nine digits.
+#[inline(always)]
+pub(crate) fn nine_word(v: u64) -> u128 {
+    let v = v % 1_000_000_000;
+    let (hi, mid, lo) = (v / 1_000_000, v / 1000 % 1000, v % 1000);
+    let t = |i: u64| u128::from(THREE[i as usize]);
+    t(hi) | t(mid) << 24 | t(lo) << 48
+}
+
+/// The three digits of each number below 1,000 in the low bytes of a
+/// word, the first lowest (`"007"`, `"123"`).
+const THREE: [u32; 1000] = {
+    let mut t = [0u32; 1000];
     let mut i = 0;
     while i < 1000 {
-        t[i] = [
-            b'0' + (i / 100) as u8,
-            b'0' + (i / 10 % 10) as u8,
-            b'0' + (i % 10) as u8,
-        ];
+        let (a, b, c) = (i / 100, i / 10 % 10, i % 10);
+        t[i] = (b'0' as u32 * 0x01_01_01) + (a | b << 8 | c << 16) as u32;
         i += 1;
     }
     t
@@ -297,50 +313,20 @@ const THREE: [[u8; 3]; 1000] = {
 
 /// Writes `d` ns, below 10 s, as `S.nnnnnnnnn` over `place[..11]` (the
 /// delta between two lines). The deltas of a trace are mostly below a
-/// microsecond: those take a table lookup, not a division chain.
+/// microsecond: those take one lookup in [`THREE`].
 #[inline]
 pub fn delta_into(place: &mut [u8], d: u64) {
     let Some(place) = place.first_chunk_mut::<11>() else {
         return;
     };
-    if let Some(three) = THREE.get(d as usize) {
+    if let Some(&three) = THREE.get(d as usize) {
         place[..8].copy_from_slice(b"0.000000");
-        place[8..].copy_from_slice(three);
+        place[8..].copy_from_slice(&three.to_le_bytes()[..3]);
     } else {
         place[0] = b'0' + (d / 1_000_000_000 % 10) as u8;
         place[1] = b'.';
-        nine_into(&mut place[2..], d);
+        place[2..].copy_from_slice(&nine_word(d).to_le_bytes()[..9]);
     }
-}
-
-/// Writes nine digits of `v % 10^9`, zero padded, over `place[..9]`.
-#[inline]
-fn nine_into(place: &mut [u8], v: u64) {
-    place[..9].copy_from_slice(&nine_word(v).to_le_bytes()[..9]);
-}
-
-/// The three digits of each number below 1,000 in the low bytes of a
-/// word, the first lowest.
-const THREE_WORD: [u32; 1000] = {
-    let mut t = [0u32; 1000];
-    let mut i = 0;
-    while i < 1000 {
-        let [a, b, c] = THREE[i];
-        t[i] = a as u32 | (b as u32) << 8 | (c as u32) << 16;
-        i += 1;
-    }
-    t
-};
-
-/// The nine digits of `v % 10^9`, zero padded, in the low 9 bytes of a
-/// word, the first lowest: three table lookups (the divisions by 10^6 and
-/// 10^3 run side by side), not a chain of nine digits.
-#[inline(always)]
-pub(crate) fn nine_word(v: u64) -> u128 {
-    let v = v % 1_000_000_000;
-    let (hi, mid, lo) = (v / 1_000_000, v / 1000 % 1000, v % 1000);
-    let t = |i: u64| u128::from(THREE_WORD[i as usize]);
-    t(hi) | t(mid) << 24 | t(lo) << 48
 }
 
 /// Appends the text (between its quotes) of the NUL-terminated string

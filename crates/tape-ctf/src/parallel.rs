@@ -225,6 +225,19 @@ struct Sched {
     merge_waits: bool,
 }
 
+impl Part {
+    /// Part `seq` of a stream, `stream` its packets, not cut yet.
+    fn new(seq: u64, stream: FastStream) -> Part {
+        Part {
+            seq,
+            decoder: Some(stream),
+            ready: VecDeque::new(),
+            finished: false,
+            uncut: true,
+        }
+    }
+}
+
 impl Sched {
     /// Part `seq` of stream `i`, which is not merged yet.
     fn part(&mut self, i: usize, seq: u64) -> &mut Part {
@@ -431,13 +444,7 @@ fn decode_part<'a>(
     let chunk = decode(&mut stream, chunk);
     let mut g = lock(&shared.sched);
     if let Some(rest) = rest {
-        g.parts[i].push_back(Part {
-            seq: seq + 1,
-            decoder: Some(rest),
-            ready: VecDeque::new(),
-            finished: false,
-            uncut: true,
-        });
+        g.parts[i].push_back(Part::new(seq + 1, rest));
     }
     let p = g.part(i, seq);
     let finished = chunk.end.is_some();
@@ -516,11 +523,12 @@ impl Pending {
         }
     }
 
-    /// Adds the line at `start..end` of slot `slot`.
+    /// Adds the line at `start..end` of slot `slot` (to the last run when
+    /// it follows it: lines of a chunk, or of `wide`, are appended in order).
     #[inline]
     fn line(&mut self, slot: usize, start: usize, end: usize) {
         match self.lines.last_mut() {
-            Some((s, _, e)) if *s == slot && *e == start && slot != WIDE => *e = end,
+            Some((s, _, e)) if *s == slot && *e == start => *e = end,
             _ => self.lines.push((slot, start, end)),
         }
     }
@@ -615,15 +623,7 @@ where
         sched: Mutex::new(Sched {
             parts: streams
                 .into_iter()
-                .map(|s| {
-                    VecDeque::from([Part {
-                        seq: 0,
-                        decoder: Some(s),
-                        ready: VecDeque::new(),
-                        finished: false,
-                        uncut: true,
-                    }])
-                })
+                .map(|s| VecDeque::from([Part::new(0, s)]))
                 .collect(),
             free: Vec::new(),
             buffers: Vec::new(),
@@ -650,7 +650,10 @@ where
         let mut render = render;
         let mut decode_here =
             |s: &mut FastStream, chunk: Chunk| decode_chunk(s, &mut render, &shown, max, chunk);
-        let r = merge(&shared, &paths, text, &mut decode_here, &mut each);
+        let mut out = Pending::new();
+        let r = merge(&mut out, &shared, &paths, text, &mut decode_here, &mut each);
+        // The lines merged last, before an error too.
+        out.hand_over(&shared, &mut each);
         lock(&shared.sched).quit = true;
         shared.work.notify_all();
         r
@@ -777,7 +780,10 @@ impl Picker {
     }
 }
 
+/// Merges the streams' records into `out` (see the module docs), handing
+/// the lines to `each` as runs fill up; the caller hands over the rest.
 fn merge(
+    out: &mut Pending,
     shared: &Shared,
     paths: &[std::path::PathBuf],
     text: bool,
@@ -786,12 +792,11 @@ fn merge(
 ) -> Result<(), DecodeError> {
     // The time of the last event shown.
     let mut prev: Option<i128> = None;
-    let mut out = Pending::new();
     let n = paths.len();
     let mut cursors: Vec<Option<Cursor>> = (0..n).map(|_| None).collect();
     let mut picker = Picker::new(n);
     for i in 0..n {
-        if let Some(k) = advance(shared, &mut cursors, &mut out, i, decode_here)? {
+        if let Some(k) = advance(shared, &mut cursors, out, i, decode_here)? {
             picker.push(k, i);
         }
     }
@@ -824,9 +829,7 @@ fn merge(
                         let w = &mut out.wide;
                         let from = w.len();
                         w.put(&line[..at - start + 1]);
-                        w.decimal(d / 1_000_000_000);
-                        w.push(b'.');
-                        w.nine(d);
+                        w.seconds(d);
                         w.put(&line[at - start + 12..]);
                         let to = w.len();
                         out.line(WIDE, from, to);
@@ -844,11 +847,7 @@ fn merge(
                     return Ok(());
                 }
             }
-            FAILED => {
-                let e = chunk.errors.swap_remove(rec.val as usize);
-                out.hand_over(shared, each);
-                return Err(e);
-            }
+            FAILED => return Err(chunk.errors.swap_remove(rec.val as usize)),
             _ => {}
         }
         // The stream's next key: in the same chunk nearly always.
@@ -856,16 +855,12 @@ fn merge(
         let next = out.slots[c.slot].as_ref().and_then(|k| k.recs.get(c.rec));
         match next {
             Some(r) => picker.push(r.key, i),
-            None => match advance(shared, &mut cursors, &mut out, i, decode_here) {
-                Ok(Some(k)) => picker.push(k, i),
-                Ok(None) => {}
-                Err(e) => {
-                    out.hand_over(shared, each);
-                    return Err(e);
+            None => {
+                if let Some(k) = advance(shared, &mut cursors, out, i, decode_here)? {
+                    picker.push(k, i);
                 }
-            },
+            }
         }
     }
-    out.hand_over(shared, each);
     Ok(())
 }
