@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-target/speed}
 mkdir -p "$work"
-cargo build -q --release -p tape-cli --example bulk -p tape
+cargo build -q --release -p tape-cli --bin tape
+cargo build -q --release -p tape --example bulk
 tape=target/release/tape
 gen=../shared/tools/gen_lttng_like_trace.py
 [ -d "$work/lttng-8M" ] || python3 "$gen" "$work/lttng-8M" 8000000 4 >/dev/null
