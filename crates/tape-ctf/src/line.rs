@@ -120,22 +120,21 @@ impl TextBuf {
         self.buf.resize(want, 0);
     }
 
-    /// Stores the `N` bytes of `w` and counts the first `n` of them.
+    /// Stores the `N` bytes of `w` and counts the first `n <= N` of them
+    /// (every caller's `n` is bounded so: a literal's length, a digit count).
     #[inline(always)]
     pub fn wide<const N: usize>(&mut self, w: &[u8; N], n: usize) {
         let at = self.len;
+        // One comparison: `at + N` cannot wrap (`at` is within the buffer).
         loop {
-            if let Some(dst) = self
-                .buf
-                .get_mut(at..)
-                .and_then(<[u8]>::first_chunk_mut::<N>)
-            {
-                *dst = *w;
+            if let Some(dst) = self.buf.get_mut(at..at + N) {
+                dst.copy_from_slice(w);
                 break;
             }
             self.grow(N);
         }
-        self.len = at + n.min(N);
+        debug_assert!(n <= N, "{n} bytes counted of {N} stored");
+        self.len = at + n;
     }
 
     /// Appends one byte.
