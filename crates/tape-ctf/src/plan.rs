@@ -924,14 +924,8 @@ pub(crate) fn extract(buf: &[u8], p: u64, size: u32, order: ByteOrder) -> Option
     }
     let w: [u8; 8] = buf.get(i..i + 8)?.try_into().ok()?;
     Some(match order {
-        ByteOrder::Little => {
-            let v = u64::from_le_bytes(w) >> sh;
-            if size == 64 {
-                v
-            } else {
-                v & ((1u64 << size) - 1)
-            }
-        }
+        // (`size` is 1 to 64: the mask needs no branch for 64.)
+        ByteOrder::Little => (u64::from_le_bytes(w) >> sh) & (u64::MAX >> (64 - size)),
         // Big endian: the field starts `sh` bits below the first byte's
         // most significant bit.
         ByteOrder::Big => (u64::from_be_bytes(w) << sh) >> (64 - size),
