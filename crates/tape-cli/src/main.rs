@@ -169,43 +169,82 @@ fn open(paths: &[PathBuf]) -> Result<Vec<TraceDir>, String> {
 #[derive(Clone, Default)]
 struct LineTime {
     seconds: bool,
-    /// The second cached: its start (ns since the epoch) and its text.
-    second: Option<(i128, Vec<u8>)>,
+    /// The second cached.
+    second: Option<Second>,
+}
+
+/// A second of local time: where it starts and how a line in it opens.
+#[derive(Clone)]
+struct Second {
+    /// Its start, ns since the epoch.
+    from: i128,
+    /// `[HH:MM:SS.`
+    open: Vec<u8>,
+    /// `open` in the low bytes of a word, when it is the usual 10 bytes
+    /// (years past 9999 are longer): stored at once.
+    word: Option<[u8; 16]>,
 }
 
 impl LineTime {
-    /// Caches the second of `ns`: its start and its `HH:MM:SS`.
+    /// The second of `ns`, cached: nearly always that of the last line.
+    #[inline(always)]
+    fn second(&mut self, ns: i128) -> &Second {
+        let hit = |s: &Option<Second>| {
+            s.as_ref()
+                .is_some_and(|s| (0..1_000_000_000).contains(&ns.wrapping_sub(s.from)))
+        };
+        if !hit(&self.second) {
+            self.cache(ns);
+        }
+        self.second.get_or_insert_with(|| Second::new(ns))
+    }
+
     #[cold]
     #[inline(never)]
     fn cache(&mut self, ns: i128) {
+        self.second = Some(Second::new(ns));
+    }
+}
+
+impl Second {
+    fn new(ns: i128) -> Second {
         let from = ns - ns.rem_euclid(1_000_000_000);
-        self.second = Some((from, local_hms(from.div_euclid(1_000_000_000)).into_bytes()));
+        let open = format!("[{}.", local_hms(from.div_euclid(1_000_000_000))).into_bytes();
+        let word = (open.len() == 10).then(|| {
+            let mut w = [0u8; 16];
+            w[..10].copy_from_slice(&open);
+            w
+        });
+        Second { from, open, word }
     }
 }
 
 impl TimeText for LineTime {
-    #[inline(always)]
     fn write(&mut self, out: &mut tape_ctf::line::TextBuf, ns: i128) {
         if self.seconds {
             return Seconds.write(out, ns);
         }
-        // In the second of the last line, nearly always.
-        let cached = |s: &Option<(i128, Vec<u8>)>| {
-            s.as_ref()
-                .is_some_and(|(from, _)| (0..1_000_000_000).contains(&ns.wrapping_sub(*from)))
+        let s = self.second(ns);
+        out.put(&s.open[1..]);
+        out.nine((ns - s.from) as u64);
+    }
+
+    /// `[HH:MM:SS.` as one store, then the nine digits.
+    #[inline(always)]
+    fn open_line(&mut self, out: &mut tape_ctf::line::TextBuf, t: Option<i128>) {
+        let Some(ns) = t.filter(|_| !self.seconds) else {
+            out.push(b'[');
+            return match t {
+                Some(ns) => Seconds.write(out, ns),
+                None => out.put(b"??:??:??.?????????"),
+            };
         };
-        if !cached(&self.second) {
-            self.cache(ns);
+        let s = self.second(ns);
+        match &s.word {
+            Some(w) => out.wide(w, 10),
+            None => out.put(&s.open),
         }
-        let Some((from, hms)) = &self.second else {
-            return;
-        };
-        match <&[u8; 8]>::try_from(hms.as_slice()) {
-            Ok(hms) => out.wide(hms, 8), // one store
-            Err(_) => out.put(hms),      // years past 9999
-        }
-        out.push(b'.');
-        out.nine((ns - from) as u64);
+        out.nine((ns - s.from) as u64);
     }
 }
 
