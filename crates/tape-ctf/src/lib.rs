@@ -44,6 +44,7 @@ mod parse;
 pub mod plan;
 pub mod read;
 pub mod text;
+mod tournament;
 mod tsdl;
 mod validate;
 

@@ -38,8 +38,7 @@
 //! are open; a chunk holds at most [`CHUNK`] records and about
 //! [`CHUNK_TEXT`] bytes of text.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -48,6 +47,7 @@ use crate::decode::DecodeError;
 use crate::fast::{write_event_rest, write_json_line, FastStream, Next, DELTA_PLACEHOLDER};
 use crate::line::{delta_into, TextBuf};
 use crate::plan::Discard;
+use crate::tournament::{LoserTree, DONE};
 use crate::EventClass;
 
 /// Chunks waiting to be merged per stream, at most: beyond them, only the
@@ -735,51 +735,6 @@ fn advance(
     }
 }
 
-/// Picks the stream with the least key (ties: the lower index): a scan
-/// for a few streams, a heap for many.
-enum Picker {
-    /// Keys per stream, `i128::MAX` for a stream not in the merge (a key
-    /// never equals it: times are at most `u64::MAX` cycles past an offset).
-    Scan(Vec<i128>),
-    Heap(BinaryHeap<Reverse<(i128, usize)>>),
-}
-
-impl Picker {
-    fn new(n: usize) -> Picker {
-        if n <= 16 {
-            Picker::Scan(vec![i128::MAX; n])
-        } else {
-            Picker::Heap(BinaryHeap::with_capacity(n))
-        }
-    }
-
-    #[inline]
-    fn push(&mut self, key: i128, i: usize) {
-        match self {
-            Picker::Scan(keys) => keys[i] = key,
-            Picker::Heap(h) => h.push(Reverse((key, i))),
-        }
-    }
-
-    #[inline]
-    fn pop(&mut self) -> Option<usize> {
-        match self {
-            Picker::Scan(keys) => {
-                let (mut best, mut at) = (i128::MAX, usize::MAX);
-                for (i, &k) in keys.iter().enumerate() {
-                    if k < best {
-                        (best, at) = (k, i);
-                    }
-                }
-                let slot = keys.get_mut(at)?;
-                *slot = i128::MAX;
-                Some(at)
-            }
-            Picker::Heap(h) => h.pop().map(|Reverse((_, i))| i),
-        }
-    }
-}
-
 /// Merges the streams' records into `out` (see the module docs), handing
 /// the lines to `each` as runs fill up; the caller hands over the rest.
 fn merge(
@@ -794,13 +749,14 @@ fn merge(
     let mut prev: Option<i128> = None;
     let n = paths.len();
     let mut cursors: Vec<Option<Cursor>> = (0..n).map(|_| None).collect();
-    let mut picker = Picker::new(n);
+    let mut first = Vec::with_capacity(n);
     for i in 0..n {
-        if let Some(k) = advance(shared, &mut cursors, out, i, decode_here)? {
-            picker.push(k, i);
-        }
+        let k = advance(shared, &mut cursors, out, i, decode_here)?;
+        first.push((i, k.unwrap_or(DONE)));
     }
-    while let Some(i) = picker.pop() {
+    let mut picker = LoserTree::new(n);
+    picker.set_all(first);
+    while let Some(i) = picker.winner() {
         let c = cursors[i].as_mut().expect("a stream picked has a cursor");
         let chunk = out.slots[c.slot].as_mut().expect("a cursor has a chunk");
         let rec = *chunk.recs.get(c.rec).expect("a stream picked has a record");
@@ -853,14 +809,11 @@ fn merge(
         // The stream's next key: in the same chunk nearly always.
         let c = cursors[i].as_ref().expect("a stream picked has a cursor");
         let next = out.slots[c.slot].as_ref().and_then(|k| k.recs.get(c.rec));
-        match next {
-            Some(r) => picker.push(r.key, i),
-            None => {
-                if let Some(k) = advance(shared, &mut cursors, out, i, decode_here)? {
-                    picker.push(k, i);
-                }
-            }
-        }
+        let key = match next {
+            Some(r) => r.key,
+            None => advance(shared, &mut cursors, out, i, decode_here)?.unwrap_or(DONE),
+        };
+        picker.set(i, key);
     }
     Ok(())
 }
