@@ -10,6 +10,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
+#[cfg(not(unix))]
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -364,7 +365,7 @@ pub struct FastStream {
     /// [`FastStream::split_off`].
     stop: u64,
     next_packet: u64,
-    buf: Vec<u8>,
+    buf: PacketBuf,
     packet_offset: u64,
     pos: u64,
     content_end: u64,
@@ -415,7 +416,7 @@ impl FastStream {
             file_len,
             stop: file_len,
             next_packet: 0,
-            buf: Vec::new(),
+            buf: PacketBuf::default(),
             packet_offset: 0,
             pos: 0,
             content_end: 0,
@@ -447,22 +448,20 @@ impl FastStream {
 
     /// Takes this stream's packet buffer (once it is read to its end), for
     /// another stream to read into with [`FastStream::reuse_buffer`].
-    pub fn take_buffer(&mut self) -> Vec<u8> {
+    pub fn take_buffer(&mut self) -> PacketBuf {
         std::mem::take(&mut self.buf)
     }
 
     /// Reads the next packets of this stream into `buf` (its contents do
     /// not matter) if it has more room than this stream's buffer and this
     /// stream is between packets; else gives it back. The parts of a
-    /// stream pass their buffers on rather than each growing a new one
-    /// (which the allocator may give back to the system, to fault it in
-    /// again page by page).
-    pub fn reuse_buffer(&mut self, buf: Vec<u8>) -> Option<Vec<u8>> {
-        if self.in_packet || buf.capacity() <= self.buf.capacity() {
+    /// stream pass their buffers on rather than each growing a new one.
+    pub fn reuse_buffer(&mut self, mut buf: PacketBuf) -> Option<PacketBuf> {
+        if self.in_packet || buf.room() <= self.buf.room() {
             return Some(buf);
         }
+        buf.clear();
         self.buf = buf;
-        self.buf.clear();
         None
     }
 
@@ -520,7 +519,7 @@ impl FastStream {
     }
 
     fn run<S: Sink>(&mut self, ops: &ScopePlan, end: u64, sink: &mut S) -> Result<(), DecodeError> {
-        run_scope(&self.buf, &mut self.pos, &mut self.state, ops, end, sink)
+        run_scope(self.buf.bytes(), &mut self.pos, &mut self.state, ops, end, sink)
             .map_err(|e| e.into_decode(&self.path, self.packet_offset))
     }
 
@@ -561,7 +560,7 @@ impl FastStream {
     fn event_class(&mut self) -> Result<usize, DecodeError> {
         let sp = &self.plan.streams[self.stream];
         let quick = sp.quick_header.as_ref().and_then(|q| {
-            sp.quick_event(q, &self.buf, self.pos, self.content_end, &mut self.state)
+            sp.quick_event(q, self.buf.bytes(), self.pos, self.content_end, &mut self.state)
         });
         if let Some((end, idx, _)) = quick {
             self.pos = end;
@@ -571,7 +570,7 @@ impl FastStream {
         let planned = match &sp.header_plan {
             Some(h) => {
                 let mut b = Bits {
-                    buf: &self.buf,
+                    buf: self.buf.bytes(),
                     pos: self.pos,
                     end: self.content_end,
                 };
@@ -589,7 +588,7 @@ impl FastStream {
                 self.state.slots[plan::SLOT_EVENT_ID] = NONE;
                 if let Some(h) = &sp.event_header {
                     run_scope(
-                        &self.buf,
+                        self.buf.bytes(),
                         &mut self.pos,
                         &mut self.state,
                         h,
@@ -632,7 +631,7 @@ impl FastStream {
     ) -> Option<(u64, usize, &'p EventPlan)> {
         sp.quick_event(
             quick,
-            &self.buf,
+            self.buf.bytes(),
             self.pos,
             self.content_end,
             &mut self.state,
@@ -699,7 +698,7 @@ impl FastStream {
                 out.lit(l);
             }
             let mut b = Bits {
-                buf: &self.buf,
+                buf: self.buf.bytes(),
                 pos: self.pos,
                 end: self.content_end,
             };
@@ -759,7 +758,7 @@ impl FastStream {
             let end = ev
                 .skip
                 .as_ref()
-                .and_then(|k| k.run(&self.buf, before, self.content_end));
+                .and_then(|k| k.run(self.buf.bytes(), before, self.content_end));
             if let Some(p) = end.filter(|&p| p > before || sp.event_header.is_some()) {
                 self.pos = p;
                 return Ok(());
@@ -769,7 +768,7 @@ impl FastStream {
             let Some(scope) = scope else { continue };
             sink.scope(name);
             run_scope(
-                &self.buf,
+                self.buf.bytes(),
                 &mut self.pos,
                 &mut self.state,
                 scope,
@@ -809,7 +808,7 @@ impl FastStream {
             let Some(next) = ev
                 .skip
                 .as_ref()
-                .and_then(|k| k.run(&self.buf, end, self.content_end))
+                .and_then(|k| k.run(self.buf.bytes(), end, self.content_end))
             else {
                 stopped = Some(idx);
                 break;
@@ -895,15 +894,11 @@ impl FastStream {
     fn packet(&mut self) -> Result<(), DecodeError> {
         self.packets += 1;
         let (content, packet) = self.packet_prologue()?;
-        if (self.buf.len() as u64) < packet / 8 {
-            let have = self.buf.len() as u64;
-            read_at(
-                &self.file,
-                self.packet_offset + have,
-                packet / 8 - have,
-                &mut self.buf,
-            )
-            .map_err(|e| self.err(format!("read error: {e}")))?;
+        let have = self.buf.len() as u64;
+        if have < packet / 8 {
+            self.buf
+                .read_at(&self.file, self.packet_offset + have, packet / 8 - have)
+                .map_err(|e| self.err(format!("read error: {e}")))?;
         }
         self.buf.truncate((packet / 8) as usize);
         self.content_end = content;
@@ -924,7 +919,8 @@ impl FastStream {
         let mut have = remaining.min(4096);
         loop {
             self.buf.clear();
-            read_at(&self.file, self.packet_offset, have, &mut self.buf)
+            self.buf
+                .read_at(&self.file, self.packet_offset, have)
                 .map_err(|e| self.err(format!("read error: {e}")))?;
             self.pos = 0;
             for s in [
@@ -1049,21 +1045,85 @@ impl FastStream {
     }
 }
 
-/// Appends the `n` bytes of `file` at offset `at` to `buf`, without
-/// zeroing them first (a packet buffer is reused from packet to packet).
-fn read_at(mut file: &File, at: u64, n: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
-    file.seek(SeekFrom::Start(at))?;
-    // Room first, so that it takes one read (`n` is at most what the file
-    // holds past `at`, checked by the callers).
-    buf.reserve(usize::try_from(n).unwrap_or(0));
-    let got = file.take(n).read_to_end(buf)?;
-    if (got as u64) < n {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            format!("{got} of {n} bytes at offset {at}: the file is shorter"),
-        ));
+/// The bytes of the packet being read. Its storage only grows, zeroed
+/// once, and is read into in place: a packet costs one `pread` of its
+/// header and context and one of the rest, whatever its size, with no
+/// zeroing and no seek.
+///
+/// ```text
+///   store: [ packet bytes read ........ | stale bytes of a longer packet ]
+///           0                     filled                          store.len()
+/// ```
+#[derive(Default)]
+pub struct PacketBuf {
+    store: Vec<u8>,
+    filled: usize,
+}
+
+impl PacketBuf {
+    /// The bytes read.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        &self.store[..self.filled]
     }
-    Ok(())
+
+    fn len(&self) -> usize {
+        self.filled
+    }
+
+    fn room(&self) -> usize {
+        self.store.len()
+    }
+
+    fn clear(&mut self) {
+        self.filled = 0;
+    }
+
+    fn truncate(&mut self, n: usize) {
+        self.filled = self.filled.min(n);
+    }
+
+    /// Appends the `n` bytes of `file` at offset `at` (`n` is at most what
+    /// the file holds past `at`, checked by the callers).
+    fn read_at(&mut self, file: &File, at: u64, n: u64) -> std::io::Result<()> {
+        let n = usize::try_from(n).map_err(std::io::Error::other)?;
+        let end = self.filled + n;
+        if self.store.len() < end {
+            self.store.resize(end, 0);
+        }
+        let got = read_full_at(file, at, &mut self.store[self.filled..end])?;
+        if got < n {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("{got} of {n} bytes at offset {at}: the file is shorter"),
+            ));
+        }
+        self.filled = end;
+        Ok(())
+    }
+}
+
+/// Reads `dst.len()` bytes of `file` at offset `at` into `dst`, fewer at
+/// the file's end: how many.
+fn read_full_at(file: &File, at: u64, dst: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < dst.len() {
+        #[cfg(unix)]
+        let r = std::os::unix::fs::FileExt::read_at(file, &mut dst[got..], at + got as u64);
+        #[cfg(not(unix))]
+        let r = {
+            let mut f = file;
+            f.seek(SeekFrom::Start(at + got as u64))
+                .and_then(|_| f.read(&mut dst[got..]))
+        };
+        match r {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
 }
 
 /// Runs a scope's plan on a packet buffer from bit `*pos` to `end`.
@@ -1580,7 +1640,7 @@ pub fn write_event_rest(out: &mut TextBuf, stream: &mut FastStream) -> Result<()
     let written = !stream.packet_text.is_empty();
     if let Some(text) = &ev.text {
         let mut b = Bits {
-            buf: &stream.buf,
+            buf: stream.buf.bytes(),
             pos: stream.pos,
             end: stream.content_end,
         };

@@ -44,7 +44,9 @@ use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::decode::DecodeError;
-use crate::fast::{write_event_rest, write_json_line, FastStream, Next, DELTA_PLACEHOLDER};
+use crate::fast::{
+    write_event_rest, write_json_line, FastStream, Next, PacketBuf, DELTA_PLACEHOLDER,
+};
 use crate::line::{delta_into, TextBuf};
 use crate::plan::Discard;
 use crate::tournament::{LoserTree, DONE};
@@ -215,7 +217,7 @@ struct Sched {
     free: Vec<Chunk>,
     /// Packet buffers of the parts decoded to their end, for the next
     /// parts (see [`FastStream::reuse_buffer`]).
-    buffers: Vec<Vec<u8>>,
+    buffers: Vec<PacketBuf>,
     quit: bool,
     /// Workers waiting on `Shared::work`, and whether the merge waits on
     /// `Shared::ready`: a condition variable is notified only when someone
