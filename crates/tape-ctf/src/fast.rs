@@ -10,8 +10,6 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
-#[cfg(not(unix))]
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -358,7 +356,7 @@ pub struct StreamCount {
 /// One stream file, read with plans.
 pub struct FastStream {
     plan: Arc<TracePlan>,
-    file: File,
+    file: Arc<File>,
     path: PathBuf,
     file_len: u64,
     /// Where this stream stops: the file's end, or a cut made by
@@ -408,8 +406,13 @@ impl FastStream {
             .metadata()
             .map_err(|x| e(format!("cannot stat: {x}")))?
             .len();
+        Ok(FastStream::with_file(plan, Arc::new(file), path, file_len))
+    }
+
+    /// A stream of `file`, `file_len` bytes long, not yet read.
+    fn with_file(plan: Arc<TracePlan>, file: Arc<File>, path: &Path, file_len: u64) -> FastStream {
         let state = State::new(plan.nslots);
-        Ok(FastStream {
+        FastStream {
             plan,
             file,
             path: path.to_path_buf(),
@@ -433,17 +436,21 @@ impl FastStream {
             current: None,
             packets: 0,
             line_heads: Vec::new(),
-        })
+        }
     }
 
-    /// The same stream file, opened again and not yet read, from the
-    /// packet at byte `at` to this one's stop.
-    fn reopen_at(&self, at: u64) -> Option<FastStream> {
-        let mut s = FastStream::open(Arc::clone(&self.plan), &self.path).ok()?;
-        // The length first seen, should the file grow meanwhile.
-        (s.file_len, s.stop, s.next_packet, s.packet_offset) = (self.file_len, self.stop, at, at);
+    /// The same stream file (the file shared: it is read with `pread`),
+    /// not yet read, from the packet at byte `at` to this one's stop.
+    fn reopen_at(&self, at: u64) -> FastStream {
+        let mut s = FastStream::with_file(
+            Arc::clone(&self.plan),
+            Arc::clone(&self.file),
+            &self.path,
+            self.file_len, // the length first seen, should the file grow meanwhile
+        );
+        (s.stop, s.next_packet, s.packet_offset) = (self.stop, at, at);
         (s.json, s.values) = (self.json, self.values);
-        Some(s)
+        s
     }
 
     /// Takes this stream's packet buffer (once it is read to its end), for
@@ -480,7 +487,7 @@ impl FastStream {
             return None;
         }
         let start = self.next_packet;
-        let mut walk = self.reopen_at(start)?;
+        let mut walk = self.reopen_at(start);
         (walk.last_discarded, walk.last_end_ns) = (self.last_discarded, self.last_end_ns);
         while walk.next_packet < self.stop {
             let at = walk.next_packet;
@@ -489,7 +496,7 @@ impl FastStream {
             let sets_clock = walk.plan.streams[walk.stream].clock.is_none()
                 || u64::try_from(walk.state.slots[plan::SLOT_TS_BEGIN]).is_ok();
             if at > start && at - start >= bytes && sets_clock {
-                let mut rest = self.reopen_at(at)?;
+                let mut rest = self.reopen_at(at);
                 (rest.last_discarded, rest.last_end_ns) = before;
                 self.stop = at;
                 return Some(rest);
@@ -1104,18 +1111,15 @@ impl PacketBuf {
 }
 
 /// Reads `dst.len()` bytes of `file` at offset `at` into `dst`, fewer at
-/// the file's end: how many.
+/// the file's end: how many. Positioned reads: the parts of a stream
+/// share one open file.
 fn read_full_at(file: &File, at: u64, dst: &mut [u8]) -> std::io::Result<usize> {
     let mut got = 0;
     while got < dst.len() {
         #[cfg(unix)]
         let r = std::os::unix::fs::FileExt::read_at(file, &mut dst[got..], at + got as u64);
-        #[cfg(not(unix))]
-        let r = {
-            let mut f = file;
-            f.seek(SeekFrom::Start(at + got as u64))
-                .and_then(|_| f.read(&mut dst[got..]))
-        };
+        #[cfg(windows)]
+        let r = std::os::windows::fs::FileExt::seek_read(file, &mut dst[got..], at + got as u64);
         match r {
             Ok(0) => break,
             Ok(k) => got += k,
