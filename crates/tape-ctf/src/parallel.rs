@@ -763,6 +763,8 @@ fn merge(
         let chunk = out.slots[c.slot].as_mut().expect("a cursor has a chunk");
         let rec = *chunk.recs.get(c.rec).expect("a stream picked has a record");
         c.rec += 1;
+        // The stream's next key: in the same chunk nearly always.
+        let next = chunk.recs.get(c.rec).map(|r| r.key);
         match rec.kind {
             EVENT => {
                 let (start, end) = (c.text, rec.val as usize);
@@ -808,11 +810,8 @@ fn merge(
             FAILED => return Err(chunk.errors.swap_remove(rec.val as usize)),
             _ => {}
         }
-        // The stream's next key: in the same chunk nearly always.
-        let c = cursors[i].as_ref().expect("a stream picked has a cursor");
-        let next = out.slots[c.slot].as_ref().and_then(|k| k.recs.get(c.rec));
         let key = match next {
-            Some(r) => r.key,
+            Some(k) => k,
             None => advance(shared, &mut cursors, out, i, decode_here)?.unwrap_or(DONE),
         };
         picker.set(i, key);
