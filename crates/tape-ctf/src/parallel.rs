@@ -737,6 +737,52 @@ fn advance(
     }
 }
 
+/// Merges records while each is an event whose line needs no more than
+/// its delta written, in a chunk that holds the stream's next record too,
+/// and a run of lines has room: nearly all of them, in a loop with little
+/// to keep in registers. Stops, leaving it to [`merge`], at the first
+/// record that needs more: a loss, an error, a delta wider than its
+/// placeholder or none (the first line, an event without a time), the
+/// last record of a chunk (the next key is in the next chunk), a full run.
+#[inline(never)]
+fn merge_quick(
+    picker: &mut LoserTree,
+    cursors: &mut [Option<Cursor>],
+    out: &mut Pending,
+    text: bool,
+    prev: &mut Option<i128>,
+) {
+    let Pending { slots, lines, .. } = out;
+    while lines.len() < RUNS {
+        let Some(i) = picker.winner() else { return };
+        let Some(Some(c)) = cursors.get_mut(i) else { return };
+        let Some(Some(chunk)) = slots.get_mut(c.slot) else { return };
+        let (Some(&rec), Some(next)) = (chunk.recs.get(c.rec), chunk.recs.get(c.rec + 1)) else {
+            return;
+        };
+        if rec.kind != EVENT {
+            return;
+        }
+        let (start, end) = (c.text, rec.val as usize);
+        if text {
+            let (Some(p), true) = (*prev, rec.timed) else { return };
+            let d = rec.key - p;
+            if !(0..10_000_000_000).contains(&d) {
+                return;
+            }
+            let at = start + rec.aux as usize + 1;
+            delta_into(&mut chunk.text.as_mut_slice()[at..], d as u64);
+        }
+        *prev = rec.time().or(*prev);
+        (c.rec, c.text) = (c.rec + 1, end);
+        match lines.last_mut() {
+            Some((s, _, e)) if *s == c.slot && *e == start => *e = end,
+            _ => lines.push((c.slot, start, end)),
+        }
+        picker.set(i, next.key);
+    }
+}
+
 /// Merges the streams' records into `out` (see the module docs), handing
 /// the lines to `each` as runs fill up; the caller hands over the rest.
 fn merge(
@@ -758,7 +804,9 @@ fn merge(
     }
     let mut picker = LoserTree::new(n);
     picker.set_all(first);
-    while let Some(i) = picker.winner() {
+    loop {
+        merge_quick(&mut picker, &mut cursors, out, text, &mut prev);
+        let Some(i) = picker.winner() else { break };
         let c = cursors[i].as_mut().expect("a stream picked has a cursor");
         let chunk = out.slots[c.slot].as_mut().expect("a cursor has a chunk");
         let rec = *chunk.recs.get(c.rec).expect("a stream picked has a record");
