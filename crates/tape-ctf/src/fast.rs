@@ -526,8 +526,15 @@ impl FastStream {
     }
 
     fn run<S: Sink>(&mut self, ops: &ScopePlan, end: u64, sink: &mut S) -> Result<(), DecodeError> {
-        run_scope(self.buf.bytes(), &mut self.pos, &mut self.state, ops, end, sink)
-            .map_err(|e| e.into_decode(&self.path, self.packet_offset))
+        run_scope(
+            self.buf.bytes(),
+            &mut self.pos,
+            &mut self.state,
+            ops,
+            end,
+            sink,
+        )
+        .map_err(|e| e.into_decode(&self.path, self.packet_offset))
     }
 
     /// Decodes the next event header (or finds lost events, or the end).
@@ -567,7 +574,13 @@ impl FastStream {
     fn event_class(&mut self) -> Result<usize, DecodeError> {
         let sp = &self.plan.streams[self.stream];
         let quick = sp.quick_header.as_ref().and_then(|q| {
-            sp.quick_event(q, self.buf.bytes(), self.pos, self.content_end, &mut self.state)
+            sp.quick_event(
+                q,
+                self.buf.bytes(),
+                self.pos,
+                self.content_end,
+                &mut self.state,
+            )
         });
         if let Some((end, idx, _)) = quick {
             self.pos = end;

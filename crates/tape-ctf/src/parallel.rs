@@ -755,8 +755,12 @@ fn merge_quick(
     let Pending { slots, lines, .. } = out;
     while lines.len() < RUNS {
         let Some(i) = picker.winner() else { return };
-        let Some(Some(c)) = cursors.get_mut(i) else { return };
-        let Some(Some(chunk)) = slots.get_mut(c.slot) else { return };
+        let Some(Some(c)) = cursors.get_mut(i) else {
+            return;
+        };
+        let Some(Some(chunk)) = slots.get_mut(c.slot) else {
+            return;
+        };
         let (Some(&rec), Some(next)) = (chunk.recs.get(c.rec), chunk.recs.get(c.rec + 1)) else {
             return;
         };
@@ -765,7 +769,9 @@ fn merge_quick(
         }
         let (start, end) = (c.text, rec.val as usize);
         if text {
-            let (Some(p), true) = (*prev, rec.timed) else { return };
+            let (Some(p), true) = (*prev, rec.timed) else {
+                return;
+            };
             let d = rec.key - p;
             if !(0..10_000_000_000).contains(&d) {
                 return;
