@@ -529,9 +529,16 @@ impl Pending {
     /// it follows it: lines of a chunk, or of `wide`, are appended in order).
     #[inline]
     fn line(&mut self, slot: usize, start: usize, end: usize) {
-        match self.lines.last_mut() {
+        Pending::add_line(&mut self.lines, slot, start, end);
+    }
+
+    /// [`Pending::line`] on the runs alone (for a caller that holds the
+    /// slots meanwhile).
+    #[inline(always)]
+    fn add_line(lines: &mut Vec<(usize, usize, usize)>, slot: usize, start: usize, end: usize) {
+        match lines.last_mut() {
             Some((s, _, e)) if *s == slot && *e == start => *e = end,
-            _ => self.lines.push((slot, start, end)),
+            _ => lines.push((slot, start, end)),
         }
     }
 
@@ -781,10 +788,7 @@ fn merge_quick(
         }
         *prev = rec.time().or(*prev);
         (c.rec, c.text) = (c.rec + 1, end);
-        match lines.last_mut() {
-            Some((s, _, e)) if *s == c.slot && *e == start => *e = end,
-            _ => lines.push((c.slot, start, end)),
-        }
+        Pending::add_line(lines, c.slot, start, end);
         picker.set(i, next.key);
     }
 }
