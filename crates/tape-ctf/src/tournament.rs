@@ -96,8 +96,8 @@ impl LoserTree {
 mod tests {
     use super::*;
 
-    /// Merges `streams` (each sorted) through the tree: the streams'
-    /// indices in the order picked.
+    /// Merges `streams` (each sorted) through the tree: (key, stream)
+    /// pairs in the order picked.
     fn merged(streams: &[Vec<i128>]) -> Vec<(i128, usize)> {
         let mut t = LoserTree::new(streams.len());
         let mut at = vec![0; streams.len()];
