@@ -8,19 +8,21 @@
 //! trace to itself for a while (a thread that started first, or ran
 //! alone) still keeps every core busy. A chunk holds the rendered text of
 //! its events (all of a line but the part that depends on the merge: the
-//! time and the delta to the previous event shown) and, per record, its
-//! merge key:
+//! delta to the previous event shown, a placeholder until then) and, per
+//! record, its merge key:
 //!
 //! ```text
 //!   stream 0 file: │ part 0: packets │ part 1 │ part 2 │ part 3 (not cut yet) …
 //!                       │ thread A       │ thread B
 //!                       ▼                ▼
 //!   chunks:   recs [ev t=5 ..12)      [ev t=40 ..)           calling thread
-//!                  [lost 3 t=7]        ...          ─┐   pops the least key
+//!                  [lost 3 t=7]        ...          ─┐   picks the least key
 //!                  [hidden t=9]                      ├─▶ of the streams' next
-//!   stream 1 parts …                                ─┘   records, writes
-//!                                                        `[time] (+delta) `
-//!                                                        and the event's text
+//!   stream 1 parts …                                ─┘   records (a loser
+//!                                                        tree), writes the
+//!                                                        delta over the
+//!                                                        placeholder, queues
+//!                                                        the line for writev
 //! ```
 //!
 //! The order is the one [`FastMerge`](crate::fast::FastMerge) gives: the
