@@ -312,7 +312,7 @@ const THREE: [u32; 1000] = {
 
 /// Writes `d` ns, below 10 s, as `S.nnnnnnnnn` over `place[..11]` (the
 /// delta between two lines). The deltas of a trace are mostly below a
-/// microsecond: those take one lookup in [`THREE`].
+/// microsecond: those take one lookup in `THREE`.
 #[inline]
 pub fn delta_into(place: &mut [u8], d: u64) {
     let Some(place) = place.first_chunk_mut::<11>() else {

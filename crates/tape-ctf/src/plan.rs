@@ -15,12 +15,12 @@
 //! Three shapes are decoded without walking the operation tree, because
 //! nearly every real event has them:
 //!
-//! * **fixed runs** ([`FixedRun`]): consecutive integers and floats whose
+//! * **fixed runs** (`FixedRun`): consecutive integers and floats whose
 //!   offsets are static; one alignment and one bounds check for all;
-//! * **flat scopes** ([`ScopePlan::flat`]): a struct of fixed runs and
+//! * **flat scopes** (`ScopePlan::flat`): a struct of fixed runs and
 //!   strings, decoded in one loop, and for text compiled to a
-//!   [`TextProgram`](crate::line::TextProgram) with no sink at all;
-//! * **header plans** ([`HeaderPlan`]): an event header of static layout,
+//!   `TextProgram` (in `line`) with no sink at all;
+//! * **header plans** (`HeaderPlan`): an event header of static layout,
 //!   with at most one variant of static layouts (LTTng's compact and large
 //!   headers, tape's and DPDK's fixed ones).
 //!

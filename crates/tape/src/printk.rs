@@ -238,7 +238,7 @@ impl Field for Args<'_> {
 }
 
 /// Records a print whose format is applied only when the trace is read:
-/// `tape::printk!("queue {} is {} deep", q, depth)`. See [`printk`](crate::printk).
+/// `tape::printk!("queue {} is {} deep", q, depth)`. See the [`printk`](mod@crate::printk) module.
 ///
 /// A format that does not match its arguments does not compile:
 ///

@@ -247,7 +247,7 @@ impl Drop for ExitGuard {
 /// Rings of exited threads kept for the next save, at most. A program whose
 /// threads come and go without saves would otherwise keep every ring it ever
 /// had; past this many, the oldest exited ring is freed and its events are
-/// counted in [`EVENTS_LOST_EXITED`] (reported by `tape::stats()` and in the
+/// counted in `EVENTS_LOST_EXITED` (reported by `tape::stats()` and in the
 /// trace's `env` block).
 pub const MAX_EXITED_RINGS: usize = 256;
 
