@@ -609,7 +609,7 @@ impl QuickHeader {
     /// event id (`None` when it has no id member). `None` when the header
     /// is near the end of the content or odd: the general plan then
     /// decodes it again (the clock and slot set here get the same values).
-    #[inline]
+    #[inline(always)] // once per event in the hot loops of show, stats and check
     pub(crate) fn run(
         &self,
         buf: &[u8],
@@ -666,6 +666,26 @@ enum Skip {
     Str,
 }
 
+impl Skip {
+    /// Appends `s` to `plan`, folded into a fixed step before it when the
+    /// two make one: alignments are powers of two, so an alignment after
+    /// a step that keeps it (`bits` a multiple of it, itself no coarser)
+    /// does nothing, and a step of no bits only aligns.
+    fn push(plan: &mut Vec<Skip>, s: Skip) {
+        if let (Some(Skip::Fixed(a1, b1)), Skip::Fixed(a2, b2)) = (plan.last_mut(), &s) {
+            if *b1 == 0 {
+                (*a1, *b1) = ((*a1).max(*a2), *b2);
+                return;
+            }
+            if *a2 <= *a1 && *b1 % *a2 == 0 {
+                *b1 += *b2;
+                return;
+            }
+        }
+        plan.push(s);
+    }
+}
+
 impl SkipPlan {
     /// The skip plan of `scopes` (in decoding order), when they allow one.
     pub(crate) fn new<'a>(scopes: impl IntoIterator<Item = &'a ScopePlan>) -> Option<SkipPlan> {
@@ -677,10 +697,12 @@ impl SkipPlan {
             let [Op::Struct { align, body }] = scope.ops.as_slice() else {
                 return None;
             };
-            v.push(Skip::Fixed(*align, 0));
+            Skip::push(&mut v, Skip::Fixed(*align, 0));
             for op in body {
                 match op {
-                    Op::Fixed(r) if !r.needs_read => v.push(Skip::Fixed(r.align, r.bits)),
+                    Op::Fixed(r) if !r.needs_read => {
+                        Skip::push(&mut v, Skip::Fixed(r.align, r.bits))
+                    }
                     Op::Field(_, _, inner) if matches!(**inner, Op::Str) => v.push(Skip::Str),
                     _ => return None,
                 }
@@ -1617,5 +1639,42 @@ pub(crate) fn min_bits(t: &Type) -> u64 {
         Type::Struct(s) => s.fields.iter().map(|f| min_bits(&f.ty)).sum(),
         Type::Array { element, len } => min_bits(element).saturating_mul(*len),
         Type::Sequence { .. } | Type::Variant { .. } | Type::Named(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every pair of fixed steps, folded or not, ends where the two steps
+    /// one after the other end, from every starting bit.
+    #[test]
+    fn folded_fixed_steps_end_where_the_steps_do() {
+        let aligns = [1u64, 8, 16, 32, 64];
+        let bits = [0u64, 1, 8, 24, 32, 40, 64, 96];
+        for &a1 in &aligns {
+            for &b1 in &bits {
+                for &a2 in &aligns {
+                    for &b2 in &bits {
+                        let mut plan = Vec::new();
+                        Skip::push(&mut plan, Skip::Fixed(a1, b1));
+                        Skip::push(&mut plan, Skip::Fixed(a2, b2));
+                        let folded = SkipPlan(plan);
+                        let apart = SkipPlan(vec![Skip::Fixed(a1, b1), Skip::Fixed(a2, b2)]);
+                        for pos in 0..200 {
+                            assert_eq!(
+                                folded.run(&[], pos, u64::MAX),
+                                apart.run(&[], pos, u64::MAX),
+                                "({a1}, {b1}) then ({a2}, {b2}) from bit {pos}"
+                            );
+                        }
+                        // The bounds check of the last step covers the first.
+                        for end in 0..300 {
+                            assert_eq!(folded.run(&[], 7, end), apart.run(&[], 7, end));
+                        }
+                    }
+                }
+            }
+        }
     }
 }
