@@ -189,24 +189,17 @@ impl LineTime {
     /// The second of `ns`, cached: nearly always that of the last line.
     #[inline(always)]
     fn second(&mut self, ns: i128) -> &Second {
-        let hit = |s: &Option<Second>| {
-            s.as_ref()
-                .is_some_and(|s| (0..1_000_000_000).contains(&ns.wrapping_sub(s.from)))
-        };
-        if !hit(&self.second) {
-            self.cache(ns);
+        let hit = |s: &Second| (0..1_000_000_000).contains(&ns.wrapping_sub(s.from));
+        if !self.second.as_ref().is_some_and(hit) {
+            self.second = None;
         }
         self.second.get_or_insert_with(|| Second::new(ns))
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn cache(&mut self, ns: i128) {
-        self.second = Some(Second::new(ns));
     }
 }
 
 impl Second {
+    #[cold]
+    #[inline(never)]
     fn new(ns: i128) -> Second {
         let from = ns - ns.rem_euclid(1_000_000_000);
         let open = format!("[{}.", local_hms(from.div_euclid(1_000_000_000))).into_bytes();
@@ -233,11 +226,7 @@ impl TimeText for LineTime {
     #[inline(always)]
     fn open_line(&mut self, out: &mut tape_ctf::line::TextBuf, t: Option<i128>) {
         let Some(ns) = t.filter(|_| !self.seconds) else {
-            out.push(b'[');
-            return match t {
-                Some(ns) => Seconds.write(out, ns),
-                None => out.put(b"??:??:??.?????????"),
-            };
+            return tape_ctf::parallel::open_line(self, out, t);
         };
         let s = self.second(ns);
         match &s.word {

@@ -83,16 +83,27 @@ pub trait TimeText: Clone + Send {
     fn write(&mut self, out: &mut TextBuf, ns: i128);
 
     /// Starts a text line: `[` and the time `t`, or `??:??:??.?????????`
-    /// for an event without one.
+    /// for an event without one. (An implementation that writes the
+    /// opening its own way falls back on [`open_line`].)
     #[inline(always)]
     fn open_line(&mut self, out: &mut TextBuf, t: Option<i128>) {
-        out.push(b'[');
-        match t {
-            Some(ns) => self.write(out, ns),
-            None => out.put(b"??:??:??.?????????"),
-        }
+        open_line(self, out, t);
     }
 }
+
+/// [`TimeText::open_line`] as provided: `[`, then the time by `time`.
+#[inline(always)]
+pub fn open_line<T: TimeText>(time: &mut T, out: &mut TextBuf, t: Option<i128>) {
+    out.push(b'[');
+    match t {
+        Some(ns) => time.write(out, ns),
+        None => out.put(b"??:??:??.?????????"),
+    }
+}
+
+/// Deltas below this many ns (10 s) fit the placeholder `+?.?????????`;
+/// a line with a wider one is rewritten.
+const DELTA_FITS: i128 = 10_000_000_000;
 
 /// Times as seconds since the epoch, `S.nnnnnnnnn` (babeltrace2's
 /// `--clock-seconds`).
@@ -782,7 +793,7 @@ fn merge_quick(
                 return;
             };
             let d = rec.key - p;
-            if !(0..10_000_000_000).contains(&d) {
+            if !(0..DELTA_FITS).contains(&d) {
                 return;
             }
             let at = start + rec.aux as usize + 1;
@@ -839,7 +850,7 @@ fn merge(
                 prev = t.or(prev);
                 let at = start + rec.aux as usize;
                 match delta {
-                    Some(d) if d < 10_000_000_000 => {
+                    Some(d) if i128::from(d) < DELTA_FITS => {
                         delta_into(&mut chunk.text.as_mut_slice()[at + 1..], d);
                         out.line(c.slot, start, end);
                     }
