@@ -11,10 +11,14 @@
 //! | `TAPE_TRACE_CLOCK`    | [`Config::clock`]        | `auto` or `monotonic`                    | `auto` (TSC if invariant)|
 //!
 //! A bad value is an [`Error`] naming the variable, the value, the position
-//! of the problem and the accepted forms. Buffer sizes apply to rings
+//! of the problem and the accepted forms. A value that is not UTF-8 is an
+//! error too (never taken as unset), except `TAPE_TRACE_DIR`, a path, which
+//! is taken as the bytes it is. A ring larger than the machine's memory is
+//! refused with both figures. Buffer sizes apply to rings
 //! created afterwards; the mode applies at once (at each ring's next packet
 //! switch).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -32,6 +36,16 @@ pub enum Mode {
     /// New events are dropped (and counted); the ring keeps the oldest.
     Discard,
 }
+
+/// The variables read by [`Config::from_env`] (`TAPE_TRACE_DIR` apart: a
+/// path, taken as bytes).
+const ALL_VARS: [&str; 5] = [
+    "TAPE_TRACE",
+    "TAPE_TRACE_BUFSZ",
+    "TAPE_TRACE_PACKETSZ",
+    "TAPE_TRACE_MODE",
+    "TAPE_TRACE_CLOCK",
+];
 
 /// Default ring size per thread.
 pub const DEFAULT_BUFFER_SIZE: usize = 1 << 20;
@@ -65,6 +79,8 @@ pub fn set_buffer_size(buffer: usize, packet: Option<usize>) -> Result<(), Error
     let packet = check_geometry(buffer, packet, "buffer size")?;
     BUFFER_SIZE.store(buffer, Ordering::Relaxed);
     PACKET_SIZE.store(packet, Ordering::Relaxed);
+    // A thread whose ring could not be allocated tries again at this size.
+    crate::ring::GEOMETRY.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
 
@@ -94,7 +110,29 @@ fn check_geometry(buffer: usize, packet: Option<usize>, what: &str) -> Result<us
             ),
         ));
     }
+    if let Some(memory) = physical_memory().filter(|&m| buffer as u64 > m) {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "{what}: a ring of {buffer} bytes per thread is more than this machine's \
+                 memory ({memory} bytes)"
+            ),
+        ));
+    }
     Ok(p)
+}
+
+/// The machine's physical memory in bytes, if the system says.
+fn physical_memory() -> Option<u64> {
+    // SAFETY: sysconf has no preconditions; it returns -1 for an unknown name.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let (pages, page) = (u64::try_from(pages).ok()?, u64::try_from(page).ok()?);
+    pages.checked_mul(page).filter(|&m| m > 0)
 }
 
 /// The directory where [`crate::save()`] creates traces.
@@ -152,23 +190,53 @@ impl Config {
 
     /// The defaults overridden by the `TAPE_TRACE*` environment variables.
     pub fn from_env() -> Result<Config, Error> {
-        Config::from_vars(|k| std::env::var(k).ok())
+        Config::from_os_vars(|k| std::env::var_os(k))
     }
 
     /// As [`from_env`](Self::from_env), reading variables through `get`.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Config, Error> {
+        Config::from_os_vars(|k| get(k).map(OsString::from))
+    }
+
+    /// As [`from_env`](Self::from_env), reading variables (as the bytes
+    /// the environment holds) through `get`.
+    pub fn from_os_vars(get: impl Fn(&str) -> Option<OsString>) -> Result<Config, Error> {
         let mut c = Config::default();
+        if let Some(v) = get("TAPE_TRACE_DIR") {
+            if v.is_empty() {
+                return Err(bad("TAPE_TRACE_DIR", "", 0, "is empty", "a directory path"));
+            }
+            // A path: any bytes but NUL, as the system takes them.
+            c.dir = Some(PathBuf::from(v));
+        }
+        let get = |k: &str| -> Result<Option<String>, Error> {
+            match get(k) {
+                None => Ok(None),
+                Some(v) => v.into_string().map(Some).map_err(|v| {
+                    let bytes = v.as_encoded_bytes();
+                    let at = std::str::from_utf8(bytes)
+                        .err()
+                        .map_or(0, |e| e.valid_up_to());
+                    bad(
+                        k,
+                        &String::from_utf8_lossy(bytes),
+                        at,
+                        "is not UTF-8",
+                        "UTF-8 text",
+                    )
+                }),
+            }
+        };
+        let get = |k: &str| get(k);
+        for k in ALL_VARS {
+            get(k)?;
+        }
+        let get = |k: &str| get(k).ok().flatten();
         if let Some(v) = get("TAPE_TRACE") {
             c.enable = parse_patterns("TAPE_TRACE", &v)?
                 .into_iter()
                 .map(|p| (p, Some("TAPE_TRACE")))
                 .collect();
-        }
-        if let Some(v) = get("TAPE_TRACE_DIR") {
-            if v.is_empty() {
-                return Err(bad("TAPE_TRACE_DIR", &v, 0, "is empty", "a directory path"));
-            }
-            c.dir = Some(PathBuf::from(v));
         }
         if let Some(v) = get("TAPE_TRACE_BUFSZ") {
             c.buffer_size = parse_size("TAPE_TRACE_BUFSZ", &v)?;

@@ -176,6 +176,8 @@ pub struct Stats {
     /// Events dropped with no ring to count them in (thread exit, re-entry
     /// during ring creation).
     pub dropped_without_ring: u64,
+    /// Events dropped because their thread's ring could not be allocated.
+    pub dropped_ring_alloc: u64,
     /// Rings of exited threads kept for the next save.
     pub exited_rings: usize,
     /// Events of exited threads whose ring was freed unsaved (beyond
@@ -189,6 +191,7 @@ pub fn stats() -> Stats {
     let mut s = Stats {
         rings: rings.len(),
         dropped_without_ring: ring::DROPPED_NO_RING.load(std::sync::atomic::Ordering::Relaxed),
+        dropped_ring_alloc: ring::DROPPED_NO_MEMORY.load(std::sync::atomic::Ordering::Relaxed),
         lost_with_exited_rings: ring::EVENTS_LOST_EXITED.load(std::sync::atomic::Ordering::Relaxed),
         ..Stats::default()
     };
@@ -198,6 +201,7 @@ pub fn stats() -> Stats {
         s.drops.full += d.full;
         s.drops.big += d.big;
         s.drops.busy += d.busy;
+        s.drops.saving += d.saving;
     }
     s
 }

@@ -54,38 +54,41 @@
 //! (`busy`). Every counter reaches the CTF `events_discarded` field, which
 //! is cumulative per stream, as LTTng writes it.
 //!
-//! # The snapshot (a seqlock per slot)
+//! # The snapshot
 //!
-//! A save runs on another thread while the owner keeps emitting:
+//! A save runs on another thread while the owner keeps emitting, and never
+//! reads a byte the owner may be writing at the same time (that would be a
+//! data race under the memory model, even if the copy were discarded):
 //!
 //! 1. `pos1 = head.pos.load(Acquire)` — pairs with the `Release` store that
-//!    published the event or the packet switch: every byte and every slot
-//!    metadata write before it is visible.
-//! 2. Copy the slots of packets `k1, k1 - 1, ..., k1 - N + 1` (newest
-//!    first), up to `off1` in packet `k1`; after each,
-//! 3. `fence(Acquire); pos2 = head.pos.load(Relaxed)`, and
-//! 4. keep the packet only if `k + N > k2`: its slot was not reused. The
-//!    first packet that fails ends the copy (older slots were reused before).
+//!    published the last event or packet switch: every event byte below
+//!    `off1` in packet `k1`, and the metadata of that packet's slot, are
+//!    visible, and the owner writes only beyond `off1` while `k1` is open.
+//! 2. For the packets `k1, k1 - 1, ..., k1 - N + 1` (newest first), the save
+//!    *pins* the packet's slot in the ring's [`gate`] and learns which packet
+//!    the owner is in; if the slot was reused since, the copy stops (older
+//!    slots were reused before). While pinned, the owner cannot enter the
+//!    slot: its event is dropped and counted (`saving`), never written over
+//!    the copy.
+//! 3. The pinned slot is copied (`content` bytes of a closed packet, `off1`
+//!    of the open one) and unpinned.
 //!
-//! Step 4 is sound because a writer that starts packet `k' = k + N` (the first
-//! to reuse slot `k % N`) first stores `pos = k' << 32` and then issues
-//! `fence(Release)` *before* touching the slot: if the copy read any byte
-//! written for `k'`, the fences synchronise and the `pos2` load sees at
-//! least `k' << 32`, so the torn packet is discarded (the seqlock argument of
-//! Boehm, "Can seqlocks get along with programming language memory models?",
-//! as in crossbeam's `AtomicCell`). Bytes of the open packet beyond `off1`
-//! are never used. So a saved packet holds exactly the complete events that
-//! were committed, never a torn one, never one from a previous lap.
+//! So a saved packet holds exactly the complete events that were committed,
+//! never a torn one, never one from a previous lap. [`gate`] draws the
+//! protocol, argues its orderings, and model-checks it with loom.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
-use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::clock;
 use crate::config::{self, Mode};
 use crate::field::Encode;
 use crate::point::id_of;
+
+mod gate;
+use gate::Gate;
 
 /// Bytes of the event header: `u16 id`, `u64 timestamp` (packed; the
 /// metadata's `event.header` in `save.rs` describes the same two fields).
@@ -113,15 +116,18 @@ struct Head {
     last_ts: AtomicU64,
 }
 
-/// Drop counters. Only the owner thread writes them, with a relaxed load
-/// and store (no read-modify-write); a save reads them relaxed. Each cause
-/// has its own counter so that a signal handler (which only ever drops as
-/// `busy`) never races an update of the interrupted code's counter.
+/// Drop counters. Only the owner thread writes them; a save reads them
+/// relaxed. `full`, `big` and `saving` are bumped with a relaxed load and
+/// store (no read-modify-write): only an emit that is not re-entered writes
+/// them. `busy` is the one counter a signal handler bumps, and a nested
+/// signal may interrupt that bump: it takes a `fetch_add`, which a signal
+/// cannot split.
 #[derive(Default)]
 struct Dropped {
     full: AtomicU64,
     big: AtomicU64,
     busy: AtomicU64,
+    saving: AtomicU64,
 }
 
 /// Metadata of one slot, written by the owner with relaxed stores; a save
@@ -146,6 +152,12 @@ struct SlotMeta {
 pub(crate) struct Ring {
     head: CachePadded<Head>,
     dropped: CachePadded<Dropped>,
+    /// Entries into slots (owner) and pins (a save): see [`gate`].
+    gate: CachePadded<Gate>,
+    /// A save is copying this ring (one at a time: the gate pins one slot).
+    /// Taken with a `compare_exchange` (Acquire) and released with a
+    /// `Release` store; cleared in a forked child, where no save runs.
+    reading: AtomicBool,
     slots: Box<[SlotMeta]>,
     /// N * S bytes as u64 words; written only by the owner thread, through
     /// the raw pointers of `Local`; read by snapshots (see module docs).
@@ -179,6 +191,16 @@ static RINGS: Mutex<Vec<Arc<Ring>>> = Mutex::new(Vec::new());
 /// counter (rare paths only), added with `fetch_add`.
 pub(crate) static DROPPED_NO_RING: AtomicU64 = AtomicU64::new(0);
 
+/// Events dropped because their thread's ring could not be allocated (the
+/// memory was not there). Control-plane counter, added with `fetch_add`;
+/// reported by `tape::stats()` and in the trace's `env` block.
+pub(crate) static DROPPED_NO_MEMORY: AtomicU64 = AtomicU64::new(0);
+
+/// Bumped by every change of the ring geometry, so that a thread whose ring
+/// could not be allocated tries again only when the size changed (not at
+/// every event). Relaxed: an independent setting.
+pub(crate) static GEOMETRY: AtomicU64 = AtomicU64::new(1);
+
 /// The owner thread's writer state. Plain `Cell`s: only this thread touches
 /// them, and a signal handler on this thread is kept out by `busy`.
 struct Local {
@@ -200,6 +222,9 @@ struct Local {
     busy: Cell<bool>,
     /// The thread is exiting: its ring is closed.
     gone: Cell<bool>,
+    /// The [`GEOMETRY`] for which this thread's ring could not be
+    /// allocated (0: none failed).
+    failed: Cell<u64>,
 }
 
 thread_local! {
@@ -214,6 +239,7 @@ thread_local! {
             committed: Cell::new(0),
             busy: Cell::new(false),
             gone: Cell::new(false),
+            failed: Cell::new(0),
         }
     };
     /// Registered with the ring; its destructor closes the ring at thread exit.
@@ -227,7 +253,10 @@ impl Drop for ExitGuard {
         // `try_with`: LOCAL has no destructor, so it is still reachable here.
         let _ = LOCAL.try_with(|l| {
             let r = l.ring.replace(ptr::null());
+            // No room: every later emit takes the cold path, which sees
+            // `gone` and counts the event. (`room` cannot underflow anyway.)
             l.cap.set(0);
+            l.off.set(0);
             l.gone.set(true);
             if !r.is_null() {
                 // SAFETY: the registry holds an Arc to this ring until it sees
@@ -297,12 +326,12 @@ pub fn emit<P: Encode>(state: u64, payload: P) {
     // Keep the ring writes between the two `busy` stores, as a signal
     // handler on this thread sees them (same-thread ordering).
     compiler_fence(Ordering::SeqCst);
-    let size = EVENT_HEADER_SIZE + payload.max_size();
-    let off = l.off.get();
-    if size <= l.cap.get() - off {
+    let size = EVENT_HEADER_SIZE.saturating_add(payload.max_size());
+    if size <= room(l) {
         let ts = clock::now();
-        // SAFETY: `cap - off >= size`, so `base + off .. + size` lies in
-        // the slot being written, which only this thread writes.
+        // SAFETY: `room >= size`, so `base + off .. + size` lies in the
+        // slot being written (`cap > 0` only while a ring is attached), which
+        // only this thread writes.
         unsafe { write_event(l, state, ts, &payload) };
     } else {
         // The clock is read only if the event is recorded: a drop costs
@@ -342,6 +371,15 @@ unsafe fn write_event<P: Encode>(l: &Local, state: u64, ts: u64, payload: &P) {
         .store(l.pos_base.get() | new_off as u64, Ordering::Release);
 }
 
+/// Bytes left in the slot being written. Saturating: no state of `Local`
+/// (a thread that is exiting, a ring that could not be created) makes the
+/// bounds check pass by wrapping around; with no ring, `cap` is 0 and the
+/// check sends every emit to the cold path, which counts it.
+#[inline(always)]
+fn room(l: &Local) -> usize {
+    l.cap.get().saturating_sub(l.off.get())
+}
+
 #[cold]
 #[inline(never)]
 fn dropped_busy(l: &Local) {
@@ -350,7 +388,10 @@ fn dropped_busy(l: &Local) {
         DROPPED_NO_RING.fetch_add(1, Ordering::Relaxed);
     } else {
         // SAFETY: a non-null ring pointer is kept alive by the registry.
-        bump(&unsafe { &*r }.dropped.0.busy);
+        let busy = &unsafe { &*r }.dropped.0.busy;
+        // A read-modify-write: a nested signal may interrupt this bump and
+        // bump the same counter (module docs of `Dropped`).
+        busy.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -365,11 +406,15 @@ fn bump(c: &AtomicU64) {
 #[inline(never)]
 fn emit_cold<P: Encode>(l: &Local, state: u64, payload: P, size: usize) {
     if l.ring.get().is_null() {
-        if l.gone.get() || !attach(l) {
+        if l.gone.get() {
             DROPPED_NO_RING.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if size <= l.cap.get() - l.off.get() {
+        if l.failed.get() == GEOMETRY.load(Ordering::Relaxed) || !attach(l) {
+            DROPPED_NO_MEMORY.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if size <= room(l) {
             let ts = clock::now();
             // SAFETY: bounds checked just above; ring attached.
             return unsafe { write_event(l, state, ts, &payload) };
@@ -385,19 +430,25 @@ fn emit_cold<P: Encode>(l: &Local, state: u64, payload: P, size: usize) {
         return bump(&ring.dropped.0.full);
     }
     let ts = clock::now();
-    switch(l, ring, ts);
+    if !switch(l, ring, ts) {
+        return bump(&ring.dropped.0.saving);
+    }
     // SAFETY: a fresh slot has `slot_size >= size` free bytes.
     unsafe { write_event(l, state, ts, &payload) }
 }
 
 /// Closes the packet being written and opens the next one, whose first
 /// event has timestamp `ts`. (In discard mode the caller checked that a
-/// slot is free.)
-fn switch(l: &Local, ring: &Ring, ts: u64) {
+/// slot is free.) False, with nothing changed but the old packet's closing
+/// metadata, while a save pins the next slot ([`gate`]).
+fn switch(l: &Local, ring: &Ring, ts: u64) -> bool {
     let n = ring.slots.len() as u64;
     let k = l.pos_base.get() >> 32;
     let next = k + 1;
     let old = &ring.slots[(k % n) as usize];
+    // The close of packet k, published by the gate's Release below. (If the
+    // entry fails, packet k stays open: a snapshot reads its length from
+    // `head.pos`, not from `content`.)
     old.content.store(l.off.get() as u32, Ordering::Relaxed);
     old.ts_end.store(
         ring.head.0.last_ts.load(Ordering::Relaxed),
@@ -405,29 +456,32 @@ fn switch(l: &Local, ring: &Ring, ts: u64) {
     );
     old.dropped_at_close
         .store(ring.dropped_total(), Ordering::Relaxed);
+    let slot = (next % n) as usize;
+    if !ring.gate.0.enter(next, slot) {
+        return false;
+    }
     l.committed.set(l.committed.get() + l.events.get());
     l.events.set(0);
-    // Release: publishes the close of packet k (pairs with the Acquire in
-    // `snapshot`). It also announces that slot `next % n` is being reused...
-    ring.head.0.pos.store(next << 32, Ordering::Release);
-    // ...and this fence orders that announcement before every write below
-    // (pairs with the `fence(Acquire)` in `snapshot`: the seqlock writer).
-    fence(Ordering::Release);
-    let slot = (next % n) as usize;
     let meta = &ring.slots[slot];
     meta.ts_begin.store(ts, Ordering::Relaxed);
     meta.committed_before
         .store(l.committed.get(), Ordering::Relaxed);
+    // Release: pairs with the Acquire in `snapshot`; publishes the new
+    // packet's metadata before any snapshot sees it open.
+    ring.head.0.pos.store(next << 32, Ordering::Release);
     l.pos_base.set(next << 32);
     l.off.set(0);
     l.base.set(ring.slot_ptr(slot));
+    true
 }
 
 /// Creates this thread's ring and registers it; false if the ring could not
 /// be allocated.
 fn attach(l: &Local) -> bool {
+    let generation = GEOMETRY.load(Ordering::Relaxed);
     let (size, packet) = config::ring_geometry();
     let Some(ring) = Ring::new(size, packet) else {
+        l.failed.set(generation);
         return false;
     };
     let ring = Arc::new(ring);
@@ -492,6 +546,10 @@ extern "C" fn after_fork_child() {
             let tid = unsafe { libc::getpid() } as u32;
             for r in rings.iter() {
                 r.tid.store(tid, Ordering::Relaxed);
+                // A save of the parent's that was copying this ring does not
+                // exist here: its pin and its claim go.
+                r.gate.0.clear_pin();
+                r.reading.store(false, Ordering::Relaxed);
             }
         }
     });
@@ -514,6 +572,8 @@ impl Ring {
         let slot_size = packet.max(MIN_PACKET_SIZE) / 8 * 8;
         let n = (size / slot_size).max(2);
         let words = n.checked_mul(slot_size / 8)?;
+        n.checked_mul(slot_size)
+            .filter(|&b| b <= isize::MAX as usize)?;
         let mut mem = Vec::new();
         mem.try_reserve_exact(words).ok()?;
         mem.resize_with(words, || UnsafeCell::new(0));
@@ -524,13 +584,18 @@ impl Ring {
         // SAFETY: gettid has no preconditions and cannot fail.
         let tid = unsafe { libc::gettid() } as u32;
         let created_ts = clock::now();
-        let slots: Box<[SlotMeta]> = (0..n).map(|_| SlotMeta::default()).collect();
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(n).ok()?;
+        slots.resize_with(n, SlotMeta::default);
+        let slots = slots.into_boxed_slice();
         // Packet 0 is opened here, not by a switch: it begins now (before
         // its first event, whose timestamp is read after this).
         slots[0].ts_begin.store(created_ts, Ordering::Relaxed);
         Some(Ring {
             head: CachePadded::default(),
             dropped: CachePadded::default(),
+            gate: CachePadded(Gate::new()),
+            reading: AtomicBool::new(false),
             slots,
             mem: mem.into_boxed_slice(),
             slot_size,
@@ -557,6 +622,7 @@ impl Ring {
         d.full.load(Ordering::Relaxed)
             + d.big.load(Ordering::Relaxed)
             + d.busy.load(Ordering::Relaxed)
+            + d.saving.load(Ordering::Relaxed)
     }
 
     /// Drop counters by cause.
@@ -566,6 +632,7 @@ impl Ring {
             full: d.full.load(Ordering::Relaxed),
             big: d.big.load(Ordering::Relaxed),
             busy: d.busy.load(Ordering::Relaxed),
+            saving: d.saving.load(Ordering::Relaxed),
         }
     }
 
@@ -580,19 +647,31 @@ impl Ring {
     /// was being copied (the saving thread was preempted: on a busy machine
     /// a fast writer laps a small ring in tens of microseconds), nothing
     /// would be left: the copy is then retried, a few times.
-    pub(crate) fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Result<Snapshot, std::collections::TryReserveError> {
+        // One save at a time copies a ring (the gate holds one pin).
+        // Acquire: pairs with the Release store that ends another save's copy.
+        while self
+            .reading
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
+        }
         let mut snap = self.snapshot_once();
         for _ in 0..16 {
-            if !snap.packets.is_empty() || self.head.0.pos.load(Ordering::Relaxed) == 0 {
-                break;
+            match &snap {
+                Ok(s) if s.packets.is_empty() && self.head.0.pos.load(Ordering::Relaxed) != 0 => {}
+                _ => break,
             }
             std::thread::yield_now();
             snap = self.snapshot_once();
         }
+        // Release: pairs with the Acquire that starts the next save's copy.
+        self.reading.store(false, Ordering::Release);
         snap
     }
 
-    fn snapshot_once(&self) -> Snapshot {
+    fn snapshot_once(&self) -> Result<Snapshot, std::collections::TryReserveError> {
         let n = self.slots.len() as u64;
         // Acquire: pairs with the Release stores of `write_event` / `switch`.
         let pos1 = self.head.0.pos.load(Ordering::Acquire);
@@ -606,63 +685,71 @@ impl Ring {
         // save) the newest packets survive and only the oldest are lost.
         for k in (first..=k1).rev() {
             let slot = (k % n) as usize;
-            let meta = &self.slots[slot];
-            let open = k == k1;
-            let content = if open {
-                off1
-            } else {
-                (meta.content.load(Ordering::Relaxed) as usize).min(self.slot_size)
-            };
-            let mut events = vec![0u64; content.div_ceil(8)];
-            let src = self.slot_ptr(slot).cast::<u64>();
-            for (i, w) in events.iter_mut().enumerate() {
-                // SAFETY: `i < content/8 <= slot_size/8`, inside slot `slot`.
-                // The owner may be writing these words concurrently; a
-                // volatile read of an aligned u64 cannot fault or tear the
-                // program state, and any value it returns from a concurrent
-                // write is discarded by the validation below (module docs).
-                *w = unsafe { ptr::read_volatile(src.add(i)) };
-            }
-            copies.push(PacketCopy {
-                seq: k,
-                ts_begin: meta.ts_begin.load(Ordering::Relaxed),
-                ts_end: if open {
-                    last_ts
-                } else {
-                    meta.ts_end.load(Ordering::Relaxed)
-                },
-                committed_before: meta.committed_before.load(Ordering::Relaxed),
-                dropped_at_close: if open {
-                    dropped_now
-                } else {
-                    meta.dropped_at_close.load(Ordering::Relaxed)
-                },
-                words: events,
-                len: content,
-            });
-            // Acquire fence then relaxed load: pairs with the Release fence
-            // in `switch` (seqlock reader). If the slot was reused while we
-            // copied it, drop it and stop: every older slot was reused first.
-            fence(Ordering::Acquire);
-            let k2 = self.head.0.pos.load(Ordering::Relaxed) >> 32;
+            let k2 = self.gate.0.pin(slot);
             if k + n <= k2 {
-                copies.pop();
+                // Reused since `pos1`; so was every older slot.
+                self.gate.0.unpin(slot);
                 break;
             }
+            let copy = self.copy_pinned(slot, k, k == k1, off1, last_ts, dropped_now);
+            self.gate.0.unpin(slot);
+            copies.push(copy?);
         }
         copies.reverse();
-        // The open packet, when empty, carries no data; its metadata may not
-        // be written yet, so it only counts if drops happened since the last
-        // closed packet.
-        if let Some(last) = copies.last_mut() {
-            if last.seq == k1 && last.len == 0 {
-                last.ts_begin = last_ts;
-            }
-        }
-        Snapshot {
+        Ok(Snapshot {
             packets: copies,
             created_ts: self.created_ts,
+        })
+    }
+
+    /// Copies packet `k` from `slot`, which the caller pinned.
+    fn copy_pinned(
+        &self,
+        slot: usize,
+        k: u64,
+        open: bool,
+        off1: usize,
+        last_ts: u64,
+        dropped_now: u64,
+    ) -> Result<PacketCopy, std::collections::TryReserveError> {
+        let meta = &self.slots[slot];
+        let content = if open {
+            off1
+        } else {
+            (meta.content.load(Ordering::Relaxed) as usize).min(self.slot_size)
         }
+        .min(self.slot_size);
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(content)?;
+        // SAFETY: `content <= slot_size`, so the source lies in slot `slot`
+        // and the destination in `bytes`' reserved capacity; the bytes are
+        // initialised by the copy before `set_len`. No write to them can
+        // overlap the copy: a closed packet's slot is pinned, and the owner
+        // writes the open one only beyond `off1` (module docs of `gate`).
+        unsafe {
+            ptr::copy_nonoverlapping(
+                self.slot_ptr(slot).cast_const(),
+                bytes.as_mut_ptr(),
+                content,
+            );
+            bytes.set_len(content);
+        }
+        Ok(PacketCopy {
+            seq: k,
+            ts_begin: meta.ts_begin.load(Ordering::Relaxed),
+            ts_end: if open {
+                last_ts
+            } else {
+                meta.ts_end.load(Ordering::Relaxed)
+            },
+            committed_before: meta.committed_before.load(Ordering::Relaxed),
+            dropped_at_close: if open {
+                dropped_now
+            } else {
+                meta.dropped_at_close.load(Ordering::Relaxed)
+            },
+            bytes,
+        })
     }
 }
 
@@ -675,6 +762,9 @@ pub struct Drops {
     pub big: u64,
     /// Dropped because the emit interrupted another emit on the same thread.
     pub busy: u64,
+    /// Dropped because a save was copying the packet that the ring was about
+    /// to overwrite (overwrite mode; the copy is never torn instead).
+    pub saving: u64,
 }
 
 /// A copy of one packet's events.
@@ -685,16 +775,13 @@ pub(crate) struct PacketCopy {
     pub ts_end: u64,
     pub committed_before: u64,
     pub dropped_at_close: u64,
-    words: Vec<u64>,
-    len: usize,
+    bytes: Vec<u8>,
 }
 
 impl PacketCopy {
     /// The event bytes.
     pub(crate) fn bytes(&self) -> &[u8] {
-        // SAFETY: `words` holds `len.div_ceil(8) * 8 >= len` initialised bytes;
-        // u8 has no alignment or validity requirements.
-        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+        &self.bytes
     }
 }
 

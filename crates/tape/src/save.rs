@@ -32,6 +32,20 @@
 //! and renamed into place (`renameat2(RENAME_NOREPLACE)`): a reader never
 //! sees half a trace, and a failed save (permission, disk full) removes the
 //! temporary directory and returns an error naming the path.
+//!
+//! A process killed during a save (`kill -9`, the OOM killer) cannot remove
+//! its temporary directory, `.<name>.tmp-<pid>-<nonce>-<n>`. Every save
+//! removes those of dead processes in the directory it saves to: a `<pid>`
+//! that no longer exists (`kill(pid, 0)` fails with `ESRCH`), or this
+//! process's own pid with another process's `<nonce>` (the pid was reused).
+//! A process in another pid namespace saving into the same directory would
+//! look dead: tape assumes a trace directory is not shared across pid
+//! namespaces.
+//!
+//! Only the rings of threads that had exited *before* their copy was taken
+//! are freed after a save: a thread that exits during a save may have
+//! emitted after its copy, and those events wait in its ring for the next
+//! save (or are counted if the ring is freed unsaved).
 
 use std::fs;
 use std::io::{self, Write};
@@ -93,6 +107,13 @@ impl SaveError {
         }
     }
 
+    fn out_of_memory(what: String) -> SaveError {
+        SaveError {
+            kind: io::ErrorKind::OutOfMemory,
+            message: format!("cannot copy {what}: out of memory"),
+        }
+    }
+
     fn into_error(self) -> Error {
         Error::new(
             ErrorKind::Io,
@@ -120,9 +141,11 @@ fn write_trace(target: &Path) -> Result<(), SaveError> {
         ));
     }
     fs::create_dir_all(&parent).map_err(|e| SaveError::at(&parent, "create directory", e))?;
+    remove_stale_temporaries(&parent);
     let tmp = parent.join(format!(
-        ".{name}.tmp-{}-{}",
+        ".{name}{TMP_MARK}{}-{:016x}-{}",
         std::process::id(),
+        process_nonce(),
         SAVE_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     fs::create_dir(&tmp).map_err(|e| SaveError::at(&tmp, "create directory", e))?;
@@ -137,13 +160,91 @@ fn write_trace(target: &Path) -> Result<(), SaveError> {
     result
 }
 
-/// Writes metadata and stream files into `dir`; returns the rings saved.
+/// What a temporary directory's name holds after the trace's name.
+const TMP_MARK: &str = ".tmp-";
+
+/// A number that tells this process from an earlier one with the same pid.
+fn process_nonce() -> u64 {
+    static NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *NONCE.get_or_init(|| {
+        let id = new_uuid();
+        u64::from_ne_bytes(id[..8].try_into().unwrap_or_default())
+    })
+}
+
+/// Removes the temporary directories that dead processes left in `parent`
+/// (module docs). Best effort: a directory that cannot be read or removed
+/// is left as it is.
+fn remove_stale_temporaries(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    let me = std::process::id();
+    let nonce = format!("{:016x}", process_nonce());
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with('.') {
+            continue;
+        }
+        let Some((_, tail)) = name.rsplit_once(TMP_MARK) else {
+            continue;
+        };
+        let mut parts = tail.split('-');
+        let (Some(pid), Some(their_nonce), Some(n), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let (Ok(pid), true, true) = (
+            pid.parse::<u32>(),
+            their_nonce.len() == 16 && their_nonce.bytes().all(|b| b.is_ascii_hexdigit()),
+            n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty(),
+        ) else {
+            continue;
+        };
+        let dead = if pid == me {
+            their_nonce != nonce
+        } else {
+            !process_exists(pid)
+        };
+        if dead && e.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Whether process `pid` exists (`kill(pid, 0)`: only `ESRCH` says no).
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 sends nothing; it only checks that `pid` exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Writes metadata and stream files into `dir`; returns the rings whose
+/// every event is in it (their thread had exited before the copy).
 fn fill(dir: &Path) -> Result<Vec<Arc<Ring>>, SaveError> {
     let uuid = new_uuid();
     let rings = ring::rings();
+    let mut complete = Vec::new();
     let mut names = Vec::new();
     for r in &rings {
-        let snap = r.snapshot();
+        // Before the copy: an exited thread emits no more, so its copy holds
+        // every event it kept. A thread that exits after this line may emit
+        // after the copy: its ring stays for the next save.
+        let exited = r.exited();
+        let snap = r.snapshot().map_err(|_| {
+            SaveError::out_of_memory(format!("the ring of thread {} ({})", r.tid(), r.name))
+        })?;
+        if exited {
+            complete.push(r.clone());
+        }
         let mut file_name = format!("{}-{}", sanitize(&r.name), r.tid());
         let mut n = 2;
         while names.contains(&file_name) {
@@ -161,7 +262,7 @@ fn fill(dir: &Path) -> Result<Vec<Arc<Ring>>, SaveError> {
     // The clock is calibrated last: the longest span, the best frequency.
     let meta = metadata(uuid).to_tsdl();
     write_file(&dir.join("metadata"), meta.as_bytes())?;
-    Ok(rings)
+    Ok(complete)
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SaveError> {
@@ -218,6 +319,10 @@ pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
         (
             "events_dropped_without_ring".into(),
             EnvValue::Int(ring::DROPPED_NO_RING.load(Ordering::Relaxed) as i64),
+        ),
+        (
+            "events_dropped_ring_alloc".into(),
+            EnvValue::Int(ring::DROPPED_NO_MEMORY.load(Ordering::Relaxed) as i64),
         ),
         (
             "events_lost_with_exited_threads".into(),
