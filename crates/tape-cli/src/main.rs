@@ -4,6 +4,11 @@
 //!   order; lost events as `[LOST n EVENTS]` lines.
 //! * `tape check PATH...`: validates every packet and event; exit 0, or 1
 //!   with the file, packet offset and bit offset of the first problem.
+//!
+//! Output errors are errors: a closed pipe (`| head`) ends the command
+//! quietly with status 0, as the reader of the pipe asked; any other write
+//! error (a full disk) is reported with status 1, in every subcommand and
+//! format. Messages on stderr never panic, even with stderr closed.
 
 use std::io::{IoSlice, Write};
 use std::path::PathBuf;
@@ -120,6 +125,36 @@ enum Command {
     },
 }
 
+/// Why a command stopped early.
+enum Failure {
+    /// The output's reader went away (EPIPE): stop quietly.
+    Closed,
+    /// Anything else: reported, exit status 1.
+    Error(String),
+}
+
+impl From<String> for Failure {
+    fn from(m: String) -> Failure {
+        Failure::Error(m)
+    }
+}
+
+/// A failed write to stdout, classified.
+fn output_error(e: std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure::Closed
+    } else {
+        Failure::Error(format!("cannot write the output: {e}"))
+    }
+}
+
+/// `eprintln!` that cannot panic (stderr may be closed or full).
+macro_rules! say {
+    ($($t:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
@@ -131,7 +166,7 @@ fn main() -> ExitCode {
             streams,
             begin,
             end,
-        } => (|| {
+        } => (|| -> Result<(), Failure> {
             let sel = Selection {
                 format,
                 clock_seconds,
@@ -146,9 +181,9 @@ fn main() -> ExitCode {
         Command::Stats { paths } => stats(&paths),
     };
     match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("tape: error: {e}");
+        Ok(()) | Err(Failure::Closed) => ExitCode::SUCCESS,
+        Err(Failure::Error(e)) => {
+            say!("tape: error: {e}");
             ExitCode::from(1)
         }
     }
@@ -237,7 +272,7 @@ impl TimeText for LineTime {
     }
 }
 
-fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
+fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), Failure> {
     let traces = open(paths)?;
     if sel.format == Format::Ftrace {
         return show_ftrace(&traces, sel);
@@ -267,7 +302,7 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
     let mut lost_total = 0u64;
-    let mut closed = false;
+    let mut failed: Option<std::io::Error> = None;
     // The calling thread merges and decodes too: one worker fewer than cores.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let r = render_merged(streams, render, shown, Threads::new(cores - 1), |piece| {
@@ -292,16 +327,19 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), String> {
                 }
             }
         };
-        // An error is a closed pipe (head, less): stop quietly.
-        closed = written.is_err();
-        !closed
+        // Stop at the first write error (classified below).
+        failed = written.err();
+        failed.is_none()
     });
-    if !closed {
-        let _ = stdout.flush();
-    }
+    // What was decoded before a damaged packet is written before its error.
+    let flushed = match failed {
+        None => stdout.flush(),
+        Some(e) => Err(e),
+    };
+    flushed.map_err(output_error)?;
     r.map_err(|e| e.to_string())?;
     if lost_total > 0 {
-        eprintln!("tape: {lost_total} events were lost (discarded by the tracer)");
+        say!("tape: {lost_total} events were lost (discarded by the tracer)");
     }
     Ok(())
 }
@@ -331,10 +369,10 @@ impl Selection {
 
 /// `tape show --format ftrace`: one thread merges and renders (with typed
 /// values: the formats need them), as ftrace's `trace` file prints.
-fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), String> {
+fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Failure> {
     for t in traces {
         for e in &tape_ctf::ftrace::Formats::new(&t.trace).errors {
-            eprintln!("tape: warning: {}/metadata: {e}", t.dir.display());
+            say!("tape: warning: {}/metadata: {e}", t.dir.display());
         }
     }
     let mut merge = FastMerge::filtered(traces, |p| match (&sel.streams, p.file_name()) {
@@ -346,17 +384,30 @@ fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), String> {
     let shown = |class: &tape_ctf::EventClass, t: Option<i128>| {
         sel.in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name))
     };
-    // A closed pipe (head, less) ends the output quietly.
     let lost_shown = |t: Option<i128>| sel.in_range(t) || t.is_none();
+    let mut failed: Option<std::io::Error> = None;
     let lost = tape_ctf::ftrace::render(&mut merge, shown, lost_shown, |text| {
-        stdout.write_all(text.as_bytes()).is_ok()
-    })
-    .map_err(|e| e.to_string())?;
-    let _ = stdout.flush();
+        failed = stdout.write_all(text.as_bytes()).err();
+        failed.is_none()
+    });
+    let flushed = match failed {
+        None => stdout.flush(),
+        Some(e) => Err(e),
+    };
+    flushed.map_err(output_error)?;
+    let lost = lost.map_err(|e| e.to_string())?;
     if lost > 0 {
-        eprintln!("tape: {lost} events were lost (discarded by the tracer)");
+        say!("tape: {lost} events were lost (discarded by the tracer)");
     }
     Ok(())
+}
+
+/// Writes `text` to stdout, flushed.
+fn print(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(output_error)
 }
 
 fn json_string(s: &str) -> String {
@@ -365,11 +416,11 @@ fn json_string(s: &str) -> String {
     String::from_utf8(v).unwrap_or_default()
 }
 
-fn check(paths: &[PathBuf]) -> Result<(), String> {
+fn check(paths: &[PathBuf]) -> Result<(), Failure> {
     let traces = open(paths)?;
     for t in &traces {
         for w in &t.warnings {
-            eprintln!("tape: warning: {}/metadata: {w}", t.dir.display());
+            say!("tape: warning: {}/metadata: {w}", t.dir.display());
         }
     }
     let mut merge = FastMerge::new(&traces)?;
@@ -383,17 +434,17 @@ fn check(paths: &[PathBuf]) -> Result<(), String> {
             Step::Lost(_, n, _) => lost += n,
         }
     }
-    println!(
-        "ok: {} trace(s), {events} events, {lost} lost",
+    print(&format!(
+        "ok: {} trace(s), {events} events, {lost} lost\n",
         traces.len()
-    );
-    Ok(())
+    ))
 }
 
 /// Per stream, in file order: the streams need no merge to be counted,
 /// so they are counted on all cores at once.
-fn stats(paths: &[PathBuf]) -> Result<(), String> {
+fn stats(paths: &[PathBuf]) -> Result<(), Failure> {
     use std::collections::BTreeMap;
+    use std::fmt::Write as _;
     let traces = open(paths)?;
     let mut jobs = Vec::new();
     for t in &traces {
@@ -429,31 +480,38 @@ fn stats(paths: &[PathBuf]) -> Result<(), String> {
         (Some(f), Some(l)) => Some(l - f),
         _ => None,
     };
-    println!("traces: {}, streams: {}", traces.len(), by_stream.len());
-    println!("events: {total}, lost: {lost_total}");
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "traces: {}, streams: {}",
+        traces.len(),
+        by_stream.len()
+    );
+    let _ = writeln!(text, "events: {total}, lost: {lost_total}");
     if let Some(span) = span {
         let secs = span as f64 / 1e9;
-        println!("time span: {secs:.9} s");
+        let _ = writeln!(text, "time span: {secs:.9} s");
         if secs > 0.0 {
-            println!("rate: {:.1} events/s", total as f64 / secs);
+            let _ = writeln!(text, "rate: {:.1} events/s", total as f64 / secs);
         }
     }
-    println!();
-    println!("{:>12}  {:>6}  event", "count", "%");
+    let _ = writeln!(text);
+    let _ = writeln!(text, "{:>12}  {:>6}  event", "count", "%");
     let mut ev: Vec<_> = by_event.into_iter().collect();
     ev.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     for (name, c) in ev {
-        println!(
+        let _ = writeln!(
+            text,
             "{c:>12}  {:>6.2}  {name}",
             100.0 * c as f64 / total.max(1) as f64
         );
     }
-    println!();
-    println!("{:>12}  {:>12}  stream", "events", "lost");
+    let _ = writeln!(text);
+    let _ = writeln!(text, "{:>12}  {:>12}  stream", "events", "lost");
     for (path, n, l) in by_stream {
-        println!("{n:>12}  {l:>12}  {path}");
+        let _ = writeln!(text, "{n:>12}  {l:>12}  {path}");
     }
-    Ok(())
+    print(&text)
 }
 
 /// `f` applied to every job, on as many threads as there are cores (each

@@ -8,6 +8,14 @@
 //! scope is an error (§7.3.1). Sequence lengths and variant tags stay paths
 //! (strings): the decoder resolves them against the fields decoded before.
 //! Unknown attributes are warnings, not errors, as babeltrace2 does.
+//!
+//! Adversarial metadata is bounded: types nest at most [`MAX_TYPE_DEPTH`]
+//! levels (structs, variants, arrays and sequences, whether written nested
+//! or built from aliases), checked before anything recurses into them, and
+//! the types that aliases and declarators copy add up to at most
+//! [`MAX_TYPE_NODES`] nodes (an alias used twice in each of 40 nested
+//! aliases would otherwise describe 2^40 fields from a few lines of text).
+//! Both are errors with the position, never a stack overflow or a hang.
 
 use std::collections::HashMap;
 
@@ -16,6 +24,43 @@ use crate::{
     Base, ByteOrder, Clock, Encoding, Enum, EnumEntry, EnvValue, EventClass, Field, Float, Integer,
     StreamClass, Struct, Trace, Type, KEYWORDS,
 };
+
+/// How deep types may nest: far beyond any real trace (LTTng's and DPDK's
+/// nest a few levels), and within what every later stage (validation,
+/// decode plans, decoders on worker threads) walks recursively.
+pub const MAX_TYPE_DEPTH: usize = 256;
+
+/// How many type nodes the metadata may expand to, counting every copy an
+/// alias, a named struct or a declarator list makes.
+pub const MAX_TYPE_NODES: usize = 1 << 20;
+
+/// The nesting depth and node count of `t`, walking at most `budget + 1`
+/// nodes and never recursing (`t` may be anything the parser built).
+pub(crate) fn shape(t: &Type, budget: usize) -> (usize, usize) {
+    let mut stack = vec![(t, 1usize)];
+    let (mut depth, mut nodes) = (0, 0);
+    while let Some((t, d)) = stack.pop() {
+        depth = depth.max(d);
+        // An enum's labels are copied with it.
+        nodes += 1 + if let Type::Enum(e) = t {
+            e.entries.len()
+        } else {
+            0
+        };
+        if nodes > budget {
+            break;
+        }
+        match t {
+            Type::Struct(s) => stack.extend(s.fields.iter().map(|f| (&f.ty, d + 1))),
+            Type::Variant { options, .. } => stack.extend(options.iter().map(|f| (&f.ty, d + 1))),
+            Type::Array { element, .. } | Type::Sequence { element, .. } => {
+                stack.push((element, d + 1))
+            }
+            _ => {}
+        }
+    }
+    (depth, nodes)
+}
 
 /// A metadata error, with the line and column (1-based) where it was found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,6 +106,8 @@ pub fn parse_metadata(text: &str) -> Result<Parsed, ParseError> {
         seen_trace: false,
         byte_order_set: false,
         uuid_set: false,
+        nesting: 0,
+        copied: 0,
     };
     p.top()?;
     if !p.seen_trace {
@@ -94,6 +141,10 @@ struct Parser {
     seen_trace: bool,
     byte_order_set: bool,
     uuid_set: bool,
+    /// Struct and variant bodies being parsed, one inside the other.
+    nesting: usize,
+    /// Type nodes copied so far (see [`MAX_TYPE_NODES`]).
+    copied: usize,
 }
 
 impl Parser {
@@ -169,6 +220,69 @@ impl Parser {
 
     fn lookup(&self, name: &str) -> Option<&Type> {
         self.scopes.iter().rev().find_map(|s| s.get(name))
+    }
+
+    /// A copy of `t`, counted against [`MAX_TYPE_NODES`].
+    fn copy(&mut self, t: &Type, at: usize) -> Result<Type, ParseError> {
+        let budget = MAX_TYPE_NODES - self.copied;
+        let (_, nodes) = shape(t, budget);
+        if nodes > budget {
+            return Err(self.error_at(
+                at,
+                format!(
+                    "the types of this metadata expand to more than {MAX_TYPE_NODES} nodes \
+                     (every use of an alias or a named struct copies its type)"
+                ),
+            ));
+        }
+        self.copied += nodes;
+        Ok(t.clone())
+    }
+
+    /// A copy of the type named `name` in scope, counted.
+    fn copy_named(&mut self, name: &str, at: usize) -> Result<Option<Type>, ParseError> {
+        let Some(t) = self.lookup(name) else {
+            return Ok(None);
+        };
+        // The scopes are not changed by counting: a clone to satisfy the
+        // borrow, measured first so that an oversized type is never copied.
+        let budget = MAX_TYPE_NODES - self.copied;
+        let (_, nodes) = shape(t, budget);
+        if nodes > budget {
+            return Err(self.error_at(
+                at,
+                format!(
+                    "the types of this metadata expand to more than {MAX_TYPE_NODES} nodes \
+                     (every use of an alias or a named struct copies its type)"
+                ),
+            ));
+        }
+        let t = t.clone();
+        self.copied += nodes;
+        Ok(Some(t))
+    }
+
+    /// `t` nests at most [`MAX_TYPE_DEPTH`] levels.
+    fn check_depth(&self, t: &Type, extra: usize, at: usize) -> Result<(), ParseError> {
+        let (depth, _) = shape(t, usize::MAX);
+        if depth + extra > MAX_TYPE_DEPTH {
+            return Err(self.error_at(
+                at,
+                format!("types nest more than {MAX_TYPE_DEPTH} levels deep"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Enters a struct or variant body.
+    fn nest(&mut self) -> Result<(), ParseError> {
+        self.nesting += 1;
+        if self.nesting > MAX_TYPE_DEPTH {
+            return Err(self.error(format!(
+                "structs and variants nest more than {MAX_TYPE_DEPTH} levels deep"
+            )));
+        }
+        Ok(())
     }
 
     fn define(&mut self, name: String, ty: Type, at: usize) -> Result<(), ParseError> {
@@ -258,6 +372,7 @@ impl Parser {
             return Err(self.error_at(at, format!("`{name}` is a reserved keyword")));
         }
         self.expect(";")?;
+        self.check_depth(&ty, 0, at)?;
         self.check_at_root(&ty, at)?;
         self.define(name, ty, at)
     }
@@ -267,7 +382,8 @@ impl Parser {
         let base = self.type_spec()?;
         loop {
             let at = self.pos;
-            let (name, ty) = self.declarator(base.clone())?;
+            let base = self.copy(&base, at)?;
+            let (name, ty) = self.declarator(base)?;
             if KEYWORDS.contains(&name.as_str()) {
                 return Err(self.error_at(at, format!("`{name}` is a reserved keyword")));
             }
@@ -287,10 +403,12 @@ impl Parser {
         while self.is_punct("*") {
             self.next();
         }
+        let at = self.pos;
         let mut dims = Vec::new();
         while self.is_punct("[") {
             dims.push(self.dimension()?);
         }
+        self.check_depth(&ty, dims.len(), at)?;
         for d in dims.into_iter().rev() {
             ty = d.wrap(ty);
         }
@@ -314,6 +432,7 @@ impl Parser {
         while self.is_punct("[") {
             dims.push(self.dimension()?);
         }
+        self.check_depth(&ty, dims.len(), at)?;
         for d in dims.into_iter().rev() {
             ty = d.wrap(ty);
         }
@@ -410,7 +529,7 @@ impl Parser {
     fn named_type(&mut self) -> Result<Type, ParseError> {
         let at = self.pos;
         let mut words: Vec<String> = Vec::new();
-        let mut best: Option<(usize, Type)> = None;
+        let mut best: Option<(usize, String)> = None;
         let mut n = 0;
         while let Tok::Ident(w) = self.peek_at(n).clone() {
             words.push(w);
@@ -420,18 +539,18 @@ impl Parser {
             while matches!(self.peek_at(n + stars), Tok::Punct("*")) {
                 stars += 1;
                 name.push_str(" *");
-                if let Some(t) = self.lookup(&name) {
-                    best = Some((n + stars, t.clone()));
+                if self.lookup(&name).is_some() {
+                    best = Some((n + stars, name.clone()));
                 }
             }
-            if let Some(t) = self.lookup(&words.join(" ")) {
-                if best.as_ref().is_none_or(|(m, _)| *m < n) {
-                    best = Some((n, t.clone()));
-                }
+            let plain = words.join(" ");
+            if self.lookup(&plain).is_some() && best.as_ref().is_none_or(|(m, _)| *m < n) {
+                best = Some((n, plain));
             }
         }
         match best {
-            Some((used, t)) => {
+            Some((used, name)) => {
+                let t = self.copy_named(&name, at)?.expect("looked up above");
                 self.pos += used;
                 Ok(t)
             }
@@ -606,21 +725,23 @@ impl Parser {
         if !self.is_punct("{") {
             let name = name.ok_or_else(|| self.error("expected a struct name or body"))?;
             let mut t = self
-                .lookup(&format!("struct {name}"))
-                .cloned()
+                .copy_named(&format!("struct {name}"), at)?
                 .ok_or_else(|| self.error_at(at, format!("unknown struct `{name}`")))?;
             self.struct_align(&mut t)?;
             return Ok(t);
         }
         self.next();
+        self.nest()?;
         self.scopes.push(HashMap::new());
         let fields = self.fields("}");
         self.scopes.pop();
+        self.nesting -= 1;
         let fields = fields?;
         let mut t = Type::Struct(Struct::new(fields));
         self.struct_align(&mut t)?;
         if let Some(n) = name {
-            self.define(format!("struct {n}"), t.clone(), at)?;
+            let copy = self.copy(&t, at)?;
+            self.define(format!("struct {n}"), copy, at)?;
         }
         Ok(t)
     }
@@ -672,7 +793,8 @@ impl Parser {
             }
             loop {
                 let at = self.pos;
-                let (name, ty) = self.declarator(base.clone())?;
+                let base = self.copy(&base, at)?;
+                let (name, ty) = self.declarator(base)?;
                 if out.iter().any(|f| f.name == name) {
                     return Err(self.error_at(at, format!("duplicate field name `{name}`")));
                 }
@@ -714,8 +836,7 @@ impl Parser {
         if !self.is_punct("{") {
             let name = name.ok_or_else(|| self.error("expected a variant name or body"))?;
             let t = self
-                .lookup(&format!("variant {name}"))
-                .cloned()
+                .copy_named(&format!("variant {name}"), at)?
                 .ok_or_else(|| self.error_at(at, format!("unknown variant `{name}`")))?;
             return Ok(match (t, tag) {
                 (Type::Variant { options, .. }, Some(tag)) => Type::Variant { tag, options },
@@ -723,15 +844,18 @@ impl Parser {
             });
         }
         self.next();
+        self.nest()?;
         self.scopes.push(HashMap::new());
         let options = self.fields("}");
         self.scopes.pop();
+        self.nesting -= 1;
         let t = Type::Variant {
             tag: tag.unwrap_or_default(),
             options: options?,
         };
         if let Some(n) = name {
-            self.define(format!("variant {n}"), t.clone(), at)?;
+            let copy = self.copy(&t, at)?;
+            self.define(format!("variant {n}"), copy, at)?;
         }
         Ok(t)
     }
@@ -747,15 +871,18 @@ impl Parser {
         };
         let container = if self.is_punct(":") {
             self.next();
-            Some(self.type_spec()?)
+            // `enum : enum : ...` recurses like a struct body.
+            self.nest()?;
+            let t = self.type_spec();
+            self.nesting -= 1;
+            Some(t?)
         } else {
             None
         };
         if !self.is_punct("{") {
             let name = name.ok_or_else(|| self.error("expected an enum name or body"))?;
             return self
-                .lookup(&format!("enum {name}"))
-                .cloned()
+                .copy_named(&format!("enum {name}"), at)?
                 .ok_or_else(|| self.error_at(at, format!("unknown enum `{name}`")));
         }
         let container = match container {
@@ -834,7 +961,8 @@ impl Parser {
         }
         let t = Type::Enum(Enum { container, entries });
         if let Some(n) = name {
-            self.define(format!("enum {n}"), t.clone(), at)?;
+            let copy = self.copy(&t, at)?;
+            self.define(format!("enum {n}"), copy, at)?;
         }
         Ok(t)
     }

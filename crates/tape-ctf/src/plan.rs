@@ -1360,20 +1360,36 @@ impl<'t> Compiler<'t> {
         let first = target.split('.').next()?;
         let (_, root) = self.scopes.iter().find(|(n, _)| *n == scope)?;
         let mut structs: Vec<(usize, &Struct)> = vec![(0, root)];
-        // Walk down `path` to collect the enclosing structs.
+        // Walk down `path` to collect the enclosing structs: through arrays
+        // and sequences (their element), and through variants (the option
+        // the next segment names), as the decoder goes.
         let mut cur: &Struct = root;
-        for (depth, name) in path.iter().enumerate().take(path.len().saturating_sub(1)) {
-            let f = cur.fields.iter().find(|f| &f.name == name)?;
+        let mut depth = 0;
+        'walk: while depth + 1 < path.len() {
+            let Some(f) = cur.fields.iter().find(|f| f.name == path[depth]) else {
+                break;
+            };
             let mut t = &f.ty;
-            while let Type::Array { element, .. } | Type::Sequence { element, .. } = t {
-                t = element;
-            }
-            match t {
-                Type::Struct(s) => {
-                    cur = s;
-                    structs.push((depth + 1, s));
+            depth += 1;
+            loop {
+                while let Type::Array { element, .. } | Type::Sequence { element, .. } = t {
+                    t = element;
                 }
-                _ => break,
+                match t {
+                    Type::Struct(s) => {
+                        cur = s;
+                        structs.push((depth, s));
+                        continue 'walk;
+                    }
+                    Type::Variant { options, .. } if depth + 1 < path.len() => {
+                        let Some(o) = options.iter().find(|o| o.name == path[depth]) else {
+                            break 'walk;
+                        };
+                        t = &o.ty;
+                        depth += 1;
+                    }
+                    _ => break 'walk,
+                }
             }
         }
         for (depth, s) in structs.iter().rev() {

@@ -51,10 +51,20 @@ pub struct TraceDir {
 
 /// Finds every trace under `path` (a trace directory, or a tree of them as
 /// LTTng writes), sorted by directory.
+///
+/// Symbolic links are followed, but no directory is entered twice (it is
+/// known by its device and inode): a link back up the tree is not a loop,
+/// and a trace reached by two paths is read once.
 pub fn find_traces(path: &Path) -> Result<Vec<TraceDir>, OpenError> {
+    use std::os::unix::fs::MetadataExt;
     let mut dirs = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut stack = vec![path.to_path_buf()];
     while let Some(d) = stack.pop() {
+        let m = std::fs::metadata(&d).map_err(|e| OpenError::Io(d.clone(), e))?;
+        if !seen.insert((m.dev(), m.ino())) {
+            continue;
+        }
         if d.join("metadata").is_file() {
             dirs.push(d.clone());
         }

@@ -1,0 +1,252 @@
+//! The reader under hostile input and hostile output, through the `tape`
+//! binary: every case runs `check`, `show` and `stats` with a time limit
+//! and must end with the expected status and message, never a signal, a
+//! panic (status 101) or a hang.
+//!
+//! Inputs are generated: metadata that nests deep, aliases that expand
+//! exponentially, symbolic links that loop; outputs that fail: a full disk
+//! (`/dev/full`) and a reader that closes the pipe.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const HEAD: &str = "/* CTF 1.8 */\n\
+typealias integer { size = 8; align = 8; signed = false; } := uint8_t;\n\
+trace { major = 1; minor = 8; byte_order = le; };\n";
+
+/// A trace whose one event class has `fields`, and a stream of `bytes`
+/// bytes of 7 (a whole number of events).
+fn trace(name: &str, fields: &str, bytes: usize) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("hostile-reader")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let meta = format!("{HEAD}event {{ name = \"e\"; fields := {fields}; }};\n");
+    std::fs::write(dir.join("metadata"), meta).unwrap();
+    std::fs::write(dir.join("stream"), vec![7u8; bytes]).unwrap();
+    dir
+}
+
+/// `depth` structs, one inside the other, around a `uint8_t`.
+fn nested(kind: &str, depth: usize) -> String {
+    let mut s = String::new();
+    for i in 0..depth {
+        match kind {
+            "struct" => s.push_str("struct { "),
+            _ => s.push_str(&format!(
+                "struct {{ enum : uint8_t {{ x = 7 }} t{i}; variant <t{i}> {{ "
+            )),
+        }
+    }
+    s.push_str("uint8_t x; ");
+    for i in (0..depth).rev() {
+        match kind {
+            "struct" => s.push_str(if i == 0 { "}" } else { "} a; " }),
+            // The option is named after the tag's one label.
+            _ => s.push_str(if i == 0 { "} v; }" } else { "} v; } x; " }),
+        }
+    }
+    s
+}
+
+/// Runs `tape ARGS`, stdout to `stdout`; (status, stderr).
+fn tape(args: &[&str], stdout: Stdio) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tape"))
+        .args(args)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tape");
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("tape {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    (status.code(), reader.join().unwrap())
+}
+
+#[test]
+fn adversarial_metadata_is_a_clean_error() {
+    let deep_dims = format!("struct {{ uint8_t x{}; }}", "[1]".repeat(100_000));
+    let mut chain = String::new();
+    for i in 1..=1000 {
+        chain.push_str(&format!("typealias struct {{ A{} x; }} := A{i};\n", i - 1));
+    }
+    let mut doubling = String::new();
+    for i in 1..=40 {
+        doubling.push_str(&format!(
+            "typealias struct {{ B{0} a; B{0} b; }} := B{i};\n",
+            i - 1
+        ));
+    }
+    let enum_chain = format!(
+        "struct {{ {}uint8_t{} x; }}",
+        "enum : ".repeat(5000),
+        " { a = 7 }".repeat(5000)
+    );
+    // (name, extra metadata before the event, fields, expected message)
+    let cases: Vec<(&str, String, String, &str)> = vec![
+        (
+            "structs-5000",
+            String::new(),
+            nested("struct", 5000),
+            "nest more than 256",
+        ),
+        (
+            "variants-5000",
+            String::new(),
+            nested("variant", 5000),
+            "nest more than 256",
+        ),
+        (
+            "dimensions-100000",
+            String::new(),
+            deep_dims,
+            "nest more than 256",
+        ),
+        (
+            "alias-chain-1000",
+            "typealias uint8_t := A0;\n".to_owned() + &chain,
+            "struct { A1000 x; }".into(),
+            "nest more than 256",
+        ),
+        (
+            "aliases-doubling-40",
+            "typealias uint8_t := B0;\n".to_owned() + &doubling,
+            "struct { B40 x; }".into(),
+            "expand to more than",
+        ),
+        (
+            "enum-containers-5000",
+            String::new(),
+            enum_chain,
+            "nest more than 256",
+        ),
+    ];
+    for (name, extra, fields, message) in cases {
+        let dir = trace(name, "struct { uint8_t x; }", 1);
+        let meta = format!("{HEAD}{extra}event {{ name = \"e\"; fields := {fields}; }};\n");
+        std::fs::write(dir.join("metadata"), meta).unwrap();
+        let d = dir.to_str().unwrap();
+        for cmd in ["check", "show", "stats"] {
+            let start = Instant::now();
+            let (code, err) = tape(&[cmd, d], Stdio::null());
+            assert_eq!(code, Some(1), "{name}: tape {cmd}: {err}");
+            assert!(err.contains(message), "{name}: tape {cmd}: {err}");
+            assert!(err.contains("line "), "{name}: no position: {err}");
+            assert!(start.elapsed() < Duration::from_secs(5), "{name}: slow");
+        }
+    }
+}
+
+/// The deepest nesting allowed decodes everywhere, on the worker threads
+/// of `tape show` too (their stacks are smaller than the main thread's).
+#[test]
+fn the_deepest_allowed_nesting_decodes() {
+    // (kind, depth, bytes an event takes)
+    for (kind, depth, size) in [("struct", 255, 1), ("variant", 127, 128)] {
+        let dir = trace(
+            &format!("{kind}-{depth}"),
+            &nested(kind, depth),
+            10_000 * size,
+        );
+        let d = dir.to_str().unwrap();
+        let (code, err) = tape(&["check", d], Stdio::null());
+        assert_eq!(code, Some(0), "{kind} {depth}: {err}");
+        let out = Command::new(env!("CARGO_BIN_EXE_tape"))
+            .args(["show", d])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.stdout.iter().filter(|&&b| b == b'\n').count(), 10_000);
+    }
+}
+
+#[test]
+fn symbolic_link_loops_are_walked_once() {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostile-reader/loops");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let t = trace("loops-trace", "struct { uint8_t x; }", 281);
+    let inner = root.join("trace");
+    std::fs::rename(&t, &inner).unwrap();
+    std::os::unix::fs::symlink(&root, root.join("up")).unwrap();
+    std::os::unix::fs::symlink(&root, inner.join("back")).unwrap();
+    std::os::unix::fs::symlink(&inner, root.join("again")).unwrap();
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_tape"))
+        .args(["check", root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text.trim(), "ok: 1 trace(s), 281 events, 0 lost");
+}
+
+/// A full disk is an error (status 1, a message); a closed pipe ends the
+/// command quietly (status 0, nothing on stderr); in every subcommand and
+/// format.
+#[test]
+fn output_errors_are_never_success_nor_panics() {
+    let dir = trace("output", "struct { uint8_t x; }", 2_000_000);
+    let d = dir.to_str().unwrap();
+    let commands: [&[&str]; 5] = [
+        &["show", d],
+        &["show", "--format", "json", d],
+        &["show", "--format", "ftrace", d],
+        &["stats", d],
+        &["check", d],
+    ];
+    for args in commands {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let (code, err) = tape(args, Stdio::from(full));
+        assert_eq!(code, Some(1), "{args:?} > /dev/full: {err}");
+        assert!(err.contains("No space left on device"), "{args:?}: {err}");
+    }
+    for args in &commands[..3] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tape"))
+            .args(*args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut head = [0u8; 4096];
+        child
+            .stdout
+            .as_mut()
+            .unwrap()
+            .read_exact(&mut head)
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?} | head");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{args:?} | head");
+    }
+}
