@@ -250,3 +250,31 @@ fn output_errors_are_never_success_nor_panics() {
         assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{args:?} | head");
     }
 }
+
+/// Events a tape recorder lost outside any stream (its ring could not be
+/// allocated...) are counted in the trace's `env`; `tape stats` adds them to
+/// the losses and names their causes.
+#[test]
+fn stats_shows_the_losses_outside_streams() {
+    let dir = trace("env-losses", "struct { uint8_t x; }", 5);
+    let meta = format!(
+        "{HEAD}env {{ tracer_name = \"tape\"; events_dropped_ring_alloc = 1000; \
+         events_dropped_without_ring = 2; events_lost_with_exited_threads = 0; }};\n\
+         event {{ name = \"e\"; fields := struct {{ uint8_t x; }}; }};\n"
+    );
+    std::fs::write(dir.join("metadata"), meta).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tape"))
+        .args(["stats", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("events: 5, lost: 1002\n"), "{text}");
+    assert!(
+        text.contains(
+            "lost outside any stream: 1002 (events_dropped_ring_alloc = 1000, \
+             events_dropped_without_ring = 2)"
+        ),
+        "{text}"
+    );
+}

@@ -372,6 +372,8 @@ pub struct FastStream {
     in_packet: bool,
     last_discarded: Option<u64>,
     last_end_ns: Option<i128>,
+    /// `timestamp_begin` of the packet being read, in ns.
+    begin_ns: Option<i128>,
     pending_lost: Option<(u64, Option<i128>)>,
     /// The packet context, rendered once per packet: babeltrace2's format
     /// (hidden fields left out; empty when nothing is shown), or a JSON
@@ -428,6 +430,7 @@ impl FastStream {
             in_packet: false,
             last_discarded: None,
             last_end_ns: None,
+            begin_ns: None,
             pending_lost: None,
             packet_text: TextBuf::new(),
             json: false,
@@ -504,6 +507,12 @@ impl FastStream {
             walk.packet_counts();
         }
         None
+    }
+
+    /// The packet being read: its number in this reader (changes at each
+    /// packet), and its `timestamp_begin` and `timestamp_end` in ns.
+    pub fn packet_times(&self) -> (u64, Option<i128>, Option<i128>) {
+        (self.packets, self.begin_ns, self.last_end_ns)
     }
 
     /// The stream file.
@@ -1000,6 +1009,7 @@ impl FastStream {
             self.state.clock = b;
         }
         let end_ns = as_u64(slot(plan::SLOT_TS_END)).and_then(|e| sp.clock.map(|c| c.ns(e)));
+        self.begin_ns = as_u64(slot(plan::SLOT_TS_BEGIN)).and_then(|b| sp.clock.map(|c| c.ns(b)));
         if let Some(d) = as_u64(slot(plan::SLOT_DISCARDED)) {
             if let Some(prev) = self.last_discarded {
                 if d > prev {

@@ -103,7 +103,7 @@ pub struct Integer {
     /// Width in bits (> 0).
     pub size: u32,
     /// Alignment in bits (a power of two).
-    pub align: u32,
+    pub align: u64,
     /// Two's complement signed.
     pub signed: bool,
     /// Byte order; `None` means the trace's byte order.
@@ -151,7 +151,7 @@ impl Integer {
     }
 
     /// The same integer with alignment `align` bits.
-    pub fn aligned(mut self, align: u32) -> Integer {
+    pub fn aligned(mut self, align: u64) -> Integer {
         self.align = align;
         self
     }
@@ -171,7 +171,7 @@ pub struct Float {
     /// Mantissa digits, including the implicit bit (24 for binary32, 53 for binary64).
     pub mant_dig: u32,
     /// Alignment in bits.
-    pub align: u32,
+    pub align: u64,
     /// Byte order; `None` means the trace's byte order.
     pub byte_order: Option<ByteOrder>,
 }
@@ -295,7 +295,7 @@ pub struct Struct {
     /// Fields, in encoding order.
     pub fields: Vec<Field>,
     /// Minimum alignment in bits (`align(N)` after the body), if any.
-    pub min_align: Option<u32>,
+    pub min_align: Option<u64>,
 }
 
 impl Struct {

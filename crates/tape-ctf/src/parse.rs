@@ -173,6 +173,19 @@ impl Parser {
         }
     }
 
+    /// Attribute `key` given twice in a `kind` block (babeltrace2 rejects it
+    /// too: which value would count?).
+    fn duplicate(&self, key: &str, kind: &str, first: usize, at: usize) -> ParseError {
+        let f = &self.toks[first.min(self.toks.len() - 1)];
+        self.error_at(
+            at,
+            format!(
+                "attribute `{key}` is given twice in this `{kind}` block (first at line {}, column {})",
+                f.line, f.col
+            ),
+        )
+    }
+
     fn error(&self, msg: impl Into<String>) -> ParseError {
         self.error_at(self.pos, msg)
     }
@@ -574,6 +587,9 @@ impl Parser {
         while !self.is_punct("}") {
             let at = self.pos;
             let key = self.dotted_path()?;
+            if let Some((_, _, first)) = out.iter().find(|(k, _, _)| *k == key) {
+                return Err(self.duplicate(&key, "type", *first, at));
+            }
             self.expect("=")?;
             let v = self.value()?;
             self.expect(";")?;
@@ -632,10 +648,11 @@ impl Parser {
             match (k.as_str(), v) {
                 ("size", Value::Int(n)) if n > 0 && n <= u32::MAX as i128 => size = Some(n as u32),
                 ("size", _) => return Err(bad(self, "expected a positive integer")),
+                // Any power of two that fits 64 bits, as babeltrace2 takes.
                 ("align", Value::Int(n))
-                    if n > 0 && (n as u128).is_power_of_two() && n <= u32::MAX as i128 =>
+                    if n > 0 && (n as u128).is_power_of_two() && n <= u64::MAX as i128 =>
                 {
-                    align = Some(n as u32)
+                    align = Some(n as u64)
                 }
                 ("align", _) => return Err(bad(self, "expected a power of two")),
                 ("signed", v) => {
@@ -678,10 +695,11 @@ impl Parser {
             match (k.as_str(), v) {
                 ("exp_dig", Value::Int(n)) if n > 0 && n < 64 => exp = Some(n as u32),
                 ("mant_dig", Value::Int(n)) if n > 0 && n < 128 => mant = Some(n as u32),
+                // Any power of two that fits 64 bits, as babeltrace2 takes.
                 ("align", Value::Int(n))
-                    if n > 0 && (n as u128).is_power_of_two() && n <= u32::MAX as i128 =>
+                    if n > 0 && (n as u128).is_power_of_two() && n <= u64::MAX as i128 =>
                 {
-                    align = Some(n as u32)
+                    align = Some(n as u64)
                 }
                 ("byte_order", Value::Path(o)) => {
                     order =
@@ -752,10 +770,11 @@ impl Parser {
             self.next();
             let at = self.pos;
             let n = match self.value()? {
+                // Any power of two that fits 64 bits, as babeltrace2 takes.
                 Value::Int(n)
-                    if n > 0 && (n as u128).is_power_of_two() && n <= u32::MAX as i128 =>
+                    if n > 0 && (n as u128).is_power_of_two() && n <= u64::MAX as i128 =>
                 {
-                    n as u32
+                    n as u64
                 }
                 _ => return Err(self.error_at(at, "struct align(N) needs a power of two")),
             };
@@ -1004,6 +1023,15 @@ impl Parser {
                 }
                 let at = self.pos;
                 let key = self.dotted_path()?;
+                let first = assigns
+                    .iter()
+                    .map(|(k, _, p)| (k, p))
+                    .chain(types.iter().map(|(k, _, p)| (k, p)))
+                    .find(|(k, _)| **k == key)
+                    .map(|(_, p)| *p);
+                if let Some(first) = first {
+                    return Err(self.duplicate(&key, kind, first, at));
+                }
                 if self.is_punct(":=") {
                     self.next();
                     let t = self.type_spec()?;

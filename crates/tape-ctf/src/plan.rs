@@ -1625,7 +1625,7 @@ fn field(name: &str, op: Op) -> Op {
     Op::Field(Arc::from(shown), Arc::from(sep), Box::new(op))
 }
 
-pub(crate) fn struct_align(s: &Struct) -> u32 {
+pub(crate) fn struct_align(s: &Struct) -> u64 {
     s.fields
         .iter()
         .map(|f| type_align(&f.ty))
@@ -1634,7 +1634,7 @@ pub(crate) fn struct_align(s: &Struct) -> u32 {
         .unwrap_or(1)
 }
 
-pub(crate) fn type_align(t: &Type) -> u32 {
+pub(crate) fn type_align(t: &Type) -> u64 {
     match t {
         Type::Integer(i) => i.align,
         Type::Enum(e) => e.container.align,

@@ -94,7 +94,8 @@ pub fn open_trace(dir: &Path) -> Result<TraceDir, OpenError> {
     let bytes = std::fs::read(&mpath).map_err(|e| OpenError::Io(mpath.clone(), e))?;
     let (text, packet_order) =
         metadata_text(&bytes).map_err(|m| OpenError::Packetized(mpath.clone(), m))?;
-    let parsed = parse_metadata(&text).map_err(|e| OpenError::Metadata(mpath.clone(), e))?;
+    let mut parsed = parse_metadata(&text).map_err(|e| OpenError::Metadata(mpath.clone(), e))?;
+    parsed.warnings.splice(0..0, text_warnings(&bytes, &text));
     if packet_order.is_some_and(|o| o != parsed.trace.byte_order) {
         return Err(OpenError::Packetized(
             mpath,
@@ -123,9 +124,64 @@ pub fn open_trace(dir: &Path) -> Result<TraceDir, OpenError> {
     })
 }
 
+/// Warnings about the metadata's bytes: not UTF-8 (read with U+FFFD, as
+/// babeltrace2 reads such bytes in comments and strings without a word), or
+/// a fragment after the last metadata packet too short to be one (ignored,
+/// as babeltrace2 ignores it).
+fn text_warnings(bytes: &[u8], text: &str) -> Vec<ParseError> {
+    let mut out = Vec::new();
+    let bad_bytes = std::str::from_utf8(bytes).is_err();
+    if let Some(at) = text.find('\u{fffd}').filter(|_| bad_bytes) {
+        let line = text[..at].matches('\n').count() as u32 + 1;
+        let col = (at - text[..at].rfind('\n').map_or(0, |n| n + 1)) as u32 + 1;
+        out.push(ParseError {
+            line,
+            col,
+            message: "the metadata is not UTF-8 here: read as U+FFFD".into(),
+        });
+    }
+    if let Some(tail) = packetized_tail(bytes) {
+        out.push(ParseError {
+            line: 1,
+            col: 1,
+            message: format!(
+                "{tail} bytes after the last metadata packet, too few for a packet header, ignored"
+            ),
+        });
+    }
+    out
+}
+
+/// Bytes left after the last whole metadata packet when fewer than a
+/// packet header (37), if the metadata is packetized.
+fn packetized_tail(bytes: &[u8]) -> Option<usize> {
+    const MAGIC: u32 = 0x75D1_1D57;
+    let head: [u8; 4] = bytes.get(..4)?.try_into().ok()?;
+    let little = u32::from_le_bytes(head) == MAGIC;
+    if !little && u32::from_be_bytes(head) != MAGIC {
+        return None;
+    }
+    let mut off = 0usize;
+    while bytes.len() - off >= 37 {
+        let b: [u8; 4] = bytes[off + 28..off + 32].try_into().ok()?;
+        let packet = if little {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        } as usize
+            / 8;
+        off = off.checked_add(packet.max(1))?;
+        if off > bytes.len() {
+            return None;
+        }
+    }
+    (bytes.len() > off).then(|| bytes.len() - off)
+}
+
 /// The metadata text: as is when it starts with `/* CTF`, else unwrapped
 /// from metadata packets (magic 0x75D11D57, 37-byte header, §7.1), with the
-/// packets' byte order.
+/// packets' byte order. Bytes that are not UTF-8 are read as U+FFFD (see
+/// the warnings of [`open_trace`]).
 pub fn metadata_text(bytes: &[u8]) -> Result<(String, Option<crate::ByteOrder>), String> {
     const MAGIC: u32 = 0x75D1_1D57;
     if bytes.len() >= 4 {
@@ -145,6 +201,10 @@ pub fn metadata_text(bytes: &[u8]) -> Result<(String, Option<crate::ByteOrder>),
             let mut off = 0usize;
             while off < bytes.len() {
                 let b = &bytes[off..];
+                if b.len() < 37 && off > 0 {
+                    // A fragment too short for a header: ignored (warned).
+                    break;
+                }
                 if b.len() < 37 {
                     return Err(format!("truncated metadata packet header at byte {off}"));
                 }
@@ -159,6 +219,13 @@ pub fn metadata_text(bytes: &[u8]) -> Result<(String, Option<crate::ByteOrder>),
                         "metadata packet at byte {off} has version {major}.{minor}, not 1.8"
                     ));
                 }
+                // The last packet may end before its `packet_size` (its
+                // padding cut): its content is all that is read.
+                let packet = if packet > b.len() && content <= b.len() {
+                    b.len()
+                } else {
+                    packet
+                };
                 if content < 37 || content > packet || packet > b.len() {
                     return Err(format!(
                         "metadata packet at byte {off}: content size {content} / packet size {packet} bytes do not fit ({} left)",
@@ -173,18 +240,13 @@ pub fn metadata_text(bytes: &[u8]) -> Result<(String, Option<crate::ByteOrder>),
             } else {
                 crate::ByteOrder::Big
             };
-            return String::from_utf8(out)
-                .map(|t| (t, Some(order)))
-                .map_err(|e| {
-                    format!(
-                        "metadata is not UTF-8 (byte {})",
-                        e.utf8_error().valid_up_to()
-                    )
-                });
+            return Ok((
+                until_nul(String::from_utf8_lossy(&out).into_owned()),
+                Some(order),
+            ));
         }
     }
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| format!("metadata is not UTF-8 (byte {})", e.valid_up_to()))?;
+    let text = String::from_utf8_lossy(bytes);
     let rest = text.strip_prefix("/* CTF").ok_or_else(|| {
         "metadata does not start with `/* CTF 1.8` (nor a metadata packet)".to_owned()
     })?;
@@ -192,5 +254,14 @@ pub fn metadata_text(bytes: &[u8]) -> Result<(String, Option<crate::ByteOrder>),
     if !version.starts_with("1.8") {
         return Err("metadata signature is not `/* CTF 1.8`".into());
     }
-    Ok((text.to_owned(), None))
+    Ok((until_nul(text.into_owned()), None))
+}
+
+/// The metadata text ends at its first NUL byte, as babeltrace2 reads it
+/// (a C string): what follows is not part of it.
+fn until_nul(mut text: String) -> String {
+    if let Some(i) = text.find('\0') {
+        text.truncate(i);
+    }
+    text
 }

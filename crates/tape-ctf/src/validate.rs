@@ -3,11 +3,22 @@
 //! unsigned container) and every variant tag an enum, declared before it in
 //! the same or an enclosing structure, or reachable by an absolute path;
 //! stream classes are told apart by ids; events name existing streams.
+//!
+//! The fields a reader interprets (§5: the packet header's `magic`, `uuid`,
+//! `stream_id`, `stream_instance_id`; the packet context's timestamps, sizes,
+//! counters; the event header's `id`) must have the type that role needs,
+//! as babeltrace2 also requires: `magic` the first member, an unsigned
+//! 32-bit integer; `uuid` 16 unsigned 8-bit, byte-aligned integers; the
+//! others unsigned integers (or enumerations); `stream_id` (`id`) present
+//! when there are several stream (event) classes to tell apart. Clocks named
+//! by `map = clock.X.value` must exist.
 
 use crate::{Field, Struct, Trace, Type};
 
 /// Checks `trace`; the error says which event or stream and which field.
 pub fn validate(trace: &Trace) -> Result<(), String> {
+    special_fields(trace)?;
+    clock_maps(trace)?;
     if trace.streams.len() > 1 && trace.streams.iter().any(|s| s.id.is_none()) {
         return Err("several stream classes, and one of them has no `id`".into());
     }
@@ -63,6 +74,153 @@ pub fn validate(trace: &Trace) -> Result<(), String> {
                     scopes.push((name, st));
                     check_scope(st, &scopes, name)
                         .map_err(|m| format!("event `{}`: {m}", e.name))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The type a role needs (module docs).
+fn special_fields(trace: &Trace) -> Result<(), String> {
+    fn member<'a>(s: Option<&'a Struct>, name: &str) -> Option<(usize, &'a Type)> {
+        s?.fields
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.name == name)
+            .map(|(i, f)| (i, &f.ty))
+    }
+    let unsigned = |t: &Type| match t {
+        Type::Integer(i) => Some(i.size).filter(|_| !i.signed),
+        Type::Enum(e) => Some(e.container.size).filter(|_| !e.container.signed),
+        _ => None,
+    };
+    let header = trace.packet_header.as_ref();
+    let at = "trace.packet.header";
+    if let Some((i, t)) = member(header, "magic") {
+        if i != 0 {
+            return Err(format!("{at}: `magic` is not the first member"));
+        }
+        if unsigned(t) != Some(32) {
+            return Err(format!("{at}: `magic` is not an unsigned 32-bit integer"));
+        }
+    }
+    for name in ["stream_id", "stream_instance_id"] {
+        if let Some((_, t)) = member(header, name) {
+            if unsigned(t).is_none() {
+                return Err(format!("{at}: `{name}` is not an unsigned integer"));
+            }
+        }
+    }
+    if member(header, "stream_id").is_none() && trace.streams.len() > 1 {
+        return Err(format!(
+            "{at}: no `stream_id`, but there are {} stream classes to tell apart",
+            trace.streams.len()
+        ));
+    }
+    if let Some((_, t)) = member(header, "uuid") {
+        let ok = match t {
+            Type::Array { element, len: 16 } => matches!(
+                &**element,
+                Type::Integer(i) if !i.signed && i.size == 8 && i.align == 8
+            ),
+            _ => false,
+        };
+        if !ok {
+            return Err(format!(
+                "{at}: `uuid` is not an array of 16 unsigned, byte-aligned 8-bit integers"
+            ));
+        }
+    }
+    for s in &trace.streams {
+        let sid = s.id.unwrap_or(0);
+        let at = format!("stream {sid}: stream.packet.context");
+        for name in [
+            "timestamp_begin",
+            "timestamp_end",
+            "events_discarded",
+            "packet_seq_num",
+            "packet_size",
+            "content_size",
+        ] {
+            if let Some((_, t)) = member(s.packet_context.as_ref(), name) {
+                if unsigned(t).is_none() {
+                    return Err(format!("{at}: `{name}` is not an unsigned integer"));
+                }
+            }
+        }
+        let at = format!("stream {sid}: stream.event.header");
+        match member(s.event_header.as_ref(), "id") {
+            Some((_, t)) if unsigned(t).is_none() => {
+                return Err(format!("{at}: `id` is not an unsigned integer"));
+            }
+            Some(_) => {}
+            None => {
+                let single = trace.streams.len() == 1;
+                let classes = trace
+                    .events
+                    .iter()
+                    .filter(|e| e.stream_id.map_or(single || sid == 0, |x| x == sid))
+                    .count();
+                if classes > 1 {
+                    return Err(format!(
+                        "{at}: no `id`, but the stream has {classes} event classes to tell apart"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every `map = clock.X.value` names a declared clock.
+fn clock_maps(trace: &Trace) -> Result<(), String> {
+    let mut scopes: Vec<(String, &Struct)> = Vec::new();
+    if let Some(h) = &trace.packet_header {
+        scopes.push(("trace.packet.header".into(), h));
+    }
+    for s in &trace.streams {
+        for (name, st) in [
+            ("stream.packet.context", &s.packet_context),
+            ("stream.event.header", &s.event_header),
+            ("stream.event.context", &s.event_context),
+        ] {
+            if let Some(st) = st {
+                scopes.push((format!("stream {}: {name}", s.id.unwrap_or(0)), st));
+            }
+        }
+    }
+    for e in &trace.events {
+        if let Some(c) = &e.context {
+            scopes.push((format!("event `{}`: event.context", e.name), c));
+        }
+        scopes.push((format!("event `{}`: event.fields", e.name), &e.fields));
+    }
+    for (at, s) in scopes {
+        let mut stack: Vec<&Type> = s.fields.iter().map(|f| &f.ty).collect();
+        while let Some(t) = stack.pop() {
+            let map = match t {
+                Type::Integer(i) => i.map.as_ref(),
+                Type::Enum(e) => e.container.map.as_ref(),
+                Type::Struct(s) => {
+                    stack.extend(s.fields.iter().map(|f| &f.ty));
+                    None
+                }
+                Type::Variant { options, .. } => {
+                    stack.extend(options.iter().map(|f| &f.ty));
+                    None
+                }
+                Type::Array { element, .. } | Type::Sequence { element, .. } => {
+                    stack.push(element);
+                    None
+                }
+                _ => None,
+            };
+            if let Some(clock) = map {
+                if !trace.clocks.iter().any(|c| &c.name == clock) {
+                    return Err(format!(
+                        "{at}: `map = clock.{clock}.value` names no declared clock"
+                    ));
                 }
             }
         }
