@@ -353,6 +353,17 @@ pub struct StreamCount {
     pub by_class: Vec<(Arc<EventClass>, u64)>,
 }
 
+/// A time that 64-bit nanoseconds since the epoch cannot hold: babeltrace2
+/// rejects the trace there, and so does tape (every later time and delta
+/// would be meaningless).
+fn out_of_range(t: i128) -> bool {
+    t < i128::from(i64::MIN) || t > i128::from(i64::MAX)
+}
+
+fn range_message(value: u64, t: i128) -> String {
+    format!("the clock value {value} is {t} ns since the epoch: out of range of 64-bit nanoseconds")
+}
+
 /// One stream file, read with plans.
 pub struct FastStream {
     plan: Arc<TracePlan>,
@@ -574,6 +585,9 @@ impl FastStream {
         let idx = self.event_class()?;
         let sp = &self.plan.streams[self.stream];
         let t = sp.clock.map(|c| c.ns(self.state.clock));
+        if let Some(t) = t.filter(|&t| out_of_range(t)) {
+            return Err(self.err(range_message(self.state.clock, t)));
+        }
         self.current = Some((idx, t));
         Ok(Next::Event(t))
     }
@@ -700,6 +714,10 @@ impl FastStream {
                 break;
             };
             let t = sp.clock.map(|c| c.ns(self.state.clock));
+            if t.is_some_and(out_of_range) {
+                // `peek` decodes it again and reports it.
+                break;
+            }
             self.pos = end;
             let Some(text) = ev.text.as_ref().filter(|_| shown(&ev.class, t)) else {
                 self.current = Some((idx, t));
@@ -904,8 +922,13 @@ impl FastStream {
             }
         }
         for (sp, s) in self.plan.streams.iter().zip(&span) {
-            if let (Some(clock), Some((lo, hi))) = (&sp.clock, s) {
-                let (lo, hi) = (clock.ns(*lo), clock.ns(*hi));
+            if let (Some(clock), Some((lo_v, hi_v))) = (&sp.clock, s) {
+                let (lo, hi) = (clock.ns(*lo_v), clock.ns(*hi_v));
+                for (v, t) in [(*lo_v, lo), (*hi_v, hi)] {
+                    if out_of_range(t) {
+                        return Err(self.err(range_message(v, t)));
+                    }
+                }
                 c.first = Some(c.first.map_or(lo, |f| f.min(lo)));
                 c.last = Some(c.last.map_or(hi, |l| l.max(hi)));
             }

@@ -177,8 +177,9 @@ pub(crate) struct Ring {
 
 // SAFETY: the `UnsafeCell` memory is written only by the owner thread (the
 // only holder of `Local` pointers into it) and read by other threads only in
-// `snapshot`, which follows the seqlock protocol described in the module
-// docs; all other fields are atomics or immutable after creation.
+// `snapshot`, which reads only bytes that no write can overlap (the gate
+// protocol, module docs and `gate.rs`); all other fields are atomics or
+// immutable after creation.
 unsafe impl Sync for Ring {}
 // SAFETY: as above; nothing in a Ring is tied to the creating thread.
 unsafe impl Send for Ring {}
