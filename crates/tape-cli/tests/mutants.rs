@@ -358,7 +358,7 @@ fn mutants_tape_agrees_with_itself_and_with_babeltrace2() {
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mutants");
     let _ = std::fs::remove_dir_all(&work);
     // The mutants, made up front from one seeded generator (repeatable).
-    let mut rng = Rng(0x5eed_0f_b7_2a11_c0de);
+    let mut rng = Rng(0x5eed_0fb7_2a11_c0de);
     let mutants: Vec<(usize, Kind, PathBuf, String)> = (0..total)
         .map(|i| {
             let src = &sources[rng.below(sources.len())];

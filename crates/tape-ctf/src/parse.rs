@@ -235,8 +235,9 @@ impl Parser {
         self.scopes.iter().rev().find_map(|s| s.get(name))
     }
 
-    /// A copy of `t`, counted against [`MAX_TYPE_NODES`].
-    fn copy(&mut self, t: &Type, at: usize) -> Result<Type, ParseError> {
+    /// The nodes of `t`, if copying it keeps the metadata within
+    /// [`MAX_TYPE_NODES`] (measured before anything is copied).
+    fn copy_budget(&self, t: &Type, at: usize) -> Result<usize, ParseError> {
         let budget = MAX_TYPE_NODES - self.copied;
         let (_, nodes) = shape(t, budget);
         if nodes > budget {
@@ -248,7 +249,12 @@ impl Parser {
                 ),
             ));
         }
-        self.copied += nodes;
+        Ok(nodes)
+    }
+
+    /// A copy of `t`, counted against [`MAX_TYPE_NODES`].
+    fn copy(&mut self, t: &Type, at: usize) -> Result<Type, ParseError> {
+        self.copied += self.copy_budget(t, at)?;
         Ok(t.clone())
     }
 
@@ -257,19 +263,7 @@ impl Parser {
         let Some(t) = self.lookup(name) else {
             return Ok(None);
         };
-        // The scopes are not changed by counting: a clone to satisfy the
-        // borrow, measured first so that an oversized type is never copied.
-        let budget = MAX_TYPE_NODES - self.copied;
-        let (_, nodes) = shape(t, budget);
-        if nodes > budget {
-            return Err(self.error_at(
-                at,
-                format!(
-                    "the types of this metadata expand to more than {MAX_TYPE_NODES} nodes \
-                     (every use of an alias or a named struct copies its type)"
-                ),
-            ));
-        }
+        let nodes = self.copy_budget(t, at)?;
         let t = t.clone();
         self.copied += nodes;
         Ok(Some(t))

@@ -1327,7 +1327,7 @@ impl<'t> Compiler<'t> {
             path.pop();
             body.push(field(&f.name, op));
         }
-        let a = u64::from(struct_align(s));
+        let a = struct_align(s);
         Ok(ScopePlan::new(vec![Op::Struct {
             align: a,
             body: fuse(body, a),
@@ -1478,7 +1478,7 @@ impl<'t> Compiler<'t> {
             ClockUse::None
         };
         IntOp {
-            align: u64::from(i.align.max(1)),
+            align: i.align.max(1),
             size: i.size,
             signed: i.signed,
             order: i.byte_order.unwrap_or(self.trace_order),
@@ -1517,7 +1517,7 @@ impl<'t> Compiler<'t> {
                 Op::Int(self.int_op(scope, &e.container, path, name, Some(Arc::new(e.clone()))))
             }
             Type::Float(f) => Op::Float {
-                align: u64::from(f.align.max(1)),
+                align: f.align.max(1),
                 bits: f.exp_dig + f.mant_dig,
                 order: f.byte_order.unwrap_or(self.trace_order),
             },
@@ -1530,7 +1530,7 @@ impl<'t> Compiler<'t> {
                     path.pop();
                     body.push(field(&f.name, op));
                 }
-                let a = u64::from(struct_align(s));
+                let a = struct_align(s);
                 Op::Struct {
                     align: a,
                     body: fuse(body, a),
@@ -1586,7 +1586,7 @@ impl<'t> Compiler<'t> {
         let text = matches!(element, Type::Integer(i) if i.size == 8 && i.encoding != Encoding::None && i.align <= 8);
         let elem = self.emit(scope, element, path, "")?;
         Ok(Op::Array {
-            align: u64::from(type_align(element)),
+            align: type_align(element),
             len,
             elem: Box::new(elem),
             text,

@@ -65,7 +65,7 @@
 //!    `off1` in packet `k1`, and the metadata of that packet's slot, are
 //!    visible, and the owner writes only beyond `off1` while `k1` is open.
 //! 2. For the packets `k1, k1 - 1, ..., k1 - N + 1` (newest first), the save
-//!    *pins* the packet's slot in the ring's [`gate`] and learns which packet
+//!    *pins* the packet's slot in the ring's gate (`ring/gate.rs`) and learns which packet
 //!    the owner is in; if the slot was reused since, the copy stops (older
 //!    slots were reused before). While pinned, the owner cannot enter the
 //!    slot: its event is dropped and counted (`saving`), never written over
@@ -74,7 +74,7 @@
 //!    of the open one) and unpinned.
 //!
 //! So a saved packet holds exactly the complete events that were committed,
-//! never a torn one, never one from a previous lap. [`gate`] draws the
+//! never a torn one, never one from a previous lap. `ring/gate.rs` draws the
 //! protocol, argues its orderings, and model-checks it with loom.
 
 use std::cell::{Cell, UnsafeCell};
