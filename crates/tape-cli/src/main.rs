@@ -445,6 +445,16 @@ fn check(paths: &[PathBuf]) -> Result<(), Failure> {
         for w in &t.warnings {
             say!("tape: warning: {}/metadata: {w}", t.dir.display());
         }
+        // Valid CTF (a stream with no packet), but its events, if it ever
+        // had any, are gone: worth a word.
+        for p in &t.streams {
+            if std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+                say!(
+                    "tape: warning: {}: the stream file is empty (0 bytes: no packet, no event)",
+                    p.display()
+                );
+            }
+        }
     }
     let mut merge = FastMerge::new(&traces)?;
     let (mut events, mut lost) = (0u64, 0u64);
@@ -467,7 +477,11 @@ fn check(paths: &[PathBuf]) -> Result<(), Failure> {
                     st.pending_end = end;
                 }
                 st.advance(t, events);
-                stream.emit(&mut Discard).map_err(|e| e.to_string())?;
+                if let Err(e) = stream.emit(&mut Discard) {
+                    // Its stream ends; the error comes after the others.
+                    merge.fail(e);
+                    continue;
+                }
                 events += 1;
             }
             Step::Lost(_, n, _) => lost += n,
@@ -517,8 +531,12 @@ fn stats(paths: &[PathBuf]) -> Result<(), Failure> {
     let mut by_stream: Vec<(String, u64, u64)> = Vec::new();
     let (mut first, mut last): (Option<i128>, Option<i128>) = (None, None);
     let (mut total, mut lost_total) = (0u64, 0u64);
+    let mut stopped = Vec::new();
     for ((_, path), c) in jobs.iter().zip(counted) {
-        let c = c?;
+        let mut c = c?;
+        if let Some(e) = c.stopped.take() {
+            stopped.push(e.to_string());
+        }
         for (class, n) in c.by_class {
             *by_event.entry(class.name.clone()).or_default() += n;
         }
@@ -596,7 +614,18 @@ fn stats(paths: &[PathBuf]) -> Result<(), Failure> {
     for (path, n, l) in by_stream {
         let _ = writeln!(text, "{n:>12}  {l:>12}  {path}");
     }
-    print(&text)
+    print(&text)?;
+    // Damaged streams were counted up to the damage: the figures above are
+    // those of what could be read; where each stopped is an error.
+    if let Some((last, others)) = stopped.split_last() {
+        for e in others {
+            say!("tape: error: {e}");
+        }
+        return Err(Failure::Error(format!(
+            "{last} (the figures above count what was read before)"
+        )));
+    }
+    Ok(())
 }
 
 /// The `env` entries in which tape's recorder counts the events it lost

@@ -164,6 +164,15 @@ fn cases() -> Vec<Case> {
             bt2_wrong: None,
         },
         Case {
+            name: "a stream file of 0 bytes",
+            metadata: META.into(),
+            stream: Vec::new(),
+            tape: Ok(0),
+            warning: Some("the stream file is empty (0 bytes: no packet, no event)"),
+            bt2_ok: true,
+            bt2_wrong: None,
+        },
+        Case {
             name: "time going backwards in a stream",
             metadata: META.into(),
             stream: stream(&[1000, 3000, 2000]),
@@ -252,4 +261,60 @@ fn crafted_traces_get_the_expected_verdicts() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A trace with no clock: no `[time] (+delta)` on its lines, as babeltrace2
+/// prints them (tape printed `[??:??:??.?????????] (+?.?????????)`).
+#[test]
+fn events_without_a_clock_have_no_time() {
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("reader-table-no-clock");
+    let metadata = META
+        .replace("map = clock.c.value; ", "")
+        .replace(
+            "clock { name = c; freq = 1000000000; offset_s = 1700000000; };\n",
+            "",
+        )
+        .replace(
+            "uint32_t id; clk_t timestamp;",
+            "uint32_t id; uint32_t stamp;",
+        );
+    // Events: id (u32), stamp (u32), x (u8).
+    let mut stream = Vec::new();
+    stream.extend_from_slice(&0xC1FC_1FC1u32.to_le_bytes());
+    stream.extend_from_slice(&0u32.to_le_bytes());
+    for x in 0..3u8 {
+        stream.extend_from_slice(&0u32.to_le_bytes());
+        stream.extend_from_slice(&7u32.to_le_bytes());
+        stream.push(x);
+    }
+    let c = Case {
+        name: "no clock",
+        metadata: metadata.into_bytes(),
+        stream,
+        tape: Ok(3),
+        warning: None,
+        bt2_ok: true,
+        bt2_wrong: None,
+    };
+    write(&root, &c);
+    let tape = Command::new(env!("CARGO_BIN_EXE_tape"))
+        .arg("show")
+        .arg(&root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&tape.stdout);
+    assert!(
+        tape.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tape.stderr)
+    );
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(text.lines().all(|l| l.starts_with("e: { x = ")), "{text}");
+    if let Ok(b) = Command::new("babeltrace2").arg(&root).output() {
+        assert_eq!(
+            text,
+            String::from_utf8_lossy(&b.stdout),
+            "babeltrace2's text"
+        );
+    }
 }

@@ -351,6 +351,9 @@ pub struct StreamCount {
     pub last: Option<i128>,
     /// Events per event class (those seen).
     pub by_class: Vec<(Arc<EventClass>, u64)>,
+    /// Where the stream could not be read further: the figures above are
+    /// those of what was read before.
+    pub stopped: Option<DecodeError>,
 }
 
 /// A time that 64-bit nanoseconds since the epoch cannot hold: babeltrace2
@@ -706,6 +709,10 @@ impl FastStream {
         let Some(quick) = &sp.quick_header else {
             return 0;
         };
+        if sp.clock.is_none() {
+            // Lines without a time (no clock) are opened by `peek`'s path.
+            return 0;
+        }
         let mut n = 0;
         while n < max && out.len() < text_max && self.pos < self.content_end {
             // A header the quick plan cannot take is decoded again by
@@ -875,7 +882,9 @@ impl FastStream {
     }
 
     /// Reads the whole stream, counting events per class, lost events and
-    /// the time span, without decoding payload values.
+    /// the time span, without decoding payload values. A stream that cannot
+    /// be read to its end is counted up to the damage, which
+    /// [`StreamCount::stopped`] names.
     pub fn count(&mut self) -> Result<StreamCount, DecodeError> {
         let mut per: Vec<Vec<u64>> = self
             .plan
@@ -887,7 +896,7 @@ impl FastStream {
         // conversion to ns keeps the order, so it is done once at the end).
         let mut span: Vec<Option<(u64, u64)>> = vec![None; per.len()];
         let mut c = StreamCount::default();
-        loop {
+        c.stopped = 'read: loop {
             if let Some((k, _)) = self.pending_lost.take() {
                 c.lost += k;
             }
@@ -899,35 +908,43 @@ impl FastStream {
                 // scopes it could not step over, or none.
                 let idx = match stopped {
                     Some(idx) => idx,
-                    None if self.pos < self.content_end => self.event_class()?,
+                    None if self.pos < self.content_end => match self.event_class() {
+                        Ok(idx) => idx,
+                        Err(e) => break 'read Some(e),
+                    },
                     None => continue,
                 };
+                if let Err(e) = self.emit_class(idx, &mut Discard) {
+                    break 'read Some(e);
+                }
                 let v = self.state.clock;
                 let s = &mut span[self.stream];
                 *s = Some(s.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
                 if let Some(n) = per[self.stream].get_mut(idx) {
                     *n += 1;
                 }
-                self.emit_class(idx, &mut Discard)?;
                 c.events += 1;
                 continue;
             }
             self.in_packet = false;
             if self.next_packet >= self.stop {
-                break;
+                break None;
             }
             if let Err(e) = self.packet() {
                 self.next_packet = self.stop;
-                return Err(e);
+                break Some(e);
             }
-        }
+        };
         for (sp, s) in self.plan.streams.iter().zip(&span) {
             if let (Some(clock), Some((lo_v, hi_v))) = (&sp.clock, s) {
                 let (lo, hi) = (clock.ns(*lo_v), clock.ns(*hi_v));
-                for (v, t) in [(*lo_v, lo), (*hi_v, hi)] {
-                    if out_of_range(t) {
-                        return Err(self.err(range_message(v, t)));
-                    }
+                if let Some((v, t)) = [(*lo_v, lo), (*hi_v, hi)]
+                    .into_iter()
+                    .find(|&(_, t)| out_of_range(t))
+                {
+                    c.stopped
+                        .get_or_insert_with(|| self.err(range_message(v, t)));
+                    continue;
                 }
                 c.first = Some(c.first.map_or(lo, |f| f.min(lo)));
                 c.last = Some(c.last.map_or(hi, |l| l.max(hi)));
@@ -1555,6 +1572,9 @@ pub struct FastMerge {
     started: bool,
     /// The stream whose event was handed out last (re-queued on `next`).
     pending: Option<usize>,
+    /// The first decoding error: its stream ended there, the others go on,
+    /// and it is returned after them.
+    failed: Option<DecodeError>,
 }
 
 /// What [`FastMerge::next`] gives.
@@ -1597,49 +1617,60 @@ impl FastMerge {
             heap: BinaryHeap::new(),
             started: false,
             pending: None,
+            failed: None,
         })
     }
 
-    fn push(&mut self, i: usize) -> Result<(), DecodeError> {
-        let key = match self.streams[i].peek()? {
-            Next::Event(t) => t.unwrap_or(i128::MIN),
-            Next::Lost(_, t) => t.unwrap_or(i128::MIN),
-            Next::End => return Ok(()),
+    /// Queues stream `i` at its next item; a stream that fails ends there.
+    fn push(&mut self, i: usize) {
+        let key = match self.streams[i].peek() {
+            Ok(Next::Event(t)) => t.unwrap_or(i128::MIN),
+            Ok(Next::Lost(_, t)) => t.unwrap_or(i128::MIN),
+            Ok(Next::End) => return,
+            Err(e) => return self.fail(e),
         };
         self.heap.push(Reverse((key, i)));
-        Ok(())
+    }
+
+    /// The event handed out last could not be decoded (`emit` failed): its
+    /// stream ends there; the error is returned once the others have ended.
+    pub fn fail(&mut self, e: DecodeError) {
+        self.failed.get_or_insert(e);
+        self.pending = None;
     }
 
     /// The next event or loss, in time order; `None` at the end. After an
-    /// `Event`, the caller must `emit` it before calling `next` again.
+    /// `Event`, the caller must `emit` it (or report its failure with
+    /// [`fail`](Self::fail)) before calling `next` again. A stream that
+    /// cannot be decoded further ends where it fails, as if its file ended
+    /// there; the other streams go on, and the first error comes last.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Result<Step<'_>, DecodeError>> {
         if !self.started {
             self.started = true;
             for i in 0..self.streams.len() {
-                if let Err(e) = self.push(i) {
-                    return Some(Err(e));
-                }
+                self.push(i);
             }
         }
         // Re-queue the stream used last (its next item is now decodable).
         if let Some(i) = self.pending.take() {
-            if let Err(e) = self.push(i) {
-                return Some(Err(e));
-            }
+            self.push(i);
         }
-        let Reverse((_, i)) = self.heap.pop()?;
+        let Some(Reverse((_, i))) = self.heap.pop() else {
+            return self.failed.take().map(Err);
+        };
         match self.streams[i].peek() {
-            Err(e) => Some(Err(e)),
+            Err(e) => {
+                self.fail(e);
+                self.next()
+            }
             Ok(Next::Event(t)) => {
                 self.pending = Some(i);
                 Some(Ok(Step::Event(&mut self.streams[i], t)))
             }
             Ok(Next::Lost(n, t)) => {
                 self.streams[i].take_lost();
-                if let Err(e) = self.push(i) {
-                    return Some(Err(e));
-                }
+                self.push(i);
                 Some(Ok(Step::Lost(&self.streams[i], n, t)))
             }
             Ok(Next::End) => self.next(),
@@ -1852,29 +1883,29 @@ pub fn events(
     traces: &[TraceDir],
 ) -> Result<impl Iterator<Item = Result<Record, DecodeError>>, String> {
     let mut merge = FastMerge::new(traces)?;
-    let mut failed = false;
-    Ok(std::iter::from_fn(move || {
-        if failed {
-            return None;
-        }
+    Ok(std::iter::from_fn(move || loop {
         let r = match merge.next()? {
             Err(e) => Err(e),
             Ok(Step::Lost(s, n, t)) => Ok(Record::Lost(s.path().to_path_buf(), n, t)),
             Ok(Step::Event(s, t)) => {
                 let class = s.class().cloned();
                 let mut sink = ValueSink::default();
-                s.emit(&mut sink).map(|()| {
-                    Record::Event(Event {
+                match s.emit(&mut sink) {
+                    Ok(()) => Ok(Record::Event(Event {
                         class: class.expect("an event was peeked"),
                         ns: t,
                         stream: s.path().to_path_buf(),
                         scopes: sink.scopes,
-                    })
-                })
+                    })),
+                    Err(e) => {
+                        // Its stream ends; the error comes after the others.
+                        merge.fail(e);
+                        continue;
+                    }
+                }
             }
         };
-        failed = r.is_err();
-        Some(r)
+        return Some(r);
     }))
 }
 

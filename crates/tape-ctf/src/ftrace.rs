@@ -425,7 +425,11 @@ pub fn render(
             Step::Event(stream, t) => {
                 let class = stream.class().cloned();
                 let mut sink = ValueSink::default();
-                stream.emit(&mut sink)?;
+                if let Err(e) = stream.emit(&mut sink) {
+                    // Its stream ends; the error comes after the others.
+                    merge.fail(e);
+                    continue;
+                }
                 let Some(class) = class.filter(|c| shown(c, t)) else {
                     continue;
                 };

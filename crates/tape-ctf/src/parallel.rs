@@ -32,8 +32,10 @@
 //! that filters never change the order of the others (a stream whose times
 //! go backwards merges differently without them). A payload that fails to
 //! decode becomes a `failed` record at its place, and a header that fails
-//! ends its part's last chunk: the error comes out where the one-thread
-//! merge would meet it.
+//! ends its part's last chunk: the error ends that stream where the
+//! one-thread merge would meet it, and the other streams are merged to
+//! their end before it is reported (a damaged flight recording shows every
+//! intact event, then the error).
 //!
 //! Memory is bounded: per stream, at most [`AHEAD`] chunks wait to be
 //! merged (and one more per thread under way) and [`PARTS_AHEAD`] parts
@@ -370,10 +372,14 @@ where
                     let start = c.text.len();
                     let mut aux = 0;
                     let r = match render {
+                        // An event without a time (a trace with no clock)
+                        // has no `[time] (+delta) `, as babeltrace2 prints it.
                         Render::Text(time) => {
-                            time.open_line(&mut c.text, t);
-                            aux = (c.text.len() + 3 - start) as u32;
-                            c.text.put(DELTA_PLACEHOLDER);
+                            if t.is_some() {
+                                time.open_line(&mut c.text, t);
+                                aux = (c.text.len() + 3 - start) as u32;
+                                c.text.put(DELTA_PLACEHOLDER);
+                            }
                             write_event_rest(&mut c.text, s)
                         }
                         Render::Json => {
@@ -621,7 +627,9 @@ impl Threads {
 /// thread when the merge would otherwise wait) and calls `each` with every
 /// event shown and every loss, in time order (see the module docs);
 /// `shown` says which events are shown. `each` returns `false` to stop
-/// early. The first decoding error ends the merge and is returned.
+/// early. A decoding error ends its stream where it is met (the stream's
+/// records before it are merged, as if the file ended cleanly there); the
+/// other streams go on to their end, and the first error is returned then.
 pub fn render_merged<F, T: TimeText>(
     streams: Vec<FastStream>,
     render: Render<T>,
@@ -820,10 +828,12 @@ fn merge(
     let mut prev: Option<i128> = None;
     let n = paths.len();
     let mut cursors: Vec<Option<Cursor>> = (0..n).map(|_| None).collect();
+    // The first decoding error: it ends its stream; the others go on.
+    let mut failed: Option<DecodeError> = None;
     let mut first = Vec::with_capacity(n);
     for i in 0..n {
-        let k = advance(shared, &mut cursors, out, i, decode_here)?;
-        first.push((i, k.unwrap_or(DONE)));
+        let k = advance(shared, &mut cursors, out, i, decode_here);
+        first.push((i, key_or_end(k, &mut failed)));
     }
     let mut picker = LoserTree::new(n);
     picker.set_all(first);
@@ -878,14 +888,38 @@ fn merge(
                     return Ok(());
                 }
             }
-            FAILED => return Err(chunk.errors.swap_remove(rec.val as usize)),
+            FAILED => {
+                let e = chunk.errors.swap_remove(rec.val as usize);
+                failed.get_or_insert(e);
+                // The stream ends here (its chunk retired like one merged to
+                // its end); its later parts are never merged.
+                out.retired.push(c.slot);
+                cursors[i] = None;
+                picker.set(i, DONE);
+                continue;
+            }
             _ => {}
         }
         let key = match next {
             Some(k) => k,
-            None => advance(shared, &mut cursors, out, i, decode_here)?.unwrap_or(DONE),
+            None => key_or_end(
+                advance(shared, &mut cursors, out, i, decode_here),
+                &mut failed,
+            ),
         };
         picker.set(i, key);
     }
-    Ok(())
+    failed.map_or(Ok(()), Err)
+}
+
+/// A stream's next key from [`advance`]: its end when it has no more, or
+/// when it failed (the first error is kept in `failed`).
+fn key_or_end(k: Result<Option<i128>, DecodeError>, failed: &mut Option<DecodeError>) -> i128 {
+    match k {
+        Ok(k) => k.unwrap_or(DONE),
+        Err(e) => {
+            failed.get_or_insert(e);
+            DONE
+        }
+    }
 }

@@ -60,36 +60,36 @@ fn one_thread(dir: &Path, filter: Filter) -> Vec<String> {
             Ok(Step::Event(s, t)) => {
                 let shown = s.class().is_some_and(|c| filter.shows(c, t));
                 if !shown {
+                    // A stream that fails ends; the others go on and the
+                    // error comes last.
                     if let Err(e) = s.emit(&mut Discard) {
-                        out.push(format!("ERR {e}"));
-                        break;
+                        merge.fail(e);
                     }
                     continue;
-                }
-                let mut time = TextBuf::new();
-                match t {
-                    Some(ns) => Seconds.write(&mut time, ns),
-                    None => time.put(b"??:??:??.?????????"),
                 }
                 let delta = match (prev, t) {
                     (Some(p), Some(t)) => Some(t - p),
                     _ => None,
                 };
-                prev = t.or(prev);
                 let mut text = TextBuf::new();
-                write_line_prefix(&mut text, time.as_slice(), delta);
+                // No clock: no `[time] (+delta) `, as babeltrace2 prints.
+                if let Some(ns) = t {
+                    let mut time = TextBuf::new();
+                    Seconds.write(&mut time, ns);
+                    write_line_prefix(&mut text, time.as_slice(), delta);
+                }
                 match write_event_rest(&mut text, s) {
                     // Split as the runs of `threads` are (a name in the
                     // metadata may hold a newline).
-                    Ok(()) => out.extend(
-                        text.as_slice()
-                            .split_inclusive(|&b| b == b'\n')
-                            .map(|l| format!("E {}", String::from_utf8_lossy(l))),
-                    ),
-                    Err(e) => {
-                        out.push(format!("ERR {e}"));
-                        break;
+                    Ok(()) => {
+                        prev = t.or(prev);
+                        out.extend(
+                            text.as_slice()
+                                .split_inclusive(|&b| b == b'\n')
+                                .map(|l| format!("E {}", String::from_utf8_lossy(l))),
+                        )
                     }
+                    Err(e) => merge.fail(e),
                 }
             }
         }

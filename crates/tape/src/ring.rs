@@ -60,22 +60,26 @@
 //! reads a byte the owner may be writing at the same time (that would be a
 //! data race under the memory model, even if the copy were discarded):
 //!
-//! 1. `pos1 = head.pos.load(Acquire)` — pairs with the `Release` store that
+//! 1. The save *pins* the ring's packets from the oldest still there on
+//!    (the gate, `ring/gate.rs`): the owner cannot overwrite a pinned
+//!    packet; an event that would is dropped and counted (`saving`).
+//! 2. `pos1 = head.pos.load(Acquire)` — pairs with the `Release` store that
 //!    published the last event or packet switch: every event byte below
 //!    `off1` in packet `k1`, and the metadata of that packet's slot, are
 //!    visible, and the owner writes only beyond `off1` while `k1` is open.
-//! 2. For the packets `k1, k1 - 1, ..., k1 - N + 1` (newest first), the save
-//!    *pins* the packet's slot in the ring's gate (`ring/gate.rs`) and learns which packet
-//!    the owner is in; if the slot was reused since, the copy stops (older
-//!    slots were reused before). While pinned, the owner cannot enter the
-//!    slot: its event is dropped and counted (`saving`), never written over
-//!    the copy.
-//! 3. The pinned slot is copied (`content` bytes of a closed packet, `off1`
-//!    of the open one) and unpinned.
+//! 3. The packets from the pinned one to `k1` are copied oldest first, one
+//!    at a time (`content` bytes of a closed packet, `off1` of the open
+//!    one), the pin moving past each as soon as it is copied; the caller
+//!    writes each out before the next is copied, so a save holds one
+//!    packet, not a copy of the ring.
 //!
 //! So a saved packet holds exactly the complete events that were committed,
 //! never a torn one, never one from a previous lap. `ring/gate.rs` draws the
 //! protocol, argues its orderings, and model-checks it with loom.
+//!
+//! A packet switch writes the new packet's metadata (`ts_begin`,
+//! `committed_before`) after entering its slot and before publishing it in
+//! `head.pos`, so a save that sees the packet open sees its metadata.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -458,7 +462,7 @@ fn switch(l: &Local, ring: &Ring, ts: u64) -> bool {
     old.dropped_at_close
         .store(ring.dropped_total(), Ordering::Relaxed);
     let slot = (next % n) as usize;
-    if !ring.gate.0.enter(next, slot) {
+    if !ring.gate.0.enter(next, next.checked_sub(n)) {
         return false;
     }
     l.committed.set(l.committed.get() + l.events.get());
@@ -642,13 +646,21 @@ impl Ring {
         self.exited.load(Ordering::Acquire)
     }
 
-    /// A consistent copy of the ring's packets (module docs, "The snapshot").
+    /// Copies the ring's packets, oldest first, each into `buf` after its
+    /// first `head` bytes (left for the caller), and hands it to `each` with
+    /// its metadata once its slot is released: a save needs memory for one
+    /// packet, whatever the ring's size (module docs, "The snapshot").
     ///
-    /// If the writer went around the whole ring while even the newest packet
-    /// was being copied (the saving thread was preempted: on a busy machine
-    /// a fast writer laps a small ring in tens of microseconds), nothing
-    /// would be left: the copy is then retried, a few times.
-    pub(crate) fn snapshot(&self) -> Result<Snapshot, std::collections::TryReserveError> {
+    /// If the owner went around the whole ring before the pin took (the
+    /// saving thread was preempted: a fast writer laps a small ring in tens
+    /// of microseconds), nothing would be left: the pin is tried again, a
+    /// few times.
+    pub(crate) fn copy_packets<E>(
+        &self,
+        buf: &mut Vec<u8>,
+        head: usize,
+        mut each: impl FnMut(&PacketMeta, &mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), CopyError<E>> {
         // One save at a time copies a ring (the gate holds one pin).
         // Acquire: pairs with the Release store that ends another save's copy.
         while self
@@ -658,84 +670,79 @@ impl Ring {
         {
             std::thread::yield_now();
         }
-        let mut snap = self.snapshot_once();
+        let n = self.slots.len() as u64;
+        let mut r = Ok(());
         for _ in 0..16 {
-            match &snap {
-                Ok(s) if s.packets.is_empty() && self.head.0.pos.load(Ordering::Relaxed) != 0 => {}
-                _ => break,
+            // Acquire: pairs with the Release stores of `write_event` /
+            // `switch`; the oldest packet still in the ring then.
+            let k0 = self.head.0.pos.load(Ordering::Acquire) >> 32;
+            let from = self.gate.0.pin((k0 + 1).saturating_sub(n), n);
+            // After the pin: what is published now stays until copied.
+            let pos1 = self.head.0.pos.load(Ordering::Acquire);
+            let (k1, off1) = (pos1 >> 32, (pos1 & 0xffff_ffff) as usize);
+            if from > k1 {
+                // Lapped before the pin took; try again.
+                self.gate.0.unpin();
+                std::thread::yield_now();
+                continue;
             }
-            std::thread::yield_now();
-            snap = self.snapshot_once();
+            let last_ts = self.head.0.last_ts.load(Ordering::Relaxed);
+            let dropped_now = self.dropped_total();
+            r = (from..=k1).try_for_each(|k| {
+                let open = k == k1;
+                let copied = self.copy_pinned(buf, head, k, open, off1, last_ts, dropped_now);
+                // The slot is free again as soon as its bytes are copied.
+                self.gate.0.advance();
+                let meta = copied.map_err(CopyError::Memory)?;
+                each(&meta, buf).map_err(CopyError::Each)
+            });
+            self.gate.0.unpin();
+            break;
         }
         // Release: pairs with the Acquire that starts the next save's copy.
         self.reading.store(false, Ordering::Release);
-        snap
+        r
     }
 
-    fn snapshot_once(&self) -> Result<Snapshot, std::collections::TryReserveError> {
-        let n = self.slots.len() as u64;
-        // Acquire: pairs with the Release stores of `write_event` / `switch`.
-        let pos1 = self.head.0.pos.load(Ordering::Acquire);
-        let last_ts = self.head.0.last_ts.load(Ordering::Relaxed);
-        let dropped_now = self.dropped_total();
-        let (k1, off1) = (pos1 >> 32, (pos1 & 0xffff_ffff) as usize);
-        let first = (k1 + 1).saturating_sub(n);
-        let mut copies = Vec::new();
-        // Newest first: the writer must go around the whole ring to reach
-        // the packet copied first, so under a fast writer (or a preempted
-        // save) the newest packets survive and only the oldest are lost.
-        for k in (first..=k1).rev() {
-            let slot = (k % n) as usize;
-            let k2 = self.gate.0.pin(slot);
-            if k + n <= k2 {
-                // Reused since `pos1`; so was every older slot.
-                self.gate.0.unpin(slot);
-                break;
-            }
-            let copy = self.copy_pinned(slot, k, k == k1, off1, last_ts, dropped_now);
-            self.gate.0.unpin(slot);
-            copies.push(copy?);
-        }
-        copies.reverse();
-        Ok(Snapshot {
-            packets: copies,
-            created_ts: self.created_ts,
-        })
-    }
-
-    /// Copies packet `k` from `slot`, which the caller pinned.
+    /// Copies packet `k`, whose slot the caller pinned, into `buf` after its
+    /// first `head` bytes; its metadata.
+    #[allow(clippy::too_many_arguments)]
     fn copy_pinned(
         &self,
-        slot: usize,
+        buf: &mut Vec<u8>,
+        head: usize,
         k: u64,
         open: bool,
         off1: usize,
         last_ts: u64,
         dropped_now: u64,
-    ) -> Result<PacketCopy, std::collections::TryReserveError> {
+    ) -> Result<PacketMeta, std::collections::TryReserveError> {
+        let slot = (k % self.slots.len() as u64) as usize;
         let meta = &self.slots[slot];
         let content = if open {
             off1
         } else {
-            (meta.content.load(Ordering::Relaxed) as usize).min(self.slot_size)
+            meta.content.load(Ordering::Relaxed) as usize
         }
         .min(self.slot_size);
-        let mut bytes = Vec::new();
-        bytes.try_reserve_exact(content)?;
-        // SAFETY: `content <= slot_size`, so the source lies in slot `slot`
-        // and the destination in `bytes`' reserved capacity; the bytes are
-        // initialised by the copy before `set_len`. No write to them can
-        // overlap the copy: a closed packet's slot is pinned, and the owner
-        // writes the open one only beyond `off1` (module docs of `gate`).
+        buf.clear();
+        buf.try_reserve_exact(head + content)?;
+        buf.resize(head, 0);
+        // SAFETY: `content <= slot_size`, so the source lies in slot `slot`;
+        // the destination is `buf`'s reserved capacity past its `head`
+        // initialised bytes, initialised by the copy before `set_len`. No
+        // write to the source can overlap the copy: a closed packet's slot is
+        // pinned, and the owner writes the open one only beyond `off1`
+        // (module docs of `gate`).
         unsafe {
             ptr::copy_nonoverlapping(
                 self.slot_ptr(slot).cast_const(),
-                bytes.as_mut_ptr(),
+                buf.as_mut_ptr().add(head),
                 content,
             );
-            bytes.set_len(content);
+            buf.set_len(head + content);
         }
-        Ok(PacketCopy {
+        Ok(PacketMeta {
             seq: k,
             ts_begin: meta.ts_begin.load(Ordering::Relaxed),
             ts_end: if open {
@@ -749,7 +756,7 @@ impl Ring {
             } else {
                 meta.dropped_at_close.load(Ordering::Relaxed)
             },
-            bytes,
+            events: content,
         })
     }
 }
@@ -768,30 +775,26 @@ pub struct Drops {
     pub saving: u64,
 }
 
-/// A copy of one packet's events.
-pub(crate) struct PacketCopy {
+/// What [`Ring::copy_packets`] tells of a packet copied.
+pub(crate) struct PacketMeta {
     /// Packet index in the stream.
     pub seq: u64,
     pub ts_begin: u64,
     pub ts_end: u64,
+    /// Events committed to this stream in earlier packets.
     pub committed_before: u64,
+    /// The stream's drops when the packet was closed (or copied, if open).
     pub dropped_at_close: u64,
-    bytes: Vec<u8>,
+    /// Bytes of events copied.
+    pub events: usize,
 }
 
-impl PacketCopy {
-    /// The event bytes.
-    pub(crate) fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-}
-
-/// A consistent copy of a ring.
-pub(crate) struct Snapshot {
-    /// Packets, oldest first, contiguous in `seq`; the last may be the open one.
-    pub packets: Vec<PacketCopy>,
-    /// Timestamp of the ring's creation.
-    pub created_ts: u64,
+/// Why [`Ring::copy_packets`] stopped.
+pub(crate) enum CopyError<E> {
+    /// A packet's buffer could not be allocated.
+    Memory(std::collections::TryReserveError),
+    /// The caller's `each` failed.
+    Each(E),
 }
 
 /// Every registered ring.

@@ -58,7 +58,7 @@ use tape_ctf::{ByteOrder, EnvValue, EventClass, Field, Integer, StreamClass, Str
 use crate::config;
 use crate::error::{Error, ErrorKind};
 use crate::registry;
-use crate::ring::{self, PacketCopy, Ring, Snapshot};
+use crate::ring::{self, CopyError, PacketMeta, Ring};
 
 /// Packet magic number (§5.1 of the CTF spec).
 pub const PACKET_MAGIC: u32 = 0xC1FC_1FC1;
@@ -229,40 +229,146 @@ fn process_exists(pid: u32) -> bool {
 
 /// Writes metadata and stream files into `dir`; returns the rings whose
 /// every event is in it (their thread had exited before the copy).
+///
+/// Each ring's packets are copied and written one at a time into one
+/// buffer, reused: a save needs memory for one packet beyond the rings,
+/// and an allocation that fails is an error, not an abort.
 fn fill(dir: &Path) -> Result<Vec<Arc<Ring>>, SaveError> {
     let uuid = new_uuid();
     let rings = ring::rings();
     let mut complete = Vec::new();
     let mut names = Vec::new();
+    let mut buf = Vec::new();
     for r in &rings {
         // Before the copy: an exited thread emits no more, so its copy holds
         // every event it kept. A thread that exits after this line may emit
         // after the copy: its ring stays for the next save.
         let exited = r.exited();
-        let snap = r.snapshot().map_err(|_| {
-            SaveError::out_of_memory(format!("the ring of thread {} ({})", r.tid(), r.name))
-        })?;
-        if exited {
-            complete.push(r.clone());
-        }
         let mut file_name = format!("{}-{}", sanitize(&r.name), r.tid());
         let mut n = 2;
         while names.contains(&file_name) {
             file_name = format!("{}-{}-{n}", sanitize(&r.name), r.tid());
             n += 1;
         }
-        let path = dir.join(&file_name);
-        let bytes = stream_bytes(&snap, &uuid, r);
-        if bytes.is_empty() {
-            continue;
+        let ctx = Context {
+            uuid: &uuid,
+            tid: r.tid(),
+            name: truncate_utf8(&r.name, 255),
+        };
+        let mut file = StreamFile::new(dir.join(&file_name), ctx, r.created_ts);
+        let head = file.ctx.head_size();
+        match r.copy_packets(&mut buf, head, |m, b| file.packet(m, b)) {
+            Ok(()) => {}
+            Err(CopyError::Memory(e)) => {
+                return Err(SaveError::out_of_memory(format!(
+                    "a packet of thread {} ({}): {e}",
+                    r.tid(),
+                    r.name
+                )))
+            }
+            Err(CopyError::Each(e)) => return Err(e),
         }
-        write_file(&path, &bytes)?;
-        names.push(file_name);
+        if file.finish()? {
+            names.push(file_name);
+        }
+        if exited {
+            complete.push(r.clone());
+        }
     }
     // The clock is calibrated last: the longest span, the best frequency.
     let meta = metadata(uuid).to_tsdl();
     write_file(&dir.join("metadata"), meta.as_bytes())?;
     Ok(complete)
+}
+
+/// One ring's stream file, written packet by packet as the ring hands them
+/// over, and created only once it has something to say: events, or losses.
+struct StreamFile<'a> {
+    path: PathBuf,
+    ctx: Context<'a>,
+    created_ts: u64,
+    file: Option<fs::File>,
+    /// Packets without events not written yet (the stream may say nothing).
+    pending: Vec<u8>,
+    /// Events lost before the first packet copied (overwritten).
+    lost_before: Option<u64>,
+    /// `events_discarded` of the last packet kept.
+    prev: Option<u64>,
+    last_discarded: u64,
+}
+
+impl<'a> StreamFile<'a> {
+    fn new(path: PathBuf, ctx: Context<'a>, created_ts: u64) -> StreamFile<'a> {
+        StreamFile {
+            path,
+            ctx,
+            created_ts,
+            file: None,
+            pending: Vec::new(),
+            lost_before: None,
+            prev: None,
+            last_discarded: 0,
+        }
+    }
+
+    /// Packet `m`, whose events follow its header's room in `buf`.
+    fn packet(&mut self, m: &PacketMeta, buf: &mut [u8]) -> Result<(), SaveError> {
+        let head = self.ctx.head_size();
+        let first = self.lost_before.is_none();
+        let lost_before = *self.lost_before.get_or_insert(m.committed_before);
+        let d = m.dropped_at_close + lost_before;
+        self.last_discarded = d;
+        if first && d > 0 {
+            // Losses before the first packet: an empty packet with none
+            // first, so that readers report them.
+            let t = self.created_ts.min(m.ts_begin);
+            let at = self.pending.len();
+            self.pending.resize(at + head, 0);
+            self.ctx.header(&mut self.pending[at..], t, t, m.seq, 0, 0);
+        }
+        // An empty packet says nothing unless it carries new losses.
+        if m.events == 0 && self.prev == Some(d) {
+            return Ok(());
+        }
+        self.prev = Some(d);
+        let begin = m.ts_begin.min(m.ts_end);
+        self.ctx
+            .header(&mut buf[..head], begin, m.ts_end, m.seq + 1, d, m.events);
+        if m.events == 0 {
+            self.pending.extend_from_slice(&buf[..head]);
+            return Ok(());
+        }
+        self.write_pending()?;
+        self.write(buf)
+    }
+
+    fn write_pending(&mut self) -> Result<(), SaveError> {
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            self.write(&pending)?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), SaveError> {
+        let path = &self.path;
+        if self.file.is_none() {
+            self.file = Some(fs::File::create(path).map_err(|e| SaveError::at(path, "create", e))?);
+        }
+        let f = self.file.as_mut().expect("created above");
+        // No fsync: see `write_file`.
+        f.write_all(bytes)
+            .map_err(|e| SaveError::at(path, "write", e))
+    }
+
+    /// Writes what is left; whether the stream has a file.
+    fn finish(mut self) -> Result<bool, SaveError> {
+        if self.file.is_none() && self.last_discarded == 0 {
+            return Ok(false);
+        }
+        self.write_pending()?;
+        Ok(self.file.is_some())
+    }
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SaveError> {
@@ -391,45 +497,6 @@ pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
     t
 }
 
-/// The packets of one stream file (empty when the ring has nothing to say).
-fn stream_bytes(snap: &Snapshot, uuid: &[u8; 16], ring: &Ring) -> Vec<u8> {
-    let mut out = Vec::new();
-    let Some(first) = snap.packets.first() else {
-        return out;
-    };
-    // Events lost before the first packet we have: overwritten, or copied
-    // while being overwritten.
-    let lost_before = first.committed_before;
-    let discarded = |p: &PacketCopy| p.dropped_at_close + lost_before;
-    let has_events = snap.packets.iter().any(|p| !p.bytes().is_empty());
-    let last_discarded = snap.packets.last().map(discarded).unwrap_or(0);
-    if !has_events && last_discarded == 0 {
-        return out;
-    }
-    let name = truncate_utf8(&ring.name, 255);
-    let ctx = Context {
-        uuid,
-        tid: ring.tid(),
-        name,
-    };
-    if discarded(first) > 0 {
-        let t = snap.created_ts.min(first.ts_begin);
-        ctx.packet(&mut out, t, t, first.seq, 0, &[]);
-    }
-    let mut prev = None;
-    for p in &snap.packets {
-        let d = discarded(p);
-        // An empty packet says nothing unless it carries new losses.
-        if p.bytes().is_empty() && prev == Some(d) {
-            continue;
-        }
-        let begin = p.ts_begin.min(p.ts_end);
-        ctx.packet(&mut out, begin, p.ts_end, p.seq + 1, d, p.bytes());
-        prev = Some(d);
-    }
-    out
-}
-
 struct Context<'a> {
     uuid: &'a [u8; 16],
     tid: u32,
@@ -437,28 +504,37 @@ struct Context<'a> {
 }
 
 impl Context<'_> {
-    fn packet(
+    /// Bytes of a packet's header and context.
+    fn head_size(&self) -> usize {
+        PACKET_HEADER_SIZE + 6 * 8 + 4 + self.name.len() + 1
+    }
+
+    /// Writes a packet's header and context into `out` (`head_size` bytes),
+    /// for a packet of `events` bytes of events.
+    fn header(
         &self,
-        out: &mut Vec<u8>,
+        out: &mut [u8],
         begin: u64,
         end: u64,
         seq: u64,
         discarded: u64,
-        events: &[u8],
+        events: usize,
     ) {
-        let size = PACKET_HEADER_SIZE + 6 * 8 + 4 + self.name.len() + 1 + events.len();
-        let bits = (size as u64) * 8;
-        out.reserve(size);
-        out.extend_from_slice(&PACKET_MAGIC.to_ne_bytes());
-        out.extend_from_slice(self.uuid);
-        out.extend_from_slice(&0u32.to_ne_bytes());
+        let bits = ((self.head_size() + events) as u64) * 8;
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
+        put(&PACKET_MAGIC.to_ne_bytes());
+        put(self.uuid);
+        put(&0u32.to_ne_bytes());
         for v in [begin, end, bits, bits, seq, discarded] {
-            out.extend_from_slice(&v.to_ne_bytes());
+            put(&v.to_ne_bytes());
         }
-        out.extend_from_slice(&self.tid.to_ne_bytes());
-        out.extend_from_slice(self.name.as_bytes());
-        out.push(0);
-        out.extend_from_slice(events);
+        put(&self.tid.to_ne_bytes());
+        put(self.name.as_bytes());
+        put(&[0]);
     }
 }
 
@@ -588,14 +664,66 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     }
     let e = io::Error::last_os_error();
     if e.raw_os_error() == Some(libc::EINVAL) || e.raw_os_error() == Some(libc::ENOSYS) {
-        // A file system without RENAME_NOREPLACE: check, then rename.
-        if to.exists() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                "it already exists",
-            ));
-        }
-        return fs::rename(from, to);
+        return rename_claimed(from, to, || {});
     }
     Err(e)
+}
+
+/// `rename(from, to)` for a file system without `RENAME_NOREPLACE`: `to` is
+/// claimed first by creating it (which fails if anything is there), then
+/// replaced by `from` (a rename may replace an empty directory: ours). A
+/// directory created at `to` by another process is never replaced: either
+/// our claim fails, or theirs does. (A check for `to` then a rename would
+/// replace an empty directory made in between.) `between` runs after the
+/// claim (tests put a competitor there).
+fn rename_claimed(from: &Path, to: &Path, between: impl FnOnce()) -> io::Result<()> {
+    fs::create_dir(to)?;
+    between();
+    fs::rename(from, to).inspect_err(|_| {
+        // Ours and still empty: given back (a non-empty one is not ours).
+        let _ = fs::remove_dir(to);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Another process creates the target between the check and the rename:
+    /// its directory is never replaced.
+    #[test]
+    fn the_rename_fallback_never_replaces_a_directory_made_meanwhile() {
+        let base = std::env::temp_dir().join(format!("tape-rename-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        fs::create_dir_all(base.join("from")).unwrap();
+        fs::write(base.join("from/metadata"), "x").unwrap();
+        let to = base.join("to");
+        let mut theirs = false;
+        let r = rename_claimed(&base.join("from"), &to, || {
+            theirs = fs::create_dir(&to).is_ok();
+        });
+        assert!(!(theirs && r.is_ok()), "their directory was replaced");
+        assert!(r.is_ok() && to.join("metadata").is_file(), "{r:?}");
+        // A target that exists already is refused, and nothing moves.
+        fs::create_dir_all(base.join("again")).unwrap();
+        let e = rename_claimed(&base.join("again"), &to, || {}).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert!(base.join("again").is_dir());
+        let _ = fs::remove_dir_all(&base);
+    }
+
+    /// The test above can fail: the way it replaced (check, then rename)
+    /// loses the competitor's directory under the same schedule.
+    #[test]
+    fn check_then_rename_would_replace_it() {
+        let base = std::env::temp_dir().join(format!("tape-rename-old-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        fs::create_dir_all(base.join("from")).unwrap();
+        let to = base.join("to");
+        assert!(!to.exists());
+        let theirs = fs::create_dir(&to).is_ok(); // the competitor, in between
+        let replaced = fs::rename(base.join("from"), &to).is_ok();
+        assert!(theirs && replaced, "rename(2) replaces an empty directory");
+        let _ = fs::remove_dir_all(&base);
+    }
 }

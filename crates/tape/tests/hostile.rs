@@ -11,6 +11,7 @@
 //! | `non_utf8_trace_dir` | `TAPE_TRACE_DIR` holds bytes that are not UTF-8 | the trace is saved there |
 //! | `non_utf8_mode`, `ring_larger_than_memory` | bad values | `init()` fails naming the variable and the figure |
 //! | `killed_during_save` | the parent sends SIGKILL while a save writes | the next save in that directory removes the leftover |
+//! | `save_peak_memory` | 4 threads fill 64 MiB rings, then a save | the save's peak memory is at most one packet per ring beyond the rings |
 
 mod common;
 
@@ -81,6 +82,12 @@ const CASES: &[Case] = &[
         name: "ring_larger_than_memory",
         env: &[("TAPE_TRACE_BUFSZ", b"1000G")],
         run: ring_larger_than_memory,
+        expect: Expect::Success,
+    },
+    Case {
+        name: "save_peak_memory",
+        env: &[],
+        run: save_peak_memory,
         expect: Expect::Success,
     },
     Case {
@@ -188,6 +195,18 @@ fn environment_values_that_are_not_utf8() {
     );
     spawn("non_utf8_mode", &[], |_| {});
     spawn("ring_larger_than_memory", &[], |_| {});
+}
+
+#[test]
+fn a_save_needs_one_packet_beyond_the_rings() {
+    let err = spawn("save_peak_memory", &[], |_| {});
+    eprintln!(
+        "{}",
+        err.lines()
+            .filter(|l| l.starts_with("save of"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 #[test]
@@ -428,6 +447,74 @@ fn ring_larger_than_memory() {
         m.contains("1073741824000 bytes") && m.contains("memory"),
         "{m}"
     );
+}
+
+/// `VmRSS` and `VmHWM` (peak) of this process, in KiB.
+fn memory_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    let field = |name: &str| -> u64 {
+        let line = status.lines().find(|l| l.starts_with(name)).expect(name);
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Four threads fill 64 MiB rings (1 MiB packets) and stay; the save's
+/// peak memory beyond what the process held before it is at most one packet
+/// per ring (it holds one packet at a time: one).
+fn save_peak_memory() {
+    let _g = tape::Config::new()
+        .enable("test.hostile.*")
+        .buffer_size(64 << 20)
+        .init()
+        .expect("init");
+    _g.disarm();
+    let (filled_tx, filled_rx) = std::sync::mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let (tx, stop) = (filled_tx.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let data = vec![0x5a_u8; 4000];
+                // Twice round the ring: every slot written (resident).
+                for _ in 0..2 * (64 << 20) / 4000 {
+                    bulk(&data);
+                }
+                tx.send(()).unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        })
+        .collect();
+    for _ in 0..4 {
+        filled_rx.recv().unwrap();
+    }
+    let dir = common::trace_path("peak-memory");
+    // A first save warms up what any save allocates once (the metadata,
+    // the registry); the second is measured.
+    tape::save_to(&dir).expect("save");
+    let (rss, _) = memory_kib();
+    let dir2 = common::trace_path("peak-memory");
+    tape::save_to(&dir2).expect("save");
+    let (_, hwm) = memory_kib();
+    stop.store(true, Ordering::Relaxed);
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    let extra = hwm.saturating_sub(rss);
+    let bytes: u64 = std::fs::read_dir(&dir2)
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    eprintln!(
+        "save of 4 x 64 MiB rings ({bytes} bytes written): RSS before {rss} KiB, peak {hwm} KiB, \
+         {extra} KiB beyond"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&dir2);
+    assert!(bytes > 200 << 20, "the rings were full");
+    // One packet per ring is 4 MiB; the save holds one at a time.
+    assert!(extra <= 4 << 10, "{extra} KiB beyond the rings");
 }
 
 /// Two threads fill 64 MiB rings (`TAPE_TRACE_BUFSZ`); then saves run, into

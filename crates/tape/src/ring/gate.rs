@@ -15,37 +15,43 @@
 //! * a slot is written again only when the owner *enters* it for a later
 //!   packet (overwrite mode, after going around the ring), and entering is
 //!   a read-modify-write of the gate word that fails while a save *pins*
-//!   the slot.
+//!   the packet that slot holds.
+//!
+//! A save pins packets from the oldest it still needs on: `P` pinned means
+//! packets `P, P + 1, ...` stay where they are. It copies them oldest
+//! first, one at a time, advancing the pin past each packet copied, so the
+//! owner is held back as little as possible and the save needs memory for
+//! one packet only.
 //!
 //! ```text
 //!  gate word (AtomicU64)
 //! +----------------------------------+----------------------------------+
-//! | packet the owner is in (32 bits) | pinned slot + 1, 0 = none (32)   |
+//! | packet the owner is in (32 bits) | oldest packet pinned + 1, 0 none |
 //! +----------------------------------+----------------------------------+
 //!
-//!  owner, switching to packet k' in slot s'      save, copying packet k in slot s
-//!  ---------------------------------------      --------------------------------
-//!  close packet k'-1 (metadata, relaxed)        w = fetch_add(s + 1)   [pin]
-//!  CAS word: (k' << 32 | pin), fails if         if k + N <= w >> 32: slot reused,
-//!        pin == s' + 1 (event dropped,            unpin, stop
-//!        counted `saving`)                      copy the bytes, read the metadata
-//!  write the metadata of s', then events        fetch_sub(s + 1)       [unpin]
+//!  owner, switching to packet k' (N slots)       save
+//!  ---------------------------------------       ----
+//!  close packet k'-1 (metadata, relaxed)         CAS: pin P = max(wanted,
+//!  CAS word: (k' << 32 | pin), fails if              owner's packet + 1 - N)
+//!        k' - N >= P, the packet it would        copy packet P, then
+//!        overwrite is pinned (event dropped,     fetch_add(1): pin P + 1 ...
+//!        counted `saving`)                       fetch_and: unpin
+//!  write the metadata of k''s slot, events
 //! ```
 //!
-//! All the owner's entries and the save's pins and unpins are
+//! All the owner's entries and the save's pins, advances and unpins are
 //! read-modify-writes of one word, so they are totally ordered (its
 //! modification order): no `SeqCst` is needed. If the pin comes first, the
 //! owner's CAS sees it and does not enter; if the entry comes first, the pin
-//! returns `k'` and the save sees that the slot was reused. The CAS is
-//! `AcqRel`: its `Acquire` pairs with the unpin's `Release` (a copy happens
-//! before the owner writes the slot again), its `Release` with the pin's
-//! `Acquire` (the closed packets' bytes and metadata happen before the
-//! copy). The loom model below checks every interleaving of this protocol
-//! for a ring of two slots, with loom's `UnsafeCell` flagging any
+//! sees the owner's packet and starts after what it overwrote. The CAS is
+//! `AcqRel`: its `Acquire` pairs with the `Release` of an advance or unpin
+//! (a copy happens before the owner writes that slot again), its `Release`
+//! with the pin's `Acquire` (the closed packets' bytes and metadata happen
+//! before the copy). The loom model below checks every interleaving of this
+//! protocol for a ring of two slots, with loom's `UnsafeCell` flagging any
 //! concurrent access to slot memory.
 //!
-//! One save at a time pins a ring (the snapshot takes `Ring::reading`), so
-//! the pin field holds at most one slot.
+//! One save at a time pins a ring (the copy takes `Ring::reading`).
 
 #[cfg(loom)]
 use loom::sync::atomic::AtomicU64;
@@ -67,19 +73,21 @@ impl Gate {
         }
     }
 
-    /// Owner: enters packet `next`, which lives in slot `slot`. False (and
-    /// nothing changed) while a save pins that slot.
-    pub(crate) fn enter(&self, next: u64, slot: usize) -> bool {
+    /// Owner: enters packet `next`, which overwrites packet `reuses` (the
+    /// one `N` packets before, if any). False (and nothing changed) while a
+    /// save pins `reuses`.
+    pub(crate) fn enter(&self, next: u64, reuses: Option<u64>) -> bool {
         let mut cur = self.word.load(Ordering::Relaxed);
         loop {
-            if cur & PIN_MASK == slot as u64 + 1 {
+            let pin = cur & PIN_MASK;
+            if pin != 0 && reuses.is_some_and(|r| r >= pin - 1) {
                 return false;
             }
-            let new = (next << 32) | (cur & PIN_MASK);
-            // AcqRel: Acquire pairs with the Release of `unpin` (the last
-            // copy of this slot happens before our writes to it); Release
-            // pairs with the Acquire of `pin` (our closed packets happen
-            // before any copy that sees this entry or a later one).
+            let new = (next << 32) | pin;
+            // AcqRel: Acquire pairs with the Release of `advance` / `unpin`
+            // (the last copy of this slot happens before our writes to it);
+            // Release pairs with the Acquire of `pin` (our closed packets
+            // happen before any copy that sees this entry or a later one).
             match self
                 .word
                 .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Relaxed)
@@ -90,19 +98,37 @@ impl Gate {
         }
     }
 
-    /// Save: pins `slot` and returns the packet the owner is in. Until
-    /// [`unpin`](Self::unpin), the owner cannot enter the slot.
-    pub(crate) fn pin(&self, slot: usize) -> u64 {
-        // Acquire: pairs with the Release of the owner's last `enter`.
-        let w = self.word.fetch_add(slot as u64 + 1, Ordering::Acquire);
-        debug_assert_eq!(w & PIN_MASK, 0, "one save pins a ring at a time");
-        w >> 32
+    /// Save: pins the packets from `wanted` on, or from the oldest the
+    /// owner has not overwritten yet if that is later, in a ring of `n`
+    /// slots. Returns the first packet pinned.
+    pub(crate) fn pin(&self, wanted: u64, n: u64) -> u64 {
+        let mut cur = self.word.load(Ordering::Relaxed);
+        loop {
+            debug_assert_eq!(cur & PIN_MASK, 0, "one save pins a ring at a time");
+            let owner = cur >> 32;
+            let from = wanted.max((owner + 1).saturating_sub(n));
+            let new = (cur & !PIN_MASK) | (from + 1);
+            // Acquire: pairs with the Release of the owner's last `enter`.
+            match self
+                .word
+                .compare_exchange_weak(cur, new, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return from,
+                Err(now) => cur = now,
+            }
+        }
     }
 
-    /// Save: releases the slot pinned by [`pin`](Self::pin).
-    pub(crate) fn unpin(&self, slot: usize) {
+    /// Save: done with the oldest packet pinned; the pin moves to the next.
+    pub(crate) fn advance(&self) {
         // Release: pairs with the Acquire of the owner's `enter`.
-        self.word.fetch_sub(slot as u64 + 1, Ordering::Release);
+        self.word.fetch_add(1, Ordering::Release);
+    }
+
+    /// Save: releases every packet pinned.
+    pub(crate) fn unpin(&self) {
+        // Release: pairs with the Acquire of the owner's `enter`.
+        self.word.fetch_and(!PIN_MASK, Ordering::Release);
     }
 
     /// In a forked child, whose only thread is the owner: a pin held by a
@@ -115,14 +141,16 @@ impl Gate {
 
 /// The slot protocol under loom: `RUSTFLAGS="--cfg loom" cargo test -p tape
 /// --lib --release loom` (as `.ci/run` does). A ring of two slots, each one
-/// word of loom-tracked memory; the owner writes packets `0..P` (value `k`
-/// in packet `k`, published like `write_event` and `switch`); a save runs the
-/// snapshot's loop. loom explores every interleaving and fails on any access
+/// word of loom-tracked memory; the owner writes packets (value `k` in
+/// packet `k`, published like `write_event` and `switch`); a save runs the
+/// copy's loop. loom explores every interleaving and fails on any access
 /// to a slot that is not ordered with a write to it (a data race), and the
 /// assertions check that a copied packet holds its own value, never another
-/// lap's. (Checked that it can fail: with the pin test in `enter` removed,
-/// or its `AcqRel` weakened to `Release`, loom reports "Causality violation:
-/// Concurrent read and write accesses to `UnsafeCell`".)
+/// lap's, and with its own metadata. (Checked that it can fail: with the pin
+/// test in `enter` removed, or its `AcqRel` weakened to `Release`, loom
+/// reports "Causality violation: Concurrent read and write accesses to
+/// `UnsafeCell`"; with the packet published before its metadata is written,
+/// as `switch` did before issue #22, the metadata assertion fails.)
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::Gate;
@@ -139,6 +167,9 @@ mod loom_model {
         /// is in (the offset).
         pos: AtomicU64,
         slots: [UnsafeCell<u64>; N as usize],
+        /// Each slot's metadata (`committed_before`, `ts_begin`): here the
+        /// packet it was written for.
+        meta: [AtomicU64; N as usize],
         /// Events dropped because a save pinned the slot to enter.
         saving: AtomicU64,
     }
@@ -149,6 +180,7 @@ mod loom_model {
                 gate: Gate::new(),
                 pos: AtomicU64::new(0),
                 slots: [UnsafeCell::new(u64::MAX), UnsafeCell::new(u64::MAX)],
+                meta: [AtomicU64::new(0), AtomicU64::new(u64::MAX)],
                 saving: AtomicU64::new(0),
             });
             let owner = {
@@ -160,11 +192,15 @@ mod loom_model {
                         if k > 0 || written > 0 {
                             // Switch to the next packet (its slot may be pinned).
                             let next = k + 1;
-                            if !m.gate.enter(next, (next % N) as usize) {
+                            let reuses = next.checked_sub(N);
+                            if !m.gate.enter(next, reuses) {
                                 m.saving.fetch_add(1, Ordering::Relaxed);
                                 continue;
                             }
                             k = next;
+                            // The new packet's metadata, then its publication
+                            // (as `switch`: issue #22's order question).
+                            m.meta[(k % N) as usize].store(k, Ordering::Relaxed);
                             m.pos.store(k << 32, Ordering::Release);
                         }
                         // The event: bytes, then the offset published.
@@ -176,19 +212,19 @@ mod loom_model {
                     }
                 })
             };
-            // The save: the snapshot's loop, newest packet first.
+            // The save: the copy's loop, oldest packet first.
+            let pos0 = m.pos.load(Ordering::Acquire);
+            let from = m.gate.pin(((pos0 >> 32) + 1).saturating_sub(N), N);
+            // After the pin: what is published now stays until copied.
             let pos1 = m.pos.load(Ordering::Acquire);
             let (k1, off1) = (pos1 >> 32, pos1 & 1);
-            let first = (k1 + 1).saturating_sub(N);
             let mut copied = Vec::new();
-            for k in (first..=k1).rev() {
+            for k in from..=k1 {
                 let slot = (k % N) as usize;
-                let k2 = m.gate.pin(slot);
-                assert!(k2 >= k1);
-                if k + N <= k2 {
-                    m.gate.unpin(slot);
-                    break;
-                }
+                // Every packet copied, the open one even when empty, comes
+                // with its own metadata, never a previous lap's.
+                let meta = m.meta[slot].load(Ordering::Relaxed);
+                assert_eq!(meta, k, "packet {k} with the metadata of another lap");
                 let has_event = k < k1 || off1 == 1;
                 if has_event {
                     // SAFETY: as above: loom flags a concurrent write.
@@ -196,12 +232,13 @@ mod loom_model {
                     assert_eq!(v, k, "packet {k} copied from another lap");
                     copied.push(v);
                 }
-                m.gate.unpin(slot);
+                m.gate.advance();
             }
+            m.gate.unpin();
             owner.join().unwrap();
-            // Packets are copied newest first, contiguous.
+            // Packets are copied oldest first, contiguous.
             for w in copied.windows(2) {
-                assert_eq!(w[0], w[1] + 1);
+                assert_eq!(w[0] + 1, w[1]);
             }
         });
     }
