@@ -338,16 +338,7 @@ fn mutants_tape_agrees_with_itself_and_with_babeltrace2() {
     let Some(root) = shared::suite("") else {
         return;
     };
-    let bt2_ok = Command::new("babeltrace2")
-        .arg("--version")
-        .output()
-        .is_ok();
-    if !bt2_ok {
-        assert!(
-            std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "babeltrace2 is not installed and TAPE_REQUIRE_TOOLS=1"
-        );
-        eprintln!("NOTICE: babeltrace2 is not installed: skipping the mutation run");
+    if !shared::babeltrace2("the mutation run") {
         return;
     }
     let sources = corpus(&root);

@@ -4,6 +4,9 @@
 //! babeltrace2's verdict (checked when babeltrace2 is installed). Where
 //! babeltrace2 is wrong by the specification the row says so and why.
 
+#[path = "../../tape-ctf/tests/support/shared.rs"]
+mod shared;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -197,17 +200,7 @@ fn write(dir: &Path, c: &Case) {
 #[test]
 fn crafted_traces_get_the_expected_verdicts() {
     let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("reader-table");
-    let bt2 = Command::new("babeltrace2")
-        .arg("--version")
-        .output()
-        .is_ok();
-    if !bt2 {
-        assert!(
-            std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "babeltrace2 is not installed and TAPE_REQUIRE_TOOLS=1"
-        );
-        eprintln!("NOTICE: babeltrace2 is not installed: its verdicts are not checked");
-    }
+    let bt2 = shared::babeltrace2("checking babeltrace2's verdicts");
     let mut failures = Vec::new();
     for (i, c) in cases().iter().enumerate() {
         let dir = root.join(format!("{i:02}"));

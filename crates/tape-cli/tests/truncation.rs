@@ -61,10 +61,7 @@ fn truncated_streams_show_every_intact_event_then_the_error() {
         root.join("lttng/discard/trace/ust/uid/0/64-bit"),
         root.join("lttng/snapshot/trace/snapshot-1-20261121-200353-0/ust/uid/0/64-bit"),
     ];
-    let bt2 = Command::new("babeltrace2")
-        .arg("--version")
-        .output()
-        .is_ok();
+    let bt2 = shared::babeltrace2("comparing the clean cuts with babeltrace2");
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("truncation");
     let mut rng = mutate::Rng(0x7e57_c0de_0000_0050);
     let (mut damaged, mut whole) = (0, 0);

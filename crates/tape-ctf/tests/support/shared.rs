@@ -3,6 +3,8 @@
 //! notice when it is missing — a failure instead under `TAPE_REQUIRE_TOOLS=1`
 //! (CI). Included by the tests of `tape-ctf` and `tape-cli`.
 
+#![allow(dead_code)] // each test crate uses what it needs
+
 use std::path::{Path, PathBuf};
 
 /// `../shared/ctf-suites/REL`, if present.
@@ -20,4 +22,21 @@ pub fn suite(rel: &str) -> Option<PathBuf> {
     );
     eprintln!("NOTICE: {} not found: skipping", p.display());
     None
+}
+
+/// Whether babeltrace2 runs here; when it does not, a notice that `skipped`
+/// is skipped — a failure instead under `TAPE_REQUIRE_TOOLS=1` (CI).
+pub fn babeltrace2(skipped: &str) -> bool {
+    let ok = std::process::Command::new("babeltrace2")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+            "babeltrace2 is not installed and TAPE_REQUIRE_TOOLS=1"
+        );
+        eprintln!("NOTICE: babeltrace2 is not installed: {skipped} skipped");
+    }
+    ok
 }
