@@ -332,11 +332,7 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), Failure> {
         failed.is_none()
     });
     // What was decoded before a damaged packet is written before its error.
-    let flushed = match failed {
-        None => stdout.flush(),
-        Some(e) => Err(e),
-    };
-    flushed.map_err(output_error)?;
+    end_output(&mut stdout, failed)?;
     r.map_err(|e| e.to_string())?;
     if lost_total > 0 {
         say!("tape: {lost_total} events were lost (discarded by the tracer)");
@@ -390,16 +386,21 @@ fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Failure> {
         failed = stdout.write_all(text.as_bytes()).err();
         failed.is_none()
     });
-    let flushed = match failed {
-        None => stdout.flush(),
-        Some(e) => Err(e),
-    };
-    flushed.map_err(output_error)?;
+    end_output(&mut stdout, failed)?;
     let lost = lost.map_err(|e| e.to_string())?;
     if lost > 0 {
         say!("tape: {lost} events were lost (discarded by the tracer)");
     }
     Ok(())
+}
+
+/// Flushes `out`, unless a write already failed with `failed`; either
+/// error classified.
+fn end_output(out: &mut impl Write, failed: Option<std::io::Error>) -> Result<(), Failure> {
+    match failed {
+        None => out.flush().map_err(output_error),
+        Some(e) => Err(output_error(e)),
+    }
 }
 
 /// Writes `text` to stdout, flushed.

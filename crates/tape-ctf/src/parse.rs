@@ -281,15 +281,32 @@ impl Parser {
         Ok(())
     }
 
-    /// Enters a struct or variant body.
-    fn nest(&mut self) -> Result<(), ParseError> {
-        self.nesting += 1;
-        if self.nesting > MAX_TYPE_DEPTH {
+    /// Runs `f` one level deeper (a struct or variant body, an enum's
+    /// container), within [`MAX_TYPE_DEPTH`].
+    fn nested<T>(
+        &mut self,
+        f: impl FnOnce(&mut Parser) -> Result<T, ParseError>,
+    ) -> Result<T, ParseError> {
+        if self.nesting >= MAX_TYPE_DEPTH {
             return Err(self.error(format!(
                 "structs and variants nest more than {MAX_TYPE_DEPTH} levels deep"
             )));
         }
-        Ok(())
+        self.nesting += 1;
+        let r = f(self);
+        self.nesting -= 1;
+        r
+    }
+
+    /// A struct or variant body after its `{`: the fields, in a scope of
+    /// their own, one level deeper.
+    fn body(&mut self) -> Result<Vec<Field>, ParseError> {
+        self.nested(|p| {
+            p.scopes.push(HashMap::new());
+            let fields = p.fields("}");
+            p.scopes.pop();
+            fields
+        })
     }
 
     fn define(&mut self, name: String, ty: Type, at: usize) -> Result<(), ParseError> {
@@ -743,12 +760,7 @@ impl Parser {
             return Ok(t);
         }
         self.next();
-        self.nest()?;
-        self.scopes.push(HashMap::new());
-        let fields = self.fields("}");
-        self.scopes.pop();
-        self.nesting -= 1;
-        let fields = fields?;
+        let fields = self.body()?;
         let mut t = Type::Struct(Struct::new(fields));
         self.struct_align(&mut t)?;
         if let Some(n) = name {
@@ -857,14 +869,10 @@ impl Parser {
             });
         }
         self.next();
-        self.nest()?;
-        self.scopes.push(HashMap::new());
-        let options = self.fields("}");
-        self.scopes.pop();
-        self.nesting -= 1;
+        let options = self.body()?;
         let t = Type::Variant {
             tag: tag.unwrap_or_default(),
-            options: options?,
+            options,
         };
         if let Some(n) = name {
             let copy = self.copy(&t, at)?;
@@ -885,10 +893,7 @@ impl Parser {
         let container = if self.is_punct(":") {
             self.next();
             // `enum : enum : ...` recurses like a struct body.
-            self.nest()?;
-            let t = self.type_spec();
-            self.nesting -= 1;
-            Some(t?)
+            Some(self.nested(Parser::type_spec)?)
         } else {
             None
         };

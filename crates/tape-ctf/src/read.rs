@@ -92,10 +92,10 @@ pub fn find_traces(path: &Path) -> Result<Vec<TraceDir>, OpenError> {
 pub fn open_trace(dir: &Path) -> Result<TraceDir, OpenError> {
     let mpath = dir.join("metadata");
     let bytes = std::fs::read(&mpath).map_err(|e| OpenError::Io(mpath.clone(), e))?;
-    let (text, packet_order) =
-        metadata_text(&bytes).map_err(|m| OpenError::Packetized(mpath.clone(), m))?;
-    let mut parsed = parse_metadata(&text).map_err(|e| OpenError::Metadata(mpath.clone(), e))?;
-    parsed.warnings.splice(0..0, text_warnings(&bytes, &text));
+    let m = unwrap_metadata(&bytes).map_err(|m| OpenError::Packetized(mpath.clone(), m))?;
+    let (text, packet_order) = (&m.text, m.order);
+    let mut parsed = parse_metadata(text).map_err(|e| OpenError::Metadata(mpath.clone(), e))?;
+    parsed.warnings.splice(0..0, m.warnings());
     if packet_order.is_some_and(|o| o != parsed.trace.byte_order) {
         return Err(OpenError::Packetized(
             mpath,
@@ -124,58 +124,43 @@ pub fn open_trace(dir: &Path) -> Result<TraceDir, OpenError> {
     })
 }
 
-/// Warnings about the metadata's bytes: not UTF-8 (read with U+FFFD, as
-/// babeltrace2 reads such bytes in comments and strings without a word), or
-/// a fragment after the last metadata packet too short to be one (ignored,
-/// as babeltrace2 ignores it).
-fn text_warnings(bytes: &[u8], text: &str) -> Vec<ParseError> {
-    let mut out = Vec::new();
-    let bad_bytes = std::str::from_utf8(bytes).is_err();
-    if let Some(at) = text.find('\u{fffd}').filter(|_| bad_bytes) {
-        let line = text[..at].matches('\n').count() as u32 + 1;
-        let col = (at - text[..at].rfind('\n').map_or(0, |n| n + 1)) as u32 + 1;
-        out.push(ParseError {
-            line,
-            col,
-            message: "the metadata is not UTF-8 here: read as U+FFFD".into(),
-        });
-    }
-    if let Some(tail) = packetized_tail(bytes) {
-        out.push(ParseError {
-            line: 1,
-            col: 1,
-            message: format!(
-                "{tail} bytes after the last metadata packet, too few for a packet header, ignored"
-            ),
-        });
-    }
-    out
+/// The metadata text, and what reading it passed over.
+struct Metadata {
+    text: String,
+    /// The metadata packets' byte order, if packetized.
+    order: Option<crate::ByteOrder>,
+    /// Where in `text` the first byte that is not UTF-8 was (read as U+FFFD).
+    not_utf8: Option<usize>,
+    /// Bytes after the last metadata packet, too few for a packet header.
+    tail: usize,
 }
 
-/// Bytes left after the last whole metadata packet when fewer than a
-/// packet header (37), if the metadata is packetized.
-fn packetized_tail(bytes: &[u8]) -> Option<usize> {
-    const MAGIC: u32 = 0x75D1_1D57;
-    let head: [u8; 4] = bytes.get(..4)?.try_into().ok()?;
-    let little = u32::from_le_bytes(head) == MAGIC;
-    if !little && u32::from_be_bytes(head) != MAGIC {
-        return None;
-    }
-    let mut off = 0usize;
-    while bytes.len() - off >= 37 {
-        let b: [u8; 4] = bytes[off + 28..off + 32].try_into().ok()?;
-        let packet = if little {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        } as usize
-            / 8;
-        off = off.checked_add(packet.max(1))?;
-        if off > bytes.len() {
-            return None;
+impl Metadata {
+    /// Warnings about the bytes: not UTF-8 (read as U+FFFD, as babeltrace2
+    /// reads such bytes in comments and strings without a word), or a
+    /// fragment after the last packet (ignored, as babeltrace2 ignores it).
+    fn warnings(&self) -> Vec<ParseError> {
+        let mut out = Vec::new();
+        if let Some(at) = self.not_utf8.filter(|&at| at < self.text.len()) {
+            let before = &self.text[..at];
+            out.push(ParseError {
+                line: before.matches('\n').count() as u32 + 1,
+                col: (at - before.rfind('\n').map_or(0, |n| n + 1)) as u32 + 1,
+                message: "the metadata is not UTF-8 here: read as U+FFFD".into(),
+            });
         }
+        if self.tail > 0 {
+            out.push(ParseError {
+                line: 1,
+                col: 1,
+                message: format!(
+                    "{} bytes after the last metadata packet, too few for a packet header, ignored",
+                    self.tail
+                ),
+            });
+        }
+        out
     }
-    (bytes.len() > off).then(|| bytes.len() - off)
 }
 
 /// The metadata text: as is when it starts with `/* CTF`, else unwrapped
@@ -183,6 +168,11 @@ fn packetized_tail(bytes: &[u8]) -> Option<usize> {
 /// packets' byte order. Bytes that are not UTF-8 are read as U+FFFD (see
 /// the warnings of [`open_trace`]).
 pub fn metadata_text(bytes: &[u8]) -> Result<(String, Option<crate::ByteOrder>), String> {
+    unwrap_metadata(bytes).map(|m| (m.text, m.order))
+}
+
+/// [`metadata_text`], with what it passed over.
+fn unwrap_metadata(bytes: &[u8]) -> Result<Metadata, String> {
     const MAGIC: u32 = 0x75D1_1D57;
     if bytes.len() >= 4 {
         let le = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
@@ -198,11 +188,12 @@ pub fn metadata_text(bytes: &[u8]) -> Result<(String, Option<crate::ByteOrder>),
                 }
             };
             let mut out = Vec::new();
-            let mut off = 0usize;
+            let (mut off, mut tail) = (0usize, 0);
             while off < bytes.len() {
                 let b = &bytes[off..];
                 if b.len() < 37 && off > 0 {
                     // A fragment too short for a header: ignored (warned).
+                    tail = b.len();
                     break;
                 }
                 if b.len() < 37 {
@@ -240,12 +231,15 @@ pub fn metadata_text(bytes: &[u8]) -> Result<(String, Option<crate::ByteOrder>),
             } else {
                 crate::ByteOrder::Big
             };
-            return Ok((
-                until_nul(String::from_utf8_lossy(&out).into_owned()),
-                Some(order),
-            ));
+            return Ok(Metadata {
+                not_utf8: std::str::from_utf8(&out).err().map(|e| e.valid_up_to()),
+                text: until_nul(String::from_utf8_lossy(&out).into_owned()),
+                order: Some(order),
+                tail,
+            });
         }
     }
+    let not_utf8 = std::str::from_utf8(bytes).err().map(|e| e.valid_up_to());
     let text = String::from_utf8_lossy(bytes);
     let rest = text.strip_prefix("/* CTF").ok_or_else(|| {
         "metadata does not start with `/* CTF 1.8` (nor a metadata packet)".to_owned()
@@ -254,7 +248,12 @@ pub fn metadata_text(bytes: &[u8]) -> Result<(String, Option<crate::ByteOrder>),
     if !version.starts_with("1.8") {
         return Err("metadata signature is not `/* CTF 1.8`".into());
     }
-    Ok((until_nul(text.into_owned()), None))
+    Ok(Metadata {
+        text: until_nul(text.into_owned()),
+        order: None,
+        not_utf8,
+        tail: 0,
+    })
 }
 
 /// The metadata text ends at its first NUL byte, as babeltrace2 reads it

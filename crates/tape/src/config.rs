@@ -209,29 +209,26 @@ impl Config {
             // A path: any bytes but NUL, as the system takes them.
             c.dir = Some(PathBuf::from(v));
         }
-        let get = |k: &str| -> Result<Option<String>, Error> {
-            match get(k) {
-                None => Ok(None),
-                Some(v) => v.into_string().map(Some).map_err(|v| {
+        // Every other variable as text, all checked before any is used.
+        let mut vars = Vec::new();
+        for k in ALL_VARS {
+            let v = get(k).map(|v| {
+                v.into_string().map_err(|v| {
                     let bytes = v.as_encoded_bytes();
                     let at = std::str::from_utf8(bytes)
                         .err()
                         .map_or(0, |e| e.valid_up_to());
-                    bad(
-                        k,
-                        &String::from_utf8_lossy(bytes),
-                        at,
-                        "is not UTF-8",
-                        "UTF-8 text",
-                    )
-                }),
-            }
-        };
-        let get = |k: &str| get(k);
-        for k in ALL_VARS {
-            get(k)?;
+                    let shown = String::from_utf8_lossy(bytes);
+                    bad(k, &shown, at, "is not UTF-8", "UTF-8 text")
+                })
+            });
+            vars.push((k, v.transpose()?));
         }
-        let get = |k: &str| get(k).ok().flatten();
+        let get = |k: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .and_then(|(_, v)| v.clone())
+        };
         if let Some(v) = get("TAPE_TRACE") {
             c.enable = parse_patterns("TAPE_TRACE", &v)?
                 .into_iter()

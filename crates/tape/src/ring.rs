@@ -51,7 +51,8 @@
 //!
 //! Events larger than a slot are dropped (`big`); an emit that interrupts
 //! another on the same thread (a signal handler, a probe) is dropped
-//! (`busy`). Every counter reaches the CTF `events_discarded` field, which
+//! (`busy`); so is an event that would overwrite a packet a save has yet to
+//! copy (`saving`, see "The snapshot"). Every counter reaches the CTF `events_discarded` field, which
 //! is cumulative per stream, as LTTng writes it.
 //!
 //! # The snapshot
@@ -158,7 +159,7 @@ pub(crate) struct Ring {
     dropped: CachePadded<Dropped>,
     /// Entries into slots (owner) and pins (a save): see [`gate`].
     gate: CachePadded<Gate>,
-    /// A save is copying this ring (one at a time: the gate pins one slot).
+    /// A save is copying this ring (one at a time: the gate holds one pin).
     /// Taken with a `compare_exchange` (Acquire) and released with a
     /// `Release` store; cleared in a forked child, where no save runs.
     reading: AtomicBool,
@@ -181,7 +182,7 @@ pub(crate) struct Ring {
 
 // SAFETY: the `UnsafeCell` memory is written only by the owner thread (the
 // only holder of `Local` pointers into it) and read by other threads only in
-// `snapshot`, which reads only bytes that no write can overlap (the gate
+// `copy_packets`, which reads only bytes that no write can overlap (the gate
 // protocol, module docs and `gate.rs`); all other fields are atomics or
 // immutable after creation.
 unsafe impl Sync for Ring {}
@@ -258,10 +259,9 @@ impl Drop for ExitGuard {
         // `try_with`: LOCAL has no destructor, so it is still reachable here.
         let _ = LOCAL.try_with(|l| {
             let r = l.ring.replace(ptr::null());
-            // No room: every later emit takes the cold path, which sees
-            // `gone` and counts the event. (`room` cannot underflow anyway.)
+            // No room (`room` saturates whatever the offset): every later
+            // emit takes the cold path, which sees `gone` and counts it.
             l.cap.set(0);
-            l.off.set(0);
             l.gone.set(true);
             if !r.is_null() {
                 // SAFETY: the registry holds an Arc to this ring until it sees

@@ -292,9 +292,9 @@ struct StreamFile<'a> {
     pending: Vec<u8>,
     /// Events lost before the first packet copied (overwritten).
     lost_before: Option<u64>,
-    /// `events_discarded` of the last packet kept.
+    /// `events_discarded` of the last packet kept (every packet skipped has
+    /// the same: so it is the stream's last).
     prev: Option<u64>,
-    last_discarded: u64,
 }
 
 impl<'a> StreamFile<'a> {
@@ -307,7 +307,6 @@ impl<'a> StreamFile<'a> {
             pending: Vec::new(),
             lost_before: None,
             prev: None,
-            last_discarded: 0,
         }
     }
 
@@ -317,7 +316,6 @@ impl<'a> StreamFile<'a> {
         let first = self.lost_before.is_none();
         let lost_before = *self.lost_before.get_or_insert(m.committed_before);
         let d = m.dropped_at_close + lost_before;
-        self.last_discarded = d;
         if first && d > 0 {
             // Losses before the first packet: an empty packet with none
             // first, so that readers report them.
@@ -351,19 +349,18 @@ impl<'a> StreamFile<'a> {
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), SaveError> {
-        let path = &self.path;
         if self.file.is_none() {
-            self.file = Some(fs::File::create(path).map_err(|e| SaveError::at(path, "create", e))?);
+            self.file = Some(create(&self.path)?);
         }
         let f = self.file.as_mut().expect("created above");
         // No fsync: see `write_file`.
         f.write_all(bytes)
-            .map_err(|e| SaveError::at(path, "write", e))
+            .map_err(|e| SaveError::at(&self.path, "write", e))
     }
 
     /// Writes what is left; whether the stream has a file.
     fn finish(mut self) -> Result<bool, SaveError> {
-        if self.file.is_none() && self.last_discarded == 0 {
+        if self.file.is_none() && self.prev.unwrap_or(0) == 0 {
             return Ok(false);
         }
         self.write_pending()?;
@@ -371,8 +368,12 @@ impl<'a> StreamFile<'a> {
     }
 }
 
+fn create(path: &Path) -> Result<fs::File, SaveError> {
+    fs::File::create(path).map_err(|e| SaveError::at(path, "create", e))
+}
+
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SaveError> {
-    let mut f = fs::File::create(path).map_err(|e| SaveError::at(path, "create", e))?;
+    let mut f = create(path)?;
     // No fsync: the rename makes a save atomic for readers; durability across
     // a power loss is not worth one disk flush per stream file (a process
     // with thousands of threads has thousands of them).
