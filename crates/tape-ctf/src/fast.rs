@@ -25,7 +25,7 @@ use crate::{Base, Clock, Enum, EnvValue, EventClass, Trace, Type};
 struct EventPlan {
     class: Arc<EventClass>,
     context: Option<ScopePlan>,
-    fields: ScopePlan,
+    fields: Option<ScopePlan>,
     /// `host name:`, the start of its text lines.
     head: Vec<Lit>,
     /// The text of its scopes (and the stream's event context) when they
@@ -42,7 +42,7 @@ impl EventPlan {
         [
             ("stream_context", sp.event_context.as_ref()),
             ("context", self.context.as_ref()),
-            ("fields", Some(&self.fields)),
+            ("fields", self.fields.as_ref()),
         ]
     }
 }
@@ -165,10 +165,12 @@ impl TracePlan {
                         .map_err(|m| format!("event `{}`: {m}", e.name))?;
                     n += 1;
                 }
-                c.push("event.fields", &e.fields);
-                c.collect_scope()
-                    .map_err(|m| format!("event `{}`: {m}", e.name))?;
-                n += 1;
+                if let Some(f) = &e.fields {
+                    c.push("event.fields", f);
+                    c.collect_scope()
+                        .map_err(|m| format!("event `{}`: {m}", e.name))?;
+                    n += 1;
+                }
                 for _ in 0..n {
                     c.pop();
                 }
@@ -215,11 +217,17 @@ impl TracePlan {
                     }
                     None => None,
                 };
-                c.push("event.fields", &e.fields);
-                n += 1;
-                let fields = c
-                    .emit_scope()
-                    .map_err(|m| format!("event `{}`: {m}", e.name))?;
+                let fields = match &e.fields {
+                    Some(f) => {
+                        c.push("event.fields", f);
+                        n += 1;
+                        Some(
+                            c.emit_scope()
+                                .map_err(|m| format!("event `{}`: {m}", e.name))?,
+                        )
+                    }
+                    None => None,
+                };
                 for _ in 0..n {
                     c.pop();
                 }
@@ -1234,6 +1242,8 @@ pub struct TextSink<'a> {
     depth: usize,
     scope_start: usize,
     skipping: bool,
+    /// Whether the scope being written had a hidden field.
+    hid: bool,
     /// Whether a scope was written on this line already.
     pub scopes_written: bool,
 }
@@ -1245,6 +1255,7 @@ impl<'a> TextSink<'a> {
     fn member(&mut self, name: &str) -> Option<bool> {
         if self.depth == 1 {
             self.skipping = !self.hide.is_empty() && self.hide.contains(&name);
+            self.hid |= self.skipping;
         }
         if self.skipping {
             return None;
@@ -1282,6 +1293,7 @@ impl<'a> TextSink<'a> {
             depth: 0,
             scope_start: 0,
             skipping: false,
+            hid: false,
             scopes_written: false,
         }
     }
@@ -1311,11 +1323,15 @@ impl Sink for TextSink<'_> {
     }
 
     #[inline]
-    fn uint(&mut self, v: u64, base: Base) {
+    fn uint(&mut self, v: u64, base: Base, bits: u32) {
         if self.skipping {
             return;
         }
-        self.out.uint(v, base);
+        if base == Base::Decimal {
+            self.out.decimal(v);
+        } else {
+            text_bits(self.out, v, false, bits, base);
+        }
     }
 
     #[inline]
@@ -1349,6 +1365,7 @@ impl Sink for TextSink<'_> {
         if self.depth == 0 {
             self.scope_start = self.out.len();
             self.skipping = false;
+            self.hid = false;
             self.out
                 .put(if self.scopes_written { b", {" } else { b" {" });
         } else if !self.skipping {
@@ -1361,7 +1378,10 @@ impl Sink for TextSink<'_> {
     fn end_struct(&mut self) {
         let n = self.close();
         if self.depth == 0 {
-            if n == 0 {
+            if n == 0 && self.hid {
+                // Only fields the reader interprets (a packet context of
+                // sizes and times): babeltrace2 shows no scope at all. A
+                // scope declared empty shows as `{ }`.
                 self.out.truncate(self.scope_start);
             } else {
                 self.out.put(b" }");
@@ -1433,44 +1453,73 @@ pub(crate) fn text_sint(out: &mut TextBuf, v: i64, base: Base, bits: u32) {
             }
             out.decimal(v.unsigned_abs());
         }
-        b => {
-            let mask = if bits >= 64 {
-                u64::MAX
-            } else {
-                (1u64 << bits) - 1
-            };
-            out.uint(v as u64 & mask, b)
-        }
+        b => text_bits(out, v as u64, true, bits, b),
     }
 }
 
-/// An enumeration value: `( "LABEL" : container = V )`, several labels in
-/// braces, `<unknown>` for none.
-pub(crate) fn text_enum(out: &mut TextBuf, v: i128, e: &Enum) {
-    let labels: Vec<&str> = e.labels(v).collect();
-    out.put(b"( ");
-    match labels.as_slice() {
-        [] => out.put(b"<unknown>"),
-        [one] => {
-            out.push(b'"');
-            out.put(one.as_bytes());
-            out.push(b'"');
-        }
-        many => {
-            out.put(b"{ ");
-            for (i, l) in many.iter().enumerate() {
-                if i > 0 {
-                    out.put(b", ");
-                }
-                out.push(b'"');
-                out.put(l.as_bytes());
-                out.push(b'"');
+/// An integer of `bits` bits (its two's complement `v`, sign-extended when
+/// `signed`) in a base other than decimal, as babeltrace2 2.0 prints it:
+/// binary with all `bits` digits (`0b0101`), octal with a `0` prefix (a
+/// negative value cut to a multiple of 3 bits: `0` then digits, so zero is
+/// `00`), hexadecimal in capitals cut to whole nibbles (`0xFFEE`).
+pub(crate) fn text_bits(out: &mut TextBuf, v: u64, signed: bool, bits: u32, base: Base) {
+    let bits = bits.clamp(1, 64);
+    let cut = |v: u64, n: u32| if n >= 64 { v } else { v & ((1u64 << n) - 1) };
+    let mut buf = [0u8; 66];
+    match base {
+        Base::Decimal if signed => {
+            let s = v as i64;
+            if s < 0 {
+                out.push(b'-');
             }
-            out.put(b" }");
+            out.decimal(s.unsigned_abs());
         }
+        Base::Decimal => out.decimal(v),
+        Base::Binary => {
+            let v = cut(v, bits);
+            buf[..2].copy_from_slice(b"0b");
+            for i in 0..bits {
+                buf[2 + i as usize] = b'0' + ((v >> (bits - 1 - i)) & 1) as u8;
+            }
+            out.put(&buf[..2 + bits as usize]);
+        }
+        Base::Octal => {
+            let v = if signed {
+                cut(v, bits.div_ceil(3) * 3)
+            } else {
+                v
+            };
+            let digits = uint_text(&mut buf, v, Base::Octal);
+            // `uint_text` writes `0` then the digits: zero as `00`.
+            if v == 0 {
+                out.put(b"00");
+            } else {
+                out.put(digits);
+            }
+        }
+        Base::Hexadecimal => out.put(uint_text(&mut buf, cut(v, bits.div_ceil(4) * 4), base)),
+    }
+}
+
+/// An enumeration value as babeltrace2 2.0 prints it: `( "LABEL" :
+/// container = V )`, several labels separated by commas, `<unknown>` for
+/// none; the labels escaped as strings, the container in its base.
+pub(crate) fn text_enum(out: &mut TextBuf, v: i128, e: &Enum) {
+    out.put(b"( ");
+    let mut n = 0;
+    for l in e.labels(v) {
+        if n > 0 {
+            out.put(b", ");
+        }
+        text_string(out, l.as_bytes());
+        n += 1;
+    }
+    if n == 0 {
+        out.put(b"<unknown>");
     }
     out.put(b" : container = ");
-    out.put(v.to_string().as_bytes());
+    let c = &e.container;
+    text_bits(out, v as u64, c.signed, c.size, c.base);
     out.put(b" )");
 }
 
@@ -1495,14 +1544,15 @@ pub(crate) fn text_string_body(out: &mut TextBuf, s: &[u8]) {
     if plain(s) {
         out.put(s);
     } else {
-        let mut t = String::new();
-        crate::text::string(&mut t, &String::from_utf8_lossy(s));
-        out.put(&t.as_bytes()[1..t.len() - 1]);
+        let mut t = Vec::with_capacity(s.len() + 16);
+        crate::text::escape_into(&mut t, s);
+        out.put(&t);
     }
 }
 
-/// Whether `s` prints as it is between quotes: no control character, no
-/// `"`, no `\\`, no byte of a multi-byte character (8 bytes at a time).
+/// Whether `s` prints as it is between quotes (see
+/// [`crate::text::escape_into`]): no control character, no `"`, `\\`, `'`
+/// or `?` (8 bytes at a time). Bytes from 0x80 up print as they are.
 #[inline]
 fn plain(s: &[u8]) -> bool {
     const LO: u64 = 0x0101_0101_0101_0101;
@@ -1510,13 +1560,16 @@ fn plain(s: &[u8]) -> bool {
     // A byte of `w` equal to zero sets its high bit in `zero(w)` (the
     // lowest one exactly; any one is enough here).
     let zero = |w: u64| w.wrapping_sub(LO) & !w & HI;
+    let is = |w: u64, c: u8| zero(w ^ (LO * u64::from(c)));
     let mut chunks = s.chunks_exact(8);
     for c in &mut chunks {
         let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-        let bad = (w & HI)                  // >= 0x80
-            | zero(w & !(LO * 0x1f))        // < 0x20: no bit above the low five
-            | zero(w ^ (LO * u64::from(b'"')))
-            | zero(w ^ (LO * u64::from(b'\\')));
+        let bad = zero(w & !(LO * 0x1f))    // < 0x20: no bit above the low five
+            | is(w, 0x7f)
+            | is(w, b'"')
+            | is(w, b'\\')
+            | is(w, b'\'')
+            | is(w, b'?');
         if bad != 0 {
             return false;
         }
@@ -1524,7 +1577,7 @@ fn plain(s: &[u8]) -> bool {
     chunks
         .remainder()
         .iter()
-        .all(|&c| c >= 0x20 && c != b'"' && c != b'\\' && c < 0x80)
+        .all(|&c| crate::text::plain_byte(c))
 }
 
 /// The text of `v` in a base, as babeltrace2 prints it (`0x1F`, `017`,
@@ -1804,7 +1857,7 @@ impl Sink for ValueSink {
     fn field(&mut self, name: &str) {
         self.names.push(name.to_owned());
     }
-    fn uint(&mut self, v: u64, base: Base) {
+    fn uint(&mut self, v: u64, base: Base, _: u32) {
         self.value(Value::UInt(v, base));
     }
     fn sint(&mut self, v: i64, base: Base, _: u32) {
@@ -1956,7 +2009,26 @@ impl<'a> JsonSink<'a> {
         }
     }
 
+    /// A JSON string: the text when `s` is UTF-8; else an object with the
+    /// text (each byte that is not UTF-8 read as U+FFFD) and all the bytes
+    /// in hexadecimal, so nothing is lost: `{"text":"cut \u{fffd}","bytes":"63757420c3"}`.
     fn str(&mut self, s: &[u8]) {
+        if std::str::from_utf8(s).is_ok() {
+            self.text(s);
+        } else {
+            self.out.extend_from_slice(b"{\"text\":");
+            self.text(s);
+            self.out.extend_from_slice(b",\"bytes\":\"");
+            for b in s {
+                let hex = b"0123456789abcdef";
+                self.out.push(hex[usize::from(b >> 4)]);
+                self.out.push(hex[usize::from(b & 15)]);
+            }
+            self.out.extend_from_slice(b"\"}");
+        }
+    }
+
+    fn text(&mut self, s: &[u8]) {
         self.out.push(b'"');
         for ch in String::from_utf8_lossy(s).chars() {
             match ch {
@@ -1993,7 +2065,7 @@ impl Sink for JsonSink<'_> {
         self.str(name.as_bytes());
         self.out.push(b':');
     }
-    fn uint(&mut self, v: u64, _: Base) {
+    fn uint(&mut self, v: u64, _: Base, _: u32) {
         self.sep();
         let mut buf = [0u8; 66];
         self.out
@@ -2086,11 +2158,66 @@ mod tests {
             b"ends with newline\n",
             b"\x1f is a control",
             b"0123456789abcdef\x01",
+            b"it's",
+            b"what?",
+            b"0123456789abcdef?",
+            b"\xff\xfe invalid UTF-8 prints as it is",
         ] {
             let want = s
                 .iter()
-                .all(|&c| (0x20..0x80).contains(&c) && c != b'"' && c != b'\\');
+                .all(|&c| c >= 0x20 && c != 0x7f && !matches!(c, b'"' | b'\\' | b'\'' | b'?'));
             assert_eq!(plain(s), want, "{:?}", String::from_utf8_lossy(s));
+        }
+    }
+
+    /// babeltrace2's escapes (`print_escape_string` in its pretty sink),
+    /// byte by byte: bytes that are not UTF-8 come out as they are.
+    #[test]
+    fn strings_escape_as_babeltrace2() {
+        let cases: [(&[u8], &[u8]); 6] = [
+            (b"plain", b"plain"),
+            (b"q\"b\\s'?", b"q\\\"b\\\\s\\'\\?"),
+            (b"\x07\x08\t\n\x0b\x0c\r\x1b", b"\\a\\b\\t\\n\\v\\f\\r\\e"),
+            (b"\x01\x1f\x7f", b"\\x01\\x1f\\x7f"),
+            (b"cut \xc3", b"cut \xc3"),
+            ("日本".as_bytes(), "日本".as_bytes()),
+        ];
+        for (s, want) in cases {
+            let mut out = TextBuf::new();
+            text_string_body(&mut out, s);
+            assert_eq!(out.as_slice(), want, "{:?}", String::from_utf8_lossy(s));
+        }
+    }
+
+    /// Integers in their declared base, as babeltrace2 2.0 prints them.
+    #[test]
+    fn integers_print_in_their_base_as_babeltrace2() {
+        let cases: [(u64, bool, u32, Base, &str); 10] = [
+            (5, false, 8, Base::Binary, "0b00000101"),
+            (
+                0,
+                false,
+                34,
+                Base::Binary,
+                &*Box::leak(format!("0b{}", "0".repeat(34)).into_boxed_str()),
+            ),
+            (-1i64 as u64, true, 3, Base::Binary, "0b111"),
+            (0, false, 16, Base::Octal, "00"),
+            (8, false, 16, Base::Octal, "010"),
+            (-1i64 as u64, true, 5, Base::Octal, "077"),
+            (-18i64 as u64, true, 16, Base::Hexadecimal, "0xFFEE"),
+            (-1i64 as u64, true, 5, Base::Hexadecimal, "0xFF"),
+            (255, false, 64, Base::Hexadecimal, "0xFF"),
+            (-7i64 as u64, true, 12, Base::Decimal, "-7"),
+        ];
+        for (v, signed, bits, base, want) in cases {
+            let mut out = TextBuf::new();
+            text_bits(&mut out, v, signed, bits, base);
+            assert_eq!(
+                std::str::from_utf8(out.as_slice()).unwrap(),
+                want,
+                "{v} {bits} {base:?}"
+            );
         }
     }
 }

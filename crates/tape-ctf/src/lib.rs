@@ -219,13 +219,19 @@ pub struct Enum {
 }
 
 impl Enum {
-    /// The labels whose ranges hold `v`, in declaration order (none, one,
-    /// or several when ranges overlap).
+    /// The labels with a range that holds `v` (none, one, or several when
+    /// ranges overlap), each once, in the order labels first appear in the
+    /// declaration: a label given several ranges is one mapping (§4.1.8),
+    /// as babeltrace2 reads it.
     pub fn labels(&self, v: i128) -> impl Iterator<Item = &str> {
-        self.entries
-            .iter()
-            .filter(move |x| x.start <= v && v <= x.end)
-            .map(|x| x.label.as_str())
+        self.entries.iter().enumerate().filter_map(move |(i, x)| {
+            let first = !self.entries[..i].iter().any(|y| y.label == x.label);
+            let holds = self
+                .entries
+                .iter()
+                .any(|y| y.label == x.label && y.start <= v && v <= y.end);
+            (first && holds).then_some(x.label.as_str())
+        })
     }
 }
 
@@ -377,8 +383,10 @@ pub struct EventClass {
     pub loglevel: Option<i64>,
     /// The event context (`context := struct {...}`), if any.
     pub context: Option<Struct>,
-    /// The payload.
-    pub fields: Struct,
+    /// The payload (`fields := struct {...}`), if declared: an event whose
+    /// payload is declared empty (`struct { }`) is a different trace from
+    /// one that declares none, and readers show the two differently.
+    pub fields: Option<Struct>,
     /// Whether the metadata gave the id (a parsed event without one is the
     /// only event of its stream).
     pub id_given: bool,
@@ -393,7 +401,7 @@ impl EventClass {
             stream_id: None,
             loglevel: None,
             context: None,
-            fields,
+            fields: Some(fields),
             id_given: true,
         }
     }

@@ -49,7 +49,7 @@
 //! general plan, which gives the same text or the exact error.
 
 use crate::plan::{self, Bits, IntOp, IntVal, Op, ScopePlan, State};
-use crate::{Base, ByteOrder};
+use crate::ByteOrder;
 
 /// Bytes zeroed at least when a [`TextBuf`] first grows (then it doubles):
 /// a line head or a packet context made per packet stays small.
@@ -228,17 +228,6 @@ impl TextBuf {
         self.push(b'.');
         self.nine(ns);
     }
-
-    /// An unsigned integer in a base, as babeltrace2 prints it.
-    #[inline]
-    pub fn uint(&mut self, v: u64, base: Base) {
-        if base == Base::Decimal {
-            return self.decimal(v);
-        }
-        let mut buf = [0u8; 66];
-        let text = crate::fast::uint_text(&mut buf, v, base);
-        self.put(text);
-    }
 }
 
 /// No literal text.
@@ -334,7 +323,8 @@ pub fn delta_into(place: &mut [u8], d: u64) {
 /// case, is found, checked and copied as one 16-byte word: with `z(x)`
 /// marking the zero bytes of `x` (exactly up to the first one), the NUL
 /// is the first zero byte of `w`, and a byte before it needs an escape
-/// when it is `"`, `\\`, below 0x20 or above 0x7f.
+/// when it is `"`, `\\`, `'`, `?`, 0x7f or below 0x20 (bytes from 0x80 up print
+/// as they are).
 #[inline(always)]
 fn string_text(out: &mut TextBuf, rest: &[u8]) -> Option<usize> {
     const LO: u128 = u128::from_le_bytes([1; 16]);
@@ -346,10 +336,8 @@ fn string_text(out: &mut TextBuf, rest: &[u8]) -> Option<usize> {
         let nul = z(w);
         if nul != 0 {
             let n = (nul.trailing_zeros() / 8) as usize;
-            let bad = (w & HI)
-                | z(w & !(LO * 0x1f))
-                | z(w ^ (LO * u128::from(b'"')))
-                | z(w ^ (LO * u128::from(b'\\')));
+            let is = |c: u8| z(w ^ (LO * u128::from(c)));
+            let bad = z(w & !(LO * 0x1f)) | is(0x7f) | is(b'"') | is(b'\\') | is(b'\'') | is(b'?');
             if bad & ((1u128 << (8 * n)) - 1) == 0 {
                 out.wide(&bytes, n);
                 return Some(n);
@@ -453,9 +441,6 @@ impl TextProgram {
                 return None;
             };
             p.value(TextOp::Align(*align));
-            if body.is_empty() {
-                continue;
-            }
             if written {
                 p.text.extend_from_slice(b", {");
             } else {
@@ -463,6 +448,11 @@ impl TextProgram {
                 p.open = true;
             }
             written = true;
+            if body.is_empty() {
+                // Declared empty: babeltrace2 shows `{ }`.
+                p.text.extend_from_slice(b" }");
+                continue;
+            }
             let mut first = true;
             let mut sep = |p: &mut Pending, sep: &[u8]| {
                 p.text.extend_from_slice(if std::mem::take(&mut first) {
@@ -549,7 +539,7 @@ impl TextProgram {
     /// render the event (see the module docs).
     #[inline]
     pub(crate) fn run(&self, b: &mut Bits<'_>, st: &mut State, out: &mut TextBuf) -> bool {
-        use crate::fast::{text_enum, text_float, text_sint};
+        use crate::fast::{text_bits, text_enum, text_float, text_sint};
         let (buf, end) = (b.buf, b.end);
         let mut pos = b.pos;
         let mut start = pos;
@@ -581,7 +571,7 @@ impl TextProgram {
                         return false;
                     };
                     match plan::int_read(i, raw, st) {
-                        IntVal::Unsigned(v) => out.uint(v, i.base),
+                        IntVal::Unsigned(v) => text_bits(out, v, false, i.size, i.base),
                         IntVal::Signed(v) => text_sint(out, v, i.base, i.size),
                         IntVal::Enum(v, e) => text_enum(out, v, e),
                     }
@@ -633,10 +623,12 @@ mod tests {
 
     #[test]
     fn strings_read_whole_as_escaped_one_by_one() {
-        let pieces: [&[u8]; 8] = [
+        let pieces: [&[u8]; 10] = [
             b"a",
             b"hello-1",
             b"\"",
+            b"'",
+            b"?",
             b"\\",
             b"\t",
             b"\x7f",
@@ -647,7 +639,7 @@ mod tests {
         for n in 0..40 {
             for (k, p) in pieces.iter().enumerate() {
                 let mut s: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
-                s.splice((n * k / 8)..(n * k / 8), p.iter().copied());
+                s.splice((n * k / 10)..(n * k / 10), p.iter().copied());
                 cases.push(s);
             }
         }

@@ -1225,6 +1225,7 @@ impl Parser {
         start: usize,
     ) -> Result<(), ParseError> {
         let mut e = EventClass::new("", 0, Struct::default());
+        e.fields = None;
         let mut id = None;
         for (k, v, pos) in assigns {
             match (k.as_str(), v) {
@@ -1247,7 +1248,7 @@ impl Parser {
                 _ => return Err(self.error_at(pos, format!("`{k}` must be a struct"))),
             };
             match k.as_str() {
-                "fields" => e.fields = st,
+                "fields" => e.fields = Some(st),
                 "context" => e.context = Some(st),
                 _ => self.warn(pos, format!("unknown event type `{k}`")),
             }
@@ -1441,14 +1442,16 @@ mod tests {
         // Names come back as written in TSDL (escaped).
         let names: Vec<&str> = back.events[0]
             .fields
+            .as_ref()
+            .expect("declared")
             .fields
             .iter()
             .map(|f| f.name.as_str())
             .collect();
         assert_eq!(names, ["__n_len", "n", "s", "f"]);
         assert_eq!(
-            back.events[0].fields.fields[1].ty,
-            t.events[0].fields.fields[1].ty
+            back.events[0].fields.as_ref().unwrap().fields[1].ty,
+            t.events[0].fields.as_ref().unwrap().fields[1].ty
         );
     }
 

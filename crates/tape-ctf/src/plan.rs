@@ -57,7 +57,7 @@ pub trait Sink {
         self.field(name);
     }
     /// An unsigned integer.
-    fn uint(&mut self, v: u64, base: Base);
+    fn uint(&mut self, v: u64, base: Base, bits: u32);
     /// A signed integer.
     fn sint(&mut self, v: i64, base: Base, bits: u32);
     /// An enumeration value and its type.
@@ -88,7 +88,7 @@ pub struct Discard;
 impl Sink for Discard {
     const WANTS_VALUES: bool = false;
     fn field(&mut self, _: &str) {}
-    fn uint(&mut self, _: u64, _: Base) {}
+    fn uint(&mut self, _: u64, _: Base, _: u32) {}
     fn sint(&mut self, _: i64, _: Base, _: u32) {}
     fn enumeration(&mut self, _: i128, _: &Enum) {}
     fn float(&mut self, _: f64) {}
@@ -914,7 +914,7 @@ pub(crate) fn int_read<'a>(i: &'a IntOp, raw: u64, st: &mut State) -> IntVal<'a>
 #[inline(always)]
 fn int_value<S: Sink>(i: &IntOp, raw: u64, st: &mut State, sink: &mut S) {
     match int_read(i, raw, st) {
-        IntVal::Unsigned(v) => sink.uint(v, i.base),
+        IntVal::Unsigned(v) => sink.uint(v, i.base, i.size),
         IntVal::Signed(v) => sink.sint(v, i.base, i.size),
         IntVal::Enum(v, e) => sink.enumeration(v, e),
     }

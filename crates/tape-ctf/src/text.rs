@@ -60,24 +60,49 @@ fn trim_zeros(s: &str) -> &str {
     }
 }
 
-/// A string quoted and escaped as babeltrace2 prints it.
-pub fn string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\x07' => out.push_str("\\a"),
-            '\x08' => out.push_str("\\b"),
-            '\x0b' => out.push_str("\\v"),
-            '\x0c' => out.push_str("\\f"),
-            c => out.push(c),
-        }
+/// The bytes of a string escaped as babeltrace2 prints them (between its
+/// quotes): `\\`, `\'`, `\"` and `\?` escaped; the control characters
+/// (0x00-0x1f, 0x7f) as C escapes (`\a \b \t \n \v \f \r \e`) or `\xNN`;
+/// every other byte as it is, so text that is not UTF-8 comes out
+/// byte for byte, as babeltrace2 writes it.
+pub fn escape_into(out: &mut Vec<u8>, s: &[u8]) {
+    for &c in s {
+        let esc: &[u8] = match c {
+            b'\\' => b"\\\\",
+            b'\'' => b"\\'",
+            b'"' => b"\\\"",
+            b'?' => b"\\?",
+            0x07 => b"\\a",
+            0x08 => b"\\b",
+            b'\t' => b"\\t",
+            b'\n' => b"\\n",
+            0x0b => b"\\v",
+            0x0c => b"\\f",
+            b'\r' => b"\\r",
+            0x1b => b"\\e",
+            0x00..=0x1f | 0x7f => {
+                let hex = b"0123456789abcdef";
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'x',
+                    hex[usize::from(c >> 4)],
+                    hex[usize::from(c & 15)],
+                ]);
+                continue;
+            }
+            _ => {
+                out.push(c);
+                continue;
+            }
+        };
+        out.extend_from_slice(esc);
     }
-    out.push('"');
+}
+
+/// Whether a byte prints as it is in a string (see [`escape_into`]).
+#[inline]
+pub const fn plain_byte(c: u8) -> bool {
+    c >= 0x20 && c != 0x7f && c != b'"' && c != b'\\' && c != b'\'' && c != b'?'
 }
 
 #[cfg(test)]

@@ -102,9 +102,12 @@ pub(crate) fn write_trace(t: &Trace) -> String {
             write_struct(&mut out, c, 1);
             out.push_str(";\n");
         }
-        out.push_str("    fields := ");
-        write_struct(&mut out, &e.fields, 1);
-        out.push_str(";\n};\n\n");
+        if let Some(f) = &e.fields {
+            out.push_str("    fields := ");
+            write_struct(&mut out, f, 1);
+            out.push_str(";\n");
+        }
+        out.push_str("};\n\n");
     }
     out
 }

@@ -68,7 +68,7 @@ pub fn validate(trace: &Trace) -> Result<(), String> {
             let mut scopes = scopes.clone();
             for (name, st) in [
                 ("event.context", e.context.as_ref()),
-                ("event.fields", Some(&e.fields)),
+                ("event.fields", e.fields.as_ref()),
             ] {
                 if let Some(st) = st {
                     scopes.push((name, st));
@@ -194,7 +194,9 @@ fn clock_maps(trace: &Trace) -> Result<(), String> {
         if let Some(c) = &e.context {
             scopes.push((format!("event `{}`: event.context", e.name), c));
         }
-        scopes.push((format!("event `{}`: event.fields", e.name), &e.fields));
+        if let Some(f) = &e.fields {
+            scopes.push((format!("event `{}`: event.fields", e.name), f));
+        }
     }
     for (at, s) in scopes {
         let mut stack: Vec<&Type> = s.fields.iter().map(|f| &f.ty).collect();
