@@ -112,6 +112,32 @@ const BT2_CANNOT: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Shapes of valid traces that babeltrace2 2.0.4 prints wrongly, and the
+/// part of its text to set aside: both texts go through the function
+/// before they are compared (tape's values are checked in its JSON).
+#[allow(clippy::type_complexity)]
+const BT2_WRONG: &[(&str, fn(&str) -> String, &str)] = &[(
+    "hex 61-63 bits",
+    hex_digits_aside,
+    "CTF 1.8 §4.1.5: `base = 16` is how to show the integer's value; babeltrace2 2.0.4 \
+     masks a hexadecimal value to its size rounded up to whole nibbles with \
+     `(1 << 64) - 1`, undefined in C and 0 on x86-64, so every integer of 61 to 63 bits \
+     prints as `0x0`",
+)];
+
+/// Every hexadecimal number as `0x_`.
+fn hex_digits_aside(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(i) = rest.find("0x") {
+        out.push_str(&rest[..i]);
+        out.push_str("0x_");
+        rest = rest[i + 2..].trim_start_matches(|c: char| c.is_ascii_hexdigit());
+    }
+    out.push_str(rest);
+    out
+}
+
 /// What one trace gave: `Ok(None)` when all agreed, `Ok(Some(shape))`
 /// when babeltrace2 could not read it for a known reason and tape's values
 /// were right, `Err(why)` else.
@@ -144,25 +170,40 @@ fn compare(trace: &gen::Trace, dir: &Path) -> Result<Option<&'static str>, Strin
     if !show.ok {
         return Err(format!("tape show failed: {}", show.stderr));
     }
-    if bt2.stdout != show.stdout {
-        let b: Vec<&[u8]> = bt2.stdout.split(|&c| c == b'\n').collect();
-        let t: Vec<&[u8]> = show.stdout.split(|&c| c == b'\n').collect();
+    // Lost events: tape prints `[LOST n EVENTS]` lines in the text where
+    // babeltrace2 prints warnings on stderr (counted in the JSON check).
+    let lines = |out: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(out)
+            .split('\n')
+            .filter(|l| !l.starts_with("[LOST "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let (mut b, mut t) = (lines(&bt2.stdout), lines(&show.stdout));
+    let mut wrong = None;
+    for (shape, aside, _) in BT2_WRONG {
+        if trace.shapes.contains(shape) && b != t {
+            b = b.iter().map(|l| aside(l)).collect();
+            t = t.iter().map(|l| aside(l)).collect();
+            wrong = Some(*shape);
+        }
+    }
+    if b != t {
         let at = b
             .iter()
             .zip(&t)
             .position(|(x, y)| x != y)
             .unwrap_or(b.len().min(t.len()));
-        let line = |v: &[&[u8]]| v.get(at).map(|l| String::from_utf8_lossy(l).into_owned());
         return Err(format!(
             "text differs at line {} ({} lines vs {}):\n  babeltrace2: {:?}\n  tape:        {:?}",
             at + 1,
             b.len(),
             t.len(),
-            line(&b),
-            line(&t)
+            b.get(at),
+            t.get(at)
         ));
     }
-    Ok(None)
+    Ok(wrong)
 }
 
 /// `tape show --format json` gives the generator's events and values (as

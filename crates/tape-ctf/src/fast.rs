@@ -33,6 +33,9 @@ struct EventPlan {
     text: Option<TextProgram>,
     /// How to step over its scopes when nothing in them is needed.
     skip: Option<plan::SkipPlan>,
+    /// No scope after the header (no event context of the stream's, no
+    /// context, no payload).
+    bare: bool,
 }
 
 impl EventPlan {
@@ -73,6 +76,10 @@ impl EventPlan {
             out.lit(l);
         }
         out.put(packet_text.as_slice());
+        if self.bare && packet_text.is_empty() {
+            // Nothing after the name: babeltrace2 ends `name: ` with its space.
+            out.push(b' ');
+        }
         let mark = out.len();
         if let Some(text) = &self.text {
             text.opening(!packet_text.is_empty(), out);
@@ -246,6 +253,7 @@ impl TracePlan {
                     head: Vec::new(),
                     text: None,
                     skip: None,
+                    bare: false,
                 });
             }
             for _ in 0..pushed {
@@ -292,8 +300,9 @@ impl TracePlan {
                 ev.head = Lit::pieces(&head);
                 let scopes: Vec<&ScopePlan> =
                     ev.scopes(sp).into_iter().filter_map(|(_, s)| s).collect();
+                let bare = scopes.is_empty();
                 let (text, skip) = (TextProgram::new(&scopes), plan::SkipPlan::new(scopes));
-                (ev.text, ev.skip) = (text, skip);
+                (ev.text, ev.skip, ev.bare) = (text, skip, bare);
             }
             sp.events = events;
         }

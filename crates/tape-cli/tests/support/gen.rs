@@ -184,6 +184,9 @@ struct TypeGen<'r> {
     /// Whether a variant's tag may be an absolute path (babeltrace2's
     /// parser takes none: see the differential test).
     abs_tags: bool,
+    /// Whether integers of 61 to 63 bits may be shown in hexadecimal
+    /// (babeltrace2 prints them all as `0x0`: see the differential test).
+    hex_61_63: bool,
     /// Whether sequences and variants may be drawn (babeltrace2 aborts on
     /// them in an event's context: see the differential test).
     dynamic: bool,
@@ -206,11 +209,15 @@ impl TypeGen<'_> {
         } else {
             *r.pick(&[1, 1, 8, 8, 8, 16, 32, 64])
         };
+        let mut base = *r.pick(&[10, 10, 10, 16, 16, 8, 2]);
+        if base == 16 && (61..64).contains(&size) && !self.hex_61_63 {
+            base = 10;
+        }
         Int {
             size,
             signed,
             order,
-            base: *r.pick(&[10, 10, 10, 16, 16, 8, 2]),
+            base,
             align,
             utf8: false,
             map: None,
@@ -747,10 +754,16 @@ impl Draw<'_> {
     }
 
     fn structure(&mut self, w: &mut BitWriter, ty: &Ty) -> Value {
+        w.align(ty.align());
+        self.members(w, ty)
+    }
+
+    /// The members of a struct, without its own alignment (for fields
+    /// written inline after others, as a packet context's own fields).
+    fn members(&mut self, w: &mut BitWriter, ty: &Ty) -> Value {
         let Ty::Struct { fields, .. } = ty else {
             unreachable!()
         };
-        w.align(ty.align());
         // First the choices that decide earlier fields: each sequence's
         // length, each variant's option.
         let mut forced: Vec<Option<i128>> = vec![None; fields.len()];
@@ -884,6 +897,7 @@ pub fn generate(seed: u64, wide: bool) -> Trace {
     let uuid: [u8; 16] = std::array::from_fn(|_| rng.below(256) as u8);
     let abs_tags = rng.one_in(10);
     let ctx_dynamic = rng.one_in(10);
+    let hex_61_63 = rng.one_in(10);
 
     let mut classes = Vec::new();
     let mut label_seq = 0;
@@ -893,6 +907,7 @@ pub fn generate(seed: u64, wide: bool) -> Trace {
             wide,
             label_seq,
             abs_tags,
+            hex_61_63,
             dynamic: true,
         };
         let has_ctx = tg.rng.below(5) != 0;
@@ -1130,6 +1145,9 @@ pub fn generate(seed: u64, wide: bool) -> Trace {
     if ctx_dynamic {
         shapes.push("dynamic event context");
     }
+    if hex_61_63 {
+        shapes.push("hex 61-63 bits");
+    }
 
     // The streams.
     let mut streams = Vec::new();
@@ -1140,6 +1158,7 @@ pub fn generate(seed: u64, wide: bool) -> Trace {
         let sized = c.ctx_special.iter().any(|s| s.name == "packet_size");
         for _file in 0..1 + rng.below(2) {
             let name = format!("stream_{}_{}", c.id, streams.len());
+            let first_event = events.len();
             let mut w = BitWriter::default();
             // Times stay within 64-bit nanoseconds whatever the frequency.
             let mut time = rng.below(freq.min(1 << 30) << 10) + 1000;
@@ -1213,13 +1232,15 @@ pub fn generate(seed: u64, wide: bool) -> Trace {
                         w.put(&v.to_le_bytes(), s.size, order);
                     }
                     if let Some(t) = &c.ctx_extra {
-                        d.value(&mut w, t, None);
+                        d.members(&mut w, t);
                     }
                 }
-                for (k, t) in times.into_iter().enumerate() {
+                // Without sizes the file is the packet and all of it is
+                // content: it must end on a byte at the end of an event.
+                let mut cut = (w.pos % 8 == 0).then_some((w.pos, events.len()));
+                for t in times {
                     let ev = d.rng.below(c.events.len() as u64) as usize;
                     let (ev_name, id, context, fields) = &c.events[ev];
-                    let _ = k;
                     if c.hdr_id.is_some() || c.hdr_ts.is_some() {
                         w.align(8);
                         if let Some(s) = c.hdr_id {
@@ -1243,6 +1264,23 @@ pub fn generate(seed: u64, wide: bool) -> Trace {
                         }
                     }
                     events.push((format!("{name} {ev_name}"), Value::Object(scopes)));
+                    if w.pos % 8 == 0 {
+                        cut = Some((w.pos, events.len()));
+                    }
+                }
+                if !sized && w.pos % 8 != 0 {
+                    match cut {
+                        Some((pos, n)) => {
+                            w.pos = pos;
+                            w.buf.truncate((pos / 8) as usize);
+                            events.truncate(n);
+                        }
+                        None => {
+                            // No event ends on a byte: no such stream file.
+                            events.truncate(first_event);
+                            w.buf.clear();
+                        }
+                    }
                 }
                 let content = w.pos - start;
                 if sized {
@@ -1262,7 +1300,9 @@ pub fn generate(seed: u64, wide: bool) -> Trace {
                 }
             }
             discarded += lost;
-            streams.push((name, w.buf));
+            if !w.buf.is_empty() {
+                streams.push((name, w.buf));
+            }
         }
     }
     Trace {
