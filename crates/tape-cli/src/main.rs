@@ -249,7 +249,9 @@ impl Second {
 
 impl TimeText for LineTime {
     fn write(&mut self, out: &mut tape_ctf::line::TextBuf, ns: i128) {
-        if self.seconds {
+        if self.seconds || ns < 0 {
+            // Before the epoch: `-S.nnnnnnnnn`, as babeltrace2 prints the
+            // first such time (it prints the later ones as if after it).
             return Seconds.write(out, ns);
         }
         let s = self.second(ns);
@@ -260,7 +262,7 @@ impl TimeText for LineTime {
     /// `[HH:MM:SS.` as one store, then the nine digits.
     #[inline(always)]
     fn open_line(&mut self, out: &mut tape_ctf::line::TextBuf, t: Option<i128>) {
-        let Some(ns) = t.filter(|_| !self.seconds) else {
+        let Some(ns) = t.filter(|&ns| !self.seconds && ns >= 0) else {
             return tape_ctf::parallel::open_line(self, out, t);
         };
         let s = self.second(ns);

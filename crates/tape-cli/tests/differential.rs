@@ -116,14 +116,33 @@ const BT2_CANNOT: &[(&str, &str, &str)] = &[
 /// part of its text to set aside: both texts go through the function
 /// before they are compared (tape's values are checked in its JSON).
 #[allow(clippy::type_complexity)]
-const BT2_WRONG: &[(&str, fn(&str) -> String, &str)] = &[(
-    "hex 61-63 bits",
-    hex_digits_aside,
-    "CTF 1.8 §4.1.5: `base = 16` is how to show the integer's value; babeltrace2 2.0.4 \
-     masks a hexadecimal value to its size rounded up to whole nibbles with \
-     `(1 << 64) - 1`, undefined in C and 0 on x86-64, so every integer of 61 to 63 bits \
-     prints as `0x0`",
-)];
+const BT2_WRONG: &[(&str, fn(&str) -> String, &str)] = &[
+    (
+        "hex 61-63 bits",
+        hex_digits_aside,
+        "CTF 1.8 §4.1.5: `base = 16` is how to show the integer's value; babeltrace2 2.0.4 \
+         masks a hexadecimal value to its size rounded up to whole nibbles with \
+         `(1 << 64) - 1`, undefined in C and 0 on x86-64, so every integer of 61 to 63 bits \
+         prints as `0x0`",
+    ),
+    (
+        "time before the epoch",
+        time_aside,
+        "CTF 1.8 §8: a clock's `offset_s` may be negative, so a time may come before the \
+         epoch; babeltrace2 2.0.4 prints the first such time as `-S.nnnnnnnnn` and every \
+         later one as the wall time of its distance to the epoch (-3.5 s as 00:00:03.5), \
+         the time of another instant; tape prints them all as `-S.nnnnnnnnn` (the deltas \
+         are compared)",
+    ),
+];
+
+/// The time at the start of a line as `[_]`.
+fn time_aside(line: &str) -> String {
+    match (line.strip_prefix('['), line.find("] ")) {
+        (Some(_), Some(i)) => format!("[_]{}", &line[i + 1..]),
+        _ => line.to_owned(),
+    }
+}
 
 /// Every hexadecimal number as `0x_`.
 fn hex_digits_aside(line: &str) -> String {

@@ -108,17 +108,20 @@ pub fn open_line<T: TimeText>(time: &mut T, out: &mut TextBuf, t: Option<i128>) 
 const DELTA_FITS: i128 = 10_000_000_000;
 
 /// Times as seconds since the epoch, `S.nnnnnnnnn` (babeltrace2's
-/// `--clock-seconds`).
+/// `--clock-seconds`); before the epoch `-S.nnnnnnnnn`, the digits those of
+/// the distance to it (-4.75 s is `-4.750000000`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Seconds;
 
 impl TimeText for Seconds {
     fn write(&mut self, out: &mut TextBuf, ns: i128) {
+        let a = ns.unsigned_abs();
         out.put(
             format!(
-                "{}.{:09}",
-                ns.div_euclid(1_000_000_000),
-                ns.rem_euclid(1_000_000_000)
+                "{}{}.{:09}",
+                if ns < 0 { "-" } else { "" },
+                a / 1_000_000_000,
+                a % 1_000_000_000
             )
             .as_bytes(),
         );
