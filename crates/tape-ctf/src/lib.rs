@@ -224,14 +224,22 @@ impl Enum {
     /// declaration: a label given several ranges is one mapping (§4.1.8),
     /// as babeltrace2 reads it.
     pub fn labels(&self, v: i128) -> impl Iterator<Item = &str> {
-        self.entries.iter().enumerate().filter_map(move |(i, x)| {
-            let first = !self.entries[..i].iter().any(|y| y.label == x.label);
-            let holds = self
+        let holds = |x: &&EnumEntry| x.start <= v && v <= x.end;
+        let mut hits: Vec<(usize, &str)> = Vec::new();
+        for x in self.entries.iter().filter(holds) {
+            // Where the label first appears (usually here: one scan only
+            // when a value has several labels).
+            let first = self
                 .entries
                 .iter()
-                .any(|y| y.label == x.label && y.start <= v && v <= y.end);
-            (first && holds).then_some(x.label.as_str())
-        })
+                .position(|y| y.label == x.label)
+                .unwrap_or(0);
+            if !hits.iter().any(|&(_, l)| l == x.label) {
+                hits.push((first, &x.label));
+            }
+        }
+        hits.sort_unstable_by_key(|&(i, _)| i);
+        hits.into_iter().map(|(_, l)| l)
     }
 }
 
