@@ -344,7 +344,7 @@ fn tape_reads_generated_traces_as_babeltrace2_does() {
     let deviations = deviations.into_inner().unwrap();
     eprintln!(
         "differential: {n} traces from seed {first}: {} unexplained differences, \
-         babeltrace2 could not read {} (tape's values checked): {deviations:?}",
+         named babeltrace2 deviations {} (tape's values checked): {deviations:?}",
         failures.len(),
         deviations.values().sum::<u64>()
     );
