@@ -136,6 +136,34 @@ const BT2_WRONG: &[(&str, fn(&str) -> String, &str)] = &[
     ),
 ];
 
+/// babeltrace2 2.0.4 shows an empty string as the value a string field
+/// of its pool held before (the text of another event); CTF 1.8 §4.2.5: a
+/// string is its bytes up to the NUL, an empty one only the NUL. Whether
+/// `bt2` equals `tape` where every empty string `""` of tape's may stand
+/// for any string of babeltrace2's (tape's values are checked in its JSON).
+fn equal_but_empty_strings(bt2: &str, tape: &str) -> bool {
+    let (b, t) = (bt2.as_bytes(), tape.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while j < t.len() {
+        if t[j..].starts_with(b"= \"\"") && b[i..].starts_with(b"= \"") {
+            // Skip babeltrace2's string: up to its closing quote.
+            i += 3;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+            j += 4;
+            continue;
+        }
+        if i >= b.len() || b[i] != t[j] {
+            return false;
+        }
+        i += 1;
+        j += 1;
+    }
+    i == b.len()
+}
+
 /// The time at the start of a line as `[_]`.
 fn time_aside(line: &str) -> String {
     match (line.strip_prefix('['), line.find("] ")) {
@@ -206,6 +234,18 @@ fn compare(trace: &gen::Trace, dir: &Path) -> Result<Option<&'static str>, Strin
             t = t.iter().map(|l| aside(l)).collect();
             wrong = Some(*shape);
         }
+    }
+    if b.len() == t.len()
+        && b != t
+        && b.iter()
+            .zip(&t)
+            .all(|(x, y)| x == y || equal_but_empty_strings(x, y))
+        && trace
+            .events
+            .iter()
+            .any(|(_, v)| v.to_string().contains("\"\""))
+    {
+        return Ok(Some("empty string"));
     }
     if b != t {
         let at = b
