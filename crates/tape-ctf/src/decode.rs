@@ -62,6 +62,8 @@ pub enum Value {
         /// Matching labels (none: an unknown value).
         labels: Vec<String>,
     },
+    /// An integer of more than 64 bits, in decimal (`-` and digits).
+    Wide(String),
     /// A floating point number.
     Float(f64),
     /// A string, or an array/sequence of text bytes up to its first NUL.

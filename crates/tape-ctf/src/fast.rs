@@ -1362,6 +1362,13 @@ impl Sink for TextSink<'_> {
         }
     }
 
+    fn wide(&mut self, v: &[u8], signed: bool, bits: u32, base: Base) {
+        if !self.skipping {
+            self.out
+                .put(crate::text::wide_int(v, signed, bits, base).as_bytes());
+        }
+    }
+
     #[inline]
     fn string(&mut self, s: &[u8]) {
         if !self.skipping {
@@ -1882,6 +1889,10 @@ impl Sink for ValueSink {
     fn string(&mut self, s: &[u8]) {
         self.value(Value::Str(String::from_utf8_lossy(s).into_owned()));
     }
+    fn wide(&mut self, v: &[u8], signed: bool, bits: u32, _: Base) {
+        let digits = crate::text::wide_int(v, signed, bits, Base::Decimal);
+        self.value(Value::Wide(digits));
+    }
     fn begin_struct(&mut self) {
         self.frames.push(Frame::Struct(Vec::new()));
     }
@@ -2113,6 +2124,14 @@ impl Sink for JsonSink<'_> {
     fn string(&mut self, s: &[u8]) {
         self.sep();
         self.str(s);
+        self.after_value();
+    }
+    /// A string of decimal digits: JSON numbers that wide lose precision
+    /// in most readers.
+    fn wide(&mut self, v: &[u8], signed: bool, bits: u32, _: Base) {
+        self.sep();
+        let digits = crate::text::wide_int(v, signed, bits, Base::Decimal);
+        self.str(digits.as_bytes());
         self.after_value();
     }
     fn begin_struct(&mut self) {

@@ -755,6 +755,8 @@ fn value_text(v: &Value, path: &str, hints: &HashMap<String, Hint>, spec: &Spec)
             }
         }
         Value::Float(f) => float_text(*f, spec),
+        // Wider than any C type: its decimal digits.
+        Value::Wide(digits) => digits.clone(),
         Value::Str(s) => s.clone(),
         Value::Array(items) => {
             let parts: Vec<String> = items

@@ -66,6 +66,9 @@ pub trait Sink {
     fn float(&mut self, v: f64);
     /// A string (or a text array/sequence up to its NUL), as raw bytes.
     fn string(&mut self, s: &[u8]);
+    /// An integer of more than 64 bits: the little-endian bytes of its
+    /// two's complement (`bits` of them meaningful).
+    fn wide(&mut self, v: &[u8], signed: bool, bits: u32, base: Base);
     /// A struct starts.
     fn begin_struct(&mut self);
     /// A struct ends.
@@ -93,6 +96,7 @@ impl Sink for Discard {
     fn enumeration(&mut self, _: i128, _: &Enum) {}
     fn float(&mut self, _: f64) {}
     fn string(&mut self, _: &[u8]) {}
+    fn wide(&mut self, _: &[u8], _: bool, _: u32, _: Base) {}
     fn begin_struct(&mut self) {}
     fn end_struct(&mut self) {}
     fn begin_array(&mut self, _: u64) {}
@@ -166,6 +170,9 @@ pub(crate) enum Op {
         order: ByteOrder,
     },
     Str,
+    /// An integer wider than 64 bits (CTF 1.8 allows any size): read bit
+    /// by bit into little-endian bytes, off the hot paths.
+    Wide(WideOp),
     Struct {
         align: u64,
         body: Vec<Op>,
@@ -186,6 +193,16 @@ pub(crate) enum Op {
     /// A run of struct members of fixed size and static offsets: one
     /// alignment and one bounds check for all of them.
     Fixed(FixedRun),
+}
+
+/// An integer of more than 64 bits: how to read and show it.
+#[derive(Clone, Debug)]
+pub(crate) struct WideOp {
+    pub align: u64,
+    pub size: u32,
+    pub signed: bool,
+    pub order: ByteOrder,
+    pub base: Base,
 }
 
 /// Consecutive struct members (integers and floats) whose offsets from an
@@ -822,6 +839,36 @@ fn skip(b: &mut Bits<'_>, size: u32) -> Result<(), RunError> {
     Ok(())
 }
 
+/// An integer of `size` bits (any size) at `b.pos`, as little-endian
+/// bytes of its two's complement (`ceil(size / 8)` of them, the bits past
+/// `size` zero). Bit `j` of the value is bit `j` from the field's start
+/// for little endian, from its end for big endian (§4.1.5).
+#[cold]
+fn read_wide(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<Vec<u8>, RunError> {
+    let size64 = u64::from(size);
+    if b.pos + size64 > b.end {
+        return Err(err(
+            b,
+            format!(
+                "a {size}-bit field goes past the end of the packet content (bit {})",
+                b.end
+            ),
+        ));
+    }
+    let bit = |p: u64| b.buf[(p / 8) as usize] >> (p % 8) & 1;
+    let bit_be = |p: u64| b.buf[(p / 8) as usize] >> (7 - p % 8) & 1;
+    let mut v = vec![0u8; size.div_ceil(8) as usize];
+    for j in 0..size64 {
+        let x = match order {
+            ByteOrder::Little => bit(b.pos + j),
+            ByteOrder::Big => bit_be(b.pos + size64 - 1 - j),
+        };
+        v[(j / 8) as usize] |= x << (j % 8);
+    }
+    b.pos += size64;
+    Ok(v)
+}
+
 #[inline]
 fn read_bits(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<u64, RunError> {
     let size64 = u64::from(size);
@@ -1173,6 +1220,16 @@ fn run_op<S: Sink>(
             Ok(())
         }
         Op::Str => run_str(b, sink),
+        Op::Wide(w) if !S::WANTS_VALUES => {
+            align(b, w.align)?;
+            skip(b, w.size)
+        }
+        Op::Wide(w) => {
+            align(b, w.align)?;
+            let v = read_wide(b, w.size, w.order)?;
+            sink.wide(&v, w.signed, w.size, w.base);
+            Ok(())
+        }
         Op::Struct { align: a, body } => {
             align(b, *a)?;
             sink.begin_struct();
@@ -1498,20 +1555,40 @@ impl<'t> Compiler<'t> {
         name: &str,
     ) -> Result<Op, String> {
         Ok(match t {
-            Type::Integer(i) => {
-                if i.size > 64 {
+            Type::Integer(i) if i.size > 64 => {
+                let what = if i.map.is_some() {
+                    Some("a clock value")
+                } else if self
+                    .wanted
+                    .iter()
+                    .any(|(w, _)| w.0 == scope && w.1 == *path)
+                {
+                    Some("a length or a variant tag")
+                } else {
+                    None
+                };
+                if let Some(what) = what {
                     return Err(format!(
-                        "{scope}: `{}`: integers over 64 bits are not supported",
-                        path.join(".")
+                        "{scope}: `{}`: a {}-bit integer cannot be {what} (64 bits at most)",
+                        path.join("."),
+                        i.size
                     ));
                 }
-                Op::Int(self.int_op(scope, i, path, name, None))
+                Op::Wide(WideOp {
+                    align: i.align.max(1),
+                    size: i.size,
+                    signed: i.signed,
+                    order: i.byte_order.unwrap_or(self.trace_order),
+                    base: i.base,
+                })
             }
+            Type::Integer(i) => Op::Int(self.int_op(scope, i, path, name, None)),
             Type::Enum(e) => {
                 if e.container.size > 64 {
                     return Err(format!(
-                        "{scope}: `{}`: integers over 64 bits are not supported",
-                        path.join(".")
+                        "{scope}: `{}`: enumerations over {}-bit integers are not supported (64 bits at most)",
+                        path.join("."),
+                        e.container.size
                     ));
                 }
                 Op::Int(self.int_op(scope, &e.container, path, name, Some(Arc::new(e.clone()))))

@@ -659,8 +659,19 @@ impl Draw<'_> {
             Ty::Int(i) => {
                 let v = forced.unwrap_or_else(|| draw_int(self.rng, i));
                 w.align(i.align);
-                w.put(&le_bytes(v), i.size, i.order.unwrap_or(self.order));
-                int_json(v)
+                // Two's complement on any size: sign-extended past 128 bits.
+                let mut bytes = le_bytes(v);
+                bytes.resize(
+                    i.size.div_ceil(8).max(16) as usize,
+                    if v < 0 { 0xff } else { 0 },
+                );
+                w.put(&bytes, i.size, i.order.unwrap_or(self.order));
+                if i.size > 64 {
+                    // Wider than 64 bits: a string of digits in tape's JSON.
+                    Value::String(v.to_string())
+                } else {
+                    int_json(v)
+                }
             }
             Ty::Float { size, align, order } => {
                 w.align(*align);
@@ -882,10 +893,12 @@ struct StreamClass {
     events: Vec<(String, u64, Option<Ty>, Option<Ty>)>,
 }
 
-/// Draws trace `seed`. `wide` allows integers wider than 64 bits.
-pub fn generate(seed: u64, wide: bool) -> Trace {
+/// Draws trace `seed`: one in eight has integers wider than 64 bits
+/// (which babeltrace2 does not read).
+pub fn generate(seed: u64) -> Trace {
     let mut rng = Rng::new(seed);
     let rng = &mut rng;
+    let wide = rng.one_in(8);
     let order = if rng.one_in(2) { Order::Le } else { Order::Be };
     let clock = rng.below(4) != 0;
     // Without a clock, one stream file: the order babeltrace2's muxer gives
@@ -1158,6 +1171,9 @@ pub fn generate(seed: u64, wide: bool) -> Trace {
     }
     if hex_61_63 {
         shapes.push("hex 61-63 bits");
+    }
+    if wide {
+        shapes.push("wide integer");
     }
     if clock && offset_s < 0 {
         shapes.push("time before the epoch");
