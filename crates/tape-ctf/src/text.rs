@@ -244,8 +244,6 @@ mod tests {
             ),
             (vec![0xff; 128], false, 1024, Base::Decimal, {
                 // 2^1024 - 1
-                let mut d = vec![0u8; 1];
-                d[0] = 1;
                 let mut digits = vec![1u32];
                 for _ in 0..1024 {
                     let mut carry = 0;
