@@ -1556,20 +1556,11 @@ impl<'t> Compiler<'t> {
     ) -> Result<Op, String> {
         Ok(match t {
             Type::Integer(i) if i.size > 64 => {
-                let what = if i.map.is_some() {
-                    Some("a clock value")
-                } else if self
-                    .wanted
-                    .iter()
-                    .any(|(w, _)| w.0 == scope && w.1 == *path)
-                {
-                    Some("a length or a variant tag")
-                } else {
-                    None
-                };
-                if let Some(what) = what {
+                // (A wide integer stores no value: a sequence whose length
+                // names one stops there with the sequence's error.)
+                if i.map.is_some() {
                     return Err(format!(
-                        "{scope}: `{}`: a {}-bit integer cannot be {what} (64 bits at most)",
+                        "{scope}: `{}`: a {}-bit integer cannot be a clock value (64 bits at most)",
                         path.join("."),
                         i.size
                     ));
