@@ -296,8 +296,8 @@ fn json_values(trace: &gen::Trace, dir: &Path) -> Result<(), String> {
             continue;
         }
         let mut scopes = serde_json::Map::new();
-        for key in ["stream_context", "context", "fields"] {
-            if let Some(s) = v.get(key) {
+        for key in ["packet_context", "stream_context", "context", "fields"] {
+            if let Some(s) = v.get(key).filter(|s| !s.is_null()) {
                 scopes.insert(key.to_owned(), s.clone());
             }
         }

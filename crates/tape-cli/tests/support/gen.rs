@@ -1243,6 +1243,9 @@ pub fn generate(seed: u64) -> Trace {
                 time = end;
                 // Packet context: the sizes are patched once known.
                 let mut patch = Vec::new();
+                // The packet context's values, given to each of its events.
+                let mut pctx = Map::new();
+                let packet_first = events.len();
                 if c.has_ctx {
                     // The context is one struct: aligned as its most aligned field.
                     // (The extra fields are written inline: their struct's own
@@ -1271,10 +1274,13 @@ pub fn generate(seed: u64) -> Trace {
                                 0
                             }
                         };
+                        pctx.insert(s.name.to_owned(), json!(v));
                         w.put(&v.to_le_bytes(), s.size, order);
                     }
                     if let Some(t) = &c.ctx_extra {
-                        d.members(&mut w, t);
+                        if let Value::Object(m) = d.members(&mut w, t) {
+                            pctx.extend(m);
+                        }
                     }
                 }
                 // Without sizes the file is the packet and all of it is
@@ -1342,6 +1348,14 @@ pub fn generate(seed: u64) -> Trace {
                         packet
                     };
                     w.put_at(at, &v.to_le_bytes(), size, order);
+                    pctx.insert(what.to_owned(), json!(v));
+                }
+                if c.has_ctx {
+                    for (_, scopes) in &mut events[packet_first..] {
+                        if let Value::Object(m) = scopes {
+                            m.insert("packet_context".into(), Value::Object(pctx.clone()));
+                        }
+                    }
                 }
             }
             discarded += lost;
