@@ -4,7 +4,9 @@
 #  2. a trace written by tape itself (examples/bulk.rs, 4 threads x 2 million events)
 # Each command runs RUNS times (default 5); the best time counts (the machine is shared),
 # timed with the nanosecond clock (/usr/bin/time's 10 ms steps are 5% of a 0.2 s run).
-# Usage: bash scripts/compare-speed.sh [WORK_DIR]
+# BASELINE=path/to/an/older/tape adds that binary's runs, and the ratio of its time to this
+# one's (above 1.0x: this build is faster), measured in the same run.
+# Usage: [BASELINE=...] bash scripts/compare-speed.sh [WORK_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-target/speed}
@@ -44,4 +46,10 @@ for trace in lttng-8M tape-8M; do
     printf '%-10s %-38s %10s %10s %7.1fx\n' "$trace" "tape show > /dev/null" "$tp_show" "$tp_show_m" "$(awk "BEGIN{print $bt_show/$tp_show}")"
     printf '%-10s %-38s %10s %10s %8s\n' "$trace" "babeltrace2 -c sink.utils.counter" "$bt_cnt" "$bt_cnt_m" ""
     printf '%-10s %-38s %10s %10s %7.1fx\n' "$trace" "tape stats" "$tp_stats" "$tp_stats_m" "$(awk "BEGIN{print $bt_cnt/$tp_stats}")"
+    if [ -n "${BASELINE:-}" ]; then
+        read -r b_show b_show_m < <(best "$BASELINE" show "$dir")
+        read -r b_stats b_stats_m < <(best "$BASELINE" stats "$dir")
+        printf '%-10s %-38s %10s %10s %7.2fx\n' "$trace" "baseline show (its time / this one's)" "$b_show" "$b_show_m" "$(awk "BEGIN{print $b_show/$tp_show}")"
+        printf '%-10s %-38s %10s %10s %7.2fx\n' "$trace" "baseline stats (its time / this one's)" "$b_stats" "$b_stats_m" "$(awk "BEGIN{print $b_stats/$tp_stats}")"
+    fi
 done

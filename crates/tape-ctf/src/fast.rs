@@ -1568,7 +1568,9 @@ pub(crate) fn text_string_body(out: &mut TextBuf, s: &[u8]) {
 
 /// Whether `s` prints as it is between quotes (see
 /// [`crate::text::escape_into`]): no control character, no `"`, `\\`, `'`
-/// or `?` (8 bytes at a time). Bytes from 0x80 up print as they are.
+/// or `?` (8 bytes at a time). Bytes from 0x80 up print as they are. A
+/// `#` or `&` in the 8-byte words also answers no (the tests take two
+/// bytes at once); the caller then escapes exactly, byte by byte.
 #[inline]
 fn plain(s: &[u8]) -> bool {
     const LO: u64 = 0x0101_0101_0101_0101;
@@ -1581,11 +1583,9 @@ fn plain(s: &[u8]) -> bool {
     for c in &mut chunks {
         let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
         let bad = zero(w & !(LO * 0x1f))    // < 0x20: no bit above the low five
-            | is(w, 0x7f)
-            | is(w, b'"')
-            | is(w, b'\\')
-            | is(w, b'\'')
-            | is(w, b'?');
+            | is(w | (LO * 0x40), 0x7f)     // `?` and DEL: 0x7f once 0x40 is set
+            | is(w & !(LO * 0x05), b'"')    // `"`, `'` (and `#`, `&`: escaped exactly after)
+            | is(w, b'\\');
         if bad != 0 {
             return false;
         }
@@ -2190,10 +2190,16 @@ mod tests {
             b"what?",
             b"0123456789abcdef?",
             b"\xff\xfe invalid UTF-8 prints as it is",
+            b"01234567#",
+            b"0123456789abcdef&",
         ] {
-            let want = s
-                .iter()
-                .all(|&c| c >= 0x20 && c != 0x7f && !matches!(c, b'"' | b'\\' | b'\'' | b'?'));
+            let words = s.len() / 8 * 8;
+            let want = s.iter().enumerate().all(|(i, &c)| {
+                c >= 0x20
+                    && c != 0x7f
+                    && !matches!(c, b'"' | b'\\' | b'\'' | b'?')
+                    && !(i < words && matches!(c, b'#' | b'&'))
+            });
             assert_eq!(plain(s), want, "{:?}", String::from_utf8_lossy(s));
         }
     }

@@ -336,8 +336,14 @@ fn string_text(out: &mut TextBuf, rest: &[u8]) -> Option<usize> {
         let nul = z(w);
         if nul != 0 {
             let n = (nul.trailing_zeros() / 8) as usize;
-            let is = |c: u8| z(w ^ (LO * u128::from(c)));
-            let bad = z(w & !(LO * 0x1f)) | is(0x7f) | is(b'"') | is(b'\\') | is(b'\'') | is(b'?');
+            let is = |x: u128, c: u8| z(x ^ (LO * u128::from(c)));
+            // Two bytes a test: `?` and DEL are those that OR 0x40 makes
+            // 0x7f; `"` and `'` among those that AND !0x05 makes 0x22 (with
+            // `#` and `&`, which then take the exact path).
+            let bad = z(w & !(LO * 0x1f))
+                | is(w | (LO * 0x40), 0x7f)
+                | is(w & !(LO * 0x05), b'"')
+                | is(w, b'\\');
             if bad & ((1u128 << (8 * n)) - 1) == 0 {
                 out.wide(&bytes, n);
                 return Some(n);
