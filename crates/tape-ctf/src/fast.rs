@@ -166,17 +166,13 @@ impl TracePlan {
             }
             for e in events_of(sid) {
                 let mut n = 0;
-                if let Some(ctx) = &e.context {
-                    c.push("event.context", ctx);
-                    c.collect_scope()
-                        .map_err(|m| format!("event `{}`: {m}", e.name))?;
-                    n += 1;
-                }
-                if let Some(f) = &e.fields {
-                    c.push("event.fields", f);
-                    c.collect_scope()
-                        .map_err(|m| format!("event `{}`: {m}", e.name))?;
-                    n += 1;
+                for (name, s) in [("event.context", &e.context), ("event.fields", &e.fields)] {
+                    if let Some(s) = s {
+                        c.push(name, s);
+                        c.collect_scope()
+                            .map_err(|m| format!("event `{}`: {m}", e.name))?;
+                        n += 1;
+                    }
                 }
                 for _ in 0..n {
                     c.pop();
@@ -213,28 +209,21 @@ impl TracePlan {
             let evs = events_of(sid);
             for e in &evs {
                 let mut n = 0;
-                let context = match &e.context {
-                    Some(ctx) => {
-                        c.push("event.context", ctx);
+                let mut scopes: [Option<ScopePlan>; 2] = [None, None];
+                for (k, (name, s)) in [("event.context", &e.context), ("event.fields", &e.fields)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    if let Some(s) = s {
+                        c.push(name, s);
                         n += 1;
-                        Some(
+                        scopes[k] = Some(
                             c.emit_scope()
                                 .map_err(|m| format!("event `{}`: {m}", e.name))?,
-                        )
+                        );
                     }
-                    None => None,
-                };
-                let fields = match &e.fields {
-                    Some(f) => {
-                        c.push("event.fields", f);
-                        n += 1;
-                        Some(
-                            c.emit_scope()
-                                .map_err(|m| format!("event `{}`: {m}", e.name))?,
-                        )
-                    }
-                    None => None,
-                };
+                }
+                let [context, fields] = scopes;
                 for _ in 0..n {
                     c.pop();
                 }
@@ -1336,17 +1325,13 @@ impl Sink for TextSink<'_> {
         if self.skipping {
             return;
         }
-        if base == Base::Decimal {
-            self.out.decimal(v);
-        } else {
-            text_bits(self.out, v, false, bits, base);
-        }
+        text_bits(self.out, v, false, bits, base);
     }
 
     #[inline]
     fn sint(&mut self, v: i64, base: Base, bits: u32) {
         if !self.skipping {
-            text_sint(self.out, v, base, bits);
+            text_bits(self.out, v as u64, true, bits, base);
         }
     }
 
@@ -1461,18 +1446,6 @@ impl Sink for TextSink<'_> {
 /// A signed integer of `bits` bits as babeltrace2 prints it (other bases:
 /// its `bits` bits, so an `int16_t` of -1 in hex is `0xFFFF`).
 #[inline]
-pub(crate) fn text_sint(out: &mut TextBuf, v: i64, base: Base, bits: u32) {
-    match base {
-        Base::Decimal => {
-            if v < 0 {
-                out.push(b'-');
-            }
-            out.decimal(v.unsigned_abs());
-        }
-        b => text_bits(out, v as u64, true, bits, b),
-    }
-}
-
 /// An integer of `bits` bits (its two's complement `v`, sign-extended when
 /// `signed`) in a base other than decimal, as babeltrace2 2.0 prints it:
 /// binary with all `bits` digits (`0b0101`), octal with a `0` prefix (a
@@ -1505,13 +1478,8 @@ pub(crate) fn text_bits(out: &mut TextBuf, v: u64, signed: bool, bits: u32, base
             } else {
                 v
             };
-            let digits = uint_text(&mut buf, v, Base::Octal);
             // `uint_text` writes `0` then the digits: zero as `00`.
-            if v == 0 {
-                out.put(b"00");
-            } else {
-                out.put(digits);
-            }
+            out.put(uint_text(&mut buf, v, Base::Octal));
         }
         Base::Hexadecimal => out.put(uint_text(&mut buf, cut(v, bits.div_ceil(4) * 4), base)),
     }

@@ -545,7 +545,7 @@ impl TextProgram {
     /// render the event (see the module docs).
     #[inline]
     pub(crate) fn run(&self, b: &mut Bits<'_>, st: &mut State, out: &mut TextBuf) -> bool {
-        use crate::fast::{text_bits, text_enum, text_float, text_sint};
+        use crate::fast::{text_bits, text_enum, text_float};
         let (buf, end) = (b.buf, b.end);
         let mut pos = b.pos;
         let mut start = pos;
@@ -578,7 +578,7 @@ impl TextProgram {
                     };
                     match plan::int_read(i, raw, st) {
                         IntVal::Unsigned(v) => text_bits(out, v, false, i.size, i.base),
-                        IntVal::Signed(v) => text_sint(out, v, i.base, i.size),
+                        IntVal::Signed(v) => text_bits(out, v as u64, true, i.size, i.base),
                         IntVal::Enum(v, e) => text_enum(out, v, e),
                     }
                     out.lit(then);

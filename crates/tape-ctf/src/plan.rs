@@ -822,20 +822,26 @@ fn align(b: &mut Bits<'_>, a: u64) -> Result<(), RunError> {
     Ok(())
 }
 
+/// The error of a `size`-bit field that does not fit in the content.
+#[cold]
+fn past_end(b: &Bits<'_>, size: u32) -> RunError {
+    err(
+        b,
+        format!(
+            "a {size}-bit field goes past the end of the packet content (bit {})",
+            b.end
+        ),
+    )
+}
+
 /// Advances over `size` bits without reading them.
 #[inline]
 fn skip(b: &mut Bits<'_>, size: u32) -> Result<(), RunError> {
-    let size = u64::from(size);
-    if b.pos + size > b.end {
-        return Err(err(
-            b,
-            format!(
-                "a {size}-bit field goes past the end of the packet content (bit {})",
-                b.end
-            ),
-        ));
+    let size64 = u64::from(size);
+    if b.pos + size64 > b.end {
+        return Err(past_end(b, size));
     }
-    b.pos += size;
+    b.pos += size64;
     Ok(())
 }
 
@@ -845,27 +851,18 @@ fn skip(b: &mut Bits<'_>, size: u32) -> Result<(), RunError> {
 /// for little endian, from its end for big endian (§4.1.5).
 #[cold]
 fn read_wide(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<Vec<u8>, RunError> {
-    let size64 = u64::from(size);
-    if b.pos + size64 > b.end {
-        return Err(err(
-            b,
-            format!(
-                "a {size}-bit field goes past the end of the packet content (bit {})",
-                b.end
-            ),
-        ));
-    }
+    let (start, size64) = (b.pos, u64::from(size));
+    skip(b, size)?;
     let bit = |p: u64| b.buf[(p / 8) as usize] >> (p % 8) & 1;
     let bit_be = |p: u64| b.buf[(p / 8) as usize] >> (7 - p % 8) & 1;
     let mut v = vec![0u8; size.div_ceil(8) as usize];
     for j in 0..size64 {
         let x = match order {
-            ByteOrder::Little => bit(b.pos + j),
-            ByteOrder::Big => bit_be(b.pos + size64 - 1 - j),
+            ByteOrder::Little => bit(start + j),
+            ByteOrder::Big => bit_be(start + size64 - 1 - j),
         };
         v[(j / 8) as usize] |= x << (j % 8);
     }
-    b.pos += size64;
     Ok(v)
 }
 
@@ -873,13 +870,7 @@ fn read_wide(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<Vec<u8>, R
 fn read_bits(b: &mut Bits<'_>, size: u32, order: ByteOrder) -> Result<u64, RunError> {
     let size64 = u64::from(size);
     if b.pos + size64 > b.end || size > 64 {
-        return Err(err(
-            b,
-            format!(
-                "a {size}-bit field goes past the end of the packet content (bit {})",
-                b.end
-            ),
-        ));
+        return Err(past_end(b, size));
     }
     let start = b.pos;
     b.pos += size64;
