@@ -8,10 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 golden=crates/tape/tests/golden/quickstart.ftrace
-cargo build -q --release -p tape-cli
+cargo build -q --profile opt -p tape-cli
 raw=$(mktemp)
 trap 'rm -f "$raw" "$raw.masked"' EXIT
-target/release/tape show --format ftrace "$1" > "$raw"
+target/opt/tape show --format ftrace "$1" > "$raw"
 sed -E -e 's/^ *([^ ]+)-[0-9]+ +[0-9]+\.[0-9]{6}: /\1-TID SECONDS.MICROS: /' \
     -e 's/slot=0x[0-9a-f]+/slot=0xADDRESS/' \
     -e 's/latency_us=[0-9]+\.[0-9]/latency_us=N/' "$raw" > "$raw.masked"

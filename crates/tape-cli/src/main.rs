@@ -15,10 +15,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tape_ctf::fast::{open_streams, FastMerge, FastStream, JsonSink, Step, TracePlan};
+use tape_ctf::fast::{
+    open_streams, FastMerge, FastStream, JsonSink, LostByCause, Step, TracePlan, LOSS_CAUSES,
+};
 use tape_ctf::parallel::{render_merged, Piece, Render, Seconds, Threads, TimeText};
 use tape_ctf::plan::{Discard, Sink};
 use tape_ctf::read::{find_traces, TraceDir};
+
+mod time;
+use time::Bound;
 
 #[derive(Parser)]
 #[command(name = "tape", version, about = "Read CTF 1.8 traces")]
@@ -62,26 +67,6 @@ fn globs(option: &str, patterns: &[String]) -> Result<Option<globset::GlobSet>, 
     b.build().map(Some).map_err(|e| format!("{option}: {e}"))
 }
 
-/// `1700000000`, `1700000000.5`, `1700000000.123456789` -> ns.
-fn seconds(option: &str, v: &Option<String>) -> Result<Option<i128>, String> {
-    let Some(v) = v else { return Ok(None) };
-    let bad =
-        || format!("{option} {v:?}: expected seconds since the epoch, such as 1700000000.250");
-    let (int, frac) = v.split_once('.').unwrap_or((v, ""));
-    if frac.len() > 9 || !frac.bytes().all(|c| c.is_ascii_digit()) {
-        return Err(bad());
-    }
-    let s: i128 = int.parse().map_err(|_| bad())?;
-    let f: i128 = if frac.is_empty() {
-        0
-    } else {
-        format!("{frac:0<9}").parse().map_err(|_| bad())?
-    };
-    Ok(Some(
-        s * 1_000_000_000 + if int.starts_with('-') { -f } else { f },
-    ))
-}
-
 #[derive(Subcommand)]
 enum Command {
     /// Print the events, in babeltrace2's text format.
@@ -103,11 +88,14 @@ enum Command {
         /// tape names a thread's stream `<thread>-<tid>`).
         #[arg(long = "streams", value_name = "GLOB")]
         streams: Vec<String>,
-        /// Only events at or after this time (seconds since the epoch).
-        #[arg(long, value_name = "SECONDS")]
+        /// Only events at or after this time: `HH:MM[:SS[.NNNNNNNNN]]` as
+        /// the lines show it (local time, on the date of the trace's first
+        /// time), `YYYY-MM-DD HH:MM[:SS[.NNNNNNNNN]]`, or seconds since the
+        /// epoch (`1700000000.25`), as babeltrace2's --begin.
+        #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
         begin: Option<String>,
-        /// Only events at or before this time (seconds since the epoch).
-        #[arg(long, value_name = "SECONDS")]
+        /// Only events at or before this time (the forms of --begin).
+        #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
         end: Option<String>,
     },
     /// Count events per event name and per stream, lost events, time span
@@ -167,15 +155,26 @@ fn main() -> ExitCode {
             begin,
             end,
         } => (|| -> Result<(), Failure> {
+            let bound = |option: &str, v: &Option<String>| {
+                v.as_deref().map(|v| Bound::parse(option, v)).transpose()
+            };
+            let (begin, end) = (bound("--begin", &begin)?, bound("--end", &end)?);
+            let traces = open(&paths)?;
+            // A time of day is on the date of the trace's first time.
+            let first = [begin, end]
+                .iter()
+                .any(|b| matches!(b, Some(Bound::TimeOfDay(_))))
+                .then(|| first_time(&traces))
+                .flatten();
             let sel = Selection {
                 format,
                 clock_seconds,
                 events: globs("--events", &events)?,
                 streams: globs("--streams", &streams)?,
-                begin: seconds("--begin", &begin)?,
-                end: seconds("--end", &end)?,
+                begin: begin.map(|b| b.resolve(first)),
+                end: end.map(|b| b.resolve(first)),
             };
-            show(&paths, &sel)
+            show(traces, &sel)
         })(),
         Command::Check { paths } => check(&paths),
         Command::Stats { paths } => stats(&paths),
@@ -237,7 +236,7 @@ impl Second {
     #[inline(never)]
     fn new(ns: i128) -> Second {
         let from = ns - ns.rem_euclid(1_000_000_000);
-        let open = format!("[{}.", local_hms(from.div_euclid(1_000_000_000))).into_bytes();
+        let open = format!("[{}.", time::local_hms(from.div_euclid(1_000_000_000))).into_bytes();
         let word = (open.len() == 10).then(|| {
             let mut w = [0u8; 16];
             w[..10].copy_from_slice(&open);
@@ -274,16 +273,27 @@ impl TimeText for LineTime {
     }
 }
 
-fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), Failure> {
-    let traces = open(paths)?;
+/// The earliest time of the traces: a stream's first packet's
+/// `timestamp_begin`, or its first event's time (what babeltrace2's
+/// trimmer takes the date of a time of day from).
+fn first_time(traces: &[TraceDir]) -> Option<i128> {
+    let streams = open_streams(traces).ok()?;
+    let firsts = streams.into_iter().filter_map(|mut s| {
+        let next = s.peek().ok()?;
+        s.packet_times().1.or(match next {
+            tape_ctf::fast::Next::Event(t) => t,
+            _ => None,
+        })
+    });
+    firsts.min()
+}
+
+fn show(traces: Vec<TraceDir>, sel: &Selection) -> Result<(), Failure> {
     if sel.format == Format::Ftrace {
         return show_ftrace(&traces, sel);
     }
     let mut streams = open_streams(&traces)?;
-    streams.retain(|s| match (&sel.streams, s.path().file_name()) {
-        (Some(g), Some(n)) => g.is_match(n),
-        _ => true,
-    });
+    streams.retain(|s| sel.stream_shown(s.path()));
     let render = match sel.format {
         Format::Text | Format::Ftrace => Render::Text(LineTime {
             seconds: sel.clock_seconds,
@@ -336,10 +346,52 @@ fn show(paths: &[PathBuf], sel: &Selection) -> Result<(), Failure> {
     // What was decoded before a damaged packet is written before its error.
     end_output(&mut stdout, failed)?;
     r.map_err(|e| e.to_string())?;
-    if lost_total > 0 {
-        say!("tape: {lost_total} events were lost (discarded by the tracer)");
-    }
+    say_lost(lost_total, &traces, sel);
     Ok(())
+}
+
+/// The closing notice of `tape show`: how many events the tracer lost in
+/// the streams shown and, for tape's traces, why.
+fn say_lost(lost: u64, traces: &[TraceDir], sel: &Selection) {
+    if lost == 0 {
+        return;
+    }
+    let was = if lost == 1 {
+        "event was"
+    } else {
+        "events were"
+    };
+    match lost_by_cause(traces, sel) {
+        Some(causes) => say!(
+            "tape: {lost} {was} lost (discarded by the tracer: {})",
+            causes_text(&causes, false)
+        ),
+        None => say!("tape: {lost} {was} lost (discarded by the tracer)"),
+    }
+}
+
+/// Losses by cause of the streams `sel` shows, from their packet contexts
+/// (tape's traces), or `None` when some stream does not say.
+fn lost_by_cause(traces: &[TraceDir], sel: &Selection) -> Option<LostByCause> {
+    let mut sum = LostByCause::default();
+    for mut stream in open_streams(traces).ok()? {
+        if !sel.stream_shown(stream.path()) {
+            continue;
+        }
+        let causes = stream.lost_by_cause().ok()??;
+        sum.iter_mut().zip(causes).for_each(|(s, n)| *s += n);
+    }
+    Some(sum)
+}
+
+/// `overwritten = 5, full = 2`: every cause, or those with losses.
+fn causes_text(causes: &LostByCause, all: bool) -> String {
+    let named = LOSS_CAUSES.iter().zip(causes);
+    let shown: Vec<String> = named
+        .filter(|(_, &n)| all || n > 0)
+        .map(|(c, n)| format!("{c} = {n}"))
+        .collect();
+    shown.join(", ")
 }
 
 /// Writes all of `runs`, with as few `writev` calls as the system takes.
@@ -357,6 +409,14 @@ fn write_all_runs(w: &mut impl Write, mut runs: &mut [IoSlice<'_>]) -> std::io::
 }
 
 impl Selection {
+    /// Whether the stream file at `path` is shown (`--streams`).
+    fn stream_shown(&self, path: &std::path::Path) -> bool {
+        match (&self.streams, path.file_name()) {
+            (Some(g), Some(n)) => g.is_match(n),
+            _ => true,
+        }
+    }
+
     fn in_range(&self, t: Option<i128>) -> bool {
         match t {
             Some(t) => self.begin.is_none_or(|b| t >= b) && self.end.is_none_or(|e| t <= e),
@@ -373,10 +433,7 @@ fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Failure> {
             say!("tape: warning: {}/metadata: {e}", t.dir.display());
         }
     }
-    let mut merge = FastMerge::filtered(traces, |p| match (&sel.streams, p.file_name()) {
-        (Some(g), Some(n)) => g.is_match(n),
-        _ => true,
-    })?;
+    let mut merge = FastMerge::filtered(traces, |p| sel.stream_shown(p))?;
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
     let shown = |class: &tape_ctf::EventClass, t: Option<i128>| {
@@ -390,9 +447,7 @@ fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Failure> {
     });
     end_output(&mut stdout, failed)?;
     let lost = lost.map_err(|e| e.to_string())?;
-    if lost > 0 {
-        say!("tape: {lost} events were lost (discarded by the tracer)");
-    }
+    say_lost(lost, traces, sel);
     Ok(())
 }
 
@@ -532,6 +587,7 @@ fn stats(paths: &[PathBuf]) -> Result<(), Failure> {
     });
     let mut by_event: BTreeMap<String, u64> = BTreeMap::new();
     let mut by_stream: Vec<(String, u64, u64)> = Vec::new();
+    let mut by_cause: Option<LostByCause> = None;
     let (mut first, mut last): (Option<i128>, Option<i128>) = (None, None);
     let (mut total, mut lost_total) = (0u64, 0u64);
     let mut stopped = Vec::new();
@@ -550,6 +606,10 @@ fn stats(paths: &[PathBuf]) -> Result<(), Failure> {
         last = last.max(c.last);
         total += c.events;
         lost_total += c.lost;
+        if let Some(causes) = c.lost_by_cause {
+            let sum = by_cause.get_or_insert_with(Default::default);
+            sum.iter_mut().zip(causes).for_each(|(s, n)| *s += n);
+        }
         by_stream.push((path.display().to_string(), c.events, c.lost));
     }
     let span = match (first, last) {
@@ -582,6 +642,13 @@ fn stats(paths: &[PathBuf]) -> Result<(), Failure> {
         by_stream.len()
     );
     let _ = writeln!(text, "events: {total}, lost: {lost_total}");
+    if let Some(causes) = by_cause {
+        let _ = writeln!(
+            text,
+            "lost in streams by cause: {}",
+            causes_text(&causes, true)
+        );
+    }
     if outside_total > 0 {
         let causes: Vec<String> = outside
             .iter()
@@ -670,17 +737,4 @@ fn parallel_map<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> R + Sync) -> Vec
         .into_iter()
         .map(|r| r.expect("every job ran"))
         .collect()
-}
-
-/// `HH:MM:SS` of a second since the epoch, in the local time zone
-/// (babeltrace2's default).
-fn local_hms(secs: i128) -> String {
-    let t = secs as libc::time_t;
-    // SAFETY: an all-zero `tm` is a valid value of this plain C struct.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: both pointers are valid; localtime_r is the thread-safe form.
-    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
-        return format!("{secs}");
-    }
-    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
 }

@@ -230,24 +230,31 @@ fn output_errors_are_never_success_nor_panics() {
         assert_eq!(code, Some(1), "{args:?} > /dev/full: {err}");
         assert!(err.contains("No space left on device"), "{args:?}: {err}");
     }
-    for args in &commands[..3] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tape"))
-            .args(*args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut head = [0u8; 4096];
-        child
-            .stdout
-            .as_mut()
-            .unwrap()
-            .read_exact(&mut head)
-            .unwrap();
-        drop(child.stdout.take());
-        let out = child.wait_with_output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{args:?} | head");
-        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{args:?} | head");
+    // A reader that closes the pipe after some output (`| head -c 4096`),
+    // or before any (`| true`): every subcommand, and clap's own output.
+    let mut closing: Vec<&[&str]> = commands.to_vec();
+    closing.extend([&["--help"][..], &["--version"], &["stats", "--help"]]);
+    for args in closing {
+        for read in [4096, 0] {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_tape"))
+                .args(args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut head = vec![0u8; read];
+            let mut stdout = child.stdout.take().unwrap();
+            // Short outputs end before 4096 bytes: then all was read.
+            let _ = stdout.read_exact(&mut head);
+            drop(stdout);
+            let out = child.wait_with_output().unwrap();
+            assert_eq!(out.status.code(), Some(0), "{args:?} | head -c {read}");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stderr),
+                "",
+                "{args:?} | head -c {read}"
+            );
+        }
     }
 }
 

@@ -92,10 +92,80 @@ fn bad_options_are_errors() {
         (vec!["--events", "[", d], "--events \"[\""),
         (vec!["--begin", "soon", d], "--begin \"soon\""),
         (vec!["--end", "1.1234567891", d], "--end"),
+        (
+            vec!["--begin", "10:61", d],
+            "--begin \"10:61\": minutes out of range 00-59 at character 4 (accepted: \
+             YYYY-MM-DD HH:MM[:SS[.NNNNNNNNN]] or HH:MM[:SS[.NNNNNNNNN]] in local time",
+        ),
+        (
+            vec!["--end", "2026-11-24T10:00", d],
+            "expected a space after the date at character 11",
+        ),
         (vec!["/nonexistent/trace"], "/nonexistent/trace"),
     ] {
         let (rc, _, err) = show(&args);
         assert_eq!(rc, 1, "{args:?}");
         assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+/// `--begin`/`--end` in every form babeltrace2 takes (a time as the lines
+/// show it, with or without seconds and nanoseconds, a date and time, and
+/// seconds since the epoch), in a time zone that is not UTC: `tape show`
+/// keeps the same events as babeltrace2 given the same bounds.
+#[test]
+fn time_ranges_in_babeltrace2s_forms_keep_what_babeltrace2_keeps() {
+    let Some(dir) = sample() else {
+        return;
+    };
+    if !shared::babeltrace2("the time range forms against babeltrace2") {
+        return;
+    }
+    let d = dir.to_str().unwrap();
+    for tz in ["Asia/Kolkata", "America/New_York"] {
+        let run = |cmd: &str, args: &[&str]| {
+            let out = Command::new(cmd)
+                .args(args)
+                .env("TZ", tz)
+                .output()
+                .expect("run");
+            assert!(out.status.success(), "{cmd} {args:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let shown = run(env!("CARGO_BIN_EXE_tape"), &["show", d]);
+        let secs = run(env!("CARGO_BIN_EXE_tape"), &["show", "--clock-seconds", d]);
+        let time = |l: &str| l[1..l.find(']').unwrap()].to_owned();
+        let (shown, secs) = (events(&shown), events(&secs));
+        let (b, e) = (time(shown[99]), time(shown[199]));
+        let (bs, es) = (time(secs[99]), time(secs[199]));
+        let date = |s: &str| {
+            let whole = s.split('.').next().unwrap();
+            run("date", &["-d", &format!("@{whole}"), "+%Y-%m-%d"])
+                .trim()
+                .to_owned()
+        };
+        // The second after the 200th event's (the sample spans less than one).
+        let next = |s: &str| {
+            let whole: i64 = s.split('.').next().unwrap().parse().unwrap();
+            run("date", &["-d", &format!("@{}", whole + 1), "+%H:%M:%S"])
+                .trim()
+                .to_owned()
+        };
+        let forms = [
+            (b[..5].to_owned(), "23:59".to_owned()),
+            (b[..8].to_owned(), next(&es)),
+            (b.clone(), e.clone()),
+            (format!("{} {b}", date(&bs)), format!("{} {e}", date(&es))),
+            (bs.clone(), es.clone()),
+        ];
+        for (begin, end) in forms {
+            let args = ["--begin", &begin, "--end", &end, d];
+            let ours = run(env!("CARGO_BIN_EXE_tape"), &[&["show"][..], &args].concat());
+            let theirs = run("babeltrace2", &args);
+            let ours: Vec<&str> = events(&ours);
+            let theirs: Vec<&str> = theirs.lines().collect();
+            assert!(!ours.is_empty(), "{tz} {begin:?}..{end:?}");
+            assert_eq!(ours, theirs, "{tz} {begin:?}..{end:?}");
+        }
     }
 }

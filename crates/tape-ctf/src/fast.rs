@@ -344,6 +344,16 @@ pub enum Next {
     End,
 }
 
+/// The causes of loss that tape's recorder counts apart, as its packet
+/// contexts name them (`lost_<cause>`, cumulative per stream like
+/// `events_discarded`, which is their sum). A stream whose packet context
+/// has all of these integer fields gets its losses by cause from
+/// [`StreamCount::lost_by_cause`] and [`FastStream::lost_by_cause`].
+pub const LOSS_CAUSES: [&str; 5] = ["overwritten", "full", "big", "busy", "saving"];
+
+/// Events lost, per cause of [`LOSS_CAUSES`].
+pub type LostByCause = [u64; LOSS_CAUSES.len()];
+
 /// What [`FastStream::count`] found in a stream.
 #[derive(Clone, Debug, Default)]
 pub struct StreamCount {
@@ -351,6 +361,8 @@ pub struct StreamCount {
     pub events: u64,
     /// Events reported lost (`events_discarded`).
     pub lost: u64,
+    /// The same by cause, when the packets say ([`LOSS_CAUSES`]).
+    pub lost_by_cause: Option<LostByCause>,
     /// Time of the earliest and of the latest event (ns), if clocked.
     pub first: Option<i128>,
     /// See `first`.
@@ -391,6 +403,9 @@ pub struct FastStream {
     state: State,
     in_packet: bool,
     last_discarded: Option<u64>,
+    /// The `lost_<cause>` values of the first and of the last packet read
+    /// that has them all.
+    lost_causes: Option<(LostByCause, LostByCause)>,
     last_end_ns: Option<i128>,
     /// `timestamp_begin` of the packet being read, in ns.
     begin_ns: Option<i128>,
@@ -449,6 +464,7 @@ impl FastStream {
             state,
             in_packet: false,
             last_discarded: None,
+            lost_causes: None,
             last_end_ns: None,
             begin_ns: None,
             pending_lost: None,
@@ -527,6 +543,30 @@ impl FastStream {
             walk.packet_counts();
         }
         None
+    }
+
+    /// The same stream file from its start, not yet read.
+    pub fn reopen(&self) -> FastStream {
+        let mut s = self.reopen_at(0);
+        s.stop = self.file_len;
+        s
+    }
+
+    /// The stream's losses by cause ([`LOSS_CAUSES`]), from its packet
+    /// contexts alone (the events are not read): `None` when the packets
+    /// do not have the fields. Call it on a stream not yet read.
+    pub fn lost_by_cause(&mut self) -> Result<Option<LostByCause>, DecodeError> {
+        while self.next_packet < self.stop {
+            self.packet_prologue()?;
+            self.packet_counts();
+        }
+        Ok(self.causes())
+    }
+
+    /// Losses by cause between the first and the last packet read.
+    fn causes(&self) -> Option<LostByCause> {
+        let (first, last) = self.lost_causes?;
+        Some(std::array::from_fn(|i| last[i].saturating_sub(first[i])))
     }
 
     /// The packet being read: its number in this reader (changes at each
@@ -963,6 +1003,7 @@ impl FastStream {
                 }
             }
         }
+        c.lost_by_cause = self.causes();
         Ok(c)
     }
 
@@ -1006,7 +1047,10 @@ impl FastStream {
                 plan::SLOT_TS_BEGIN,
                 plan::SLOT_TS_END,
                 plan::SLOT_DISCARDED,
-            ] {
+            ]
+            .into_iter()
+            .chain((0..LOSS_CAUSES.len()).map(|i| plan::SLOT_LOST + i))
+            {
                 self.state.slots[s] = NONE;
             }
             match self.prologue(&plan, have * 8) {
@@ -1063,6 +1107,15 @@ impl FastStream {
                 }
             }
             self.last_discarded = Some(d);
+        }
+        let mut causes = [0; LOSS_CAUSES.len()];
+        let all = causes
+            .iter_mut()
+            .enumerate()
+            .all(|(i, c)| as_u64(slot(plan::SLOT_LOST + i)).map(|v| *c = v).is_some());
+        if all {
+            let first = self.lost_causes.map_or(causes, |(f, _)| f);
+            self.lost_causes = Some((first, causes));
         }
         self.last_end_ns = end_ns;
     }

@@ -116,7 +116,10 @@ pub(crate) const SLOT_TS_END: usize = 5;
 pub(crate) const SLOT_DISCARDED: usize = 6;
 pub(crate) const SLOT_SEQ_NUM: usize = 7;
 pub(crate) const SLOT_EVENT_ID: usize = 8;
-const FIRST_FREE_SLOT: usize = 9;
+/// tape's `lost_<cause>` packet context fields ([`crate::fast::LOSS_CAUSES`]),
+/// in that order from this slot on.
+pub(crate) const SLOT_LOST: usize = 9;
+const FIRST_FREE_SLOT: usize = SLOT_LOST + crate::fast::LOSS_CAUSES.len();
 
 /// "No value" in a slot.
 pub(crate) const NONE: i128 = i128::MIN;
@@ -1332,6 +1335,12 @@ impl<'t> Compiler<'t> {
         let wanted = WELL_KNOWN
             .iter()
             .map(|(s, n, slot)| ((*s, vec![(*n).to_owned()]), *slot))
+            .chain(crate::fast::LOSS_CAUSES.iter().enumerate().map(|(i, c)| {
+                (
+                    ("stream.packet.context", vec![format!("lost_{c}")]),
+                    SLOT_LOST + i,
+                )
+            }))
             .collect();
         Compiler {
             trace_order,

@@ -370,6 +370,20 @@ fn expand_class(c: Class) -> TokenStream2 {
     out
 }
 
+/// The line of a declaration (its name), not of the `tracepoint!` block
+/// (what `line!()` gives: the line of the outermost macro call), so that a
+/// name declared twice is reported where each declaration is. `line!()`
+/// when the compiler cannot say (before Rust 1.88) or when the name comes
+/// from another file than the call (a `macro_rules!` elsewhere).
+fn declaration_line(ident: &Ident) -> TokenStream2 {
+    let span = ident.span();
+    let line = span.start().line as u32;
+    if line == 0 || span.file() != proc_macro2::Span::call_site().file() {
+        return quote!(::core::line!());
+    }
+    quote!(#line)
+}
+
 /// One event: its emit function and its module. An event of a class calls
 /// the class's encoder and shares its field descriptions.
 fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
@@ -416,6 +430,7 @@ fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
         name.value()
     );
     let register = format_ident!("__TAPE_REGISTER_{}", ident.to_string().to_uppercase());
+    let line = declaration_line(&ident);
     quote! {
         #(#attrs)*
         #[doc = ""]
@@ -442,7 +457,7 @@ fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
             static DESC: ::tape::TracepointDesc = ::tape::TracepointDesc {
                 name: #name,
                 file: ::core::file!(),
-                line: ::core::line!(),
+                line: #line,
                 module_path: ::core::module_path!(),
                 fast_path: #fast_path,
                 fields: #fields,

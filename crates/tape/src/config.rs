@@ -20,7 +20,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::error::{Error, ErrorKind};
@@ -135,10 +135,17 @@ fn physical_memory() -> Option<u64> {
     pages.checked_mul(page).filter(|&m| m > 0)
 }
 
-/// The directory where [`crate::save()`] creates traces.
+/// The directory where [`crate::save()`] creates traces: the one
+/// configured ([`Config::dir`], `TAPE_TRACE_DIR` read by [`init`]), else
+/// `TAPE_TRACE_DIR` (read now: a program may save without `init`), else
+/// `$HOME/tape-traces`.
 pub fn trace_dir() -> PathBuf {
     if let Some(d) = DIR.lock().unwrap_or_else(|e| e.into_inner()).clone() {
         return d;
+    }
+    match std::env::var_os("TAPE_TRACE_DIR") {
+        Some(d) if !d.is_empty() => return PathBuf::from(d),
+        _ => {}
     }
     match std::env::var_os("HOME") {
         Some(h) if !h.is_empty() => Path::new(&h).join("tape-traces"),
@@ -339,6 +346,16 @@ impl Config {
         for (p, var) in &patterns {
             p.apply(true).map_err(|e| named(*var, e))?;
         }
+        INITIALISED.store(true, Ordering::Relaxed);
+        static AT_EXIT: std::sync::Once = std::sync::Once::new();
+        AT_EXIT.call_once(|| {
+            // SAFETY: `save_at_process_exit` is an `extern "C"` function
+            // valid for the life of the process; registering it has no other
+            // effect. (A failure to register leaves `exit()` unsaved, as
+            // before: nothing to report it to.)
+            unsafe { libc::atexit(save_at_process_exit) };
+        });
+        ARMED_GUARDS.fetch_add(1, Ordering::Relaxed);
         Ok(Guard { armed: true })
     }
 }
@@ -356,8 +373,27 @@ pub fn init() -> Result<Guard, Error> {
     Config::from_env()?.init()
 }
 
-/// Saves the trace when dropped (at the end of `main`, or when a panic
-/// unwinds through it). Keep it alive for the whole program.
+/// Whether [`Config::init`] (or [`init`]) has run.
+static INITIALISED: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn initialised() -> bool {
+    INITIALISED.load(Ordering::Relaxed)
+}
+
+/// Guards alive and armed: `exit()` saves when there is one
+/// ([`save_at_process_exit`]). Relaxed: a count, read at exit.
+static ARMED_GUARDS: AtomicUsize = AtomicUsize::new(0);
+
+/// Saves the trace at the end of the program: when the guard is dropped (at
+/// the end of `main`, or when a panic unwinds through it), or at
+/// `std::process::exit` while it is alive. Keep it alive for the whole
+/// program.
+///
+/// The save at the end writes a trace only if something reached the tape
+/// since the last save (so `tape::save()` then the end of `main` leaves one
+/// trace, not a second, empty one); when nothing was ever recorded, it
+/// writes none and says why on stderr. `abort`, `_exit` and signals that
+/// kill the process do not save.
 #[must_use = "the trace is saved when the guard is dropped: bind it with `let _tape = ...`"]
 #[derive(Debug)]
 pub struct Guard {
@@ -365,27 +401,59 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// Saves now instead of at drop, and returns the trace directory.
+    /// Saves now instead of at the end, and returns the trace directory.
     pub fn save(mut self) -> Result<PathBuf, Error> {
-        self.armed = false;
+        self.disarm_now();
         crate::save::save()
     }
 
     /// Drops the guard without saving.
     pub fn disarm(mut self) {
-        self.armed = false;
+        self.disarm_now();
+    }
+
+    fn disarm_now(&mut self) {
+        if std::mem::replace(&mut self.armed, false) {
+            ARMED_GUARDS.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
         if self.armed {
-            match crate::save::save() {
-                Ok(p) => eprintln!("tape: trace saved to {}", p.display()),
-                Err(e) => eprintln!("tape: could not save the trace: {e}"),
-            }
+            self.disarm_now();
+            save_at_end();
         }
     }
+}
+
+/// `atexit` handler: `exit()` with a guard alive saves as its drop would.
+/// (After `main` returns, its guard was dropped already: nothing to do.)
+extern "C" fn save_at_process_exit() {
+    if ARMED_GUARDS.swap(0, Ordering::Relaxed) > 0 {
+        save_at_end();
+    }
+}
+
+/// The save at the end of the program (see [`Guard`]).
+fn save_at_end() {
+    use std::io::Write;
+    let mut err = std::io::stderr();
+    if !crate::save::unsaved() {
+        if crate::save::saves() == 0 {
+            let _ = writeln!(
+                err,
+                "tape: no trace saved: nothing was recorded: {}",
+                crate::save::why_empty()
+            );
+        }
+        return;
+    }
+    let _ = match crate::save::save() {
+        Ok(p) => writeln!(err, "tape: trace saved to {}", p.display()),
+        Err(e) => writeln!(err, "tape: could not save the trace: {e}"),
+    };
 }
 
 fn bad(var: &str, value: &str, at: usize, what: &str, accepted: &str) -> Error {

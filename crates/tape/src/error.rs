@@ -20,7 +20,11 @@ pub enum ErrorKind {
 
 /// An error of the control plane: a kind and a message that names the
 /// input and, where it applies, the position in it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// `Debug` prints the message too (`{:#?}` the fields), so that
+/// `fn main() -> Result<(), tape::Error>` ends with `Error: <message>`,
+/// not with the struct.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Error {
     kind: ErrorKind,
     message: String,
@@ -47,6 +51,19 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            return f
+                .debug_struct("Error")
+                .field("kind", &self.kind)
+                .field("message", &self.message)
+                .finish();
+        }
         f.write_str(&self.message)
     }
 }

@@ -58,6 +58,12 @@ use tape_ctf::{Encoding, Enum, EnumEntry, Float, Integer, Struct, Type};
 /// `encode` must write at most `max_size()` bytes starting at `dst`, and
 /// return the end of what it wrote. The emit path relies on it to stay
 /// inside the reserved space.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tracepoint field type",
+    label = "not a field type",
+    note = "field types: u8..u64, i8..i64, usize, isize, f32, f64, bool, char, &str, String, &CStr, CString, [u8; N], [T; N] and &[T] of those numbers, bool or Hex, Option<T>, Ipv4Addr, Ipv6Addr, Duration, *const T, tape::Hex<T>, a #[derive(tape::Enum)] enum, a tape::flags! type, &S for a #[derive(tape::Fields)] struct S",
+    note = "a Vec<T> is recorded as a slice: declare the field `&[T]` and pass `&v`; a struct of yours needs #[derive(tape::Fields)] and is passed by reference"
+)]
 pub unsafe trait Encode {
     /// Upper bound of the encoded size in bytes.
     fn max_size(&self) -> usize;
@@ -70,6 +76,12 @@ pub unsafe trait Encode {
 }
 
 /// A type that can be a tracepoint field.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tracepoint field type",
+    label = "not a field type",
+    note = "field types: u8..u64, i8..i64, usize, isize, f32, f64, bool, char, &str, String, &CStr, CString, [u8; N], [T; N] and &[T] of those numbers, bool or Hex, Option<T>, Ipv4Addr, Ipv6Addr, Duration, *const T, tape::Hex<T>, a #[derive(tape::Enum)] enum, a tape::flags! type, &S for a #[derive(tape::Fields)] struct S",
+    note = "a Vec<T> is recorded as a slice: declare the field `&[T]` and pass `&v`; a struct of yours needs #[derive(tape::Fields)] and is passed by reference"
+)]
 pub trait Field: Encode {
     /// Bytes always written for this type (the whole size for fixed-size types).
     const FIXED_SIZE: usize;
@@ -161,6 +173,11 @@ unsafe fn put<T: Copy>(dst: *mut u8, v: T) -> *mut u8 {
 /// every bit pattern the type can hold) must be its encoding as
 /// [`element_type`](Element::element_type) describes it, in the machine's
 /// byte order.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be an element of a field's array or slice",
+    label = "not an element type",
+    note = "elements are numbers (u8..u64, i8..i64, usize, isize, f32, f64), bool and tape::Hex<T>; a slice of strings or structs is not a field"
+)]
 pub unsafe trait Element: Copy + 'static {
     /// The CTF type of one element of an array `[Self; N]`.
     fn element_type() -> Type;

@@ -166,13 +166,24 @@ pub use tape_macros::tracepoint;
 /// Whether `#[fast_path]` tracepoints are compiled in (the `fast-path` feature).
 pub const FAST_PATH: bool = cfg!(feature = "fast-path");
 
-/// Loss counters of every ring, summed, plus events dropped without a ring.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What the rings hold and lost: per thread, summed, and the events dropped
+/// where no ring could count them.
+///
+/// Exact once the threads are quiet (and always for the calling thread's
+/// own ring): another thread's counters are read one after the other while
+/// it may be emitting. For each thread, `emitted = recorded + lost`, where
+/// `lost` is [`Drops::total`]; in overwrite mode with nothing else lost,
+/// `emitted = recorded + overwritten`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Rings (threads) recording.
     pub rings: usize,
-    /// Drops by cause, summed over rings.
+    /// Losses by cause, summed over rings.
     pub drops: Drops,
+    /// Events in the rings now (what a save would write), summed.
+    pub recorded: u64,
+    /// Per ring, in the order the threads created them.
+    pub threads: Vec<ThreadStats>,
     /// Events dropped with no ring to count them in (thread exit, re-entry
     /// during ring creation).
     pub dropped_without_ring: u64,
@@ -185,7 +196,33 @@ pub struct Stats {
     pub lost_with_exited_rings: u64,
 }
 
-/// Current loss counters.
+/// One thread's ring: what it holds and what it lost, by cause.
+///
+/// A ring is counted from its creation (the thread's first enabled event or
+/// [`register_thread`]) until a save has written it after its thread
+/// exited; then its figures leave [`stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Thread name when the ring was created (`thread` when unnamed).
+    pub name: String,
+    /// The thread has exited (the ring waits for a save).
+    pub exited: bool,
+    /// Events in the ring now: what a save would write.
+    pub recorded: u64,
+    /// Events lost, by cause.
+    pub drops: Drops,
+}
+
+impl ThreadStats {
+    /// Events the thread emitted while enabled: recorded plus lost.
+    pub fn emitted(&self) -> u64 {
+        self.recorded + self.drops.total()
+    }
+}
+
+/// Current counters of every ring.
 pub fn stats() -> Stats {
     let rings = ring::rings();
     let mut s = Stats {
@@ -196,15 +233,33 @@ pub fn stats() -> Stats {
         ..Stats::default()
     };
     for r in &rings {
-        s.exited_rings += usize::from(r.exited());
-        let d = r.drops();
-        s.drops.full += d.full;
-        s.drops.big += d.big;
-        s.drops.busy += d.busy;
-        s.drops.saving += d.saving;
+        let drops = r.drops();
+        let t = ThreadStats {
+            tid: r.tid(),
+            name: r.name.clone(),
+            exited: r.exited(),
+            // `overwritten` is read before `written`: both only grow, so
+            // the difference never underflows.
+            recorded: r.written().saturating_sub(drops.overwritten),
+            drops,
+        };
+        s.exited_rings += usize::from(t.exited);
+        s.recorded += t.recorded;
+        s.drops.overwritten += drops.overwritten;
+        s.drops.full += drops.full;
+        s.drops.big += drops.big;
+        s.drops.busy += drops.busy;
+        s.drops.saving += drops.saving;
+        s.threads.push(t);
     }
     s
 }
+
+/// The README's Rust blocks, compiled and run as doctests (its complete
+/// program is `examples/readme.rs`, run by `tests/readme.rs`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
 
 #[doc(hidden)]
 pub mod __private {

@@ -3,7 +3,7 @@
 //!
 //! ```
 //! # fn main() -> Result<(), tape::Error> {
-//! # let _tape = tape::Config::new().enable("tape.printk").init()?;
+//! # tape::Config::new().enable("tape.printk").init()?.disarm();
 //! let (queue, depth) = (3u32, 17usize);
 //! tape::printk!("queue {} is {} deep, head {:#x}", queue, depth, 0xbeefu64);
 //! # Ok(()) }

@@ -45,15 +45,20 @@
 //! * **overwrite** (flight recorder): a switch reuses the oldest slot, so
 //!   the ring always holds the newest `N - 1` full packets plus the one being
 //!   written. The overwritten packets' events are lost; how many is known
-//!   from `committed_before` of the oldest packet still held.
+//!   from `committed_before` of the oldest packet still held, which the
+//!   switch stores as the ring's `overwritten` count (so that
+//!   `written = recorded + overwritten`, `head.written` counting every
+//!   event written).
 //! * **discard**: when packet `N - 1` is full, new events are dropped and
 //!   counted (`full`).
 //!
 //! Events larger than a slot are dropped (`big`); an emit that interrupts
 //! another on the same thread (a signal handler, a probe) is dropped
 //! (`busy`); so is an event that would overwrite a packet a save has yet to
-//! copy (`saving`, see "The snapshot"). Every counter reaches the CTF `events_discarded` field, which
-//! is cumulative per stream, as LTTng writes it.
+//! copy (`saving`, see "The snapshot"). Every cause reaches the trace's
+//! packet context, cumulative per stream as LTTng writes `events_discarded`:
+//! each in a field of its own (`lost_<cause>`, `save.rs`) and all in
+//! `events_discarded`, their sum.
 //!
 //! # The snapshot
 //!
@@ -119,20 +124,57 @@ struct Head {
     /// Timestamp of the last committed event; stored `Relaxed` before the
     /// `pos` release, read after the `pos` acquire.
     last_ts: AtomicU64,
+    /// Events written into the ring since it was created. Only the owner
+    /// writes it (a relaxed load and store, on the line the emit stores to
+    /// anyway); `tape::stats()` and the thread's exit read it relaxed.
+    written: AtomicU64,
 }
 
-/// Drop counters. Only the owner thread writes them; a save reads them
-/// relaxed. `full`, `big` and `saving` are bumped with a relaxed load and
-/// store (no read-modify-write): only an emit that is not re-entered writes
-/// them. `busy` is the one counter a signal handler bumps, and a nested
-/// signal may interrupt that bump: it takes a `fetch_add`, which a signal
-/// cannot split.
+/// Loss counters. Only the owner thread writes them; a save and
+/// `tape::stats()` read them relaxed. `full`, `big` and `saving` are bumped
+/// with a relaxed load and store (no read-modify-write): only an emit that
+/// is not re-entered writes them. `busy` is the one counter a signal handler
+/// bumps, and a nested signal may interrupt that bump: it takes a
+/// `fetch_add`, which a signal cannot split.
 #[derive(Default)]
 struct Dropped {
+    /// The ring's own drops (the emit found no room for the event).
+    discarded: Discarded,
+    /// Events written and then overwritten (overwrite mode): set at each
+    /// packet switch that reuses a slot, to the oldest packet's
+    /// `committed_before` (every event before it is gone). LTTng's
+    /// `records_lost_wrap`, ftrace's `overrun`.
+    overwritten: AtomicU64,
+}
+
+/// The events a ring dropped instead of writing them, by cause; the
+/// stream's `events_discarded` is their sum plus the events overwritten.
+#[derive(Default)]
+struct Discarded {
     full: AtomicU64,
     big: AtomicU64,
     busy: AtomicU64,
     saving: AtomicU64,
+}
+
+impl Discarded {
+    fn load(&self) -> Drops {
+        Drops {
+            overwritten: 0,
+            full: self.full.load(Ordering::Relaxed),
+            big: self.big.load(Ordering::Relaxed),
+            busy: self.busy.load(Ordering::Relaxed),
+            saving: self.saving.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Owner only (relaxed stores): a copy of `d`'s counts.
+    fn store(&self, d: Drops) {
+        self.full.store(d.full, Ordering::Relaxed);
+        self.big.store(d.big, Ordering::Relaxed);
+        self.busy.store(d.busy, Ordering::Relaxed);
+        self.saving.store(d.saving, Ordering::Relaxed);
+    }
 }
 
 /// Metadata of one slot, written by the owner with relaxed stores; a save
@@ -147,8 +189,8 @@ struct SlotMeta {
     content: AtomicU32,
     /// Events committed to this stream in earlier packets.
     committed_before: AtomicU64,
-    /// Sum of the drop counters when the packet was closed.
-    dropped_at_close: AtomicU64,
+    /// The ring's drop counters when the packet was closed.
+    dropped_at_close: Discarded,
 }
 
 /// A thread's ring. Shared (`Arc`) between the registry of rings, which
@@ -178,6 +220,10 @@ pub(crate) struct Ring {
     exited: AtomicBool,
     /// Events recorded or dropped in this ring, set at the owner's exit.
     events_at_exit: AtomicU64,
+    /// [`Ring::accounted`] when a save last wrote this ring: a save at exit
+    /// is made only if some ring has more (`save::unsaved`). Written by
+    /// saves after their rename, read relaxed.
+    saved_upto: AtomicU64,
 }
 
 // SAFETY: the `UnsafeCell` memory is written only by the owner thread (the
@@ -220,10 +266,6 @@ struct Local {
     cap: Cell<usize>,
     /// `packet index << 32`.
     pos_base: Cell<u64>,
-    /// Events in the packet being written.
-    events: Cell<u64>,
-    /// Events in earlier packets.
-    committed: Cell<u64>,
     /// An emit is in progress on this thread.
     busy: Cell<bool>,
     /// The thread is exiting: its ring is closed.
@@ -241,8 +283,6 @@ thread_local! {
             off: Cell::new(0),
             cap: Cell::new(0),
             pos_base: Cell::new(0),
-            events: Cell::new(0),
-            committed: Cell::new(0),
             busy: Cell::new(false),
             gone: Cell::new(false),
             failed: Cell::new(0),
@@ -267,8 +307,8 @@ impl Drop for ExitGuard {
                 // SAFETY: the registry holds an Arc to this ring until it sees
                 // `exited`, which we set only now.
                 let ring = unsafe { &*r };
-                let total = l.committed.get() + l.events.get() + ring.dropped_total();
-                ring.events_at_exit.store(total, Ordering::Relaxed);
+                ring.events_at_exit
+                    .store(ring.accounted(), Ordering::Relaxed);
                 // Release: pairs with the Acquire in `exited()`; every event
                 // of this thread (and `events_at_exit`) was published before.
                 ring.exited.store(true, Ordering::Release);
@@ -288,6 +328,13 @@ pub const MAX_EXITED_RINGS: usize = 256;
 /// Events (recorded or dropped) of exited threads whose ring was freed
 /// unsaved because of [`MAX_EXITED_RINGS`]. Control-plane counter.
 pub(crate) static EVENTS_LOST_EXITED: AtomicU64 = AtomicU64::new(0);
+
+/// Events lost outside any ring, all causes: they grow, never shrink.
+pub(crate) fn lost_outside_rings() -> u64 {
+    DROPPED_NO_RING.load(Ordering::Relaxed)
+        + DROPPED_NO_MEMORY.load(Ordering::Relaxed)
+        + EVENTS_LOST_EXITED.load(Ordering::Relaxed)
+}
 
 /// Frees the oldest exited rings beyond [`MAX_EXITED_RINGS`] (at thread exit,
 /// not on the emit path).
@@ -365,9 +412,9 @@ unsafe fn write_event<P: Encode>(l: &Local, state: u64, ts: u64, payload: &P) {
     };
     let new_off = end as usize - base as usize;
     l.off.set(new_off);
-    l.events.set(l.events.get() + 1);
     // SAFETY: non-null by the caller's contract; the registry keeps it alive.
     let ring = unsafe { &*l.ring.get() };
+    bump(&ring.head.0.written);
     ring.head.0.last_ts.store(ts, Ordering::Relaxed);
     // Release: pairs with the Acquire in `snapshot`; publishes the bytes.
     ring.head
@@ -393,7 +440,7 @@ fn dropped_busy(l: &Local) {
         DROPPED_NO_RING.fetch_add(1, Ordering::Relaxed);
     } else {
         // SAFETY: a non-null ring pointer is kept alive by the registry.
-        let busy = &unsafe { &*r }.dropped.0.busy;
+        let busy = &unsafe { &*r }.dropped.0.discarded.busy;
         // A read-modify-write: a nested signal may interrupt this bump and
         // bump the same counter (module docs of `Dropped`).
         busy.fetch_add(1, Ordering::Relaxed);
@@ -428,15 +475,15 @@ fn emit_cold<P: Encode>(l: &Local, state: u64, payload: P, size: usize) {
     // SAFETY: non-null (attached above or earlier); kept alive by the registry.
     let ring = unsafe { &*l.ring.get() };
     if size > ring.slot_size {
-        return bump(&ring.dropped.0.big);
+        return bump(&ring.dropped.0.discarded.big);
     }
     let next = (l.pos_base.get() >> 32) + 1;
     if next >= ring.slots.len() as u64 && config::mode() == Mode::Discard {
-        return bump(&ring.dropped.0.full);
+        return bump(&ring.dropped.0.discarded.full);
     }
     let ts = clock::now();
     if !switch(l, ring, ts) {
-        return bump(&ring.dropped.0.saving);
+        return bump(&ring.dropped.0.discarded.saving);
     }
     // SAFETY: a fresh slot has `slot_size >= size` free bytes.
     unsafe { write_event(l, state, ts, &payload) }
@@ -459,18 +506,24 @@ fn switch(l: &Local, ring: &Ring, ts: u64) -> bool {
         ring.head.0.last_ts.load(Ordering::Relaxed),
         Ordering::Relaxed,
     );
-    old.dropped_at_close
-        .store(ring.dropped_total(), Ordering::Relaxed);
+    old.dropped_at_close.store(ring.dropped.0.discarded.load());
     let slot = (next % n) as usize;
     if !ring.gate.0.enter(next, next.checked_sub(n)) {
         return false;
     }
-    l.committed.set(l.committed.get() + l.events.get());
-    l.events.set(0);
+    if next >= n {
+        // Packet `next - n` is gone: every event before the oldest packet
+        // left, `next - n + 1` (in slot `(next + 1) % n`), was overwritten.
+        let oldest = &ring.slots[((next + 1) % n) as usize];
+        let gone = oldest.committed_before.load(Ordering::Relaxed);
+        ring.dropped.0.overwritten.store(gone, Ordering::Relaxed);
+    }
     let meta = &ring.slots[slot];
     meta.ts_begin.store(ts, Ordering::Relaxed);
-    meta.committed_before
-        .store(l.committed.get(), Ordering::Relaxed);
+    meta.committed_before.store(
+        ring.head.0.written.load(Ordering::Relaxed),
+        Ordering::Relaxed,
+    );
     // Release: pairs with the Acquire in `snapshot`; publishes the new
     // packet's metadata before any snapshot sees it open.
     ring.head.0.pos.store(next << 32, Ordering::Release);
@@ -494,8 +547,6 @@ fn attach(l: &Local) -> bool {
     l.off.set(0);
     l.cap.set(ring.slot_size);
     l.pos_base.set(0);
-    l.events.set(0);
-    l.committed.set(0);
     l.ring.set(Arc::as_ptr(&ring));
     // Touch the exit guard so its destructor runs at thread exit.
     let _ = EXIT.try_with(|_| {});
@@ -609,6 +660,7 @@ impl Ring {
             created_ts,
             exited: AtomicBool::new(false),
             events_at_exit: AtomicU64::new(0),
+            saved_upto: AtomicU64::new(0),
         })
     }
 
@@ -622,23 +674,35 @@ impl Ring {
         UnsafeCell::raw_get(&self.mem[word]).cast::<u8>()
     }
 
-    fn dropped_total(&self) -> u64 {
-        let d = &self.dropped.0;
-        d.full.load(Ordering::Relaxed)
-            + d.big.load(Ordering::Relaxed)
-            + d.busy.load(Ordering::Relaxed)
-            + d.saving.load(Ordering::Relaxed)
+    /// Loss counters by cause.
+    pub(crate) fn drops(&self) -> Drops {
+        Drops {
+            overwritten: self.dropped.0.overwritten.load(Ordering::Relaxed),
+            ..self.dropped.0.discarded.load()
+        }
     }
 
-    /// Drop counters by cause.
-    pub(crate) fn drops(&self) -> Drops {
-        let d = &self.dropped.0;
-        Drops {
-            full: d.full.load(Ordering::Relaxed),
-            big: d.big.load(Ordering::Relaxed),
-            busy: d.busy.load(Ordering::Relaxed),
-            saving: d.saving.load(Ordering::Relaxed),
-        }
+    /// Events written into the ring since it was created (the overwritten
+    /// ones included).
+    pub(crate) fn written(&self) -> u64 {
+        self.head.0.written.load(Ordering::Relaxed)
+    }
+
+    /// Events written or dropped since the ring was created: it grows with
+    /// every emit that reached the ring.
+    pub(crate) fn accounted(&self) -> u64 {
+        let d = self.drops();
+        self.written() + d.total() - d.overwritten
+    }
+
+    /// Records that a save wrote the ring as it was at `accounted`.
+    pub(crate) fn mark_saved(&self, accounted: u64) {
+        self.saved_upto.fetch_max(accounted, Ordering::Relaxed);
+    }
+
+    /// Whether events reached the ring since a save last wrote it.
+    pub(crate) fn unsaved(&self) -> bool {
+        self.accounted() > self.saved_upto.load(Ordering::Relaxed)
     }
 
     pub(crate) fn exited(&self) -> bool {
@@ -687,7 +751,7 @@ impl Ring {
                 continue;
             }
             let last_ts = self.head.0.last_ts.load(Ordering::Relaxed);
-            let dropped_now = self.dropped_total();
+            let dropped_now = self.dropped.0.discarded.load();
             r = (from..=k1).try_for_each(|k| {
                 let open = k == k1;
                 let copied = self.copy_pinned(buf, head, k, open, off1, last_ts, dropped_now);
@@ -715,7 +779,7 @@ impl Ring {
         open: bool,
         off1: usize,
         last_ts: u64,
-        dropped_now: u64,
+        dropped_now: Drops,
     ) -> Result<PacketMeta, std::collections::TryReserveError> {
         let slot = (k % self.slots.len() as u64) as usize;
         let meta = &self.slots[slot];
@@ -754,16 +818,20 @@ impl Ring {
             dropped_at_close: if open {
                 dropped_now
             } else {
-                meta.dropped_at_close.load(Ordering::Relaxed)
+                meta.dropped_at_close.load()
             },
             events: content,
         })
     }
 }
 
-/// Drop counters of one ring, by cause.
+/// Lost events of one ring (or of all, in [`crate::Stats`]), by cause.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Drops {
+    /// Written, then overwritten by newer packets (overwrite mode: the ring
+    /// keeps the newest events). LTTng's `records_lost_wrap`, ftrace's
+    /// `overrun`.
+    pub overwritten: u64,
     /// Dropped because the ring was full (discard mode).
     pub full: u64,
     /// Dropped because the event is larger than a packet.
@@ -775,6 +843,28 @@ pub struct Drops {
     pub saving: u64,
 }
 
+impl Drops {
+    /// How many causes there are.
+    pub const CAUSES: usize = 5;
+
+    /// Every cause, summed.
+    pub fn total(&self) -> u64 {
+        self.overwritten + self.full + self.big + self.busy + self.saving
+    }
+
+    /// The causes with their names, in the order the trace's packet context
+    /// declares them (`lost_<cause>`).
+    pub fn by_cause(&self) -> [(&'static str, u64); Drops::CAUSES] {
+        [
+            ("overwritten", self.overwritten),
+            ("full", self.full),
+            ("big", self.big),
+            ("busy", self.busy),
+            ("saving", self.saving),
+        ]
+    }
+}
+
 /// What [`Ring::copy_packets`] tells of a packet copied.
 pub(crate) struct PacketMeta {
     /// Packet index in the stream.
@@ -783,8 +873,9 @@ pub(crate) struct PacketMeta {
     pub ts_end: u64,
     /// Events committed to this stream in earlier packets.
     pub committed_before: u64,
-    /// The stream's drops when the packet was closed (or copied, if open).
-    pub dropped_at_close: u64,
+    /// The ring's drops when the packet was closed (or copied, if open);
+    /// `overwritten` is 0 (the save knows what it could not copy).
+    pub dropped_at_close: Drops,
     /// Bytes of events copied.
     pub events: usize,
 }

@@ -15,6 +15,8 @@
 //! | timestamp_begin u64 | timestamp_end u64 | content_size u64 (bits)          |
 //! | packet_size u64 (bits) | packet_seq_num u64 | events_discarded u64         |
 //! | tid u32 | thread_name string (NUL terminated)                              |
+//! | lost_overwritten u64 | lost_full u64 | lost_big u64 | lost_busy u64       |
+//! | lost_saving u64                                                            |
 //! +---------------------------- events (copied from the ring) ----------------+
 //! | id u16 | timestamp u64 | fields | id u16 | timestamp u64 | fields | ...    |
 //! +----------------------------------------------------------------------------+
@@ -24,7 +26,12 @@
 //! metadata states. `events_discarded` is the stream's cumulative count of
 //! lost events at the end of the packet (full, too big, re-entrant, and
 //! overwritten or, for a save racing the writer, not copyable), so readers
-//! report the difference between consecutive packets. When the first saved
+//! report the difference between consecutive packets. The `lost_<cause>`
+//! fields split it by cause, cumulative likewise, and sum to it
+//! (`tape stats` reports them): `overwritten` counts the events of the
+//! stream before the first packet saved (overwritten in the ring, or saved
+//! by an earlier save and overwritten since), the others the ring's drop
+//! counters when the packet was closed. When the first saved
 //! packet already has losses, an empty packet with `events_discarded = 0`
 //! is written first, so that babeltrace2 reports them too.
 //!
@@ -63,12 +70,20 @@ use crate::ring::{self, CopyError, PacketMeta, Ring};
 /// Packet magic number (§5.1 of the CTF spec).
 pub const PACKET_MAGIC: u32 = 0xC1FC_1FC1;
 
+/// The `lost_<cause>` fields of the packet context ([`ring::Drops::by_cause`]).
+const LOSS_CAUSES: usize = 5;
+const _: () = assert!(LOSS_CAUSES == ring::Drops::CAUSES);
+
 /// Size of the packet header: magic, uuid, stream_id.
 const PACKET_HEADER_SIZE: usize = 4 + 16 + 4;
 
 /// Saves the trace into a new directory under [`config::trace_dir`], named
 /// `<program>-YYYY-MM-DD-HH-MM-SS` (with `-2`, `-3`... if taken), and
 /// returns its path. Threads may go on emitting meanwhile.
+///
+/// A trace without events is written all the same (it was asked for), with
+/// a notice on stderr that says why it is empty (nothing enabled, nothing
+/// hit, `TAPE_TRACE` set but [`crate::init`] never called...).
 pub fn save() -> Result<PathBuf, Error> {
     let parent = config::trace_dir();
     let stem = format!("{}-{}", program_name(), local_date());
@@ -78,9 +93,13 @@ pub fn save() -> Result<PathBuf, Error> {
         } else {
             parent.join(format!("{stem}-{n}"))
         };
-        match write_trace(&target) {
+        match write_files(&target) {
             Err(e) if e.kind == io::ErrorKind::AlreadyExists && n < 1000 => continue,
-            r => return r.map(|()| target.clone()).map_err(|e| e.into_error()),
+            Err(e) => return Err(e.into_error()),
+            Ok(events) => {
+                say_if_empty(&target, events);
+                return Ok(target);
+            }
         }
     }
     unreachable!("the loop returns")
@@ -89,8 +108,55 @@ pub fn save() -> Result<PathBuf, Error> {
 /// Saves the trace as the directory `dir`, which must not exist yet.
 pub fn save_to(dir: impl AsRef<Path>) -> Result<PathBuf, Error> {
     let dir = dir.as_ref();
-    write_trace(dir).map_err(|e| e.into_error())?;
+    let events = write_files(dir).map_err(|e| e.into_error())?;
+    say_if_empty(dir, events);
     Ok(dir.to_path_buf())
+}
+
+/// Successful saves so far.
+static SAVES: AtomicU64 = AtomicU64::new(0);
+
+/// The events lost outside any ring ([`ring::lost_outside_rings`]) when
+/// the last save was written.
+static SAVED_OUTSIDE: AtomicU64 = AtomicU64::new(0);
+
+/// Whether anything reached the tape since the last save (everything, if
+/// none): events or losses in a ring, or losses outside any.
+pub(crate) fn unsaved() -> bool {
+    ring::rings().iter().any(|r| r.unsaved())
+        || ring::lost_outside_rings() != SAVED_OUTSIDE.load(Ordering::Relaxed)
+}
+
+/// How many saves were written.
+pub(crate) fn saves() -> u64 {
+    SAVES.load(Ordering::Relaxed)
+}
+
+/// Why a trace has no events, in words a newcomer can act on.
+pub(crate) fn why_empty() -> String {
+    let enabled = registry::tracepoints()
+        .iter()
+        .filter(|p| p.is_enabled())
+        .count();
+    match enabled {
+        0 if std::env::var_os("TAPE_TRACE").is_some() && !config::initialised() => {
+            "TAPE_TRACE is set, but tape::init() was not called (it reads the TAPE_TRACE* \
+             variables)"
+                .into()
+        }
+        0 => "no tracepoint is enabled (nothing is by default: set TAPE_TRACE, such as \
+              TAPE_TRACE='app.*', and call tape::init(), or call tape::enable_pattern())"
+            .into(),
+        n if saves() > 0 => format!(
+            "{n} tracepoint{} enabled, and no event is in the rings (none was hit since, \
+             or an earlier save wrote them and their threads exited)",
+            if n == 1 { " is" } else { "s are" }
+        ),
+        n => format!(
+            "{n} tracepoint{} enabled, but none was hit",
+            if n == 1 { " is" } else { "s are" }
+        ),
+    }
 }
 
 /// An I/O error and the path it happened on.
@@ -124,7 +190,20 @@ impl SaveError {
 
 static SAVE_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-fn write_trace(target: &Path) -> Result<(), SaveError> {
+/// Says on stderr why the trace at `target` has no events, if so.
+fn say_if_empty(target: &Path, events: bool) {
+    if !events {
+        let _ = writeln!(
+            io::stderr(),
+            "tape: the trace {} has no events: {}",
+            target.display(),
+            why_empty()
+        );
+    }
+}
+
+/// Writes the trace at `target`; whether it has events.
+fn write_files(target: &Path) -> Result<bool, SaveError> {
     let parent = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -149,10 +228,16 @@ fn write_trace(target: &Path) -> Result<(), SaveError> {
         SAVE_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     fs::create_dir(&tmp).map_err(|e| SaveError::at(&tmp, "create directory", e))?;
+    let outside = ring::lost_outside_rings();
     let result = fill(&tmp).and_then(|saved| {
         rename_noreplace(&tmp, target).map_err(|e| SaveError::at(target, "rename into", e))?;
-        ring::release_saved(&saved);
-        Ok(())
+        for (r, upto) in &saved.marks {
+            r.mark_saved(*upto);
+        }
+        ring::release_saved(&saved.complete);
+        SAVED_OUTSIDE.store(outside, Ordering::Relaxed);
+        SAVES.fetch_add(1, Ordering::Relaxed);
+        Ok(saved.events)
     });
     if result.is_err() {
         let _ = fs::remove_dir_all(&tmp);
@@ -227,16 +312,28 @@ fn process_exists(pid: u32) -> bool {
     rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-/// Writes metadata and stream files into `dir`; returns the rings whose
-/// every event is in it (their thread had exited before the copy).
+/// What [`fill`] wrote.
+struct Filled {
+    /// The rings whose every event is in the trace (their thread had
+    /// exited before the copy): freed once the trace is in place.
+    complete: Vec<Arc<Ring>>,
+    /// Each ring and its [`Ring::accounted`] before its copy.
+    marks: Vec<(Arc<Ring>, u64)>,
+    /// Some stream has events.
+    events: bool,
+}
+
+/// Writes metadata and stream files into `dir`.
 ///
 /// Each ring's packets are copied and written one at a time into one
 /// buffer, reused: a save needs memory for one packet beyond the rings,
 /// and an allocation that fails is an error, not an abort.
-fn fill(dir: &Path) -> Result<Vec<Arc<Ring>>, SaveError> {
+fn fill(dir: &Path) -> Result<Filled, SaveError> {
     let uuid = new_uuid();
     let rings = ring::rings();
     let mut complete = Vec::new();
+    let mut marks = Vec::new();
+    let mut events = false;
     let mut names = Vec::new();
     let mut buf = Vec::new();
     for r in &rings {
@@ -244,6 +341,7 @@ fn fill(dir: &Path) -> Result<Vec<Arc<Ring>>, SaveError> {
         // every event it kept. A thread that exits after this line may emit
         // after the copy: its ring stays for the next save.
         let exited = r.exited();
+        marks.push((r.clone(), r.accounted()));
         let mut file_name = format!("{}-{}", sanitize(&r.name), r.tid());
         let mut n = 2;
         while names.contains(&file_name) {
@@ -268,6 +366,7 @@ fn fill(dir: &Path) -> Result<Vec<Arc<Ring>>, SaveError> {
             }
             Err(CopyError::Each(e)) => return Err(e),
         }
+        events |= file.events;
         if file.finish()? {
             names.push(file_name);
         }
@@ -278,7 +377,11 @@ fn fill(dir: &Path) -> Result<Vec<Arc<Ring>>, SaveError> {
     // The clock is calibrated last: the longest span, the best frequency.
     let meta = metadata(uuid).to_tsdl();
     write_file(&dir.join("metadata"), meta.as_bytes())?;
-    Ok(complete)
+    Ok(Filled {
+        complete,
+        marks,
+        events,
+    })
 }
 
 /// One ring's stream file, written packet by packet as the ring hands them
@@ -292,9 +395,11 @@ struct StreamFile<'a> {
     pending: Vec<u8>,
     /// Events lost before the first packet copied (overwritten).
     lost_before: Option<u64>,
-    /// `events_discarded` of the last packet kept (every packet skipped has
-    /// the same: so it is the stream's last).
-    prev: Option<u64>,
+    /// Losses of the last packet kept (every packet skipped has the same:
+    /// so they are the stream's last).
+    prev: Option<ring::Drops>,
+    /// Some packet had events.
+    events: bool,
 }
 
 impl<'a> StreamFile<'a> {
@@ -307,6 +412,7 @@ impl<'a> StreamFile<'a> {
             pending: Vec::new(),
             lost_before: None,
             prev: None,
+            events: false,
         }
     }
 
@@ -315,20 +421,26 @@ impl<'a> StreamFile<'a> {
         let head = self.ctx.head_size();
         let first = self.lost_before.is_none();
         let lost_before = *self.lost_before.get_or_insert(m.committed_before);
-        let d = m.dropped_at_close + lost_before;
-        if first && d > 0 {
+        let d = ring::Drops {
+            overwritten: lost_before,
+            ..m.dropped_at_close
+        };
+        if first && d.total() > 0 {
             // Losses before the first packet: an empty packet with none
             // first, so that readers report them.
             let t = self.created_ts.min(m.ts_begin);
             let at = self.pending.len();
             self.pending.resize(at + head, 0);
-            self.ctx.header(&mut self.pending[at..], t, t, m.seq, 0, 0);
+            let none = ring::Drops::default();
+            self.ctx
+                .header(&mut self.pending[at..], t, t, m.seq, none, 0);
         }
         // An empty packet says nothing unless it carries new losses.
         if m.events == 0 && self.prev == Some(d) {
             return Ok(());
         }
         self.prev = Some(d);
+        self.events |= m.events > 0;
         let begin = m.ts_begin.min(m.ts_end);
         self.ctx
             .header(&mut buf[..head], begin, m.ts_end, m.seq + 1, d, m.events);
@@ -360,7 +472,7 @@ impl<'a> StreamFile<'a> {
 
     /// Writes what is left; whether the stream has a file.
     fn finish(mut self) -> Result<bool, SaveError> {
-        if self.file.is_none() && self.prev.unwrap_or(0) == 0 {
+        if self.file.is_none() && self.prev.unwrap_or_default().total() == 0 {
             return Ok(false);
         }
         self.write_pending()?;
@@ -442,16 +554,25 @@ pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
     ];
     t.streams.push(StreamClass {
         id: Some(0),
-        packet_context: Some(Struct::new(vec![
-            Field::new("timestamp_begin", ts()),
-            Field::new("timestamp_end", ts()),
-            Field::new("content_size", u64_()),
-            Field::new("packet_size", u64_()),
-            Field::new("packet_seq_num", u64_()),
-            Field::new("events_discarded", u64_()),
-            Field::new("tid", u32_()),
-            Field::new("thread_name", Type::String(tape_ctf::Encoding::Utf8)),
-        ])),
+        packet_context: Some(Struct::new(
+            vec![
+                Field::new("timestamp_begin", ts()),
+                Field::new("timestamp_end", ts()),
+                Field::new("content_size", u64_()),
+                Field::new("packet_size", u64_()),
+                Field::new("packet_seq_num", u64_()),
+                Field::new("events_discarded", u64_()),
+                Field::new("tid", u32_()),
+                Field::new("thread_name", Type::String(tape_ctf::Encoding::Utf8)),
+            ]
+            .into_iter()
+            .chain(
+                ring::Drops::default()
+                    .by_cause()
+                    .map(|(cause, _)| Field::new(format!("lost_{cause}"), u64_())),
+            )
+            .collect(),
+        )),
         event_header: Some(Struct::new(vec![
             Field::new("id", Type::Integer(Integer::unsigned(16))),
             Field::new("timestamp", ts()),
@@ -507,7 +628,7 @@ struct Context<'a> {
 impl Context<'_> {
     /// Bytes of a packet's header and context.
     fn head_size(&self) -> usize {
-        PACKET_HEADER_SIZE + 6 * 8 + 4 + self.name.len() + 1
+        PACKET_HEADER_SIZE + 6 * 8 + 4 + self.name.len() + 1 + LOSS_CAUSES * 8
     }
 
     /// Writes a packet's header and context into `out` (`head_size` bytes),
@@ -518,7 +639,7 @@ impl Context<'_> {
         begin: u64,
         end: u64,
         seq: u64,
-        discarded: u64,
+        lost: ring::Drops,
         events: usize,
     ) {
         let bits = ((self.head_size() + events) as u64) * 8;
@@ -530,12 +651,15 @@ impl Context<'_> {
         put(&PACKET_MAGIC.to_ne_bytes());
         put(self.uuid);
         put(&0u32.to_ne_bytes());
-        for v in [begin, end, bits, bits, seq, discarded] {
+        for v in [begin, end, bits, bits, seq, lost.total()] {
             put(&v.to_ne_bytes());
         }
         put(&self.tid.to_ne_bytes());
         put(self.name.as_bytes());
         put(&[0]);
+        for (_, n) in lost.by_cause() {
+            put(&n.to_ne_bytes());
+        }
     }
 }
 

@@ -14,6 +14,50 @@ mod second {
     }
 }
 
+/// A block of several declarations (one a class's event), one of them a
+/// duplicate: each is located at its own line, not at the block's.
+mod block {
+    tape::tracepoint! {
+        pub fn one(a: u8) = "dup.block.one";
+
+        pub fn two(a: u8) = "dup.block.two";
+        pub class shape(a: u8) {
+            pub fn three = "dup.block.three";
+
+            pub fn again = "dup.block.one";
+        }
+    }
+}
+
+/// The line of this file that declares function `f`.
+fn line_of(f: &str) -> u32 {
+    let at = include_str!("duplicate.rs")
+        .lines()
+        .position(|l| l.trim_start().starts_with(&format!("pub fn {f}")))
+        .expect("declared in this file");
+    at as u32 + 1
+}
+
+#[test]
+fn every_declaration_of_a_block_has_its_own_line() {
+    let points = [
+        ("one", &block::one::TRACEPOINT),
+        ("two", &block::two::TRACEPOINT),
+        ("three", &block::three::TRACEPOINT),
+        ("again", &block::again::TRACEPOINT),
+    ];
+    for (f, t) in points {
+        assert_eq!(t.desc().line, line_of(f), "{f}");
+        assert_eq!(t.location(), format!("{}:{}", file!(), line_of(f)));
+    }
+    // `dup.block.one`, declared twice in the block: both lines named.
+    let msg = tape::registry::check().unwrap_err().message().to_owned();
+    for f in ["one", "again"] {
+        let at = format!("{}:{}", file!(), line_of(f));
+        assert!(msg.contains(&at), "{msg} lacks {at}");
+    }
+}
+
 #[test]
 fn duplicate_names_are_reported_with_both_locations() {
     let e = tape::Config::new().init().unwrap_err();

@@ -77,6 +77,12 @@ fn overwrite_keeps_the_newest_events_and_counts_the_rest() {
     let per_packet = PACKET / SEQ_EVENT;
     let emitted = (100 * capacity) as u64;
     let tid = on_thread(move || (0..emitted).for_each(seq));
+    // The ring's own account: emitted = recorded + overwritten, exactly.
+    let stats = tape::stats();
+    let mine = stats.threads.iter().find(|t| t.tid == tid).expect("ring");
+    assert!(mine.drops.overwritten > 0, "{mine:?}");
+    assert_eq!(mine.recorded + mine.drops.overwritten, emitted, "{mine:?}");
+    assert_eq!(mine.emitted(), emitted, "nothing but overwritten: {mine:?}");
     let dir = common::trace_path("overwrite");
     tape::save_to(&dir).expect("save");
     for reader in [Reader::Bt2, Reader::Bt1, Reader::Tape] {
@@ -84,6 +90,8 @@ fn overwrite_keeps_the_newest_events_and_counts_the_rest() {
             continue;
         };
         let n = seen.seqs.len();
+        assert_eq!(n as u64, mine.recorded, "{reader:?}: saved vs recorded");
+        assert_eq!(seen.discarded, mine.drops.overwritten, "{reader:?}");
         assert!(
             n >= capacity - per_packet,
             "{reader:?}: kept {n} events, capacity {capacity}, packet {per_packet}"
