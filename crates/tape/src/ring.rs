@@ -33,8 +33,9 @@
 //! The writer state (slot base, offset, capacity) lives in a const-initialised
 //! thread local with no destructor, so reaching it is one `fs:`-relative
 //! access. An emit checks `off + size <= capacity`, reads the clock, copies
-//! the event and publishes with one `Release` store of `head.pos` (plus a
-//! relaxed store of the last timestamp). No lock, no atomic read-modify-write,
+//! the event and publishes with one `Release` store of `head.pos` (plus
+//! relaxed stores of the last timestamp and of the count of events written,
+//! on the same cache line). No lock, no atomic read-modify-write,
 //! no allocation, no syscall. Everything else is the cold path: creating the
 //! ring (the first event of a thread allocates, as the issue allows; call
 //! [`crate::register_thread`] earlier to avoid it), switching packets, and
