@@ -414,7 +414,10 @@ impl Guard {
 
     fn disarm_now(&mut self) {
         if std::mem::replace(&mut self.armed, false) {
-            ARMED_GUARDS.fetch_sub(1, Ordering::Relaxed);
+            // Never below 0: `exit()` may have taken the count already
+            // (another thread drops its guard while the process exits).
+            let _ = ARMED_GUARDS
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         }
     }
 }

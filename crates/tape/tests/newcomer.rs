@@ -94,6 +94,16 @@ const CASES: &[Case] = &[
         },
     },
     Case {
+        name: "exit_while_emitting",
+        run: || {
+            let _tape = tape::init()?;
+            // A thread that never stops emitting: exit() saves around it.
+            std::thread::spawn(|| (0..).for_each(|k| work(k, "busy")));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::process::exit(0);
+        },
+    },
+    Case {
         name: "exit_after_guard_saved",
         run: || {
             let tape = tape::init()?;
@@ -253,6 +263,13 @@ fn exit_with_a_guard_alive_saves_once() {
     assert_eq!(r.traces.len(), 1, "{:?}\n{}", r.traces, r.stderr);
     assert_eq!(events(&r.traces[0]), (2, 100));
     assert!(r.stderr.contains("tape: trace saved to"), "{}", r.stderr);
+    // A thread emitting all along: the save at exit is consistent (tape's
+    // reader reads every stream to its end) and the process ends.
+    let r = run("exit_while_emitting", &[ENABLED]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.traces.len(), 1, "{:?}\n{}", r.traces, r.stderr);
+    let (streams, n) = events(&r.traces[0]);
+    assert!(streams == 1 && n > 1000, "{streams} streams, {n} events");
     // A guard already saved: exit adds nothing.
     let r = run("exit_after_guard_saved", &[ENABLED]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
