@@ -54,8 +54,20 @@ impl tape::Field for Reenter {
     }
 }
 
+/// What the signal handler emits: `inner`, or (when set) a `blob` too big
+/// for what is left of the packet, which would need a packet switch under
+/// the interrupted emit's reservation.
+static BIG_IN_HANDLER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Nearly a packet: more than is left after any event, less than a slot.
+static NEARLY_A_PACKET: [u8; PACKET - 20] = [0; PACKET - 20];
+
 extern "C" fn on_signal(_: libc::c_int) {
-    inner(1);
+    if BIG_IN_HANDLER.load(std::sync::atomic::Ordering::Relaxed) {
+        blob(&NEARLY_A_PACKET);
+    } else {
+        inner(1);
+    }
 }
 
 fn trace_path(name: &str) -> PathBuf {
@@ -121,13 +133,19 @@ fn every_cause_is_counted_exactly_in_stats_the_trace_and_the_readers() {
     assert_eq!(a.emitted(), laps, "nothing else lost: {a:?}");
     assert!(a.recorded <= (RING / 18) as u64, "{a:?}");
 
-    // Busy: every `outer` re-entered by its signal handler.
+    // Busy: every `outer` re-entered by its signal handler, whose event
+    // fits in what is left of the packet, or does not (it would need a
+    // packet switch under the interrupted emit): the handler's event is
+    // dropped and counted, the interrupted one kept.
     let c = on_thread(|| {
         tape::register_thread();
         (0..7).for_each(|n| outer(Reenter(n)));
+        BIG_IN_HANDLER.store(true, std::sync::atomic::Ordering::Relaxed);
+        (7..14).for_each(|n| outer(Reenter(n)));
+        BIG_IN_HANDLER.store(false, std::sync::atomic::Ordering::Relaxed);
     });
-    assert_eq!(c.drops.busy, 7, "{c:?}");
-    assert_eq!(c.recorded, 7, "{c:?}");
+    assert_eq!(c.drops.busy, 14, "{c:?}");
+    assert_eq!(c.recorded, 14, "{c:?}");
 
     // Full and big: discard mode, a ring filled twice over, and events
     // larger than a packet.
@@ -174,6 +192,14 @@ fn every_cause_is_counted_exactly_in_stats_the_trace_and_the_readers() {
         out.contains(&format!("events: {recorded}, lost: {total}\n")),
         "{out}"
     );
+    // Every `outer` is in the trace, whatever its handler did.
+    let outers = out
+        .lines()
+        .find(|l| l.ends_with("  test.losses.outer"))
+        .and_then(|l| l.split_whitespace().next()?.parse::<u64>().ok());
+    assert_eq!(outers, Some(14), "{out}");
+    let (checked, _) = tape_cli(&["check", dir.to_str().unwrap()]);
+    assert!(checked.starts_with("ok: "), "{checked}");
     assert!(
         out.contains(&format!("lost in streams by cause: {by_cause}\n")),
         "{out}"

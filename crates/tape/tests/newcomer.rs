@@ -98,7 +98,13 @@ const CASES: &[Case] = &[
         run: || {
             let _tape = tape::init()?;
             // A thread that never stops emitting: exit() saves around it.
-            std::thread::spawn(|| (0..).for_each(|k| work(k, "busy")));
+            std::thread::spawn(|| {
+                let mut k = 0;
+                loop {
+                    work(k, "busy");
+                    k += 1;
+                }
+            });
             std::thread::sleep(std::time::Duration::from_millis(20));
             std::process::exit(0);
         },
