@@ -25,8 +25,10 @@
 //!
 //! Experiments, run one child at a time (`--child KIND [EVENTS]`, the
 //! binary in `target/release/deps/processes-*`): `tape-u64` (the same
-//! tracepoint without the string) and `ring-published` (the hand-written
-//! ring plus tape's re-entry flag and publication stores). What they showed
+//! tracepoint without the string), `ring-published` (the hand-written ring
+//! plus tape's re-entry flag and publication stores), `ring-odd` (51-byte
+//! events, as tape's), `ring-call` (its emit not inlined) and `ring-nul`
+//! (the string copied by tape's NUL-checking word loop). What they showed
 //! is in `RESULTS.md` ("Issue 23").
 
 use std::hint::black_box;
@@ -57,6 +59,9 @@ fn main() {
             "ring" => child_ring(events),
             "ring-published" => child_ring_published(events),
             "tape-u64" => child_tape_u64(events),
+            "ring-odd" => child_ring_odd(events),
+            "ring-call" => child_ring_call(events),
+            "ring-nul" => child_ring_nul(events),
             _ => panic!("--child tape|ring [EVENTS]"),
         };
         println!("{ns:.4}");
@@ -150,6 +155,185 @@ fn child_ring(events: u64) -> f64 {
         )
     };
     time(events, emit)
+}
+
+/// The hand-written ring with a 1-byte string length: 51-byte events, as
+/// tape's (an experiment: odd offsets, stores split across lines).
+fn child_ring_odd(events: u64) -> f64 {
+    use std::cell::Cell;
+    const SIZE: usize = 4 << 20;
+    thread_local! {
+        static BASE: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
+        static OFF: Cell<usize> = const { Cell::new(0) };
+    }
+    #[inline(always)]
+    fn emit(a: u64, b: u64, c: u64, s: &str) {
+        let need = 2 + 8 + 24 + 1 + s.len();
+        let base = BASE.with(Cell::get);
+        let mut off = OFF.with(Cell::get);
+        if off + need > SIZE {
+            off = 0;
+        }
+        // SAFETY: rdtsc has no preconditions on x86_64.
+        #[cfg(target_arch = "x86_64")]
+        let ts = unsafe { core::arch::x86_64::_rdtsc() };
+        #[cfg(not(target_arch = "x86_64"))]
+        let ts = 0u64;
+        // SAFETY: `base` is a live allocation of SIZE bytes (leaked below)
+        // and `off + need <= SIZE`; unaligned writes.
+        unsafe {
+            let p = base.add(off);
+            p.cast::<u16>().write_unaligned(7);
+            p.add(2).cast::<u64>().write_unaligned(ts);
+            p.add(10).cast::<u64>().write_unaligned(a);
+            p.add(18).cast::<u64>().write_unaligned(b);
+            p.add(26).cast::<u64>().write_unaligned(c);
+            p.add(34).write(s.len() as u8);
+            std::ptr::copy_nonoverlapping(s.as_ptr(), p.add(35), s.len());
+        }
+        OFF.with(|o| o.set(off + need));
+    }
+    // Pre-faulted: every page written once.
+    let ring: &'static mut [u8] = Box::leak(vec![1u8; SIZE].into_boxed_slice());
+    BASE.with(|b| b.set(ring.as_mut_ptr()));
+    let emit = |i: u64| {
+        emit(
+            black_box(i),
+            black_box(7),
+            black_box(42),
+            black_box("/api/v1/objects!"),
+        )
+    };
+    time(events, emit)
+}
+
+/// `ring-odd` with its emit not inlined: a call per event (an experiment:
+/// tape's emit with a `&str` is not inlined into the loop).
+fn child_ring_call(events: u64) -> f64 {
+    use std::cell::Cell;
+    const SIZE: usize = 4 << 20;
+    thread_local! {
+        static BASE: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
+        static OFF: Cell<usize> = const { Cell::new(0) };
+    }
+    #[inline(never)]
+    fn emit(a: u64, b: u64, c: u64, s: &str) {
+        let need = 2 + 8 + 24 + 1 + s.len();
+        let base = BASE.with(Cell::get);
+        let mut off = OFF.with(Cell::get);
+        if off + need > SIZE {
+            off = 0;
+        }
+        // SAFETY: rdtsc has no preconditions on x86_64.
+        #[cfg(target_arch = "x86_64")]
+        let ts = unsafe { core::arch::x86_64::_rdtsc() };
+        #[cfg(not(target_arch = "x86_64"))]
+        let ts = 0u64;
+        // SAFETY: `base` is a live allocation of SIZE bytes (leaked below)
+        // and `off + need <= SIZE`; unaligned writes.
+        unsafe {
+            let p = base.add(off);
+            p.cast::<u16>().write_unaligned(7);
+            p.add(2).cast::<u64>().write_unaligned(ts);
+            p.add(10).cast::<u64>().write_unaligned(a);
+            p.add(18).cast::<u64>().write_unaligned(b);
+            p.add(26).cast::<u64>().write_unaligned(c);
+            p.add(34).write(s.len() as u8);
+            std::ptr::copy_nonoverlapping(s.as_ptr(), p.add(35), s.len());
+        }
+        OFF.with(|o| o.set(off + need));
+    }
+    // Pre-faulted: every page written once.
+    let ring: &'static mut [u8] = Box::leak(vec![1u8; SIZE].into_boxed_slice());
+    BASE.with(|b| b.set(ring.as_mut_ptr()));
+    let emit = |i: u64| {
+        emit(
+            black_box(i),
+            black_box(7),
+            black_box(42),
+            black_box("/api/v1/objects!"),
+        )
+    };
+    time(events, emit)
+}
+
+/// `ring-call` copying the string as tape does, a word at a time with a
+/// check for a NUL byte in each (an experiment).
+fn child_ring_nul(events: u64) -> f64 {
+    use std::cell::Cell;
+    const SIZE: usize = 4 << 20;
+    thread_local! {
+        static BASE: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
+        static OFF: Cell<usize> = const { Cell::new(0) };
+    }
+    #[inline(never)]
+    fn emit(a: u64, b: u64, c: u64, s: &str) {
+        let need = 2 + 8 + 24 + 1 + s.len();
+        let base = BASE.with(Cell::get);
+        let mut off = OFF.with(Cell::get);
+        if off + need > SIZE {
+            off = 0;
+        }
+        // SAFETY: rdtsc has no preconditions on x86_64.
+        #[cfg(target_arch = "x86_64")]
+        let ts = unsafe { core::arch::x86_64::_rdtsc() };
+        #[cfg(not(target_arch = "x86_64"))]
+        let ts = 0u64;
+        // SAFETY: `base` is a live allocation of SIZE bytes (leaked below)
+        // and `off + need <= SIZE`; unaligned writes.
+        unsafe {
+            let p = base.add(off);
+            p.cast::<u16>().write_unaligned(7);
+            p.add(2).cast::<u64>().write_unaligned(ts);
+            p.add(10).cast::<u64>().write_unaligned(a);
+            p.add(18).cast::<u64>().write_unaligned(b);
+            p.add(26).cast::<u64>().write_unaligned(c);
+            p.add(34).write(s.len() as u8);
+            copy_until_nul(s.as_bytes(), p.add(35));
+        }
+        OFF.with(|o| o.set(off + need));
+    }
+    // Pre-faulted: every page written once.
+    let ring: &'static mut [u8] = Box::leak(vec![1u8; SIZE].into_boxed_slice());
+    BASE.with(|b| b.set(ring.as_mut_ptr()));
+    let emit = |i: u64| {
+        emit(
+            black_box(i),
+            black_box(7),
+            black_box(42),
+            black_box("/api/v1/objects!"),
+        )
+    };
+    time(events, emit)
+}
+
+/// tape's copy of a short string (`field.rs`): word by word, each checked
+/// for a NUL byte before it is stored.
+///
+/// # Safety
+/// `dst` valid for `src.len()` bytes.
+#[inline(always)]
+unsafe fn copy_until_nul(src: &[u8], dst: *mut u8) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let len = src.len();
+    let mut i = 0;
+    while i + 8 <= len {
+        // SAFETY: i + 8 <= len.
+        let w = unsafe { std::ptr::read_unaligned(src.as_ptr().add(i).cast::<u64>()) };
+        if w.wrapping_sub(ONES) & !w & HIGHS != 0 {
+            break;
+        }
+        // SAFETY: i + 8 <= len bytes of dst (caller).
+        unsafe { std::ptr::write_unaligned(dst.add(i).cast::<u64>(), w) };
+        i += 8;
+    }
+    while i < len && src[i] != 0 {
+        // SAFETY: i < len (caller).
+        unsafe { *dst.add(i) = src[i] };
+        i += 1;
+    }
+    i
 }
 
 /// The hand-written ring plus what tape's emit adds around the copy: a
