@@ -510,7 +510,13 @@ fn list(v: &[f64]) -> String {
 fn stats(v: &[f64]) -> (f64, f64, f64) {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    (s[0], s[s.len() / 2], s[s.len() - 1])
+    let n = s.len();
+    let median = if n % 2 == 0 {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    } else {
+        s[n / 2]
+    };
+    (s[0], median, s[n - 1])
 }
 
 fn report(stretch: &str, tape: &[f64], ring: &[f64]) {
