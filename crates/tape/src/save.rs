@@ -147,6 +147,11 @@ pub(crate) fn why_empty() -> String {
         0 => "no tracepoint is enabled (nothing is by default: set TAPE_TRACE, such as \
               TAPE_TRACE='app.*', and call tape::init(), or call tape::enable_pattern())"
             .into(),
+        n if lost_in_rings() > 0 => format!(
+            "{n} tracepoint{} enabled and hit, but every event was lost ({})",
+            if n == 1 { " is" } else { "s are" },
+            lost_causes()
+        ),
         n if saves() > 0 => format!(
             "{n} tracepoint{} enabled, and no event is in the rings (none was hit since, \
              or an earlier save wrote them and their threads exited)",
@@ -157,6 +162,31 @@ pub(crate) fn why_empty() -> String {
             if n == 1 { " is" } else { "s are" }
         ),
     }
+}
+
+/// Events the rings lost, all causes.
+fn lost_in_rings() -> u64 {
+    ring::rings().iter().map(|r| r.drops().total()).sum()
+}
+
+/// `big = 3, full = 2`: the rings' losses by cause, those with any.
+fn lost_causes() -> String {
+    let mut sum = ring::Drops::default();
+    for r in ring::rings() {
+        let d = r.drops();
+        sum.overwritten += d.overwritten;
+        sum.full += d.full;
+        sum.big += d.big;
+        sum.busy += d.busy;
+        sum.saving += d.saving;
+    }
+    let named: Vec<String> = sum
+        .by_cause()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(c, n)| format!("{c} = {n}"))
+        .collect();
+    named.join(", ")
 }
 
 /// An I/O error and the path it happened on.

@@ -86,6 +86,17 @@ const CASES: &[Case] = &[
         },
     },
     Case {
+        name: "all_lost",
+        run: || {
+            let _tape = tape::init()?;
+            // Larger than a packet (64 KiB by default): dropped (`big`).
+            let huge = "x".repeat(100_000);
+            (0..5).for_each(|k| work(k, &huge));
+            tape::save()?;
+            Ok(())
+        },
+    },
+    Case {
         name: "exit_with_guard",
         run: || {
             let _tape = tape::init()?;
@@ -246,6 +257,12 @@ fn nothing_recorded_is_said_not_saved_silently() {
             &[ENABLED],
             1,
             "has no events: TAPE_TRACE is set, but tape::init() was not called",
+        ),
+        (
+            "all_lost",
+            &[ENABLED],
+            1,
+            "has no events: 1 tracepoint is enabled and hit, but every event was lost (big = 5)",
         ),
         (
             "enabled_nothing_hit",
