@@ -304,12 +304,8 @@ fn show(traces: Vec<TraceDir>, sel: &Selection) -> Result<(), Failure> {
     if sel.format == Format::Json {
         streams.iter_mut().for_each(FastStream::render_json);
     }
-    let in_range = |t: Option<i128>| match t {
-        Some(t) => sel.begin.is_none_or(|b| t >= b) && sel.end.is_none_or(|e| t <= e),
-        None => sel.begin.is_none() && sel.end.is_none(),
-    };
     let shown = |class: &tape_ctf::EventClass, t: Option<i128>| {
-        in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name))
+        sel.in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name))
     };
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
@@ -322,7 +318,7 @@ fn show(traces: Vec<TraceDir>, sel: &Selection) -> Result<(), Failure> {
             Piece::Lines(lines) => write_all_runs(&mut stdout, lines),
             Piece::Lost(path, n, t) => {
                 lost_total += n;
-                if in_range(t) || t.is_none() {
+                if sel.in_range(t) || t.is_none() {
                     let line = match sel.format {
                         Format::Text | Format::Ftrace => {
                             format!("[LOST {n} EVENTS] in {}\n", path.display())

@@ -545,13 +545,6 @@ impl FastStream {
         None
     }
 
-    /// The same stream file from its start, not yet read.
-    pub fn reopen(&self) -> FastStream {
-        let mut s = self.reopen_at(0);
-        s.stop = self.file_len;
-        s
-    }
-
     /// The stream's losses by cause ([`LOSS_CAUSES`]), from its packet
     /// contexts alone (the events are not read): `None` when the packets
     /// do not have the fields. Call it on a stream not yet read.

@@ -31,8 +31,10 @@
 //! (the string copied by tape's NUL-checking word loop). What they showed
 //! is in `RESULTS.md` ("Issue 23").
 
+use std::cell::Cell;
 use std::hint::black_box;
 use std::process::Command;
+use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 use std::time::Instant;
 
 tape::tracepoint! {
@@ -56,13 +58,11 @@ fn main() {
             .unwrap_or(DEFAULT_EVENTS);
         let ns = match kind {
             "tape" => child_tape(events),
-            "ring" => child_ring(events),
-            "ring-published" => child_ring_published(events),
             "tape-u64" => child_tape_u64(events),
-            "ring-odd" => child_ring_odd(events),
-            "ring-call" => child_ring_call(events),
-            "ring-nul" => child_ring_nul(events),
-            _ => panic!("--child tape|ring [EVENTS]"),
+            k if k.starts_with("ring") => child_ring(k, events),
+            _ => panic!(
+                "--child tape|tape-u64|ring|ring-odd|ring-call|ring-nul|ring-published [EVENTS]"
+            ),
         };
         println!("{ns:.4}");
         return;
@@ -75,328 +75,149 @@ fn main() {
     parent(stretches, processes, events);
 }
 
-/// A tape tracepoint, as a program calls it.
-fn child_tape(events: u64) -> f64 {
-    // From the environment: TAPE_TRACE_BUFSZ and the others apply.
+/// The string of every event.
+const PATH: &str = "/api/v1/objects!";
+
+/// tape, enabled for this benchmark's tracepoints; the environment's
+/// `TAPE_TRACE_BUFSZ` and the others apply.
+fn init_tape() {
     tape::Config::from_env()
         .expect("TAPE_TRACE* variables")
         .enable("bench.processes.*")
         .init()
         .expect("init")
         .disarm();
-    let emit = |i: u64| {
-        request(
-            black_box(i),
-            black_box(7),
-            black_box(42),
-            black_box("/api/v1/objects!"),
-        )
-    };
-    time(events, emit)
+}
+
+/// A tape tracepoint, as a program calls it.
+fn child_tape(events: u64) -> f64 {
+    init_tape();
+    time(events, |i| {
+        request(black_box(i), black_box(7), black_box(42), black_box(PATH))
+    })
 }
 
 /// A tape tracepoint of 3 × u64 (no string).
 fn child_tape_u64(events: u64) -> f64 {
-    tape::Config::from_env()
-        .expect("TAPE_TRACE* variables")
-        .enable("bench.processes.*")
-        .init()
-        .expect("init")
-        .disarm();
-    let emit = |i: u64| request_u64(black_box(i), black_box(7), black_box(42));
-    time(events, emit)
+    init_tape();
+    time(events, |i| {
+        request_u64(black_box(i), black_box(7), black_box(42))
+    })
 }
 
 /// The hand-written ring: 4 MiB, pre-faulted, reached through two
 /// thread-local cells (its base and the offset), as tape's writer state is.
-fn child_ring(events: u64) -> f64 {
-    use std::cell::Cell;
-    const SIZE: usize = 4 << 20;
-    thread_local! {
-        static BASE: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
-        static OFF: Cell<usize> = const { Cell::new(0) };
-    }
-    #[inline(always)]
-    fn emit(a: u64, b: u64, c: u64, s: &str) {
-        let need = 2 + 8 + 24 + 2 + s.len();
-        let base = BASE.with(Cell::get);
-        let mut off = OFF.with(Cell::get);
-        if off + need > SIZE {
-            off = 0;
-        }
-        // SAFETY: rdtsc has no preconditions on x86_64.
-        #[cfg(target_arch = "x86_64")]
-        let ts = unsafe { core::arch::x86_64::_rdtsc() };
-        #[cfg(not(target_arch = "x86_64"))]
-        let ts = 0u64;
-        // SAFETY: `base` is a live allocation of SIZE bytes (leaked below)
-        // and `off + need <= SIZE`; unaligned writes.
-        unsafe {
-            let p = base.add(off);
-            p.cast::<u16>().write_unaligned(7);
-            p.add(2).cast::<u64>().write_unaligned(ts);
-            p.add(10).cast::<u64>().write_unaligned(a);
-            p.add(18).cast::<u64>().write_unaligned(b);
-            p.add(26).cast::<u64>().write_unaligned(c);
-            p.add(34).cast::<u16>().write_unaligned(s.len() as u16);
-            std::ptr::copy_nonoverlapping(s.as_ptr(), p.add(36), s.len());
-        }
-        OFF.with(|o| o.set(off + need));
-    }
-    // Pre-faulted: every page written once.
-    let ring: &'static mut [u8] = Box::leak(vec![1u8; SIZE].into_boxed_slice());
-    BASE.with(|b| b.set(ring.as_mut_ptr()));
-    let emit = |i: u64| {
-        emit(
-            black_box(i),
-            black_box(7),
-            black_box(42),
-            black_box("/api/v1/objects!"),
-        )
-    };
-    time(events, emit)
+const RING_SIZE: usize = 4 << 20;
+
+thread_local! {
+    static BASE: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
+    static OFF: Cell<usize> = const { Cell::new(0) };
 }
 
-/// The hand-written ring with a 1-byte string length: 51-byte events, as
-/// tape's (an experiment: odd offsets, stores split across lines).
-fn child_ring_odd(events: u64) -> f64 {
-    use std::cell::Cell;
-    const SIZE: usize = 4 << 20;
-    thread_local! {
-        static BASE: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
-        static OFF: Cell<usize> = const { Cell::new(0) };
-    }
-    #[inline(always)]
-    fn emit(a: u64, b: u64, c: u64, s: &str) {
-        let need = 2 + 8 + 24 + 1 + s.len();
-        let base = BASE.with(Cell::get);
-        let mut off = OFF.with(Cell::get);
-        if off + need > SIZE {
-            off = 0;
-        }
-        // SAFETY: rdtsc has no preconditions on x86_64.
-        #[cfg(target_arch = "x86_64")]
-        let ts = unsafe { core::arch::x86_64::_rdtsc() };
-        #[cfg(not(target_arch = "x86_64"))]
-        let ts = 0u64;
-        // SAFETY: `base` is a live allocation of SIZE bytes (leaked below)
-        // and `off + need <= SIZE`; unaligned writes.
-        unsafe {
-            let p = base.add(off);
-            p.cast::<u16>().write_unaligned(7);
-            p.add(2).cast::<u64>().write_unaligned(ts);
-            p.add(10).cast::<u64>().write_unaligned(a);
-            p.add(18).cast::<u64>().write_unaligned(b);
-            p.add(26).cast::<u64>().write_unaligned(c);
-            p.add(34).write(s.len() as u8);
-            std::ptr::copy_nonoverlapping(s.as_ptr(), p.add(35), s.len());
-        }
-        OFF.with(|o| o.set(off + need));
-    }
-    // Pre-faulted: every page written once.
-    let ring: &'static mut [u8] = Box::leak(vec![1u8; SIZE].into_boxed_slice());
-    BASE.with(|b| b.set(ring.as_mut_ptr()));
-    let emit = |i: u64| {
-        emit(
-            black_box(i),
-            black_box(7),
-            black_box(42),
-            black_box("/api/v1/objects!"),
-        )
-    };
-    time(events, emit)
+/// How a variant of the hand-written ring copies the string.
+#[derive(Clone, Copy, PartialEq)]
+enum StringCopy {
+    /// `memcpy` of its bytes.
+    Memcpy,
+    /// tape's own copy (word by word, each checked for a NUL byte).
+    Tape,
 }
 
-/// `ring-odd` with its emit not inlined: a call per event (an experiment:
-/// tape's emit with a `&str` is not inlined into the loop).
-fn child_ring_call(events: u64) -> f64 {
-    use std::cell::Cell;
-    const SIZE: usize = 4 << 20;
-    thread_local! {
-        static BASE: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
-        static OFF: Cell<usize> = const { Cell::new(0) };
-    }
-    #[inline(never)]
-    fn emit(a: u64, b: u64, c: u64, s: &str) {
-        let need = 2 + 8 + 24 + 1 + s.len();
-        let base = BASE.with(Cell::get);
-        let mut off = OFF.with(Cell::get);
-        if off + need > SIZE {
-            off = 0;
-        }
-        // SAFETY: rdtsc has no preconditions on x86_64.
-        #[cfg(target_arch = "x86_64")]
-        let ts = unsafe { core::arch::x86_64::_rdtsc() };
-        #[cfg(not(target_arch = "x86_64"))]
-        let ts = 0u64;
-        // SAFETY: `base` is a live allocation of SIZE bytes (leaked below)
-        // and `off + need <= SIZE`; unaligned writes.
-        unsafe {
-            let p = base.add(off);
-            p.cast::<u16>().write_unaligned(7);
-            p.add(2).cast::<u64>().write_unaligned(ts);
-            p.add(10).cast::<u64>().write_unaligned(a);
-            p.add(18).cast::<u64>().write_unaligned(b);
-            p.add(26).cast::<u64>().write_unaligned(c);
-            p.add(34).write(s.len() as u8);
-            std::ptr::copy_nonoverlapping(s.as_ptr(), p.add(35), s.len());
-        }
-        OFF.with(|o| o.set(off + need));
-    }
-    // Pre-faulted: every page written once.
-    let ring: &'static mut [u8] = Box::leak(vec![1u8; SIZE].into_boxed_slice());
-    BASE.with(|b| b.set(ring.as_mut_ptr()));
-    let emit = |i: u64| {
-        emit(
-            black_box(i),
-            black_box(7),
-            black_box(42),
-            black_box("/api/v1/objects!"),
-        )
-    };
-    time(events, emit)
-}
-
-/// `ring-call` copying the string as tape does, a word at a time with a
-/// check for a NUL byte in each (an experiment).
-fn child_ring_nul(events: u64) -> f64 {
-    use std::cell::Cell;
-    const SIZE: usize = 4 << 20;
-    thread_local! {
-        static BASE: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
-        static OFF: Cell<usize> = const { Cell::new(0) };
-    }
-    #[inline(never)]
-    fn emit(a: u64, b: u64, c: u64, s: &str) {
-        let need = 2 + 8 + 24 + 1 + s.len();
-        let base = BASE.with(Cell::get);
-        let mut off = OFF.with(Cell::get);
-        if off + need > SIZE {
-            off = 0;
-        }
-        // SAFETY: rdtsc has no preconditions on x86_64.
-        #[cfg(target_arch = "x86_64")]
-        let ts = unsafe { core::arch::x86_64::_rdtsc() };
-        #[cfg(not(target_arch = "x86_64"))]
-        let ts = 0u64;
-        // SAFETY: `base` is a live allocation of SIZE bytes (leaked below)
-        // and `off + need <= SIZE`; unaligned writes.
-        unsafe {
-            let p = base.add(off);
-            p.cast::<u16>().write_unaligned(7);
-            p.add(2).cast::<u64>().write_unaligned(ts);
-            p.add(10).cast::<u64>().write_unaligned(a);
-            p.add(18).cast::<u64>().write_unaligned(b);
-            p.add(26).cast::<u64>().write_unaligned(c);
-            p.add(34).write(s.len() as u8);
-            copy_until_nul(s.as_bytes(), p.add(35));
-        }
-        OFF.with(|o| o.set(off + need));
-    }
-    // Pre-faulted: every page written once.
-    let ring: &'static mut [u8] = Box::leak(vec![1u8; SIZE].into_boxed_slice());
-    BASE.with(|b| b.set(ring.as_mut_ptr()));
-    let emit = |i: u64| {
-        emit(
-            black_box(i),
-            black_box(7),
-            black_box(42),
-            black_box("/api/v1/objects!"),
-        )
-    };
-    time(events, emit)
-}
-
-/// tape's copy of a short string (`field.rs`): word by word, each checked
-/// for a NUL byte before it is stored.
-///
-/// # Safety
-/// `dst` valid for `src.len()` bytes.
+/// Writes one event into the hand-written ring: a 2-byte id, the
+/// timestamp, three u64, the string's length in `len_bytes` bytes (2, or 1
+/// for tape's odd event sizes) and its bytes; wraps at the end. Returns
+/// the new offset and the timestamp.
 #[inline(always)]
-unsafe fn copy_until_nul(src: &[u8], dst: *mut u8) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let len = src.len();
-    let mut i = 0;
-    while i + 8 <= len {
-        // SAFETY: i + 8 <= len.
-        let w = unsafe { std::ptr::read_unaligned(src.as_ptr().add(i).cast::<u64>()) };
-        if w.wrapping_sub(ONES) & !w & HIGHS != 0 {
-            break;
+fn ring_write(a: u64, b: u64, c: u64, s: &str, len_bytes: usize, copy: StringCopy) -> (usize, u64) {
+    let need = 2 + 8 + 24 + len_bytes + s.len();
+    let base = BASE.with(Cell::get);
+    let mut off = OFF.with(Cell::get);
+    if off + need > RING_SIZE {
+        off = 0;
+    }
+    // SAFETY: rdtsc has no preconditions on x86_64.
+    #[cfg(target_arch = "x86_64")]
+    let ts = unsafe { core::arch::x86_64::_rdtsc() };
+    #[cfg(not(target_arch = "x86_64"))]
+    let ts = 0u64;
+    // SAFETY: `base` is a live allocation of RING_SIZE bytes (leaked by
+    // `child_ring`) and `off + need <= RING_SIZE`; unaligned writes.
+    unsafe {
+        let p = base.add(off);
+        p.cast::<u16>().write_unaligned(7);
+        p.add(2).cast::<u64>().write_unaligned(ts);
+        p.add(10).cast::<u64>().write_unaligned(a);
+        p.add(18).cast::<u64>().write_unaligned(b);
+        p.add(26).cast::<u64>().write_unaligned(c);
+        if len_bytes == 1 {
+            p.add(34).write(s.len() as u8);
+        } else {
+            p.add(34).cast::<u16>().write_unaligned(s.len() as u16);
         }
-        // SAFETY: i + 8 <= len bytes of dst (caller).
-        unsafe { std::ptr::write_unaligned(dst.add(i).cast::<u64>(), w) };
-        i += 8;
+        let dst = p.add(34 + len_bytes);
+        match copy {
+            StringCopy::Memcpy => std::ptr::copy_nonoverlapping(s.as_ptr(), dst, s.len()),
+            StringCopy::Tape => {
+                tape::__private::copy_short_until_nul(s.as_bytes(), dst);
+            }
+        }
     }
-    while i < len && src[i] != 0 {
-        // SAFETY: i < len (caller).
-        unsafe { *dst.add(i) = src[i] };
-        i += 1;
-    }
-    i
+    OFF.with(|o| o.set(off + need));
+    (off + need, ts)
+}
+
+/// `ring-odd`'s write, not inlined: a call per event (tape's emit with a
+/// `&str` is not inlined into the loop).
+#[inline(never)]
+fn ring_call(a: u64, b: u64, c: u64, s: &str) {
+    ring_write(a, b, c, s, 1, StringCopy::Memcpy);
+}
+
+/// `ring-call` copying the string as tape does.
+#[inline(never)]
+fn ring_nul(a: u64, b: u64, c: u64, s: &str) {
+    ring_write(a, b, c, s, 1, StringCopy::Tape);
+}
+
+/// The publication of `ring-published`, on a cache line of its own.
+#[repr(align(64))]
+struct Head {
+    written: AtomicU64,
+    last_ts: AtomicU64,
+    pos: AtomicU64,
+}
+
+thread_local! {
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+    static HEAD: Cell<*const Head> = const { Cell::new(std::ptr::null()) };
 }
 
 /// The hand-written ring plus what tape's emit adds around the copy: a
 /// thread-local re-entry flag set and cleared, and the publication (count
-/// of events, last timestamp, a `Release` store of the position) on a
-/// cache line of its own. An experiment: does the slow mode follow these
-/// stores?
-fn child_ring_published(events: u64) -> f64 {
-    use std::cell::Cell;
-    use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
-    const SIZE: usize = 4 << 20;
-    #[repr(align(64))]
-    struct Head {
-        written: AtomicU64,
-        last_ts: AtomicU64,
-        pos: AtomicU64,
+/// of events, last timestamp, a `Release` store of the position).
+#[inline(always)]
+fn ring_published(a: u64, b: u64, c: u64, s: &str) {
+    if BUSY.with(Cell::get) {
+        return;
     }
-    thread_local! {
-        static BASE: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
-        static OFF: Cell<usize> = const { Cell::new(0) };
-        static BUSY: Cell<bool> = const { Cell::new(false) };
-        static HEAD: Cell<*const Head> = const { Cell::new(std::ptr::null()) };
-    }
-    #[inline(always)]
-    fn emit(a: u64, b: u64, c: u64, s: &str) {
-        if BUSY.with(Cell::get) {
-            return;
-        }
-        BUSY.with(|b| b.set(true));
-        compiler_fence(Ordering::SeqCst);
-        let need = 2 + 8 + 24 + 2 + s.len();
-        let base = BASE.with(Cell::get);
-        let mut off = OFF.with(Cell::get);
-        if off + need > SIZE {
-            off = 0;
-        }
-        // SAFETY: rdtsc has no preconditions on x86_64.
-        #[cfg(target_arch = "x86_64")]
-        let ts = unsafe { core::arch::x86_64::_rdtsc() };
-        #[cfg(not(target_arch = "x86_64"))]
-        let ts = 0u64;
-        // SAFETY: as in `child_ring`.
-        unsafe {
-            let p = base.add(off);
-            p.cast::<u16>().write_unaligned(7);
-            p.add(2).cast::<u64>().write_unaligned(ts);
-            p.add(10).cast::<u64>().write_unaligned(a);
-            p.add(18).cast::<u64>().write_unaligned(b);
-            p.add(26).cast::<u64>().write_unaligned(c);
-            p.add(34).cast::<u16>().write_unaligned(s.len() as u16);
-            std::ptr::copy_nonoverlapping(s.as_ptr(), p.add(36), s.len());
-        }
-        OFF.with(|o| o.set(off + need));
-        // SAFETY: HEAD points to a leaked Head.
-        let head = unsafe { &*HEAD.with(Cell::get) };
-        let w = head.written.load(Ordering::Relaxed);
-        head.written.store(w + 1, Ordering::Relaxed);
-        head.last_ts.store(ts, Ordering::Relaxed);
-        head.pos.store((off + need) as u64, Ordering::Release);
-        compiler_fence(Ordering::SeqCst);
-        BUSY.with(|b| b.set(false));
-    }
-    let ring: &'static mut [u8] = Box::leak(vec![1u8; SIZE].into_boxed_slice());
+    BUSY.with(|b| b.set(true));
+    compiler_fence(Ordering::SeqCst);
+    let (end, ts) = ring_write(a, b, c, s, 2, StringCopy::Memcpy);
+    // SAFETY: HEAD points to a leaked Head (set by `child_ring`).
+    let head = unsafe { &*HEAD.with(Cell::get) };
+    let w = head.written.load(Ordering::Relaxed);
+    head.written.store(w + 1, Ordering::Relaxed);
+    head.last_ts.store(ts, Ordering::Relaxed);
+    head.pos.store(end as u64, Ordering::Release);
+    compiler_fence(Ordering::SeqCst);
+    BUSY.with(|b| b.set(false));
+}
+
+/// A hand-written ring variant (`kind`, see the module docs) on a 4 MiB
+/// pre-faulted ring.
+fn child_ring(kind: &str, events: u64) -> f64 {
+    // Pre-faulted: every page written once.
+    let ring: &'static mut [u8] = Box::leak(vec![1u8; RING_SIZE].into_boxed_slice());
     BASE.with(|b| b.set(ring.as_mut_ptr()));
     let head: &'static Head = Box::leak(Box::new(Head {
         written: AtomicU64::new(0),
@@ -404,15 +225,30 @@ fn child_ring_published(events: u64) -> f64 {
         pos: AtomicU64::new(0),
     }));
     HEAD.with(|h| h.set(head));
-    let emit = |i: u64| {
-        emit(
-            black_box(i),
-            black_box(7),
-            black_box(42),
-            black_box("/api/v1/objects!"),
-        )
-    };
-    time(events, emit)
+    let args = |i: u64| (black_box(i), black_box(7), black_box(42), black_box(PATH));
+    match kind {
+        "ring" => time(events, |i| {
+            let (a, b, c, s) = args(i);
+            ring_write(a, b, c, s, 2, StringCopy::Memcpy);
+        }),
+        "ring-odd" => time(events, |i| {
+            let (a, b, c, s) = args(i);
+            ring_write(a, b, c, s, 1, StringCopy::Memcpy);
+        }),
+        "ring-call" => time(events, |i| {
+            let (a, b, c, s) = args(i);
+            ring_call(a, b, c, s)
+        }),
+        "ring-nul" => time(events, |i| {
+            let (a, b, c, s) = args(i);
+            ring_nul(a, b, c, s)
+        }),
+        "ring-published" => time(events, |i| {
+            let (a, b, c, s) = args(i);
+            ring_published(a, b, c, s)
+        }),
+        _ => panic!("unknown kind {kind}"),
+    }
 }
 
 /// ns per call of `f` over `events` calls, after a warm-up of a tenth.

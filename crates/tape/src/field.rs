@@ -468,8 +468,9 @@ const SHORT_STRING: usize = 64;
 ///
 /// # Safety
 /// `dst` must be valid for `src.len()` bytes of writes, not overlapping `src`.
+#[doc(hidden)] // public for `benches/processes.rs` (through `__private`)
 #[inline(always)]
-unsafe fn copy_short_until_nul(src: &[u8], dst: *mut u8) -> usize {
+pub unsafe fn copy_short_until_nul(src: &[u8], dst: *mut u8) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let len = src.len();

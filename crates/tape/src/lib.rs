@@ -245,11 +245,7 @@ pub fn stats() -> Stats {
         };
         s.exited_rings += usize::from(t.exited);
         s.recorded += t.recorded;
-        s.drops.overwritten += drops.overwritten;
-        s.drops.full += drops.full;
-        s.drops.big += drops.big;
-        s.drops.busy += drops.busy;
-        s.drops.saving += drops.saving;
+        s.drops += drops;
         s.threads.push(t);
     }
     s
@@ -263,6 +259,7 @@ pub struct ReadmeDoctests;
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::field::copy_short_until_nul;
     pub use crate::point::is_enabled;
     pub use crate::registry::TRACEPOINTS;
     pub use crate::ring::emit;

@@ -854,15 +854,27 @@ impl Drops {
     }
 
     /// The causes with their names, in the order the trace's packet context
-    /// declares them (`lost_<cause>`).
+    /// declares them (`lost_<cause>`): the names the reader looks for
+    /// (`tape_ctf::fast::LOSS_CAUSES`).
     pub fn by_cause(&self) -> [(&'static str, u64); Drops::CAUSES] {
+        let [overwritten, full, big, busy, saving] = tape_ctf::fast::LOSS_CAUSES;
         [
-            ("overwritten", self.overwritten),
-            ("full", self.full),
-            ("big", self.big),
-            ("busy", self.busy),
-            ("saving", self.saving),
+            (overwritten, self.overwritten),
+            (full, self.full),
+            (big, self.big),
+            (busy, self.busy),
+            (saving, self.saving),
         ]
+    }
+}
+
+impl std::ops::AddAssign for Drops {
+    fn add_assign(&mut self, d: Drops) {
+        self.overwritten += d.overwritten;
+        self.full += d.full;
+        self.big += d.big;
+        self.busy += d.busy;
+        self.saving += d.saving;
     }
 }
 

@@ -70,10 +70,6 @@ use crate::ring::{self, CopyError, PacketMeta, Ring};
 /// Packet magic number (§5.1 of the CTF spec).
 pub const PACKET_MAGIC: u32 = 0xC1FC_1FC1;
 
-/// The `lost_<cause>` fields of the packet context ([`ring::Drops::by_cause`]).
-const LOSS_CAUSES: usize = 5;
-const _: () = assert!(LOSS_CAUSES == ring::Drops::CAUSES);
-
 /// Size of the packet header: magic, uuid, stream_id.
 const PACKET_HEADER_SIZE: usize = 4 + 16 + 4;
 
@@ -138,6 +134,10 @@ pub(crate) fn why_empty() -> String {
         .iter()
         .filter(|p| p.is_enabled())
         .count();
+    let mut lost = ring::Drops::default();
+    for r in ring::rings() {
+        lost += r.drops();
+    }
     match enabled {
         0 if std::env::var_os("TAPE_TRACE").is_some() && !config::initialised() => {
             "TAPE_TRACE is set, but tape::init() was not called (it reads the TAPE_TRACE* \
@@ -147,10 +147,15 @@ pub(crate) fn why_empty() -> String {
         0 => "no tracepoint is enabled (nothing is by default: set TAPE_TRACE, such as \
               TAPE_TRACE='app.*', and call tape::init(), or call tape::enable_pattern())"
             .into(),
-        n if lost_in_rings() > 0 => format!(
+        n if lost.total() > 0 => format!(
             "{n} tracepoint{} enabled and hit, but every event was lost ({})",
             if n == 1 { " is" } else { "s are" },
-            lost_causes()
+            lost.by_cause()
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(c, n)| format!("{c} = {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         n if saves() > 0 => format!(
             "{n} tracepoint{} enabled, and no event is in the rings (none was hit since, \
@@ -162,31 +167,6 @@ pub(crate) fn why_empty() -> String {
             if n == 1 { " is" } else { "s are" }
         ),
     }
-}
-
-/// Events the rings lost, all causes.
-fn lost_in_rings() -> u64 {
-    ring::rings().iter().map(|r| r.drops().total()).sum()
-}
-
-/// `big = 3, full = 2`: the rings' losses by cause, those with any.
-fn lost_causes() -> String {
-    let mut sum = ring::Drops::default();
-    for r in ring::rings() {
-        let d = r.drops();
-        sum.overwritten += d.overwritten;
-        sum.full += d.full;
-        sum.big += d.big;
-        sum.busy += d.busy;
-        sum.saving += d.saving;
-    }
-    let named: Vec<String> = sum
-        .by_cause()
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(c, n)| format!("{c} = {n}"))
-        .collect();
-    named.join(", ")
 }
 
 /// An I/O error and the path it happened on.
@@ -658,7 +638,7 @@ struct Context<'a> {
 impl Context<'_> {
     /// Bytes of a packet's header and context.
     fn head_size(&self) -> usize {
-        PACKET_HEADER_SIZE + 6 * 8 + 4 + self.name.len() + 1 + LOSS_CAUSES * 8
+        PACKET_HEADER_SIZE + 6 * 8 + 4 + self.name.len() + 1 + ring::Drops::CAUSES * 8
     }
 
     /// Writes a packet's header and context into `out` (`head_size` bytes),
