@@ -1762,3 +1762,69 @@ mod tests {
         }
     }
 }
+
+/// One structure compiled on its own, to decode a single encoded value of
+/// it: an event's payload held in memory rather than read from a stream
+/// (tape's untyped probes see each event this way, before or without any
+/// trace). Sequence lengths and variant tags must be members of the
+/// structure itself, as they are in every event tape writes.
+///
+/// ```
+/// use tape_ctf::plan::StructPlan;
+/// use tape_ctf::{ByteOrder, Field, Integer, Struct, Type};
+/// use tape_ctf::decode::Value;
+///
+/// let s = Struct::new(vec![
+///     Field::new("port", Type::Integer(Integer::unsigned(16))),
+///     Field::new("len", Type::Integer(Integer::unsigned(32))),
+/// ]);
+/// let plan = StructPlan::new(&s, ByteOrder::Little).unwrap();
+/// let v = plan.value(&[3, 0, 0xdc, 5, 0, 0]).unwrap();
+/// assert_eq!(v.field("len").and_then(Value::as_u64), Some(1500));
+/// ```
+#[derive(Debug)]
+pub struct StructPlan {
+    scope: ScopePlan,
+    slots: usize,
+}
+
+impl StructPlan {
+    /// Compiles `s`, whose integers without a byte order of their own are
+    /// in `order`. An error says which member cannot be compiled.
+    pub fn new(s: &Struct, order: ByteOrder) -> Result<StructPlan, String> {
+        let mut c = Compiler::new(order);
+        c.push("event.fields", s);
+        c.collect_scope()?;
+        let scope = c.emit_scope()?;
+        Ok(StructPlan {
+            scope,
+            slots: c.slots(),
+        })
+    }
+
+    /// Decodes one value from the start of `bytes` into `sink`; returns the
+    /// bytes it took. An error gives the bit offset and what is wrong.
+    pub fn decode<S: Sink>(&self, bytes: &[u8], sink: &mut S) -> Result<usize, String> {
+        let mut b = Bits {
+            buf: bytes,
+            pos: 0,
+            end: (bytes.len() as u64).saturating_mul(8),
+        };
+        let mut st = State::new(self.slots);
+        match run_scope(&self.scope, &mut b, &mut st, sink) {
+            Ok(()) => Ok(b.pos.div_ceil(8) as usize),
+            Err(RunError(e)) => Err(format!("at bit {}: {}", e.0, e.1)),
+        }
+    }
+
+    /// Decodes one value from the start of `bytes` as a [`Value::Struct`].
+    ///
+    /// [`Value::Struct`]: crate::decode::Value::Struct
+    pub fn value(&self, bytes: &[u8]) -> Result<crate::decode::Value, String> {
+        let mut sink = crate::fast::ValueSink::default();
+        self.decode(bytes, &mut sink)?;
+        sink.scopes
+            .pop()
+            .ok_or_else(|| "the structure decoded to nothing".to_owned())
+    }
+}

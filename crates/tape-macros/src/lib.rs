@@ -338,10 +338,20 @@ fn expand_class(c: Class) -> TokenStream2 {
     let (descs, fixed) = field_descs(&args);
     let n = descs.len();
     let payload = payload_tuple(&names);
+    let hit = hit_fn(
+        &args,
+        quote!(__tape_tp: &'static ::tape::Tracepoint,),
+        quote!(__tape_tp),
+    );
     let format = option_lit(format.as_ref());
     let class_name = ident.to_string();
+    let class_doc = format!(
+        "Event class `{ident}`: the fields, the encoder and the probe type its events share."
+    );
     let mut out = quote! {
         #(#attrs)*
+        #[doc = ""]
+        #[doc = #class_doc]
         #[allow(non_snake_case, non_upper_case_globals, unused_imports)]
         #vis mod #ident {
             use super::*;
@@ -359,9 +369,14 @@ fn expand_class(c: Class) -> TokenStream2 {
             /// share (out of line, so it exists once).
             #[inline(never)]
             #[allow(clippy::too_many_arguments)]
-            pub fn emit(state: u64, #(#names: #tys),*) {
-                ::tape::__private::emit(state, #payload);
+            pub fn emit(__tape_state: u64, #(#names: #tys),*) {
+                ::tape::__private::emit(__tape_state, #payload);
             }
+
+            /// A typed probe of the class's events: the arguments by reference.
+            pub type Callback = dyn Fn(#(&#tys),*) + ::core::marker::Send + ::core::marker::Sync;
+
+            #hit
         }
     };
     for e in events {
@@ -405,21 +420,34 @@ fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
     } else {
         quote!(true)
     };
-    let (record, fields, fixed, class_name) = match class {
+    let (record, cold, fields, fixed, class_name, callback) = match class {
         Some(c) => (
-            quote!(#c::emit(state, #(#names),*)),
+            quote!(#c::emit(__tape_state, #(#names),*)),
+            quote!(#c::__hit(&#ident::TRACEPOINT, __tape_state, #(#names),*)),
             quote!(&#c::FIELDS),
             quote!(#c::FIXED_SIZE),
             quote!(::core::option::Option::Some(#c::NAME)),
+            quote! {
+                /// A typed probe of this tracepoint: the arguments by reference.
+                pub type Callback = #c::Callback;
+            },
         ),
         None => {
             let payload = payload_tuple(&names);
             let (descs, fixed) = field_descs(&args);
+            let hit = hit_fn(&args, quote!(), quote!(&TRACEPOINT));
             (
-                quote!(#private::emit(state, #payload)),
+                quote!(#private::emit(__tape_state, #payload)),
+                quote!(#ident::__hit(__tape_state, #(#names),*)),
                 quote!(&[#(#descs),*]),
                 fixed,
                 quote!(::core::option::Option::None),
+                quote! {
+                    /// A typed probe of this tracepoint: the arguments by reference.
+                    pub type Callback = dyn Fn(#(&#tys),*) + ::core::marker::Send + ::core::marker::Sync;
+
+                    #hit
+                },
             )
         }
     };
@@ -439,9 +467,13 @@ fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
         #[allow(clippy::too_many_arguments)]
         #vis fn #ident(#(#names: #tys),*) {
             if #compiled_in {
-                let state = #ident::TRACEPOINT.state();
-                if #private::is_enabled(state) {
-                    #record;
+                let __tape_state = #ident::TRACEPOINT.state();
+                if #private::is_active(__tape_state) {
+                    if #private::records_only(__tape_state) {
+                        #record;
+                    } else {
+                        #cold;
+                    }
                 }
             }
         }
@@ -470,11 +502,32 @@ fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
             #[linkme(crate = #private::linkme)]
             static #register: &::tape::Tracepoint = &TRACEPOINT;
 
-            /// Whether the tracepoint is enabled: guard costly argument
-            /// preparation with it.
+            /// Whether the tracepoint is enabled (recording, or probes
+            /// attached): guard costly argument preparation with it.
             #[inline(always)]
             pub fn enabled() -> bool {
-                #compiled_in && #private::is_enabled(TRACEPOINT.state())
+                #compiled_in && #private::is_active(TRACEPOINT.state())
+            }
+
+            #callback
+
+            /// Attaches a typed probe, called with the arguments of every
+            /// hit (by reference), at the default priority; see
+            /// [`tape::probe`](::tape::probe).
+            pub fn attach<__TapeF>(probe: __TapeF) -> ::tape::probe::Probe
+            where
+                __TapeF: Fn(#(&#tys),*) + ::core::marker::Send + ::core::marker::Sync + 'static,
+            {
+                attach_with_priority(#private::DEFAULT_PRIORITY, probe)
+            }
+
+            /// [`attach`] with a priority: higher priorities are called first.
+            pub fn attach_with_priority<__TapeF>(priority: i32, probe: __TapeF) -> ::tape::probe::Probe
+            where
+                __TapeF: Fn(#(&#tys),*) + ::core::marker::Send + ::core::marker::Sync + 'static,
+            {
+                let callback: ::std::boxed::Box<Callback> = ::std::boxed::Box::new(probe);
+                #private::attach_typed(&TRACEPOINT, priority, ::std::boxed::Box::new(callback))
             }
         }
     }
@@ -645,13 +698,45 @@ fn fields_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
     })
 }
 
+/// The cold path of a hit (probes attached, or later a filter or trigger):
+/// records the event if enabled, then calls the probes. `extra` and `tp`
+/// are the class's tracepoint parameter and the tracepoint expression.
+fn hit_fn(args: &[(Ident, Type)], extra: TokenStream2, tp: TokenStream2) -> TokenStream2 {
+    let (names, tys) = split_args(args);
+    let refs: Vec<TokenStream2> = names.iter().map(|n| quote!(&#n)).collect();
+    let payload = payload_tuple_of(&refs);
+    let private = quote!(::tape::__private);
+    quote! {
+        #[doc(hidden)]
+        #[cold]
+        #[inline(never)]
+        #[allow(clippy::too_many_arguments)]
+        pub fn __hit(#extra __tape_state: u64, #(#names: #tys),*) {
+            let __tape_payload = #payload;
+            if __tape_state & #private::RECORD != 0 {
+                #private::emit(__tape_state, &__tape_payload);
+            }
+            #private::call_probes(#tp, &__tape_payload, &|__tape_p: &(dyn ::core::any::Any + ::core::marker::Send + ::core::marker::Sync)| {
+                if let ::core::option::Option::Some(__tape_f) = __tape_p.downcast_ref::<::std::boxed::Box<Callback>>() {
+                    __tape_f(#(&#names),*)
+                }
+            });
+        }
+    }
+}
+
 /// The arguments as a tuple, nested in tuples of at most 12 so any number
 /// of fields is encodable (tuples implement `Encode` up to 12 elements).
 fn payload_tuple(names: &[&Ident]) -> TokenStream2 {
-    if names.len() <= 12 {
-        return quote!((#(#names,)*));
+    let items: Vec<TokenStream2> = names.iter().map(|n| quote!(#n)).collect();
+    payload_tuple_of(&items)
+}
+
+fn payload_tuple_of(items: &[TokenStream2]) -> TokenStream2 {
+    if items.len() <= 12 {
+        return quote!((#(#items,)*));
     }
-    let chunks: Vec<TokenStream2> = names.chunks(12).map(|c| quote!((#(#c,)*))).collect();
+    let chunks: Vec<TokenStream2> = items.chunks(12).map(|c| quote!((#(#c,)*))).collect();
     quote!((#(#chunks,)*))
 }
 

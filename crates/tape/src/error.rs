@@ -16,6 +16,8 @@ pub enum ErrorKind {
     Config,
     /// Writing a trace failed (permission, disk full, ...).
     Io,
+    /// An event's fields could not be decoded (an untyped probe's view).
+    Decode,
 }
 
 /// An error of the control plane: a kind and a message that names the

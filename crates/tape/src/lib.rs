@@ -26,6 +26,9 @@
 //!
 //! * [`tracepoint!`] declares tracepoints; [`point`] is the tracepoint object
 //!   and its packed state word; [`field`] the field types and their CTF form.
+//! * [`probe`]: callbacks attached to tracepoints at run time, typed
+//!   (`net_rx::attach(|port, len, ifname| ..)`) or untyped (an [`probe::Event`]
+//!   view, by name or pattern), and `synchronize`.
 //! * [`registry`]: link-section registration, ids, duplicates, selection by
 //!   name, glob or regex.
 //! * [`ring`]: per-thread rings of packets, the emit path, loss counters and
@@ -52,6 +55,7 @@ mod error;
 pub mod field;
 pub mod point;
 pub mod printk;
+pub mod probe;
 pub mod registry;
 pub mod ring;
 pub mod save;
@@ -62,7 +66,7 @@ pub use field::{Element, Encode, Field, FieldDesc, Hex, Layout, RawEnum};
 pub use point::{Tracepoint, TracepointDesc};
 pub use registry::{
     disable, disable_glob, disable_pattern, disable_regex, enable, enable_glob, enable_pattern,
-    enable_regex, lookup, tracepoints,
+    enable_regex, lookup, select, tracepoints,
 };
 pub use ring::{register_thread, Drops};
 pub use save::{save, save_to};
@@ -260,7 +264,8 @@ pub struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::field::copy_short_until_nul;
-    pub use crate::point::is_enabled;
+    pub use crate::point::{is_active, records_only, RECORD};
+    pub use crate::probe::{attach_typed, call as call_probes, DEFAULT_PRIORITY};
     pub use crate::registry::TRACEPOINTS;
     pub use crate::ring::emit;
     pub use crate::FAST_PATH;

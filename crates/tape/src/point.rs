@@ -1,42 +1,60 @@
 //! The tracepoint object and its packed state word.
 //!
 //! Every tracepoint is a `static` [`Tracepoint`]: a description (name,
-//! source location, fields) and one `AtomicU64`, the **state word**, that the
-//! emit path reads with a single relaxed load. Its layout follows DPDK's
-//! `rte_trace_point_t` (enable bit, id, size packed in one word), with room
-//! for what later features attach to a tracepoint:
+//! source location, fields), one `AtomicU64`, the **state word**, that the
+//! emit path reads with a single relaxed load, and the list of its probes
+//! (see [`crate::probe`]). The word's layout follows DPDK's
+//! `rte_trace_point_t` (enable bit, id, size packed in one word), with a bit
+//! for each thing a tracepoint can do when it is hit:
 //!
 //! ```text
-//!  63      62        61       60      59..48     47..32          31..16       15..0
-//! +-------+---------+--------+-------+----------+---------------+------------+---------+
-//! |ENABLED| PROBES  | FILTER |TRIGGER| reserved | fixed size    | reserved   |   id    |
-//! +-------+---------+--------+-------+----------+---------------+------------+---------+
-//!   emit    probes    filter   trigger            bytes of the               event id
-//!   events  attached  set      set                fixed-size fields          in the CTF
-//!                                                 (0xffff if larger)         metadata
+//!  63     62     61     60      59     58..48    47..32        31..16     15..0
+//! +------+------+------+-------+------+---------+-------------+----------+------+
+//! |ACTIVE|PROBES|FILTER|TRIGGER|RECORD| reserved| fixed size  | reserved |  id  |
+//! +------+------+------+-------+------+---------+-------------+----------+------+
+//!   any of  probes  filter trigger  events      bytes of the              event id
+//!   62..59  attached set   set      recorded    fixed-size fields         in the CTF
+//!                                               (0xffff if larger)        metadata
 //! ```
 //!
-//! The disabled path tests bit 63 (`state as i64 >= 0` after one relaxed
-//! load). Why relaxed is enough: enabling is a hint with no data to publish;
+//! **ACTIVE** is set exactly when one of the four bits below it is: the
+//! disabled path tests it alone (`state as i64 >= 0` after one relaxed
+//! load: one load, one `test`, one branch), so the four are tested at once
+//! without a mask that x86 cannot encode in an instruction. Every change
+//! recomputes it in the same read-modify-write ([`Tracepoint::update`]).
+//! The enabled path then tests `PROBES | FILTER | TRIGGER` on the register
+//! it already holds: clear, the event is only recorded (the path of a
+//! tracepoint with no probes, as before probes existed); set, the cold
+//! path of [`crate::probe`] runs.
+//!
+//! Why relaxed is enough: enabling is a hint with no data to publish;
 //! a thread that sees the bit late emits its first event a few nanoseconds
 //! later, exactly as with DPDK's `__atomic_load_n(.., __ATOMIC_RELAXED)`.
 //! The id and size bits are written once, by the registry, before the
 //! enable bit can be set (both happen under the registry's lock, and the
 //! enable is a read-modify-write on the same word, so a thread that sees the
-//! enable bit sees the id in the same load).
+//! enable bit sees the id in the same load). A probe list is published with
+//! its own Release store, which the cold path reads with Acquire.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use crate::field::FieldDesc;
 
-/// Bit 63: the tracepoint records events.
-pub const ENABLED: u64 = 1 << 63;
-/// Bit 62: probes (callbacks) are attached (reserved for the probes feature).
+/// Bit 63: one of [`PROBES`], [`FILTER`], [`TRIGGER`], [`RECORD`] is set;
+/// the only bit the disabled path tests.
+pub const ACTIVE: u64 = 1 << 63;
+/// Bit 62: probes (callbacks) are attached.
 pub const PROBES: u64 = 1 << 62;
 /// Bit 61: a filter is set (reserved for the filters feature).
 pub const FILTER: u64 = 1 << 61;
 /// Bit 60: a trigger is set (reserved for the triggers feature).
 pub const TRIGGER: u64 = 1 << 60;
+/// Bit 59: the tracepoint records events into the rings.
+pub const RECORD: u64 = 1 << 59;
+/// The bits whose union is [`ACTIVE`].
+pub const ACTIONS: u64 = PROBES | FILTER | TRIGGER | RECORD;
+/// The bits that send an enabled tracepoint to the cold path.
+pub const COLD: u64 = PROBES | FILTER | TRIGGER;
 const ID_MASK: u64 = 0xffff;
 const SIZE_SHIFT: u32 = 32;
 const SIZE_MASK: u64 = 0xffff << SIZE_SHIFT;
@@ -69,6 +87,8 @@ pub struct TracepointDesc {
 pub struct Tracepoint {
     state: AtomicU64,
     desc: &'static TracepointDesc,
+    /// The attached probes (null: none), owned by [`crate::probe`].
+    pub(crate) probes: AtomicPtr<crate::probe::List>,
 }
 
 impl Tracepoint {
@@ -77,6 +97,7 @@ impl Tracepoint {
         Tracepoint {
             state: AtomicU64::new(0),
             desc,
+            probes: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
@@ -99,7 +120,12 @@ impl Tracepoint {
 
     /// Whether events are recorded.
     pub fn is_enabled(&self) -> bool {
-        is_enabled(self.state())
+        self.state() & RECORD != 0
+    }
+
+    /// Whether probes are attached.
+    pub fn has_probes(&self) -> bool {
+        self.state() & PROBES != 0
     }
 
     /// The event id written in the CTF metadata (valid after registration).
@@ -126,22 +152,47 @@ impl Tracepoint {
             });
     }
 
-    /// Sets or clears the enable bit; returns whether it changed.
+    /// Sets or clears the bits of `bits` (among [`ACTIONS`]) and
+    /// recomputes [`ACTIVE`] in the same read-modify-write; returns the old
+    /// word.
+    pub(crate) fn update(&self, bits: u64, on: bool) -> u64 {
+        debug_assert_eq!(bits & !ACTIONS, 0);
+        // Relaxed: the action bits publish no data (module docs); a probe
+        // list is published by its own Release store before PROBES is set.
+        let r = self
+            .state
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                let s = if on { s | bits } else { s & !bits };
+                Some(if s & ACTIONS != 0 {
+                    s | ACTIVE
+                } else {
+                    s & !ACTIVE
+                })
+            });
+        match r {
+            Ok(old) | Err(old) => old,
+        }
+    }
+
+    /// Sets or clears the record bit; returns whether it changed.
     pub(crate) fn set_enabled(&self, on: bool) -> bool {
-        // Relaxed: the enable bit publishes no data (module docs).
-        let old = if on {
-            self.state.fetch_or(ENABLED, Ordering::Relaxed)
-        } else {
-            self.state.fetch_and(!ENABLED, Ordering::Relaxed)
-        };
-        (old & ENABLED != 0) != on
+        let old = self.update(RECORD, on);
+        (old & RECORD != 0) != on
     }
 }
 
-/// Whether a state word has the enable bit.
+/// Whether a state word asks for anything (the [`ACTIVE`] bit): the test
+/// of the disabled path.
 #[inline(always)]
-pub fn is_enabled(state: u64) -> bool {
+pub fn is_active(state: u64) -> bool {
     (state as i64) < 0
+}
+
+/// Whether an active state word only records (no probe, filter or
+/// trigger): the enabled path's one extra test, on a register.
+#[inline(always)]
+pub fn records_only(state: u64) -> bool {
+    state & COLD == 0
 }
 
 /// The event id in a state word.
@@ -175,10 +226,15 @@ mod tests {
         assert_eq!((tp.state() & SIZE_MASK) >> SIZE_SHIFT, 24);
         assert!(tp.set_enabled(true));
         assert!(!tp.set_enabled(true));
-        assert!(is_enabled(tp.state()));
+        assert!(is_active(tp.state()) && records_only(tp.state()));
         assert_eq!(id_of(tp.state()), 513);
+        tp.update(PROBES, true);
+        assert!(is_active(tp.state()) && !records_only(tp.state()));
         assert!(tp.set_enabled(false));
+        assert!(is_active(tp.state()), "probes keep it active");
+        tp.update(PROBES, false);
+        assert!(!is_active(tp.state()));
         assert_eq!(tp.id(), 513);
-        assert_eq!(tp.state() & (PROBES | FILTER | TRIGGER), 0);
+        assert_eq!(tp.state() & ACTIONS, 0);
     }
 }

@@ -222,6 +222,33 @@ impl Pattern {
     }
 }
 
+/// The tracepoints that `pattern` selects (an exact name, a glob or
+/// `/regex/`, as [`enable_pattern`] takes them), sorted by name; an
+/// unknown exact name is an error, a glob or regex may select none.
+pub fn select(pattern: &str) -> Result<Vec<&'static Tracepoint>, Error> {
+    let points = tracepoints().iter().copied();
+    match Pattern::parse(pattern) {
+        Pattern::Exact(n) => {
+            let v: Vec<_> = points.filter(|p| p.name() == n).collect();
+            if v.is_empty() {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!("no tracepoint is named {n:?}"),
+                ));
+            }
+            Ok(v)
+        }
+        Pattern::Glob(g) => {
+            let g = glob(&g)?;
+            Ok(points.filter(|p| g.is_match(p.name())).collect())
+        }
+        Pattern::Regex(r) => {
+            let r = regex(&r)?;
+            Ok(points.filter(|p| r.is_match(p.name())).collect())
+        }
+    }
+}
+
 /// Enables by pattern: an exact name, a glob, or `/regex/`; returns how many
 /// tracepoints matched.
 pub fn enable_pattern(pattern: &str) -> Result<usize, Error> {
