@@ -437,7 +437,7 @@ fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
             let (descs, fixed) = field_descs(&args);
             let hit = hit_fn(&args, quote!(), quote!(&TRACEPOINT));
             (
-                quote!(#private::emit(__tape_state, #payload)),
+                quote!(#ident::__record(__tape_state, #(#names),*)),
                 quote!(#ident::__hit(__tape_state, #(#names),*)),
                 quote!(&[#(#descs),*]),
                 fixed,
@@ -445,6 +445,17 @@ fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
                 quote! {
                     /// A typed probe of this tracepoint: the arguments by reference.
                     pub type Callback = dyn Fn(#(&#tys),*) + ::core::marker::Send + ::core::marker::Sync;
+
+                    /// Records an event: out of line, so that the site of a
+                    /// disabled tracepoint is the load, the test and the
+                    /// branch alone (no register the recording needs is
+                    /// saved on its way).
+                    #[doc(hidden)]
+                    #[inline(never)]
+                    #[allow(clippy::too_many_arguments)]
+                    pub fn __record(__tape_state: u64, #(#names: #tys),*) {
+                        #private::emit(__tape_state, #payload);
+                    }
 
                     #hit
                 },

@@ -65,6 +65,15 @@ tape::tracepoint! {
     pub fn bench_enum(op: BenchOp) = "bench.emit.enum";
     /// A nested struct of four fields.
     pub fn bench_struct(hdr: &BenchHdr) = "bench.emit.struct";
+    /// Not recording; a typed probe attached.
+    pub fn bench_probe_typed(v: u64) = "bench.probe.typed";
+    /// Recording, and a typed probe attached.
+    pub fn bench_probe_recorded(v: u64) = "bench.probe.recorded";
+    /// Not recording; an untyped probe attached that reads the view's
+    /// timestamp and payload size.
+    pub fn bench_probe_untyped(v: u64) = "bench.probe.untyped";
+    /// Not recording; an untyped probe attached that decodes a field by name.
+    pub fn bench_probe_field(v: u64) = "bench.probe.field";
     /// The fields of `bench_mixed`, in a class with a read-time format.
     #[format("a={a} b={b:#x} c={c:08} s={s}")]
     pub class bench_class(a: u64, b: u64, c: u64, s: &str) {
@@ -195,6 +204,14 @@ ops! {
     }
     /// A `u64` event.
     U64 => { bench_u64(black_box(42)); }
+    /// A typed probe, not recording.
+    ProbeTyped => { bench_probe_typed(black_box(42)); }
+    /// Recording plus a typed probe.
+    ProbeRecorded => { bench_probe_recorded(black_box(42)); }
+    /// An untyped probe (view only), not recording.
+    ProbeUntyped => { bench_probe_untyped(black_box(42)); }
+    /// An untyped probe decoding a field, not recording.
+    ProbeField => { bench_probe_field(black_box(42)); }
     /// A 3 x `u64` + 16-byte `&str` event.
     Mixed => {
         bench_mixed(black_box(1), black_box(2), black_box(3), black_box(STR16));
@@ -538,6 +555,47 @@ fn main() {
         let dropped = dropped_full() - before;
         b.check_drops("overwrite rows", dropped, 0);
     }
+
+    // Probes (the cold path of a tracepoint with probes attached).
+    static PROBE_SUM: AtomicU64 = AtomicU64::new(0);
+    let probes = [
+        bench_probe_typed::attach(|v| {
+            black_box(*v);
+        }),
+        bench_probe_recorded::attach(|v| {
+            black_box(*v);
+        }),
+    ];
+    let untyped = [
+        tape::probe::attach("bench.probe.untyped", |e| {
+            black_box((e.timestamp(), e.payload().len()));
+        })
+        .expect("attach"),
+        tape::probe::attach("bench.probe.field", |e| {
+            if let Some(v) = e.field("v").and_then(|v| v.as_u64()) {
+                PROBE_SUM.fetch_add(v, Ordering::Relaxed);
+            }
+        })
+        .expect("attach"),
+    ];
+    tape::enable("bench.probe.recorded").expect("enable");
+    b.row("typed probe attached, not recording, u64", ProbeTyped);
+    b.row("recording + one typed probe, u64, overwrite", ProbeRecorded);
+    b.row(
+        "untyped probe attached (timestamp, payload), not recording, u64",
+        ProbeUntyped,
+    );
+    b.row(
+        "untyped probe decoding a field by name, not recording, u64",
+        ProbeField,
+    );
+    for p in probes {
+        p.detach();
+    }
+    for p in untyped {
+        p.detach();
+    }
+    tape::probe::synchronize();
 
     // Two threads emitting at once, each into its own ring; and the bare
     // counter read on two threads, to tell the cost of the shared CPU

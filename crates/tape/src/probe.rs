@@ -246,8 +246,6 @@ impl Probes {
 /// Counters of the probe machinery, for the whole process.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Probe calls made.
-    pub calls: u64,
     /// Hits whose probes were not called because they were already running
     /// on the thread (a probe re-entering its own tracepoint).
     pub reentered: u64,
@@ -258,7 +256,6 @@ pub struct Stats {
     pub panicked: u64,
 }
 
-static CALLS: AtomicU64 = AtomicU64::new(0);
 static REENTERED: AtomicU64 = AtomicU64::new(0);
 static TOO_DEEP: AtomicU64 = AtomicU64::new(0);
 static PANICKED: AtomicU64 = AtomicU64::new(0);
@@ -266,7 +263,6 @@ static PANICKED: AtomicU64 = AtomicU64::new(0);
 /// The probe counters.
 pub fn stats() -> Stats {
     Stats {
-        calls: CALLS.load(Ordering::Relaxed),
         reentered: REENTERED.load(Ordering::Relaxed),
         too_deep: TOO_DEEP.load(Ordering::Relaxed),
         panicked: PANICKED.load(Ordering::Relaxed),
@@ -554,7 +550,6 @@ fn call_list(
         if e.dead.load(Ordering::Relaxed) {
             continue;
         }
-        CALLS.fetch_add(1, Ordering::Relaxed);
         let r = catch_unwind(AssertUnwindSafe(|| match &e.callback {
             Kind::Typed(f) => typed(&**f),
             Kind::Untyped(f) => f(&event),
