@@ -13,11 +13,15 @@
 //! expands to
 //!
 //! * `pub fn net_rx(port, len, ifname)`: the emit function. Inlined at the
-//!   call site; when the tracepoint is disabled it costs one relaxed load of
-//!   the tracepoint's state word and a branch.
+//!   call site, where it is one relaxed load of the tracepoint's state word,
+//!   a test of its top bit (ACTIVE) and a branch; when active, a second test
+//!   on the same register picks `net_rx::__record` (out of line: recording
+//!   only) or `net_rx::__hit` (cold: records if enabled, then calls probes).
 //! * `pub mod net_rx`: `net_rx::TRACEPOINT` (the `tape::Tracepoint` static,
-//!   registered through a `linkme` link section), `net_rx::enabled()`, and a
-//!   description of the fields from which the CTF metadata is written.
+//!   registered through a `linkme` link section), `net_rx::enabled()`,
+//!   `net_rx::attach(|port, len, ifname| ..)` and `attach_with_priority`
+//!   (typed probes; `net_rx::Callback` is their type), and a description of
+//!   the fields from which the CTF metadata is written.
 //!
 //! An **event class** (the kernel's DECLARE_EVENT_CLASS / DEFINE_EVENT)
 //! declares the fields and format once, then events of that shape:

@@ -105,8 +105,10 @@ pub use tape_macros::Fields;
 /// ```
 ///
 /// Each item generates a function that emits the event (inlined: a disabled
-/// tracepoint costs one relaxed load and a branch) and a module of the same
-/// name with `TRACEPOINT` (the registered [`Tracepoint`]) and `enabled()`.
+/// tracepoint costs one relaxed load and a branch; the recording is out of
+/// line) and a module of the same name with `TRACEPOINT` (the registered
+/// [`Tracepoint`]), `enabled()`, and `attach` / `attach_with_priority` for
+/// typed probes (see [`probe`]).
 /// Names are dotted lowercase words (`crate.subsystem.event`), checked at
 /// compile time: these do not compile.
 ///
