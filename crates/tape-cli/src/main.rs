@@ -4,6 +4,10 @@
 //!   order; lost events as `[LOST n EVENTS]` lines.
 //! * `tape check PATH...`: validates every packet and event; exit 0, or 1
 //!   with the file, packet offset and bit offset of the first problem.
+//! * `tape ctl PID COMMAND...`: controls a running tape program (ftrace's
+//!   control files: `status`, `on`, `off`, `enable`, `disable`, `list`,
+//!   `buffer`, `mode`, `save`, `stats`); `tape ps` lists the programs this
+//!   user can control. See `tape::control`.
 //!
 //! Output errors are errors: a closed pipe (`| head`) ends the command
 //! quietly with status 0, as the reader of the pipe asked; any other write
@@ -26,7 +30,11 @@ mod time;
 use time::Bound;
 
 #[derive(Parser)]
-#[command(name = "tape", version, about = "Read CTF 1.8 traces")]
+#[command(
+    name = "tape",
+    version,
+    about = "Read CTF 1.8 traces; control running tape programs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -111,6 +119,18 @@ enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
+    /// Control a running tape program, as ftrace's files do: status, on,
+    /// off, enable PATTERN..., disable PATTERN..., list [PATTERN], buffer
+    /// SIZE [PACKET], mode overwrite|discard, save [DIR], stats.
+    Ctl {
+        /// The program's process id (`tape ps` lists them).
+        pid: u32,
+        /// The command and its arguments.
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// List the running tape programs this user can control.
+    Ps,
 }
 
 /// Why a command stopped early.
@@ -134,6 +154,36 @@ fn output_error(e: std::io::Error) -> Failure {
     } else {
         Failure::Error(format!("cannot write the output: {e}"))
     }
+}
+
+/// `tape ctl PID COMMAND...`: the process's answer on stdout.
+fn ctl(pid: u32, command: &[String]) -> Result<(), Failure> {
+    let text = tape::control::client::request(pid, command).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).map_err(output_error)?;
+    out.flush().map_err(output_error)
+}
+
+/// `tape ps`: one line per controllable process.
+fn ps() -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    let mut text = format!(
+        "{:>8}  {:<16} {:>7} {:>7} {:>5} {:>10}\n",
+        "PID", "NAME", "TRACING", "ENABLED", "RINGS", "RING KB"
+    );
+    for p in tape::control::client::processes() {
+        text.push_str(&format!(
+            "{:>8}  {:<16} {:>7} {:>7} {:>5} {:>10}\n",
+            p.pid,
+            p.name,
+            if p.tracing_on { "on" } else { "off" },
+            p.enabled,
+            p.rings,
+            p.bytes / 1024
+        ));
+    }
+    out.write_all(text.as_bytes()).map_err(output_error)?;
+    out.flush().map_err(output_error)
 }
 
 /// `eprintln!` that cannot panic (stderr may be closed or full).
@@ -178,6 +228,8 @@ fn main() -> ExitCode {
         })(),
         Command::Check { paths } => check(&paths),
         Command::Stats { paths } => stats(&paths),
+        Command::Ctl { pid, command } => ctl(pid, &command),
+        Command::Ps => ps(),
     };
     match r {
         Ok(()) | Err(Failure::Closed) => ExitCode::SUCCESS,

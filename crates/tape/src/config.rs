@@ -9,6 +9,7 @@
 //! | `TAPE_TRACE_PACKETSZ` | [`Config::packet_size`]  | as above, `256` .. `BUFSZ / 2`           | `BUFSZ / 16`, 4K..1M    |
 //! | `TAPE_TRACE_MODE`     | [`Config::mode`]         | `overwrite` or `discard`                 | `overwrite`             |
 //! | `TAPE_TRACE_CLOCK`    | [`Config::clock`]        | `auto` or `monotonic`                    | `auto` (TSC if invariant)|
+//! | `TAPE_CONTROL`        | [`Config::control`]      | `on` or `off`                            | `on` (the control socket)|
 //!
 //! A bad value is an [`Error`] naming the variable, the value, the position
 //! of the problem and the accepted forms. A value that is not UTF-8 is an
@@ -39,12 +40,13 @@ pub enum Mode {
 
 /// The variables read by [`Config::from_env`] (`TAPE_TRACE_DIR` apart: a
 /// path, taken as bytes).
-const ALL_VARS: [&str; 5] = [
+const ALL_VARS: [&str; 6] = [
     "TAPE_TRACE",
     "TAPE_TRACE_BUFSZ",
     "TAPE_TRACE_PACKETSZ",
     "TAPE_TRACE_MODE",
     "TAPE_TRACE_CLOCK",
+    "TAPE_CONTROL",
 ];
 
 /// Default ring size per thread.
@@ -174,6 +176,7 @@ pub struct Config {
     packet_size: Option<usize>,
     mode: Mode,
     clock: ClockChoice,
+    control: bool,
 }
 
 impl Default for Config {
@@ -185,6 +188,7 @@ impl Default for Config {
             packet_size: None,
             mode: Mode::Overwrite,
             clock: ClockChoice::Auto,
+            control: true,
         }
     }
 }
@@ -278,6 +282,21 @@ impl Config {
                 }
             };
         }
+        if let Some(v) = get("TAPE_CONTROL") {
+            c.control = match v.trim() {
+                "on" => true,
+                "off" => false,
+                _ => {
+                    return Err(bad(
+                        "TAPE_CONTROL",
+                        &v,
+                        0,
+                        "is not on or off",
+                        "`on` (serve `tape ctl` on a socket) or `off`",
+                    ))
+                }
+            };
+        }
         check_geometry(
             c.buffer_size,
             c.packet_size,
@@ -316,7 +335,14 @@ impl Config {
         self
     }
 
-    /// Sets the clock.
+    /// Whether [`Config::init`] starts the control socket and its thread
+    /// (`tape ctl`; see [`crate::control`]). On by default.
+    pub fn control(mut self, on: bool) -> Config {
+        self.control = on;
+        self
+    }
+
+    /// Chooses the clock.
     pub fn clock(mut self, clock: ClockChoice) -> Config {
         self.clock = clock;
         self
@@ -347,6 +373,12 @@ impl Config {
             p.apply(true).map_err(|e| named(*var, e))?;
         }
         INITIALISED.store(true, Ordering::Relaxed);
+        if self.control {
+            // The program goes on without control; it is told why.
+            if let Err(e) = crate::control::server::start() {
+                eprintln!("tape: no control socket (`tape ctl` cannot reach this process): {e}");
+            }
+        }
         static AT_EXIT: std::sync::Once = std::sync::Once::new();
         AT_EXIT.call_once(|| {
             // SAFETY: `save_at_process_exit` is an `extern "C"` function

@@ -18,6 +18,11 @@ pub enum ErrorKind {
     Io,
     /// An event's fields could not be decoded (an untyped probe's view).
     Decode,
+    /// A control command is malformed (unknown, missing or extra words).
+    Command,
+    /// A process cannot be controlled: it does not exist, belongs to
+    /// another user, has no control socket, or the connection failed.
+    Control,
 }
 
 /// An error of the control plane: a kind and a message that names the

@@ -36,6 +36,9 @@
 //! * [`clock`]: TSC or fallback clock, calibration.
 //! * [`mod@save`]: the trace directory, written atomically.
 //! * [`config`]: `TAPE_TRACE*` variables and the [`Config`] builder.
+//! * [`control`]: `tape ctl`: ftrace's control files (tracing_on, set_event,
+//!   buffer_size_kb, snapshot, stats) as commands over a socket reachable by
+//!   the process's own user, and as library functions.
 //!
 //! ## Guarantees
 //!
@@ -51,6 +54,7 @@ extern crate self as tape;
 
 pub mod clock;
 pub mod config;
+pub mod control;
 mod error;
 pub mod field;
 pub mod point;

@@ -8,14 +8,20 @@
 //! for each thing a tracepoint can do when it is hit:
 //!
 //! ```text
-//!  63     62     61     60      59     58..48    47..32        31..16     15..0
-//! +------+------+------+-------+------+---------+-------------+----------+------+
-//! |ACTIVE|PROBES|FILTER|TRIGGER|RECORD| reserved| fixed size  | reserved |  id  |
-//! +------+------+------+-------+------+---------+-------------+----------+------+
-//!   any of  probes  filter trigger  events      bytes of the              event id
-//!   62..59  attached set   set      recorded    fixed-size fields         in the CTF
-//!                                               (0xffff if larger)        metadata
+//!  63     62     61     60      59     58     57..48   47..32       31..16    15..0
+//! +------+------+------+-------+------+------+--------+------------+---------+------+
+//! |ACTIVE|PROBES|FILTER|TRIGGER|RECORD|WANTED|reserved| fixed size | reserved|  id  |
+//! +------+------+------+-------+------+------+--------+------------+---------+------+
+//!   any of  probes  filter trigger events enabled       bytes of the          event id
+//!   62..59  attached set   set     recorded by the      fixed-size fields     in the CTF
+//!                                          user         (0xffff if larger)    metadata
 //! ```
+//!
+//! **WANTED** is the user's selection (ftrace's `set_event`); **RECORD**
+//! is WANTED while tracing is on (ftrace's `tracing_on`): turning tracing
+//! off clears every RECORD and keeps every WANTED, so turning it on again
+//! records what was enabled, and enabling while it is off takes effect when
+//! it is turned on. Only RECORD is an action.
 //!
 //! **ACTIVE** is set exactly when one of the four bits below it is: the
 //! disabled path tests it alone (`state as i64 >= 0` after one relaxed
@@ -51,6 +57,9 @@ pub const FILTER: u64 = 1 << 61;
 pub const TRIGGER: u64 = 1 << 60;
 /// Bit 59: the tracepoint records events into the rings.
 pub const RECORD: u64 = 1 << 59;
+/// Bit 58: enabled for recording by the user; [`RECORD`] follows it while
+/// tracing is on.
+pub const WANTED: u64 = 1 << 58;
 /// The bits whose union is [`ACTIVE`].
 pub const ACTIONS: u64 = PROBES | FILTER | TRIGGER | RECORD;
 /// The bits that send an enabled tracepoint to the cold path.
@@ -118,8 +127,14 @@ impl Tracepoint {
         self.desc.name
     }
 
-    /// Whether events are recorded.
+    /// Whether the tracepoint is enabled for recording (it records while
+    /// tracing is on).
     pub fn is_enabled(&self) -> bool {
+        self.state() & WANTED != 0
+    }
+
+    /// Whether events are recorded now (enabled, and tracing on).
+    pub fn is_recording(&self) -> bool {
         self.state() & RECORD != 0
     }
 
@@ -156,7 +171,7 @@ impl Tracepoint {
     /// recomputes [`ACTIVE`] in the same read-modify-write; returns the old
     /// word.
     pub(crate) fn update(&self, bits: u64, on: bool) -> u64 {
-        debug_assert_eq!(bits & !ACTIONS, 0);
+        debug_assert_eq!(bits & !(ACTIONS | WANTED), 0);
         // Relaxed: the action bits publish no data (module docs); a probe
         // list is published by its own Release store before PROBES is set.
         let r = self
@@ -174,10 +189,17 @@ impl Tracepoint {
         }
     }
 
-    /// Sets or clears the record bit; returns whether it changed.
-    pub(crate) fn set_enabled(&self, on: bool) -> bool {
-        let old = self.update(RECORD, on);
-        (old & RECORD != 0) != on
+    /// Enables or disables recording (WANTED, and RECORD if `tracing`);
+    /// returns whether WANTED changed. Called under the registry's control
+    /// lock, which orders it with turning tracing on and off.
+    pub(crate) fn set_enabled(&self, on: bool, tracing: bool) -> bool {
+        let bits = if on && !tracing {
+            WANTED
+        } else {
+            WANTED | RECORD
+        };
+        let old = self.update(bits, on);
+        (old & WANTED != 0) != on
     }
 }
 
@@ -224,17 +246,22 @@ mod tests {
         tp.set_id(513);
         assert_eq!(tp.id(), 513);
         assert_eq!((tp.state() & SIZE_MASK) >> SIZE_SHIFT, 24);
-        assert!(tp.set_enabled(true));
-        assert!(!tp.set_enabled(true));
+        assert!(tp.set_enabled(true, true));
+        assert!(!tp.set_enabled(true, true));
         assert!(is_active(tp.state()) && records_only(tp.state()));
         assert_eq!(id_of(tp.state()), 513);
         tp.update(PROBES, true);
         assert!(is_active(tp.state()) && !records_only(tp.state()));
-        assert!(tp.set_enabled(false));
+        assert!(tp.set_enabled(false, true));
         assert!(is_active(tp.state()), "probes keep it active");
         tp.update(PROBES, false);
         assert!(!is_active(tp.state()));
         assert_eq!(tp.id(), 513);
         assert_eq!(tp.state() & ACTIONS, 0);
+        // Enabled while tracing is off: wanted, not recording, not active.
+        assert!(tp.set_enabled(true, false));
+        assert!(tp.is_enabled() && !tp.is_recording() && !is_active(tp.state()));
+        tp.update(RECORD, true);
+        assert!(tp.is_recording() && is_active(tp.state()));
     }
 }

@@ -15,7 +15,8 @@
 //! | `app.net.*`      | a glob (`*`, `?`, `[..]`, `{a,b}`)         |
 //! | `/^app\.(rx|tx)$/` | a regex, between slashes                |
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::error::{Error, ErrorKind};
 use crate::point::Tracepoint;
@@ -102,10 +103,42 @@ pub fn lookup(name: &str) -> Option<&'static Tracepoint> {
         .map(|i| points[i])
 }
 
+/// Whether tracing is on (ftrace's `tracing_on`); written under [`CONTROL`].
+static TRACING_ON: AtomicBool = AtomicBool::new(true);
+
+/// Orders enabling and disabling with turning tracing on and off, so that
+/// RECORD is always WANTED while tracing is on (see [`crate::point`]).
+static CONTROL: Mutex<()> = Mutex::new(());
+
+fn control() -> MutexGuard<'static, ()> {
+    CONTROL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether tracing is on: enabled tracepoints record.
+pub fn tracing_on() -> bool {
+    TRACING_ON.load(Ordering::Relaxed)
+}
+
+/// Turns tracing on or off (ftrace's `tracing_on`): off stops every
+/// tracepoint from recording without forgetting which are enabled; on
+/// records them again. Probes keep running either way. Returns the
+/// previous setting.
+pub fn set_tracing(on: bool) -> bool {
+    let _c = control();
+    let was = TRACING_ON.swap(on, Ordering::Relaxed);
+    for p in tracepoints() {
+        if p.is_enabled() {
+            p.update(crate::point::RECORD, on);
+        }
+    }
+    was
+}
+
 fn set_exact(name: &str, on: bool) -> Result<usize, Error> {
+    let _c = control();
     let mut n = 0;
     for p in tracepoints().iter().filter(|p| p.name() == name) {
-        p.set_enabled(on);
+        p.set_enabled(on, tracing_on());
         n += 1;
     }
     if n == 0 {
@@ -118,9 +151,10 @@ fn set_exact(name: &str, on: bool) -> Result<usize, Error> {
 }
 
 fn set_matching(on: bool, matches: impl Fn(&str) -> bool) -> usize {
+    let _c = control();
     let mut n = 0;
     for p in tracepoints().iter().filter(|p| matches(p.name())) {
-        p.set_enabled(on);
+        p.set_enabled(on, tracing_on());
         n += 1;
     }
     n

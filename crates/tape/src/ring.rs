@@ -666,6 +666,11 @@ impl Ring {
     }
 
     /// Kernel thread id of the owner.
+    /// The ring's size in bytes (all its packets).
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len() * self.slot_size
+    }
+
     pub(crate) fn tid(&self) -> u32 {
         self.tid.load(Ordering::Relaxed)
     }

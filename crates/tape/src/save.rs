@@ -147,6 +147,11 @@ pub(crate) fn why_empty() -> String {
         0 => "no tracepoint is enabled (nothing is by default: set TAPE_TRACE, such as \
               TAPE_TRACE='app.*', and call tape::init(), or call tape::enable_pattern())"
             .into(),
+        n if !registry::tracing_on() => format!(
+            "{n} tracepoint{} enabled, but tracing is off (`tape ctl PID on`, or \
+             tape::registry::set_tracing(true))",
+            if n == 1 { " is" } else { "s are" }
+        ),
         n if lost.total() > 0 => format!(
             "{n} tracepoint{} enabled and hit, but every event was lost ({})",
             if n == 1 { " is" } else { "s are" },

@@ -1,0 +1,375 @@
+//! Control: operate a running program from outside, as ftrace's files do
+//! for the kernel, with no daemon.
+//!
+//! Every command is a function of the library (below) and a line of
+//! `tape ctl PID COMMAND`, which sends it over the process's control socket
+//! ([`server`]) to a thread of its own (`tape-ctl`), started by
+//! [`crate::init`] unless `TAPE_CONTROL=off`. The emit path is untouched:
+//! the commands change the same state words, sizes and modes the program's
+//! own calls do.
+//!
+//! | command                      | ftrace file                    | does                                                   |
+//! |------------------------------|--------------------------------|--------------------------------------------------------|
+//! | `status`                     | (the tracing directory)        | tracing on/off, mode, sizes, enabled events, rings, losses, paths |
+//! | `on` / `off`                 | `tracing_on`                   | record / stop recording, keeping what is enabled       |
+//! | `enable PATTERN...`          | `set_event`                    | enable names, globs, `/regex/`                         |
+//! | `disable PATTERN...`         | `set_event` (`!event`)         | disable them                                           |
+//! | `list [PATTERN]`             | `available_events`             | each tracepoint, its state and its fields              |
+//! | `buffer SIZE [PACKET]`       | `buffer_size_kb`               | ring and packet size of rings created from now on      |
+//! | `mode overwrite\|discard`    | `options/overwrite`            | what a full ring does, at each ring's next packet      |
+//! | `save [DIR]`                 | `snapshot`                     | save the rings now; prints the trace directory         |
+//! | `stats`                      | `per_cpu/cpuN/stats`           | per thread: events, losses by cause                    |
+//!
+//! Bad commands, patterns and sizes are [`Error`]s that name the input and
+//! the accepted forms, as the `TAPE_TRACE*` variables' are.
+
+pub mod client;
+pub mod server;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use crate::config::{self, Mode};
+use crate::error::{Error, ErrorKind};
+use crate::registry::{self, Pattern};
+
+/// The commands, for help and error messages.
+pub const COMMANDS: &str = "status, on, off, enable PATTERN..., disable PATTERN..., \
+    list [PATTERN], buffer SIZE [PACKET], mode overwrite|discard, save [DIR], stats";
+
+fn command_error(message: String) -> Error {
+    Error::new(ErrorKind::Command, message)
+}
+
+/// Runs one command (its words, as `tape ctl` sends them) and returns
+/// its text.
+pub fn execute(words: &[String]) -> Result<String, Error> {
+    let Some((cmd, args)) = words.split_first() else {
+        return Err(command_error(format!(
+            "no command given; commands: {COMMANDS}"
+        )));
+    };
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let no_args = |what: &str| -> Result<(), Error> {
+        if args.is_empty() {
+            Ok(())
+        } else {
+            Err(command_error(format!(
+                "`{what}` takes no argument (given: {})",
+                args.join(" ")
+            )))
+        }
+    };
+    match cmd.as_str() {
+        "status" => no_args("status").map(|_| status()),
+        "on" | "off" => {
+            no_args(cmd)?;
+            let on = cmd == "on";
+            registry::set_tracing(on);
+            Ok(format!("tracing_on: {}\n", u8::from(on)))
+        }
+        "enable" | "disable" => set_events(cmd == "enable", &args),
+        "list" => match args.as_slice() {
+            [] => Ok(list(None)?),
+            [p] => Ok(list(Some(p))?),
+            _ => Err(command_error(format!(
+                "`list` takes one pattern at most (given: {})",
+                args.join(" ")
+            ))),
+        },
+        "buffer" => match args.as_slice() {
+            [size] => buffer(size, None),
+            [size, packet] => buffer(size, Some(packet)),
+            _ => Err(command_error(
+                "`buffer` takes SIZE [PACKET], such as `buffer 4M` or `buffer 4M 256K`".into(),
+            )),
+        },
+        "mode" => match args.as_slice() {
+            ["overwrite"] => Ok(set_mode(Mode::Overwrite)),
+            ["discard"] => Ok(set_mode(Mode::Discard)),
+            _ => Err(command_error(format!(
+                "`mode` takes `overwrite` or `discard` (given: {:?})",
+                args.join(" ")
+            ))),
+        },
+        "save" => match args.as_slice() {
+            [] => crate::save::save().map(|d| format!("{}\n", d.display())),
+            [dir] => crate::save::save_to(dir).map(|d| format!("{}\n", d.display())),
+            _ => Err(command_error("`save` takes one directory at most".into())),
+        },
+        "stats" => no_args("stats").map(|_| stats()),
+        "ps" => no_args("ps").map(|_| ps_line()),
+        other => Err(command_error(format!(
+            "unknown command {other:?}; commands: {COMMANDS}"
+        ))),
+    }
+}
+
+/// `enable` / `disable`: every pattern is checked before any is applied.
+fn set_events(on: bool, patterns: &[&str]) -> Result<String, Error> {
+    let verb = if on { "enable" } else { "disable" };
+    if patterns.is_empty() {
+        return Err(command_error(format!(
+            "`{verb}` needs at least one pattern: a name, a glob (app.net.*) or /regex/"
+        )));
+    }
+    let parsed: Vec<Pattern> = patterns.iter().map(|p| Pattern::parse(p)).collect();
+    for (p, text) in parsed.iter().zip(patterns) {
+        p.validate()?;
+        if let Pattern::Exact(name) = p {
+            if registry::lookup(name).is_none() {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!("no tracepoint is named {text:?} (`tape ctl PID list` lists them)"),
+                ));
+            }
+        }
+    }
+    let mut out = String::new();
+    for (p, text) in parsed.iter().zip(patterns) {
+        let n = p.apply(on)?;
+        let _ = writeln!(
+            out,
+            "{verb}d {n} tracepoint{} for {text}",
+            if n == 1 { "" } else { "s" }
+        );
+    }
+    if on && !registry::tracing_on() {
+        out.push_str("tracing is off: they record once it is on (`on`)\n");
+    }
+    Ok(out)
+}
+
+fn kib(bytes: usize) -> String {
+    if bytes % 1024 == 0 {
+        format!("{}", bytes / 1024)
+    } else {
+        format!("{:.2}", bytes as f64 / 1024.0)
+    }
+}
+
+fn buffer(size: &str, packet: Option<&str>) -> Result<String, Error> {
+    let b = config::parse_size("buffer SIZE", size)?;
+    let p = packet
+        .map(|p| config::parse_size("buffer PACKET", p))
+        .transpose()?;
+    config::set_buffer_size(b, p)?;
+    let (b, p) = config::ring_geometry();
+    let existing = crate::ring::rings().iter().filter(|r| !r.exited()).count();
+    Ok(format!(
+        "buffer_size_kb: {} per thread, packets of {} KiB, for the rings of threads that record \
+         their first event from now on; the {existing} existing ring{} keep{} {} size until \
+         {} thread{} exit{}\n",
+        kib(b),
+        kib(p),
+        if existing == 1 { "" } else { "s" },
+        if existing == 1 { "s" } else { "" },
+        if existing == 1 { "its" } else { "their" },
+        if existing == 1 { "its" } else { "their" },
+        if existing == 1 { "" } else { "s" },
+        if existing == 1 { "s" } else { "" },
+    ))
+}
+
+fn set_mode(mode: Mode) -> String {
+    config::set_mode(mode);
+    format!("mode: {} (each ring at its next packet)\n", mode_name(mode))
+}
+
+fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Overwrite => "overwrite",
+        Mode::Discard => "discard",
+    }
+}
+
+/// The `status` text.
+pub fn status() -> String {
+    let s = crate::stats();
+    let points = registry::tracepoints();
+    let enabled: Vec<&str> = points
+        .iter()
+        .filter(|p| p.is_enabled())
+        .map(|p| p.name())
+        .collect();
+    let probed = points.iter().filter(|p| p.has_probes()).count();
+    let (b, p) = config::ring_geometry();
+    let mut out = String::new();
+    let _ = writeln!(out, "tracing_on: {}", u8::from(registry::tracing_on()));
+    let _ = writeln!(out, "mode: {}", mode_name(config::mode()));
+    let _ = writeln!(
+        out,
+        "buffer_size_kb: {} per thread, packets of {} KiB",
+        kib(b),
+        kib(p)
+    );
+    let _ = writeln!(
+        out,
+        "events enabled: {} of {}{}{}",
+        enabled.len(),
+        points.len(),
+        if enabled.is_empty() { "" } else { ": " },
+        enabled.join(" ")
+    );
+    let _ = writeln!(out, "tracepoints with probes: {probed}");
+    let _ = writeln!(
+        out,
+        "rings: {} ({} of exited threads)",
+        s.rings, s.exited_rings
+    );
+    let _ = writeln!(out, "recorded: {} events in the rings", s.recorded);
+    let causes: Vec<String> = s
+        .drops
+        .by_cause()
+        .iter()
+        .map(|(c, n)| format!("{c} = {n}"))
+        .collect();
+    let _ = writeln!(out, "lost: {} ({})", s.drops.total(), causes.join(", "));
+    let outside = s.dropped_without_ring + s.dropped_ring_alloc + s.lost_with_exited_rings;
+    if outside > 0 {
+        let _ = writeln!(
+            out,
+            "lost outside rings: {outside} (no ring: {}, ring allocation: {}, exited rings freed \
+             unsaved: {})",
+            s.dropped_without_ring, s.dropped_ring_alloc, s.lost_with_exited_rings
+        );
+    }
+    let _ = writeln!(
+        out,
+        "control socket: {}",
+        server::socket_path().map_or_else(|| "none".into(), |p| p.display().to_string())
+    );
+    let _ = writeln!(out, "trace directory: {}", config::trace_dir().display());
+    out
+}
+
+/// The `stats` text: per thread, like `per_cpu/cpuN/stats`.
+pub fn stats() -> String {
+    let s = crate::stats();
+    let mut out = String::new();
+    for t in &s.threads {
+        let _ = writeln!(
+            out,
+            "thread {} ({}){}:",
+            t.tid,
+            t.name,
+            if t.exited { ", exited" } else { "" }
+        );
+        let _ = writeln!(out, "entries: {}", t.recorded);
+        let _ = writeln!(out, "emitted: {}", t.emitted());
+        for (cause, n) in t.drops.by_cause() {
+            let label = if cause == "overwritten" {
+                "overrun"
+            } else {
+                cause
+            };
+            let _ = writeln!(out, "{label}: {n}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "total: {} threads, {} entries, {} lost",
+        s.threads.len(),
+        s.recorded,
+        s.drops.total()
+    );
+    out
+}
+
+/// `list [PATTERN]`: `name<TAB>state<TAB>fields`, one tracepoint a line.
+fn list(pattern: Option<&str>) -> Result<String, Error> {
+    let points = match pattern {
+        Some(p) => registry::select(p)?,
+        None => registry::tracepoints().to_vec(),
+    };
+    let mut out = String::new();
+    for p in points {
+        let mut state = String::from(if p.is_enabled() {
+            "enabled"
+        } else {
+            "disabled"
+        });
+        if p.is_enabled() && !p.is_recording() {
+            state.push_str(" (tracing off)");
+        }
+        if p.has_probes() {
+            state.push_str(", probes");
+        }
+        let mut layout = crate::field::Layout::default();
+        for f in p.desc().fields {
+            (f.describe)(f.name, &mut layout);
+        }
+        let fields: Vec<String> = layout
+            .fields
+            .iter()
+            .map(|f| format!("{}: {}", f.name, type_name(&f.ty)))
+            .collect();
+        let _ = writeln!(out, "{}\t{}\t{}", p.name(), state, fields.join(", "));
+    }
+    Ok(out)
+}
+
+/// A CTF type in short: `u16`, `i64`, `f64`, `string`, `u8[16]`, `u32[]`,
+/// `enum u8`, `{len: u16, ...}`.
+fn type_name(t: &tape_ctf::Type) -> String {
+    use tape_ctf::Type;
+    match t {
+        Type::Integer(i) => format!("{}{}", if i.signed { 'i' } else { 'u' }, i.size),
+        Type::Float(f) => format!("f{}", f.exp_dig + f.mant_dig),
+        Type::String(_) => "string".into(),
+        Type::Enum(e) => format!("enum {}", type_name(&Type::Integer(e.container.clone()))),
+        Type::Struct(s) => {
+            let inner: Vec<String> = s
+                .fields
+                .iter()
+                .map(|f| format!("{}: {}", f.name, type_name(&f.ty)))
+                .collect();
+            format!("{{{}}}", inner.join(", "))
+        }
+        Type::Array { element, len } => format!("{}[{len}]", type_name(element)),
+        Type::Sequence { element, .. } => format!("{}[]", type_name(element)),
+        Type::Variant { options, .. } => {
+            let inner: Vec<String> = options
+                .iter()
+                .map(|f| format!("{}: {}", f.name, type_name(&f.ty)))
+                .collect();
+            format!("variant {{{}}}", inner.join(", "))
+        }
+        Type::Named(n) => n.clone(),
+    }
+}
+
+/// One line for `tape ps`: pid, program, enabled events, rings and their
+/// bytes, tab-separated.
+fn ps_line() -> String {
+    let s = crate::stats();
+    let enabled = registry::tracepoints()
+        .iter()
+        .filter(|p| p.is_enabled())
+        .count();
+    let bytes: usize = crate::ring::rings().iter().map(|r| r.capacity()).sum();
+    format!(
+        "{}\t{}\t{}\t{}\t{}\t{}\n",
+        std::process::id(),
+        program_name(),
+        u8::from(registry::tracing_on()),
+        enabled,
+        s.rings,
+        bytes
+    )
+}
+
+/// The program's name (`/proc/self/comm`, else argv\[0\]'s file name).
+pub fn program_name() -> String {
+    if let Ok(c) = std::fs::read_to_string("/proc/self/comm") {
+        let c = c.trim_end();
+        if !c.is_empty() {
+            return c.to_owned();
+        }
+    }
+    std::env::args_os()
+        .next()
+        .map(PathBuf::from)
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "program".into())
+}

@@ -1,0 +1,423 @@
+//! The control socket: a Unix stream socket per process, served by one
+//! thread (`tape-ctl`), reachable by the process's own user only.
+//!
+//! ```text
+//!   $XDG_RUNTIME_DIR/tape/        (else /tmp/tape-<uid>/)   mode 0700, owned by the user
+//!       <pid>.sock                one per controlled process, mode 0600
+//! ```
+//!
+//! **Who may connect.** Two checks, both required:
+//!
+//! 1. the directory: created with mode 0700; if it exists, it must be a
+//!    real directory (not a symbolic link) owned by the process's effective
+//!    uid with no permission for group or others, else the server does not
+//!    start and says why on stderr (another user could otherwise have
+//!    planted it);
+//! 2. the peer: every connection's credentials (`SO_PEERCRED`, taken by
+//!    the kernel at `connect`) must carry the process's effective uid; any
+//!    other uid (root included) is refused with a message, counted
+//!    ([`refused`]) and reported once per uid on stderr.
+//!
+//! **Protocol** (one command per connection): the client sends the
+//! command's words, one per line, then an empty line; the server answers
+//! `ok` or `error KIND` on the first line, then the text, and closes.
+//! Requests are bounded (64 KiB, 5 s to arrive), so a client that stalls
+//! or floods cannot hold the thread.
+//!
+//! **Life.** [`start`] (called by [`crate::init`] unless
+//! `TAPE_CONTROL=off`) removes the sockets of processes that no longer
+//! exist, binds `<pid>.sock`, and serves on its thread; `exit()` removes the
+//! socket (an `atexit` handler); a process killed by a signal leaves it,
+//! and the next start of any tape process of the user removes it.
+
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::error::{Error, ErrorKind};
+
+/// Largest request accepted.
+pub const MAX_REQUEST: usize = 64 << 10;
+/// How long a request may take to arrive.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+static SOCKET: OnceLock<PathBuf> = OnceLock::new();
+/// The socket path as a C string, for the `atexit` handler.
+static SOCKET_C: OnceLock<CString> = OnceLock::new();
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+/// Uids already reported as refused (each once).
+static REPORTED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// The socket this process serves, once started.
+pub fn socket_path() -> Option<PathBuf> {
+    SOCKET.get().cloned()
+}
+
+/// Connections refused because their peer was another user.
+pub fn refused() -> u64 {
+    REFUSED.load(Ordering::Relaxed)
+}
+
+/// The process's effective uid.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Where the sockets of this user's processes are:
+/// `$XDG_RUNTIME_DIR/tape` when that variable is an absolute path, else
+/// `/tmp/tape-<uid>`.
+pub fn socket_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if Path::new(&d).is_absolute() => Path::new(&d).join("tape"),
+        _ => PathBuf::from(format!("/tmp/tape-{}", euid())),
+    }
+}
+
+/// The socket of process `pid`.
+pub fn socket_of(pid: u32) -> PathBuf {
+    socket_dir().join(format!("{pid}.sock"))
+}
+
+/// Creates `dir` (mode 0700) if needed and checks it is private to this
+/// user: a directory, not a link, owned by the effective uid, no access for
+/// group or others.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), Error> {
+    let fail = |why: String| {
+        Error::new(
+            ErrorKind::Control,
+            format!("control directory {}: {why}", dir.display()),
+        )
+    };
+    if let Err(e) = std::fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(false)
+        .create(dir)
+    {
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            return Err(fail(format!("cannot be created: {e}")));
+        }
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| fail(format!("cannot be read: {e}")))?;
+    check_private(&m, euid()).map_err(fail)
+}
+
+/// The directory check on its metadata (separate, to be tested with any
+/// owner and mode).
+pub fn check_private(m: &std::fs::Metadata, uid: u32) -> Result<(), String> {
+    if m.file_type().is_symlink() {
+        return Err("is a symbolic link; it must be a directory of this user's".into());
+    }
+    if !m.is_dir() {
+        return Err("is not a directory".into());
+    }
+    if m.uid() != uid {
+        return Err(format!(
+            "is owned by uid {}, not by this process's uid {uid}",
+            m.uid()
+        ));
+    }
+    if m.mode() & 0o077 != 0 {
+        return Err(format!(
+            "has mode {:o}: group or others may enter it; it must be 700",
+            m.mode() & 0o777
+        ));
+    }
+    Ok(())
+}
+
+/// The peer check: `Ok` if the connecting uid is the process's own.
+pub fn check_peer(peer_uid: u32, own_uid: u32) -> Result<(), String> {
+    if peer_uid == own_uid {
+        Ok(())
+    } else {
+        Err(format!(
+            "refused: uid {peer_uid} may not control this process (only its user, uid {own_uid})"
+        ))
+    }
+}
+
+/// Credentials of the peer of a connected Unix socket: (pid, uid).
+fn peer(stream: &UnixStream) -> std::io::Result<(i32, u32)> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` is a valid ucred and `len` its size, as SO_PEERCRED
+    // requires; the fd is open for the life of `stream`.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((cred.pid, cred.uid))
+}
+
+/// Whether process `pid` exists (a zero signal: ESRCH means it does not;
+/// EPERM that it exists but is another user's).
+pub fn process_exists(pid: u32) -> bool {
+    let Ok(p) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(p, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Removes the sockets of processes that no longer exist (and, with
+/// `own`, the one of this pid, left by an earlier process of the same pid,
+/// before binding it); returns how many.
+pub fn remove_stale(dir: &Path, own_too: bool) -> usize {
+    let own = std::process::id();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".sock"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stale = if pid == own {
+            own_too
+        } else {
+            !process_exists(pid)
+        };
+        if stale && std::fs::remove_file(e.path()).is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
+extern "C" fn remove_socket_at_exit() {
+    if let Some(c) = SOCKET_C.get() {
+        // SAFETY: a valid NUL-terminated path; unlink has no other
+        // precondition (and is async-signal-safe).
+        unsafe { libc::unlink(c.as_ptr()) };
+    }
+}
+
+/// Starts the control thread (once per process). The program goes on if
+/// it cannot: the error says why (an unsafe directory, a bind failure),
+/// and [`crate::init`] prints it.
+pub fn start() -> Result<PathBuf, Error> {
+    static STARTED: Mutex<Option<Result<PathBuf, Error>>> = Mutex::new(None);
+    let mut started = STARTED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = started.as_ref() {
+        return r.clone();
+    }
+    let r = bind_and_serve();
+    *started = Some(r.clone());
+    r
+}
+
+fn bind_and_serve() -> Result<PathBuf, Error> {
+    let dir = socket_dir();
+    ensure_private_dir(&dir)?;
+    remove_stale(&dir, true);
+    let path = socket_of(std::process::id());
+    let listener = UnixListener::bind(&path).map_err(|e| {
+        Error::new(
+            ErrorKind::Control,
+            format!("control socket {}: cannot bind: {e}", path.display()),
+        )
+    })?;
+    // The directory already keeps others out; the socket says so too.
+    let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+    let _ = SOCKET.set(path.clone());
+    if let Ok(c) = CString::new(path.as_os_str().as_bytes()) {
+        if SOCKET_C.set(c).is_ok() {
+            // SAFETY: an extern "C" fn valid for the life of the process.
+            unsafe { libc::atexit(remove_socket_at_exit) };
+        }
+    }
+    std::thread::Builder::new()
+        .name("tape-ctl".into())
+        .spawn(move || serve(listener))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&path);
+            Error::new(
+                ErrorKind::Control,
+                format!("control thread cannot start: {e}"),
+            )
+        })?;
+    Ok(path)
+}
+
+fn serve(listener: UnixListener) {
+    for conn in listener.incoming() {
+        let Ok(stream) = conn else { continue };
+        // A command that panics (it should not) must not end the thread.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(stream)));
+    }
+}
+
+fn handle(mut stream: UnixStream) {
+    let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(REQUEST_TIMEOUT));
+    let own = euid();
+    let reply = match peer(&stream) {
+        Err(e) => Err((
+            "Control",
+            format!("cannot read the peer's credentials: {e}"),
+        )),
+        Ok((pid, uid)) => match check_peer(uid, own) {
+            Err(why) => {
+                REFUSED.fetch_add(1, Ordering::Relaxed);
+                let mut reported = REPORTED.lock().unwrap_or_else(|e| e.into_inner());
+                if !reported.contains(&uid) {
+                    reported.push(uid);
+                    eprintln!(
+                        "tape: refused a control connection from uid {uid} (pid {pid}): only \
+                         uid {own} may control this process"
+                    );
+                }
+                Err(("Control", why))
+            }
+            Ok(()) => match read_request(&mut stream) {
+                Err(why) => Err(("Command", why)),
+                Ok(words) => crate::control::execute(&words)
+                    .map_err(|e| (kind_name(e.kind()), e.message().to_owned())),
+            },
+        },
+    };
+    let text = match reply {
+        Ok(t) => format!("ok\n{t}"),
+        Err((kind, m)) => format!("error {kind}\n{m}\n"),
+    };
+    let _ = stream.write_all(text.as_bytes());
+}
+
+/// Reads the words of one request (one a line, ended by an empty line).
+fn read_request(stream: &mut UnixStream) -> Result<Vec<String>, String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if buf.ends_with(b"\n\n") || buf == b"\n" {
+            break;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("the request did not arrive: {e}")),
+        }
+        if buf.len() > MAX_REQUEST {
+            return Err(format!("the request is larger than {MAX_REQUEST} bytes"));
+        }
+    }
+    let text = String::from_utf8(buf).map_err(|e| {
+        format!(
+            "the request is not UTF-8 (at byte {})",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    Ok(text
+        .split('\n')
+        .take_while(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The name an error kind travels under.
+pub(crate) fn kind_name(k: ErrorKind) -> &'static str {
+    match k {
+        ErrorKind::NotFound => "NotFound",
+        ErrorKind::BadPattern => "BadPattern",
+        ErrorKind::Duplicate => "Duplicate",
+        ErrorKind::Config => "Config",
+        ErrorKind::Io => "Io",
+        ErrorKind::Decode => "Decode",
+        ErrorKind::Command => "Command",
+        ErrorKind::Control => "Control",
+    }
+}
+
+/// The kind named `s` (a reply's); `Control` when unknown.
+pub(crate) fn kind_of(s: &str) -> ErrorKind {
+    [
+        ErrorKind::NotFound,
+        ErrorKind::BadPattern,
+        ErrorKind::Duplicate,
+        ErrorKind::Config,
+        ErrorKind::Io,
+        ErrorKind::Decode,
+        ErrorKind::Command,
+    ]
+    .into_iter()
+    .find(|k| kind_name(*k) == s)
+    .unwrap_or(ErrorKind::Control)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_processs_own_uid_passes() {
+        assert!(check_peer(1000, 1000).is_ok());
+        let e = check_peer(0, 1000).unwrap_err();
+        assert!(e.contains("uid 0") && e.contains("uid 1000"), "{e}");
+        assert!(check_peer(1001, 1000).is_err());
+    }
+
+    #[test]
+    fn the_directory_must_be_private() {
+        let base = std::env::temp_dir().join(format!("tape-dir-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        let private = base.join("private");
+        ensure_private_dir(&private).unwrap();
+        let m = std::fs::symlink_metadata(&private).unwrap();
+        assert_eq!(m.mode() & 0o777, 0o700);
+        assert!(check_private(&m, euid()).is_ok());
+        let e = check_private(&m, euid() + 1).unwrap_err();
+        assert!(e.contains("owned by uid"), "{e}");
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let e = ensure_private_dir(&private).unwrap_err();
+        assert!(e.message().contains("mode 755"), "{e}");
+        let link = base.join("link");
+        std::os::unix::fs::symlink(&private, &link).unwrap();
+        let e = ensure_private_dir(&link).unwrap_err();
+        assert!(e.message().contains("symbolic link"), "{e}");
+        let file = base.join("file");
+        std::fs::write(&file, b"").unwrap();
+        let e = ensure_private_dir(&file).unwrap_err();
+        assert!(e.message().contains("not a directory"), "{e}");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn kinds_travel_by_name() {
+        for k in [
+            ErrorKind::NotFound,
+            ErrorKind::BadPattern,
+            ErrorKind::Config,
+            ErrorKind::Command,
+            ErrorKind::Control,
+        ] {
+            assert_eq!(kind_of(kind_name(k)), k);
+        }
+    }
+}
