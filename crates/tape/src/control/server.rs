@@ -57,6 +57,9 @@ static REPORTED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
 /// The socket this process serves, once started.
 pub fn socket_path() -> Option<PathBuf> {
+    if OWNER.load(Ordering::Relaxed) != u64::from(std::process::id()) {
+        return None; // a forked child: the socket is its parent's
+    }
     SOCKET.get().cloned()
 }
 
@@ -210,7 +213,14 @@ pub fn remove_stale(dir: &Path, own_too: bool) -> usize {
     n
 }
 
+/// The pid that bound the socket: a forked child, which inherits the
+/// statics but serves nothing, must not remove its parent's socket.
+static OWNER: AtomicU64 = AtomicU64::new(0);
+
 extern "C" fn remove_socket_at_exit() {
+    if OWNER.load(Ordering::Relaxed) != u64::from(std::process::id()) {
+        return;
+    }
     if let Some(c) = SOCKET_C.get() {
         // SAFETY: a valid NUL-terminated path; unlink has no other
         // precondition (and is async-signal-safe).
@@ -246,6 +256,7 @@ fn bind_and_serve() -> Result<PathBuf, Error> {
     // The directory already keeps others out; the socket says so too.
     let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
     let _ = SOCKET.set(path.clone());
+    OWNER.store(u64::from(std::process::id()), Ordering::Relaxed);
     if let Ok(c) = CString::new(path.as_os_str().as_bytes()) {
         if SOCKET_C.set(c).is_ok() {
             // SAFETY: an extern "C" fn valid for the life of the process.
@@ -307,6 +318,17 @@ fn handle(mut stream: UnixStream) {
         Err((kind, m)) => format!("error {kind}\n{m}\n"),
     };
     let _ = stream.write_all(text.as_bytes());
+    // Close gently: a request left unread (a refused peer's) would make
+    // the close a reset, and the client would lose the reply.
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut rest = [0u8; 4096];
+    let mut drained = 0;
+    while drained < MAX_REQUEST {
+        match stream.read(&mut rest) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
 }
 
 /// Reads the words of one request (one a line, ended by an empty line).

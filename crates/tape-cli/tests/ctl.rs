@@ -1,0 +1,439 @@
+//! `tape ctl` and `tape ps` against a real running program
+//! (`examples/pipeline.rs`, built by `cargo test --workspace`), driven from
+//! this process through the `tape` binary: every command, the trace a
+//! `save` leaves (read by babeltrace2 with no warning), bad input, dead and
+//! foreign processes, and the refusal of another user.
+
+#[path = "../../tape-ctf/tests/support/shared.rs"]
+mod shared;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const TAPE: &str = env!("CARGO_BIN_EXE_tape");
+
+/// The example program, built beside this test by `cargo test --workspace`.
+fn pipeline_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().and_then(Path::parent).unwrap();
+    let p = profile.join("examples").join("pipeline");
+    assert!(
+        p.exists(),
+        "{} is missing: run the tests with `cargo test --workspace` (which builds tape's examples)",
+        p.display()
+    );
+    p
+}
+
+/// A private runtime directory (short: socket paths are limited to 107 bytes).
+fn runtime_dir(tag: &str) -> PathBuf {
+    let d = PathBuf::from(format!("/tmp/tape-ctl-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    d
+}
+
+/// A running pipeline; killed when dropped.
+struct Program {
+    child: Child,
+    pid: u32,
+    runtime: PathBuf,
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Program {
+    fn start(runtime: &Path, env: &[(&str, &str)]) -> Program {
+        Program::start_with(Command::new(pipeline_binary()), runtime, env)
+    }
+
+    fn start_with(mut cmd: Command, runtime: &Path, env: &[(&str, &str)]) -> Program {
+        cmd.args(["--seconds", "120"])
+            .env("XDG_RUNTIME_DIR", runtime)
+            .env("TAPE_TRACE_DIR", runtime.join("traces"))
+            .env_remove("TAPE_TRACE")
+            .env_remove("TAPE_CONTROL")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start the pipeline example");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(first.starts_with("pipeline: pid"), "{first:?}");
+        let pid = child.id();
+        Program {
+            child,
+            pid,
+            runtime: runtime.to_path_buf(),
+        }
+    }
+
+    /// `tape ctl PID args...`: (status, stdout, stderr).
+    fn ctl(&self, args: &[&str]) -> (bool, String, String) {
+        let out = tape(
+            &self.runtime,
+            &[&["ctl", &self.pid.to_string()], args].concat(),
+        );
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `tape ctl` that must succeed: its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.ctl(args);
+        assert!(ok, "tape ctl {args:?} failed: {err}");
+        assert!(err.is_empty(), "tape ctl {args:?}: stderr: {err}");
+        out
+    }
+
+    /// `tape ctl` that must fail: its stderr.
+    fn fails(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.ctl(args);
+        assert!(!ok, "tape ctl {args:?} should fail; printed {out}");
+        err
+    }
+}
+
+fn tape(runtime: &Path, args: &[&str]) -> Output {
+    Command::new(TAPE)
+        .args(args)
+        .env("XDG_RUNTIME_DIR", runtime)
+        .output()
+        .unwrap()
+}
+
+fn field<'a>(text: &'a str, key: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(": "))
+        .unwrap_or_else(|| panic!("no {key:?} in:\n{text}"))
+}
+
+fn recorded(p: &Program) -> u64 {
+    field(&p.ok(&["status"]), "recorded")
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn every_command_against_a_running_program() {
+    let rt = runtime_dir("all");
+    let p = Program::start(&rt, &[]);
+
+    // tape ps lists it.
+    let ps = String::from_utf8_lossy(&tape(&rt, &["ps"]).stdout).into_owned();
+    let line = ps
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&p.pid.to_string()))
+        .unwrap_or_else(|| panic!("pid {} not in:\n{ps}", p.pid));
+    assert!(line.contains("pipeline"), "{line}");
+
+    let s = p.ok(&["status"]);
+    assert_eq!(field(&s, "tracing_on"), "1");
+    assert_eq!(field(&s, "mode"), "overwrite");
+    assert!(field(&s, "events enabled").starts_with("0 of "), "{s}");
+    assert_eq!(
+        field(&s, "control socket"),
+        rt.join("tape")
+            .join(format!("{}.sock", p.pid))
+            .display()
+            .to_string()
+    );
+    assert_eq!(
+        field(&s, "trace directory"),
+        rt.join("traces").display().to_string()
+    );
+
+    // list: every tracepoint with its state and fields.
+    let list = p.ok(&["list", "pipeline.*"]);
+    assert_eq!(list.lines().count(), 4, "{list}");
+    assert!(
+        list.lines()
+            .any(|l| l == "pipeline.worker.done\tdisabled\tworker: u8, seq: u64, checksum: u64"),
+        "{list}"
+    );
+
+    // enable: events flow into the rings.
+    let out = p.ok(&["enable", "pipeline.*"]);
+    assert_eq!(out, "enabled 4 tracepoints for pipeline.*\n");
+    wait_until("events in the rings", || recorded(&p) > 100);
+    assert!(p.ok(&["list", "/sink/"]).contains("\tenabled\t"));
+    let stats = p.ok(&["stats"]);
+    for name in ["source", "worker-0", "worker-1", "sink"] {
+        assert!(stats.contains(&format!("({name}):")), "{name} in {stats}");
+    }
+    assert!(stats.contains("overrun: 0"), "{stats}");
+
+    // off: nothing more is recorded, the selection is kept; on again.
+    assert_eq!(p.ok(&["off"]), "tracing_on: 0\n");
+    std::thread::sleep(Duration::from_millis(50));
+    let frozen = recorded(&p);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(recorded(&p), frozen, "recording went on after `off`");
+    let s = p.ok(&["status"]);
+    assert!(field(&s, "events enabled").starts_with("4 of "), "{s}");
+    assert!(p
+        .ok(&["list", "pipeline.sink.done"])
+        .contains("enabled (tracing off)"));
+    assert_eq!(p.ok(&["on"]), "tracing_on: 1\n");
+    wait_until("recording again after `on`", || recorded(&p) > frozen);
+
+    // disable one.
+    assert_eq!(
+        p.ok(&["disable", "pipeline.worker.queue"]),
+        "disabled 1 tracepoint for pipeline.worker.queue\n"
+    );
+
+    // mode and buffer.
+    assert!(p.ok(&["mode", "discard"]).starts_with("mode: discard"));
+    assert_eq!(field(&p.ok(&["status"]), "mode"), "discard");
+    p.ok(&["mode", "overwrite"]);
+    let b = p.ok(&["buffer", "2M", "64K"]);
+    assert!(
+        b.starts_with("buffer_size_kb: 2048 per thread, packets of 64 KiB"),
+        "{b}"
+    );
+    assert!(b.contains("the 4 existing rings keep their size"), "{b}");
+    assert!(field(&p.ok(&["status"]), "buffer_size_kb").starts_with("2048 per thread"));
+
+    // save: a snapshot babeltrace2 reads with no warning.
+    let dir = rt.join("snapshot");
+    let out = p.ok(&["save", dir.to_str().unwrap()]);
+    assert_eq!(out.trim_end(), dir.display().to_string());
+    let check = tape(&rt, &["check", dir.to_str().unwrap()]);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let shown = tape(
+        &rt,
+        &["show", "--events", "pipeline.*", dir.to_str().unwrap()],
+    );
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.lines().count() > 100, "{text}");
+    assert!(text.contains("pipeline.sink.done"));
+    if shared::babeltrace2("the snapshot read by babeltrace2") {
+        let bt = Command::new("babeltrace2").arg(&dir).output().unwrap();
+        assert!(bt.status.success());
+        let err = String::from_utf8_lossy(&bt.stderr);
+        assert!(err.is_empty(), "babeltrace2 warned: {err}");
+        let all = tape(&rt, &["show", dir.to_str().unwrap()]);
+        assert_eq!(
+            String::from_utf8_lossy(&bt.stdout),
+            String::from_utf8_lossy(&all.stdout),
+            "babeltrace2 and tape show differ"
+        );
+    }
+    // save with no directory: a new trace under TAPE_TRACE_DIR.
+    let out = p.ok(&["save"]);
+    assert!(
+        Path::new(out.trim_end()).starts_with(rt.join("traces")),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&rt);
+}
+
+#[test]
+fn bad_commands_patterns_and_sizes_are_clear_errors() {
+    let rt = runtime_dir("bad");
+    let p = Program::start(&rt, &[]);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["frobnicate"],
+            "unknown command \"frobnicate\"; commands: status, on, off",
+        ),
+        (
+            &["status", "now"],
+            "`status` takes no argument (given: now)",
+        ),
+        (&["enable"], "`enable` needs at least one pattern"),
+        (
+            &["enable", "pipeline.nope"],
+            "no tracepoint is named \"pipeline.nope\"",
+        ),
+        (&["enable", "pipeline.["], "bad glob pattern \"pipeline.[\""),
+        (&["disable", "/(/"], "bad regex pattern \"(\""),
+        (&["list", "a", "b"], "`list` takes one pattern at most"),
+        (&["buffer"], "`buffer` takes SIZE [PACKET]"),
+        (
+            &["buffer", "12Q"],
+            "buffer SIZE=\"12Q\": at byte 2: unknown unit",
+        ),
+        (&["buffer", "100"], "a ring of 100 bytes"),
+        (
+            &["buffer", "1M", "100"],
+            "packets of 100 bytes is not possible",
+        ),
+        (
+            &["mode", "sideways"],
+            "`mode` takes `overwrite` or `discard` (given: \"sideways\")",
+        ),
+        (&["save", "a", "b"], "`save` takes one directory at most"),
+    ];
+    for (args, want) in cases {
+        let err = p.fails(args);
+        assert!(err.contains(want), "tape ctl {args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("tape: error: process {}: ", p.pid)),
+            "{err}"
+        );
+    }
+    // Nothing was applied by a command that failed part-way.
+    p.fails(&["enable", "pipeline.sink.done", "pipeline.nope"]);
+    assert!(p
+        .ok(&["list", "pipeline.sink.done"])
+        .contains("\tdisabled\t"));
+    // A save into a directory that cannot be made names it.
+    let err = p.fails(&["save", "/proc/tape-cannot-write-here"]);
+    assert!(
+        err.contains("saving the trace failed") && err.contains("/proc/.tape-cannot-write-here"),
+        "{err}"
+    );
+    // Still alive and answering.
+    assert_eq!(field(&p.ok(&["status"]), "tracing_on"), "1");
+    let _ = std::fs::remove_dir_all(&rt);
+}
+
+#[test]
+fn dead_absent_and_uncontrolled_processes_are_named() {
+    let rt = runtime_dir("dead");
+    // A process that is not a tape program.
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let out = tape(&rt, &["ctl", &sleeper.id().to_string(), "status"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("(sleep) has no tape control socket"), "{err}");
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    // A tape program with TAPE_CONTROL=off.
+    {
+        let p = Program::start(&rt, &[("TAPE_CONTROL", "off")]);
+        let err = p.fails(&["status"]);
+        assert!(err.contains("TAPE_CONTROL=off"), "{err}");
+    }
+    // A program that has exited, its socket left behind (killed by a
+    // signal: no exit handler ran): reported and removed.
+    let p = Program::start(&rt, &[]);
+    let pid = p.pid;
+    let sock = rt.join("tape").join(format!("{pid}.sock"));
+    assert!(sock.exists());
+    drop(p); // SIGKILL
+    assert!(sock.exists(), "a killed process cannot remove its socket");
+    let out = tape(&rt, &["ctl", &pid.to_string(), "status"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!(
+            "no process {pid} exists (its stale control socket"
+        )),
+        "{err}"
+    );
+    assert!(!sock.exists());
+    // tape ps removes the stale sockets it finds, and lists no dead process.
+    std::fs::write(rt.join("tape").join("999999.sock"), b"").unwrap();
+    let ps = String::from_utf8_lossy(&tape(&rt, &["ps"]).stdout).into_owned();
+    assert_eq!(ps.lines().count(), 1, "{ps}");
+    assert!(!rt.join("tape").join("999999.sock").exists());
+    // Bad words never reach a process.
+    let out = tape(&rt, &["ctl", "1", ""]);
+    assert!(!out.status.success());
+    let _ = std::fs::remove_dir_all(&rt);
+}
+
+#[test]
+fn a_process_of_another_user_refuses_the_connection() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "NOTICE: the refusal of another uid is not run here: it needs root to start the \
+             program as another user (the check's logic is tested in tape's unit tests)"
+        );
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    const NOBODY: u32 = 65534;
+    // Everything the program (uid 65534) needs, reachable by it.
+    let base = PathBuf::from(format!("/tmp/tape-ctl-test-uid-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = base.join("pipeline");
+    std::fs::copy(pipeline_binary(), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rt = base.join("run");
+    std::fs::create_dir_all(&rt).unwrap();
+    std::os::unix::fs::chown(&rt, Some(NOBODY), Some(NOBODY)).unwrap();
+    let mut cmd = Command::new(&bin);
+    cmd.uid(NOBODY).gid(NOBODY).current_dir(&base);
+    let mut p = Program::start_with(cmd, &rt, &[("HOME", rt.to_str().unwrap())]);
+    let sock = rt.join("tape").join(format!("{}.sock", p.pid));
+    wait_until("the other user's socket", || sock.exists());
+    let meta = std::fs::metadata(rt.join("tape")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (NOBODY, 0o700));
+    // Root passes the directory's permissions, and is refused by the peer check.
+    let err = p.fails(&["status"]);
+    assert!(
+        err.contains("refused: uid 0 may not control this process (only its user, uid 65534)"),
+        "{err}"
+    );
+    let err = p.fails(&["enable", "pipeline.*"]);
+    assert!(err.contains("refused"), "{err}");
+    let _ = p.child.kill();
+    let out = p.child.wait_with_output_ref();
+    assert!(
+        out.matches("tape: refused a control connection from uid 0")
+            .count()
+            == 1,
+        "reported once: {out}"
+    );
+    drop(p);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+trait StderrOf {
+    fn wait_with_output_ref(&mut self) -> String;
+}
+
+impl StderrOf for Child {
+    /// The stderr of a child that was killed.
+    fn wait_with_output_ref(&mut self) -> String {
+        let _ = self.wait();
+        let mut s = String::new();
+        if let Some(mut e) = self.stderr.take() {
+            use std::io::Read;
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    }
+}
