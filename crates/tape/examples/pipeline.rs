@@ -14,6 +14,15 @@
 //! Nothing is recorded until something is enabled (by `TAPE_TRACE` or
 //! `tape ctl`). It runs until `--seconds` have passed (forever without),
 //! then saves as any program with `tape::init()` does.
+//!
+//! `--crash KIND` makes worker 0 crash after `--crash-after MS` (300 ms by
+//! default): `panic`, `segv` (a null pointer read), `abort`, `overflow`
+//! (unbounded recursion), to see the crash dump (`tape::crash`):
+//!
+//! ```text
+//! TAPE_TRACE='pipeline.*' pipeline --crash segv   # dies of SIGSEGV, as it would
+//! tape show ~/tape-traces/pipeline-crash-PID | tail -3   # ... tape.crash: { signal = 11, ... }
+//! ```
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -35,8 +44,41 @@ struct Item {
     data: Vec<u8>,
 }
 
+/// How worker 0 crashes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Crash {
+    Panic,
+    Segv,
+    Abort,
+    Overflow,
+}
+
+fn crash(kind: Crash, seq: u64) {
+    match kind {
+        Crash::Panic => panic!("worker 0 failed on item {seq}"),
+        Crash::Segv => {
+            let p: *const u64 = std::hint::black_box(std::ptr::null());
+            // SAFETY: none: this reads address 0 on purpose, to crash.
+            let v = unsafe { std::ptr::read_volatile(p) };
+            println!("{v}");
+        }
+        Crash::Abort => std::process::abort(),
+        Crash::Overflow => println!("{}", deep(seq)),
+    }
+}
+
+/// Recursion without end: a stack overflow.
+#[allow(unconditional_recursion)]
+fn deep(n: u64) -> u64 {
+    let a = std::hint::black_box([n; 64]);
+    deep(n + 1).wrapping_add(a[7])
+}
+
 fn main() -> Result<(), tape::Error> {
     let mut seconds: Option<f64> = None;
+    let mut crash_kind: Option<Crash> = None;
+    let mut crash_after = Duration::from_millis(300);
+    let mut save_loop = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -50,8 +92,36 @@ fn main() -> Result<(), tape::Error> {
                     }
                 }
             }
+            "--crash" => {
+                crash_kind = match args.next().as_deref() {
+                    Some("panic") => Some(Crash::Panic),
+                    Some("segv") => Some(Crash::Segv),
+                    Some("abort") => Some(Crash::Abort),
+                    Some("overflow") => Some(Crash::Overflow),
+                    other => {
+                        eprintln!(
+                            "pipeline: --crash {other:?}: accepted: panic, segv, abort, overflow"
+                        );
+                        std::process::exit(2);
+                    }
+                }
+            }
+            "--save-loop" => save_loop = true,
+            "--crash-after" => {
+                let v = args.next().unwrap_or_default();
+                match v.parse() {
+                    Ok(ms) => crash_after = Duration::from_millis(ms),
+                    Err(_) => {
+                        eprintln!("pipeline: --crash-after {v:?}: expected milliseconds");
+                        std::process::exit(2);
+                    }
+                }
+            }
             other => {
-                eprintln!("pipeline: unknown argument {other:?} (accepted: --seconds N)");
+                eprintln!(
+                    "pipeline: unknown argument {other:?} (accepted: --seconds N, --crash KIND, \
+                     --crash-after MS)"
+                );
                 std::process::exit(2);
             }
         }
@@ -62,7 +132,8 @@ fn main() -> Result<(), tape::Error> {
         std::process::id(),
         std::process::id()
     );
-    let deadline = seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
+    let start = Instant::now();
+    let deadline = seconds.map(|s| start + Duration::from_secs_f64(s));
 
     let (to_sink, sink_rx) = mpsc::channel::<Item>();
     let mut workers = Vec::new();
@@ -84,6 +155,11 @@ fn main() -> Result<(), tape::Error> {
                             .iter()
                             .fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(*b));
                         item_worked(w, item.seq, checksum);
+                        if let Some(kind) = crash_kind.filter(|_| w == 0) {
+                            if start.elapsed() >= crash_after {
+                                crash(kind, item.seq);
+                            }
+                        }
                         if to_sink.send(item).is_err() {
                             break;
                         }
@@ -125,6 +201,18 @@ fn main() -> Result<(), tape::Error> {
             seq
         })
         .expect("spawn source");
+    if save_loop {
+        // Saves one after the other until the source stops (a crash during
+        // a save, for the tests).
+        let dir = tape::config::trace_dir().join("loop");
+        let mut n = 0u64;
+        while !source.is_finished() {
+            let d = dir.join(n.to_string());
+            tape::save_to(&d)?;
+            let _ = std::fs::remove_dir_all(&d);
+            n += 1;
+        }
+    }
     let made = source.join().expect("source");
     for w in workers {
         w.join().expect("worker");

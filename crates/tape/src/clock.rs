@@ -240,6 +240,29 @@ pub(crate) fn ctf_clock() -> tape_ctf::Clock {
     c
 }
 
+/// The clock's frequency and offsets (freq, offset_s, offset) now, for the
+/// crash dump: as [`ctf_clock`] computes them, but without waiting for the
+/// calibration span and without allocating (a signal handler calls it).
+pub(crate) fn crash_clock() -> (u64, i64, i64) {
+    let freq = match ANCHOR.get() {
+        _ if source() == ClockSource::Monotonic => 1_000_000_000,
+        None => 1_000_000_000,
+        Some(anchor) => {
+            let p = pair(libc::CLOCK_MONOTONIC);
+            let span = p.ns - anchor.ns;
+            if span <= 0 {
+                1_000_000_000
+            } else {
+                let cycles = i128::from(p.counter.wrapping_sub(anchor.counter));
+                ((cycles * 1_000_000_000 + span / 2) / span).max(1) as u64
+            }
+        }
+    };
+    let rt = pair(libc::CLOCK_REALTIME);
+    let (offset_s, offset) = offsets(rt.counter, rt.ns, freq);
+    (freq, offset_s, offset)
+}
+
 /// The CTF clock offsets so that `counter` maps to `realtime_ns`:
 /// `offset_s` whole seconds and `offset` cycles (both >= 0 when the
 /// realtime of counter 0 is after the epoch).

@@ -10,6 +10,7 @@
 //! | `TAPE_TRACE_MODE`     | [`Config::mode`]         | `overwrite` or `discard`                 | `overwrite`             |
 //! | `TAPE_TRACE_CLOCK`    | [`Config::clock`]        | `auto` or `monotonic`                    | `auto` (TSC if invariant)|
 //! | `TAPE_CONTROL`        | [`Config::control`]      | `on` or `off`                            | `on` (the control socket)|
+//! | `TAPE_DUMP`           | [`Config::dump`]         | `trace`, `text` or `off`                 | `trace` (dump on crash)  |
 //!
 //! A bad value is an [`Error`] naming the variable, the value, the position
 //! of the problem and the accepted forms. A value that is not UTF-8 is an
@@ -40,7 +41,8 @@ pub enum Mode {
 
 /// The variables read by [`Config::from_env`] (`TAPE_TRACE_DIR` apart: a
 /// path, taken as bytes).
-const ALL_VARS: [&str; 6] = [
+const ALL_VARS: [&str; 7] = [
+    "TAPE_DUMP",
     "TAPE_TRACE",
     "TAPE_TRACE_BUFSZ",
     "TAPE_TRACE_PACKETSZ",
@@ -177,6 +179,7 @@ pub struct Config {
     mode: Mode,
     clock: ClockChoice,
     control: bool,
+    dump: crate::crash::Dump,
 }
 
 impl Default for Config {
@@ -189,6 +192,7 @@ impl Default for Config {
             mode: Mode::Overwrite,
             clock: ClockChoice::Auto,
             control: true,
+            dump: crate::crash::Dump::Trace,
         }
     }
 }
@@ -297,6 +301,23 @@ impl Config {
                 }
             };
         }
+        if let Some(v) = get("TAPE_DUMP") {
+            c.dump = match v.trim() {
+                "trace" => crate::crash::Dump::Trace,
+                "text" => crate::crash::Dump::Text,
+                "off" => crate::crash::Dump::Off,
+                _ => {
+                    return Err(bad(
+                        "TAPE_DUMP",
+                        &v,
+                        0,
+                        "is not a dump mode",
+                        "`trace` (save the trace on a crash), `text` (and print its last \
+                         events on stderr) or `off`",
+                    ))
+                }
+            };
+        }
         check_geometry(
             c.buffer_size,
             c.packet_size,
@@ -342,6 +363,13 @@ impl Config {
         self
     }
 
+    /// What to do when the program crashes (panic, fatal signal): see
+    /// [`crate::crash`]. [`crate::crash::Dump::Trace`] by default.
+    pub fn dump(mut self, dump: crate::crash::Dump) -> Config {
+        self.dump = dump;
+        self
+    }
+
     /// Chooses the clock.
     pub fn clock(mut self, clock: ClockChoice) -> Config {
         self.clock = clock;
@@ -373,6 +401,7 @@ impl Config {
             p.apply(true).map_err(|e| named(*var, e))?;
         }
         INITIALISED.store(true, Ordering::Relaxed);
+        crate::crash::install(self.dump);
         if self.control {
             // The program goes on without control; it is told why.
             if let Err(e) = crate::control::server::start() {

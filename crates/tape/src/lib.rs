@@ -36,6 +36,8 @@
 //! * [`clock`]: TSC or fallback clock, calibration.
 //! * [`mod@save`]: the trace directory, written atomically.
 //! * [`config`]: `TAPE_TRACE*` variables and the [`Config`] builder.
+//! * [`crash`]: dump on crash: the trace saved on a panic or a fatal signal,
+//!   with a `tape.crash` event, from an async-signal-safe handler.
 //! * [`control`]: `tape ctl`: ftrace's control files (tracing_on, set_event,
 //!   buffer_size_kb, snapshot, stats) as commands over a socket reachable by
 //!   the process's own user, and as library functions.
@@ -55,6 +57,7 @@ extern crate self as tape;
 pub mod clock;
 pub mod config;
 pub mod control;
+pub mod crash;
 mod error;
 pub mod field;
 pub mod point;

@@ -612,6 +612,37 @@ extern "C" fn after_fork_child() {
     });
 }
 
+/// Whether the calling thread has a ring: an emit then allocates nothing
+/// (the crash dump emits its event only then).
+pub(crate) fn has_ring() -> bool {
+    LOCAL
+        .try_with(|l| !l.ring.get().is_null() && !l.gone.get())
+        .unwrap_or(false)
+}
+
+/// Every ring, if the registry's lock can be taken within `tries` yields
+/// (the crash dump's: it may not wait for a lock the crashing thread holds);
+/// `f` runs with the lock held and reads the rings in place.
+pub(crate) fn with_rings_for_crash(tries: u32, f: impl FnOnce(&[Arc<Ring>])) -> bool {
+    for _ in 0..tries {
+        match RINGS.try_lock() {
+            Ok(g) => {
+                f(&g);
+                return true;
+            }
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                f(&p.into_inner());
+                return true;
+            }
+            Err(std::sync::TryLockError::WouldBlock) => {
+                // SAFETY: sched_yield has no preconditions.
+                unsafe { libc::sched_yield() };
+            }
+        }
+    }
+    false
+}
+
 /// Creates the calling thread's ring now, so its first event does not
 /// allocate (call it before a thread may emit from a signal handler).
 pub fn register_thread() {
@@ -772,6 +803,84 @@ impl Ring {
         // Release: pairs with the Acquire that starts the next save's copy.
         self.reading.store(false, Ordering::Release);
         r
+    }
+
+    /// The crash dump's walk (`crate::crash`): each packet of the ring,
+    /// oldest first, handed to `each` as its metadata and the address and
+    /// length of its events **in the ring itself** (no copy, no
+    /// allocation: this runs in a signal handler). The slot stays pinned
+    /// while `each` runs. Gives up (returns false) if another copy holds
+    /// the ring for `tries` yields: the crashing thread may be the one
+    /// saving, and a dump never waits for itself.
+    pub(crate) fn walk_for_crash(
+        &self,
+        tries: u32,
+        mut each: impl FnMut(&PacketMeta, *const u8, usize),
+    ) -> bool {
+        let mut claimed = false;
+        for _ in 0..tries {
+            // Acquire: pairs with the Release store that ends a save's copy.
+            if self
+                .reading
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                claimed = true;
+                break;
+            }
+            // SAFETY: sched_yield has no preconditions (async-signal-safe).
+            unsafe { libc::sched_yield() };
+        }
+        if !claimed {
+            return false;
+        }
+        let n = self.slots.len() as u64;
+        // Acquire: pairs with the Release stores of `write_event` / `switch`.
+        let k0 = self.head.0.pos.load(Ordering::Acquire) >> 32;
+        let from = self.gate.0.pin((k0 + 1).saturating_sub(n), n);
+        let pos1 = self.head.0.pos.load(Ordering::Acquire);
+        let (k1, off1) = (pos1 >> 32, (pos1 & 0xffff_ffff) as usize);
+        let last_ts = self.head.0.last_ts.load(Ordering::Relaxed);
+        let dropped_now = self.dropped.0.discarded.load();
+        for k in from..=k1.max(from) {
+            if k > k1 {
+                break;
+            }
+            let open = k == k1;
+            let slot = (k % n) as usize;
+            let meta = &self.slots[slot];
+            let content = if open {
+                off1
+            } else {
+                meta.content.load(Ordering::Relaxed) as usize
+            }
+            .min(self.slot_size);
+            let m = PacketMeta {
+                seq: k,
+                ts_begin: meta.ts_begin.load(Ordering::Relaxed),
+                ts_end: if open {
+                    last_ts
+                } else {
+                    meta.ts_end.load(Ordering::Relaxed)
+                },
+                committed_before: meta.committed_before.load(Ordering::Relaxed),
+                dropped_at_close: if open {
+                    dropped_now
+                } else {
+                    meta.dropped_at_close.load()
+                },
+                events: content,
+            };
+            // The slot is pinned (closed) or written only beyond `off1`
+            // (open): its first `content` bytes do not change while `each`
+            // reads them (module docs of `gate`).
+            each(&m, self.slot_ptr(slot).cast_const(), content);
+            self.gate.0.advance();
+        }
+        self.gate.0.unpin();
+        // Release: pairs with the Acquire that starts the next copy.
+        self.reading.store(false, Ordering::Release);
+        true
     }
 
     /// Copies packet `k`, whose slot the caller pinned, into `buf` after its

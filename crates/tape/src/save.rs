@@ -217,8 +217,38 @@ fn say_if_empty(target: &Path, events: bool) {
     }
 }
 
+thread_local! {
+    /// This thread is writing a trace (a panic then makes no crash dump:
+    /// it would wait for the copy this thread holds).
+    static SAVING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is in the middle of a save.
+pub(crate) fn saving_on_this_thread() -> bool {
+    SAVING.try_with(|s| s.get()).unwrap_or(false)
+}
+
+/// What happened, for the `env` of a crash dump: (reason, tid).
+static CRASH: std::sync::Mutex<Option<(String, i32)>> = std::sync::Mutex::new(None);
+
+/// Saves a crash dump at `target` (a panic's: see `crate::crash`): a save
+/// whose metadata says why, in `tape_crash_*` env entries.
+pub(crate) fn save_crash(target: &Path, what: &str, tid: i32) -> Result<(), Error> {
+    *CRASH.lock().unwrap_or_else(|e| e.into_inner()) = Some((what.to_owned(), tid));
+    let r = write_files(target).map_err(|e| e.into_error());
+    *CRASH.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    r.map(|_| ())
+}
+
 /// Writes the trace at `target`; whether it has events.
 fn write_files(target: &Path) -> Result<bool, SaveError> {
+    let was = SAVING.try_with(|s| s.replace(true)).unwrap_or(false);
+    let r = write_files_marked(target);
+    let _ = SAVING.try_with(|s| s.set(was));
+    r
+}
+
+fn write_files_marked(target: &Path) -> Result<bool, SaveError> {
     let parent = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -510,7 +540,12 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SaveError> {
 
 /// The CTF description of this process's tracepoints.
 pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
-    let clock = crate::clock::ctf_clock();
+    metadata_with(uuid, crate::clock::ctf_clock())
+}
+
+/// [`metadata`] with a given clock (the crash dump prepares its text with
+/// placeholders, and fills in the clock when it runs).
+pub(crate) fn metadata_with(uuid: [u8; 16], clock: tape_ctf::Clock) -> Trace {
     let u8_ = || Type::Integer(Integer::unsigned(8));
     let u32_ = || Type::Integer(Integer::unsigned(32));
     let u64_ = || Type::Integer(Integer::unsigned(64));
@@ -567,6 +602,15 @@ pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
             EnvValue::Str(local_date()),
         ),
     ];
+    if let Some((what, tid)) = CRASH.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+        t.env.extend([
+            ("tape_crash_signal".into(), EnvValue::Int(0)),
+            ("tape_crash_code".into(), EnvValue::Int(0)),
+            ("tape_crash_addr".into(), EnvValue::Int(0)),
+            ("tape_crash_tid".into(), EnvValue::Int(i64::from(tid))),
+            ("tape_crash_reason".into(), EnvValue::Str(what)),
+        ]);
+    }
     t.streams.push(StreamClass {
         id: Some(0),
         packet_context: Some(Struct::new(
@@ -634,21 +678,21 @@ pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
     t
 }
 
-struct Context<'a> {
-    uuid: &'a [u8; 16],
-    tid: u32,
-    name: &'a str,
+pub(crate) struct Context<'a> {
+    pub(crate) uuid: &'a [u8; 16],
+    pub(crate) tid: u32,
+    pub(crate) name: &'a str,
 }
 
 impl Context<'_> {
     /// Bytes of a packet's header and context.
-    fn head_size(&self) -> usize {
+    pub(crate) fn head_size(&self) -> usize {
         PACKET_HEADER_SIZE + 6 * 8 + 4 + self.name.len() + 1 + ring::Drops::CAUSES * 8
     }
 
     /// Writes a packet's header and context into `out` (`head_size` bytes),
     /// for a packet of `events` bytes of events.
-    fn header(
+    pub(crate) fn header(
         &self,
         out: &mut [u8],
         begin: u64,
@@ -678,7 +722,7 @@ impl Context<'_> {
     }
 }
 
-fn truncate_utf8(s: &str, max: usize) -> &str {
+pub(crate) fn truncate_utf8(s: &str, max: usize) -> &str {
     let s = s.split('\0').next().unwrap_or("");
     if s.len() <= max {
         return s;
@@ -764,7 +808,7 @@ fn local_date() -> String {
 }
 
 /// A random (version 4) UUID from the standard library's OS-seeded hasher.
-fn new_uuid() -> [u8; 16] {
+pub(crate) fn new_uuid() -> [u8; 16] {
     use std::hash::{BuildHasher, Hasher};
     let mut out = [0u8; 16];
     for (i, chunk) in out.chunks_mut(8).enumerate() {

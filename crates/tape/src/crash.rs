@@ -1,0 +1,1024 @@
+//! Dump on crash: the trace is saved when the program dies (ftrace's
+//! `ftrace_dump_on_oops`).
+//!
+//! [`install`] (called by [`crate::init`] unless `TAPE_DUMP=off`) sets a
+//! panic hook and handlers for the fatal signals SIGSEGV, SIGBUS, SIGILL,
+//! SIGFPE and SIGABRT. The trace then says which thread crashed and why:
+//!
+//! * an event **`tape.crash`** (`signal`, `code`, `addr`, `what`) in the
+//!   crashing thread's stream, its last event (when that thread has a ring:
+//!   a signal handler must not create one);
+//! * `env` entries `tape_crash_signal`, `tape_crash_code`,
+//!   `tape_crash_addr`, `tape_crash_tid`, `tape_crash_reason`, always.
+//!
+//! ## A panic
+//!
+//! The hook runs the previous hook (the usual message), records
+//! `tape.crash` with signal 0 and `what` = `panicked at FILE:LINE:COL:
+//! MESSAGE`, and saves the trace as [`crate::save()`] does, into
+//! `<program>-crash-<pid>` (`-2`, `-3`... beside it) in the trace directory;
+//! then the panic goes on (unwinds, or aborts with `panic = "abort"`, which
+//! then finds the trace saved). A program that catches panics gets a dump
+//! for each, up to [`MAX_DUMPS`].
+//!
+//! ## A fatal signal
+//!
+//! The handler runs on the thread's alternate signal stack (`SA_ONSTACK`;
+//! Rust gives every thread it starts one, 8 KiB), so a stack overflow is
+//! caught too, and does only async-signal-safe work:
+//!
+//! 1. it takes the dump (an atomic flag): a second crash on the same thread
+//!    during the dump (or a second signal) goes straight to step 5; a crash
+//!    of another thread meanwhile waits for the dump to end (at most
+//!    [`DUMP_WAIT`]) so the process does not die under it;
+//! 2. records `tape.crash` with a constant text per signal and code (no
+//!    formatting);
+//! 3. writes the trace with raw system calls (`mkdirat`, `openat`, `write`,
+//!    `close`) from memory prepared at [`install`]: the metadata text with
+//!    holes for the clock's calibration, the losses and the crash, filled by
+//!    hand-written integer formatting; the stream files are written straight
+//!    from the rings' memory (no copy, no allocation), each packet pinned
+//!    as a save pins it. The rings are reached with a `try_lock` of their
+//!    registry and each ring's copy claim is tried, each a bounded number of
+//!    times: if the crashing thread held one (a crash inside tape's own save
+//!    or ring creation), that part is skipped, never waited for;
+//! 4. writes `metadata` last: a dump cut short (a second fault, `kill -9`)
+//!    has none, and `tape check` names the directory as no trace;
+//! 5. puts the previous handler back and, for a signal that was sent
+//!    (`kill`, `abort()`), raises it again; for a fault it returns, the
+//!    instruction faults again and the previous handler (Rust's stack
+//!    overflow report, the default action and its core dump) sees the real
+//!    fault. So the exit status and core dump are what they would have
+//!    been without tape.
+//!
+//! The dump goes to `<trace dir>/<program>-crash-<pid>` (`-2`... if taken):
+//! the trace directory known at [`install`] (created at the crash if
+//! missing, one level), else `/tmp`. `stderr` gets one line naming it. The
+//! dump itself runs on a 256 KiB static stack of its own (the alternate
+//! signal stack only has to hold the handler's first frame).
+//!
+//! ## `TAPE_DUMP=text`
+//!
+//! After the dump, each thread's last [`TEXT_EVENTS_PER_THREAD`] events are
+//! printed on stderr as ftrace text. From a signal handler nothing that
+//! decodes and formats may run, so the program re-executes itself: a child
+//! made with the raw `clone` system call (no `atfork` handler) calls
+//! `execve("/proc/self/exe")` with only `TAPE_DUMP_SHOW=<dump>` in its
+//! environment; a constructor of tape's (`.init_array`, before `main`)
+//! sees it, prints the dump and exits. The crashed process waits for it at
+//! most [`DUMP_WAIT`].
+//!
+//! This is the second home of real `unsafe` (after `ring.rs`): the signal
+//! handler and the raw system calls, each block with its argument.
+
+use std::ffi::{c_int, c_void, CString};
+use std::io::Write as _;
+use std::os::unix::ffi::OsStrExt;
+use std::panic::PanicHookInfo;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::ring::{self, Drops, PacketMeta, Ring};
+use crate::save::{self, Context};
+
+crate::tracepoint! {
+    /// The program crashed: the signal (0 for a panic) and its `si_code`,
+    /// the faulting address (0 if none), and what happened.
+    pub fn crash_event(signal: i32, code: i32, addr: u64, what: &str) = "tape.crash";
+}
+
+/// What to do when the program crashes (`TAPE_DUMP`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dump {
+    /// Nothing: the program dies as it would without tape.
+    Off,
+    /// Save the trace (the default once [`crate::init`] ran).
+    Trace,
+    /// Save the trace, and print each thread's last events as ftrace text
+    /// on stderr, as the kernel prints its buffer on an oops.
+    Text,
+}
+
+/// Events of each thread that [`Dump::Text`] prints.
+pub const TEXT_EVENTS_PER_THREAD: usize = 16;
+
+/// Dumps made for panics, at most (a program that catches panics in a loop
+/// does not fill the disk).
+pub const MAX_DUMPS: u32 = 8;
+
+/// How long a second crashing thread waits for the first one's dump.
+pub const DUMP_WAIT: Duration = Duration::from_secs(10);
+
+const SIGNALS: [c_int; 5] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGFPE,
+    libc::SIGABRT,
+];
+
+/// The handlers in place before ours, by index in [`SIGNALS`]; written
+/// once, before our handlers are installed, then only read.
+struct OldActions(std::cell::UnsafeCell<[libc::sigaction; 5]>);
+// SAFETY: written only in `install_signals` under `INSTALL` (before any of
+// our handlers can run), read-only afterwards.
+unsafe impl Sync for OldActions {}
+static OLD: OldActions = OldActions(std::cell::UnsafeCell::new(
+    // SAFETY: an all-zero sigaction is a valid value (SIG_DFL, no flags).
+    unsafe { std::mem::zeroed() },
+));
+
+static MODE: AtomicU8 = AtomicU8::new(0);
+static PANIC_DUMPS: AtomicU32 = AtomicU32::new(0);
+/// The thread (tid) that is dumping; 0: none.
+static DUMPING: AtomicI32 = AtomicI32::new(0);
+/// The dump of a signal is over (written or given up).
+static DUMP_DONE: AtomicBool = AtomicBool::new(false);
+
+/// What the signal path needs, prepared at [`install`] (it may not
+/// allocate): leaked, never freed.
+struct Prepared {
+    /// The trace directory, and the fallback.
+    dir: CString,
+    /// Sanitised program name.
+    program: Vec<u8>,
+    /// The metadata text cut at its holes.
+    pieces: Vec<Vec<u8>>,
+    /// What each hole holds, in order.
+    holes: Vec<Hole>,
+    uuid: [u8; 16],
+}
+
+static PREPARED: AtomicPtr<Prepared> = AtomicPtr::new(std::ptr::null_mut());
+
+/// A value of the metadata filled in when the dump is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hole {
+    Freq,
+    OffsetS,
+    Offset,
+    DroppedNoRing,
+    DroppedNoMemory,
+    LostExited,
+    Date,
+    Mode,
+    Signal,
+    Code,
+    Addr,
+    Tid,
+    Reason,
+}
+
+const HOLES: [Hole; 13] = [
+    Hole::Freq,
+    Hole::OffsetS,
+    Hole::Offset,
+    Hole::DroppedNoRing,
+    Hole::DroppedNoMemory,
+    Hole::LostExited,
+    Hole::Date,
+    Hole::Mode,
+    Hole::Signal,
+    Hole::Code,
+    Hole::Addr,
+    Hole::Tid,
+    Hole::Reason,
+];
+
+/// The text a hole is written as in the prepared metadata: numbers no
+/// real value has, words no real text has.
+fn sentinel(h: Hole) -> String {
+    let i = HOLES.iter().position(|x| *x == h).unwrap_or(0);
+    match h {
+        Hole::Date | Hole::Mode | Hole::Reason => format!("tapehole{i:02}x"),
+        _ => format!("{}", 9_111_111_111_111_111_100i64 + i as i64),
+    }
+}
+
+/// Installs the panic hook and the signal handlers (once; later calls
+/// change only the mode).
+pub fn install(mode: Dump) {
+    MODE.store(
+        match mode {
+            Dump::Off => 0,
+            Dump::Trace => 1,
+            Dump::Text => 2,
+        },
+        Ordering::Relaxed,
+    );
+    if mode == Dump::Off {
+        return;
+    }
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        prepare();
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            previous(info);
+            on_panic(info);
+        }));
+        install_signals();
+    });
+}
+
+fn prepare() {
+    let uuid = save::new_uuid();
+    let mut clock = tape_ctf::Clock::new("tape", 1);
+    clock.description = Some(format!(
+        "tape trace clock ({}), calibrated against CLOCK_MONOTONIC, offset from CLOCK_REALTIME",
+        crate::clock::source().name()
+    ));
+    clock.absolute = true;
+    clock.precision = 1;
+    let num = |h: Hole| sentinel(h).parse::<i64>().unwrap_or(0);
+    clock.freq = num(Hole::Freq) as u64;
+    clock.offset_s = num(Hole::OffsetS);
+    clock.offset = num(Hole::Offset);
+    let mut t = save::metadata_with(uuid, clock);
+    for (k, v) in t.env.iter_mut() {
+        let h = match k.as_str() {
+            "events_dropped_without_ring" => Hole::DroppedNoRing,
+            "events_dropped_ring_alloc" => Hole::DroppedNoMemory,
+            "events_lost_with_exited_threads" => Hole::LostExited,
+            "trace_creation_datetime" => Hole::Date,
+            "mode" => Hole::Mode,
+            _ => continue,
+        };
+        *v = match h {
+            Hole::Date | Hole::Mode => tape_ctf::EnvValue::Str(sentinel(h)),
+            _ => tape_ctf::EnvValue::Int(num(h)),
+        };
+    }
+    for (name, h) in [
+        ("tape_crash_signal", Hole::Signal),
+        ("tape_crash_code", Hole::Code),
+        ("tape_crash_addr", Hole::Addr),
+        ("tape_crash_tid", Hole::Tid),
+    ] {
+        t.env.push((name.into(), tape_ctf::EnvValue::Int(num(h))));
+    }
+    t.env.push((
+        "tape_crash_reason".into(),
+        tape_ctf::EnvValue::Str(sentinel(Hole::Reason)),
+    ));
+    let text = t.to_tsdl();
+    // Cut the text at each sentinel, in the order they appear.
+    let mut found: Vec<(usize, Hole, usize)> = HOLES
+        .iter()
+        .filter_map(|&h| {
+            let s = sentinel(h);
+            text.find(&s).map(|at| (at, h, s.len()))
+        })
+        .collect();
+    found.sort_by_key(|f| f.0);
+    let mut pieces = Vec::new();
+    let mut holes = Vec::new();
+    let mut from = 0;
+    for (at, h, len) in found {
+        pieces.push(text.as_bytes()[from..at].to_vec());
+        holes.push(h);
+        from = at + len;
+    }
+    pieces.push(text.as_bytes()[from..].to_vec());
+    let dir = crate::config::trace_dir();
+    let dir = CString::new(dir.as_os_str().as_bytes()).unwrap_or_else(|_| c"/tmp".to_owned());
+    let program = save::program_name().into_bytes();
+    let p = Box::new(Prepared {
+        dir,
+        program,
+        pieces,
+        holes,
+        uuid,
+    });
+    // Release: pairs with the Acquire in the handler.
+    PREPARED.store(Box::into_raw(p), Ordering::Release);
+}
+
+fn install_signals() {
+    // SAFETY: `OLD` is written here only, before any of our handlers is
+    // installed (so none reads it yet); each sigaction call gets valid
+    // pointers; the handler is an `extern "C"` function valid for the life
+    // of the process.
+    unsafe {
+        let old = &mut *OLD.0.get();
+        for (i, &sig) in SIGNALS.iter().enumerate() {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void)
+                as libc::sighandler_t;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, &mut old[i]);
+        }
+    }
+}
+
+/// The kernel thread id of the calling thread (async-signal-safe).
+fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+fn on_panic(info: &PanicHookInfo<'_>) {
+    if MODE.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    if PANIC_DUMPS.fetch_add(1, Ordering::Relaxed) >= MAX_DUMPS {
+        return;
+    }
+    let message = info
+        .payload()
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| info.payload().downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "Box<dyn Any>".into());
+    let what = match info.location() {
+        Some(l) => format!(
+            "panicked at {}:{}:{}: {message}",
+            l.file(),
+            l.line(),
+            l.column()
+        ),
+        None => format!("panicked: {message}"),
+    };
+    if save::saving_on_this_thread() {
+        eprintln!("tape: no crash dump: the panic happened during a save on this thread");
+        return;
+    }
+    record(0, 0, 0, &what, true);
+    let parent = crate::config::trace_dir();
+    let program = save::program_name();
+    let pid = std::process::id();
+    let mut target = parent.join(format!("{program}-crash-{pid}"));
+    let mut n = 2;
+    while target.exists() {
+        target = parent.join(format!("{program}-crash-{pid}-{n}"));
+        n += 1;
+    }
+    match save::save_crash(&target, &what, gettid()) {
+        Ok(()) => {
+            eprintln!("tape: crash dump saved to {}", target.display());
+            if MODE.load(Ordering::Relaxed) == 2 {
+                let mut err = std::io::stderr().lock();
+                let _ = print_last_events(&target, &mut err);
+            }
+        }
+        Err(e) => eprintln!("tape: crash dump failed: {e}"),
+    }
+}
+
+/// Prints the last [`TEXT_EVENTS_PER_THREAD`] events of each thread of the
+/// trace at `dir`, in time order, as ftrace text (`tape show --format
+/// ftrace`'s lines).
+pub fn print_last_events(
+    dir: &std::path::Path,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    let fail = |e: String| std::io::Error::other(e);
+    let trace = tape_ctf::read::open_trace(dir).map_err(|e| fail(e.to_string()))?;
+    let mut merge = tape_ctf::fast::FastMerge::new(&[trace]).map_err(fail)?;
+    let mut text = String::new();
+    tape_ctf::ftrace::render(
+        &mut merge,
+        |_, _| true,
+        |_| true,
+        |chunk| {
+            text.push_str(chunk);
+            true
+        },
+    )
+    .map_err(|e| fail(e.to_string()))?;
+    let lines: Vec<&str> = text.lines().collect();
+    let task = |l: &str| l.split_whitespace().next().unwrap_or("").to_owned();
+    let events: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    let mut kept = vec![false; events.len()];
+    let mut per_task: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (i, l) in events.iter().enumerate().rev() {
+        let n = per_task.entry(task(l)).or_insert(0);
+        if *n < TEXT_EVENTS_PER_THREAD {
+            *n += 1;
+            kept[i] = true;
+        }
+    }
+    writeln!(
+        out,
+        "tape: the last events of each thread ({} at most), from {}:",
+        TEXT_EVENTS_PER_THREAD,
+        dir.display()
+    )?;
+    for l in lines.iter().filter(|l| l.starts_with('#')) {
+        writeln!(out, "{l}")?;
+    }
+    for (l, k) in events.iter().zip(kept) {
+        if k {
+            writeln!(out, "{l}")?;
+        }
+    }
+    Ok(())
+}
+
+/// The re-executed program of [`Dump::Text`]: a constructor, run before
+/// `main`, that prints the dump named by `TAPE_DUMP_SHOW` and exits.
+#[used]
+#[link_section = ".init_array"]
+static SHOW_DUMP: extern "C" fn() = show_dump_if_asked;
+
+extern "C" fn show_dump_if_asked() {
+    let Some(dir) = std::env::var_os("TAPE_DUMP_SHOW") else {
+        return;
+    };
+    let mut err = std::io::stderr().lock();
+    if let Err(e) = print_last_events(std::path::Path::new(&dir), &mut err) {
+        let _ = writeln!(err, "tape: cannot print the crash dump: {e}");
+    }
+    drop(err);
+    // SAFETY: _exit ends this (re-executed) process at once, by design.
+    unsafe { libc::_exit(0) };
+}
+
+/// From the signal handler: prints the dump by re-executing the program
+/// (`/proc/self/exe`) with only `TAPE_DUMP_SHOW=<dump>` in its environment,
+/// in a child made with the raw `clone` system call (no `atfork` handler
+/// runs, no lock of this process is inherited into code that runs), and
+/// waits for it at most [`DUMP_WAIT`].
+fn show_from_signal(dir: &[u8]) {
+    let mut env = Buf::<1100>::new();
+    env.put(b"TAPE_DUMP_SHOW=").put(dir);
+    let envp: [*const libc::c_char; 2] = [env.c(), std::ptr::null()];
+    let argv: [*const libc::c_char; 2] = [c"tape-dump-show".as_ptr(), std::ptr::null()];
+    // SAFETY: a raw clone with only SIGCHLD is a fork without glibc's
+    // atfork handlers; the child calls only execve and _exit, which are
+    // async-signal-safe, with valid NUL-terminated arrays.
+    let child =
+        unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) };
+    if child == 0 {
+        // SAFETY: as above.
+        unsafe {
+            libc::execve(c"/proc/self/exe".as_ptr(), argv.as_ptr(), envp.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    if child < 0 {
+        return;
+    }
+    let child = child as libc::pid_t;
+    let step = Duration::from_millis(5);
+    let mut waited = Duration::ZERO;
+    loop {
+        let mut status = 0;
+        // SAFETY: waiting for our own child; async-signal-safe.
+        let r = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
+        if r != 0 {
+            return;
+        }
+        if waited >= DUMP_WAIT {
+            // SAFETY: our own child.
+            unsafe {
+                libc::kill(child, libc::SIGKILL);
+                libc::waitpid(child, &mut status, 0);
+            }
+            return;
+        }
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: step.as_nanos() as libc::c_long,
+        };
+        // SAFETY: valid pointer; async-signal-safe.
+        unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+        waited += step;
+    }
+}
+
+/// Records `tape.crash` on the calling thread, whether or not it is
+/// enabled; from a signal only if the thread has a ring already.
+fn record(signal: i32, code: i32, addr: u64, what: &str, may_allocate: bool) {
+    if may_allocate || ring::has_ring() {
+        ring::emit(crash_event::TRACEPOINT.state(), (signal, code, addr, what));
+    }
+}
+
+extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, _ctx: *mut c_void) {
+    let me = gettid();
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let (code, addr) = unsafe {
+        if info.is_null() {
+            (0, 0)
+        } else {
+            let code = (*info).si_code;
+            // si_addr means something only for a fault (code > 0); for a
+            // sent signal the union holds the sender's pid.
+            (
+                code,
+                if code > 0 {
+                    (*info).si_addr() as u64
+                } else {
+                    0
+                },
+            )
+        }
+    };
+    match DUMPING.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => {
+            if MODE.load(Ordering::Relaxed) != 0 {
+                let mut args = DumpArgs {
+                    sig,
+                    code,
+                    addr,
+                    tid: me,
+                };
+                // SAFETY: only the thread that won DUMPING runs on the
+                // crash stack, once (a nested crash of this thread does not
+                // come back here); `dump_on_stack` is an extern "C" fn that
+                // takes the args pointer, valid for the call.
+                unsafe {
+                    call_on_crash_stack(dump_on_stack, (&mut args as *mut DumpArgs).cast());
+                }
+            }
+            DUMP_DONE.store(true, Ordering::SeqCst);
+        }
+        Err(owner) if owner != me => {
+            // Another thread is dumping: let it finish before this one
+            // takes the process down.
+            let mut waited = Duration::ZERO;
+            let step = Duration::from_millis(1);
+            while !DUMP_DONE.load(Ordering::SeqCst) && waited < DUMP_WAIT {
+                let ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: step.as_nanos() as libc::c_long,
+                };
+                // SAFETY: nanosleep is async-signal-safe; valid pointer.
+                unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+                waited += step;
+            }
+        }
+        Err(_) => {} // A crash inside this thread's own dump: go on dying.
+    }
+    chain(sig, code);
+}
+
+struct DumpArgs {
+    sig: c_int,
+    code: c_int,
+    addr: u64,
+    tid: i32,
+}
+
+extern "C" fn dump_on_stack(args: *mut c_void) {
+    // SAFETY: `on_signal` passes a valid `DumpArgs` for the call's length.
+    let a = unsafe { &*args.cast::<DumpArgs>() };
+    dump_from_signal(a.sig, a.code, a.addr, a.tid);
+}
+
+/// The stack the dump runs on: the thread's alternate signal stack (8 KiB
+/// for Rust's threads) is too small for an unoptimised build's frames, and
+/// one thread dumps at a time. Untouched (and so not resident) until used.
+const CRASH_STACK_SIZE: usize = 256 << 10;
+
+#[repr(C, align(16))]
+struct CrashStack(std::cell::UnsafeCell<[u8; CRASH_STACK_SIZE]>);
+// SAFETY: used by the one thread that won DUMPING, once.
+unsafe impl Sync for CrashStack {}
+static CRASH_STACK: CrashStack = CrashStack(std::cell::UnsafeCell::new([0; CRASH_STACK_SIZE]));
+
+/// Calls `f(arg)` with the stack pointer at the top of [`CRASH_STACK`],
+/// then restores it.
+///
+/// # Safety
+/// One caller at a time (the crash stack is not reentrant); `f` must not
+/// unwind.
+unsafe fn call_on_crash_stack(f: extern "C" fn(*mut c_void), arg: *mut c_void) {
+    let top = CRASH_STACK
+        .0
+        .get()
+        .cast::<u8>()
+        .wrapping_add(CRASH_STACK_SIZE);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `top` is the 16-aligned end of a static buffer no one else
+    // uses now; the old stack pointer is kept in r12, callee-saved, so `f`
+    // preserves it; `f` follows the C ABI (clobber_abi).
+    unsafe {
+        core::arch::asm!(
+            "mov r12, rsp",
+            "mov rsp, {top}",
+            "call {f}",
+            "mov rsp, r12",
+            top = in(reg) top,
+            f = in(reg) f,
+            in("rdi") arg,
+            out("r12") _,
+            clobber_abi("C"),
+        );
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: as above, with the old stack pointer in x19 (callee-saved).
+    unsafe {
+        core::arch::asm!(
+            "mov x19, sp",
+            "mov sp, {top}",
+            "blr {f}",
+            "mov sp, x19",
+            top = in(reg) top,
+            f = in(reg) f,
+            in("x0") arg,
+            out("x19") _,
+            clobber_abi("C"),
+        );
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let _ = top;
+        f(arg);
+    }
+}
+
+/// Puts the previous handler back; raises a sent signal again (a fault
+/// faults again by itself when the handler returns).
+fn chain(sig: c_int, code: c_int) {
+    let Some(i) = SIGNALS.iter().position(|&s| s == sig) else {
+        return;
+    };
+    // SAFETY: OLD is read-only once handlers are installed; sigaction and
+    // raise are async-signal-safe.
+    unsafe {
+        let old = &(*OLD.0.get())[i];
+        libc::sigaction(sig, old, std::ptr::null_mut());
+        if code <= 0 {
+            // Sent (SI_USER, SI_TKILL, SI_QUEUE...): pending until this
+            // handler returns, then delivered to the previous action.
+            libc::raise(sig);
+        }
+    }
+}
+
+/// A constant text for a signal and its code.
+fn reason(sig: c_int, code: c_int) -> &'static str {
+    match (sig, code) {
+        (libc::SIGSEGV, 1) => "SIGSEGV: address not mapped",
+        (libc::SIGSEGV, 2) => "SIGSEGV: invalid permissions for the mapped address",
+        (libc::SIGSEGV, _) => "SIGSEGV: segmentation fault",
+        (libc::SIGBUS, 1) => "SIGBUS: invalid address alignment",
+        (libc::SIGBUS, 2) => "SIGBUS: nonexistent physical address",
+        (libc::SIGBUS, _) => "SIGBUS: bus error",
+        (libc::SIGILL, _) => "SIGILL: illegal instruction",
+        (libc::SIGFPE, 1) => "SIGFPE: integer divide by zero",
+        (libc::SIGFPE, _) => "SIGFPE: arithmetic exception",
+        (libc::SIGABRT, _) => "SIGABRT: aborted",
+        _ => "fatal signal",
+    }
+}
+
+/// A small buffer on the stack, written with text and numbers (no
+/// allocation).
+struct Buf<const N: usize> {
+    b: [u8; N],
+    n: usize,
+}
+
+impl<const N: usize> Buf<N> {
+    fn new() -> Self {
+        Buf { b: [0; N], n: 0 }
+    }
+    fn put(&mut self, s: &[u8]) -> &mut Self {
+        let k = s.len().min(N - self.n);
+        self.b[self.n..self.n + k].copy_from_slice(&s[..k]);
+        self.n += k;
+        self
+    }
+    fn num(&mut self, v: i128) -> &mut Self {
+        let mut digits = [0u8; 40];
+        let mut i = digits.len();
+        let neg = v < 0;
+        let mut u = v.unsigned_abs();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (u % 10) as u8;
+            u /= 10;
+            if u == 0 {
+                break;
+            }
+        }
+        if neg {
+            self.put(b"-");
+        }
+        self.put(&digits[i..])
+    }
+    fn pad2(&mut self, v: i64) -> &mut Self {
+        if v < 10 {
+            self.put(b"0");
+        }
+        self.num(v.into())
+    }
+    /// NUL-terminated, for a system call.
+    fn c(&mut self) -> *const libc::c_char {
+        if self.n == N {
+            self.n -= 1;
+        }
+        self.b[self.n] = 0;
+        self.b.as_ptr().cast()
+    }
+    fn bytes(&self) -> &[u8] {
+        &self.b[..self.n]
+    }
+}
+
+/// Writes all of `bytes` to `fd`; false on an error.
+fn write_all(fd: c_int, mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        // SAFETY: `bytes` is valid for its length.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return false;
+        }
+        bytes = &bytes[n as usize..];
+    }
+    true
+}
+
+/// The civil date of a Unix time, UTC (Howard Hinnant's days_from_civil
+/// inverse): `YYYY-MM-DD-HH-MM-SS`.
+fn utc_date(out: &mut Buf<32>, secs: i64) {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    out.num(y.into())
+        .put(b"-")
+        .pad2(m)
+        .put(b"-")
+        .pad2(d)
+        .put(b"-");
+    out.pad2(rem / 3600)
+        .put(b"-")
+        .pad2(rem / 60 % 60)
+        .put(b"-")
+        .pad2(rem % 60);
+}
+
+/// The dump of a fatal signal (module docs): only async-signal-safe steps.
+fn dump_from_signal(sig: c_int, code: c_int, addr: u64, tid: i32) {
+    // Acquire: pairs with the Release store of `prepare`.
+    let p = PREPARED.load(Ordering::Acquire);
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: leaked by `prepare`, never freed.
+    let p = unsafe { &*p };
+    let what = reason(sig, code);
+    record(sig, code, addr, what, false);
+
+    // The directory: the trace directory (made if missing), else /tmp.
+    let mut parent_name: &[u8] = p.dir.as_bytes();
+    // SAFETY: valid NUL-terminated paths; open/mkdir are async-signal-safe.
+    let parent = unsafe {
+        let mut fd = libc::open(
+            p.dir.as_ptr(),
+            libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            libc::mkdir(p.dir.as_ptr(), 0o755);
+            fd = libc::open(
+                p.dir.as_ptr(),
+                libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC,
+            );
+        }
+        if fd < 0 {
+            parent_name = b"/tmp";
+            fd = libc::open(
+                c"/tmp".as_ptr(),
+                libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC,
+            );
+        }
+        fd
+    };
+    if parent < 0 {
+        return;
+    }
+    let pid = std::process::id();
+    let mut name = Buf::<256>::new();
+    let mut made = false;
+    for n in 1..100 {
+        name.n = 0;
+        name.put(&p.program).put(b"-crash-").num(pid.into());
+        if n > 1 {
+            name.put(b"-").num(n.into());
+        }
+        // SAFETY: `parent` is an open directory, the name NUL-terminated.
+        if unsafe { libc::mkdirat(parent, name.c(), 0o755) } == 0 {
+            made = true;
+            break;
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+            break;
+        }
+    }
+    let dir = if made {
+        // SAFETY: `parent` is an open directory, the name NUL-terminated.
+        unsafe {
+            libc::openat(
+                parent,
+                name.c(),
+                libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        }
+    } else {
+        -1
+    };
+    if dir < 0 {
+        // SAFETY: closing our own descriptor.
+        unsafe { libc::close(parent) };
+        return;
+    }
+    let mut rings_written = 0u32;
+    // Rings the dump could not reach (their lock or copy claim held by the
+    // crashing thread) are missing from it; the streams written are whole.
+    let _reached = ring::with_rings_for_crash(1000, |rings| {
+        for r in rings {
+            if write_stream(dir, p, r) {
+                rings_written += 1;
+            }
+        }
+    });
+    write_metadata(dir, p, sig, code, addr, tid, what);
+    // SAFETY: closing our own descriptors.
+    unsafe {
+        libc::close(dir);
+        libc::close(parent);
+    }
+    let mut line = Buf::<512>::new();
+    line.put(b"tape: crash dump saved to ");
+    line.put(parent_name)
+        .put(b"/")
+        .put(name.bytes())
+        .put(b" (")
+        .put(what.as_bytes())
+        .put(b")\n");
+    let _ = write_all(2, line.bytes());
+    if MODE.load(Ordering::Relaxed) == 2 {
+        let mut path = Buf::<1024>::new();
+        path.put(parent_name).put(b"/").put(name.bytes());
+        show_from_signal(path.bytes());
+    }
+}
+
+/// One ring's stream file, written from the ring's memory; whether it was
+/// written.
+fn write_stream(dir: c_int, p: &Prepared, r: &Arc<Ring>) -> bool {
+    let tid = r.tid();
+    let mut file = Buf::<96>::new();
+    let name = save::truncate_utf8(&r.name, 255);
+    for c in name.bytes().take(32) {
+        file.put(&[if c.is_ascii_alphanumeric() || c == b'-' || c == b'_' {
+            c
+        } else {
+            b'_'
+        }]);
+    }
+    if name.is_empty() {
+        file.put(b"thread");
+    }
+    file.put(b"-").num(tid.into());
+    let ctx = Context {
+        uuid: &p.uuid,
+        tid,
+        name,
+    };
+    let head = ctx.head_size();
+    if head > 512 {
+        return false;
+    }
+    let mut fd: c_int = -1;
+    let mut ok = true;
+    let mut prev: Option<Drops> = None;
+    let mut lost_before: Option<u64> = None;
+    let created = r.created_ts;
+    let base = file.n;
+    let mut open_file = |fd: &mut c_int| -> bool {
+        // Two threads of the same name and tid (a tid reused): `-2`...
+        for n in 1..10 {
+            if *fd >= 0 {
+                break;
+            }
+            file.n = base;
+            if n > 1 {
+                file.put(b"-").num(n.into());
+            }
+            // SAFETY: `dir` is open, the name NUL-terminated.
+            *fd = unsafe {
+                libc::openat(
+                    dir,
+                    file.c(),
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                    0o644,
+                )
+            };
+        }
+        *fd >= 0
+    };
+    let walked = r.walk_for_crash(1000, |m: &PacketMeta, events: *const u8, len: usize| {
+        if !ok {
+            return;
+        }
+        let mut hdr = [0u8; 512];
+        let first = lost_before.is_none();
+        let before = *lost_before.get_or_insert(m.committed_before);
+        let d = Drops {
+            overwritten: before,
+            ..m.dropped_at_close
+        };
+        if first && d.total() > 0 {
+            let t = created.min(m.ts_begin);
+            ctx.header(&mut hdr[..head], t, t, m.seq, Drops::default(), 0);
+            ok = open_file(&mut fd) && write_all(fd, &hdr[..head]);
+        }
+        if m.events == 0 && prev == Some(d) {
+            return;
+        }
+        prev = Some(d);
+        let begin = m.ts_begin.min(m.ts_end);
+        ctx.header(&mut hdr[..head], begin, m.ts_end, m.seq + 1, d, m.events);
+        // SAFETY: `events .. + len` is the pinned packet's content in the
+        // ring (`walk_for_crash`), valid and unchanging while we read it.
+        let body = unsafe { std::slice::from_raw_parts(events, len) };
+        ok = ok && open_file(&mut fd) && write_all(fd, &hdr[..head]) && write_all(fd, body);
+    });
+    if fd >= 0 {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fd) };
+    }
+    walked && ok && fd >= 0
+}
+
+fn write_metadata(
+    dir: c_int,
+    p: &Prepared,
+    sig: c_int,
+    code: c_int,
+    addr: u64,
+    tid: i32,
+    what: &str,
+) {
+    // SAFETY: `dir` is open; the name is a literal.
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            c"metadata".as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    if fd < 0 {
+        return;
+    }
+    let (freq, offset_s, offset) = crate::clock::crash_clock();
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer; clock_gettime is async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    let mut date = Buf::<32>::new();
+    utc_date(&mut date, ts.tv_sec);
+    let mode: &[u8] = match crate::config::mode() {
+        crate::config::Mode::Overwrite => b"overwrite",
+        crate::config::Mode::Discard => b"discard",
+    };
+    let mut ok = true;
+    for (i, piece) in p.pieces.iter().enumerate() {
+        ok = ok && write_all(fd, piece);
+        let Some(h) = p.holes.get(i) else { continue };
+        let mut v = Buf::<64>::new();
+        match h {
+            Hole::Freq => v.num(freq.into()),
+            Hole::OffsetS => v.num(offset_s.into()),
+            Hole::Offset => v.num(offset.into()),
+            Hole::DroppedNoRing => v.num(ring::DROPPED_NO_RING.load(Ordering::Relaxed).into()),
+            Hole::DroppedNoMemory => v.num(ring::DROPPED_NO_MEMORY.load(Ordering::Relaxed).into()),
+            Hole::LostExited => v.num(ring::EVENTS_LOST_EXITED.load(Ordering::Relaxed).into()),
+            Hole::Date => v.put(date.bytes()).put(b"Z"),
+            Hole::Mode => v.put(mode),
+            Hole::Signal => v.num(sig.into()),
+            Hole::Code => v.num(code.into()),
+            Hole::Addr => v.num(addr.into()),
+            Hole::Tid => v.num(tid.into()),
+            Hole::Reason => v.put(what.as_bytes()),
+        };
+        ok = ok && write_all(fd, v.bytes());
+    }
+    let _ = ok;
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+}
