@@ -19,7 +19,8 @@
 //! `<program>-crash-<pid>` (`-2`, `-3`... beside it) in the trace directory;
 //! then the panic goes on (unwinds, or aborts with `panic = "abort"`, which
 //! then finds the trace saved). A program that catches panics gets a dump
-//! for each, up to [`MAX_DUMPS`].
+//! for each, up to [`MAX_DUMPS`]; a probe's panic, which tape catches and
+//! reports itself ([`crate::probe`]), gets none.
 //!
 //! ## A fatal signal
 //!
@@ -320,7 +321,9 @@ fn gettid() -> i32 {
 }
 
 fn on_panic(info: &PanicHookInfo<'_>) {
-    if MODE.load(Ordering::Relaxed) == 0 {
+    if MODE.load(Ordering::Relaxed) == 0 || crate::probe::in_probe() {
+        // A probe's panic is caught, counted and reported by the probe
+        // machinery (`crate::probe`): no crash.
         return;
     }
     if PANIC_DUMPS.fetch_add(1, Ordering::Relaxed) >= MAX_DUMPS {

@@ -463,6 +463,12 @@ thread_local! {
     };
 }
 
+/// Whether the calling thread is inside a probe call (a panic there is the
+/// probe machinery's to handle: the crash dump leaves it alone).
+pub(crate) fn in_probe() -> bool {
+    THREAD.try_with(|t| t.depth.get() > 0).unwrap_or(false)
+}
+
 /// Calls the probes of `tp` for one hit: `typed` calls a typed probe's
 /// callback with the arguments; `payload` is the encoded form for the
 /// untyped ones. Called by the cold path `tracepoint!` generates, after
