@@ -437,3 +437,103 @@ impl StderrOf for Child {
         s
     }
 }
+
+/// (entries, filtered) of the thread named `name` in `tape ctl stats`.
+fn thread_counts(p: &Program, name: &str) -> (u64, u64) {
+    let stats = p.ok(&["stats"]);
+    let mut lines = stats
+        .lines()
+        .skip_while(|l| !l.contains(&format!("({name})")));
+    let header = lines
+        .next()
+        .unwrap_or_else(|| panic!("no thread {name} in:\n{stats}"));
+    let get = |key: &str| -> u64 {
+        lines
+            .clone()
+            .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+            .unwrap_or_else(|| panic!("no {key} after {header}"))
+            .parse()
+            .unwrap()
+    };
+    let entries = get("entries");
+    let filtered = get("filtered");
+    (entries, filtered)
+}
+
+#[test]
+fn threads_records_only_the_threads_named() {
+    let rt = runtime_dir("threads");
+    // Small packets: a thread left out stops at its next packet switch.
+    let p = Program::start(
+        &rt,
+        &[
+            ("TAPE_TRACE", "pipeline.*"),
+            ("TAPE_TRACE_BUFSZ", "1M"),
+            ("TAPE_TRACE_PACKETSZ", "4K"),
+        ],
+    );
+    wait_until("every thread recording", || {
+        let s = p.ok(&["stats"]);
+        ["source", "worker-0", "worker-1", "sink"]
+            .iter()
+            .all(|n| s.contains(&format!("({n}):")))
+    });
+    assert_eq!(p.ok(&["threads"]).lines().next(), Some("threads: all"));
+    let out = p.ok(&["threads", "worker-*"]);
+    assert!(out.starts_with("threads: worker-*\n"), "{out}");
+    assert!(out.contains("(source): left out"), "{out}");
+    assert!(out.contains("(worker-0): recording"), "{out}");
+    assert!(
+        field(&p.ok(&["status"]), "threads").starts_with("worker-* (2 of 4 threads recording)"),
+        "{}",
+        p.ok(&["status"])
+    );
+    // The source stops recording (at its next packet) and counts what it
+    // does not record; the workers go on.
+    wait_until("the source filtered", || thread_counts(&p, "source").1 > 0);
+    let (src, _) = thread_counts(&p, "source");
+    let (w0, _) = thread_counts(&p, "worker-0");
+    std::thread::sleep(Duration::from_millis(300));
+    let (src2, filtered2) = thread_counts(&p, "source");
+    let (w0b, w0_filtered) = thread_counts(&p, "worker-0");
+    assert_eq!(src2, src, "the source recorded while left out");
+    assert!(filtered2 > 0);
+    assert!(
+        w0b > w0 && w0_filtered == 0,
+        "worker-0: {w0} -> {w0b}, filtered {w0_filtered}"
+    );
+    // By thread id: only the sink.
+    let stats = p.ok(&["stats"]);
+    let sink_tid = stats
+        .lines()
+        .find(|l| l.contains("(sink)"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .to_owned();
+    let out = p.ok(&["threads", &sink_tid]);
+    assert!(
+        out.contains("(sink): recording") && out.contains("(worker-0): left out"),
+        "{out}"
+    );
+    // --all: everyone again.
+    let out = p.ok(&["threads", "--all"]);
+    assert!(
+        out.starts_with("threads: all\n") && !out.contains("left out"),
+        "{out}"
+    );
+    let (src3, _) = thread_counts(&p, "source");
+    wait_until("the source recording again", || {
+        thread_counts(&p, "source").0 > src3
+    });
+    // Bad input.
+    assert!(p
+        .fails(&["threads", "wor[ker"])
+        .contains("bad thread-name glob \"wor[ker\""));
+    assert!(p
+        .fails(&["threads", "--all", "1"])
+        .contains("`threads --all` takes nothing else"));
+    assert!(p
+        .fails(&["threads", "99999999999"])
+        .contains("thread id \"99999999999\" is too large"));
+    let _ = std::fs::remove_dir_all(&rt);
+}

@@ -184,9 +184,9 @@ pub const FAST_PATH: bool = cfg!(feature = "fast-path");
 ///
 /// Exact once the threads are quiet (and always for the calling thread's
 /// own ring): another thread's counters are read one after the other while
-/// it may be emitting. For each thread, `emitted = recorded + lost`, where
-/// `lost` is [`Drops::total`]; in overwrite mode with nothing else lost,
-/// `emitted = recorded + overwritten`.
+/// it may be emitting. For each thread, `emitted = recorded + lost +
+/// filtered`, where `lost` is [`Drops::total`]; in overwrite mode with
+/// nothing else lost or filtered, `emitted = recorded + overwritten`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Rings (threads) recording.
@@ -226,12 +226,15 @@ pub struct ThreadStats {
     pub recorded: u64,
     /// Events lost, by cause.
     pub drops: Drops,
+    /// Events not recorded because the thread filter left the thread out
+    /// (`tape ctl PID threads`; not losses).
+    pub filtered: u64,
 }
 
 impl ThreadStats {
-    /// Events the thread emitted while enabled: recorded plus lost.
+    /// Events the thread emitted while enabled: recorded, lost and filtered.
     pub fn emitted(&self) -> u64 {
-        self.recorded + self.drops.total()
+        self.recorded + self.drops.total() + self.filtered
     }
 }
 
@@ -255,6 +258,7 @@ pub fn stats() -> Stats {
             // the difference never underflows.
             recorded: r.written().saturating_sub(drops.overwritten),
             drops,
+            filtered: r.filtered_events(),
         };
         s.exited_rings += usize::from(t.exited);
         s.recorded += t.recorded;

@@ -225,6 +225,14 @@ pub(crate) struct Ring {
     /// is made only if some ring has more (`save::unsaved`). Written by
     /// saves after their rename, read relaxed.
     saved_upto: AtomicU64,
+    /// The thread filter leaves this thread out (`crate::control::threads`):
+    /// written relaxed by the control plane, read relaxed by the owner's
+    /// cold path, which applies it (no ordering: a setting, seen at the
+    /// owner's next cold entry).
+    filtered: AtomicBool,
+    /// Events the owner did not record because it was filtered out (not
+    /// losses). Only the owner writes it.
+    filtered_events: AtomicU64,
 }
 
 // SAFETY: the `UnsafeCell` memory is written only by the owner thread (the
@@ -274,6 +282,10 @@ struct Local {
     /// The [`GEOMETRY`] for which this thread's ring could not be
     /// allocated (0: none failed).
     failed: Cell<u64>,
+    /// The thread filter left this thread out: `cap` is 0, so that every
+    /// emit comes to the cold path, which counts it as filtered until the
+    /// filter lets the thread in again.
+    filtered: Cell<bool>,
 }
 
 thread_local! {
@@ -287,6 +299,7 @@ thread_local! {
             busy: Cell::new(false),
             gone: Cell::new(false),
             failed: Cell::new(0),
+            filtered: Cell::new(false),
         }
     };
     /// Registered with the ring; its destructor closes the ring at thread exit.
@@ -467,14 +480,26 @@ fn emit_cold<P: Encode>(l: &Local, state: u64, payload: P, size: usize) {
             DROPPED_NO_MEMORY.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if size <= room(l) {
-            let ts = clock::now();
-            // SAFETY: bounds checked just above; ring attached.
-            return unsafe { write_event(l, state, ts, &payload) };
-        }
     }
     // SAFETY: non-null (attached above or earlier); kept alive by the registry.
     let ring = unsafe { &*l.ring.get() };
+    // The thread filter, applied here (the fast path never looks): at a
+    // thread's first event, at its packet switches, and at every event
+    // while it is filtered out (its `cap` is 0).
+    if ring.filtered.load(Ordering::Relaxed) {
+        l.filtered.set(true);
+        l.cap.set(0);
+        return bump(&ring.filtered_events);
+    }
+    if l.filtered.get() {
+        l.filtered.set(false);
+        l.cap.set(ring.slot_size);
+    }
+    if size <= room(l) {
+        let ts = clock::now();
+        // SAFETY: bounds checked just above; ring attached.
+        return unsafe { write_event(l, state, ts, &payload) };
+    }
     if size > ring.slot_size {
         return bump(&ring.dropped.0.discarded.big);
     }
@@ -563,7 +588,12 @@ fn attach(l: &Local) -> bool {
             )
         };
     });
-    RINGS.lock().unwrap_or_else(|e| e.into_inner()).push(ring);
+    RINGS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(ring.clone());
+    // After the push: see `threads::apply_to`.
+    crate::control::threads::apply_to(&ring);
     true
 }
 
@@ -693,15 +723,33 @@ impl Ring {
             exited: AtomicBool::new(false),
             events_at_exit: AtomicU64::new(0),
             saved_upto: AtomicU64::new(0),
+            filtered: AtomicBool::new(false),
+            filtered_events: AtomicU64::new(0),
         })
     }
 
-    /// Kernel thread id of the owner.
     /// The ring's size in bytes (all its packets).
     pub(crate) fn capacity(&self) -> usize {
         self.slots.len() * self.slot_size
     }
 
+    /// Leaves the owner thread out of recording, or lets it in (applied at
+    /// its next cold entry: see `emit_cold`).
+    pub(crate) fn set_filtered(&self, out: bool) {
+        self.filtered.store(out, Ordering::Relaxed);
+    }
+
+    /// Whether the thread filter leaves the owner out.
+    pub(crate) fn is_filtered(&self) -> bool {
+        self.filtered.load(Ordering::Relaxed)
+    }
+
+    /// Events not recorded because the owner was filtered out.
+    pub(crate) fn filtered_events(&self) -> u64 {
+        self.filtered_events.load(Ordering::Relaxed)
+    }
+
+    /// Kernel thread id of the owner.
     pub(crate) fn tid(&self) -> u32 {
         self.tid.load(Ordering::Relaxed)
     }

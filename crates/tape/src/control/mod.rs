@@ -17,6 +17,7 @@
 //! | `list [PATTERN]`             | `available_events`             | each tracepoint, its state and its fields              |
 //! | `buffer SIZE [PACKET]`       | `buffer_size_kb`               | ring and packet size of rings created from now on      |
 //! | `mode overwrite\|discard`    | `options/overwrite`            | what a full ring does, at each ring's next packet      |
+//! | `threads TID\|GLOB...`       | `set_event_pid`                | record only those threads ([`threads`]); `--all`: every thread |
 //! | `save [DIR]`                 | `snapshot`                     | save the rings now; prints the trace directory         |
 //! | `stats`                      | `per_cpu/cpuN/stats`           | per thread: events, losses by cause                    |
 //!
@@ -25,6 +26,7 @@
 
 pub mod client;
 pub mod server;
+pub mod threads;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -35,7 +37,8 @@ use crate::registry::{self, Pattern};
 
 /// The commands, for help and error messages.
 pub const COMMANDS: &str = "status, on, off, enable PATTERN..., disable PATTERN..., \
-    list [PATTERN], buffer SIZE [PACKET], mode overwrite|discard, save [DIR], stats";
+    list [PATTERN], buffer SIZE [PACKET], mode overwrite|discard, threads TID|GLOB... \
+    (or --all, or nothing to show), save [DIR], stats";
 
 fn command_error(message: String) -> Error {
     Error::new(ErrorKind::Command, message)
@@ -98,6 +101,14 @@ pub fn execute(words: &[String]) -> Result<String, Error> {
             _ => Err(command_error("`save` takes one directory at most".into())),
         },
         "stats" => no_args("stats").map(|_| stats()),
+        "threads" => match args.as_slice() {
+            [] => Ok(threads::describe()),
+            ["--all"] => Ok(threads::clear()),
+            words if words.contains(&"--all") => {
+                Err(command_error("`threads --all` takes nothing else".into()))
+            }
+            words => threads::set(words),
+        },
         "ps" => no_args("ps").map(|_| ps_line()),
         other => Err(command_error(format!(
             "unknown command {other:?}; commands: {COMMANDS}"
@@ -212,6 +223,7 @@ pub fn status() -> String {
         enabled.join(" ")
     );
     let _ = writeln!(out, "tracepoints with probes: {probed}");
+    let _ = writeln!(out, "threads: {}", threads::summary());
     let _ = writeln!(
         out,
         "rings: {} ({} of exited threads)",
@@ -257,6 +269,7 @@ pub fn stats() -> String {
         );
         let _ = writeln!(out, "entries: {}", t.recorded);
         let _ = writeln!(out, "emitted: {}", t.emitted());
+        let _ = writeln!(out, "filtered: {}", t.filtered);
         for (cause, n) in t.drops.by_cause() {
             let label = if cause == "overwritten" {
                 "overrun"
