@@ -216,6 +216,53 @@ fn each_crash_leaves_a_trace_and_dies_as_it_would_have() {
 }
 
 #[test]
+fn two_threads_crashing_at_once_leave_one_whole_dump() {
+    let args = [
+        "--crash",
+        "segv-both",
+        "--crash-after",
+        "300",
+        "--seconds",
+        "30",
+    ];
+    let off_dir = fresh("both-off");
+    let off = run(&off_dir, &args, &[("TAPE_DUMP", "off")], None);
+    let dir = fresh("both");
+    let r = run(&dir, &args, &[], None);
+    assert_eq!(ending(r.status), ending(off.status), "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("tape: crash dump saved").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    let dump = dir.join(format!("pipeline-crash-{}", r.pid));
+    let meta = std::fs::read_to_string(dump.join("metadata")).unwrap();
+    let tid: String = meta
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("tape_crash_tid = "))
+        .unwrap()
+        .trim_end_matches(';')
+        .to_owned();
+    // The thread that dumped is one of the workers; its last event says so.
+    let stats = Command::new(TAPE).arg("show").arg(&dump).output().unwrap();
+    let text = String::from_utf8_lossy(&stats.stdout);
+    let crashed = text
+        .lines()
+        .filter(|l| l.contains(" tape.crash: "))
+        .collect::<Vec<_>>();
+    assert_eq!(crashed.len(), 1, "{crashed:?}");
+    assert!(
+        crashed[0].contains(&format!("tid = {tid},")),
+        "{}",
+        crashed[0]
+    );
+    check_dump(&dir, &r, libc::SIGSEGV, "SIGSEGV: address not mapped", None);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&off_dir);
+}
+
+#[test]
 fn a_crash_during_a_save_never_hangs() {
     let dir = fresh("during-save");
     let r = run(

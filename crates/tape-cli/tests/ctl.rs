@@ -192,6 +192,13 @@ fn every_command_against_a_running_program() {
         assert!(stats.contains(&format!("({name}):")), "{name} in {stats}");
     }
     assert!(stats.contains("overrun: 0"), "{stats}");
+    assert!(
+        stats
+            .lines()
+            .filter_map(|l| l.strip_prefix("bytes: "))
+            .any(|b| b.parse::<u64>().unwrap() > 0),
+        "{stats}"
+    );
 
     // off: nothing more is recorded, the selection is kept; on again.
     assert_eq!(p.ok(&["off"]), "tracing_on: 0\n");

@@ -16,8 +16,9 @@
 //! then saves as any program with `tape::init()` does.
 //!
 //! `--crash KIND` makes worker 0 crash after `--crash-after MS` (300 ms by
-//! default): `panic`, `segv` (a null pointer read), `abort`, `overflow`
-//! (unbounded recursion), to see the crash dump (`tape::crash`):
+//! default): `panic`, `segv` (a null pointer read), `segv-both` (both
+//! workers at once), `abort`, `overflow` (unbounded recursion), to see the
+//! crash dump (`tape::crash`):
 //!
 //! ```text
 //! TAPE_TRACE='pipeline.*' pipeline --crash segv   # dies of SIGSEGV, as it would
@@ -49,6 +50,8 @@ struct Item {
 enum Crash {
     Panic,
     Segv,
+    /// Both workers at once: a second crash while the first dumps.
+    SegvBoth,
     Abort,
     Overflow,
 }
@@ -56,7 +59,7 @@ enum Crash {
 fn crash(kind: Crash, seq: u64) {
     match kind {
         Crash::Panic => panic!("worker 0 failed on item {seq}"),
-        Crash::Segv => {
+        Crash::Segv | Crash::SegvBoth => {
             let p: *const u64 = std::hint::black_box(std::ptr::null());
             // SAFETY: none: this reads address 0 on purpose, to crash.
             let v = unsafe { std::ptr::read_volatile(p) };
@@ -96,11 +99,13 @@ fn main() -> Result<(), tape::Error> {
                 crash_kind = match args.next().as_deref() {
                     Some("panic") => Some(Crash::Panic),
                     Some("segv") => Some(Crash::Segv),
+                    Some("segv-both") => Some(Crash::SegvBoth),
                     Some("abort") => Some(Crash::Abort),
                     Some("overflow") => Some(Crash::Overflow),
                     other => {
                         eprintln!(
-                            "pipeline: --crash {other:?}: accepted: panic, segv, abort, overflow"
+                            "pipeline: --crash {other:?}: accepted: panic, segv, segv-both, abort, \
+                             overflow"
                         );
                         std::process::exit(2);
                     }
@@ -155,7 +160,7 @@ fn main() -> Result<(), tape::Error> {
                             .iter()
                             .fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(*b));
                         item_worked(w, item.seq, checksum);
-                        if let Some(kind) = crash_kind.filter(|_| w == 0) {
+                        if let Some(kind) = crash_kind.filter(|k| w == 0 || *k == Crash::SegvBoth) {
                             if start.elapsed() >= crash_after {
                                 crash(kind, item.seq);
                             }

@@ -229,6 +229,8 @@ pub struct ThreadStats {
     /// Events not recorded because the thread filter left the thread out
     /// (`tape ctl PID threads`; not losses).
     pub filtered: u64,
+    /// Bytes of events in the ring now.
+    pub bytes: u64,
 }
 
 impl ThreadStats {
@@ -259,6 +261,7 @@ pub fn stats() -> Stats {
             recorded: r.written().saturating_sub(drops.overwritten),
             drops,
             filtered: r.filtered_events(),
+            bytes: r.bytes(),
         };
         s.exited_rings += usize::from(t.exited);
         s.recorded += t.recorded;

@@ -744,6 +744,19 @@ impl Ring {
         self.filtered.load(Ordering::Relaxed)
     }
 
+    /// Bytes of events in the ring now (its packets' contents; read while
+    /// the owner may write, so a moment's figure).
+    pub(crate) fn bytes(&self) -> u64 {
+        let n = self.slots.len() as u64;
+        // Acquire: pairs with the owner's Release stores of `pos`.
+        let pos = self.head.0.pos.load(Ordering::Acquire);
+        let (k, off) = (pos >> 32, pos & 0xffff_ffff);
+        let closed: u64 = (k.saturating_sub(n - 1)..k)
+            .map(|j| u64::from(self.slots[(j % n) as usize].content.load(Ordering::Relaxed)))
+            .sum();
+        closed + off
+    }
+
     /// Events not recorded because the owner was filtered out.
     pub(crate) fn filtered_events(&self) -> u64 {
         self.filtered_events.load(Ordering::Relaxed)

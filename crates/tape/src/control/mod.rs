@@ -19,7 +19,7 @@
 //! | `mode overwrite\|discard`    | `options/overwrite`            | what a full ring does, at each ring's next packet      |
 //! | `threads TID\|GLOB...`       | `set_event_pid`                | record only those threads ([`threads`]); `--all`: every thread |
 //! | `save [DIR]`                 | `snapshot`                     | save the rings now; prints the trace directory         |
-//! | `stats`                      | `per_cpu/cpuN/stats`           | per thread: events, losses by cause                    |
+//! | `stats`                      | `per_cpu/cpuN/stats`           | per thread: entries, bytes, losses by cause, filtered  |
 //!
 //! Bad commands, patterns and sizes are [`Error`]s that name the input and
 //! the accepted forms, as the `TAPE_TRACE*` variables' are.
@@ -268,6 +268,7 @@ pub fn stats() -> String {
             if t.exited { ", exited" } else { "" }
         );
         let _ = writeln!(out, "entries: {}", t.recorded);
+        let _ = writeln!(out, "bytes: {}", t.bytes);
         let _ = writeln!(out, "emitted: {}", t.emitted());
         let _ = writeln!(out, "filtered: {}", t.filtered);
         for (cause, n) in t.drops.by_cause() {
