@@ -6,6 +6,8 @@
 //! accepts and babeltrace2 reads with no warning, holding the events up to
 //! the crash and, last in the crashing thread's stream, `tape.crash`.
 
+#[path = "support/pipeline.rs"]
+mod pipeline;
 #[path = "../../tape-ctf/tests/support/shared.rs"]
 mod shared;
 
@@ -14,19 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-const TAPE: &str = env!("CARGO_BIN_EXE_tape");
-
-fn pipeline_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile = exe.parent().and_then(Path::parent).unwrap();
-    let p = profile.join("examples").join("pipeline");
-    assert!(
-        p.exists(),
-        "{} is missing: run the tests with `cargo test --workspace` (which builds tape's examples)",
-        p.display()
-    );
-    p
-}
+use pipeline::TAPE;
 
 fn fresh(tag: &str) -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -50,7 +40,7 @@ fn run(
     env: &[(&str, &str)],
     signal_after: Option<(Duration, i32)>,
 ) -> Run {
-    let mut cmd = Command::new(pipeline_binary());
+    let mut cmd = Command::new(pipeline::binary());
     cmd.args(args)
         .env("TAPE_TRACE", "pipeline.*")
         .env("TAPE_TRACE_DIR", dir)

@@ -4,6 +4,8 @@
 //! `save` leaves (read by babeltrace2 with no warning), bad input, dead and
 //! foreign processes, and the refusal of another user.
 
+#[path = "support/pipeline.rs"]
+mod pipeline;
 #[path = "../../tape-ctf/tests/support/shared.rs"]
 mod shared;
 
@@ -13,20 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const TAPE: &str = env!("CARGO_BIN_EXE_tape");
-
-/// The example program, built beside this test by `cargo test --workspace`.
-fn pipeline_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile = exe.parent().and_then(Path::parent).unwrap();
-    let p = profile.join("examples").join("pipeline");
-    assert!(
-        p.exists(),
-        "{} is missing: run the tests with `cargo test --workspace` (which builds tape's examples)",
-        p.display()
-    );
-    p
-}
+use pipeline::TAPE;
 
 /// A private runtime directory (short: socket paths are limited to 107 bytes).
 fn runtime_dir(tag: &str) -> PathBuf {
@@ -53,7 +42,7 @@ impl Drop for Program {
 
 impl Program {
     fn start(runtime: &Path, env: &[(&str, &str)]) -> Program {
-        Program::start_with(Command::new(pipeline_binary()), runtime, env)
+        Program::start_with(Command::new(pipeline::binary()), runtime, env)
     }
 
     fn start_with(mut cmd: Command, runtime: &Path, env: &[(&str, &str)]) -> Program {
@@ -395,7 +384,7 @@ fn a_process_of_another_user_refuses_the_connection() {
     std::fs::create_dir_all(&base).unwrap();
     std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
     let bin = base.join("pipeline");
-    std::fs::copy(pipeline_binary(), &bin).unwrap();
+    std::fs::copy(pipeline::binary(), &bin).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let rt = base.join("run");
     std::fs::create_dir_all(&rt).unwrap();

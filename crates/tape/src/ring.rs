@@ -851,8 +851,8 @@ impl Ring {
             let last_ts = self.head.0.last_ts.load(Ordering::Relaxed);
             let dropped_now = self.dropped.0.discarded.load();
             r = (from..=k1).try_for_each(|k| {
-                let open = k == k1;
-                let copied = self.copy_pinned(buf, head, k, open, off1, last_ts, dropped_now);
+                let open = (k == k1).then_some((off1, last_ts, dropped_now));
+                let copied = self.copy_pinned(buf, head, k, open);
                 // The slot is free again as soon as its bytes are copied.
                 self.gate.0.advance();
                 let meta = copied.map_err(CopyError::Memory)?;
@@ -907,31 +907,9 @@ impl Ring {
             if k > k1 {
                 break;
             }
-            let open = k == k1;
-            let slot = (k % n) as usize;
-            let meta = &self.slots[slot];
-            let content = if open {
-                off1
-            } else {
-                meta.content.load(Ordering::Relaxed) as usize
-            }
-            .min(self.slot_size);
-            let m = PacketMeta {
-                seq: k,
-                ts_begin: meta.ts_begin.load(Ordering::Relaxed),
-                ts_end: if open {
-                    last_ts
-                } else {
-                    meta.ts_end.load(Ordering::Relaxed)
-                },
-                committed_before: meta.committed_before.load(Ordering::Relaxed),
-                dropped_at_close: if open {
-                    dropped_now
-                } else {
-                    meta.dropped_at_close.load()
-                },
-                events: content,
-            };
+            let open = (k == k1).then_some((off1, last_ts, dropped_now));
+            let (slot, m) = self.pinned_meta(k, open);
+            let content = m.events;
             // The slot is pinned (closed) or written only beyond `off1`
             // (open): its first `content` bytes do not change while `each`
             // reads them (module docs of `gate`).
@@ -944,27 +922,36 @@ impl Ring {
         true
     }
 
+    /// The metadata of packet `k`, whose slot the caller pinned (or the
+    /// open one, `open` = its length, the last timestamp and the drops
+    /// now), and its slot.
+    fn pinned_meta(&self, k: u64, open: Option<(usize, u64, Drops)>) -> (usize, PacketMeta) {
+        let slot = (k % self.slots.len() as u64) as usize;
+        let meta = &self.slots[slot];
+        let m = PacketMeta {
+            seq: k,
+            ts_begin: meta.ts_begin.load(Ordering::Relaxed),
+            ts_end: open.map_or_else(|| meta.ts_end.load(Ordering::Relaxed), |o| o.1),
+            committed_before: meta.committed_before.load(Ordering::Relaxed),
+            dropped_at_close: open.map_or_else(|| meta.dropped_at_close.load(), |o| o.2),
+            events: open
+                .map_or_else(|| meta.content.load(Ordering::Relaxed) as usize, |o| o.0)
+                .min(self.slot_size),
+        };
+        (slot, m)
+    }
+
     /// Copies packet `k`, whose slot the caller pinned, into `buf` after its
     /// first `head` bytes; its metadata.
-    #[allow(clippy::too_many_arguments)]
     fn copy_pinned(
         &self,
         buf: &mut Vec<u8>,
         head: usize,
         k: u64,
-        open: bool,
-        off1: usize,
-        last_ts: u64,
-        dropped_now: Drops,
+        open: Option<(usize, u64, Drops)>,
     ) -> Result<PacketMeta, std::collections::TryReserveError> {
-        let slot = (k % self.slots.len() as u64) as usize;
-        let meta = &self.slots[slot];
-        let content = if open {
-            off1
-        } else {
-            meta.content.load(Ordering::Relaxed) as usize
-        }
-        .min(self.slot_size);
+        let (slot, m) = self.pinned_meta(k, open);
+        let content = m.events;
         buf.clear();
         buf.try_reserve_exact(head + content)?;
         buf.resize(head, 0);
@@ -982,22 +969,7 @@ impl Ring {
             );
             buf.set_len(head + content);
         }
-        Ok(PacketMeta {
-            seq: k,
-            ts_begin: meta.ts_begin.load(Ordering::Relaxed),
-            ts_end: if open {
-                last_ts
-            } else {
-                meta.ts_end.load(Ordering::Relaxed)
-            },
-            committed_before: meta.committed_before.load(Ordering::Relaxed),
-            dropped_at_close: if open {
-                dropped_now
-            } else {
-                meta.dropped_at_close.load()
-            },
-            events: content,
-        })
+        Ok(m)
     }
 }
 
