@@ -17,8 +17,9 @@
 //! `tape.crash` with signal 0 and `what` = `panicked at FILE:LINE:COL:
 //! MESSAGE`, and saves the trace as [`crate::save()`] does, into
 //! `<program>-crash-<pid>` (`-2`, `-3`... beside it) in the trace directory;
-//! then the panic goes on (unwinds, or aborts with `panic = "abort"`, which
-//! then finds the trace saved). A program that catches panics gets a dump
+//! then the panic goes on (unwinds, or aborts with `panic = "abort"`: that
+//! thread's `abort()` is then the panic's end, not a second crash, and
+//! makes no second dump). A program that catches panics gets a dump
 //! for each, up to [`MAX_DUMPS`]; a probe's panic, which tape catches and
 //! reports itself ([`crate::probe`]), gets none.
 //!
@@ -136,6 +137,9 @@ static PANIC_DUMPS: AtomicU32 = AtomicU32::new(0);
 static DUMPING: AtomicI32 = AtomicI32::new(0);
 /// The dump of a signal is over (written or given up).
 static DUMP_DONE: AtomicBool = AtomicBool::new(false);
+/// The thread whose panic was dumped last: its `abort()` (with
+/// `panic = "abort"`) is that panic's end, not a second crash to dump.
+static PANIC_DUMPED_BY: AtomicI32 = AtomicI32::new(0);
 
 /// What the signal path needs, prepared at [`install`] (it may not
 /// allocate): leaked, never freed.
@@ -358,6 +362,7 @@ fn on_panic(info: &PanicHookInfo<'_>) {
         target = parent.join(format!("{program}-crash-{pid}-{n}"));
         n += 1;
     }
+    PANIC_DUMPED_BY.store(gettid(), Ordering::SeqCst);
     match save::save_crash(&target, &what, gettid()) {
         Ok(()) => {
             eprintln!("tape: crash dump saved to {}", target.display());
@@ -526,7 +531,9 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, _ctx: *mut c_voi
     };
     match DUMPING.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst) {
         Ok(_) => {
-            if MODE.load(Ordering::Relaxed) != 0 {
+            let panic_abort =
+                sig == libc::SIGABRT && code <= 0 && PANIC_DUMPED_BY.load(Ordering::SeqCst) == me;
+            if MODE.load(Ordering::Relaxed) != 0 && !panic_abort {
                 let mut args = DumpArgs {
                     sig,
                     code,
