@@ -56,7 +56,19 @@ impl Program {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().expect("start the pipeline example");
+        // A binary just copied (the other-user test's) may be "busy" for a
+        // moment: another test's fork can hold its write descriptor until
+        // that child's exec closes it.
+        let mut tries = 0;
+        let mut child = loop {
+            match cmd.spawn() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                r => break r.expect("start the pipeline example"),
+            }
+        };
         let mut first = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut first)
