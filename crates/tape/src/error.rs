@@ -20,6 +20,8 @@ pub enum ErrorKind {
     Decode,
     /// A control command is malformed (unknown, missing or extra words).
     Command,
+    /// A filter expression does not parse or does not fit its event's fields.
+    BadFilter,
     /// A process cannot be controlled: it does not exist, belongs to
     /// another user, has no control socket, or the connection failed.
     Control,

@@ -29,6 +29,8 @@
 //! * [`probe`]: callbacks attached to tracepoints at run time, typed
 //!   (`net_rx::attach(|port, len, ifname| ..)`) or untyped (an [`probe::Event`]
 //!   view, by name or pattern), and `synchronize`.
+//! * [`filter`]: the kernel's event filter expressions, compiled against a
+//!   tracepoint's fields and evaluated on encoded events.
 //! * [`registry`]: link-section registration, ids, duplicates, selection by
 //!   name, glob or regex.
 //! * [`ring`]: per-thread rings of packets, the emit path, loss counters and
@@ -60,6 +62,7 @@ pub mod control;
 pub mod crash;
 mod error;
 pub mod field;
+pub mod filter;
 pub mod point;
 pub mod printk;
 pub mod probe;

@@ -698,23 +698,20 @@ impl<'a> Event<'a> {
     }
 }
 
-/// The decode plan of each tracepoint's fields, by id, compiled on first use
-/// from the trace's own metadata text, parsed back: the view decodes with
-/// exactly the description a reader of the trace gets (escaped names,
-/// sequence lengths and all).
-fn plan(tp: &'static Tracepoint) -> Result<&'static StructPlan, Error> {
-    type Plans = Result<
-        Vec<(
-            Option<tape_ctf::Struct>,
-            OnceLock<Result<StructPlan, String>>,
-        )>,
-        String,
-    >;
-    static PLANS: OnceLock<Plans> = OnceLock::new();
-    let plans = PLANS.get_or_init(|| {
+/// Each tracepoint's fields as the trace describes them (from the trace's
+/// own metadata text, parsed back: escaped names, sequence lengths and
+/// all), by id, with its decode plan compiled on first use.
+type Described = (
+    Option<tape_ctf::Struct>,
+    OnceLock<Result<StructPlan, String>>,
+);
+
+fn described(tp: &'static Tracepoint) -> Result<&'static Described, Error> {
+    static TABLE: OnceLock<Result<Vec<Described>, String>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
         let text = crate::save::metadata([0; 16]).to_tsdl();
         let parsed = tape_ctf::parse_metadata(&text).map_err(|e| e.to_string())?;
-        let mut by_id: Vec<_> = (0..registry::tracepoints().len())
+        let mut by_id: Vec<Described> = (0..registry::tracepoints().len())
             .map(|_| (None, OnceLock::new()))
             .collect();
         for e in parsed.trace.events {
@@ -724,28 +721,48 @@ fn plan(tp: &'static Tracepoint) -> Result<&'static StructPlan, Error> {
         }
         Ok(by_id)
     });
-    let decode_error = |e: &String| {
+    let table = table.as_ref().map_err(|e| {
         Error::new(
             ErrorKind::Decode,
-            format!("the fields of {} cannot be decoded: {e}", tp.name()),
+            format!("the fields of {} cannot be described: {e}", tp.name()),
         )
-    };
-    let plans = plans.as_ref().map_err(decode_error)?;
+    })?;
     let id = usize::from(tp.id());
-    let (Some(fields), slot) = plans
+    table
         .get(id)
         .filter(|_| std::ptr::eq(registry::tracepoints()[id], tp))
-        .map(|(f, s)| (f.as_ref(), s))
         .ok_or_else(|| {
             Error::new(
                 ErrorKind::NotFound,
                 format!("tracepoint {} is not registered", tp.name()),
             )
-        })?
-    else {
-        return Err(decode_error(&"no description in the metadata".to_owned()));
-    };
-    slot.get_or_init(|| StructPlan::new(fields, tape_ctf::ByteOrder::native()))
+        })
+}
+
+/// The fields of `tp` as a reader of the trace sees them (the filter
+/// language type-checks against them).
+pub(crate) fn described_fields(
+    tp: &'static Tracepoint,
+) -> Result<&'static tape_ctf::Struct, Error> {
+    described(tp)?.0.as_ref().ok_or_else(|| {
+        Error::new(
+            ErrorKind::Decode,
+            format!("the metadata has no description of {}", tp.name()),
+        )
+    })
+}
+
+/// The decode plan of `tp`'s fields.
+fn plan(tp: &'static Tracepoint) -> Result<&'static StructPlan, Error> {
+    let fields = described_fields(tp)?;
+    described(tp)?
+        .1
+        .get_or_init(|| StructPlan::new(fields, tape_ctf::ByteOrder::native()))
         .as_ref()
-        .map_err(decode_error)
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Decode,
+                format!("the fields of {} cannot be decoded: {e}", tp.name()),
+            )
+        })
 }

@@ -372,6 +372,7 @@ pub(crate) fn kind_name(k: ErrorKind) -> &'static str {
         ErrorKind::Io => "Io",
         ErrorKind::Decode => "Decode",
         ErrorKind::Command => "Command",
+        ErrorKind::BadFilter => "BadFilter",
         ErrorKind::Control => "Control",
     }
 }
@@ -386,6 +387,7 @@ pub(crate) fn kind_of(s: &str) -> ErrorKind {
         ErrorKind::Io,
         ErrorKind::Decode,
         ErrorKind::Command,
+        ErrorKind::BadFilter,
     ]
     .into_iter()
     .find(|k| kind_name(*k) == s)

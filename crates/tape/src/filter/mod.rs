@@ -1,0 +1,836 @@
+//! Event filters: the kernel's filter expressions (Documentation/trace/
+//! events.rst §5), compiled against a tracepoint's fields and evaluated on
+//! an event's encoded bytes.
+//!
+//! ```text
+//! len > 1400 && ifname == "eth1"
+//! op == Write || (hdr.len >= 512 && !(name ~ "tmp*"))
+//! flags & 0x4
+//! data[0] == 0x45 && common_thread ~ "worker-*"
+//! ```
+//!
+//! * numbers (integers, floats, enums by value): `== != < <= > >=`, and
+//!   `&` on integers (true when the bits are not all clear);
+//! * strings (and `[u8; N]` text): `== !=` and `~`, a glob (`*`, `?`,
+//!   `[abc]`, `[a-z]`, `[!x]`);
+//! * enums, `bool` included: by label (`op == Write`, `ok == true`) or by
+//!   value;
+//! * struct members with dots (`hdr.len`), array and sequence elements with
+//!   `[i]` (an index past the end compares false); an `Option` field
+//!   compares its value when it is `Some`, and is false when `None`;
+//! * the common fields `common_tid`, `common_thread` (the thread's name)
+//!   and `common_cpu`;
+//! * `&&`, `||`, `!`, parentheses.
+//!
+//! [`Filter::new`] parses and type-checks once, against the fields as the
+//! trace describes them; an error names the event and the field, and
+//! draws a caret under the position, as the kernel's `error_log` does:
+//!
+//! ```text
+//! filter for app.net.rx: no field `lenn` (fields: port, len, ifname, common_tid, common_thread, common_cpu)
+//!   lenn > 1400
+//!   ^
+//! ```
+//!
+//! [`Filter::matches`] walks the encoded payload to each field it compares
+//! (fixed offsets summed, strings and sequences stepped over) with no
+//! allocation, and never panics on bytes it cannot read: a comparison whose
+//! field is not there is false.
+
+mod parse;
+
+pub use parse::{parse, Expr, Literal, Op, Step, SyntaxError};
+
+use tape_ctf::{Struct, Type};
+
+use crate::error::{Error, ErrorKind};
+use crate::point::Tracepoint;
+
+/// Fields of one struct a walk can remember (sequence lengths, variant
+/// tags); wider structs cannot be filtered on past this member.
+const MAX_MEMBERS: usize = 64;
+
+/// Deepest nesting of an expression (parentheses and `!`).
+pub const MAX_DEPTH: usize = 64;
+
+/// How the bytes of a value are laid out.
+#[derive(Clone, Debug)]
+enum Shape {
+    /// Fixed size, in bytes.
+    Fixed(usize),
+    /// A NUL-terminated string.
+    Str,
+    /// `n` elements.
+    Array(u64, Box<Shape>),
+    /// As many elements as the integer member `len` of the same struct.
+    Seq(usize, Box<Shape>),
+    /// Members in order.
+    Struct(Vec<Shape>),
+    /// The option whose tag value (member `tag` of the same struct) it has.
+    Variant(usize, Vec<(i128, Shape)>),
+}
+
+/// What a comparison reads at the end of its path.
+#[derive(Clone, Debug)]
+enum Leaf {
+    UInt(usize),
+    SInt(usize),
+    Float(usize),
+    Str,
+    /// Text bytes in a fixed array of `n` bytes, up to the first NUL.
+    Text(usize),
+    Enum {
+        size: usize,
+        signed: bool,
+    },
+}
+
+/// One step of a compiled path.
+#[derive(Clone, Copy, Debug)]
+enum Go {
+    /// Member `i` of the current struct.
+    Member(usize),
+    /// Element `i` of the current array or sequence.
+    Element(u64),
+    /// Into a variant's option with this tag value (false if another).
+    Option(i128),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Common {
+    Tid,
+    Thread,
+    Cpu,
+}
+
+#[derive(Clone, Debug)]
+enum Rhs {
+    Int(i128),
+    Float(f64),
+    Bytes(Box<[u8]>),
+    Glob(Box<[u8]>),
+}
+
+#[derive(Clone, Debug)]
+struct Cmp {
+    common: Option<Common>,
+    path: Box<[Go]>,
+    leaf: Leaf,
+    op: Op,
+    rhs: Rhs,
+}
+
+#[derive(Clone, Debug)]
+enum Node {
+    Or(usize, usize),
+    And(usize, usize),
+    Not(usize),
+    Cmp(Cmp),
+}
+
+/// A filter compiled for one tracepoint.
+#[derive(Clone, Debug)]
+pub struct Filter {
+    event: &'static str,
+    text: String,
+    root: Shape,
+    nodes: Vec<Node>,
+    top: usize,
+}
+
+/// The common fields of an event, given by the emitting thread.
+#[derive(Clone, Copy, Debug)]
+pub struct Context<'a> {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub thread: &'a str,
+    /// The CPU the thread runs on.
+    pub cpu: u32,
+}
+
+fn display(name: &str) -> &str {
+    name.strip_prefix('_').unwrap_or(name)
+}
+
+impl Filter {
+    /// Parses `text` and checks it against the fields of `tp`.
+    pub fn new(tp: &'static Tracepoint, text: &str) -> Result<Filter, Error> {
+        let fields = crate::probe::described_fields(tp)?;
+        Filter::for_fields(tp.name(), fields, text)
+    }
+
+    /// [`Filter::new`] against a description (any CTF event's fields).
+    pub fn for_fields(event: &'static str, fields: &Struct, text: &str) -> Result<Filter, Error> {
+        let fail = |at: usize, why: String| {
+            let col = text[..at.min(text.len())].chars().count();
+            Error::new(
+                ErrorKind::BadFilter,
+                format!(
+                    "filter for {event}: {why}\n  {text}\n  {}^",
+                    " ".repeat(col)
+                ),
+            )
+        };
+        let expr = parse(text).map_err(|e| fail(e.at, e.message))?;
+        let root = shape_of_struct(fields).map_err(|e| fail(0, e))?;
+        let mut f = Filter {
+            event,
+            text: text.to_owned(),
+            root,
+            nodes: Vec::new(),
+            top: 0,
+        };
+        f.top = f.compile(&expr, fields, 0, &fail)?;
+        Ok(f)
+    }
+
+    /// The expression as given.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The event it was compiled for.
+    pub fn event(&self) -> &'static str {
+        self.event
+    }
+
+    fn compile(
+        &mut self,
+        e: &Expr,
+        fields: &Struct,
+        depth: usize,
+        fail: &impl Fn(usize, String) -> Error,
+    ) -> Result<usize, Error> {
+        if depth > MAX_DEPTH {
+            return Err(fail(
+                0,
+                format!("the expression nests deeper than {MAX_DEPTH}"),
+            ));
+        }
+        let node = match e {
+            Expr::Or(a, b) => Node::Or(
+                self.compile(a, fields, depth + 1, fail)?,
+                self.compile(b, fields, depth + 1, fail)?,
+            ),
+            Expr::And(a, b) => Node::And(
+                self.compile(a, fields, depth + 1, fail)?,
+                self.compile(b, fields, depth + 1, fail)?,
+            ),
+            Expr::Not(a) => Node::Not(self.compile(a, fields, depth + 1, fail)?),
+            Expr::Cmp {
+                field,
+                field_at,
+                op,
+                op_at,
+                value,
+                value_at,
+            } => Node::Cmp(compile_cmp(
+                fields, field, *field_at, *op, *op_at, value, *value_at, fail,
+            )?),
+        };
+        self.nodes.push(node);
+        Ok(self.nodes.len() - 1)
+    }
+
+    /// Whether the event whose encoded fields are `payload` passes.
+    pub fn matches(&self, payload: &[u8], ctx: &Context<'_>) -> bool {
+        self.eval(self.top, payload, ctx)
+    }
+
+    fn eval(&self, n: usize, payload: &[u8], ctx: &Context<'_>) -> bool {
+        match &self.nodes[n] {
+            Node::Or(a, b) => self.eval(*a, payload, ctx) || self.eval(*b, payload, ctx),
+            Node::And(a, b) => self.eval(*a, payload, ctx) && self.eval(*b, payload, ctx),
+            Node::Not(a) => !self.eval(*a, payload, ctx),
+            Node::Cmp(c) => self.cmp(c, payload, ctx),
+        }
+    }
+
+    fn cmp(&self, c: &Cmp, payload: &[u8], ctx: &Context<'_>) -> bool {
+        if let Some(common) = c.common {
+            return match common {
+                Common::Tid => num(c.op, i128::from(ctx.tid), &c.rhs),
+                Common::Cpu => num(c.op, i128::from(ctx.cpu), &c.rhs),
+                Common::Thread => text(c.op, ctx.thread.as_bytes(), &c.rhs),
+            };
+        }
+        let Some(at) = locate(&self.root, &c.path, payload) else {
+            return false;
+        };
+        let bytes = &payload[at..];
+        match c.leaf {
+            Leaf::UInt(n)
+            | Leaf::Enum {
+                size: n,
+                signed: false,
+            } => read_uint(bytes, n).is_some_and(|v| num(c.op, i128::from(v), &c.rhs)),
+            Leaf::SInt(n)
+            | Leaf::Enum {
+                size: n,
+                signed: true,
+            } => read_uint(bytes, n).is_some_and(|v| {
+                let shift = 64 - 8 * n as u32;
+                let v = ((v << shift) as i64) >> shift;
+                num(c.op, i128::from(v), &c.rhs)
+            }),
+            Leaf::Float(n) => {
+                let v = match n {
+                    4 => read_uint(bytes, 4).map(|b| f64::from(f32::from_bits(b as u32))),
+                    _ => read_uint(bytes, 8).map(f64::from_bits),
+                };
+                v.is_some_and(|v| float(c.op, v, &c.rhs))
+            }
+            Leaf::Str => match bytes.iter().position(|&b| b == 0) {
+                Some(end) => text(c.op, &bytes[..end], &c.rhs),
+                None => false,
+            },
+            Leaf::Text(n) => {
+                let Some(b) = bytes.get(..n) else {
+                    return false;
+                };
+                let end = b.iter().position(|&x| x == 0).unwrap_or(n);
+                text(c.op, &b[..end], &c.rhs)
+            }
+        }
+    }
+}
+
+fn read_uint(b: &[u8], n: usize) -> Option<u64> {
+    let b = b.get(..n)?;
+    let mut w = [0u8; 8];
+    if cfg!(target_endian = "little") {
+        w[..n].copy_from_slice(b);
+    } else {
+        w[8 - n..].copy_from_slice(b);
+    }
+    Some(u64::from_ne_bytes(w))
+}
+
+fn num(op: Op, v: i128, rhs: &Rhs) -> bool {
+    match rhs {
+        Rhs::Int(r) => match op {
+            Op::Eq => v == *r,
+            Op::Ne => v != *r,
+            Op::Lt => v < *r,
+            Op::Le => v <= *r,
+            Op::Gt => v > *r,
+            Op::Ge => v >= *r,
+            Op::And => v & *r != 0,
+            Op::Glob => false,
+        },
+        Rhs::Float(r) => float(op, v as f64, &Rhs::Float(*r)),
+        _ => false,
+    }
+}
+
+fn float(op: Op, v: f64, rhs: &Rhs) -> bool {
+    let r = match rhs {
+        Rhs::Float(r) => *r,
+        Rhs::Int(r) => *r as f64,
+        _ => return false,
+    };
+    match op {
+        Op::Eq => v == r,
+        Op::Ne => v != r,
+        Op::Lt => v < r,
+        Op::Le => v <= r,
+        Op::Gt => v > r,
+        Op::Ge => v >= r,
+        Op::And | Op::Glob => false,
+    }
+}
+
+fn text(op: Op, v: &[u8], rhs: &Rhs) -> bool {
+    match (op, rhs) {
+        (Op::Eq, Rhs::Bytes(r)) => v == &r[..],
+        (Op::Ne, Rhs::Bytes(r)) => v != &r[..],
+        (Op::Glob, Rhs::Glob(g)) => glob(g, v),
+        _ => false,
+    }
+}
+
+/// Glob matching on bytes with no allocation: `*`, `?`, `[abc]`,
+/// `[a-z]`, `[!x]` (iterative, with one backtrack point per `*`).
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() {
+            match p[pi] {
+                b'*' => {
+                    star = Some((pi, si));
+                    pi += 1;
+                    continue;
+                }
+                b'?' => {
+                    pi += 1;
+                    si += 1;
+                    continue;
+                }
+                b'[' => {
+                    if let Some((hit, next)) = class(p, pi, s[si]) {
+                        if hit {
+                            pi = next;
+                            si += 1;
+                            continue;
+                        }
+                    } else if s[si] == b'[' {
+                        pi += 1;
+                        si += 1;
+                        continue;
+                    }
+                }
+                c if c == s[si] => {
+                    pi += 1;
+                    si += 1;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        match star {
+            Some((sp, ss)) => {
+                pi = sp + 1;
+                si = ss + 1;
+                star = Some((sp, ss + 1));
+            }
+            None => return false,
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+/// A `[...]` class at `p[at]`: whether `c` is in it, and where the pattern
+/// goes on; `None` if the class is not closed (a literal `[`).
+fn class(p: &[u8], at: usize, c: u8) -> Option<(bool, usize)> {
+    let mut i = at + 1;
+    let negate = matches!(p.get(i), Some(b'!') | Some(b'^'));
+    if negate {
+        i += 1;
+    }
+    let mut hit = false;
+    let mut first = true;
+    while i < p.len() && (p[i] != b']' || first) {
+        first = false;
+        if i + 2 < p.len() && p[i + 1] == b'-' && p[i + 2] != b']' {
+            hit |= (p[i]..=p[i + 2]).contains(&c);
+            i += 3;
+        } else {
+            hit |= p[i] == c;
+            i += 1;
+        }
+    }
+    (i < p.len()).then_some((hit != negate, i + 1))
+}
+
+/// The bytes `shape` takes at `pos` (with `siblings`, the integer members
+/// read so far in the enclosing struct); `None` past the end.
+fn size_at(shape: &Shape, b: &[u8], pos: usize, siblings: &[u64]) -> Option<usize> {
+    match shape {
+        Shape::Fixed(n) => (pos + n <= b.len()).then_some(*n),
+        Shape::Str => b.get(pos..)?.iter().position(|&x| x == 0).map(|n| n + 1),
+        Shape::Array(n, e) => elements(e, *n, b, pos),
+        Shape::Seq(len, e) => elements(e, *siblings.get(*len)?, b, pos),
+        Shape::Struct(members) => {
+            let mut vals = [0u64; MAX_MEMBERS];
+            let mut at = pos;
+            for (i, m) in members.iter().enumerate() {
+                if let Shape::Fixed(n @ 1..=8) = m {
+                    vals[i] = read_uint(b.get(at..)?, *n)?;
+                }
+                at += size_at(m, b, at, &vals[..i])?;
+            }
+            Some(at - pos)
+        }
+        Shape::Variant(tag, options) => {
+            let t = i128::from(*siblings.get(*tag)?);
+            let (_, s) = options.iter().find(|(v, _)| *v == t)?;
+            size_at(s, b, pos, siblings)
+        }
+    }
+}
+
+fn elements(e: &Shape, n: u64, b: &[u8], pos: usize) -> Option<usize> {
+    if let Shape::Fixed(k) = e {
+        let total = usize::try_from(n).ok()?.checked_mul(*k)?;
+        return (pos.checked_add(total)? <= b.len()).then_some(total);
+    }
+    let mut at = pos;
+    for _ in 0..n {
+        at += size_at(e, b, at, &[])?;
+    }
+    Some(at - pos)
+}
+
+/// The position of the value that `path` leads to in `b`; `None` when it
+/// is not there (past the end, an element past a sequence's length, a
+/// variant with another option).
+fn locate(root: &Shape, path: &[Go], b: &[u8]) -> Option<usize> {
+    let mut shape = root;
+    let mut pos = 0usize;
+    let mut vals = [0u64; MAX_MEMBERS];
+    let mut nvals = 0;
+    for go in path {
+        match (go, shape) {
+            (Go::Member(i), Shape::Struct(members)) => {
+                let mut own = [0u64; MAX_MEMBERS];
+                for (k, m) in members.iter().enumerate().take(*i) {
+                    if let Shape::Fixed(n @ 1..=8) = m {
+                        own[k] = read_uint(b.get(pos..)?, *n)?;
+                    }
+                    pos += size_at(m, b, pos, &own[..k])?;
+                }
+                vals = own;
+                nvals = *i;
+                shape = &members[*i];
+            }
+            (Go::Element(i), Shape::Array(..) | Shape::Seq(..)) => {
+                let (count, e) = match shape {
+                    Shape::Array(n, e) => (*n, e),
+                    Shape::Seq(len, e) => (*vals[..nvals].get(*len)?, e),
+                    _ => return None,
+                };
+                if *i >= count {
+                    return None;
+                }
+                pos += elements(e, *i, b, pos)?;
+                shape = e;
+                nvals = 0;
+            }
+            (Go::Option(t), Shape::Variant(tag, options)) => {
+                if i128::from(*vals[..nvals].get(*tag)?) != *t {
+                    return None;
+                }
+                shape = &options.iter().find(|(v, _)| v == t)?.1;
+            }
+            _ => return None,
+        }
+    }
+    (pos <= b.len()).then_some(pos)
+}
+
+fn shape_of_struct(s: &Struct) -> Result<Shape, String> {
+    let mut members = Vec::new();
+    for f in &s.fields {
+        members.push(shape_of(&f.ty, s)?);
+    }
+    Ok(Shape::Struct(members))
+}
+
+/// The index of the member of `s` named by a length or tag reference
+/// (as written: escaped, possibly with a scope prefix).
+fn sibling(s: &Struct, reference: &str) -> Result<usize, String> {
+    let last = reference.rsplit('.').next().unwrap_or(reference);
+    s.fields
+        .iter()
+        .position(|f| f.name == last)
+        .ok_or_else(|| format!("the reference `{reference}` names no member before it"))
+}
+
+fn shape_of(t: &Type, parent: &Struct) -> Result<Shape, String> {
+    Ok(match t {
+        Type::Integer(i) => Shape::Fixed(i.size.div_ceil(8) as usize),
+        Type::Enum(e) => Shape::Fixed(e.container.size.div_ceil(8) as usize),
+        Type::Float(f) => Shape::Fixed(((f.exp_dig + f.mant_dig) / 8) as usize),
+        Type::String(_) => Shape::Str,
+        Type::Struct(s) => shape_of_struct(s)?,
+        Type::Array { element, len } => Shape::Array(*len, Box::new(shape_of(element, parent)?)),
+        Type::Sequence { element, length } => Shape::Seq(
+            sibling(parent, length)?,
+            Box::new(shape_of(element, parent)?),
+        ),
+        Type::Variant { tag, options } => {
+            let ti = sibling(parent, tag)?;
+            let Type::Enum(e) = &parent.fields[ti].ty else {
+                return Err(format!("the tag `{tag}` is not an enumeration"));
+            };
+            let mut out = Vec::new();
+            for o in options {
+                let v = e
+                    .entries
+                    .iter()
+                    .find(|x| x.label == o.name)
+                    .map(|x| x.start)
+                    .ok_or_else(|| format!("the option `{}` has no label in its tag", o.name))?;
+                out.push((v, shape_of(&o.ty, parent)?));
+            }
+            Shape::Variant(ti, out)
+        }
+        Type::Named(n) => return Err(format!("the type `{n}` is not resolved")),
+    })
+}
+
+/// Field names of a struct as the user writes them, for messages.
+fn names(s: &Struct) -> String {
+    let mut v: Vec<&str> = s.fields.iter().map(|f| display(&f.name)).collect();
+    v.extend(["common_tid", "common_thread", "common_cpu"]);
+    v.join(", ")
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compile_cmp(
+    fields: &Struct,
+    path: &[Step],
+    field_at: usize,
+    op: Op,
+    op_at: usize,
+    value: &Literal,
+    value_at: usize,
+    fail: &impl Fn(usize, String) -> Error,
+) -> Result<Cmp, Error> {
+    let shown: Vec<String> = path
+        .iter()
+        .map(|s| match s {
+            Step::Name(n) => n.clone(),
+            Step::Index(i) => format!("[{i}]"),
+        })
+        .collect();
+    let shown = shown.join(".").replace(".[", "[");
+    // The common fields.
+    if let [Step::Name(n)] = path {
+        let common = match n.as_str() {
+            "common_tid" => Some((Common::Tid, Leaf::UInt(4))),
+            "common_cpu" => Some((Common::Cpu, Leaf::UInt(4))),
+            "common_thread" => Some((Common::Thread, Leaf::Str)),
+            _ => None,
+        };
+        if let Some((c, leaf)) = common {
+            let rhs = check(&shown, &leaf, None, op, op_at, value, value_at, fail)?;
+            return Ok(Cmp {
+                common: Some(c),
+                path: Box::new([]),
+                leaf,
+                op,
+                rhs,
+            });
+        }
+    }
+    let mut go = Vec::new();
+    let mut ty: Option<&Type> = None;
+    let mut parent = fields;
+    let mut at_struct = Some(fields);
+    for (k, step) in path.iter().enumerate() {
+        match step {
+            Step::Name(n) => {
+                let Some(s) = at_struct else {
+                    return Err(fail(
+                        field_at,
+                        format!("`{shown}`: `{n}` follows a field that is not a struct"),
+                    ));
+                };
+                let Some(i) = s.fields.iter().position(|f| display(&f.name) == n) else {
+                    let what = if k == 0 {
+                        format!("no field `{n}` (fields: {})", names(s))
+                    } else {
+                        format!("`{shown}`: no member `{n}` (members: {})", {
+                            let v: Vec<&str> = s.fields.iter().map(|f| display(&f.name)).collect();
+                            v.join(", ")
+                        })
+                    };
+                    return Err(fail(field_at, what));
+                };
+                if i >= MAX_MEMBERS {
+                    return Err(fail(
+                        field_at,
+                        format!("`{shown}` is past the {MAX_MEMBERS}th member of its struct"),
+                    ));
+                }
+                go.push(Go::Member(i));
+                parent = s;
+                let mut t = &s.fields[i].ty;
+                // An Option's value: into its `some` option.
+                if let Type::Variant { tag, options } = t {
+                    if let (Ok(ti), Some(some)) =
+                        (sibling(s, tag), options.iter().find(|o| o.name == "some"))
+                    {
+                        if let Type::Enum(e) = &s.fields[ti].ty {
+                            if let Some(v) = e.entries.iter().find(|x| x.label == "some") {
+                                go.push(Go::Option(v.start));
+                                t = &some.ty;
+                            }
+                        }
+                    }
+                }
+                at_struct = match t {
+                    Type::Struct(inner) => Some(inner),
+                    _ => None,
+                };
+                ty = Some(t);
+            }
+            Step::Index(i) => {
+                let element = match ty {
+                    Some(Type::Array { element, .. }) | Some(Type::Sequence { element, .. }) => {
+                        element
+                    }
+                    _ => {
+                        return Err(fail(
+                            field_at,
+                            format!("`{shown}`: `[{i}]` follows a field that is not an array"),
+                        ))
+                    }
+                };
+                go.push(Go::Element(*i));
+                at_struct = match &**element {
+                    Type::Struct(inner) => Some(inner),
+                    _ => None,
+                };
+                ty = Some(element);
+            }
+        }
+    }
+    let t = ty.expect("a path has a first name");
+    let _ = parent;
+    let (leaf, labels) = match t {
+        Type::Integer(i) if i.size % 8 == 0 && i.size <= 64 => (
+            if i.signed {
+                Leaf::SInt((i.size / 8) as usize)
+            } else {
+                Leaf::UInt((i.size / 8) as usize)
+            },
+            None,
+        ),
+        Type::Float(f) => (Leaf::Float(((f.exp_dig + f.mant_dig) / 8) as usize), None),
+        Type::String(_) => (Leaf::Str, None),
+        Type::Array { element, len }
+            if matches!(&**element, Type::Integer(i) if i.size == 8
+                && i.encoding != tape_ctf::Encoding::None) =>
+        {
+            (Leaf::Text(*len as usize), None)
+        }
+        Type::Enum(e) if e.container.size % 8 == 0 && e.container.size <= 64 => (
+            Leaf::Enum {
+                size: (e.container.size / 8) as usize,
+                signed: e.container.signed,
+            },
+            Some(e),
+        ),
+        other => {
+            let what = match other {
+                Type::Struct(_) => "a struct: compare one of its members (`a.b`)",
+                Type::Array { .. } | Type::Sequence { .. } => {
+                    "an array: compare one of its elements (`a[0]`)"
+                }
+                Type::Variant { .. } => "a variant",
+                _ => "a type filters cannot read",
+            };
+            return Err(fail(field_at, format!("`{shown}` is {what}")));
+        }
+    };
+    let rhs = check(&shown, &leaf, labels, op, op_at, value, value_at, fail)?;
+    Ok(Cmp {
+        common: None,
+        path: go.into_boxed_slice(),
+        leaf,
+        op,
+        rhs,
+    })
+}
+
+/// Checks that `op` and `value` suit a field of kind `leaf`; the value as
+/// compared.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    shown: &str,
+    leaf: &Leaf,
+    labels: Option<&tape_ctf::Enum>,
+    op: Op,
+    op_at: usize,
+    value: &Literal,
+    value_at: usize,
+    fail: &impl Fn(usize, String) -> Error,
+) -> Result<Rhs, Error> {
+    let textual = matches!(leaf, Leaf::Str | Leaf::Text(_));
+    if textual {
+        if !matches!(op, Op::Eq | Op::Ne | Op::Glob) {
+            return Err(fail(
+                op_at,
+                format!(
+                    "`{shown}` is a string: it compares with ==, != or ~, not {}",
+                    op.text()
+                ),
+            ));
+        }
+        let s = match value {
+            Literal::Str(s) | Literal::Word(s) => s.as_bytes(),
+            _ => {
+                return Err(fail(
+                    value_at,
+                    format!("`{shown}` is a string: compare it with a string (\"...\")"),
+                ))
+            }
+        };
+        return Ok(if op == Op::Glob {
+            Rhs::Glob(s.into())
+        } else {
+            Rhs::Bytes(s.into())
+        });
+    }
+    if op == Op::Glob {
+        return Err(fail(
+            op_at,
+            format!("`{shown}` is a number: `~` is for strings"),
+        ));
+    }
+    let float = matches!(leaf, Leaf::Float(_));
+    if float && op == Op::And {
+        return Err(fail(
+            op_at,
+            format!("`{shown}` is a float: `&` is for integers"),
+        ));
+    }
+    match value {
+        Literal::Int(v) => Ok(Rhs::Int(*v)),
+        Literal::Float(v) if float => Ok(Rhs::Float(*v)),
+        Literal::Float(_) => Err(fail(
+            value_at,
+            format!("`{shown}` is an integer: compare it with an integer"),
+        )),
+        Literal::Word(w) | Literal::Str(w) => match labels {
+            Some(e) => e
+                .entries
+                .iter()
+                .find(|x| x.label == *w)
+                .map(|x| Rhs::Int(x.start))
+                .ok_or_else(|| {
+                    let all: Vec<&str> = e.entries.iter().map(|x| x.label.as_str()).collect();
+                    fail(
+                        value_at,
+                        format!("`{shown}` has no label `{w}` (labels: {})", all.join(", ")),
+                    )
+                }),
+            None => Err(fail(
+                value_at,
+                format!("`{shown}` is a number: compare it with a number, not `{w}`"),
+            )),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob;
+
+    #[test]
+    fn globs() {
+        for (p, s, m) in [
+            ("eth*", "eth0", true),
+            ("eth*", "lo", false),
+            ("*0", "eth0", true),
+            ("*th*", "eth0", true),
+            ("e?h0", "eth0", true),
+            ("e?h0", "eh0", false),
+            ("eth[0-3]", "eth2", true),
+            ("eth[0-3]", "eth5", false),
+            ("eth[!0-3]", "eth5", true),
+            ("a*b*c", "aXbYc", true),
+            ("a*b*c", "aXbY", false),
+            ("", "", true),
+            ("*", "", true),
+            ("[", "[", true),
+            ("a[", "a[", true),
+        ] {
+            assert_eq!(glob(p.as_bytes(), s.as_bytes()), m, "{p} ~ {s}");
+        }
+    }
+}
