@@ -545,3 +545,91 @@ fn threads_records_only_the_threads_named() {
         .contains("thread id \"99999999999\" is too large"));
     let _ = std::fs::remove_dir_all(&rt);
 }
+
+#[test]
+fn filter_records_only_the_matching_events() {
+    let rt = runtime_dir("filter");
+    let p = Program::start(&rt, &[]);
+    // The filter first, then the events: every recorded one went through it.
+    let out = p.ok(&["filter", "pipeline.source.made", "len > 1000 && seq & 1"]);
+    assert_eq!(
+        out,
+        "set the filter of 1 tracepoint to: len > 1000 && seq & 1\n"
+    );
+    p.ok(&["enable", "pipeline.*"]);
+    wait_until("rejected events", || {
+        p.ok(&["list", "pipeline.source.made"])
+            .contains("(rejected ")
+            && !p
+                .ok(&["list", "pipeline.source.made"])
+                .contains("(rejected 0)")
+    });
+    let listed = p.ok(&["list", "pipeline.source.made"]);
+    assert!(
+        listed.contains("enabled, filter: len > 1000 && seq & 1 (rejected "),
+        "{listed}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let dir = rt.join("filtered");
+    p.ok(&["save", dir.to_str().unwrap()]);
+    let shown = tape(
+        &rt,
+        &[
+            "show",
+            "--events",
+            "pipeline.source.made",
+            dir.to_str().unwrap(),
+        ],
+    );
+    let text = String::from_utf8_lossy(&shown.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(!lines.is_empty(), "no source event kept");
+    for l in &lines {
+        let len: u64 = l
+            .split("len = ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let seq: u64 = l
+            .split("seq = ")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(len > 1000 && seq % 2 == 1, "{l}");
+    }
+    // The other events are not filtered.
+    let sink = tape(
+        &rt,
+        &[
+            "show",
+            "--events",
+            "pipeline.sink.done",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert!(String::from_utf8_lossy(&sink.stdout).lines().count() > lines.len());
+    // Errors name the event, the field and the column.
+    let err = p.fails(&["filter", "pipeline.source.made", "lenn > 3"]);
+    assert!(
+        err.contains("filter for pipeline.source.made: no field `lenn`"),
+        "{err}"
+    );
+    assert!(err.contains("\n  lenn > 3\n  ^"), "{err}");
+    assert!(p
+        .fails(&["filter", "pipeline.source.made"])
+        .contains("`filter` takes"));
+    assert_eq!(
+        p.ok(&["filter", "pipeline.*", "--clear"]),
+        "cleared the filter of 1 tracepoint\n"
+    );
+    assert!(!p.ok(&["list", "pipeline.source.made"]).contains("filter:"));
+    let _ = std::fs::remove_dir_all(&rt);
+}

@@ -713,8 +713,9 @@ fn fields_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
     })
 }
 
-/// The cold path of a hit (probes attached, or later a filter or trigger):
-/// records the event if enabled, then calls the probes. `extra` and `tp`
+/// The cold path of a hit (probes attached, a filter, later a trigger):
+/// records the event if enabled (through its filter, if it has one), then
+/// calls the probes (which a filter does not concern). `extra` and `tp`
 /// are the class's tracepoint parameter and the tracepoint expression.
 fn hit_fn(args: &[(Ident, Type)], extra: TokenStream2, tp: TokenStream2) -> TokenStream2 {
     let (names, tys) = split_args(args);
@@ -728,14 +729,18 @@ fn hit_fn(args: &[(Ident, Type)], extra: TokenStream2, tp: TokenStream2) -> Toke
         #[allow(clippy::too_many_arguments)]
         pub fn __hit(#extra __tape_state: u64, #(#names: #tys),*) {
             let __tape_payload = #payload;
-            if __tape_state & #private::RECORD != 0 {
+            if __tape_state & #private::FILTER != 0 {
+                #private::emit_filtered(#tp, __tape_state, &__tape_payload);
+            } else if __tape_state & #private::RECORD != 0 {
                 #private::emit(__tape_state, &__tape_payload);
             }
-            #private::call_probes(#tp, &__tape_payload, &|__tape_p: &(dyn ::core::any::Any + ::core::marker::Send + ::core::marker::Sync)| {
-                if let ::core::option::Option::Some(__tape_f) = __tape_p.downcast_ref::<::std::boxed::Box<Callback>>() {
-                    __tape_f(#(&#names),*)
-                }
-            });
+            if __tape_state & #private::PROBES != 0 {
+                #private::call_probes(#tp, &__tape_payload, &|__tape_p: &(dyn ::core::any::Any + ::core::marker::Send + ::core::marker::Sync)| {
+                    if let ::core::option::Option::Some(__tape_f) = __tape_p.downcast_ref::<::std::boxed::Box<Callback>>() {
+                        __tape_f(#(&#names),*)
+                    }
+                });
+            }
         }
     }
 }

@@ -74,6 +74,14 @@ tape::tracepoint! {
     pub fn bench_probe_untyped(v: u64) = "bench.probe.untyped";
     /// Not recording; an untyped probe attached that decodes a field by name.
     pub fn bench_probe_field(v: u64) = "bench.probe.field";
+    /// Filtered: `v > 10` (matches) / `v < 10` (does not).
+    pub fn bench_filter_match(v: u64) = "bench.filter.match";
+    /// Filtered: `v < 10`, which 42 does not match.
+    pub fn bench_filter_miss(v: u64) = "bench.filter.miss";
+    /// Filtered with three comparisons, matching.
+    pub fn bench_filter3_match(a: u64, b: u64, c: u64, s: &str) = "bench.filter.match3";
+    /// Filtered with three comparisons, not matching (the last fails).
+    pub fn bench_filter3_miss(a: u64, b: u64, c: u64, s: &str) = "bench.filter.miss3";
     /// The fields of `bench_mixed`, in a class with a read-time format.
     #[format("a={a} b={b:#x} c={c:08} s={s}")]
     pub class bench_class(a: u64, b: u64, c: u64, s: &str) {
@@ -204,6 +212,18 @@ ops! {
     }
     /// A `u64` event.
     U64 => { bench_u64(black_box(42)); }
+    /// A filter that matches.
+    FilterMatch => { bench_filter_match(black_box(42)); }
+    /// A filter that does not match.
+    FilterMiss => { bench_filter_miss(black_box(42)); }
+    /// Three comparisons, matching.
+    Filter3Match => {
+        bench_filter3_match(black_box(1), black_box(2), black_box(3), black_box(STR16));
+    }
+    /// Three comparisons, the last failing.
+    Filter3Miss => {
+        bench_filter3_miss(black_box(1), black_box(2), black_box(3), black_box(STR16));
+    }
     /// A typed probe, not recording.
     ProbeTyped => { bench_probe_typed(black_box(42)); }
     /// Recording plus a typed probe.
@@ -555,6 +575,23 @@ fn main() {
         let dropped = dropped_full() - before;
         b.check_drops("overwrite rows", dropped, 0);
     }
+
+    // Event filters (the cold path of a tracepoint with a filter).
+    tape::enable_pattern("bench.filter.*").expect("enable");
+    tape::filter::set("bench.filter.match", "v > 10").expect("filter");
+    tape::filter::set("bench.filter.miss", "v < 10").expect("filter");
+    tape::filter::set("bench.filter.match3", "a > 0 && c != 7 && s ~ \"0123*\"").expect("filter");
+    tape::filter::set("bench.filter.miss3", "a > 0 && c != 7 && s ~ \"x*\"").expect("filter");
+    b.row("filter matches (1 comparison), u64, overwrite", FilterMatch);
+    b.row("filter does not match (1 comparison), u64", FilterMiss);
+    b.row(
+        "filter matches (3 comparisons), 3 x u64 + 16-byte &str, overwrite",
+        Filter3Match,
+    );
+    b.row(
+        "filter does not match (3 comparisons), 3 x u64 + 16-byte &str",
+        Filter3Miss,
+    );
 
     // Probes (the cold path of a tracepoint with probes attached).
     static PROBE_SUM: AtomicU64 = AtomicU64::new(0);

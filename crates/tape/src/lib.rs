@@ -283,7 +283,9 @@ pub struct ReadmeDoctests;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::field::copy_short_until_nul;
+    pub use crate::filter::emit_filtered;
     pub use crate::point::{is_active, records_only, RECORD};
+    pub use crate::point::{FILTER, PROBES};
     pub use crate::probe::{attach_typed, call as call_probes, DEFAULT_PRIORITY};
     pub use crate::registry::TRACEPOINTS;
     pub use crate::ring::emit;

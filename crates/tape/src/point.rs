@@ -98,6 +98,8 @@ pub struct Tracepoint {
     desc: &'static TracepointDesc,
     /// The attached probes (null: none), owned by [`crate::probe`].
     pub(crate) probes: AtomicPtr<crate::probe::List>,
+    /// The event filter (null: none), owned by [`crate::filter`].
+    pub(crate) filter: AtomicPtr<crate::filter::Filter>,
 }
 
 impl Tracepoint {
@@ -107,6 +109,7 @@ impl Tracepoint {
             state: AtomicU64::new(0),
             desc,
             probes: AtomicPtr::new(std::ptr::null_mut()),
+            filter: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 

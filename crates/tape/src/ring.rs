@@ -233,6 +233,9 @@ pub(crate) struct Ring {
     /// Events the owner did not record because it was filtered out (not
     /// losses). Only the owner writes it.
     filtered_events: AtomicU64,
+    /// Events an event filter rejected, by tracepoint id (not losses).
+    /// Only the owner writes them.
+    pub(crate) rejected: Box<[AtomicU64]>,
 }
 
 // SAFETY: the `UnsafeCell` memory is written only by the owner thread (the
@@ -364,6 +367,7 @@ fn forget_excess_exited() {
             excess -= 1;
             let lost = r.events_at_exit.load(Ordering::Relaxed);
             EVENTS_LOST_EXITED.fetch_add(lost, Ordering::Relaxed);
+            retire_counts(r);
             return false;
         }
         true
@@ -415,15 +419,29 @@ pub fn emit<P: Encode>(state: u64, payload: P) {
 /// the current slot, and `l.ring` non-null.
 #[inline(always)]
 unsafe fn write_event<P: Encode>(l: &Local, state: u64, ts: u64, payload: &P) {
+    // SAFETY: in bounds by the caller's contract.
+    unsafe {
+        let end = payload.encode(l.base.get().add(l.off.get() + EVENT_HEADER_SIZE));
+        commit(l, state, ts, end);
+    }
+}
+
+/// Writes the header of the event whose fields end at `end` and publishes
+/// it.
+///
+/// # Safety
+/// The event's fields were encoded at `base + off + EVENT_HEADER_SIZE ..
+/// end`, inside the current slot; `l.ring` non-null.
+#[inline(always)]
+unsafe fn commit(l: &Local, state: u64, ts: u64, end: *mut u8) {
     let base = l.base.get();
     let off = l.off.get();
     // SAFETY: in bounds by the caller's contract; unaligned writes.
-    let end = unsafe {
+    unsafe {
         let p = base.add(off);
         ptr::write_unaligned(p.cast::<u16>(), id_of(state));
         ptr::write_unaligned(p.add(2).cast::<u64>(), ts);
-        payload.encode(p.add(EVENT_HEADER_SIZE))
-    };
+    }
     let new_off = end as usize - base as usize;
     l.off.set(new_off);
     // SAFETY: non-null by the caller's contract; the registry keeps it alive.
@@ -471,14 +489,30 @@ fn bump(c: &AtomicU64) {
 #[cold]
 #[inline(never)]
 fn emit_cold<P: Encode>(l: &Local, state: u64, payload: P, size: usize) {
+    if let Some(switched) = make_room(l, size) {
+        let ts = switched.unwrap_or_else(clock::now);
+        // SAFETY: `make_room` left at least `size` bytes in the slot.
+        unsafe { write_event(l, state, ts, &payload) }
+    }
+}
+
+/// Makes room for an event of `size` bytes, or counts why it cannot be
+/// recorded: no ring yet (attaches one), the thread filter, too big, ring
+/// full (discard mode), a save pinning the next slot. `Some(ts)` if it
+/// switched packets (the new packet begins at `ts`: the event reuses that
+/// clock reading), `Some(None)` if there was room, `None` if the event is
+/// not to be recorded (counted).
+#[cold]
+#[inline(never)]
+fn make_room(l: &Local, size: usize) -> Option<Option<u64>> {
     if l.ring.get().is_null() {
         if l.gone.get() {
             DROPPED_NO_RING.fetch_add(1, Ordering::Relaxed);
-            return;
+            return None;
         }
         if l.failed.get() == GEOMETRY.load(Ordering::Relaxed) || !attach(l) {
             DROPPED_NO_MEMORY.fetch_add(1, Ordering::Relaxed);
-            return;
+            return None;
         }
     }
     // SAFETY: non-null (attached above or earlier); kept alive by the registry.
@@ -489,30 +523,83 @@ fn emit_cold<P: Encode>(l: &Local, state: u64, payload: P, size: usize) {
     if ring.filtered.load(Ordering::Relaxed) {
         l.filtered.set(true);
         l.cap.set(0);
-        return bump(&ring.filtered_events);
+        bump(&ring.filtered_events);
+        return None;
     }
     if l.filtered.get() {
         l.filtered.set(false);
         l.cap.set(ring.slot_size);
     }
     if size <= room(l) {
-        let ts = clock::now();
-        // SAFETY: bounds checked just above; ring attached.
-        return unsafe { write_event(l, state, ts, &payload) };
+        return Some(None);
     }
     if size > ring.slot_size {
-        return bump(&ring.dropped.0.discarded.big);
+        bump(&ring.dropped.0.discarded.big);
+        return None;
     }
     let next = (l.pos_base.get() >> 32) + 1;
     if next >= ring.slots.len() as u64 && config::mode() == Mode::Discard {
-        return bump(&ring.dropped.0.discarded.full);
+        bump(&ring.dropped.0.discarded.full);
+        return None;
     }
     let ts = clock::now();
     if !switch(l, ring, ts) {
-        return bump(&ring.dropped.0.discarded.saving);
+        bump(&ring.dropped.0.discarded.saving);
+        return None;
     }
-    // SAFETY: a fresh slot has `slot_size >= size` free bytes.
-    unsafe { write_event(l, state, ts, &payload) }
+    Some(Some(ts))
+}
+
+/// Records one event if `keep` accepts its encoded fields (an event
+/// filter, `crate::filter`): the fields are encoded in place in the ring
+/// first, then `keep` reads them there, then, only if kept, the clock is
+/// read and the event published; a rejected event costs no clock read and
+/// is counted per tracepoint in the ring ([`Ring::rejected`]). Returns
+/// whether it was recorded.
+#[inline(never)]
+pub(crate) fn emit_if<P: Encode>(
+    state: u64,
+    payload: P,
+    keep: &dyn Fn(&[u8], &Ring) -> bool,
+) -> bool {
+    let Ok(l) = LOCAL.try_with(|l| l as *const Local) else {
+        return false;
+    };
+    // SAFETY: as in `emit`.
+    let l = unsafe { &*l };
+    if l.busy.get() {
+        dropped_busy(l);
+        return false;
+    }
+    l.busy.set(true);
+    compiler_fence(Ordering::SeqCst);
+    let size = EVENT_HEADER_SIZE.saturating_add(payload.max_size());
+    let mut kept = false;
+    let room = if size <= room(l) {
+        Some(None)
+    } else {
+        make_room(l, size)
+    };
+    if let Some(switched) = room {
+        // SAFETY: at least `size` bytes are free at `base + off`, in the
+        // slot only this thread writes; nothing is published until
+        // `commit`, so a rejected event's bytes are simply written over.
+        unsafe {
+            let start = l.base.get().add(l.off.get() + EVENT_HEADER_SIZE);
+            let end = payload.encode(start);
+            let bytes = std::slice::from_raw_parts(start, end as usize - start as usize);
+            let ring = &*l.ring.get();
+            if keep(bytes, ring) {
+                commit(l, state, switched.unwrap_or_else(clock::now), end);
+                kept = true;
+            } else if let Some(c) = ring.rejected.get(usize::from(id_of(state))) {
+                bump(c);
+            }
+        }
+    }
+    compiler_fence(Ordering::SeqCst);
+    l.busy.set(false);
+    kept
 }
 
 /// Closes the packet being written and opens the next one, whose first
@@ -725,6 +812,9 @@ impl Ring {
             saved_upto: AtomicU64::new(0),
             filtered: AtomicBool::new(false),
             filtered_events: AtomicU64::new(0),
+            rejected: (0..crate::registry::tracepoints().len())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
         })
     }
 
@@ -1057,5 +1147,42 @@ pub(crate) fn rings() -> Vec<Arc<Ring>> {
 /// written them; their memory is freed).
 pub(crate) fn release_saved(saved: &[Arc<Ring>]) {
     let mut rings = RINGS.lock().unwrap_or_else(|e| e.into_inner());
-    rings.retain(|r| !(r.exited() && saved.iter().any(|s| Arc::ptr_eq(s, r))));
+    rings.retain(|r| {
+        let keep = !(r.exited() && saved.iter().any(|s| Arc::ptr_eq(s, r)));
+        if !keep {
+            retire_counts(r);
+        }
+        keep
+    });
+}
+
+/// Events rejected by event filters in the rings freed so far, by
+/// tracepoint id: a ring's counts outlive it.
+static RETIRED_REJECTED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+fn retire_counts(r: &Ring) {
+    let mut all = RETIRED_REJECTED.lock().unwrap_or_else(|e| e.into_inner());
+    if all.len() < r.rejected.len() {
+        all.resize(r.rejected.len(), 0);
+    }
+    for (sum, c) in all.iter_mut().zip(r.rejected.iter()) {
+        *sum += c.load(Ordering::Relaxed);
+    }
+}
+
+/// Events of tracepoint `id` rejected by its filter, in every ring, freed
+/// or not.
+pub(crate) fn rejected(id: usize) -> u64 {
+    let freed = RETIRED_REJECTED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(id)
+        .copied()
+        .unwrap_or(0);
+    freed
+        + rings()
+            .iter()
+            .filter_map(|r| r.rejected.get(id))
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum::<u64>()
 }

@@ -210,3 +210,87 @@ fn invalid_expressions_name_the_event_the_field_and_the_column() {
         );
     }
 }
+
+tape::tracepoint! {
+    pub fn rx(port: u16, len: u32, ifname: &str) = "test.filter.net.rx";
+    pub fn tx(port: u16, len: u32, ifname: &str) = "test.filter.net.tx";
+}
+
+/// The recorded events of a trace saved now, by name.
+fn recorded() -> Vec<(String, tape_ctf::decode::Value)> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("tape-filters-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    tape::save_to(&dir).expect("save");
+    let trace = tape_ctf::read::open_trace(&dir).expect("open");
+    let mut out = Vec::new();
+    for r in tape_ctf::fast::events(&[trace]).expect("plan") {
+        if let tape_ctf::fast::Record::Event(e) = r.expect("decode") {
+            out.push((e.class.name.clone(), e.payload().clone()));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+fn named<'a>(
+    all: &'a [(String, tape_ctf::decode::Value)],
+    name: &str,
+) -> Vec<&'a tape_ctf::decode::Value> {
+    all.iter()
+        .filter(|(n, _)| n == name)
+        .map(|(_, v)| v)
+        .collect()
+}
+
+#[test]
+fn a_filter_records_only_the_matching_events_and_counts_the_others() {
+    tape::enable_pattern("test.filter.net.*").unwrap();
+    // Checked against every selected event before any is set.
+    let e = tape::filter::set("test.filter.net.*", "len > 1400 && nope == 1").unwrap_err();
+    assert!(
+        e.message()
+            .contains("filter for test.filter.net.rx: no field `nope`"),
+        "{e}"
+    );
+    assert!(tape::filter::get(&rx::TRACEPOINT).is_none());
+    assert_eq!(
+        tape::filter::set("test.filter.net.*", "len > 1400 && ifname ~ \"eth*\"").unwrap(),
+        2
+    );
+    assert!(rx::enabled());
+    let threads: Vec<_> = (0..4u16)
+        .map(|t| {
+            std::thread::spawn(move || {
+                for i in 0..1000u32 {
+                    let len = if i % 10 == 0 { 1500 } else { 60 };
+                    rx(t, len, if i % 20 == 0 { "lo" } else { "eth0" });
+                    tx(t, len, "eth1");
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    let all = recorded();
+    let rec = named(&all, "test.filter.net.rx");
+    // i % 10 == 0 and not i % 20 == 0: 50 per thread.
+    assert_eq!(rec.len(), 4 * 50);
+    assert!(rec
+        .iter()
+        .all(|v| v.field("len").and_then(|l| l.as_u64()) == Some(1500)));
+    assert_eq!(named(&all, "test.filter.net.tx").len(), 4 * 100);
+    assert_eq!(tape::filter::rejected(&rx::TRACEPOINT), 4 * 950);
+    assert_eq!(tape::filter::rejected(&tx::TRACEPOINT), 4 * 900);
+    assert_eq!(
+        tape::stats().drops.total(),
+        0,
+        "rejected events are not losses"
+    );
+    // Cleared: everything again.
+    assert_eq!(tape::filter::clear("test.filter.net.*").unwrap(), 2);
+    assert!(tape::filter::get(&rx::TRACEPOINT).is_none());
+    rx(9, 60, "lo");
+    assert_eq!(named(&recorded(), "test.filter.net.rx").len(), 1);
+    tape::disable_pattern("test.filter.net.*").unwrap();
+}

@@ -18,6 +18,7 @@
 //! | `buffer SIZE [PACKET]`       | `buffer_size_kb`               | ring and packet size of rings created from now on      |
 //! | `mode overwrite\|discard`    | `options/overwrite`            | what a full ring does, at each ring's next packet      |
 //! | `threads TID\|GLOB...`       | `set_event_pid`                | record only those threads ([`threads`]); `--all`: every thread |
+//! | `filter PATTERN EXPR`        | `events/*/filter`              | record only the events that match ([`crate::filter`]); `--clear` |
 //! | `save [DIR]`                 | `snapshot`                     | save the rings now; prints the trace directory         |
 //! | `stats`                      | `per_cpu/cpuN/stats`           | per thread: entries, bytes, losses by cause, filtered  |
 //!
@@ -38,7 +39,7 @@ use crate::registry::{self, Pattern};
 /// The commands, for help and error messages.
 pub const COMMANDS: &str = "status, on, off, enable PATTERN..., disable PATTERN..., \
     list [PATTERN], buffer SIZE [PACKET], mode overwrite|discard, threads TID|GLOB... \
-    (or --all, or nothing to show), save [DIR], stats";
+    (or --all, or nothing to show), filter PATTERN EXPR (or --clear), save [DIR], stats";
 
 fn command_error(message: String) -> Error {
     Error::new(ErrorKind::Command, message)
@@ -101,6 +102,17 @@ pub fn execute(words: &[String]) -> Result<String, Error> {
             _ => Err(command_error("`save` takes one directory at most".into())),
         },
         "stats" => no_args("stats").map(|_| stats()),
+        "filter" => match args.as_slice() {
+            [pattern, "--clear"] => crate::filter::clear(pattern)
+                .map(|n| format!("cleared the filter of {n} tracepoint{}\n", plural(n))),
+            [pattern, expr] => crate::filter::set(pattern, expr)
+                .map(|n| format!("set the filter of {n} tracepoint{} to: {expr}\n", plural(n))),
+            _ => Err(command_error(
+                "`filter` takes a tracepoint pattern and one expression (quote it), such as \
+                 `filter app.net.rx 'len > 1400'`, or a pattern and --clear"
+                    .into(),
+            )),
+        },
         "threads" => match args.as_slice() {
             [] => Ok(threads::describe()),
             ["--all"] => Ok(threads::clear()),
@@ -149,6 +161,14 @@ fn set_events(on: bool, patterns: &[&str]) -> Result<String, Error> {
         out.push_str("tracing is off: they record once it is on (`on`)\n");
     }
     Ok(out)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
 }
 
 fn kib(bytes: usize) -> String {
@@ -308,6 +328,14 @@ fn list(pattern: Option<&str>) -> Result<String, Error> {
         }
         if p.has_probes() {
             state.push_str(", probes");
+        }
+        if let Some(f) = crate::filter::get(p) {
+            let _ = write!(
+                state,
+                ", filter: {} (rejected {})",
+                f.text(),
+                crate::filter::rejected(p)
+            );
         }
         let mut layout = crate::field::Layout::default();
         for f in p.desc().fields {

@@ -41,10 +41,15 @@ mod parse;
 
 pub use parse::{parse, Expr, Literal, Op, Step, SyntaxError};
 
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+
 use tape_ctf::{Struct, Type};
 
 use crate::error::{Error, ErrorKind};
-use crate::point::Tracepoint;
+use crate::field::Encode;
+use crate::point::{Tracepoint, FILTER, RECORD};
+use crate::registry;
 
 /// Fields of one struct a walk can remember (sequence lengths, variant
 /// tags); wider structs cannot be filtered on past this member.
@@ -115,9 +120,111 @@ enum Rhs {
 struct Cmp {
     common: Option<Common>,
     path: Box<[Go]>,
+    /// The value's offset when every field before it has a fixed size
+    /// (most events): read there, with no walk.
+    fixed: Option<usize>,
+    /// An integer at a fixed offset compared with a constant: the common
+    /// case, evaluated in a few instructions.
+    fast: Option<Fast>,
     leaf: Leaf,
     op: Op,
     rhs: Rhs,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Fast {
+    /// `op` on an unsigned integer of `size` bytes at `at`, against `v`.
+    Unsigned {
+        at: usize,
+        size: usize,
+        op: Op,
+        v: u64,
+    },
+    /// The same on a signed integer.
+    Signed {
+        at: usize,
+        size: usize,
+        op: Op,
+        v: i64,
+    },
+}
+
+#[inline]
+fn order<T: Ord>(op: Op, a: T, b: T) -> bool {
+    match op {
+        Op::Eq => a == b,
+        Op::Ne => a != b,
+        Op::Lt => a < b,
+        Op::Le => a <= b,
+        Op::Gt => a > b,
+        Op::Ge => a >= b,
+        Op::And | Op::Glob => false,
+    }
+}
+
+impl Fast {
+    /// The fast form of a comparison, if it has one.
+    fn of(c: &Cmp) -> Option<Fast> {
+        let at = c.fixed?;
+        if c.common.is_some() {
+            return None;
+        }
+        let Rhs::Int(v) = c.rhs else { return None };
+        match c.leaf {
+            Leaf::UInt(size)
+            | Leaf::Enum {
+                size,
+                signed: false,
+            } => {
+                // A constant out of u64's range compares the same as its
+                // clamp, except for ==/!= (never/always) and & (its bits).
+                let v = u64::try_from(v).ok()?;
+                Some(Fast::Unsigned {
+                    at,
+                    size,
+                    op: c.op,
+                    v,
+                })
+            }
+            Leaf::SInt(size) | Leaf::Enum { size, signed: true } => {
+                let v = i64::try_from(v).ok()?;
+                Some(Fast::Signed {
+                    at,
+                    size,
+                    op: c.op,
+                    v,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn eval(self, payload: &[u8]) -> bool {
+        match self {
+            Fast::Unsigned { at, size, op, v } => {
+                match payload.get(at..).and_then(|b| read_uint(b, size)) {
+                    Some(x) if op == Op::And => x & v != 0,
+                    Some(x) => order(op, x, v),
+                    None => false,
+                }
+            }
+            Fast::Signed { at, size, op, v } => {
+                match payload.get(at..).and_then(|b| read_uint(b, size)) {
+                    Some(x) => {
+                        let shift = 64 - 8 * size as u32;
+                        let x = ((x << shift) as i64) >> shift;
+                        if op == Op::And {
+                            x & v != 0
+                        } else {
+                            order(op, x, v)
+                        }
+                    }
+                    None => false,
+                }
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -136,6 +243,7 @@ pub struct Filter {
     root: Shape,
     nodes: Vec<Node>,
     top: usize,
+    uses_cpu: bool,
 }
 
 /// The common fields of an event, given by the emitting thread.
@@ -180,8 +288,25 @@ impl Filter {
             root,
             nodes: Vec::new(),
             top: 0,
+            uses_cpu: false,
         };
         f.top = f.compile(&expr, fields, 0, &fail)?;
+        let root = f.root.clone();
+        for n in &mut f.nodes {
+            if let Node::Cmp(c) = n {
+                c.fixed = fixed_offset(&root, &c.path);
+                c.fast = Fast::of(c);
+            }
+        }
+        f.uses_cpu = f.nodes.iter().any(|n| {
+            matches!(
+                n,
+                Node::Cmp(Cmp {
+                    common: Some(Common::Cpu),
+                    ..
+                })
+            )
+        });
         Ok(f)
     }
 
@@ -247,7 +372,15 @@ impl Filter {
         }
     }
 
+    #[inline]
     fn cmp(&self, c: &Cmp, payload: &[u8], ctx: &Context<'_>) -> bool {
+        if let Some(f) = c.fast {
+            return f.eval(payload);
+        }
+        self.cmp_slow(c, payload, ctx)
+    }
+
+    fn cmp_slow(&self, c: &Cmp, payload: &[u8], ctx: &Context<'_>) -> bool {
         if let Some(common) = c.common {
             return match common {
                 Common::Tid => num(c.op, i128::from(ctx.tid), &c.rhs),
@@ -255,10 +388,12 @@ impl Filter {
                 Common::Thread => text(c.op, ctx.thread.as_bytes(), &c.rhs),
             };
         }
-        let Some(at) = locate(&self.root, &c.path, payload) else {
+        let Some(at) = c.fixed.or_else(|| locate(&self.root, &c.path, payload)) else {
             return false;
         };
-        let bytes = &payload[at..];
+        let Some(bytes) = payload.get(at..) else {
+            return false;
+        };
         match c.leaf {
             Leaf::UInt(n)
             | Leaf::Enum {
@@ -281,7 +416,7 @@ impl Filter {
                 };
                 v.is_some_and(|v| float(c.op, v, &c.rhs))
             }
-            Leaf::Str => match bytes.iter().position(|&b| b == 0) {
+            Leaf::Str => match memchr::memchr(0, bytes) {
                 Some(end) => text(c.op, &bytes[..end], &c.rhs),
                 None => false,
             },
@@ -296,15 +431,117 @@ impl Filter {
     }
 }
 
-fn read_uint(b: &[u8], n: usize) -> Option<u64> {
-    let b = b.get(..n)?;
-    let mut w = [0u8; 8];
-    if cfg!(target_endian = "little") {
-        w[..n].copy_from_slice(b);
-    } else {
-        w[8 - n..].copy_from_slice(b);
+// ---------------------------------------------------------------------------
+// Filters on tracepoints: set, cleared, applied when an event is recorded.
+
+/// Filters replaced or cleared: kept, never freed (a thread may be
+/// evaluating one; they are small and set by hand), and counted.
+static REPLACED: Mutex<Vec<&'static Filter>> = Mutex::new(Vec::new());
+
+/// Sets the filter `expr` on every tracepoint that `pattern` selects (a
+/// name, a glob, a `/regex/`): each then records only the events that
+/// match. The expression is checked against each tracepoint's fields
+/// before any filter is set; returns how many tracepoints got it.
+pub fn set(pattern: &str, expr: &str) -> Result<usize, Error> {
+    let points = registry::select(pattern)?;
+    let compiled: Vec<(&'static Tracepoint, Filter)> = points
+        .iter()
+        .map(|tp| Filter::new(tp, expr).map(|f| (*tp, f)))
+        .collect::<Result<_, _>>()?;
+    let n = compiled.len();
+    for (tp, f) in compiled {
+        install(tp, Some(Box::leak(Box::new(f))));
     }
-    Some(u64::from_ne_bytes(w))
+    Ok(n)
+}
+
+/// Removes the filter of every tracepoint that `pattern` selects; returns
+/// how many had one.
+pub fn clear(pattern: &str) -> Result<usize, Error> {
+    let points = registry::select(pattern)?;
+    Ok(points.into_iter().filter(|tp| install(tp, None)).count())
+}
+
+/// Puts `f` in place of `tp`'s filter; whether it had one.
+fn install(tp: &'static Tracepoint, f: Option<&'static Filter>) -> bool {
+    let new = f.map_or(std::ptr::null_mut(), |f| (f as *const Filter).cast_mut());
+    // Release: pairs with the Acquire in `emit_filtered`; the filter is
+    // whole before a thread can see it.
+    let old = tp.filter.swap(new, Ordering::AcqRel);
+    tp.update(FILTER, !new.is_null());
+    if old.is_null() {
+        return false;
+    }
+    // SAFETY: filters are leaked when set (`set`), never freed.
+    REPLACED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(unsafe { &*old });
+    true
+}
+
+/// The filter of `tp`, if it has one.
+pub fn get(tp: &'static Tracepoint) -> Option<&'static Filter> {
+    let p = tp.filter.load(Ordering::Acquire);
+    // SAFETY: filters are leaked when set, never freed.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Events of `tp` its filter rejected (not recorded, not lost), over every
+/// thread.
+pub fn rejected(tp: &'static Tracepoint) -> u64 {
+    crate::ring::rejected(usize::from(tp.id()))
+}
+
+/// Records an event of a tracepoint with a filter (the cold path that
+/// `tracepoint!` generates calls it): encoded in the ring, tested, and
+/// published only if it matches.
+#[doc(hidden)]
+#[inline(never)]
+pub fn emit_filtered<P: Encode>(tp: &'static Tracepoint, state: u64, payload: P) {
+    if state & RECORD == 0 {
+        return;
+    }
+    let Some(f) = get(tp) else {
+        return crate::ring::emit(state, payload);
+    };
+    crate::ring::emit_if(state, payload, &|bytes, ring| {
+        let cpu = if f.uses_cpu {
+            // SAFETY: sched_getcpu has no preconditions (a vDSO call).
+            u32::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0)
+        } else {
+            0
+        };
+        f.matches(
+            bytes,
+            &Context {
+                tid: ring.tid(),
+                thread: &ring.name,
+                cpu,
+            },
+        )
+    });
+}
+
+#[inline]
+fn read_uint(b: &[u8], n: usize) -> Option<u64> {
+    // One load per size (a copy of a variable length would be a call).
+    Some(match n {
+        1 => u64::from(*b.first()?),
+        2 => u64::from(u16::from_ne_bytes(b.get(..2)?.try_into().ok()?)),
+        4 => u64::from(u32::from_ne_bytes(b.get(..4)?.try_into().ok()?)),
+        8 => u64::from_ne_bytes(b.get(..8)?.try_into().ok()?),
+        _ => {
+            let b = b.get(..n.min(8))?;
+            let mut w = [0u8; 8];
+            if cfg!(target_endian = "little") {
+                w[..b.len()].copy_from_slice(b);
+            } else {
+                w[8 - b.len()..].copy_from_slice(b);
+            }
+            u64::from_ne_bytes(w)
+        }
+    })
 }
 
 fn num(op: Op, v: i128, rhs: &Rhs) -> bool {
@@ -463,6 +700,35 @@ fn elements(e: &Shape, n: u64, b: &[u8], pos: usize) -> Option<usize> {
     Some(at - pos)
 }
 
+/// The offset `path` leads to when it does not depend on the bytes: every
+/// member before it of fixed size, no sequence or variant on the way.
+fn fixed_offset(root: &Shape, path: &[Go]) -> Option<usize> {
+    fn size(s: &Shape) -> Option<usize> {
+        match s {
+            Shape::Fixed(n) => Some(*n),
+            Shape::Array(n, e) => size(e)?.checked_mul(usize::try_from(*n).ok()?),
+            Shape::Struct(m) => m.iter().map(size).sum(),
+            _ => None,
+        }
+    }
+    let mut shape = root;
+    let mut pos = 0usize;
+    for go in path {
+        match (go, shape) {
+            (Go::Member(i), Shape::Struct(members)) => {
+                pos += members[..*i].iter().map(size).sum::<Option<usize>>()?;
+                shape = &members[*i];
+            }
+            (Go::Element(k), Shape::Array(n, e)) if k < n => {
+                pos += size(e)?.checked_mul(usize::try_from(*k).ok()?)?;
+                shape = e;
+            }
+            _ => return None,
+        }
+    }
+    Some(pos)
+}
+
 /// The position of the value that `path` leads to in `b`; `None` when it
 /// is not there (past the end, an element past a sequence's length, a
 /// variant with another option).
@@ -600,6 +866,8 @@ fn compile_cmp(
             return Ok(Cmp {
                 common: Some(c),
                 path: Box::new([]),
+                fixed: None,
+                fast: None,
                 leaf,
                 op,
                 rhs,
@@ -721,6 +989,8 @@ fn compile_cmp(
     Ok(Cmp {
         common: None,
         path: go.into_boxed_slice(),
+        fixed: None,
+        fast: None,
         leaf,
         op,
         rhs,
