@@ -11,6 +11,7 @@
 //! | `TAPE_TRACE_CLOCK`    | [`Config::clock`]        | `auto` or `monotonic`                    | `auto` (TSC if invariant)|
 //! | `TAPE_CONTROL`        | [`Config::control`]      | `on` or `off`                            | `on` (the control socket)|
 //! | `TAPE_DUMP`           | [`Config::dump`]         | `trace`, `text` or `off`                 | `trace` (dump on crash)  |
+//! | `TAPE_FILTER`         | [`Config::filter`]       | `PATTERN if EXPR; PATTERN if EXPR...`    | none                     |
 //!
 //! A bad value is an [`Error`] naming the variable, the value, the position
 //! of the problem and the accepted forms. A value that is not UTF-8 is an
@@ -41,7 +42,8 @@ pub enum Mode {
 
 /// The variables read by [`Config::from_env`] (`TAPE_TRACE_DIR` apart: a
 /// path, taken as bytes).
-const ALL_VARS: [&str; 7] = [
+const ALL_VARS: [&str; 8] = [
+    "TAPE_FILTER",
     "TAPE_DUMP",
     "TAPE_TRACE",
     "TAPE_TRACE_BUFSZ",
@@ -180,6 +182,8 @@ pub struct Config {
     clock: ClockChoice,
     control: bool,
     dump: crate::crash::Dump,
+    /// (pattern, expression, the variable it came from).
+    filters: Vec<(String, String, Option<&'static str>)>,
 }
 
 impl Default for Config {
@@ -193,6 +197,7 @@ impl Default for Config {
             clock: ClockChoice::Auto,
             control: true,
             dump: crate::crash::Dump::Trace,
+            filters: Vec::new(),
         }
     }
 }
@@ -301,6 +306,12 @@ impl Config {
                 }
             };
         }
+        if let Some(v) = get("TAPE_FILTER") {
+            c.filters = parse_filters("TAPE_FILTER", &v)?
+                .into_iter()
+                .map(|(p, e)| (p, e, Some("TAPE_FILTER")))
+                .collect();
+        }
         if let Some(v) = get("TAPE_DUMP") {
             c.dump = match v.trim() {
                 "trace" => crate::crash::Dump::Trace,
@@ -324,6 +335,14 @@ impl Config {
             "TAPE_TRACE_BUFSZ/TAPE_TRACE_PACKETSZ",
         )?;
         Ok(c)
+    }
+
+    /// Sets an event filter at init on the tracepoints `pattern` selects
+    /// (see [`crate::filter`]): they record only the events `expr` matches.
+    pub fn filter(mut self, pattern: &str, expr: &str) -> Config {
+        self.filters
+            .push((pattern.to_owned(), expr.to_owned(), None));
+        self
     }
 
     /// Adds a selection pattern to enable at init: a name, a glob or `/regex/`.
@@ -399,6 +418,9 @@ impl Config {
         }
         for (p, var) in &patterns {
             p.apply(true).map_err(|e| named(*var, e))?;
+        }
+        for (pattern, expr, var) in &self.filters {
+            crate::filter::set(pattern, expr).map_err(|e| named(*var, e))?;
         }
         INITIALISED.store(true, Ordering::Relaxed);
         crate::crash::install(self.dump);
@@ -549,6 +571,48 @@ pub(crate) fn parse_size(var: &str, v: &str) -> Result<usize, Error> {
         .ok_or_else(|| bad(var, v, 0, "size too large", ACCEPTED))
 }
 
+/// Parses `PATTERN if EXPR; PATTERN if EXPR...` (a `;` inside a quoted
+/// string of an expression does not separate).
+pub(crate) fn parse_filters(var: &str, v: &str) -> Result<Vec<(String, String)>, Error> {
+    const ACCEPTED: &str = "`PATTERN if EXPR`, several separated by `;`, such as \
+                            TAPE_FILTER='app.net.rx if len > 1400; app.disk.* if bytes >= 4096'";
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut quoted = false;
+    let bytes = v.as_bytes();
+    for i in 0..=bytes.len() {
+        match bytes.get(i) {
+            Some(b'"') if i == 0 || bytes[i - 1] != b'\\' => {
+                quoted = !quoted;
+                continue;
+            }
+            Some(b';') if !quoted => {}
+            Some(_) => continue,
+            None => {}
+        }
+        let item = &v[start..i];
+        if !item.trim().is_empty() {
+            let first = start + (item.len() - item.trim_start().len());
+            let Some(at) = item.find(" if ") else {
+                return Err(bad(var, v, first, "an item has no ` if `", ACCEPTED));
+            };
+            let (pattern, expr) = (item[..at].trim(), item[at + 4..].trim());
+            if pattern.is_empty() || expr.is_empty() {
+                return Err(bad(
+                    var,
+                    v,
+                    first,
+                    "an item has an empty pattern or expression",
+                    ACCEPTED,
+                ));
+            }
+            out.push((pattern.to_owned(), expr.to_owned()));
+        }
+        start = i + 1;
+    }
+    Ok(out)
+}
+
 /// Splits a comma-separated pattern list; a `/regex/` may contain commas.
 pub(crate) fn parse_patterns(var: &str, v: &str) -> Result<Vec<String>, Error> {
     const ACCEPTED: &str = "comma-separated tracepoint names, globs (app.net.*) or /regex/";
@@ -591,6 +655,18 @@ pub(crate) fn parse_patterns(var: &str, v: &str) -> Result<Vec<String>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filter_lists() {
+        assert_eq!(
+            parse_filters("V", "app.rx if len > 3; app.* if name == \"a;b\" ;").unwrap(),
+            vec![
+                ("app.rx".to_owned(), "len > 3".to_owned()),
+                ("app.*".to_owned(), "name == \"a;b\"".to_owned())
+            ]
+        );
+        assert!(parse_filters("V", "").unwrap().is_empty());
+    }
 
     #[test]
     fn sizes() {
@@ -656,6 +732,16 @@ mod tests {
             (&[("TAPE_TRACE_DIR", "")], "TAPE_TRACE_DIR"),
             (&[("TAPE_TRACE_CLOCK", "hpet")], "TAPE_TRACE_CLOCK"),
             (&[("TAPE_TRACE", "x.[")], "TAPE_TRACE="),
+            (
+                &[("TAPE_FILTER", "app.rx len > 3")],
+                "TAPE_FILTER=\"app.rx len > 3\": at byte 0: an item has no ` if `",
+            ),
+            (
+                &[("TAPE_FILTER", "a.b if x == 1; if y == 2")],
+                "at byte 15: an item has an empty pattern",
+            ),
+            (&[("TAPE_DUMP", "core")], "TAPE_DUMP=\"core\""),
+            (&[("TAPE_CONTROL", "maybe")], "TAPE_CONTROL=\"maybe\""),
         ];
         for (vars, needle) in bad_cases {
             let vars: Vec<(String, String)> = vars

@@ -32,6 +32,13 @@
 //!   ^
 //! ```
 //!
+//! On a tracepoint ([`set`], `tape ctl PID filter`, `TAPE_FILTER`), an
+//! event is encoded in place in the ring, tested, and only if it matches
+//! read the clock for and published; a rejected event is counted per
+//! tracepoint ([`rejected`]), not as a loss. An event that finds no room
+//! (discard mode with the ring full, too big) is dropped and counted as
+//! lost before the filter sees it, as ftrace reserves before it filters.
+//!
 //! [`Filter::matches`] walks the encoded payload to each field it compares
 //! (fixed offsets summed, strings and sequences stepped over) with no
 //! allocation, and never panics on bytes it cannot read: a comparison whose
