@@ -337,6 +337,11 @@ fn dead_absent_and_uncontrolled_processes_are_named() {
     let rt = runtime_dir("dead");
     // A process that is not a tape program.
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    // Until its exec, the child still bears this test thread's name.
+    let comm = format!("/proc/{}/comm", sleeper.id());
+    wait_until("the child to be `sleep`", || {
+        std::fs::read_to_string(&comm).is_ok_and(|c| c.trim_end() == "sleep")
+    });
     let out = tape(&rt, &["ctl", &sleeper.id().to_string(), "status"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
