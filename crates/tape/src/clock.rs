@@ -228,6 +228,11 @@ pub(crate) fn ctf_clock() -> tape_ctf::Clock {
     };
     let rt = pair(libc::CLOCK_REALTIME);
     let (offset_s, offset) = offsets(rt.counter, rt.ns, freq);
+    clock_description(freq, offset_s, offset)
+}
+
+/// The CTF description of tape's clock with these values.
+pub(crate) fn clock_description(freq: u64, offset_s: i64, offset: i64) -> tape_ctf::Clock {
     let mut c = tape_ctf::Clock::new("tape", freq);
     c.description = Some(format!(
         "tape trace clock ({}), calibrated against CLOCK_MONOTONIC, offset from CLOCK_REALTIME",

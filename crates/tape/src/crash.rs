@@ -81,7 +81,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU8, O
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ring::{self, Drops, PacketMeta, Ring};
+use crate::ring::{self, PacketMeta, Ring};
 use crate::save::{self, Context};
 
 crate::tracepoint! {
@@ -229,17 +229,12 @@ pub fn install(mode: Dump) {
 
 fn prepare() {
     let uuid = save::new_uuid();
-    let mut clock = tape_ctf::Clock::new("tape", 1);
-    clock.description = Some(format!(
-        "tape trace clock ({}), calibrated against CLOCK_MONOTONIC, offset from CLOCK_REALTIME",
-        crate::clock::source().name()
-    ));
-    clock.absolute = true;
-    clock.precision = 1;
     let num = |h: Hole| sentinel(h).parse::<i64>().unwrap_or(0);
-    clock.freq = num(Hole::Freq) as u64;
-    clock.offset_s = num(Hole::OffsetS);
-    clock.offset = num(Hole::Offset);
+    let clock = crate::clock::clock_description(
+        num(Hole::Freq) as u64,
+        num(Hole::OffsetS),
+        num(Hole::Offset),
+    );
     let mut t = save::metadata_with(uuid, clock);
     for (k, v) in t.env.iter_mut() {
         let h = match k.as_str() {
@@ -912,8 +907,7 @@ fn write_stream(dir: c_int, p: &Prepared, r: &Arc<Ring>) -> bool {
     }
     let mut fd: c_int = -1;
     let mut ok = true;
-    let mut prev: Option<Drops> = None;
-    let mut lost_before: Option<u64> = None;
+    let mut losses = save::StreamLosses::default();
     let created = r.created_ts;
     let base = file.n;
     let mut open_file = |fd: &mut c_int| -> bool {
@@ -943,23 +937,15 @@ fn write_stream(dir: c_int, p: &Prepared, r: &Arc<Ring>) -> bool {
             return;
         }
         let mut hdr = [0u8; 512];
-        let first = lost_before.is_none();
-        let before = *lost_before.get_or_insert(m.committed_before);
-        let d = Drops {
-            overwritten: before,
-            ..m.dropped_at_close
-        };
-        if first && d.total() > 0 {
-            let t = created.min(m.ts_begin);
-            ctx.header(&mut hdr[..head], t, t, m.seq, Drops::default(), 0);
+        let (leading, kept) = losses.packet(m, created);
+        if let Some(t) = leading {
+            ctx.leading_header(&mut hdr[..head], t, m);
             ok = open_file(&mut fd) && write_all(fd, &hdr[..head]);
         }
-        if m.events == 0 && prev == Some(d) {
+        let Some(d) = kept else {
             return;
-        }
-        prev = Some(d);
-        let begin = m.ts_begin.min(m.ts_end);
-        ctx.header(&mut hdr[..head], begin, m.ts_end, m.seq + 1, d, m.events);
+        };
+        ctx.packet_header(&mut hdr[..head], m, d);
         // SAFETY: `events .. + len` is the pinned packet's content in the
         // ring (`walk_for_crash`), valid and unchanging while we read it.
         let body = unsafe { std::slice::from_raw_parts(events, len) };

@@ -134,32 +134,6 @@ pub fn set_tracing(on: bool) -> bool {
     was
 }
 
-fn set_exact(name: &str, on: bool) -> Result<usize, Error> {
-    let _c = control();
-    let mut n = 0;
-    for p in tracepoints().iter().filter(|p| p.name() == name) {
-        p.set_enabled(on, tracing_on());
-        n += 1;
-    }
-    if n == 0 {
-        return Err(Error::new(
-            ErrorKind::NotFound,
-            format!("no tracepoint is named {name:?}"),
-        ));
-    }
-    Ok(n)
-}
-
-fn set_matching(on: bool, matches: impl Fn(&str) -> bool) -> usize {
-    let _c = control();
-    let mut n = 0;
-    for p in tracepoints().iter().filter(|p| matches(p.name())) {
-        p.set_enabled(on, tracing_on());
-        n += 1;
-    }
-    n
-}
-
 fn glob(pattern: &str) -> Result<globset::GlobMatcher, Error> {
     globset::GlobBuilder::new(pattern)
         .literal_separator(false)
@@ -184,37 +158,33 @@ fn regex(pattern: &str) -> Result<regex::Regex, Error> {
 
 /// Enables the tracepoint named `name`; an unknown name is an error.
 pub fn enable(name: &str) -> Result<(), Error> {
-    set_exact(name, true).map(|_| ())
+    Pattern::Exact(name.to_owned()).apply(true).map(|_| ())
 }
 
 /// Disables the tracepoint named `name`; an unknown name is an error.
 pub fn disable(name: &str) -> Result<(), Error> {
-    set_exact(name, false).map(|_| ())
+    Pattern::Exact(name.to_owned()).apply(false).map(|_| ())
 }
 
 /// Enables every tracepoint whose name matches the glob; returns how many.
 pub fn enable_glob(pattern: &str) -> Result<usize, Error> {
-    let g = glob(pattern)?;
-    Ok(set_matching(true, |n| g.is_match(n)))
+    Pattern::Glob(pattern.to_owned()).apply(true)
 }
 
 /// Disables every tracepoint whose name matches the glob; returns how many.
 pub fn disable_glob(pattern: &str) -> Result<usize, Error> {
-    let g = glob(pattern)?;
-    Ok(set_matching(false, |n| g.is_match(n)))
+    Pattern::Glob(pattern.to_owned()).apply(false)
 }
 
 /// Enables every tracepoint whose name matches the regex (unanchored, as
 /// DPDK's `rte_trace_regexp`); returns how many.
 pub fn enable_regex(pattern: &str) -> Result<usize, Error> {
-    let r = regex(pattern)?;
-    Ok(set_matching(true, |n| r.is_match(n)))
+    Pattern::Regex(pattern.to_owned()).apply(true)
 }
 
 /// Disables every tracepoint whose name matches the regex; returns how many.
 pub fn disable_regex(pattern: &str) -> Result<usize, Error> {
-    let r = regex(pattern)?;
-    Ok(set_matching(false, |n| r.is_match(n)))
+    Pattern::Regex(pattern.to_owned()).apply(false)
 }
 
 /// A parsed selection pattern (see the module docs).
@@ -245,14 +215,40 @@ impl Pattern {
         }
     }
 
-    pub(crate) fn apply(&self, on: bool) -> Result<usize, Error> {
-        match (self, on) {
-            (Pattern::Exact(n), _) => set_exact(n, on),
-            (Pattern::Glob(g), true) => enable_glob(g),
-            (Pattern::Glob(g), false) => disable_glob(g),
-            (Pattern::Regex(r), true) => enable_regex(r),
-            (Pattern::Regex(r), false) => disable_regex(r),
+    /// The tracepoints it selects, sorted by name; an unknown exact name
+    /// is an error, a glob or regex may select none.
+    pub(crate) fn select(&self) -> Result<Vec<&'static Tracepoint>, Error> {
+        let points = tracepoints().iter().copied();
+        match self {
+            Pattern::Exact(n) => {
+                let v: Vec<_> = points.filter(|p| p.name() == n).collect();
+                if v.is_empty() {
+                    return Err(Error::new(
+                        ErrorKind::NotFound,
+                        format!("no tracepoint is named {n:?}"),
+                    ));
+                }
+                Ok(v)
+            }
+            Pattern::Glob(g) => {
+                let g = glob(g)?;
+                Ok(points.filter(|p| g.is_match(p.name())).collect())
+            }
+            Pattern::Regex(r) => {
+                let r = regex(r)?;
+                Ok(points.filter(|p| r.is_match(p.name())).collect())
+            }
         }
+    }
+
+    /// Enables or disables what it selects; returns how many.
+    pub(crate) fn apply(&self, on: bool) -> Result<usize, Error> {
+        let points = self.select()?;
+        let _c = control();
+        for p in &points {
+            p.set_enabled(on, tracing_on());
+        }
+        Ok(points.len())
     }
 }
 
@@ -260,27 +256,7 @@ impl Pattern {
 /// `/regex/`, as [`enable_pattern`] takes them), sorted by name; an
 /// unknown exact name is an error, a glob or regex may select none.
 pub fn select(pattern: &str) -> Result<Vec<&'static Tracepoint>, Error> {
-    let points = tracepoints().iter().copied();
-    match Pattern::parse(pattern) {
-        Pattern::Exact(n) => {
-            let v: Vec<_> = points.filter(|p| p.name() == n).collect();
-            if v.is_empty() {
-                return Err(Error::new(
-                    ErrorKind::NotFound,
-                    format!("no tracepoint is named {n:?}"),
-                ));
-            }
-            Ok(v)
-        }
-        Pattern::Glob(g) => {
-            let g = glob(&g)?;
-            Ok(points.filter(|p| g.is_match(p.name())).collect())
-        }
-        Pattern::Regex(r) => {
-            let r = regex(&r)?;
-            Ok(points.filter(|p| r.is_match(p.name())).collect())
-        }
-    }
+    Pattern::parse(pattern).select()
 }
 
 /// Enables by pattern: an exact name, a glob, or `/regex/`; returns how many

@@ -378,17 +378,9 @@ fn forget_excess_exited() {
 /// enable bit was seen in `state`.
 #[inline(always)]
 pub fn emit<P: Encode>(state: u64, payload: P) {
-    // Only the address is taken inside `try_with` (never panics, even during
-    // thread-local destruction): a closure this small is always inlined,
-    // while the whole emit inside one was outlined by the compiler for
-    // larger payloads, costing a call and spills per event.
-    let Ok(l) = LOCAL.try_with(|l| l as *const Local) else {
+    let Some(l) = local() else {
         return;
     };
-    // SAFETY: LOCAL is const-initialised and has no destructor, so its
-    // storage stays valid until this thread ends, which it cannot do during
-    // this call; only this thread uses it.
-    let l = unsafe { &*l };
     if l.busy.get() {
         return dropped_busy(l);
     }
@@ -410,6 +402,21 @@ pub fn emit<P: Encode>(state: u64, payload: P) {
     }
     compiler_fence(Ordering::SeqCst);
     l.busy.set(false);
+}
+
+/// The calling thread's writer state (`None` only in the thread's very
+/// end). Only the address is taken inside `try_with` (never panics, even
+/// during thread-local destruction): a closure this small is always
+/// inlined, while a whole emit inside one was outlined by the compiler for
+/// larger payloads, costing a call and spills per event.
+#[inline(always)]
+fn local<'a>() -> Option<&'a Local> {
+    let l = LOCAL.try_with(|l| l as *const Local).ok()?;
+    // SAFETY: LOCAL is const-initialised and has no destructor, so its
+    // storage stays valid until this thread ends, which it cannot do while
+    // the caller (an emit on this thread) runs; `Local` is not `Sync`, so
+    // the reference stays on this thread.
+    Some(unsafe { &*l })
 }
 
 /// Writes header and payload at `base + off` and publishes it.
@@ -501,9 +508,9 @@ fn emit_cold<P: Encode>(l: &Local, state: u64, payload: P, size: usize) {
 /// full (discard mode), a save pinning the next slot. `Some(ts)` if it
 /// switched packets (the new packet begins at `ts`: the event reuses that
 /// clock reading), `Some(None)` if there was room, `None` if the event is
-/// not to be recorded (counted).
-#[cold]
-#[inline(never)]
+/// not to be recorded (counted). Inlined into its two cold callers, so
+/// that a drop costs no second call.
+#[inline(always)]
 fn make_room(l: &Local, size: usize) -> Option<Option<u64>> {
     if l.ring.get().is_null() {
         if l.gone.get() {
@@ -562,11 +569,9 @@ pub(crate) fn emit_if<P: Encode>(
     payload: P,
     keep: &dyn Fn(&[u8], &Ring) -> bool,
 ) -> bool {
-    let Ok(l) = LOCAL.try_with(|l| l as *const Local) else {
+    let Some(l) = local() else {
         return false;
     };
-    // SAFETY: as in `emit`.
-    let l = unsafe { &*l };
     if l.busy.get() {
         dropped_busy(l);
         return false;

@@ -344,8 +344,9 @@ fn remove_stale_temporaries(parent: &Path) {
     }
 }
 
-/// Whether process `pid` exists (`kill(pid, 0)`: only `ESRCH` says no).
-fn process_exists(pid: u32) -> bool {
+/// Whether process `pid` exists (`kill(pid, 0)`: only `ESRCH` says no; a
+/// process of another user exists).
+pub(crate) fn process_exists(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
     };
@@ -438,13 +439,51 @@ struct StreamFile<'a> {
     file: Option<fs::File>,
     /// Packets without events not written yet (the stream may say nothing).
     pending: Vec<u8>,
+    losses: StreamLosses,
+    /// Some packet had events.
+    events: bool,
+}
+
+/// The losses a stream's packets state (module docs), decided packet by
+/// packet with no allocation: the save and the crash dump write streams
+/// with it.
+#[derive(Default)]
+pub(crate) struct StreamLosses {
     /// Events lost before the first packet copied (overwritten).
     lost_before: Option<u64>,
     /// Losses of the last packet kept (every packet skipped has the same:
     /// so they are the stream's last).
     prev: Option<ring::Drops>,
-    /// Some packet had events.
-    events: bool,
+}
+
+impl StreamLosses {
+    /// For packet `m` of a ring created at `created_ts`: the time of an
+    /// empty packet with no losses to write first (the first packet has
+    /// losses: so that readers report them), and the packet's losses, or
+    /// `None` when the packet says nothing (no events, no new losses).
+    pub(crate) fn packet(
+        &mut self,
+        m: &PacketMeta,
+        created_ts: u64,
+    ) -> (Option<u64>, Option<ring::Drops>) {
+        let first = self.lost_before.is_none();
+        let lost_before = *self.lost_before.get_or_insert(m.committed_before);
+        let d = ring::Drops {
+            overwritten: lost_before,
+            ..m.dropped_at_close
+        };
+        let leading = (first && d.total() > 0).then(|| created_ts.min(m.ts_begin));
+        if m.events == 0 && self.prev == Some(d) {
+            return (leading, None);
+        }
+        self.prev = Some(d);
+        (leading, Some(d))
+    }
+
+    /// The losses of the last packet kept.
+    pub(crate) fn last(&self) -> Option<ring::Drops> {
+        self.prev
+    }
 }
 
 impl<'a> StreamFile<'a> {
@@ -455,8 +494,7 @@ impl<'a> StreamFile<'a> {
             created_ts,
             file: None,
             pending: Vec::new(),
-            lost_before: None,
-            prev: None,
+            losses: StreamLosses::default(),
             events: false,
         }
     }
@@ -464,31 +502,17 @@ impl<'a> StreamFile<'a> {
     /// Packet `m`, whose events follow its header's room in `buf`.
     fn packet(&mut self, m: &PacketMeta, buf: &mut [u8]) -> Result<(), SaveError> {
         let head = self.ctx.head_size();
-        let first = self.lost_before.is_none();
-        let lost_before = *self.lost_before.get_or_insert(m.committed_before);
-        let d = ring::Drops {
-            overwritten: lost_before,
-            ..m.dropped_at_close
-        };
-        if first && d.total() > 0 {
-            // Losses before the first packet: an empty packet with none
-            // first, so that readers report them.
-            let t = self.created_ts.min(m.ts_begin);
+        let (leading, kept) = self.losses.packet(m, self.created_ts);
+        if let Some(t) = leading {
             let at = self.pending.len();
             self.pending.resize(at + head, 0);
-            let none = ring::Drops::default();
-            self.ctx
-                .header(&mut self.pending[at..], t, t, m.seq, none, 0);
+            self.ctx.leading_header(&mut self.pending[at..], t, m);
         }
-        // An empty packet says nothing unless it carries new losses.
-        if m.events == 0 && self.prev == Some(d) {
+        let Some(d) = kept else {
             return Ok(());
-        }
-        self.prev = Some(d);
+        };
         self.events |= m.events > 0;
-        let begin = m.ts_begin.min(m.ts_end);
-        self.ctx
-            .header(&mut buf[..head], begin, m.ts_end, m.seq + 1, d, m.events);
+        self.ctx.packet_header(&mut buf[..head], m, d);
         if m.events == 0 {
             self.pending.extend_from_slice(&buf[..head]);
             return Ok(());
@@ -517,7 +541,7 @@ impl<'a> StreamFile<'a> {
 
     /// Writes what is left; whether the stream has a file.
     fn finish(mut self) -> Result<bool, SaveError> {
-        if self.file.is_none() && self.prev.unwrap_or_default().total() == 0 {
+        if self.file.is_none() && self.losses.last().unwrap_or_default().total() == 0 {
             return Ok(false);
         }
         self.write_pending()?;
@@ -690,9 +714,21 @@ impl Context<'_> {
         PACKET_HEADER_SIZE + 6 * 8 + 4 + self.name.len() + 1 + ring::Drops::CAUSES * 8
     }
 
+    /// The header of packet `m`, which loses `d` (`StreamLosses::packet`).
+    pub(crate) fn packet_header(&self, out: &mut [u8], m: &PacketMeta, d: ring::Drops) {
+        let begin = m.ts_begin.min(m.ts_end);
+        self.header(out, begin, m.ts_end, m.seq + 1, d, m.events);
+    }
+
+    /// The empty packet, with no losses, at `t`, written before packet `m`
+    /// when that one is the first and has losses.
+    pub(crate) fn leading_header(&self, out: &mut [u8], t: u64, m: &PacketMeta) {
+        self.header(out, t, t, m.seq, ring::Drops::default(), 0);
+    }
+
     /// Writes a packet's header and context into `out` (`head_size` bytes),
     /// for a packet of `events` bytes of events.
-    pub(crate) fn header(
+    fn header(
         &self,
         out: &mut [u8],
         begin: u64,

@@ -30,7 +30,6 @@ pub mod server;
 pub mod threads;
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 
 use crate::config::{self, Mode};
 use crate::error::{Error, ErrorKind};
@@ -137,16 +136,15 @@ fn set_events(on: bool, patterns: &[&str]) -> Result<String, Error> {
         )));
     }
     let parsed: Vec<Pattern> = patterns.iter().map(|p| Pattern::parse(p)).collect();
-    for (p, text) in parsed.iter().zip(patterns) {
-        p.validate()?;
-        if let Pattern::Exact(name) = p {
-            if registry::lookup(name).is_none() {
-                return Err(Error::new(
-                    ErrorKind::NotFound,
-                    format!("no tracepoint is named {text:?} (`tape ctl PID list` lists them)"),
-                ));
-            }
-        }
+    // Every pattern selects (or fails) before any applies.
+    for p in &parsed {
+        p.select().map_err(|e| match e.kind() {
+            ErrorKind::NotFound => Error::new(
+                ErrorKind::NotFound,
+                format!("{} (`tape ctl PID list` lists them)", e.message()),
+            ),
+            _ => e,
+        })?;
     }
     let mut out = String::new();
     for (p, text) in parsed.iter().zip(patterns) {
@@ -393,25 +391,10 @@ fn ps_line() -> String {
     format!(
         "{}\t{}\t{}\t{}\t{}\t{}\n",
         std::process::id(),
-        program_name(),
+        crate::save::program_name(),
         u8::from(registry::tracing_on()),
         enabled,
         s.rings,
         bytes
     )
-}
-
-/// The program's name (`/proc/self/comm`, else argv\[0\]'s file name).
-pub fn program_name() -> String {
-    if let Ok(c) = std::fs::read_to_string("/proc/self/comm") {
-        let c = c.trim_end();
-        if !c.is_empty() {
-            return c.to_owned();
-        }
-    }
-    std::env::args_os()
-        .next()
-        .map(PathBuf::from)
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "program".into())
 }

@@ -172,17 +172,6 @@ fn peer(stream: &UnixStream) -> std::io::Result<(i32, u32)> {
     Ok((cred.pid, cred.uid))
 }
 
-/// Whether process `pid` exists (a zero signal: ESRCH means it does not;
-/// EPERM that it exists but is another user's).
-pub fn process_exists(pid: u32) -> bool {
-    let Ok(p) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: signal 0 only checks that the process exists.
-    let r = unsafe { libc::kill(p, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
 /// Removes the sockets of processes that no longer exist (and, with
 /// `own`, the one of this pid, left by an earlier process of the same pid,
 /// before binding it); returns how many.
@@ -204,7 +193,7 @@ pub fn remove_stale(dir: &Path, own_too: bool) -> usize {
         let stale = if pid == own {
             own_too
         } else {
-            !process_exists(pid)
+            !crate::save::process_exists(pid)
         };
         if stale && std::fs::remove_file(e.path()).is_ok() {
             n += 1;
