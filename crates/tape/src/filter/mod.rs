@@ -157,7 +157,7 @@ enum Fast {
 }
 
 #[inline]
-fn order<T: Ord>(op: Op, a: T, b: T) -> bool {
+fn order<T: PartialOrd>(op: Op, a: T, b: T) -> bool {
     match op {
         Op::Eq => a == b,
         Op::Ne => a != b,
@@ -553,35 +553,18 @@ fn read_uint(b: &[u8], n: usize) -> Option<u64> {
 
 fn num(op: Op, v: i128, rhs: &Rhs) -> bool {
     match rhs {
-        Rhs::Int(r) => match op {
-            Op::Eq => v == *r,
-            Op::Ne => v != *r,
-            Op::Lt => v < *r,
-            Op::Le => v <= *r,
-            Op::Gt => v > *r,
-            Op::Ge => v >= *r,
-            Op::And => v & *r != 0,
-            Op::Glob => false,
-        },
+        Rhs::Int(r) if op == Op::And => v & *r != 0,
+        Rhs::Int(r) => order(op, v, *r),
         Rhs::Float(r) => float(op, v as f64, &Rhs::Float(*r)),
         _ => false,
     }
 }
 
 fn float(op: Op, v: f64, rhs: &Rhs) -> bool {
-    let r = match rhs {
-        Rhs::Float(r) => *r,
-        Rhs::Int(r) => *r as f64,
-        _ => return false,
-    };
-    match op {
-        Op::Eq => v == r,
-        Op::Ne => v != r,
-        Op::Lt => v < r,
-        Op::Le => v <= r,
-        Op::Gt => v > r,
-        Op::Ge => v >= r,
-        Op::And | Op::Glob => false,
+    match rhs {
+        Rhs::Float(r) => order(op, v, *r),
+        Rhs::Int(r) => order(op, v, *r as f64),
+        _ => false,
     }
 }
 
