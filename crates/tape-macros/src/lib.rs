@@ -713,9 +713,9 @@ fn fields_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
     })
 }
 
-/// The cold path of a hit (probes attached, a filter, later a trigger):
-/// records the event if enabled (through its filter, if it has one), then
-/// calls the probes (which a filter does not concern). `extra` and `tp`
+/// The cold path of a hit (probes attached, a filter, a trigger): records
+/// the event if enabled (through its filter, if it has one), fires its
+/// triggers, then calls the probes (which a filter does not concern). `extra` and `tp`
 /// are the class's tracepoint parameter and the tracepoint expression.
 fn hit_fn(args: &[(Ident, Type)], extra: TokenStream2, tp: TokenStream2) -> TokenStream2 {
     let (names, tys) = split_args(args);
@@ -729,7 +729,9 @@ fn hit_fn(args: &[(Ident, Type)], extra: TokenStream2, tp: TokenStream2) -> Toke
         #[allow(clippy::too_many_arguments)]
         pub fn __hit(#extra __tape_state: u64, #(#names: #tys),*) {
             let __tape_payload = #payload;
-            if __tape_state & #private::FILTER != 0 {
+            if __tape_state & #private::TRIGGER != 0 {
+                #private::trigger_hit(#tp, __tape_state, &__tape_payload);
+            } else if __tape_state & #private::FILTER != 0 {
                 #private::emit_filtered(#tp, __tape_state, &__tape_payload);
             } else if __tape_state & #private::RECORD != 0 {
                 #private::emit(__tape_state, &__tape_payload);

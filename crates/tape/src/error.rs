@@ -22,6 +22,8 @@ pub enum ErrorKind {
     Command,
     /// A filter expression does not parse or does not fit its event's fields.
     BadFilter,
+    /// A trigger does not parse, does not fit its event, or is already set.
+    BadTrigger,
     /// A process cannot be controlled: it does not exist, belongs to
     /// another user, has no control socket, or the connection failed.
     Control,

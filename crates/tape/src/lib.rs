@@ -31,6 +31,9 @@
 //!   view, by name or pattern), and `synchronize`.
 //! * [`filter`]: the kernel's event filter expressions, compiled against a
 //!   tracepoint's fields and evaluated on encoded events.
+//! * [`trigger`]: the kernel's event triggers (`traceoff:1 if depth > 1000`,
+//!   `snapshot`, `stacktrace`, `enable_event:PATTERN`...), fired on the
+//!   emitting thread without blocking.
 //! * [`registry`]: link-section registration, ids, duplicates, selection by
 //!   name, glob or regex.
 //! * [`ring`]: per-thread rings of packets, the emit path, loss counters and
@@ -69,6 +72,7 @@ pub mod probe;
 pub mod registry;
 pub mod ring;
 pub mod save;
+pub mod trigger;
 
 pub use config::{init, ClockChoice, Config, Guard, Mode};
 pub use error::{Error, ErrorKind};
@@ -285,10 +289,11 @@ pub mod __private {
     pub use crate::field::copy_short_until_nul;
     pub use crate::filter::emit_filtered;
     pub use crate::point::{is_active, records_only, RECORD};
-    pub use crate::point::{FILTER, PROBES};
+    pub use crate::point::{FILTER, PROBES, TRIGGER};
     pub use crate::probe::{attach_typed, call as call_probes, DEFAULT_PRIORITY};
     pub use crate::registry::TRACEPOINTS;
     pub use crate::ring::emit;
+    pub use crate::trigger::hit as trigger_hit;
     pub use crate::FAST_PATH;
     pub use linkme;
 }

@@ -51,9 +51,9 @@ use crate::field::FieldDesc;
 pub const ACTIVE: u64 = 1 << 63;
 /// Bit 62: probes (callbacks) are attached.
 pub const PROBES: u64 = 1 << 62;
-/// Bit 61: a filter is set (reserved for the filters feature).
+/// Bit 61: a filter is set ([`crate::filter`]).
 pub const FILTER: u64 = 1 << 61;
-/// Bit 60: a trigger is set (reserved for the triggers feature).
+/// Bit 60: a trigger is set ([`crate::trigger`]).
 pub const TRIGGER: u64 = 1 << 60;
 /// Bit 59: the tracepoint records events into the rings.
 pub const RECORD: u64 = 1 << 59;
@@ -100,6 +100,8 @@ pub struct Tracepoint {
     pub(crate) probes: AtomicPtr<crate::probe::List>,
     /// The event filter (null: none), owned by [`crate::filter`].
     pub(crate) filter: AtomicPtr<crate::filter::Filter>,
+    /// The triggers (null: none), owned by [`crate::trigger`].
+    pub(crate) triggers: AtomicPtr<crate::trigger::List>,
 }
 
 impl Tracepoint {
@@ -110,6 +112,7 @@ impl Tracepoint {
             desc,
             probes: AtomicPtr::new(std::ptr::null_mut()),
             filter: AtomicPtr::new(std::ptr::null_mut()),
+            triggers: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
@@ -192,17 +195,53 @@ impl Tracepoint {
         }
     }
 
-    /// Enables or disables recording (WANTED, and RECORD if `tracing`);
-    /// returns whether WANTED changed. Called under the registry's control
-    /// lock, which orders it with turning tracing on and off.
-    pub(crate) fn set_enabled(&self, on: bool, tracing: bool) -> bool {
-        let bits = if on && !tracing {
-            WANTED
-        } else {
-            WANTED | RECORD
+    /// Enables or disables recording: sets or clears WANTED, then makes
+    /// RECORD follow it ([`Tracepoint::sync_record`]); returns whether
+    /// WANTED changed. Lock-free, so a trigger (`enable_event`) can call it
+    /// from the emitting thread.
+    pub(crate) fn set_enabled(&self, on: bool) -> bool {
+        // SeqCst: one total order with the TRACING_ON store and loads of
+        // `sync_record` (below).
+        let r = self
+            .state
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+                Some(if on { s | WANTED } else { s & !WANTED })
+            });
+        let old = match r {
+            Ok(old) | Err(old) => old,
         };
-        let old = self.update(bits, on);
+        self.sync_record();
         (old & WANTED != 0) != on
+    }
+
+    /// Makes RECORD equal WANTED while tracing is on, with no lock: a
+    /// trigger's `traceoff` and a control thread's `enable` may race. Each
+    /// writer stores its change (WANTED here, TRACING_ON in the registry)
+    /// before it syncs, and syncs again until TRACING_ON read after its
+    /// read-modify-write is what it used: all SeqCst, so whichever writer
+    /// acts last in that order sees the final value, and a writer that
+    /// wrote from a stale one sees the change and writes again.
+    pub(crate) fn sync_record(&self) {
+        loop {
+            let tracing = crate::registry::tracing_on_now();
+            let _ = self
+                .state
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+                    let s = if s & WANTED != 0 && tracing {
+                        s | RECORD
+                    } else {
+                        s & !RECORD
+                    };
+                    Some(if s & ACTIONS != 0 {
+                        s | ACTIVE
+                    } else {
+                        s & !ACTIVE
+                    })
+                });
+            if crate::registry::tracing_on_now() == tracing {
+                return;
+            }
+        }
     }
 }
 
@@ -249,22 +288,25 @@ mod tests {
         tp.set_id(513);
         assert_eq!(tp.id(), 513);
         assert_eq!((tp.state() & SIZE_MASK) >> SIZE_SHIFT, 24);
-        assert!(tp.set_enabled(true, true));
-        assert!(!tp.set_enabled(true, true));
+        assert!(tp.set_enabled(true));
+        assert!(!tp.set_enabled(true));
         assert!(is_active(tp.state()) && records_only(tp.state()));
         assert_eq!(id_of(tp.state()), 513);
         tp.update(PROBES, true);
         assert!(is_active(tp.state()) && !records_only(tp.state()));
-        assert!(tp.set_enabled(false, true));
+        assert!(tp.set_enabled(false));
         assert!(is_active(tp.state()), "probes keep it active");
         tp.update(PROBES, false);
         assert!(!is_active(tp.state()));
         assert_eq!(tp.id(), 513);
         assert_eq!(tp.state() & ACTIONS, 0);
-        // Enabled while tracing is off: wanted, not recording, not active.
-        assert!(tp.set_enabled(true, false));
+        // RECORD follows WANTED only while tracing is on (the unit tests
+        // leave tracing on: the registry's own tests turn it off).
+        assert!(tp.set_enabled(true));
+        assert!(tp.is_enabled() && tp.is_recording() && is_active(tp.state()));
+        tp.update(RECORD, false);
         assert!(tp.is_enabled() && !tp.is_recording() && !is_active(tp.state()));
-        tp.update(RECORD, true);
+        tp.sync_record();
         assert!(tp.is_recording() && is_active(tp.state()));
     }
 }

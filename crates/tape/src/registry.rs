@@ -103,11 +103,13 @@ pub fn lookup(name: &str) -> Option<&'static Tracepoint> {
         .map(|i| points[i])
 }
 
-/// Whether tracing is on (ftrace's `tracing_on`); written under [`CONTROL`].
+/// Whether tracing is on (ftrace's `tracing_on`). Written by
+/// [`set_tracing`] and by triggers (`traceon`, `traceoff`), with no lock:
+/// see [`Tracepoint::sync_record`] for how RECORD follows it.
 static TRACING_ON: AtomicBool = AtomicBool::new(true);
 
-/// Orders enabling and disabling with turning tracing on and off, so that
-/// RECORD is always WANTED while tracing is on (see [`crate::point`]).
+/// Orders the control plane's changes (one `enable` or `on` at a time);
+/// the state words stay right without it (triggers do not take it).
 static CONTROL: Mutex<()> = Mutex::new(());
 
 fn control() -> MutexGuard<'static, ()> {
@@ -119,17 +121,28 @@ pub fn tracing_on() -> bool {
     TRACING_ON.load(Ordering::Relaxed)
 }
 
+/// [`tracing_on`] in the SeqCst order of [`Tracepoint::sync_record`].
+pub(crate) fn tracing_on_now() -> bool {
+    TRACING_ON.load(Ordering::SeqCst)
+}
+
 /// Turns tracing on or off (ftrace's `tracing_on`): off stops every
 /// tracepoint from recording without forgetting which are enabled; on
 /// records them again. Probes keep running either way. Returns the
 /// previous setting.
 pub fn set_tracing(on: bool) -> bool {
     let _c = control();
-    let was = TRACING_ON.swap(on, Ordering::Relaxed);
+    switch_tracing(on)
+}
+
+/// [`set_tracing`] with no lock, no allocation and no system call: what a
+/// `traceon` / `traceoff` trigger runs on the emitting thread. Costs one
+/// read-modify-write per tracepoint.
+pub(crate) fn switch_tracing(on: bool) -> bool {
+    // SeqCst: before every sync below, in the order sync_record relies on.
+    let was = TRACING_ON.swap(on, Ordering::SeqCst);
     for p in tracepoints() {
-        if p.is_enabled() {
-            p.update(crate::point::RECORD, on);
-        }
+        p.sync_record();
     }
     was
 }
@@ -246,7 +259,7 @@ impl Pattern {
         let points = self.select()?;
         let _c = control();
         for p in &points {
-            p.set_enabled(on, tracing_on());
+            p.set_enabled(on);
         }
         Ok(points.len())
     }

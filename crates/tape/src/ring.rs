@@ -419,6 +419,17 @@ fn local<'a>() -> Option<&'a Local> {
     Some(unsafe { &*l })
 }
 
+/// Runs `f` on the calling thread's ring, if it has one (none is created):
+/// the common fields of an event that is not recorded (a trigger's test).
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Ring>) -> R) -> R {
+    let ring = local().map(|l| l.ring.get()).filter(|r| !r.is_null());
+    // SAFETY: a thread's ring pointer is non-null only while the registry
+    // holds an Arc to the ring, which it keeps until the thread's exit
+    // guard sets `exited` (and nulls the pointer first); this thread is
+    // running, so that has not happened.
+    f(ring.map(|r| unsafe { &*r }))
+}
+
 /// Writes header and payload at `base + off` and publishes it.
 ///
 /// # Safety

@@ -362,6 +362,7 @@ pub(crate) fn kind_name(k: ErrorKind) -> &'static str {
         ErrorKind::Decode => "Decode",
         ErrorKind::Command => "Command",
         ErrorKind::BadFilter => "BadFilter",
+        ErrorKind::BadTrigger => "BadTrigger",
         ErrorKind::Control => "Control",
     }
 }
@@ -377,6 +378,7 @@ pub(crate) fn kind_of(s: &str) -> ErrorKind {
         ErrorKind::Decode,
         ErrorKind::Command,
         ErrorKind::BadFilter,
+        ErrorKind::BadTrigger,
     ]
     .into_iter()
     .find(|k| kind_name(*k) == s)

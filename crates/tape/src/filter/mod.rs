@@ -287,6 +287,17 @@ impl Filter {
                 ),
             )
         };
+        Filter::compile_with(event, fields, text, &fail)
+    }
+
+    /// [`Filter::for_fields`] with the caller's error: `fail(byte, reason)`
+    /// (a trigger's condition reports against the whole trigger).
+    pub(crate) fn compile_with(
+        event: &'static str,
+        fields: &Struct,
+        text: &str,
+        fail: &impl Fn(usize, String) -> Error,
+    ) -> Result<Filter, Error> {
         let expr = parse(text).map_err(|e| fail(e.at, e.message))?;
         let root = shape_of_struct(fields).map_err(|e| fail(0, e))?;
         let mut f = Filter {
@@ -297,7 +308,7 @@ impl Filter {
             top: 0,
             uses_cpu: false,
         };
-        f.top = f.compile(&expr, fields, 0, &fail)?;
+        f.top = f.compile(&expr, fields, 0, fail)?;
         let root = f.root.clone();
         for n in &mut f.nodes {
             if let Node::Cmp(c) = n {
@@ -325,6 +336,11 @@ impl Filter {
     /// The event it was compiled for.
     pub fn event(&self) -> &'static str {
         self.event
+    }
+
+    /// Whether it compares `common_cpu` (the caller then asks for the CPU).
+    pub(crate) fn uses_cpu(&self) -> bool {
+        self.uses_cpu
     }
 
     fn compile(
