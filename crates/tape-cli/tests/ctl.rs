@@ -638,3 +638,148 @@ fn filter_records_only_the_matching_events() {
     assert!(!p.ok(&["list", "pipeline.source.made"]).contains("filter:"));
     let _ = std::fs::remove_dir_all(&rt);
 }
+
+#[test]
+fn triggers_set_through_tape_ctl_fire_and_read_back() {
+    let rt = runtime_dir("trigger");
+    let p = Program::start(&rt, &[]);
+    assert!(p
+        .ok(&["trigger"])
+        .starts_with("# no triggers; available: traceon traceoff"));
+    // A trigger makes its tracepoint active, not recording ("soft mode").
+    assert_eq!(
+        p.ok(&[
+            "trigger",
+            "pipeline.source.made",
+            "traceon if len > 4000000000"
+        ]),
+        "set traceon if len > 4000000000 on 1 tracepoint\n"
+    );
+    let listed = p.ok(&["list", "pipeline.source.made"]);
+    assert!(
+        listed.contains("disabled, trigger: traceon:unlimited if len > 4000000000 (fired 0)"),
+        "{listed}"
+    );
+    assert_eq!(
+        p.ok(&["trigger", "pipeline.source.made", "!traceon"]),
+        "removed !traceon from 1 tracepoint\n"
+    );
+    p.ok(&["enable", "pipeline.*"]);
+    wait_until("events", || recorded(&p) > 1000);
+    // snapshot:3 fires on the next three items: exactly three traces.
+    assert_eq!(
+        p.ok(&["trigger", "pipeline.source.made", "snapshot:3"]),
+        "set snapshot:3 on 1 tracepoint\n"
+    );
+    wait_until("three snapshots", || {
+        p.ok(&["status"])
+            .contains("trigger snapshots: 3 asked, 3 saved, 0 failed")
+    });
+    // traceoff on a worker's event whose seq is a multiple of 1024.
+    assert_eq!(
+        p.ok(&[
+            "trigger",
+            "pipeline.worker.done",
+            "traceoff:1 if !(seq & 1023)"
+        ]),
+        "set traceoff:1 if !(seq & 1023) on 1 tracepoint\n"
+    );
+    wait_until("the traceoff trigger", || {
+        p.ok(&["status"]).contains("tracing_on: 0")
+    });
+    let status = p.ok(&["status"]);
+    assert!(
+        status.contains("trigger: pipeline.source.made: snapshot:count=0  # fired 3\n"),
+        "{status}"
+    );
+    assert!(
+        status.contains(
+            "trigger: pipeline.worker.done: traceoff:count=0 if !(seq & 1023)  # fired 1\n"
+        ),
+        "{status}"
+    );
+    assert_eq!(
+        p.ok(&["trigger", "pipeline.worker.*"]),
+        "pipeline.worker.done: traceoff:count=0 if !(seq & 1023)  # fired 1\n"
+    );
+    let traces = rt.join("traces");
+    let snaps: Vec<PathBuf> = std::fs::read_dir(&traces)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(snaps.len(), 3, "{snaps:?}");
+    for s in &snaps {
+        let shown = tape(
+            &rt,
+            &[
+                "show",
+                "--events",
+                "pipeline.source.made",
+                s.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            String::from_utf8_lossy(&shown.stdout).lines().count() > 100,
+            "{}",
+            s.display()
+        );
+    }
+    // The worker whose event fired traceoff recorded it last.
+    let dir = rt.join("after-traceoff");
+    p.ok(&["save", dir.to_str().unwrap()]);
+    let shown = tape(
+        &rt,
+        &[
+            "show",
+            "--events",
+            "pipeline.worker.done",
+            dir.to_str().unwrap(),
+        ],
+    );
+    let text = String::from_utf8_lossy(&shown.stdout);
+    let seq_of = |l: &str| -> u64 {
+        l.split("seq = ")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let fired = text
+        .lines()
+        .rfind(|l| seq_of(l) % 1024 == 0)
+        .unwrap_or_else(|| panic!("no multiple of 1024 in:\n{text}"));
+    let worker = fired
+        .split("worker = ")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
+    let last = text
+        .lines()
+        .rfind(|l| l.contains(&format!("worker = {worker},")))
+        .unwrap();
+    assert_eq!(last, fired);
+    // Errors with a caret, extra words, --clear.
+    let err = p.fails(&["trigger", "pipeline.source.made", "snapshot if lenn > 3"]);
+    assert!(
+        err.contains("trigger for pipeline.source.made: no field `lenn`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("\n  snapshot if lenn > 3\n              ^"),
+        "{err}"
+    );
+    assert!(p
+        .fails(&["trigger", "pipeline.source.made", "a", "b"])
+        .contains("`trigger` takes"));
+    assert_eq!(
+        p.ok(&["trigger", "pipeline.*", "--clear"]),
+        "cleared the triggers of 2 tracepoints\n"
+    );
+    assert!(!p.ok(&["status"]).contains("trigger: "));
+    let _ = std::fs::remove_dir_all(&rt);
+}

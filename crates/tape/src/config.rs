@@ -12,6 +12,7 @@
 //! | `TAPE_CONTROL`        | [`Config::control`]      | `on` or `off`                            | `on` (the control socket)|
 //! | `TAPE_DUMP`           | [`Config::dump`]         | `trace`, `text` or `off`                 | `trace` (dump on crash)  |
 //! | `TAPE_FILTER`         | [`Config::filter`]       | `PATTERN if EXPR; PATTERN if EXPR...`    | none                     |
+//! | `TAPE_TRIGGER`        | [`Config::trigger`]      | `PATTERN TRIGGER; PATTERN TRIGGER...`    | none                     |
 //!
 //! A bad value is an [`Error`] naming the variable, the value, the position
 //! of the problem and the accepted forms. A value that is not UTF-8 is an
@@ -42,8 +43,9 @@ pub enum Mode {
 
 /// The variables read by [`Config::from_env`] (`TAPE_TRACE_DIR` apart: a
 /// path, taken as bytes).
-const ALL_VARS: [&str; 8] = [
+const ALL_VARS: [&str; 9] = [
     "TAPE_FILTER",
+    "TAPE_TRIGGER",
     "TAPE_DUMP",
     "TAPE_TRACE",
     "TAPE_TRACE_BUFSZ",
@@ -184,6 +186,7 @@ pub struct Config {
     dump: crate::crash::Dump,
     /// (pattern, expression, the variable it came from).
     filters: Vec<(String, String, Option<&'static str>)>,
+    triggers: Vec<(String, String, Option<&'static str>)>,
 }
 
 impl Default for Config {
@@ -198,6 +201,7 @@ impl Default for Config {
             control: true,
             dump: crate::crash::Dump::Trace,
             filters: Vec::new(),
+            triggers: Vec::new(),
         }
     }
 }
@@ -312,6 +316,12 @@ impl Config {
                 .map(|(p, e)| (p, e, Some("TAPE_FILTER")))
                 .collect();
         }
+        if let Some(v) = get("TAPE_TRIGGER") {
+            c.triggers = parse_triggers("TAPE_TRIGGER", &v)?
+                .into_iter()
+                .map(|(p, t)| (p, t, Some("TAPE_TRIGGER")))
+                .collect();
+        }
         if let Some(v) = get("TAPE_DUMP") {
             c.dump = match v.trim() {
                 "trace" => crate::crash::Dump::Trace,
@@ -342,6 +352,14 @@ impl Config {
     pub fn filter(mut self, pattern: &str, expr: &str) -> Config {
         self.filters
             .push((pattern.to_owned(), expr.to_owned(), None));
+        self
+    }
+
+    /// Sets a trigger at init on the tracepoints `pattern` selects (see
+    /// [`crate::trigger`]), such as `traceoff:1 if depth > 1000`.
+    pub fn trigger(mut self, pattern: &str, trigger: &str) -> Config {
+        self.triggers
+            .push((pattern.to_owned(), trigger.to_owned(), None));
         self
     }
 
@@ -421,6 +439,9 @@ impl Config {
         }
         for (pattern, expr, var) in &self.filters {
             crate::filter::set(pattern, expr).map_err(|e| named(*var, e))?;
+        }
+        for (pattern, trigger, var) in &self.triggers {
+            crate::trigger::set(pattern, trigger).map_err(|e| named(*var, e))?;
         }
         INITIALISED.store(true, Ordering::Relaxed);
         crate::crash::install(self.dump);
@@ -571,11 +592,9 @@ pub(crate) fn parse_size(var: &str, v: &str) -> Result<usize, Error> {
         .ok_or_else(|| bad(var, v, 0, "size too large", ACCEPTED))
 }
 
-/// Parses `PATTERN if EXPR; PATTERN if EXPR...` (a `;` inside a quoted
-/// string of an expression does not separate).
-pub(crate) fn parse_filters(var: &str, v: &str) -> Result<Vec<(String, String)>, Error> {
-    const ACCEPTED: &str = "`PATTERN if EXPR`, several separated by `;`, such as \
-                            TAPE_FILTER='app.net.rx if len > 1400; app.disk.* if bytes >= 4096'";
+/// The `;`-separated items of `v` (a `;` inside a quoted string does not
+/// separate), each with the byte where its text starts; blank ones left out.
+fn items(v: &str) -> Vec<(usize, &str)> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut quoted = false;
@@ -593,22 +612,60 @@ pub(crate) fn parse_filters(var: &str, v: &str) -> Result<Vec<(String, String)>,
         let item = &v[start..i];
         if !item.trim().is_empty() {
             let first = start + (item.len() - item.trim_start().len());
-            let Some(at) = item.find(" if ") else {
-                return Err(bad(var, v, first, "an item has no ` if `", ACCEPTED));
-            };
-            let (pattern, expr) = (item[..at].trim(), item[at + 4..].trim());
-            if pattern.is_empty() || expr.is_empty() {
-                return Err(bad(
-                    var,
-                    v,
-                    first,
-                    "an item has an empty pattern or expression",
-                    ACCEPTED,
-                ));
-            }
-            out.push((pattern.to_owned(), expr.to_owned()));
+            out.push((first, item.trim()));
         }
         start = i + 1;
+    }
+    out
+}
+
+/// Parses `PATTERN if EXPR; PATTERN if EXPR...` (a `;` inside a quoted
+/// string of an expression does not separate).
+pub(crate) fn parse_filters(var: &str, v: &str) -> Result<Vec<(String, String)>, Error> {
+    const ACCEPTED: &str = "`PATTERN if EXPR`, several separated by `;`, such as \
+                            TAPE_FILTER='app.net.rx if len > 1400; app.disk.* if bytes >= 4096'";
+    let mut out = Vec::new();
+    for (first, item) in items(v) {
+        let at = if item.starts_with("if ") {
+            Some(0)
+        } else {
+            item.find(" if ")
+        };
+        let Some(at) = at else {
+            return Err(bad(var, v, first, "an item has no ` if `", ACCEPTED));
+        };
+        let (pattern, expr) = (item[..at].trim(), item[at + 3..].trim());
+        if pattern.is_empty() || expr.is_empty() {
+            return Err(bad(
+                var,
+                v,
+                first,
+                "an item has an empty pattern or expression",
+                ACCEPTED,
+            ));
+        }
+        out.push((pattern.to_owned(), expr.to_owned()));
+    }
+    Ok(out)
+}
+
+/// Parses `PATTERN TRIGGER; PATTERN TRIGGER...` (the pattern is the first
+/// word; a `;` inside a quoted string does not separate).
+pub(crate) fn parse_triggers(var: &str, v: &str) -> Result<Vec<(String, String)>, Error> {
+    const ACCEPTED: &str = "`PATTERN TRIGGER`, several separated by `;`, such as \
+                            TAPE_TRIGGER='app.queue traceoff:1 if depth > 1000; app.err snapshot:3'";
+    let mut out = Vec::new();
+    for (first, item) in items(v) {
+        let Some((pattern, trigger)) = item.split_once(char::is_whitespace) else {
+            return Err(bad(
+                var,
+                v,
+                first,
+                "an item has a pattern and no trigger",
+                ACCEPTED,
+            ));
+        };
+        out.push((pattern.to_owned(), trigger.trim().to_owned()));
     }
     Ok(out)
 }
@@ -666,6 +723,20 @@ mod tests {
             ]
         );
         assert!(parse_filters("V", "").unwrap().is_empty());
+        assert_eq!(
+            parse_triggers(
+                "V",
+                " app.q  traceoff:1 if name == \"a;b\"; app.* snapshot ;"
+            )
+            .unwrap(),
+            vec![
+                (
+                    "app.q".to_owned(),
+                    "traceoff:1 if name == \"a;b\"".to_owned()
+                ),
+                ("app.*".to_owned(), "snapshot".to_owned())
+            ]
+        );
     }
 
     #[test]
@@ -741,6 +812,10 @@ mod tests {
                 "at byte 15: an item has an empty pattern",
             ),
             (&[("TAPE_DUMP", "core")], "TAPE_DUMP=\"core\""),
+            (
+                &[("TAPE_TRIGGER", "a.b traceoff; snapshot")],
+                "TAPE_TRIGGER=\"a.b traceoff; snapshot\": at byte 14: an item has a pattern and no trigger",
+            ),
             (&[("TAPE_CONTROL", "maybe")], "TAPE_CONTROL=\"maybe\""),
         ];
         for (vars, needle) in bad_cases {

@@ -11,8 +11,9 @@ tape::tracepoint! {
     pub fn off(n: u64) = "env.other.off";
 }
 
-const VARS: [&str; 7] = [
+const VARS: [&str; 8] = [
     "TAPE_FILTER",
+    "TAPE_TRIGGER",
     "TAPE_TRACE",
     "TAPE_TRACE_DIR",
     "TAPE_TRACE_BUFSZ",
@@ -79,6 +80,21 @@ fn environment_configures_tape() {
             &[("TAPE_FILTER", "env.net.on n > 3")],
             &["TAPE_FILTER=\"env.net.on n > 3\": at byte 0: an item has no ` if `"],
         ),
+        (
+            &[("TAPE_TRIGGER", "env.net.on snapshot:2 if nn > 3")],
+            &[
+                "TAPE_TRIGGER: trigger for env.net.on: no field `nn`",
+                "\n  snapshot:2 if nn > 3\n                ^",
+            ],
+        ),
+        (
+            &[("TAPE_TRIGGER", "env.net.on traceof")],
+            &["TAPE_TRIGGER: trigger for env.net.on: unknown command \"traceof\""],
+        ),
+        (
+            &[("TAPE_TRIGGER", "env.net.on")],
+            &["TAPE_TRIGGER=\"env.net.on\": at byte 0: an item has a pattern and no trigger"],
+        ),
     ];
     for (vars, needles) in bad {
         set(vars);
@@ -95,9 +111,19 @@ fn environment_configures_tape() {
         ("TAPE_TRACE_BUFSZ", "256K"),
         ("TAPE_TRACE_MODE", "discard"),
         ("TAPE_FILTER", "env.net.on if n < 10 || n == 99999"),
+        (
+            "TAPE_TRIGGER",
+            "env.disk.* traceoff:2 if n == 4000000000; env.net.on stacktrace:1 if n == 7",
+        ),
     ]);
     let guard = tape::init().expect("good values");
     assert!(tape::filter::get(&on::TRACEPOINT).is_some());
+    let texts = |tp| -> Vec<String> { tape::trigger::list(tp).iter().map(|t| t.text()).collect() };
+    assert_eq!(
+        texts(&also::TRACEPOINT),
+        ["traceoff:count=2 if n == 4000000000"]
+    );
+    assert_eq!(texts(&on::TRACEPOINT), ["stacktrace:count=1 if n == 7"]);
     assert!(on::enabled() && also::enabled() && !off::enabled());
     assert_eq!(tape::config::mode(), tape::Mode::Discard);
     for n in 0..100_000 {
@@ -112,6 +138,7 @@ fn environment_configures_tape() {
     assert!(tape::stats().drops.full > 80_000);
     let rejected = tape::filter::rejected(&on::TRACEPOINT);
     assert!(rejected > 1000 && rejected < 100_000 - 10, "{rejected}");
+    assert_eq!(tape::trigger::list(&on::TRACEPOINT)[0].fired(), 1);
     drop(guard); // saves
     let saved: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()

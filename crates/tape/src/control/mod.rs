@@ -19,6 +19,7 @@
 //! | `mode overwrite\|discard`    | `options/overwrite`            | what a full ring does, at each ring's next packet      |
 //! | `threads TID\|GLOB...`       | `set_event_pid`                | record only those threads ([`threads`]); `--all`: every thread |
 //! | `filter PATTERN EXPR`        | `events/*/filter`              | record only the events that match ([`crate::filter`]); `--clear` |
+//! | `trigger PATTERN TRIGGER`    | `events/*/trigger`             | set (`!`: remove) a trigger ([`crate::trigger`]); `--clear`; none: list |
 //! | `save [DIR]`                 | `snapshot`                     | save the rings now; prints the trace directory         |
 //! | `stats`                      | `per_cpu/cpuN/stats`           | per thread: entries, bytes, losses by cause, filtered  |
 //!
@@ -38,7 +39,8 @@ use crate::registry::{self, Pattern};
 /// The commands, for help and error messages.
 pub const COMMANDS: &str = "status, on, off, enable PATTERN..., disable PATTERN..., \
     list [PATTERN], buffer SIZE [PACKET], mode overwrite|discard, threads TID|GLOB... \
-    (or --all, or nothing to show), filter PATTERN EXPR (or --clear), save [DIR], stats";
+    (or --all, or nothing to show), filter PATTERN EXPR (or --clear), \
+    trigger PATTERN TRIGGER (or --clear, or nothing to list), save [DIR], stats";
 
 fn command_error(message: String) -> Error {
     Error::new(ErrorKind::Command, message)
@@ -109,6 +111,25 @@ pub fn execute(words: &[String]) -> Result<String, Error> {
             _ => Err(command_error(
                 "`filter` takes a tracepoint pattern and one expression (quote it), such as \
                  `filter app.net.rx 'len > 1400'`, or a pattern and --clear"
+                    .into(),
+            )),
+        },
+        "trigger" => match args.as_slice() {
+            [] => Ok(triggers(None)?),
+            [pattern] => Ok(triggers(Some(pattern))?),
+            [pattern, "--clear"] => crate::trigger::clear(pattern)
+                .map(|n| format!("cleared the triggers of {n} tracepoint{}\n", plural(n))),
+            [pattern, spec] => crate::trigger::set(pattern, spec).map(|n| {
+                if spec.trim_start().starts_with('!') {
+                    format!("removed {spec} from {n} tracepoint{}\n", plural(n))
+                } else {
+                    format!("set {spec} on {n} tracepoint{}\n", plural(n))
+                }
+            }),
+            _ => Err(command_error(
+                "`trigger` takes a tracepoint pattern and one trigger (quote it), such as \
+                 `trigger app.queue 'snapshot:1 if depth > 1000'`, '!snapshot' to remove it, \
+                 --clear to remove all, or a pattern alone to list them"
                     .into(),
             )),
         },
@@ -241,6 +262,43 @@ pub fn status() -> String {
         enabled.join(" ")
     );
     let _ = writeln!(out, "tracepoints with probes: {probed}");
+    for p in points {
+        if let Some(f) = crate::filter::get(p) {
+            let _ = writeln!(
+                out,
+                "filter: {}: {} (rejected {})",
+                p.name(),
+                f.text(),
+                crate::filter::rejected(p)
+            );
+        }
+    }
+    for p in points {
+        for t in crate::trigger::list(p) {
+            let _ = writeln!(
+                out,
+                "trigger: {}: {}  # fired {}",
+                p.name(),
+                t.text(),
+                t.fired()
+            );
+        }
+    }
+    let ts = crate::trigger::stats();
+    if ts.snapshots_asked > 0 || ts.unchecked > 0 {
+        let _ = writeln!(
+            out,
+            "trigger snapshots: {} asked, {} saved, {} failed{}; conditions not tested (event \
+             too big): {}",
+            ts.snapshots_asked,
+            ts.snapshots_saved,
+            ts.snapshots_failed,
+            ts.last_snapshot
+                .as_ref()
+                .map_or_else(String::new, |p| format!(", last {}", p.display())),
+            ts.unchecked
+        );
+    }
     let _ = writeln!(out, "threads: {}", threads::summary());
     let _ = writeln!(
         out,
@@ -308,6 +366,28 @@ pub fn stats() -> String {
     out
 }
 
+/// `trigger [PATTERN]`: each trigger as the kernel's trigger file reads
+/// back, after its event's name, with the times it fired.
+fn triggers(pattern: Option<&str>) -> Result<String, Error> {
+    let points = match pattern {
+        Some(p) => registry::select(p)?,
+        None => registry::tracepoints().to_vec(),
+    };
+    let mut out = String::new();
+    for p in points {
+        for t in crate::trigger::list(p) {
+            let _ = writeln!(out, "{}: {}  # fired {}", p.name(), t.text(), t.fired());
+        }
+    }
+    if out.is_empty() {
+        out.push_str(
+            "# no triggers; available: traceon traceoff snapshot stacktrace enable_event \
+             disable_event\n",
+        );
+    }
+    Ok(out)
+}
+
 /// `list [PATTERN]`: `name<TAB>state<TAB>fields`, one tracepoint a line.
 fn list(pattern: Option<&str>) -> Result<String, Error> {
     let points = match pattern {
@@ -334,6 +414,9 @@ fn list(pattern: Option<&str>) -> Result<String, Error> {
                 f.text(),
                 crate::filter::rejected(p)
             );
+        }
+        for t in crate::trigger::list(p) {
+            let _ = write!(state, ", trigger: {} (fired {})", t.text(), t.fired());
         }
         let mut layout = crate::field::Layout::default();
         for f in p.desc().fields {

@@ -736,18 +736,6 @@ pub fn stats() -> Stats {
     }
 }
 
-/// `status` lines: each tracepoint's triggers as its trigger file reads
-/// back, with the times each fired.
-pub fn describe() -> String {
-    let mut out = String::new();
-    for tp in registry::tracepoints() {
-        for t in current(tp) {
-            let _ = writeln!(out, "{}: {}  # fired {}", tp.name(), t.text(), t.fired());
-        }
-    }
-    out
-}
-
 // ---------------------------------------------------------------------------
 // The snapshot thread.
 
