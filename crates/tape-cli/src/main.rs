@@ -26,6 +26,7 @@ use tape_ctf::parallel::{render_merged, Piece, Render, Seconds, Threads, TimeTex
 use tape_ctf::plan::{Discard, Sink};
 use tape_ctf::read::{find_traces, TraceDir};
 
+mod symbols;
 mod time;
 use time::Bound;
 
@@ -489,11 +490,21 @@ fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Failure> {
     };
     let lost_shown = |t: Option<i128>| sel.in_range(t) || t.is_none();
     let mut failed: Option<std::io::Error> = None;
-    let lost = tape_ctf::ftrace::render(&mut merge, shown, lost_shown, |text| {
-        failed = stdout.write_all(text.as_bytes()).err();
-        failed.is_none()
-    });
+    let mut symbols = symbols::Symbols::default();
+    let lost = tape_ctf::ftrace::render_with_symbols(
+        &mut merge,
+        shown,
+        lost_shown,
+        &mut |exe, addr| symbols.name(exe, addr),
+        |text| {
+            failed = stdout.write_all(text.as_bytes()).err();
+            failed.is_none()
+        },
+    );
     end_output(&mut stdout, failed)?;
+    for w in &symbols.warnings {
+        say!("tape: warning: {w}");
+    }
     let lost = lost.map_err(|e| e.to_string())?;
     say_lost(lost, traces, sel);
     Ok(())

@@ -65,7 +65,24 @@ pub struct Formats {
     printk: HashMap<u64, Vec<Piece>>,
     /// Env entries that did not parse: `tape_format_3: at byte 5: ...`.
     pub errors: Vec<String>,
+    /// The program that recorded the trace (`tape_exe*`), to symbolise
+    /// `tape.stacktrace` addresses.
+    pub exe: Option<Executable>,
 }
+
+/// The executable a trace's program ran, as its `env` names it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Executable {
+    /// Its path (`tape_exe`).
+    pub path: String,
+    /// Its load bias (`tape_exe_base`): runtime address = ELF address + base.
+    pub base: u64,
+    /// Its GNU build id in hex (`tape_exe_build_id`; empty: none).
+    pub build_id: String,
+}
+
+/// The event of a `stacktrace` trigger.
+pub const STACKTRACE: &str = "tape.stacktrace";
 
 /// How one event prints.
 #[derive(Clone, Debug, Default)]
@@ -165,6 +182,18 @@ impl Formats {
     /// not parse are listed in `errors` (their events print `name=value`).
     pub fn new(trace: &Trace) -> Formats {
         let mut f = Formats::default();
+        let mut exe = Executable::default();
+        for (key, value) in &trace.env {
+            match (key.as_str(), value) {
+                ("tape_exe", EnvValue::Str(p)) => exe.path.clone_from(p),
+                ("tape_exe_base", EnvValue::Int(b)) => exe.base = *b as u64,
+                ("tape_exe_build_id", EnvValue::Str(id)) => exe.build_id.clone_from(id),
+                _ => {}
+            }
+        }
+        if !exe.path.is_empty() {
+            f.exe = Some(exe);
+        }
         for (key, value) in &trace.env {
             let EnvValue::Str(text) = value else { continue };
             if key.starts_with("tape_printk_at_") {
@@ -413,6 +442,19 @@ pub fn render(
     merge: &mut crate::fast::FastMerge,
     shown: impl Fn(&crate::EventClass, Option<i128>) -> bool,
     shown_loss: impl Fn(Option<i128>) -> bool,
+    each: impl FnMut(&str) -> bool,
+) -> Result<u64, crate::decode::DecodeError> {
+    render_with_symbols(merge, shown, shown_loss, &mut |_, _| None, each)
+}
+
+/// [`render`], with `symbol(executable, address)` naming the frames of
+/// `tape.stacktrace` events, printed as ftrace prints a `<stack trace>`:
+/// one ` => function` line per frame (the address when it has no name).
+pub fn render_with_symbols(
+    merge: &mut crate::fast::FastMerge,
+    shown: impl Fn(&crate::EventClass, Option<i128>) -> bool,
+    shown_loss: impl Fn(Option<i128>) -> bool,
+    symbol: &mut dyn FnMut(&Executable, u64) -> Option<String>,
     mut each: impl FnMut(&str) -> bool,
 ) -> Result<u64, crate::decode::DecodeError> {
     use crate::fast::{Step, ValueSink};
@@ -436,7 +478,12 @@ pub fn render(
                 let formats = &stream.plan().formats;
                 let task = task(stream.packet_value.as_ref(), &sink.scopes);
                 write_head(&mut out, task, t, &class.name);
-                if !(class.name == PRINTK && write_printk(&mut out, formats, &sink.scopes)) {
+                let special = match class.name.as_str() {
+                    PRINTK => write_printk(&mut out, formats, &sink.scopes),
+                    STACKTRACE => write_stack(&mut out, formats.exe.as_ref(), &sink.scopes, symbol),
+                    _ => false,
+                };
+                if !special {
                     write_text(&mut out, formats.get(class.id), &sink.scopes);
                 }
                 out.push('\n');
@@ -496,6 +543,33 @@ fn write_printk(out: &mut String, formats: &Formats, scopes: &[Value]) -> bool {
                     "<{{{}}}: printk takes positional arguments>",
                     path.join(".")
                 );
+            }
+        }
+    }
+    true
+}
+
+/// Appends a `tape.stacktrace` event as ftrace prints a stack trace:
+/// `<stack trace>`, then ` => function` per frame; `false` (nothing
+/// written) if the event has no `frames`.
+fn write_stack(
+    out: &mut String,
+    exe: Option<&Executable>,
+    scopes: &[Value],
+    symbol: &mut dyn FnMut(&Executable, u64) -> Option<String>,
+) -> bool {
+    let Some(Value::Array(frames)) = scopes.last().and_then(|p| member(p, "frames")) else {
+        return false;
+    };
+    out.push_str("<stack trace>");
+    for f in frames {
+        let Some(addr) = f.as_u64() else { continue };
+        match exe.and_then(|e| symbol(e, addr)) {
+            Some(name) => {
+                let _ = write!(out, "\n => {name}");
+            }
+            None => {
+                let _ = write!(out, "\n => 0x{addr:x}");
             }
         }
     }

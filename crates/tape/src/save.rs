@@ -626,6 +626,17 @@ pub(crate) fn metadata_with(uuid: [u8; 16], clock: tape_ctf::Clock) -> Trace {
             EnvValue::Str(local_date()),
         ),
     ];
+    // Where the program's code was: `tape.stacktrace` addresses are
+    // symbolised against it at read time.
+    let exe = crate::trigger::executable();
+    t.env.extend([
+        ("tape_exe".into(), EnvValue::Str(exe.path.clone())),
+        ("tape_exe_base".into(), EnvValue::Int(exe.base as i64)),
+        (
+            "tape_exe_build_id".into(),
+            EnvValue::Str(exe.build_id.clone()),
+        ),
+    ]);
     if let Some((what, tid)) = CRASH.lock().unwrap_or_else(|e| e.into_inner()).clone() {
         t.env.extend([
             ("tape_crash_signal".into(), EnvValue::Int(0)),

@@ -54,7 +54,7 @@
 
 mod stack;
 
-pub use stack::{stacktrace_event, MAX_FRAMES};
+pub use stack::{executable, stacktrace_event, Executable, MAX_FRAMES};
 
 use std::cell::Cell;
 use std::fmt::Write as _;
