@@ -26,6 +26,7 @@ use tape_ctf::parallel::{render_merged, Piece, Render, Seconds, Threads, TimeTex
 use tape_ctf::plan::{Discard, Sink};
 use tape_ctf::read::{find_traces, TraceDir};
 
+mod filter;
 mod symbols;
 mod time;
 use time::Bound;
@@ -59,6 +60,8 @@ struct Selection {
     streams: Option<globset::GlobSet>,
     begin: Option<i128>,
     end: Option<i128>,
+    /// `--filter`: a test on each event's values.
+    filter: Option<filter::ValueFilter>,
 }
 
 fn globs(option: &str, patterns: &[String]) -> Result<Option<globset::GlobSet>, String> {
@@ -106,6 +109,12 @@ enum Command {
         /// Only events at or before this time (the forms of --begin).
         #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
         end: Option<String>,
+        /// Only events whose fields match this expression, in the kernel's
+        /// event filter grammar (`tape ctl PID filter` takes the same):
+        /// `len > 1400 && ifname ~ "eth*"`. Events without the fields it
+        /// names are not shown.
+        #[arg(long, value_name = "EXPR")]
+        filter: Option<String>,
     },
     /// Count events per event name and per stream, lost events, time span
     /// and rates.
@@ -113,6 +122,10 @@ enum Command {
         /// Trace directories (or trees of them).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Count only the events whose fields match this expression (as
+        /// `tape show --filter`).
+        #[arg(long, value_name = "EXPR")]
+        filter: Option<String>,
     },
     /// Validate traces: exit 1 at the first problem.
     Check {
@@ -205,6 +218,7 @@ fn main() -> ExitCode {
             streams,
             begin,
             end,
+            filter,
         } => (|| -> Result<(), Failure> {
             let bound = |option: &str, v: &Option<String>| {
                 v.as_deref().map(|v| Bound::parse(option, v)).transpose()
@@ -217,18 +231,29 @@ fn main() -> ExitCode {
                 .any(|b| matches!(b, Some(Bound::TimeOfDay(_))))
                 .then(|| first_time(&traces))
                 .flatten();
+            let events = globs("--events", &events)?;
+            let filter = filter
+                .map(|text| {
+                    let classes = traces.iter().flat_map(|t| t.trace.events.iter());
+                    filter::ValueFilter::new(
+                        &text,
+                        classes.filter(|c| events.as_ref().is_none_or(|g| g.is_match(&c.name))),
+                    )
+                })
+                .transpose()?;
             let sel = Selection {
                 format,
                 clock_seconds,
-                events: globs("--events", &events)?,
+                events,
                 streams: globs("--streams", &streams)?,
                 begin: begin.map(|b| b.resolve(first)),
                 end: end.map(|b| b.resolve(first)),
+                filter,
             };
             show(traces, &sel)
         })(),
         Command::Check { paths } => check(&paths),
-        Command::Stats { paths } => stats(&paths),
+        Command::Stats { paths, filter } => stats(&paths, filter.as_deref()),
         Command::Ctl { pid, command } => ctl(pid, &command),
         Command::Ps => ps(),
     };
@@ -357,9 +382,10 @@ fn show(traces: Vec<TraceDir>, sel: &Selection) -> Result<(), Failure> {
     if sel.format == Format::Json {
         streams.iter_mut().for_each(FastStream::render_json);
     }
-    let shown = |class: &tape_ctf::EventClass, t: Option<i128>| {
-        sel.in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name))
-    };
+    if sel.filter.as_ref().is_some_and(|f| f.uses_common()) {
+        streams.iter_mut().for_each(FastStream::keep_packet_values);
+    }
+    let shown = Shows(sel);
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
     let mut lost_total = 0u64;
@@ -457,6 +483,42 @@ fn write_all_runs(w: &mut impl Write, mut runs: &mut [IoSlice<'_>]) -> std::io::
     Ok(())
 }
 
+/// `tape stats --filter`: every event class, each event by its values.
+struct Filtered<'a>(&'a filter::ValueFilter);
+
+impl tape_ctf::fast::Shown for Filtered<'_> {
+    fn class(&self, _: &tape_ctf::EventClass, _: Option<i128>) -> bool {
+        true
+    }
+
+    fn event(&self, s: &mut FastStream) -> bool {
+        self.0.keep(s)
+    }
+
+    fn by_value(&self) -> bool {
+        true
+    }
+}
+
+/// Which events `tape show` shows: `--events`, `--begin`/`--end`, and
+/// `--filter` on their values.
+struct Shows<'a>(&'a Selection);
+
+impl tape_ctf::fast::Shown for Shows<'_> {
+    fn class(&self, class: &tape_ctf::EventClass, t: Option<i128>) -> bool {
+        let sel = self.0;
+        sel.in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name))
+    }
+
+    fn event(&self, s: &mut FastStream) -> bool {
+        self.0.filter.as_ref().is_none_or(|f| f.keep(s))
+    }
+
+    fn by_value(&self) -> bool {
+        self.0.filter.is_some()
+    }
+}
+
 impl Selection {
     /// Whether the stream file at `path` is shown (`--streams`).
     fn stream_shown(&self, path: &std::path::Path) -> bool {
@@ -485,9 +547,7 @@ fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Failure> {
     let mut merge = FastMerge::filtered(traces, |p| sel.stream_shown(p))?;
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
-    let shown = |class: &tape_ctf::EventClass, t: Option<i128>| {
-        sel.in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name))
-    };
+    let shown = Shows(sel);
     let lost_shown = |t: Option<i128>| sel.in_range(t) || t.is_none();
     let mut failed: Option<std::io::Error> = None;
     let mut symbols = symbols::Symbols::default();
@@ -628,10 +688,16 @@ fn check(paths: &[PathBuf]) -> Result<(), Failure> {
 
 /// Per stream, in file order: the streams need no merge to be counted,
 /// so they are counted on all cores at once.
-fn stats(paths: &[PathBuf]) -> Result<(), Failure> {
+fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failure> {
     use std::collections::BTreeMap;
     use std::fmt::Write as _;
     let traces = open(paths)?;
+    let filter = filter
+        .map(|text| {
+            filter::ValueFilter::new(text, traces.iter().flat_map(|t| t.trace.events.iter()))
+        })
+        .transpose()?;
+    let filtered = filter.as_ref().map(Filtered);
     let mut jobs = Vec::new();
     for t in &traces {
         let plan = std::sync::Arc::new(
@@ -641,7 +707,15 @@ fn stats(paths: &[PathBuf]) -> Result<(), Failure> {
     }
     let counted = parallel_map(&jobs, |(plan, path)| {
         FastStream::open(plan.clone(), path)
-            .and_then(|mut s| s.count())
+            .and_then(|mut s| match &filtered {
+                None => s.count(),
+                Some(f) => {
+                    if f.0.uses_common() {
+                        s.keep_packet_values();
+                    }
+                    s.count_shown(f)
+                }
+            })
             .map_err(|e| e.to_string())
     });
     let mut by_event: BTreeMap<String, u64> = BTreeMap::new();

@@ -736,11 +736,15 @@ impl FastStream {
         &mut self,
         out: &mut TextBuf,
         time: &mut T,
-        shown: &impl Fn(&EventClass, Option<i128>) -> bool,
+        shown: &impl Shown,
         (max, text_max): (usize, usize),
         mut line: impl FnMut(Option<i128>, usize, usize),
     ) -> usize {
-        if self.current.is_some() || self.pending_lost.is_some() || !self.in_packet {
+        if self.current.is_some()
+            || self.pending_lost.is_some()
+            || !self.in_packet
+            || shown.by_value()
+        {
             return 0;
         }
         let plan = Arc::clone(&self.plan);
@@ -765,7 +769,7 @@ impl FastStream {
                 break;
             }
             self.pos = end;
-            let Some(text) = ev.text.as_ref().filter(|_| shown(&ev.class, t)) else {
+            let Some(text) = ev.text.as_ref().filter(|_| shown.class(&ev.class, t)) else {
                 self.current = Some((idx, t));
                 break;
             };
@@ -829,6 +833,22 @@ impl FastStream {
         self.plan.streams[self.stream].events[idx]
             .as_ref()
             .map(|e| &e.class)
+    }
+
+    /// Decodes the event found by `peek` into `sink` as [`FastStream::emit`]
+    /// does, without consuming it: the next `emit` (or a line writer)
+    /// decodes it again. For a test on the event's values before it is
+    /// rendered (`tape show --filter`).
+    pub fn inspect<S: Sink>(&mut self, sink: &mut S) -> Result<(), DecodeError> {
+        let (idx, t) = self
+            .current
+            .ok_or_else(|| self.err("inspect without peek"))?;
+        let pos = self.pos;
+        // The slots and clock it sets get the same values when decoded again.
+        let r = self.emit_class(idx, sink);
+        self.pos = pos;
+        self.current = Some((idx, t));
+        r
     }
 
     /// Decodes the rest of the event found by `peek`: stream event context,
@@ -996,6 +1016,51 @@ impl FastStream {
                 }
             }
         }
+        c.lost_by_cause = self.causes();
+        Ok(c)
+    }
+
+    /// [`FastStream::count`] of the events `shown` shows (`tape stats
+    /// --filter`): each event's class and time asked, and its values if
+    /// [`Shown::event`] looks at them; events not shown are stepped over.
+    pub fn count_shown(&mut self, shown: &impl Shown) -> Result<StreamCount, DecodeError> {
+        let mut c = StreamCount::default();
+        let mut by_class: Vec<(Arc<EventClass>, u64)> = Vec::new();
+        loop {
+            match self.peek() {
+                Err(e) => {
+                    c.stopped = Some(e);
+                    break;
+                }
+                Ok(Next::End) => break,
+                Ok(Next::Lost(n, _)) => {
+                    self.take_lost();
+                    c.lost += n;
+                }
+                Ok(Next::Event(t)) => {
+                    let class = self.class().cloned();
+                    let show =
+                        class.as_ref().is_some_and(|k| shown.class(k, t)) && shown.event(self);
+                    if let Err(e) = self.emit(&mut Discard) {
+                        c.stopped = Some(e);
+                        break;
+                    }
+                    let (Some(class), true) = (class, show) else {
+                        continue;
+                    };
+                    c.events += 1;
+                    if let Some(t) = t {
+                        c.first = Some(c.first.map_or(t, |f| f.min(t)));
+                        c.last = Some(c.last.map_or(t, |l| l.max(t)));
+                    }
+                    match by_class.iter_mut().find(|(k, _)| Arc::ptr_eq(k, &class)) {
+                        Some((_, n)) => *n += 1,
+                        None => by_class.push((class, 1)),
+                    }
+                }
+            }
+        }
+        c.by_class = by_class;
         c.lost_by_cause = self.causes();
         Ok(c)
     }
@@ -1758,6 +1823,32 @@ impl FastMerge {
             }
             Ok(Next::End) => self.next(),
         }
+    }
+}
+
+/// Which events a renderer shows: by class and time, and, for a test on
+/// the event's values (`tape show --filter`), by the event itself. A
+/// closure `Fn(&EventClass, Option<i128>) -> bool` is one that looks at
+/// class and time only.
+pub trait Shown {
+    /// Whether events of `class` at time `t` may be shown.
+    fn class(&self, class: &EventClass, t: Option<i128>) -> bool;
+    /// Whether the event that `s` has peeked (its class accepted) is
+    /// shown; `s` may decode it with [`FastStream::inspect`].
+    fn event(&self, s: &mut FastStream) -> bool {
+        let _ = s;
+        true
+    }
+    /// Whether [`Shown::event`] looks at the events (then the quick text
+    /// path, which renders without stopping at each event, is not taken).
+    fn by_value(&self) -> bool {
+        false
+    }
+}
+
+impl<F: Fn(&EventClass, Option<i128>) -> bool> Shown for F {
+    fn class(&self, class: &EventClass, t: Option<i128>) -> bool {
+        self(class, t)
     }
 }
 

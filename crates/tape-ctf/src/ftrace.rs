@@ -440,7 +440,7 @@ pub fn task<'a>(packet: Option<&'a Value>, scopes: &'a [Value]) -> (&'a str, i64
 /// time (`each` returns `false` to stop); returns the events lost.
 pub fn render(
     merge: &mut crate::fast::FastMerge,
-    shown: impl Fn(&crate::EventClass, Option<i128>) -> bool,
+    shown: impl crate::fast::Shown,
     shown_loss: impl Fn(Option<i128>) -> bool,
     each: impl FnMut(&str) -> bool,
 ) -> Result<u64, crate::decode::DecodeError> {
@@ -452,7 +452,7 @@ pub fn render(
 /// one ` => function` line per frame (the address when it has no name).
 pub fn render_with_symbols(
     merge: &mut crate::fast::FastMerge,
-    shown: impl Fn(&crate::EventClass, Option<i128>) -> bool,
+    shown: impl crate::fast::Shown,
     shown_loss: impl Fn(Option<i128>) -> bool,
     symbol: &mut dyn FnMut(&Executable, u64) -> Option<String>,
     mut each: impl FnMut(&str) -> bool,
@@ -466,13 +466,20 @@ pub fn render_with_symbols(
         match step? {
             Step::Event(stream, t) => {
                 let class = stream.class().cloned();
+                let show = class.as_ref().is_some_and(|c| shown.class(c, t)) && shown.event(stream);
+                if !show {
+                    if let Err(e) = stream.emit(&mut crate::plan::Discard) {
+                        merge.fail(e);
+                    }
+                    continue;
+                }
                 let mut sink = ValueSink::default();
                 if let Err(e) = stream.emit(&mut sink) {
                     // Its stream ends; the error comes after the others.
                     merge.fail(e);
                     continue;
                 }
-                let Some(class) = class.filter(|c| shown(c, t)) else {
+                let Some(class) = class else {
                     continue;
                 };
                 let formats = &stream.plan().formats;

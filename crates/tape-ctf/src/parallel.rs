@@ -48,13 +48,13 @@ use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::decode::DecodeError;
+use crate::fast::Shown;
 use crate::fast::{
     write_event_rest, write_json_line, FastStream, Next, PacketBuf, DELTA_PLACEHOLDER,
 };
 use crate::line::{delta_into, TextBuf};
 use crate::plan::Discard;
 use crate::tournament::{LoserTree, DONE};
-use crate::EventClass;
 
 /// Chunks waiting to be merged per stream, at most: beyond them, only the
 /// part the merge reads is decoded further. With 8 chunks and 3 parts, the
@@ -334,7 +334,7 @@ fn decode_chunk<F, T: TimeText>(
     mut c: Chunk,
 ) -> Chunk
 where
-    F: Fn(&EventClass, Option<i128>) -> bool,
+    F: Shown,
 {
     c.text.clear();
     c.recs.clear();
@@ -368,7 +368,7 @@ where
                 c.recs.push(Rec::new(LOST, t, n));
             }
             Ok(Next::Event(t)) => {
-                let show = s.class().is_some_and(|class| shown(class, t));
+                let show = s.class().is_some_and(|class| shown.class(class, t)) && shown.event(s);
                 let r = if !show {
                     s.emit(&mut Discard).map(|()| Rec::new(HIDDEN, t, 0))
                 } else {
@@ -416,7 +416,7 @@ where
 /// every part is decoded or the merge quits.
 fn worker<F, T: TimeText>(shared: &Shared, mut render: Render<T>, shown: &F, max: usize)
 where
-    F: Fn(&EventClass, Option<i128>) -> bool,
+    F: Shown,
 {
     let mut decode =
         |s: &mut FastStream, chunk: Chunk| decode_chunk(s, &mut render, shown, max, chunk);
@@ -641,7 +641,7 @@ pub fn render_merged<F, T: TimeText>(
     mut each: impl FnMut(Piece<'_, '_>) -> bool,
 ) -> Result<(), DecodeError>
 where
-    F: Fn(&EventClass, Option<i128>) -> bool + Sync,
+    F: Shown + Sync,
 {
     let n = streams.len();
     if n == 0 {

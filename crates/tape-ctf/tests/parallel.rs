@@ -108,7 +108,7 @@ fn threads(dir: &Path, filter: Filter, threads: Threads) -> Vec<String> {
     let r = render_merged(
         streams,
         Render::Text(Seconds),
-        |c, t| filter.shows(c, t),
+        |c: &tape_ctf::EventClass, t: Option<i128>| filter.shows(c, t),
         threads,
         |piece| {
             match piece {

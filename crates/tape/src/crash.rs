@@ -383,7 +383,7 @@ pub fn print_last_events(
     let mut text = String::new();
     tape_ctf::ftrace::render(
         &mut merge,
-        |_, _| true,
+        |_: &tape_ctf::EventClass, _: Option<i128>| true,
         |_| true,
         |chunk| {
             text.push_str(chunk);

@@ -1,33 +1,19 @@
-//! Filter expressions against events of every field type: a table of
-//! expressions and the rows each selects, evaluated on the bytes the
-//! events were encoded to (as an untyped probe sees them), and a table of
-//! invalid expressions with the message and the caret column each gets.
+//! Filter expressions against events of every field type: the shared
+//! table (`support/filter_table.rs`) of expressions and the rows each
+//! selects, evaluated on the bytes the events were encoded to (as an
+//! untyped probe sees them) and at read time on a saved trace of the same
+//! rows (`Filter::for_reader`, what `tape show --filter` runs); invalid
+//! expressions with the message and the caret column each gets; a filter
+//! set on tracepoints records only what matches.
 
-use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 
-use tape::filter::{Context, Filter};
+use tape::filter::{Capture, Context, Filter};
 
-#[derive(tape::Enum, Clone, Copy, Debug)]
-#[repr(u8)]
-enum Dir {
-    In = 1,
-    Out = 2,
-}
+#[path = "support/filter_table.rs"]
+mod table;
 
-#[derive(tape::Fields)]
-struct Hdr<'a> {
-    len: u16,
-    dir: Dir,
-    name: &'a str,
-}
-
-tape::tracepoint! {
-    pub fn every(
-        a: u8, b: i16, c: u32, d: i64, e: f32, f: f64, g: bool, h: char, s: &str, q: &[u16],
-        comm: [u8; 8], op: Dir, hdr: &Hdr<'_>, opt: Option<u32>, ip: Ipv4Addr
-    ) = "test.filter.every";
-}
+use table::{emit_rows, every, INVALID, SELECTS};
 
 /// The two rows, encoded: what a probe saw.
 fn rows() -> Vec<Vec<u8>> {
@@ -37,53 +23,7 @@ fn rows() -> Vec<Vec<u8>> {
         s.lock().unwrap().push(e.payload().to_vec())
     })
     .unwrap();
-    let comm = |t: &str| {
-        let mut c = [0u8; 8];
-        c[..t.len()].copy_from_slice(t.as_bytes());
-        c
-    };
-    every(
-        1,
-        -5,
-        1500,
-        -1,
-        2.5,
-        1e10,
-        true,
-        'é',
-        "eth0",
-        &[1, 2, 3],
-        comm("bash"),
-        Dir::In,
-        &Hdr {
-            len: 60,
-            dir: Dir::In,
-            name: "x",
-        },
-        Some(7),
-        Ipv4Addr::new(10, 0, 0, 1),
-    );
-    every(
-        255,
-        300,
-        60,
-        i64::MIN,
-        -1.0,
-        0.0,
-        false,
-        'a',
-        "lo",
-        &[],
-        comm("worker-1"),
-        Dir::Out,
-        &Hdr {
-            len: 1500,
-            dir: Dir::Out,
-            name: "eth1",
-        },
-        None,
-        Ipv4Addr::new(192, 168, 1, 1),
-    );
+    emit_rows();
     assert!(p.detach() == 1);
     let rows = seen.lock().unwrap().clone();
     assert_eq!(rows.len(), 2);
@@ -95,63 +35,6 @@ const CTX: Context<'static> = Context {
     thread: "filt",
     cpu: 1,
 };
-
-/// (expression, selects row A, selects row B)
-const SELECTS: &[(&str, bool, bool)] = &[
-    ("a == 1", true, false),
-    ("a > 100", false, true),
-    ("a != 1", false, true),
-    ("b < 0", true, false),
-    ("b >= 300", false, true),
-    ("c > 1400", true, false),
-    ("c <= 60", false, true),
-    ("c & 0x400", true, false),
-    ("c & 0x1", false, false),
-    ("d == -1", true, false),
-    ("d < 0", true, true),
-    ("d == -9223372036854775808", false, true),
-    ("e > 0", true, false),
-    ("e == 2.5", true, false),
-    ("e < -0.5", false, true),
-    ("f >= 1e10", true, false),
-    ("g == true", true, false),
-    ("g == 0", false, true),
-    ("!(g == true)", false, true),
-    ("h == \"é\"", true, false),
-    ("h == a", false, true),
-    ("s == \"eth0\"", true, false),
-    ("s != lo", true, false),
-    ("s ~ \"e*\"", true, false),
-    ("s ~ \"*o*\"", false, true),
-    ("s ~ \"eth[0-3]\"", true, false),
-    ("q[0] == 1", true, false),
-    ("q[2] == 3", true, false),
-    ("q[3] == 0", false, false),
-    ("!(q[0] == 1)", false, true),
-    ("comm == bash", true, false),
-    ("comm ~ \"worker-*\"", false, true),
-    ("op == In", true, false),
-    ("op == 2", false, true),
-    ("op != Out", true, false),
-    ("hdr.len >= 512", false, true),
-    ("hdr.dir == Out", false, true),
-    ("hdr.name == eth1", false, true),
-    ("hdr.name ~ \"?\"", true, false),
-    ("opt == 7", true, false),
-    ("opt > 0", true, false),
-    ("!(opt == 7)", false, true),
-    ("ip[0] == 192", false, true),
-    ("ip[3] == 1", true, true),
-    ("_q_len == 3", true, false),
-    ("_opt_tag == none", false, true),
-    ("common_tid == 42", true, true),
-    ("common_thread ~ \"fil*\"", true, true),
-    ("common_cpu > 5", false, false),
-    ("c > 1400 && s == \"eth0\" || op == Out", true, true),
-    ("(a == 1 || a == 255) && !(b < 0)", false, true),
-    ("a == 1 && (s == lo || hdr.len == 60)", true, false),
-    ("!(!(a == 1))", true, false),
-];
 
 #[test]
 fn expressions_select_the_rows_they_should() {
@@ -171,27 +54,6 @@ fn expressions_select_the_rows_they_should() {
     }
 }
 
-/// (expression, part of the message, caret column)
-const INVALID: &[(&str, &str, usize)] = &[
-    ("lenn > 3", "no field `lenn` (fields: a, b, c, d, e, f, g, h, s, _q_len, q, comm, op, hdr, _opt_tag, opt, ip, common_tid, common_thread, common_cpu)", 0),
-    ("s > 3", "`s` is a string: it compares with ==, != or ~, not >", 2),
-    ("c ~ \"x\"", "`c` is a number: `~` is for strings", 2),
-    ("op == Sideways", "`op` has no label `Sideways` (labels: In, Out)", 6),
-    ("hdr == 1", "`hdr` is a struct: compare one of its members", 0),
-    ("q == 1", "`q` is an array: compare one of its elements", 0),
-    ("hdr.nope == 1", "`hdr.nope`: no member `nope` (members: len, dir, name)", 0),
-    ("a.b == 1", "`a.b`: `b` follows a field that is not a struct", 0),
-    ("c[1] == 1", "`c[1]`: `[1]` follows a field that is not an array", 0),
-    ("e & 1", "`e` is a float: `&` is for integers", 2),
-    ("c == 2.5", "`c` is an integer: compare it with an integer", 5),
-    ("s == 3", "`s` is a string: compare it with a string", 5),
-    ("c == abc", "`c` is a number: compare it with a number, not `abc`", 5),
-    ("a == ", "expected a value", 5),
-    ("a == 1 &&", "expected a field name", 9),
-    ("é == 1", "expected a field name", 0),
-    ("a == 1 # x", "expected `&&`, `||` or the end of the filter", 7),
-];
-
 #[test]
 fn invalid_expressions_name_the_event_the_field_and_the_column() {
     for &(expr, why, col) in INVALID {
@@ -209,6 +71,85 @@ fn invalid_expressions_name_the_event_the_field_and_the_column() {
             "{expr}: {m}"
         );
     }
+}
+
+/// The same table at read time: the rows recorded by a thread named
+/// `filt-read`, saved, decoded, and tested by `Filter::for_reader` through
+/// a `Capture` (what `tape show --filter` does): the same selection; and
+/// the same errors for the invalid expressions.
+#[test]
+fn a_reader_selects_the_same_rows_from_a_trace() {
+    tape::enable("test.filter.every").unwrap();
+    std::thread::Builder::new()
+        .name("filt-read".into())
+        .spawn(emit_rows)
+        .unwrap()
+        .join()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("tape-filters-read-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    tape::save_to(&dir).expect("save");
+    let trace = tape_ctf::read::open_trace(&dir).expect("open");
+    let class = trace
+        .trace
+        .events
+        .iter()
+        .find(|c| c.name == "test.filter.every")
+        .unwrap()
+        .clone();
+    let fields = class.fields.clone().unwrap();
+    let mut compiled: Vec<(Filter, Capture, Vec<bool>)> = SELECTS
+        .iter()
+        .map(|(expr, ..)| {
+            let f = Filter::for_reader("test.filter.every", &fields, expr)
+                .unwrap_or_else(|e| panic!("{expr}: {e}"));
+            let c = Capture::new(&f);
+            (f, c, Vec::new())
+        })
+        .collect();
+    let mut merge = tape_ctf::fast::FastMerge::filtered(&[trace], |p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("filt-read"))
+    })
+    .unwrap();
+    merge.keep_packet_values();
+    while let Some(step) = merge.next() {
+        let tape_ctf::fast::Step::Event(s, _) = step.unwrap() else {
+            continue;
+        };
+        if s.class().is_some_and(|c| c.name == "test.filter.every") {
+            let (tid, thread) = packet_thread(s.packet_value.as_ref());
+            for (f, cap, got) in &mut compiled {
+                cap.clear();
+                cap.set_common(tid, thread.as_deref().map(str::as_bytes), None);
+                s.inspect(cap).unwrap();
+                got.push(f.matches_captured(cap));
+            }
+        }
+        s.emit(&mut tape_ctf::plan::Discard).unwrap();
+    }
+    for ((expr, a, b), (_, _, got)) in SELECTS.iter().zip(&compiled) {
+        assert_eq!(got.as_slice(), [*a, *b], "{expr}");
+    }
+    for &(expr, ..) in INVALID {
+        let live = Filter::new(&every::TRACEPOINT, expr).unwrap_err();
+        let read = Filter::for_reader("test.filter.every", &fields, expr).unwrap_err();
+        assert_eq!(live.message(), read.message(), "{expr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn packet_thread(v: Option<&tape_ctf::decode::Value>) -> (Option<u32>, Option<String>) {
+    let tid = v
+        .and_then(|v| v.field("tid"))
+        .and_then(|t| t.as_u64())
+        .and_then(|t| u32::try_from(t).ok());
+    let name = match v.and_then(|v| v.field("thread_name")) {
+        Some(tape_ctf::decode::Value::Str(s)) => Some(s.clone()),
+        _ => None,
+    };
+    (tid, name)
 }
 
 tape::tracepoint! {

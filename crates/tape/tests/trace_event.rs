@@ -271,7 +271,7 @@ fn ftrace_text(trace: &Path, thread: &str) -> String {
     let mut text = String::new();
     tape_ctf::ftrace::render(
         &mut merge,
-        |_, _| true,
+        |_: &tape_ctf::EventClass, _: Option<i128>| true,
         |_| true,
         |t| {
             text.push_str(t);

@@ -108,6 +108,17 @@ enum Go {
     Option(i128),
 }
 
+/// One step of a path as a decoder walks it ([`Capture`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Part {
+    /// A struct member, by its name as shown.
+    Member(String),
+    /// An array or sequence element.
+    Element(u64),
+    /// A variant's option, by name.
+    Option(String),
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Common {
     Tid,
@@ -127,6 +138,10 @@ enum Rhs {
 struct Cmp {
     common: Option<Common>,
     path: Box<[Go]>,
+    /// The same path as a reader's sink sees it (names as shown).
+    parts: Box<[Part]>,
+    /// Its index among the filter's comparisons (a reader's capture slot).
+    slot: usize,
     /// The value's offset when every field before it has a fixed size
     /// (most events): read there, with no walk.
     fixed: Option<usize>,
@@ -245,7 +260,7 @@ enum Node {
 /// A filter compiled for one tracepoint.
 #[derive(Clone, Debug)]
 pub struct Filter {
-    event: &'static str,
+    event: String,
     text: String,
     root: Shape,
     nodes: Vec<Node>,
@@ -293,22 +308,58 @@ impl Filter {
     /// [`Filter::for_fields`] with the caller's error: `fail(byte, reason)`
     /// (a trigger's condition reports against the whole trigger).
     pub(crate) fn compile_with(
-        event: &'static str,
+        event: &str,
         fields: &Struct,
         text: &str,
         fail: &impl Fn(usize, String) -> Error,
     ) -> Result<Filter, Error> {
+        Filter::build(event, fields, text, fail, false)
+    }
+
+    /// A filter for a reader: `text` checked against an event class of
+    /// any CTF trace (its integers, enums and floats of any size and byte
+    /// order), evaluated on the values a decoder hands to a [`Capture`]
+    /// instead of on tape's encoded bytes.
+    pub fn for_reader(event: &str, fields: &Struct, text: &str) -> Result<Filter, Error> {
+        let fail = |at: usize, why: String| {
+            let col = text[..at.min(text.len())].chars().count();
+            Error::new(
+                ErrorKind::BadFilter,
+                format!(
+                    "filter for {event}: {why}\n  {text}\n  {}^",
+                    " ".repeat(col)
+                ),
+            )
+        };
+        Filter::build(event, fields, text, &fail, true)
+    }
+
+    fn build(
+        event: &str,
+        fields: &Struct,
+        text: &str,
+        fail: &impl Fn(usize, String) -> Error,
+        reader: bool,
+    ) -> Result<Filter, Error> {
         let expr = parse(text).map_err(|e| fail(e.at, e.message))?;
-        let root = shape_of_struct(fields).map_err(|e| fail(0, e))?;
+        let root = if reader {
+            Shape::Struct(Vec::new())
+        } else {
+            shape_of_struct(fields).map_err(|e| fail(0, e))?
+        };
         let mut f = Filter {
-            event,
+            event: event.to_owned(),
             text: text.to_owned(),
             root,
             nodes: Vec::new(),
             top: 0,
             uses_cpu: false,
         };
-        f.top = f.compile(&expr, fields, 0, fail)?;
+        f.top = f.compile(&expr, fields, 0, fail, reader)?;
+        if reader {
+            f.number_slots();
+            return Ok(f);
+        }
         let root = f.root.clone();
         for n in &mut f.nodes {
             if let Node::Cmp(c) = n {
@@ -316,6 +367,7 @@ impl Filter {
                 c.fast = Fast::of(c);
             }
         }
+        f.number_slots();
         f.uses_cpu = f.nodes.iter().any(|n| {
             matches!(
                 n,
@@ -334,13 +386,19 @@ impl Filter {
     }
 
     /// The event it was compiled for.
-    pub fn event(&self) -> &'static str {
-        self.event
+    pub fn event(&self) -> &str {
+        &self.event
     }
 
     /// Whether it compares `common_cpu` (the caller then asks for the CPU).
     pub(crate) fn uses_cpu(&self) -> bool {
         self.uses_cpu
+    }
+
+    /// Whether it compares a common field (`common_tid`, `common_thread`,
+    /// `common_cpu`): a reader then sets them ([`Capture::set_common`]).
+    pub fn uses_common(&self) -> bool {
+        self.comparisons().any(|c| c.common.is_some())
     }
 
     fn compile(
@@ -349,6 +407,7 @@ impl Filter {
         fields: &Struct,
         depth: usize,
         fail: &impl Fn(usize, String) -> Error,
+        reader: bool,
     ) -> Result<usize, Error> {
         if depth > MAX_DEPTH {
             return Err(fail(
@@ -358,14 +417,14 @@ impl Filter {
         }
         let node = match e {
             Expr::Or(a, b) => Node::Or(
-                self.compile(a, fields, depth + 1, fail)?,
-                self.compile(b, fields, depth + 1, fail)?,
+                self.compile(a, fields, depth + 1, fail, reader)?,
+                self.compile(b, fields, depth + 1, fail, reader)?,
             ),
             Expr::And(a, b) => Node::And(
-                self.compile(a, fields, depth + 1, fail)?,
-                self.compile(b, fields, depth + 1, fail)?,
+                self.compile(a, fields, depth + 1, fail, reader)?,
+                self.compile(b, fields, depth + 1, fail, reader)?,
             ),
-            Expr::Not(a) => Node::Not(self.compile(a, fields, depth + 1, fail)?),
+            Expr::Not(a) => Node::Not(self.compile(a, fields, depth + 1, fail, reader)?),
             Expr::Cmp {
                 field,
                 field_at,
@@ -374,7 +433,7 @@ impl Filter {
                 value,
                 value_at,
             } => Node::Cmp(compile_cmp(
-                fields, field, *field_at, *op, *op_at, value, *value_at, fail,
+                fields, field, *field_at, *op, *op_at, value, *value_at, fail, reader,
             )?),
         };
         self.nodes.push(node);
@@ -387,12 +446,56 @@ impl Filter {
     }
 
     fn eval(&self, n: usize, payload: &[u8], ctx: &Context<'_>) -> bool {
+        self.eval_with(n, &mut |c| self.cmp(c, payload, ctx))
+    }
+
+    /// The expression's value, each comparison's from `cmp`.
+    fn eval_with(&self, n: usize, cmp: &mut impl FnMut(&Cmp) -> bool) -> bool {
         match &self.nodes[n] {
-            Node::Or(a, b) => self.eval(*a, payload, ctx) || self.eval(*b, payload, ctx),
-            Node::And(a, b) => self.eval(*a, payload, ctx) && self.eval(*b, payload, ctx),
-            Node::Not(a) => !self.eval(*a, payload, ctx),
-            Node::Cmp(c) => self.cmp(c, payload, ctx),
+            Node::Or(a, b) => self.eval_with(*a, cmp) || self.eval_with(*b, cmp),
+            Node::And(a, b) => self.eval_with(*a, cmp) && self.eval_with(*b, cmp),
+            Node::Not(a) => !self.eval_with(*a, cmp),
+            Node::Cmp(c) => cmp(c),
         }
+    }
+
+    /// Numbers the comparisons (their capture slots).
+    fn number_slots(&mut self) {
+        let mut k = 0;
+        for n in &mut self.nodes {
+            if let Node::Cmp(c) = n {
+                c.slot = k;
+                k += 1;
+            }
+        }
+    }
+
+    fn comparisons(&self) -> impl Iterator<Item = &Cmp> {
+        self.nodes.iter().filter_map(|n| match n {
+            Node::Cmp(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// Whether the event whose values `capture` caught passes (a reader's
+    /// test; see [`Capture`]).
+    pub fn matches_captured(&self, capture: &Capture) -> bool {
+        self.eval_with(self.top, &mut |c| {
+            let v = match c.common {
+                Some(Common::Tid) => capture.tid.map(|t| Found::UInt(u64::from(t))),
+                Some(Common::Cpu) => capture.cpu.map(|t| Found::UInt(u64::from(t))),
+                Some(Common::Thread) => capture.thread.as_deref().map(Found::Text),
+                None => capture.found(c.slot),
+            };
+            match v {
+                None => false,
+                Some(Found::UInt(v)) => num(c.op, i128::from(v), &c.rhs) || float_rhs(c, v as f64),
+                Some(Found::SInt(v)) => num(c.op, i128::from(v), &c.rhs) || float_rhs(c, v as f64),
+                Some(Found::Int(v)) => num(c.op, v, &c.rhs),
+                Some(Found::Float(v)) => float(c.op, v, &c.rhs),
+                Some(Found::Text(b)) => text(c.op, b, &c.rhs),
+            }
+        })
     }
 
     #[inline]
@@ -451,6 +554,253 @@ impl Filter {
                 text(c.op, &b[..end], &c.rhs)
             }
         }
+    }
+}
+
+/// An integer compared with a float constant (a float field's `Leaf` at
+/// read time is known, but a reader may hand integers of a float-typed
+/// comparison's field only if the trace says so: never; kept total).
+fn float_rhs(c: &Cmp, v: f64) -> bool {
+    matches!(c.rhs, Rhs::Float(_)) && float(c.op, v, &c.rhs)
+}
+
+/// A step of the path being decoded, borrowed from the decoder.
+enum Step2<'a> {
+    Member(&'a str),
+    Element(u64),
+    Option(&'a str),
+}
+
+/// A value a [`Capture`] caught.
+enum Found<'a> {
+    UInt(u64),
+    SInt(i64),
+    Int(i128),
+    Float(f64),
+    Text(&'a [u8]),
+}
+
+/// A decoder's sink (`tape_ctf::plan::Sink`) that catches the values one
+/// [`Filter`] compares, as an event is decoded: for `tape show --filter`
+/// on any CTF trace. Reused from event to event (its buffers keep their
+/// capacity); the common fields come from the packet context, set by the
+/// reader with [`Capture::set_common`].
+#[derive(Default)]
+pub struct Capture {
+    /// The path being decoded, one part per depth (payload scope only):
+    /// the first `len` parts (the others keep their buffers for reuse).
+    path: Vec<Part>,
+    len: usize,
+    depth: usize,
+    in_payload: bool,
+    /// Per comparison: the path it reads (`None`: a common field).
+    wanted: Vec<Option<Box<[Part]>>>,
+    slots: Vec<Slot>,
+    /// Which slots this event filled.
+    caught: Vec<bool>,
+    /// A common field named at the top of a context scope.
+    context_field: Option<Common>,
+    tid: Option<u32>,
+    thread: Option<Vec<u8>>,
+    cpu: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default)]
+enum Slot {
+    #[default]
+    Empty,
+    UInt(u64),
+    SInt(i64),
+    Int(i128),
+    Float(f64),
+    /// Bytes in the capture's buffer.
+    Text(Vec<u8>),
+}
+
+impl Capture {
+    /// A capture for `filter`'s comparisons.
+    pub fn new(filter: &Filter) -> Capture {
+        let wanted: Vec<Option<Box<[Part]>>> = filter
+            .comparisons()
+            .map(|c| c.common.is_none().then(|| c.parts.clone()))
+            .collect();
+        Capture {
+            slots: vec![Slot::Empty; wanted.len()],
+            caught: vec![false; wanted.len()],
+            wanted,
+            ..Capture::default()
+        }
+    }
+
+    /// Forgets the last event's values (call before decoding the next).
+    pub fn clear(&mut self) {
+        self.caught.iter_mut().for_each(|c| *c = false);
+        self.len = 0;
+        self.depth = 0;
+        self.in_payload = false;
+        self.context_field = None;
+    }
+
+    /// The common fields of the events that follow (their packet's).
+    pub fn set_common(&mut self, tid: Option<u32>, thread: Option<&[u8]>, cpu: Option<u32>) {
+        self.tid = tid;
+        self.cpu = cpu;
+        match (thread, &mut self.thread) {
+            (Some(t), Some(b)) => {
+                b.clear();
+                b.extend_from_slice(t);
+            }
+            (Some(t), none) => *none = Some(t.to_vec()),
+            (None, b) => *b = None,
+        }
+    }
+
+    fn found(&self, slot: usize) -> Option<Found<'_>> {
+        if !self.caught.get(slot).copied().unwrap_or(false) {
+            return None;
+        }
+        Some(match self.slots.get(slot)? {
+            Slot::Empty => return None,
+            Slot::UInt(v) => Found::UInt(*v),
+            Slot::SInt(v) => Found::SInt(*v),
+            Slot::Int(v) => Found::Int(*v),
+            Slot::Float(v) => Found::Float(*v),
+            Slot::Text(b) => Found::Text(b),
+        })
+    }
+
+    /// Sets the part at the current depth (reusing its buffer).
+    fn set(&mut self, step: Step2<'_>) {
+        let at = self.depth.saturating_sub(1);
+        while self.path.len() <= at {
+            self.path.push(Part::Element(0));
+        }
+        match (&mut self.path[at], step) {
+            (Part::Member(b), Step2::Member(n)) | (Part::Option(b), Step2::Option(n)) => {
+                b.clear();
+                b.push_str(n);
+            }
+            (slot, Step2::Member(n)) => *slot = Part::Member(n.to_owned()),
+            (slot, Step2::Option(n)) => *slot = Part::Option(n.to_owned()),
+            (slot, Step2::Element(i)) => *slot = Part::Element(i),
+        }
+        self.len = at + 1;
+    }
+
+    /// Stores a value at the current path into the slots that want it.
+    fn catch(&mut self, v: Slot, text: Option<&[u8]>) {
+        if !self.in_payload {
+            let Some(c) = self.context_field.take() else {
+                return;
+            };
+            match (c, &v, text) {
+                (Common::Tid, Slot::UInt(t), _) => self.tid = u32::try_from(*t).ok(),
+                (Common::Tid, Slot::SInt(t), _) => self.tid = u32::try_from(*t).ok(),
+                (Common::Cpu, Slot::UInt(t), _) => self.cpu = u32::try_from(*t).ok(),
+                (Common::Thread, _, Some(t)) => self.set_common(self.tid, Some(t), self.cpu),
+                _ => {}
+            }
+            return;
+        }
+        for k in 0..self.wanted.len() {
+            let Some(w) = &self.wanted[k] else { continue };
+            if **w != self.path[..self.len] {
+                continue;
+            }
+            self.caught[k] = true;
+            match (text, &mut self.slots[k]) {
+                (Some(t), Slot::Text(b)) => {
+                    b.clear();
+                    b.extend_from_slice(t);
+                }
+                (Some(t), slot) => *slot = Slot::Text(t.to_vec()),
+                (None, slot) => *slot = v.clone(),
+            }
+        }
+    }
+}
+
+impl tape_ctf::plan::Sink for Capture {
+    fn scope(&mut self, name: &'static str) {
+        self.in_payload = name == "fields";
+        self.depth = 0;
+        self.len = 0;
+    }
+
+    fn field(&mut self, name: &str) {
+        if self.in_payload {
+            self.set(Step2::Member(name));
+        } else if self.depth == 1 {
+            // Where tape and LTTng keep a thread's id, name and CPU.
+            self.context_field = match name {
+                "tid" | "vtid" => Some(Common::Tid),
+                "thread_name" | "procname" => Some(Common::Thread),
+                "cpu_id" => Some(Common::Cpu),
+                _ => None,
+            };
+        }
+    }
+
+    fn uint(&mut self, v: u64, _: tape_ctf::Base, _: u32) {
+        self.catch(Slot::UInt(v), None);
+    }
+
+    fn sint(&mut self, v: i64, _: tape_ctf::Base, _: u32) {
+        self.catch(Slot::SInt(v), None);
+    }
+
+    fn enumeration(&mut self, v: i128, _: &tape_ctf::Enum) {
+        self.catch(Slot::Int(v), None);
+    }
+
+    fn float(&mut self, v: f64) {
+        self.catch(Slot::Float(v), None);
+    }
+
+    fn string(&mut self, s: &[u8]) {
+        self.catch(Slot::Empty, Some(s));
+    }
+
+    fn wide(&mut self, _: &[u8], _: bool, _: u32, _: tape_ctf::Base) {
+        // Wider than 64 bits: not comparable (the field is refused when
+        // the filter is compiled).
+        self.context_field = None;
+    }
+
+    fn begin_struct(&mut self) {
+        self.depth += 1;
+    }
+
+    fn end_struct(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+        self.len = self.len.min(self.depth);
+    }
+
+    fn begin_array(&mut self, _: u64) {
+        self.depth += 1;
+    }
+
+    fn item(&mut self, i: u64) {
+        if self.in_payload {
+            self.set(Step2::Element(i));
+        }
+    }
+
+    fn end_array(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+        self.len = self.len.min(self.depth);
+    }
+
+    fn variant(&mut self, option: &str) {
+        self.depth += 1;
+        if self.in_payload {
+            self.set(Step2::Option(option));
+        }
+    }
+
+    fn end_variant(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+        self.len = self.len.min(self.depth);
     }
 }
 
@@ -850,6 +1200,7 @@ fn compile_cmp(
     value: &Literal,
     value_at: usize,
     fail: &impl Fn(usize, String) -> Error,
+    reader: bool,
 ) -> Result<Cmp, Error> {
     let shown: Vec<String> = path
         .iter()
@@ -872,6 +1223,8 @@ fn compile_cmp(
             return Ok(Cmp {
                 common: Some(c),
                 path: Box::new([]),
+                parts: Box::new([]),
+                slot: 0,
                 fixed: None,
                 fast: None,
                 leaf,
@@ -881,6 +1234,7 @@ fn compile_cmp(
         }
     }
     let mut go = Vec::new();
+    let mut parts = Vec::new();
     let mut ty: Option<&Type> = None;
     let mut parent = fields;
     let mut at_struct = Some(fields);
@@ -911,6 +1265,7 @@ fn compile_cmp(
                     ));
                 }
                 go.push(Go::Member(i));
+                parts.push(Part::Member(display(&s.fields[i].name).to_owned()));
                 parent = s;
                 let mut t = &s.fields[i].ty;
                 // An Option's value: into its `some` option.
@@ -921,6 +1276,7 @@ fn compile_cmp(
                         if let Type::Enum(e) = &s.fields[ti].ty {
                             if let Some(v) = e.entries.iter().find(|x| x.label == "some") {
                                 go.push(Go::Option(v.start));
+                                parts.push(Part::Option(display(&some.name).to_owned()));
                                 t = &some.ty;
                             }
                         }
@@ -945,6 +1301,7 @@ fn compile_cmp(
                     }
                 };
                 go.push(Go::Element(*i));
+                parts.push(Part::Element(*i));
                 at_struct = match &**element {
                     Type::Struct(inner) => Some(inner),
                     _ => None,
@@ -955,7 +1312,32 @@ fn compile_cmp(
     }
     let t = ty.expect("a path has a first name");
     let _ = parent;
+    // A reader is handed values, whatever their size and byte order: any
+    // integer, enum or float of up to 64 bits, any text array or sequence.
     let (leaf, labels) = match t {
+        Type::Integer(i) if reader && i.size <= 64 => (
+            if i.signed {
+                Leaf::SInt(0)
+            } else {
+                Leaf::UInt(0)
+            },
+            None,
+        ),
+        Type::Enum(e) if reader && e.container.size <= 64 => (
+            Leaf::Enum {
+                size: 0,
+                signed: e.container.signed,
+            },
+            Some(e),
+        ),
+        Type::Float(_) if reader => (Leaf::Float(0), None),
+        Type::Array { element, .. } | Type::Sequence { element, .. }
+            if reader
+                && matches!(&**element, Type::Integer(i) if i.size == 8
+                    && i.encoding != tape_ctf::Encoding::None) =>
+        {
+            (Leaf::Text(0), None)
+        }
         Type::Integer(i) if i.size % 8 == 0 && i.size <= 64 => (
             if i.signed {
                 Leaf::SInt((i.size / 8) as usize)
@@ -995,6 +1377,8 @@ fn compile_cmp(
     Ok(Cmp {
         common: None,
         path: go.into_boxed_slice(),
+        parts: parts.into_boxed_slice(),
+        slot: 0,
         fixed: None,
         fast: None,
         leaf,
