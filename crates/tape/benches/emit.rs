@@ -82,6 +82,18 @@ tape::tracepoint! {
     pub fn bench_filter3_match(a: u64, b: u64, c: u64, s: &str) = "bench.filter.match3";
     /// Filtered with three comparisons, not matching (the last fails).
     pub fn bench_filter3_miss(a: u64, b: u64, c: u64, s: &str) = "bench.filter.miss3";
+    /// Filtered with three integer comparisons, the last failing.
+    pub fn bench_filter3_int_miss(a: u64, b: u64, c: u64, s: &str) = "bench.filter.miss3int";
+    /// Filtered with one string glob, failing.
+    pub fn bench_filter_glob_miss(a: u64, b: u64, c: u64, s: &str) = "bench.filter.missglob";
+    /// Recording, with a trigger that does not fire: `traceoff if v > 1000`.
+    pub fn bench_trigger_recorded(v: u64) = "bench.trigger.recorded";
+    /// Not recording (the trigger alone makes it active, "soft mode"),
+    /// with `traceoff if v > 1000`: encoded on the stack to be tested.
+    pub fn bench_trigger_soft(v: u64) = "bench.trigger.soft";
+    /// Recording, with `traceon` (no condition; tracing is on, so it has
+    /// nothing to do).
+    pub fn bench_trigger_idle(v: u64) = "bench.trigger.idle";
     /// The fields of `bench_mixed`, in a class with a read-time format.
     #[format("a={a} b={b:#x} c={c:08} s={s}")]
     pub class bench_class(a: u64, b: u64, c: u64, s: &str) {
@@ -223,6 +235,20 @@ ops! {
     /// Three comparisons, the last failing.
     Filter3Miss => {
         bench_filter3_miss(black_box(1), black_box(2), black_box(3), black_box(STR16));
+    }
+    /// A trigger whose condition is false, recording.
+    TriggerRecorded => { bench_trigger_recorded(black_box(42)); }
+    /// A trigger whose condition is false, not recording.
+    TriggerSoft => { bench_trigger_soft(black_box(42)); }
+    /// A trigger with nothing to do, recording.
+    TriggerIdle => { bench_trigger_idle(black_box(42)); }
+    /// Three integer comparisons, the last failing.
+    Filter3IntMiss => {
+        bench_filter3_int_miss(black_box(1), black_box(2), black_box(3), black_box(STR16));
+    }
+    /// One glob, failing.
+    FilterGlobMiss => {
+        bench_filter_glob_miss(black_box(1), black_box(2), black_box(3), black_box(STR16));
     }
     /// A typed probe, not recording.
     ProbeTyped => { bench_probe_typed(black_box(42)); }
@@ -592,6 +618,37 @@ fn main() {
         "filter does not match (3 comparisons), 3 x u64 + 16-byte &str",
         Filter3Miss,
     );
+    tape::filter::set("bench.filter.miss3int", "a > 0 && c != 7 && b > 100").expect("filter");
+    tape::filter::set("bench.filter.missglob", "s ~ \"x*\"").expect("filter");
+    b.row(
+        "filter does not match (3 integer comparisons), 3 x u64 + 16-byte &str",
+        Filter3IntMiss,
+    );
+    b.row(
+        "filter does not match (1 string glob), 3 x u64 + 16-byte &str",
+        FilterGlobMiss,
+    );
+
+    // Triggers that do not fire (the cold path of a tracepoint with a
+    // trigger).
+    tape::enable("bench.trigger.recorded").expect("enable");
+    tape::enable("bench.trigger.idle").expect("enable");
+    tape::trigger::set("bench.trigger.recorded", "traceoff if v > 1000").expect("trigger");
+    tape::trigger::set("bench.trigger.soft", "traceoff if v > 1000").expect("trigger");
+    tape::trigger::set("bench.trigger.idle", "traceon").expect("trigger");
+    b.row(
+        "trigger that does not fire (traceoff if v > 1000), recording, u64, overwrite",
+        TriggerRecorded,
+    );
+    b.row(
+        "trigger that does not fire, not recording (soft mode), u64",
+        TriggerSoft,
+    );
+    b.row(
+        "trigger with nothing to do (traceon while on), recording, u64, overwrite",
+        TriggerIdle,
+    );
+    assert!(tape::registry::tracing_on(), "no trigger fired");
 
     // Probes (the cold path of a tracepoint with probes attached).
     static PROBE_SUM: AtomicU64 = AtomicU64::new(0);

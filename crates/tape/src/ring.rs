@@ -575,10 +575,10 @@ fn make_room(l: &Local, size: usize) -> Option<Option<u64>> {
 /// is counted per tracepoint in the ring ([`Ring::rejected`]). Returns
 /// whether it was recorded.
 #[inline(never)]
-pub(crate) fn emit_if<P: Encode>(
+pub(crate) fn emit_if<P: Encode, K: Fn(&[u8], &Ring) -> bool>(
     state: u64,
     payload: P,
-    keep: &dyn Fn(&[u8], &Ring) -> bool,
+    keep: K,
 ) -> bool {
     let Some(l) = local() else {
         return false;

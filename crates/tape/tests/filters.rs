@@ -235,3 +235,100 @@ fn a_filter_records_only_the_matching_events_and_counts_the_others() {
     assert_eq!(named(&recorded(), "test.filter.net.rx").len(), 1);
     tape::disable_pattern("test.filter.net.*").unwrap();
 }
+
+/// Integer comparisons against constants at the edges of every size and
+/// signedness, each operator: the filter's fast form (and its general
+/// path, for a constant out of the 64-bit range) against the arithmetic
+/// done here on i128; and the same through `&&` / `||` / `!` programs.
+#[test]
+fn integer_comparisons_at_the_edges() {
+    use tape_ctf::{Field, Integer, Struct, Type};
+    let kinds: [(u32, bool); 8] = [
+        (8, false),
+        (8, true),
+        (16, false),
+        (16, true),
+        (32, false),
+        (32, true),
+        (64, false),
+        (64, true),
+    ];
+    let ops = ["==", "!=", "<", "<=", ">", ">=", "&"];
+    for (bits, signed) in kinds {
+        let int = if signed {
+            Integer::signed(bits)
+        } else {
+            Integer::unsigned(bits)
+        };
+        // The field after a u8, so it is not at offset 0.
+        let st = Struct::new(vec![
+            Field::new("pad", Type::Integer(Integer::unsigned(8))),
+            Field::new("x", Type::Integer(int)),
+        ]);
+        let (min, max): (i128, i128) = if signed {
+            (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+        } else {
+            (0, (1i128 << bits) - 1)
+        };
+        let values = [min, min + 1, -1, 0, 1, 2, 100, max - 1, max];
+        let consts = [
+            min - 1,
+            min,
+            min + 1,
+            -1,
+            0,
+            1,
+            2,
+            max - 1,
+            max,
+            max + 1,
+            i128::from(u64::MAX),
+        ];
+        for v in values.into_iter().filter(|v| (min..=max).contains(v)) {
+            let mut payload = vec![7u8];
+            let bytes = (v as u64).to_le_bytes();
+            payload.extend_from_slice(&bytes[..(bits / 8) as usize]);
+            for k in consts {
+                for op in ops {
+                    if op == "&" && k < 0 {
+                        continue;
+                    }
+                    let expr = format!("x {op} {k}");
+                    let f = Filter::for_fields("t", &st, &expr)
+                        .unwrap_or_else(|e| panic!("{expr}: {e}"));
+                    let want = match op {
+                        "==" => v == k,
+                        "!=" => v != k,
+                        "<" => v < k,
+                        "<=" => v <= k,
+                        ">" => v > k,
+                        ">=" => v >= k,
+                        _ => {
+                            let mask = (1u128 << bits) - 1;
+                            ((v as u128) & mask) & (k as u128) != 0
+                        }
+                    };
+                    let signed_s = if signed { "i" } else { "u" };
+                    assert_eq!(
+                        f.matches(&payload, &CTX),
+                        want,
+                        "{signed_s}{bits} {v} {expr}"
+                    );
+                    let not = Filter::for_fields("t", &st, &format!("!({expr})")).unwrap();
+                    assert_eq!(not.matches(&payload, &CTX), !want, "!({expr}) on {v}");
+                    let and =
+                        Filter::for_fields("t", &st, &format!("pad == 7 && {expr} && pad < 8"))
+                            .unwrap();
+                    assert_eq!(and.matches(&payload, &CTX), want, "&& {expr} on {v}");
+                    let or = Filter::for_fields("t", &st, &format!("pad == 9 || {expr}")).unwrap();
+                    assert_eq!(or.matches(&payload, &CTX), want, "|| {expr} on {v}");
+                    // Cut before the field's end: false, never a panic.
+                    assert!(
+                        !f.matches(&payload[..payload.len() - 1], &CTX),
+                        "{expr} cut"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -132,6 +132,8 @@ enum Rhs {
     Float(f64),
     Bytes(Box<[u8]>),
     Glob(Box<[u8]>),
+    /// A glob that is a literal then one `*` at the end: a prefix test.
+    Prefix(Box<[u8]>),
 }
 
 #[derive(Clone, Debug)]
@@ -153,22 +155,47 @@ struct Cmp {
     rhs: Rhs,
 }
 
+/// An integer field at a fixed offset compared with a constant, in a form
+/// evaluated without branching on the operator or the size: the 8 bytes at
+/// `at` are loaded, shifted left by `shift` and back (arithmetically for
+/// a signed field: sign extension; logically for an unsigned one), biased
+/// by `bias` (`1 << 63` for signed values, which maps their order onto
+/// the unsigned one), then tested: `(x & and) != 0` when `is_and`, else
+/// `x - lo <= span` (wrapping: a range `lo ..= lo + span`), and `negate`d.
+/// Every operator is such a range (`==`: span 0; `!=`: its negation; `<`,
+/// `<=`, `>`, `>=`: a range to either end; one that cannot hold: the
+/// negation of "everything").
 #[derive(Clone, Copy, Debug)]
-enum Fast {
-    /// `op` on an unsigned integer of `size` bytes at `at`, against `v`.
-    Unsigned {
-        at: usize,
-        size: usize,
-        op: Op,
-        v: u64,
-    },
-    /// The same on a signed integer.
-    Signed {
-        at: usize,
-        size: usize,
-        op: Op,
-        v: i64,
-    },
+struct Fast {
+    at: usize,
+    /// Bytes of the field (1, 2, 4 or 8).
+    size: usize,
+    shift: u32,
+    signed: bool,
+    bias: u64,
+    lo: u64,
+    span: u64,
+    and: u64,
+    is_and: bool,
+    negate: bool,
+}
+
+/// Runs a program of fast comparisons only (see [`Filter::matches`]).
+#[inline]
+fn run_fast(program: &[(Fast, u32, u32)], entry: u32, payload: &[u8]) -> bool {
+    let mut at = entry;
+    loop {
+        match at {
+            TRUE => return true,
+            FALSE => return false,
+            _ => {
+                let Some((f, t, e)) = program.get(at as usize) else {
+                    return false;
+                };
+                at = if f.eval(payload) { *t } else { *e };
+            }
+        }
+    }
 }
 
 #[inline]
@@ -192,79 +219,116 @@ impl Fast {
             return None;
         }
         let Rhs::Int(v) = c.rhs else { return None };
-        match c.leaf {
+        let (size, signed) = match c.leaf {
             Leaf::UInt(size)
             | Leaf::Enum {
                 size,
                 signed: false,
-            } => {
-                // A constant out of u64's range compares the same as its
-                // clamp, except for ==/!= (never/always) and & (its bits).
-                let v = u64::try_from(v).ok()?;
-                Some(Fast::Unsigned {
-                    at,
-                    size,
-                    op: c.op,
-                    v,
-                })
-            }
-            Leaf::SInt(size) | Leaf::Enum { size, signed: true } => {
-                let v = i64::try_from(v).ok()?;
-                Some(Fast::Signed {
-                    at,
-                    size,
-                    op: c.op,
-                    v,
-                })
-            }
-            _ => None,
+            } => (size, false),
+            Leaf::SInt(size) | Leaf::Enum { size, signed: true } => (size, true),
+            _ => return None,
+        };
+        // The load takes the field's bytes as the low ones.
+        if !matches!(size, 1 | 2 | 4 | 8) || cfg!(target_endian = "big") {
+            return None;
         }
+        // The constant in the biased domain; one out of the 64-bit range
+        // is left to the general path (it compares as its clamp).
+        let bias = if signed { 1u64 << 63 } else { 0 };
+        let k = if signed {
+            (i64::try_from(v).ok()? as u64) ^ bias
+        } else {
+            u64::try_from(v).ok()?
+        };
+        let mut f = Fast {
+            at,
+            size,
+            shift: 64 - 8 * size as u32,
+            signed,
+            bias,
+            lo: 0,
+            span: u64::MAX,
+            and: 0,
+            is_and: false,
+            negate: false,
+        };
+        match c.op {
+            Op::Eq => (f.lo, f.span) = (k, 0),
+            Op::Ne => (f.lo, f.span, f.negate) = (k, 0, true),
+            Op::Le => (f.lo, f.span) = (0, k),
+            Op::Ge => (f.lo, f.span) = (k, u64::MAX - k),
+            Op::Lt if k == 0 => f.negate = true,
+            Op::Lt => (f.lo, f.span) = (0, k - 1),
+            Op::Gt if k == u64::MAX => f.negate = true,
+            Op::Gt => (f.lo, f.span) = (k + 1, u64::MAX - (k + 1)),
+            // The bits of the constant as the field holds them (no bias:
+            // only the field's own bits are tested).
+            Op::And => (f.and, f.is_and, f.bias) = ((v as u64) & (u64::MAX >> f.shift), true, 0),
+            Op::Glob => return None,
+        }
+        Some(f)
     }
 
-    #[inline]
-    fn eval(self, payload: &[u8]) -> bool {
-        match self {
-            Fast::Unsigned { at, size, op, v } => {
-                match payload.get(at..).and_then(|b| read_uint(b, size)) {
-                    Some(x) if op == Op::And => x & v != 0,
-                    Some(x) => order(op, x, v),
-                    None => false,
-                }
-            }
-            Fast::Signed { at, size, op, v } => {
-                match payload.get(at..).and_then(|b| read_uint(b, size)) {
-                    Some(x) => {
-                        let shift = 64 - 8 * size as u32;
-                        let x = ((x << shift) as i64) >> shift;
-                        if op == Op::And {
-                            x & v != 0
-                        } else {
-                            order(op, x, v)
-                        }
-                    }
-                    None => false,
-                }
-            }
-        }
+    #[inline(always)]
+    fn eval(&self, payload: &[u8]) -> bool {
+        let raw = match payload.get(self.at..self.at + 8) {
+            Some(b) => u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])),
+            // Near the end of the payload: only the field's own bytes.
+            None => match payload.get(self.at..).and_then(|b| read_uint(b, self.size)) {
+                Some(x) => x,
+                None => return false,
+            },
+        };
+        // Little-endian: the field's bytes are the low ones.
+        let up = raw << self.shift;
+        let x = if self.signed {
+            ((up as i64) >> self.shift) as u64
+        } else {
+            up >> self.shift
+        } ^ self.bias;
+        let hit = if self.is_and {
+            x & self.and != 0
+        } else {
+            x.wrapping_sub(self.lo) <= self.span
+        };
+        hit != self.negate
     }
 }
 
+/// One instruction of the compiled program: a comparison and where to go after it: the
+/// expression is flattened into a decision graph (each `&&`, `||` and `!`
+/// resolved into jumps when compiled), so evaluation is one loop over
+/// comparisons, with no recursion and no operator nodes, and stops as soon
+/// as the answer is known (short-circuit, as C's).
 #[derive(Clone, Debug)]
-enum Node {
-    Or(usize, usize),
-    And(usize, usize),
-    Not(usize),
-    Cmp(Cmp),
+struct Insn {
+    cmp: Cmp,
+    /// The next step if the comparison holds, or [`TRUE`] / [`FALSE`].
+    on_true: u32,
+    /// The next step if it does not.
+    on_false: u32,
 }
+
+/// Jump targets that end the program.
+const TRUE: u32 = u32::MAX;
+const FALSE: u32 = u32::MAX - 1;
 
 /// A filter compiled for one tracepoint.
 #[derive(Clone, Debug)]
 pub struct Filter {
+    /// The whole filter when it is one comparison with a fast form.
+    single: Option<Fast>,
+    /// The program when every comparison has a fast form: (comparison,
+    /// on true, on false), compact, run with no call per comparison.
+    fast_program: Option<Box<[(Fast, u32, u32)]>>,
+    /// The same when the program is `a && b && ...` in order.
+    all_of: Option<Box<[Fast]>>,
     event: String,
     text: String,
     root: Shape,
-    nodes: Vec<Node>,
-    top: usize,
+    steps: Vec<Insn>,
+    /// The first step (or [`TRUE`] / [`FALSE`]).
+    entry: u32,
     uses_cpu: bool,
 }
 
@@ -348,35 +412,61 @@ impl Filter {
             shape_of_struct(fields).map_err(|e| fail(0, e))?
         };
         let mut f = Filter {
+            single: None,
+            fast_program: None,
+            all_of: None,
             event: event.to_owned(),
             text: text.to_owned(),
             root,
-            nodes: Vec::new(),
-            top: 0,
+            steps: Vec::new(),
+            entry: FALSE,
             uses_cpu: false,
         };
-        f.top = f.compile(&expr, fields, 0, fail, reader)?;
+        f.entry = f.compile(&expr, fields, 0, fail, reader, TRUE, FALSE)?;
         if reader {
             f.number_slots();
             return Ok(f);
         }
         let root = f.root.clone();
-        for n in &mut f.nodes {
-            if let Node::Cmp(c) = n {
-                c.fixed = fixed_offset(&root, &c.path);
-                c.fast = Fast::of(c);
-            }
+        for step in &mut f.steps {
+            let c = &mut step.cmp;
+            c.fixed = fixed_offset(&root, &c.path);
+            c.fast = Fast::of(c);
         }
         f.number_slots();
-        f.uses_cpu = f.nodes.iter().any(|n| {
-            matches!(
-                n,
-                Node::Cmp(Cmp {
-                    common: Some(Common::Cpu),
-                    ..
-                })
-            )
-        });
+        if let [Insn {
+            cmp,
+            on_true: TRUE,
+            on_false: FALSE,
+        }] = f.steps.as_slice()
+        {
+            f.single = cmp.fast;
+        }
+        f.fast_program = f
+            .steps
+            .iter()
+            .map(|s| s.cmp.fast.map(|fast| (fast, s.on_true, s.on_false)))
+            .collect::<Option<Box<[_]>>>();
+        // `a && b && c`: from the entry, each step goes on to another when
+        // true and to FALSE when not, until TRUE, through every step.
+        if let Some(program) = &f.fast_program {
+            let mut order = Vec::new();
+            let mut at = f.entry;
+            while let Some(step) = program.get(at as usize) {
+                if step.2 != FALSE || order.len() >= program.len() {
+                    break;
+                }
+                order.push(step.0);
+                at = step.1;
+            }
+            if at == TRUE && order.len() == program.len() {
+                f.all_of = Some(order.into_boxed_slice());
+            }
+        }
+        let uses_cpu = f
+            .comparisons()
+            .any(|c| matches!(c.common, Some(Common::Cpu)));
+        f.uses_cpu = uses_cpu;
         Ok(f)
     }
 
@@ -401,6 +491,10 @@ impl Filter {
         self.comparisons().any(|c| c.common.is_some())
     }
 
+    /// Compiles `e` so that it goes on to `on_true` when it holds and to
+    /// `on_false` when not; returns its entry. Built from the end: the
+    /// right operand of `&&` / `||` first, so the left one can jump to it.
+    #[allow(clippy::too_many_arguments)]
     fn compile(
         &mut self,
         e: &Expr,
@@ -408,23 +502,26 @@ impl Filter {
         depth: usize,
         fail: &impl Fn(usize, String) -> Error,
         reader: bool,
-    ) -> Result<usize, Error> {
+        on_true: u32,
+        on_false: u32,
+    ) -> Result<u32, Error> {
         if depth > MAX_DEPTH {
             return Err(fail(
                 0,
                 format!("the expression nests deeper than {MAX_DEPTH}"),
             ));
         }
-        let node = match e {
-            Expr::Or(a, b) => Node::Or(
-                self.compile(a, fields, depth + 1, fail, reader)?,
-                self.compile(b, fields, depth + 1, fail, reader)?,
-            ),
-            Expr::And(a, b) => Node::And(
-                self.compile(a, fields, depth + 1, fail, reader)?,
-                self.compile(b, fields, depth + 1, fail, reader)?,
-            ),
-            Expr::Not(a) => Node::Not(self.compile(a, fields, depth + 1, fail, reader)?),
+        let d = depth + 1;
+        Ok(match e {
+            Expr::And(a, b) => {
+                let b = self.compile(b, fields, d, fail, reader, on_true, on_false)?;
+                self.compile(a, fields, d, fail, reader, b, on_false)?
+            }
+            Expr::Or(a, b) => {
+                let b = self.compile(b, fields, d, fail, reader, on_true, on_false)?;
+                self.compile(a, fields, d, fail, reader, on_true, b)?
+            }
+            Expr::Not(a) => self.compile(a, fields, d, fail, reader, on_false, on_true)?,
             Expr::Cmp {
                 field,
                 field_at,
@@ -432,55 +529,80 @@ impl Filter {
                 op_at,
                 value,
                 value_at,
-            } => Node::Cmp(compile_cmp(
-                fields, field, *field_at, *op, *op_at, value, *value_at, fail, reader,
-            )?),
-        };
-        self.nodes.push(node);
-        Ok(self.nodes.len() - 1)
+            } => {
+                let cmp = compile_cmp(
+                    fields, field, *field_at, *op, *op_at, value, *value_at, fail, reader,
+                )?;
+                self.steps.push(Insn {
+                    cmp,
+                    on_true,
+                    on_false,
+                });
+                (self.steps.len() - 1) as u32
+            }
+        })
     }
 
     /// Whether the event whose encoded fields are `payload` passes.
+    #[inline]
     pub fn matches(&self, payload: &[u8], ctx: &Context<'_>) -> bool {
-        self.eval(self.top, payload, ctx)
+        // One integer comparison at a fixed offset (the common filter):
+        // no walk of the node tree.
+        if let Some(f) = &self.single {
+            return f.eval(payload);
+        }
+        if let Some(all) = &self.all_of {
+            // No jump depends on the previous comparison's outcome but the
+            // exit: the processor runs ahead on the predicted path.
+            return all.iter().all(|f| f.eval(payload));
+        }
+        if let Some(program) = &self.fast_program {
+            return run_fast(program, self.entry, payload);
+        }
+        self.eval(payload, ctx)
     }
 
-    fn eval(&self, n: usize, payload: &[u8], ctx: &Context<'_>) -> bool {
-        self.eval_with(n, &mut |c| self.cmp(c, payload, ctx))
+    fn eval(&self, payload: &[u8], ctx: &Context<'_>) -> bool {
+        self.run(|c| self.cmp(c, payload, ctx))
     }
 
-    /// The expression's value, each comparison's from `cmp`.
-    fn eval_with(&self, n: usize, cmp: &mut impl FnMut(&Cmp) -> bool) -> bool {
-        match &self.nodes[n] {
-            Node::Or(a, b) => self.eval_with(*a, cmp) || self.eval_with(*b, cmp),
-            Node::And(a, b) => self.eval_with(*a, cmp) && self.eval_with(*b, cmp),
-            Node::Not(a) => !self.eval_with(*a, cmp),
-            Node::Cmp(c) => cmp(c),
+    /// Runs the program, each comparison's outcome from `cmp`.
+    #[inline]
+    fn run(&self, mut cmp: impl FnMut(&Cmp) -> bool) -> bool {
+        let mut at = self.entry;
+        loop {
+            match at {
+                TRUE => return true,
+                FALSE => return false,
+                _ => {
+                    let Some(step) = self.steps.get(at as usize) else {
+                        return false;
+                    };
+                    at = if cmp(&step.cmp) {
+                        step.on_true
+                    } else {
+                        step.on_false
+                    };
+                }
+            }
         }
     }
 
     /// Numbers the comparisons (their capture slots).
     fn number_slots(&mut self) {
-        let mut k = 0;
-        for n in &mut self.nodes {
-            if let Node::Cmp(c) = n {
-                c.slot = k;
-                k += 1;
-            }
+        for (k, step) in self.steps.iter_mut().enumerate() {
+            step.cmp.slot = k;
         }
     }
 
     fn comparisons(&self) -> impl Iterator<Item = &Cmp> {
-        self.nodes.iter().filter_map(|n| match n {
-            Node::Cmp(c) => Some(c),
-            _ => None,
-        })
+        self.steps.iter().map(|s| &s.cmp)
     }
 
     /// Whether the event whose values `capture` caught passes (a reader's
     /// test; see [`Capture`]).
     pub fn matches_captured(&self, capture: &Capture) -> bool {
-        self.eval_with(self.top, &mut |c| {
+        self.run(|c| {
             let v = match c.common {
                 Some(Common::Tid) => capture.tid.map(|t| Found::UInt(u64::from(t))),
                 Some(Common::Cpu) => capture.cpu.map(|t| Found::UInt(u64::from(t))),
@@ -542,9 +664,18 @@ impl Filter {
                 };
                 v.is_some_and(|v| float(c.op, v, &c.rhs))
             }
-            Leaf::Str => match memchr::memchr(0, bytes) {
-                Some(end) => text(c.op, &bytes[..end], &c.rhs),
-                None => false,
+            // An equality or a prefix needs no search for the end: the
+            // string's first bytes (and its NUL, for equality) are read.
+            Leaf::Str => match &c.rhs {
+                Rhs::Bytes(r) if !r.contains(&0) => {
+                    let eq = bytes.get(..r.len()) == Some(&r[..]) && bytes.get(r.len()) == Some(&0);
+                    eq == (c.op == Op::Eq)
+                }
+                Rhs::Prefix(p) => bytes.starts_with(p),
+                _ => match memchr::memchr(0, bytes) {
+                    Some(end) => text(c.op, &bytes[..end], &c.rhs),
+                    None => false,
+                },
             },
             Leaf::Text(n) => {
                 let Some(b) = bytes.get(..n) else {
@@ -878,7 +1009,7 @@ pub fn emit_filtered<P: Encode>(tp: &'static Tracepoint, state: u64, payload: P)
     let Some(f) = get(tp) else {
         return crate::ring::emit(state, payload);
     };
-    crate::ring::emit_if(state, payload, &|bytes, ring| {
+    crate::ring::emit_if(state, payload, |bytes, ring| {
         let cpu = if f.uses_cpu {
             // SAFETY: sched_getcpu has no preconditions (a vDSO call).
             u32::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0)
@@ -939,6 +1070,7 @@ fn text(op: Op, v: &[u8], rhs: &Rhs) -> bool {
         (Op::Eq, Rhs::Bytes(r)) => v == &r[..],
         (Op::Ne, Rhs::Bytes(r)) => v != &r[..],
         (Op::Glob, Rhs::Glob(g)) => glob(g, v),
+        (Op::Glob, Rhs::Prefix(p)) => v.starts_with(p),
         _ => false,
     }
 }
@@ -1421,7 +1553,12 @@ fn check(
             }
         };
         return Ok(if op == Op::Glob {
-            Rhs::Glob(s.into())
+            match s.split_last() {
+                Some((b'*', lit)) if !lit.iter().any(|b| b"*?[\0".contains(b)) => {
+                    Rhs::Prefix(lit.into())
+                }
+                _ => Rhs::Glob(s.into()),
+            }
         } else {
             Rhs::Bytes(s.into())
         });

@@ -317,7 +317,7 @@ pub fn hit<P: Encode>(tp: &'static Tracepoint, state: u64, payload: P) {
             ring::emit(state, &payload);
         } else {
             let uses_cpu = list.uses_cpu || filter.is_some_and(Filter::uses_cpu);
-            ring::emit_if(state, &payload, &|bytes: &[u8], ring: &Ring| {
+            ring::emit_if(state, &payload, |bytes: &[u8], ring: &Ring| {
                 let ctx = Context {
                     tid: ring.tid(),
                     thread: &ring.name,
