@@ -50,7 +50,10 @@
 //! [`SNAPSHOT_POLL`] by saving a trace into a new directory (the thread
 //! polls only while a snapshot trigger is set, and is started by the first
 //! one). A ring that wraps faster than that poll has overwritten part of
-//! what led to the trigger by the time the snapshot reads it.
+//! what led to the trigger by the time the snapshot reads it. A forked
+//! child has no such thread (threads do not survive `fork`): its snapshot
+//! triggers are counted as asked ([`Stats::snapshots_asked`]) and not
+//! taken.
 
 mod stack;
 
@@ -759,7 +762,8 @@ static WORKER_STATE: Mutex<WorkerState> = Mutex::new(WorkerState {
     failed: 0,
     last: None,
 });
-static WORKER: OnceLock<std::thread::Thread> = OnceLock::new();
+/// The `tape-trigger` thread (none if it could not be started).
+static WORKER: OnceLock<Option<std::thread::Thread>> = OnceLock::new();
 
 fn worker_state() -> std::sync::MutexGuard<'static, WorkerState> {
     WORKER_STATE.lock().unwrap_or_else(|e| e.into_inner())
@@ -772,16 +776,18 @@ fn worker_wake() {
             .name("tape-trigger".into())
             .spawn(worker)
         {
-            Ok(h) => h.thread().clone(),
+            Ok(h) => Some(h.thread().clone()),
             Err(e) => {
                 eprintln!(
                     "tape: cannot start the trigger thread (snapshots will not be taken): {e}"
                 );
-                std::thread::current()
+                None
             }
         }
     });
-    t.unpark();
+    if let Some(t) = t {
+        t.unpark();
+    }
 }
 
 fn worker() {
