@@ -901,7 +901,14 @@ fn merge(
                 picker.set(i, DONE);
                 continue;
             }
-            _ => {}
+            _ => {
+                // A hidden event writes nothing, but the chunks merged to
+                // their end meanwhile go back to the workers all the same:
+                // a run that shows nothing stays within its bound.
+                if out.full() && !out.hand_over(shared, each) {
+                    return Ok(());
+                }
+            }
         }
         let key = match next {
             Some(k) => k,
