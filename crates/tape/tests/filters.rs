@@ -332,3 +332,39 @@ fn integer_comparisons_at_the_edges() {
         }
     }
 }
+
+/// Long chains of `||` and `&&` are lists, not nesting: 4096 comparisons
+/// (the most) compile and run; one more is refused with its position.
+#[test]
+fn long_chains_compile_and_run() {
+    use tape_ctf::{Field, Integer, Struct, Type};
+    let st = Struct::new(vec![Field::new("x", Type::Integer(Integer::unsigned(32)))]);
+    let payload = 4095u32.to_ne_bytes();
+    let any: Vec<String> = (0..4096).map(|i| format!("x == {i}")).collect();
+    let f = Filter::for_fields("t", &st, &any.join(" || ")).unwrap();
+    assert!(f.matches(&payload, &CTX));
+    assert!(!f.matches(&5000u32.to_ne_bytes(), &CTX));
+    let all: Vec<String> = (0..4096).map(|i| format!("x >= {i}")).collect();
+    let f = Filter::for_fields("t", &st, &all.join(" && ")).unwrap();
+    assert!(f.matches(&payload, &CTX));
+    assert!(!f.matches(&7u32.to_ne_bytes(), &CTX));
+    let mixed = format!("({}) && !({})", any.join(" || "), all[..100].join(" && "));
+    assert!(
+        Filter::for_fields("t", &st, &mixed).is_err(),
+        "8192 comparisons"
+    );
+    let mixed = format!(
+        "({}) && !({})",
+        any[..2000].join(" || "),
+        all[..2000].join(" && ")
+    );
+    let f = Filter::for_fields("t", &st, &mixed).unwrap();
+    // 5 is among the first 2000 and below 1999: both sides hold.
+    assert!(f.matches(&5u32.to_ne_bytes(), &CTX));
+    assert!(!f.matches(&2500u32.to_ne_bytes(), &CTX));
+    let e = Filter::for_fields("t", &st, &format!("{} || x == 1", any.join(" || "))).unwrap_err();
+    assert!(
+        e.message().contains("too many comparisons: at most 4096"),
+        "{e}"
+    );
+}

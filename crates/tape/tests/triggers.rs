@@ -43,6 +43,10 @@ const VALID: &[(&str, &str)] = &[
     ("traceoff", "traceoff:unlimited"),
     ("traceoff:1", "traceoff:count=1"),
     ("traceoff:count=3", "traceoff:count=3"),
+    (
+        "traceoff:18446744073709551614",
+        "traceoff:count=18446744073709551614",
+    ),
     ("traceoff:unlimited", "traceoff:unlimited"),
     (
         "  snapshot:2   if   len > 10 ",
@@ -78,6 +82,8 @@ const INVALID: &[(&str, &str, usize)] = &[
     ("traceoff:x", "\"x\" is not a count", 9),
     ("traceoff:0", "a count of 0 would never fire", 9),
     ("traceoff:1:2", "\"1:2\" is not a count", 9),
+    ("traceoff:18446744073709551615", "is not a count", 9),
+    ("traceoff:99999999999999999999999", "is not a count", 9),
     ("traceoff when len > 1", "expected `if`", 9),
     ("traceoff if", "`if` without a condition", 9),
     ("traceoff if   ", "`if` without a condition", 9),

@@ -65,6 +65,10 @@ const MAX_MEMBERS: usize = 64;
 /// Deepest nesting of an expression (parentheses and `!`).
 pub const MAX_DEPTH: usize = 64;
 
+/// Most comparisons in one expression (the kernel refuses "too many terms"
+/// past its own limit).
+pub const MAX_TERMS: usize = 4096;
+
 /// How the bytes of a value are laid out.
 #[derive(Clone, Debug)]
 enum Shape {
@@ -178,6 +182,23 @@ struct Fast {
     and: u64,
     is_and: bool,
     negate: bool,
+}
+
+/// The operands of a chain of one operator, in order: `split` gives the
+/// two sides of a node of it (none for anything else).
+fn chain<'e>(
+    e: &'e Expr,
+    split: impl Fn(&'e Expr) -> Option<(&'e Expr, &'e Expr)>,
+) -> Vec<&'e Expr> {
+    let mut rights = Vec::new();
+    let mut e = e;
+    while let Some((a, b)) = split(e) {
+        rights.push(b);
+        e = a;
+    }
+    rights.push(e);
+    rights.reverse();
+    rights
 }
 
 /// Runs a program of fast comparisons only (see [`Filter::matches`]).
@@ -513,13 +534,33 @@ impl Filter {
         }
         let d = depth + 1;
         Ok(match e {
-            Expr::And(a, b) => {
-                let b = self.compile(b, fields, d, fail, reader, on_true, on_false)?;
-                self.compile(a, fields, d, fail, reader, b, on_false)?
+            // A chain `a && b && c` (a left-leaning tree) is compiled as a
+            // list, from its last operand: its length is no nesting.
+            Expr::And(..) => {
+                let mut next = on_true;
+                for t in chain(e, |e| match e {
+                    Expr::And(a, b) => Some((&**a, &**b)),
+                    _ => None,
+                })
+                .into_iter()
+                .rev()
+                {
+                    next = self.compile(t, fields, d, fail, reader, next, on_false)?;
+                }
+                next
             }
-            Expr::Or(a, b) => {
-                let b = self.compile(b, fields, d, fail, reader, on_true, on_false)?;
-                self.compile(a, fields, d, fail, reader, on_true, b)?
+            Expr::Or(..) => {
+                let mut next = on_false;
+                for t in chain(e, |e| match e {
+                    Expr::Or(a, b) => Some((&**a, &**b)),
+                    _ => None,
+                })
+                .into_iter()
+                .rev()
+                {
+                    next = self.compile(t, fields, d, fail, reader, on_true, next)?;
+                }
+                next
             }
             Expr::Not(a) => self.compile(a, fields, d, fail, reader, on_false, on_true)?,
             Expr::Cmp {

@@ -115,6 +115,8 @@ struct Parser<'a> {
     b: &'a [u8],
     i: usize,
     depth: usize,
+    /// Comparisons read so far.
+    terms: usize,
 }
 
 /// Parses a filter expression.
@@ -124,6 +126,7 @@ pub fn parse(text: &str) -> Result<Expr, SyntaxError> {
         b: text.as_bytes(),
         i: 0,
         depth: 0,
+        terms: 0,
     };
     p.skip_ws();
     if p.i == p.b.len() {
@@ -219,6 +222,13 @@ impl Parser<'_> {
 
     fn cmp(&mut self) -> Result<Expr, SyntaxError> {
         self.skip_ws();
+        self.terms += 1;
+        if self.terms > super::MAX_TERMS {
+            return Err(self.err(format!(
+                "too many comparisons: at most {} in one filter",
+                super::MAX_TERMS
+            )));
+        }
         let field_at = self.i;
         let Some(first) = self.name() else {
             self.i = field_at;
@@ -476,6 +486,7 @@ mod tests {
             ("a[x] == 1", 2, "expected an element index"),
             ("a == 12zz", 5, "is not a number"),
             (&"(".repeat(100_000), 64, "nests deeper"),
+            (&"a == 1 || ".repeat(5000), 40960, "too many comparisons"),
             (&"!".repeat(100_000), 64, "nests deeper"),
         ] {
             let e = parse(text).unwrap_err();

@@ -406,7 +406,8 @@ fn parse_count(s: &str) -> Option<Option<u64>> {
     if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    n.parse().ok().map(Some)
+    // u64::MAX stands for "unlimited": the largest count is one less.
+    n.parse().ok().filter(|&n| n != UNLIMITED).map(Some)
 }
 
 fn parse_spec<'a>(event: &str, text: &'a str) -> Result<Spec<'a>, Error> {
