@@ -530,20 +530,26 @@ fn call_list(
     payload: &dyn Encode,
     typed: &dyn Fn(&(dyn Any + Send + Sync)),
 ) {
-    let mut stack = [0u8; STACK_PAYLOAD];
-    let mut heap = Vec::new();
+    // Not zeroed first: only what `encode` wrote is read.
+    let mut stack = std::mem::MaybeUninit::<[u8; STACK_PAYLOAD]>::uninit();
+    let mut heap: Vec<u8> = Vec::new();
     let bytes: &[u8] = if list.untyped {
         let size = payload.max_size();
-        let buf: &mut [u8] = if size <= STACK_PAYLOAD {
-            &mut stack[..size]
+        let start: *mut u8 = if size <= STACK_PAYLOAD {
+            stack.as_mut_ptr().cast::<u8>()
         } else {
             heap.resize(size, 0);
-            &mut heap
+            heap.as_mut_ptr()
         };
-        // SAFETY: `buf` holds max_size() bytes.
-        let end = unsafe { payload.encode(buf.as_mut_ptr()) };
-        let n = end as usize - buf.as_ptr() as usize;
-        &buf[..n]
+        // SAFETY: `start` points to at least max_size() writable bytes (the
+        // stack array or the heap buffer, both alive for this call);
+        // `encode` initialises the bytes up to the pointer it returns, and
+        // only those are read.
+        unsafe {
+            let end = payload.encode(start);
+            let n = (end as usize - start as usize).min(size);
+            std::slice::from_raw_parts(start, n)
+        }
     } else {
         &[]
     };

@@ -419,6 +419,60 @@ fn local<'a>() -> Option<&'a Local> {
     Some(unsafe { &*l })
 }
 
+/// Events up to this size are tested on the stack by [`emit_tested`].
+pub(crate) const STACK_TEST: usize = 256;
+
+/// A filter's fast rejection: the event encoded into a stack buffer and
+/// tested there by `keep`; rejected, it is counted in the ring per
+/// tracepoint ([`Ring::rejected`]) and never touches the ring's memory;
+/// kept, it is recorded as [`emit`] records (encoded again, in the ring).
+/// `false` when the test does not apply (no ring yet, the thread filtered
+/// out, a handler interrupting an emit, an event over [`STACK_TEST`]
+/// bytes): the caller takes [`emit_if`], which handles each.
+#[inline(always)]
+pub(crate) fn emit_tested<P: Encode, K: Fn(&[u8], &Ring) -> bool>(
+    state: u64,
+    payload: P,
+    keep: K,
+) -> bool {
+    let Some(l) = local() else {
+        return false;
+    };
+    let size = payload.max_size();
+    let r = l.ring.get();
+    if l.busy.get() || r.is_null() || size > STACK_TEST {
+        return false;
+    }
+    // SAFETY: a non-null ring pointer is kept alive by the registry while
+    // its thread runs.
+    let ring = unsafe { &*r };
+    if ring.is_filtered() {
+        return false;
+    }
+    l.busy.set(true);
+    compiler_fence(Ordering::SeqCst);
+    let mut buf = std::mem::MaybeUninit::<[u8; STACK_TEST]>::uninit();
+    let start = buf.as_mut_ptr().cast::<u8>();
+    // SAFETY: `buf` holds STACK_TEST >= max_size() bytes; `encode` writes
+    // the bytes up to the pointer it returns, which are the only ones read.
+    let (kept, _) = unsafe {
+        let end = payload.encode(start);
+        let n = (end as usize - start as usize).min(STACK_TEST);
+        (keep(std::slice::from_raw_parts(start, n), ring), n)
+    };
+    if !kept {
+        if let Some(c) = ring.rejected.get(usize::from(id_of(state))) {
+            bump(c);
+        }
+    }
+    compiler_fence(Ordering::SeqCst);
+    l.busy.set(false);
+    if kept {
+        emit(state, payload);
+    }
+    true
+}
+
 /// Runs `f` on the calling thread's ring, if it has one (none is created):
 /// the common fields of an event that is not recorded (a trigger's test).
 pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Ring>) -> R) -> R {

@@ -368,3 +368,39 @@ fn long_chains_compile_and_run() {
         "{e}"
     );
 }
+
+tape::tracepoint! {
+    pub fn big_rx(n: u32, data: &[u8]) = "test.filter.big";
+}
+
+/// Events bigger than the stack test's buffer (256 bytes) are encoded in
+/// the ring and tested there; small ones on the stack: both record the
+/// same selection and count the same rejections.
+#[test]
+fn big_and_small_events_are_filtered_alike() {
+    tape::enable("test.filter.big").unwrap();
+    tape::filter::set("test.filter.big", "n & 1").unwrap();
+    let before = tape::filter::rejected(&big_rx::TRACEPOINT);
+    std::thread::Builder::new()
+        .name("filt-big".into())
+        .spawn(|| {
+            let big = [9u8; 400];
+            for n in 0..100u32 {
+                // Alternately 400 and 10 bytes of data.
+                let data = if n % 4 < 2 { &big[..] } else { &big[..10] };
+                big_rx(n, data);
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(tape::filter::rejected(&big_rx::TRACEPOINT) - before, 50);
+    let all = recorded();
+    let kept: Vec<u64> = named(&all, "test.filter.big")
+        .iter()
+        .filter_map(|v| v.field("n").and_then(|n| n.as_u64()))
+        .collect();
+    assert_eq!(kept, (0..100).filter(|n| n % 2 == 1).collect::<Vec<u64>>());
+    tape::filter::clear("test.filter.big").unwrap();
+    tape::disable("test.filter.big").unwrap();
+}

@@ -1050,7 +1050,7 @@ pub fn emit_filtered<P: Encode>(tp: &'static Tracepoint, state: u64, payload: P)
     let Some(f) = get(tp) else {
         return crate::ring::emit(state, payload);
     };
-    crate::ring::emit_if(state, payload, |bytes, ring| {
+    let keep = |bytes: &[u8], ring: &crate::ring::Ring| {
         let cpu = if f.uses_cpu {
             // SAFETY: sched_getcpu has no preconditions (a vDSO call).
             u32::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0)
@@ -1065,7 +1065,11 @@ pub fn emit_filtered<P: Encode>(tp: &'static Tracepoint, state: u64, payload: P)
                 cpu,
             },
         )
-    });
+    };
+    if crate::ring::emit_tested(state, &payload, keep) {
+        return;
+    }
+    crate::ring::emit_if(state, payload, keep);
 }
 
 #[inline]
