@@ -172,6 +172,7 @@ impl Trigger {
         if self.command.idle() || !self.take() {
             return;
         }
+        // Relaxed: counters read back for display; they publish nothing.
         self.fired.fetch_add(1, Ordering::Relaxed);
         FIRED.fetch_add(1, Ordering::Relaxed);
         match &self.command {
@@ -189,6 +190,8 @@ impl Trigger {
                 }
             }
             Command::Snapshot => {
+                // Relaxed: only names the event in the thread's message;
+                // the request below is the one the thread acts on.
                 LAST_SNAPSHOT_EVENT.store(usize::from(tp.id()), Ordering::Relaxed);
                 // Release: pairs with the Acquire in the trigger thread.
                 SNAPSHOTS_ASKED.fetch_add(1, Ordering::Release);
@@ -348,6 +351,7 @@ pub fn hit<P: Encode>(tp: &'static Tracepoint, state: u64, payload: P) {
 fn test_apart<P: Encode>(list: &List, payload: &P) -> u64 {
     let size = payload.max_size();
     if size > STACK_PAYLOAD {
+        // Relaxed: a counter, read back for display.
         UNCHECKED.fetch_add(1, Ordering::Relaxed);
         return list.always;
     }
@@ -621,6 +625,8 @@ fn install(tp: &'static Tracepoint, triggers: Vec<&'static Trigger>) {
             .unwrap_or_else(|e| e.into_inner())
             .push(unsafe { &*old });
     }
+    // Relaxed: the count only tells the trigger thread whether to poll
+    // (under WRITER here); it is woken by `unpark` when one is added.
     if snapshots_after > snapshots_before {
         SNAPSHOT_TRIGGERS.fetch_add(snapshots_after - snapshots_before, Ordering::Relaxed);
         worker_wake();
