@@ -13,6 +13,7 @@
 //! | `TAPE_DUMP`           | [`Config::dump`]         | `trace`, `text` or `off`                 | `trace` (dump on crash)  |
 //! | `TAPE_FILTER`         | [`Config::filter`]       | `PATTERN if EXPR; PATTERN if EXPR...`    | none                     |
 //! | `TAPE_TRIGGER`        | [`Config::trigger`]      | `PATTERN TRIGGER; PATTERN TRIGGER...`    | none                     |
+//! | `TAPE_SHM`            | [`Config::shared_rings`] | `on` or `off`                            | `off` (rings in private memory) |
 //!
 //! A bad value is an [`Error`] naming the variable, the value, the position
 //! of the problem and the accepted forms. A value that is not UTF-8 is an
@@ -43,7 +44,8 @@ pub enum Mode {
 
 /// The variables read by [`Config::from_env`] (`TAPE_TRACE_DIR` apart: a
 /// path, taken as bytes).
-const ALL_VARS: [&str; 9] = [
+const ALL_VARS: [&str; 10] = [
+    "TAPE_SHM",
     "TAPE_FILTER",
     "TAPE_TRIGGER",
     "TAPE_DUMP",
@@ -65,6 +67,15 @@ static MODE: AtomicU8 = AtomicU8::new(0);
 static BUFFER_SIZE: AtomicUsize = AtomicUsize::new(DEFAULT_BUFFER_SIZE);
 static PACKET_SIZE: AtomicUsize = AtomicUsize::new(0);
 static DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Rings created from now on are made in shared files
+/// ([`Config::shared_rings`], `TAPE_SHM`). Read relaxed at ring creation.
+static SHARED_RINGS: AtomicBool = AtomicBool::new(false);
+
+/// Whether rings are made in shared files (see [`Config::shared_rings`]).
+pub(crate) fn shared_rings() -> bool {
+    SHARED_RINGS.load(Ordering::Relaxed)
+}
 
 /// The current mode.
 pub fn mode() -> Mode {
@@ -183,6 +194,7 @@ pub struct Config {
     mode: Mode,
     clock: ClockChoice,
     control: bool,
+    shared_rings: bool,
     dump: crate::crash::Dump,
     /// (pattern, expression, the variable it came from).
     filters: Vec<(String, String, Option<&'static str>)>,
@@ -199,6 +211,7 @@ impl Default for Config {
             mode: Mode::Overwrite,
             clock: ClockChoice::Auto,
             control: true,
+            shared_rings: false,
             dump: crate::crash::Dump::Trace,
             filters: Vec::new(),
             triggers: Vec::new(),
@@ -310,6 +323,21 @@ impl Config {
                 }
             };
         }
+        if let Some(v) = get("TAPE_SHM") {
+            c.shared_rings = match v.trim() {
+                "on" => true,
+                "off" => false,
+                _ => {
+                    return Err(bad(
+                        "TAPE_SHM",
+                        &v,
+                        0,
+                        "is not on or off",
+                        "`on` (rings in shared files another process can read) or `off`",
+                    ))
+                }
+            };
+        }
         if let Some(v) = get("TAPE_FILTER") {
             c.filters = parse_filters("TAPE_FILTER", &v)?
                 .into_iter()
@@ -400,6 +428,16 @@ impl Config {
         self
     }
 
+    /// Whether rings created after [`Config::init`] are files in a shared
+    /// directory of this user (`/dev/shm/tape-UID/PID/`, 0700) that another
+    /// process can read, left there if the process dies (issue 16 in
+    /// progress: `tape recover` and `tape pipe` are to come). Off by
+    /// default; `TAPE_SHM=on`.
+    pub fn shared_rings(mut self, on: bool) -> Config {
+        self.shared_rings = on;
+        self
+    }
+
     /// What to do when the program crashes (panic, fatal signal): see
     /// [`crate::crash`]. [`crate::crash::Dump::Trace`] by default.
     pub fn dump(mut self, dump: crate::crash::Dump) -> Config {
@@ -421,6 +459,7 @@ impl Config {
         crate::clock::init(self.clock == ClockChoice::Monotonic);
         set_buffer_size(self.buffer_size, self.packet_size)?;
         set_mode(self.mode);
+        SHARED_RINGS.store(self.shared_rings, Ordering::Relaxed);
         *DIR.lock().unwrap_or_else(|e| e.into_inner()) = self.dir.clone();
         let patterns: Vec<(Pattern, Option<&str>)> = self
             .enable
@@ -817,6 +856,7 @@ mod tests {
                 "TAPE_TRIGGER=\"a.b traceoff; snapshot\": at byte 14: an item has a pattern and no trigger",
             ),
             (&[("TAPE_CONTROL", "maybe")], "TAPE_CONTROL=\"maybe\""),
+            (&[("TAPE_SHM", "yes")], "TAPE_SHM=\"yes\""),
         ];
         for (vars, needle) in bad_cases {
             let vars: Vec<(String, String)> = vars

@@ -89,7 +89,7 @@
 //! `head.pos`, so a save that sees the packet open sees its metadata.
 
 use std::cell::{Cell, UnsafeCell};
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -114,11 +114,12 @@ pub(crate) const MIN_PACKET_SIZE: usize = 256;
 
 /// A cache-line aligned wrapper, so the writer's hot atomics do not share a
 /// line with what other threads read.
-#[repr(align(64))]
+#[repr(C, align(64))]
 #[derive(Default)]
 struct CachePadded<T>(T);
 
 /// What the writer publishes after every event.
+#[repr(C)]
 #[derive(Default)]
 struct Head {
     /// `(packet index << 32) | bytes used in that packet`. Stored `Release`
@@ -140,6 +141,7 @@ struct Head {
 /// is not re-entered writes them. `busy` is the one counter a signal handler
 /// bumps, and a nested signal may interrupt that bump: it takes a
 /// `fetch_add`, which a signal cannot split.
+#[repr(C)]
 #[derive(Default)]
 struct Dropped {
     /// The ring's own drops (the emit found no room for the event).
@@ -153,6 +155,7 @@ struct Dropped {
 
 /// The events a ring dropped instead of writing them, by cause; the
 /// stream's `events_discarded` is their sum plus the events overwritten.
+#[repr(C)]
 #[derive(Default)]
 struct Discarded {
     full: AtomicU64,
@@ -183,6 +186,7 @@ impl Discarded {
 
 /// Metadata of one slot, written by the owner with relaxed stores; a save
 /// reads it relaxed and validates it with `head.pos` like the slot bytes.
+#[repr(C)]
 #[derive(Default)]
 struct SlotMeta {
     /// Timestamp of the first event (written at the switch into this slot).
@@ -201,18 +205,18 @@ struct SlotMeta {
 /// keeps it until the thread has exited and the ring was saved, and the
 /// owner thread's local pointer.
 pub(crate) struct Ring {
-    head: CachePadded<Head>,
-    dropped: CachePadded<Dropped>,
+    head: Part<CachePadded<Head>>,
+    dropped: Part<CachePadded<Dropped>>,
     /// Entries into slots (owner) and pins (a save): see [`gate`].
-    gate: CachePadded<Gate>,
+    gate: Part<CachePadded<Gate>>,
     /// A save is copying this ring (one at a time: the gate holds one pin).
     /// Taken with a `compare_exchange` (Acquire) and released with a
     /// `Release` store; cleared in a forked child, where no save runs.
     reading: AtomicBool,
-    slots: Box<[SlotMeta]>,
+    slots: Part<[SlotMeta]>,
     /// N * S bytes as u64 words; written only by the owner thread, through
     /// the raw pointers of `Local`; read by snapshots (see module docs).
-    mem: Box<[UnsafeCell<u64>]>,
+    mem: Part<[UnsafeCell<u64>]>,
     slot_size: usize,
     /// Kernel thread id of the owner (changes in a forked child).
     tid: AtomicU32,
@@ -239,6 +243,74 @@ pub(crate) struct Ring {
     /// Events an event filter rejected, by tracepoint id (not losses).
     /// Only the owner writes them.
     pub(crate) rejected: Box<[AtomicU64]>,
+    /// The memory the parts above point into (last: dropped after them).
+    backing: Backing,
+}
+
+/// A part of a ring's memory, in its [`Backing`]: a pointer that reads as
+/// the part (the ring's code is the same whichever the backing).
+struct Part<T: ?Sized> {
+    ptr: NonNull<T>,
+}
+
+impl<T: ?Sized> std::ops::Deref for Part<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: a part points into its ring's backing, laid out by
+        // `Layout::of` (aligned, initialised: zeroed atomics and words) and
+        // freed only after the ring's parts are dropped (field order).
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+/// Where a ring's head, counters, gate, slot metadata and packet memory
+/// live: one region, laid out as a ring file ([`shm`]): on the heap, or in
+/// a shared file mapping that other processes can read.
+enum Backing {
+    Heap(NonNull<u8>, std::alloc::Layout),
+    Shared(shm::Mapping),
+}
+
+impl Drop for Backing {
+    fn drop(&mut self) {
+        if let Backing::Heap(p, layout) = self {
+            // SAFETY: allocated by `Ring::new` with this layout, freed once.
+            unsafe { std::alloc::dealloc(p.as_ptr(), *layout) };
+        }
+    }
+}
+
+/// Offsets of a ring's parts in its region (see [`shm::FileHeader`]).
+struct RegionLayout {
+    head_at: usize,
+    dropped_at: usize,
+    gate_at: usize,
+    metas_at: usize,
+    mem_at: usize,
+    len: usize,
+}
+
+impl RegionLayout {
+    fn of(slots: usize, slot_size: usize) -> Option<RegionLayout> {
+        let up = |x: usize, a: usize| x.checked_add(a - 1).map(|v| v / a * a);
+        let head_at = shm::HEADER_SPACE;
+        let dropped_at = up(head_at + size_of::<CachePadded<Head>>(), 64)?;
+        let gate_at = up(dropped_at + size_of::<CachePadded<Dropped>>(), 64)?;
+        let metas_at = up(gate_at + size_of::<CachePadded<Gate>>(), 64)?;
+        let mem_at = up(
+            metas_at.checked_add(slots.checked_mul(size_of::<SlotMeta>())?)?,
+            4096,
+        )?;
+        let len = mem_at.checked_add(slots.checked_mul(slot_size)?)?;
+        Some(RegionLayout {
+            head_at,
+            dropped_at,
+            gate_at,
+            metas_at,
+            mem_at,
+            len,
+        })
+    }
 }
 
 // SAFETY: the `UnsafeCell` memory is written only by the owner thread (the
@@ -272,6 +344,10 @@ pub(crate) static GEOMETRY: AtomicU64 = AtomicU64::new(1);
 /// them, and a signal handler on this thread is kept out by `busy`.
 struct Local {
     ring: Cell<*const Ring>,
+    /// The ring's head, where every commit publishes (the ring's parts lie
+    /// in its region: caching the pointer keeps the commit's loads what
+    /// they were when the head was a field of the ring).
+    head: Cell<*const Head>,
     /// Start of the slot being written.
     base: Cell<*mut u8>,
     /// Bytes used in the slot.
@@ -298,6 +374,7 @@ thread_local! {
     static LOCAL: Local = const {
         Local {
             ring: Cell::new(ptr::null()),
+            head: Cell::new(ptr::null()),
             base: Cell::new(ptr::null_mut()),
             off: Cell::new(0),
             cap: Cell::new(0),
@@ -319,6 +396,7 @@ impl Drop for ExitGuard {
         // `try_with`: LOCAL has no destructor, so it is still reachable here.
         let _ = LOCAL.try_with(|l| {
             let r = l.ring.replace(ptr::null());
+            l.head.set(ptr::null());
             // No room (`room` saturates whatever the offset): every later
             // emit takes the cold path, which sees `gone` and counts it.
             l.cap.set(0);
@@ -519,14 +597,13 @@ unsafe fn commit(l: &Local, state: u64, ts: u64, end: *mut u8) {
     }
     let new_off = end as usize - base as usize;
     l.off.set(new_off);
-    // SAFETY: non-null by the caller's contract; the registry keeps it alive.
-    let ring = unsafe { &*l.ring.get() };
-    bump(&ring.head.0.written);
-    ring.head.0.last_ts.store(ts, Ordering::Relaxed);
+    // SAFETY: set with the ring (non-null by the caller's contract: the
+    // ring is attached), in its region, which the registry keeps alive.
+    let head = unsafe { &*l.head.get() };
+    bump(&head.written);
+    head.last_ts.store(ts, Ordering::Relaxed);
     // Release: pairs with the Acquire in `snapshot`; publishes the bytes.
-    ring.head
-        .0
-        .pos
+    head.pos
         .store(l.pos_base.get() | new_off as u64, Ordering::Release);
 }
 
@@ -733,6 +810,7 @@ fn attach(l: &Local) -> bool {
     l.off.set(0);
     l.cap.set(ring.slot_size);
     l.pos_base.set(0);
+    l.head.set(&ring.head.0);
     l.ring.set(Arc::as_ptr(&ring));
     // Touch the exit guard so its destructor runs at thread exit.
     let _ = EXIT.try_with(|_| {});
@@ -787,6 +865,18 @@ extern "C" fn after_fork_child() {
     let _ = FORK_HOLD.try_with(|h| {
         if let Some(mut rings) = h.borrow_mut().take() {
             let mine = LOCAL.try_with(|l| l.ring.get()).unwrap_or(ptr::null());
+            // Shared rings are the parent's files: the child's copy of its
+            // own ring becomes private memory, and no file is removed when
+            // the child drops a ring.
+            for r in rings.iter() {
+                if let Backing::Shared(m) = &r.backing {
+                    if ptr::eq(Arc::as_ptr(r), mine) {
+                        m.detach_after_fork();
+                    } else {
+                        m.forget_file();
+                    }
+                }
+            }
             rings.retain(|r| ptr::eq(Arc::as_ptr(r), mine));
             // SAFETY: getpid has no preconditions; in the child's only
             // thread, the thread id is the process id.
@@ -849,12 +939,9 @@ impl Ring {
     fn new(size: usize, packet: usize) -> Option<Ring> {
         let slot_size = packet.max(MIN_PACKET_SIZE) / 8 * 8;
         let n = (size / slot_size).max(2);
-        let words = n.checked_mul(slot_size / 8)?;
         n.checked_mul(slot_size)
             .filter(|&b| b <= isize::MAX as usize)?;
-        let mut mem = Vec::new();
-        mem.try_reserve_exact(words).ok()?;
-        mem.resize_with(words, || UnsafeCell::new(0));
+        let layout = RegionLayout::of(n, slot_size)?;
         let name = std::thread::current()
             .name()
             .map(str::to_owned)
@@ -862,20 +949,68 @@ impl Ring {
         // SAFETY: gettid has no preconditions and cannot fail.
         let tid = unsafe { libc::gettid() } as u32;
         let created_ts = clock::now();
-        let mut slots = Vec::new();
-        slots.try_reserve_exact(n).ok()?;
-        slots.resize_with(n, SlotMeta::default);
-        let slots = slots.into_boxed_slice();
+        let backing = Ring::region(&layout, tid)?;
+        let base = match &backing {
+            Backing::Heap(p, _) => p.as_ptr(),
+            Backing::Shared(m) => m.as_ptr(),
+        };
+        // SAFETY: `base` starts a zeroed region of `layout.len` bytes,
+        // 4096-aligned (a page, or the heap layout's alignment); each part
+        // lies inside it at an offset aligned for its type (`RegionLayout`),
+        // and all-zero bytes are a valid value of every part (atomics and
+        // words at zero, the gate's initial state).
+        let part = |at: usize| unsafe { NonNull::new_unchecked(base.add(at)) };
+        let head = Part {
+            ptr: part(layout.head_at).cast::<CachePadded<Head>>(),
+        };
+        let dropped = Part {
+            ptr: part(layout.dropped_at).cast::<CachePadded<Dropped>>(),
+        };
+        let gate = Part {
+            ptr: part(layout.gate_at).cast::<CachePadded<Gate>>(),
+        };
+        let slots = Part {
+            ptr: NonNull::slice_from_raw_parts(part(layout.metas_at).cast::<SlotMeta>(), n),
+        };
+        let mem = Part {
+            ptr: NonNull::slice_from_raw_parts(
+                part(layout.mem_at).cast::<UnsafeCell<u64>>(),
+                n * slot_size / 8,
+            ),
+        };
+        if let Backing::Shared(_) = &backing {
+            let mut h = shm::FileHeader {
+                magic: shm::MAGIC,
+                version: shm::VERSION,
+                header_size: size_of::<shm::FileHeader>() as u32,
+                pid: std::process::id(),
+                tid,
+                slot_size: slot_size as u64,
+                slots: n as u64,
+                head_at: layout.head_at as u64,
+                dropped_at: layout.dropped_at as u64,
+                gate_at: layout.gate_at as u64,
+                metas_at: layout.metas_at as u64,
+                mem_at: layout.mem_at as u64,
+                created_ts,
+                name: [0; 64],
+            };
+            let k = name.len().min(63);
+            h.name[..k].copy_from_slice(&name.as_bytes()[..k]);
+            // SAFETY: the header space (4096 bytes) at the region's start
+            // holds a FileHeader; nothing else is written there.
+            unsafe { ptr::write(base.cast::<shm::FileHeader>(), h) };
+        }
         // Packet 0 is opened here, not by a switch: it begins now (before
         // its first event, whose timestamp is read after this).
         slots[0].ts_begin.store(created_ts, Ordering::Relaxed);
         Some(Ring {
-            head: CachePadded::default(),
-            dropped: CachePadded::default(),
-            gate: CachePadded(Gate::new()),
+            head,
+            dropped,
+            gate,
             reading: AtomicBool::new(false),
             slots,
-            mem: mem.into_boxed_slice(),
+            mem,
             slot_size,
             tid: AtomicU32::new(tid),
             name,
@@ -888,7 +1023,37 @@ impl Ring {
             rejected: (0..crate::registry::tracepoints().len())
                 .map(|_| AtomicU64::new(0))
                 .collect(),
+            backing,
         })
+    }
+
+    /// The zeroed region of a ring, every page written once: a shared ring
+    /// file when `TAPE_SHM` asks for one (and it can be made), else the
+    /// heap; `None` if the memory is not there.
+    fn region(layout: &RegionLayout, tid: u32) -> Option<Backing> {
+        if config::shared_rings() {
+            static SEQ: AtomicU64 = AtomicU64::new(0);
+            let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+            let made = shm::process_dir().and_then(|d| {
+                shm::Mapping::create(&d.join(format!("ring-{tid}-{seq}")), layout.len)
+            });
+            match made {
+                Ok(m) => return Some(Backing::Shared(m)),
+                Err(e) => shm::say_once(&e),
+            }
+        }
+        let l = std::alloc::Layout::from_size_align(layout.len, 4096).ok()?;
+        // SAFETY: a non-zero size (the header space alone is 4096).
+        let p = NonNull::new(unsafe { std::alloc::alloc_zeroed(l) })?;
+        // Written once now, as the ring's memory always was: the emit path
+        // takes no page fault.
+        let mut at = 0;
+        while at < layout.len {
+            // SAFETY: inside the allocation just made.
+            unsafe { ptr::write_volatile(p.as_ptr().add(at), 0) };
+            at += 4096;
+        }
+        Some(Backing::Heap(p, l))
     }
 
     /// The ring's size in bytes (all its packets).

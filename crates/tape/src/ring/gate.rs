@@ -61,12 +61,15 @@ use std::sync::atomic::Ordering;
 
 const PIN_MASK: u64 = 0xffff_ffff;
 
-/// See the module docs.
+/// See the module docs. `repr(C)`: it lies in a ring's region, which
+/// other processes read (zero is its initial state).
+#[repr(C)]
 pub(crate) struct Gate {
     word: AtomicU64,
 }
 
 impl Gate {
+    #[cfg(all(test, loom))]
     pub(crate) fn new() -> Gate {
         Gate {
             word: AtomicU64::new(0),

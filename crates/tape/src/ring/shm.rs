@@ -77,6 +77,30 @@ pub(crate) struct FileHeader {
     pub name: [u8; 64],
 }
 
+/// Says once on stderr why shared rings could not be made (the rings then
+/// live on the heap, as without `TAPE_SHM`).
+pub(crate) fn say_once(e: &io::Error) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!("tape: rings in private memory, not shared (TAPE_SHM): {e}");
+    });
+}
+
+/// The directory made for this process's rings, and the process it is
+/// for (a forked child inherits the record, not the directory).
+static MADE: std::sync::Mutex<Option<(u32, PathBuf)>> = std::sync::Mutex::new(None);
+
+/// At a normal exit: the process's ring directory goes (a death leaves it
+/// for `tape recover`). Registered with `atexit` by the first shared ring.
+extern "C" fn remove_at_exit() {
+    let made = MADE.lock().map(|m| m.clone()).unwrap_or(None);
+    if let Some((pid, dir)) = made {
+        if pid == std::process::id() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 /// The directory of this process's ring files (created 0700 and checked).
 pub(crate) fn process_dir() -> io::Result<PathBuf> {
     let base = match std::env::var_os("TAPE_SHM_DIR") {
@@ -100,6 +124,18 @@ pub(crate) fn process_dir() -> io::Result<PathBuf> {
     private(&user)?;
     let dir = user.join(std::process::id().to_string());
     private(&dir)?;
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if made
+        .as_ref()
+        .is_none_or(|(pid, _)| *pid != std::process::id())
+    {
+        if made.is_none() {
+            // SAFETY: an `extern "C"` function valid for the life of the
+            // process; registering it has no other effect.
+            unsafe { libc::atexit(remove_at_exit) };
+        }
+        *made = Some((std::process::id(), dir.clone()));
+    }
     Ok(dir)
 }
 
@@ -110,6 +146,9 @@ pub(crate) struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
     path: PathBuf,
+    /// Whether dropping it removes the file (not in a forked child: the
+    /// file is the parent's).
+    owns_file: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the mapping is plain memory owned by this value; sharing it
@@ -194,6 +233,7 @@ impl Mapping {
             ptr,
             len,
             path: path.to_path_buf(),
+            owns_file: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -213,11 +253,64 @@ impl Mapping {
     }
 }
 
+impl Mapping {
+    /// In a forked child, for a ring it drops: the file is the parent's,
+    /// not to be removed.
+    pub(crate) fn forget_file(&self) {
+        self.owns_file
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// In a forked child: the file is the parent's. Its contents are copied
+    /// into private memory at the same address (the child's writes no
+    /// longer reach the parent's ring), and dropping the mapping will not
+    /// remove the file. Only system calls and copies: fit for an `atfork`
+    /// child handler. If private memory cannot be had, the mapping is left
+    /// shared and `false` returned.
+    pub(crate) fn detach_after_fork(&self) -> bool {
+        self.owns_file
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        let (addr, len) = (self.ptr.as_ptr(), self.len);
+        let anon = |at: *mut libc::c_void, fixed: libc::c_int| {
+            // SAFETY: an anonymous private mapping; with MAP_FIXED it
+            // replaces exactly this mapping's pages, which the caller owns.
+            unsafe {
+                libc::mmap(
+                    at,
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed,
+                    -1,
+                    0,
+                )
+            }
+        };
+        let tmp = anon(std::ptr::null_mut(), 0);
+        if tmp == libc::MAP_FAILED {
+            return false;
+        }
+        // SAFETY: both regions are `len` bytes, mapped, distinct.
+        unsafe { std::ptr::copy_nonoverlapping(addr, tmp.cast::<u8>(), len) };
+        let r = anon(addr.cast(), libc::MAP_FIXED);
+        let ok = r != libc::MAP_FAILED;
+        if ok {
+            // SAFETY: as above; `addr` is now private memory of `len` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(tmp.cast::<u8>(), addr, len) };
+        }
+        // SAFETY: `tmp` was mapped above with this length.
+        unsafe { libc::munmap(tmp, len) };
+        ok
+    }
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: the mapping was made by `create` with this length and is
         // unmapped only here; nothing borrows from it past its owner.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        if !self.owns_file.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         if let Ok(c) = cstring(&self.path) {
             // SAFETY: a valid path; a file already gone is no error here.
             unsafe { libc::unlink(c.as_ptr()) };

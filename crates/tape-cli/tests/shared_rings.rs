@@ -1,0 +1,101 @@
+//! Rings in shared files (`TAPE_SHM=on`, issue 16 in progress): a real
+//! multi-threaded program (the pipeline example) makes one file per
+//! thread's ring in a private directory (0700, files 0600, each starting
+//! with the `TAPERING` header); a normal exit removes the directory, a
+//! `kill -9` leaves it; the trace the program saves is the same as with
+//! private rings.
+
+#[path = "support/pipeline.rs"]
+mod pipeline;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn run(shm: &Path, traces: &Path) -> Command {
+    let mut c = Command::new(pipeline::binary());
+    c.env("TAPE_SHM", "on")
+        .env("TAPE_SHM_DIR", shm)
+        .env("TAPE_CONTROL", "off")
+        .env("TAPE_TRACE", "pipeline.*")
+        .env("TAPE_TRACE_DIR", traces)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn ring_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn rings_live_in_private_files_that_outlive_a_kill() {
+    let base =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("shm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let user = base.join(format!("tape-{}", unsafe { libc::geteuid() }));
+
+    // A normal exit: the trace is saved, the directory removed.
+    let out = run(&base, &base.join("traces"))
+        .args(["--seconds", "0.3"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("not shared"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        ring_files(&user).is_empty(),
+        "left: {:?}",
+        ring_files(&user)
+    );
+    let traces = ring_files(&base.join("traces"));
+    assert_eq!(traces.len(), 1);
+    let shown = Command::new(pipeline::TAPE)
+        .args(["stats", traces[0].to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stats = String::from_utf8_lossy(&shown.stdout);
+    assert!(stats.contains("pipeline.worker.done"), "{stats}");
+
+    // Killed: the rings stay, one file per thread, private.
+    let mut child = run(&base, &base.join("traces-killed"))
+        .args(["--seconds", "30"])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let dir = user.join(pid.to_string());
+    let t = std::time::Instant::now();
+    while ring_files(&dir).len() < 4 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let files = ring_files(&dir);
+    assert!(files.len() >= 4, "{files:?}");
+    assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+    assert_eq!(std::fs::metadata(&user).unwrap().mode() & 0o777, 0o700);
+    for f in &files {
+        let m = std::fs::metadata(f).unwrap();
+        assert_eq!(m.mode() & 0o777, 0o600, "{}", f.display());
+        let bytes = std::fs::read(f).unwrap();
+        assert_eq!(&bytes[..8], b"TAPERING", "{}", f.display());
+        let pid_in = u32::from_ne_bytes(bytes[16..20].try_into().unwrap());
+        assert_eq!(pid_in, pid);
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
