@@ -99,8 +99,6 @@ use crate::field::Encode;
 use crate::point::id_of;
 
 mod gate;
-// Not used by the rings yet (issue 16 in progress).
-#[allow(dead_code)]
 pub(crate) mod shm;
 use gate::Gate;
 

@@ -328,6 +328,15 @@ pub fn status() -> String {
         server::socket_path().map_or_else(|| "none".into(), |p| p.display().to_string())
     );
     let _ = writeln!(out, "trace directory: {}", config::trace_dir().display());
+    let _ = writeln!(
+        out,
+        "shared rings: {}",
+        match (config::shared_rings(), crate::ring::shm::current_dir()) {
+            (_, Some(d)) => d.display().to_string(),
+            (true, None) => "on (no ring made yet)".into(),
+            (false, None) => "off (TAPE_SHM)".into(),
+        }
+    );
     out
 }
 

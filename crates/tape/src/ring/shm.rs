@@ -1,8 +1,10 @@
-//! Shared mappings for rings (issue 16, first piece: not yet used by the
-//! rings): a file in a directory of this process, mapped shared, so that
-//! another process can read the ring while the program runs (`tape pipe`)
-//! and after it died (`tape recover`), with no daemon, as LTTng-UST's
-//! `--shm-path` buffers.
+//! Shared mappings for rings (`TAPE_SHM=on`, [`crate::Config::shared_rings`];
+//! issue 16, first slice): each ring a file in a directory of this process,
+//! mapped shared, so that another process can read the ring while the
+//! program runs (`tape pipe`, to come) and after it died (`tape recover`, to
+//! come), with no daemon, as LTTng-UST's `--shm-path` buffers. A ring's
+//! region has the same layout on the heap (without `TAPE_SHM`), so the
+//! ring's code is one.
 //!
 //! ```text
 //!  /dev/shm/tape-<uid>/<pid>/          mode 0700, checked (owner, no link)
@@ -29,15 +31,15 @@
 //! the control socket's is ([`crate::control::server::ensure_private_dir`]),
 //! the files 0600.
 //!
-//! Still to do (the plan of issue 16, for the sessions that follow): the
-//! ring's head, drop counters, gate and slot metadata `repr(C)` and placed
-//! in the mapping at the header's offsets (`Ring` holding pointers into it,
-//! the emit path's instructions unchanged); the trace's metadata text beside
-//! the rings; a forked child remapping its copies private (an `atfork`
-//! handler: a shared mapping would let the child write the parent's rings);
-//! the directory removed at a normal exit; then `tape recover` (the crash
-//! dump's packet walk over the files of a dead process), `tape ps --dead`,
-//! `tape pipe` and `tape record` on the same files.
+//! A normal exit removes the directory; a death leaves it. A forked child
+//! copies its own ring into private memory ([`Mapping::detach_after_fork`])
+//! and never removes the parent's files.
+//!
+//! Still to do (issue 16, the sessions that follow): the trace's metadata
+//! text beside the rings; the clock calibration in the header; `tape
+//! recover` (the crash dump's packet walk over the files of a dead
+//! process), `tape ps --dead` and a size/age limit, `tape pipe` and `tape
+//! record` on the same files; then shared rings by default.
 
 use std::ffi::CString;
 use std::io;
@@ -99,6 +101,14 @@ extern "C" fn remove_at_exit() {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
+}
+
+/// The directory of this process's shared rings, if it made one.
+pub(crate) fn current_dir() -> Option<PathBuf> {
+    let made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    made.as_ref()
+        .filter(|(pid, _)| *pid == std::process::id())
+        .map(|(_, d)| d.clone())
 }
 
 /// The directory of this process's ring files (created 0700 and checked).
@@ -243,11 +253,13 @@ impl Mapping {
     }
 
     /// Its length in bytes.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// The file behind it.
+    #[cfg(test)]
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
