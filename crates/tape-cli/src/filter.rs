@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tape::filter::{Capture, Filter};
-use tape_ctf::decode::Value;
 use tape_ctf::fast::FastStream;
 use tape_ctf::{EventClass, Struct};
 
@@ -53,12 +52,7 @@ impl ValueFilter {
     ) -> Result<ValueFilter, String> {
         // A syntax error is the same for every event: said once.
         if let Err(e) = tape::filter::parse(text) {
-            let col = text[..e.at.min(text.len())].chars().count();
-            return Err(format!(
-                "--filter: {}\n  {text}\n  {}^",
-                e.message,
-                " ".repeat(col)
-            ));
+            return Err(tape::filter::pointed("--filter", e.message, text, e.at));
         }
         let mut first_error: Option<String> = None;
         let mut fit = 0usize;
@@ -123,8 +117,7 @@ impl ValueFilter {
             };
             cap.clear();
             if self.uses_common {
-                let (tid, thread, cpu) = common(s.packet_value.as_ref());
-                cap.set_common(tid, thread, cpu);
+                cap.set_packet(s.packet_value.as_ref());
             }
             match s.inspect(cap) {
                 Ok(()) => f.matches_captured(cap),
@@ -132,24 +125,4 @@ impl ValueFilter {
             }
         })
     }
-}
-
-/// The thread id, thread name and CPU in a packet context (tape's `tid`
-/// and `thread_name`, LTTng's `cpu_id`).
-fn common(packet: Option<&Value>) -> (Option<u32>, Option<&[u8]>, Option<u32>) {
-    let Some(Value::Struct(fields)) = packet else {
-        return (None, None, None);
-    };
-    let (mut tid, mut thread, mut cpu) = (None, None, None);
-    for (name, v) in fields {
-        match (name.as_str(), v) {
-            ("tid" | "vtid", Value::UInt(t, _)) => tid = u32::try_from(*t).ok(),
-            ("tid" | "vtid", Value::SInt(t, _)) => tid = u32::try_from(*t).ok(),
-            // (DPDK names the thread `name` in its packet context.)
-            ("thread_name" | "procname" | "name", Value::Str(s)) => thread = Some(s.as_bytes()),
-            ("cpu_id", Value::UInt(c, _)) => cpu = u32::try_from(*c).ok(),
-            _ => {}
-        }
-    }
-    (tid, thread, cpu)
 }

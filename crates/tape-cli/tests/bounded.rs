@@ -14,27 +14,11 @@ use std::process::Command;
 const TAPE: &str = env!("CARGO_BIN_EXE_tape");
 
 fn generated(name: &str, events: u32) -> Option<PathBuf> {
-    let tools = shared::suite("../tools/gen_lttng_like_trace.py")?;
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&out);
-    let ok = Command::new("python3")
-        .arg(&tools)
-        .arg(&out)
-        .args([events.to_string(), "4".to_string()])
-        .output();
-    match ok {
-        Ok(o) if o.status.success() => Some(out),
-        _ if std::env::var("TAPE_REQUIRE_TOOLS").as_deref() == Ok("1") => {
-            panic!(
-                "python3 {} failed and TAPE_REQUIRE_TOOLS=1",
-                tools.display()
-            )
-        }
-        _ => {
-            eprintln!("NOTICE: python3 cannot run {}: skipped", tools.display());
-            None
-        }
-    }
+    shared::generated_lttng_like(
+        &PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name),
+        events,
+        4,
+    )
 }
 
 /// The peak resident KiB over every child so far, after running `tape

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use pipeline::TAPE;
+use pipeline::{number_after, TAPE};
 
 /// A private runtime directory (short: socket paths are limited to 107 bytes).
 fn runtime_dir(tag: &str) -> PathBuf {
@@ -117,6 +117,12 @@ fn tape(runtime: &Path, args: &[&str]) -> Output {
         .env("XDG_RUNTIME_DIR", runtime)
         .output()
         .unwrap()
+}
+
+/// `tape show --events EVENT DIR`: its lines.
+fn shown_events(runtime: &Path, event: &str, dir: &Path) -> String {
+    let out = tape(runtime, &["show", "--events", event, dir.to_str().unwrap()]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn field<'a>(text: &'a str, key: &str) -> &'a str {
@@ -577,50 +583,16 @@ fn filter_records_only_the_matching_events() {
     std::thread::sleep(Duration::from_millis(200));
     let dir = rt.join("filtered");
     p.ok(&["save", dir.to_str().unwrap()]);
-    let shown = tape(
-        &rt,
-        &[
-            "show",
-            "--events",
-            "pipeline.source.made",
-            dir.to_str().unwrap(),
-        ],
-    );
-    let text = String::from_utf8_lossy(&shown.stdout);
+    let text = shown_events(&rt, "pipeline.source.made", &dir);
     let lines: Vec<&str> = text.lines().collect();
     assert!(!lines.is_empty(), "no source event kept");
     for l in &lines {
-        let len: u64 = l
-            .split("len = ")
-            .nth(1)
-            .unwrap()
-            .split(' ')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let seq: u64 = l
-            .split("seq = ")
-            .nth(1)
-            .unwrap()
-            .split(',')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let (len, seq) = (number_after(l, "len = "), number_after(l, "seq = "));
         assert!(len > 1000 && seq % 2 == 1, "{l}");
     }
     // The other events are not filtered.
-    let sink = tape(
-        &rt,
-        &[
-            "show",
-            "--events",
-            "pipeline.sink.done",
-            dir.to_str().unwrap(),
-        ],
-    );
-    assert!(String::from_utf8_lossy(&sink.stdout).lines().count() > lines.len());
+    let sink = shown_events(&rt, "pipeline.sink.done", &dir);
+    assert!(sink.lines().count() > lines.len());
     // Errors name the event, the field and the column.
     let err = p.fails(&["filter", "pipeline.source.made", "lenn > 3"]);
     assert!(
@@ -709,55 +681,18 @@ fn triggers_set_through_tape_ctl_fire_and_read_back() {
         .collect();
     assert_eq!(snaps.len(), 3, "{snaps:?}");
     for s in &snaps {
-        let shown = tape(
-            &rt,
-            &[
-                "show",
-                "--events",
-                "pipeline.source.made",
-                s.to_str().unwrap(),
-            ],
-        );
-        assert!(
-            String::from_utf8_lossy(&shown.stdout).lines().count() > 100,
-            "{}",
-            s.display()
-        );
+        let shown = shown_events(&rt, "pipeline.source.made", s);
+        assert!(shown.lines().count() > 100, "{}", s.display());
     }
     // The worker whose event fired traceoff recorded it last.
     let dir = rt.join("after-traceoff");
     p.ok(&["save", dir.to_str().unwrap()]);
-    let shown = tape(
-        &rt,
-        &[
-            "show",
-            "--events",
-            "pipeline.worker.done",
-            dir.to_str().unwrap(),
-        ],
-    );
-    let text = String::from_utf8_lossy(&shown.stdout);
-    let seq_of = |l: &str| -> u64 {
-        l.split("seq = ")
-            .nth(1)
-            .unwrap()
-            .split(',')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
+    let text = shown_events(&rt, "pipeline.worker.done", &dir);
     let fired = text
         .lines()
-        .rfind(|l| seq_of(l) % 1024 == 0)
+        .rfind(|l| number_after(l, "seq = ") % 1024 == 0)
         .unwrap_or_else(|| panic!("no multiple of 1024 in:\n{text}"));
-    let worker = fired
-        .split("worker = ")
-        .nth(1)
-        .unwrap()
-        .split(',')
-        .next()
-        .unwrap();
+    let worker = number_after(fired, "worker = ");
     let last = text
         .lines()
         .rfind(|l| l.contains(&format!("worker = {worker},")))

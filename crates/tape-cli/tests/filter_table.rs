@@ -7,6 +7,8 @@
 //! in `tape/tests/filters.rs`. Invalid expressions get the same reason and
 //! caret from `tape ctl` and from `tape show`.
 
+#[path = "support/pipeline.rs"]
+mod pipeline;
 #[path = "../../tape/tests/support/filter_table.rs"]
 mod table;
 
@@ -15,19 +17,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 
-const TAPE: &str = env!("CARGO_BIN_EXE_tape");
-
-fn example() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile = exe.parent().and_then(Path::parent).unwrap();
-    let p = profile.join("examples").join("filter_rows");
-    assert!(
-        p.exists(),
-        "{} is missing: run the tests with `cargo test --workspace` (which builds tape's examples)",
-        p.display()
-    );
-    p
-}
+use pipeline::TAPE;
 
 struct Program {
     child: Child,
@@ -111,7 +101,7 @@ fn the_same_rows_in_process_through_tape_ctl_and_at_read_time() {
     let _ = std::fs::remove_dir_all(&runtime);
     std::fs::create_dir_all(&runtime).unwrap();
     std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let mut child = Command::new(example())
+    let mut child = Command::new(pipeline::example("filter_rows"))
         .env("XDG_RUNTIME_DIR", &runtime)
         .env("TAPE_TRACE", "test.filter.every")
         .env("TAPE_TRACE_DIR", runtime.join("traces"))

@@ -77,15 +77,7 @@ fn stack_traces_are_recorded_and_symbolised() {
             .rfind(|l| task(l) == task(lines[i]))
             .unwrap();
         assert!(before.contains("pipeline.worker.done:"), "{before}");
-        let seq: u64 = before
-            .split("seq=")
-            .nth(1)
-            .unwrap()
-            .split(' ')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let seq = pipeline::number_after(before, "seq=");
         assert!(seq >= 10, "{before}");
         // The first frame is the tracepoint's own (tape's frames are left
         // out), then the code that hit it, up to the thread's start.

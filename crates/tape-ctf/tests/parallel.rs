@@ -223,34 +223,14 @@ fn same_as_one_thread_on_every_suite_trace() {
     assert!(dirs.len() > 150, "only {} traces found", dirs.len());
 }
 
-/// A trace of `events` events in `streams` streams of 64 KiB packets from
-/// `gen_lttng_like_trace.py`, in the test directory `name`; `None` (after a
-/// notice) when python3 cannot run it.
+/// A trace of `events` events in `streams` streams from
+/// `gen_lttng_like_trace.py`, in the test directory `name`.
 fn generated(name: &str, events: u32, streams: u32) -> Option<PathBuf> {
-    let tools = shared::suite("../tools/gen_lttng_like_trace.py")?;
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&out);
-    let ok = std::process::Command::new("python3")
-        .arg(&tools)
-        .arg(&out)
-        .args([events.to_string(), streams.to_string()])
-        .output();
-    match ok {
-        Ok(o) if o.status.success() => Some(out),
-        _ if std::env::var("TAPE_REQUIRE_TOOLS").as_deref() == Ok("1") => {
-            panic!(
-                "python3 {} failed and TAPE_REQUIRE_TOOLS=1",
-                tools.display()
-            )
-        }
-        _ => {
-            eprintln!(
-                "NOTICE: python3 could not run {}: skipping",
-                tools.display()
-            );
-            None
-        }
-    }
+    shared::generated_lttng_like(
+        &PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name),
+        events,
+        streams,
+    )
 }
 
 #[test]

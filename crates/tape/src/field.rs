@@ -75,6 +75,43 @@ pub unsafe trait Encode {
     unsafe fn encode(&self, dst: *mut u8) -> *mut u8;
 }
 
+/// Encodes `payload` into a stack buffer of `N` bytes and runs `f` on the
+/// bytes written (the test of a filter, a trigger's condition, an untyped
+/// probe's view); `None`, `f` not run, when the encoding may need more than
+/// `N` bytes. The buffer is not zeroed first (hundreds of stores per
+/// event): only what `encode` wrote is read.
+#[inline(always)]
+pub(crate) fn with_encoded<const N: usize, P: Encode + ?Sized, R>(
+    payload: &P,
+    f: impl FnOnce(&[u8]) -> R,
+) -> Option<R> {
+    if payload.max_size() > N {
+        return None;
+    }
+    let mut buf = std::mem::MaybeUninit::<[u8; N]>::uninit();
+    let start = buf.as_mut_ptr().cast::<u8>();
+    // SAFETY: the buffer holds N >= max_size() bytes, the most `encode`
+    // writes; it initialises the bytes from `start` up to the pointer it
+    // returns, and only those are read.
+    let bytes = unsafe {
+        let end = payload.encode(start);
+        let n = (end as usize - start as usize).min(N);
+        std::slice::from_raw_parts(start, n)
+    };
+    Some(f(bytes))
+}
+
+/// [`with_encoded`] into a heap buffer, for an event too big for the stack
+/// (an untyped probe's view: the probe path's one allocation).
+pub(crate) fn encode_to_vec<P: Encode + ?Sized>(payload: &P) -> Vec<u8> {
+    let mut v = vec![0u8; payload.max_size()];
+    // SAFETY: `v` holds max_size() bytes.
+    let end = unsafe { payload.encode(v.as_mut_ptr()) };
+    let n = end as usize - v.as_ptr() as usize;
+    v.truncate(n);
+    v
+}
+
 /// A type that can be a tracepoint field.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a tracepoint field type",

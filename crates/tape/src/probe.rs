@@ -530,33 +530,31 @@ fn call_list(
     payload: &dyn Encode,
     typed: &dyn Fn(&(dyn Any + Send + Sync)),
 ) {
-    // Not zeroed first: only what `encode` wrote is read.
-    let mut stack = std::mem::MaybeUninit::<[u8; STACK_PAYLOAD]>::uninit();
-    let mut heap: Vec<u8> = Vec::new();
-    let bytes: &[u8] = if list.untyped {
-        let size = payload.max_size();
-        let start: *mut u8 = if size <= STACK_PAYLOAD {
-            stack.as_mut_ptr().cast::<u8>()
-        } else {
-            heap.resize(size, 0);
-            heap.as_mut_ptr()
-        };
-        // SAFETY: `start` points to at least max_size() writable bytes (the
-        // stack array or the heap buffer, both alive for this call);
-        // `encode` initialises the bytes up to the pointer it returns, and
-        // only those are read.
-        unsafe {
-            let end = payload.encode(start);
-            let n = (end as usize - start as usize).min(size);
-            std::slice::from_raw_parts(start, n)
-        }
-    } else {
-        &[]
-    };
+    if !list.untyped {
+        return call_entries(tp, list, &[], 0, typed);
+    }
+    let ts = crate::clock::now();
+    let on_stack = crate::field::with_encoded::<STACK_PAYLOAD, _, _>(payload, |bytes| {
+        call_entries(tp, list, bytes, ts, typed)
+    });
+    if on_stack.is_none() {
+        call_entries(tp, list, &crate::field::encode_to_vec(payload), ts, typed);
+    }
+}
+
+/// Calls the live entries of `list` for one hit whose untyped view is
+/// `payload` at `timestamp`.
+fn call_entries(
+    tp: &'static Tracepoint,
+    list: &List,
+    payload: &[u8],
+    timestamp: u64,
+    typed: &dyn Fn(&(dyn Any + Send + Sync)),
+) {
     let event = Event {
         tracepoint: tp,
-        timestamp: if list.untyped { crate::clock::now() } else { 0 },
-        payload: bytes,
+        timestamp,
+        payload,
     };
     for e in list.entries.iter() {
         if e.dead.load(Ordering::Relaxed) {

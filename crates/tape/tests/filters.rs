@@ -128,10 +128,9 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
             continue;
         };
         if s.class().is_some_and(|c| c.name == "test.filter.every") {
-            let (tid, thread) = packet_thread(s.packet_value.as_ref());
             for (f, cap, got) in &mut compiled {
                 cap.clear();
-                cap.set_common(tid, thread.as_deref().map(str::as_bytes), None);
+                cap.set_packet(s.packet_value.as_ref());
                 s.inspect(cap).unwrap();
                 got.push(f.matches_captured(cap));
             }
@@ -147,18 +146,6 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
         assert_eq!(live.message(), read.message(), "{expr}");
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn packet_thread(v: Option<&tape_ctf::decode::Value>) -> (Option<u32>, Option<String>) {
-    let tid = v
-        .and_then(|v| v.field("tid"))
-        .and_then(|t| t.as_u64())
-        .and_then(|t| u32::try_from(t).ok());
-    let name = match v.and_then(|v| v.field("thread_name")) {
-        Some(tape_ctf::decode::Value::Str(s)) => Some(s.clone()),
-        _ => None,
-    };
-    (tid, name)
 }
 
 tape::tracepoint! {

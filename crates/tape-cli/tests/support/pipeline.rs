@@ -2,6 +2,8 @@
 //! `examples/pipeline.rs`, built beside the tests by `cargo test
 //! --workspace`.
 
+#![allow(dead_code)] // each test uses what it needs
+
 use std::path::{Path, PathBuf};
 
 /// The `tape` binary under test.
@@ -9,13 +11,32 @@ pub const TAPE: &str = env!("CARGO_BIN_EXE_tape");
 
 /// The pipeline example's binary (a clear failure if it was not built).
 pub fn binary() -> PathBuf {
+    example("pipeline")
+}
+
+/// The binary of tape's example `name`, built beside the tests by `cargo
+/// test --workspace` (a clear failure if it was not).
+pub fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let profile = exe.parent().and_then(Path::parent).unwrap();
-    let p = profile.join("examples").join("pipeline");
+    let p = profile.join("examples").join(name);
     assert!(
         p.exists(),
         "{} is missing: run the tests with `cargo test --workspace` (which builds tape's examples)",
         p.display()
     );
     p
+}
+
+/// The number written after `key` in an event's text line (`seq = 42,` or
+/// `seq=42 `): the digits that follow it. Panics if there are none.
+pub fn number_after(line: &str, key: &str) -> u64 {
+    let rest = line
+        .split(key)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {key:?} in {line}"));
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after {key:?} in {line}"))
 }

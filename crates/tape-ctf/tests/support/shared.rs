@@ -40,3 +40,33 @@ pub fn babeltrace2(skipped: &str) -> bool {
     }
     ok
 }
+
+/// A trace of `events` events in `streams` streams of 64 KiB packets from
+/// `../shared/tools/gen_lttng_like_trace.py`, written at `out`; `None`
+/// (after a notice) when python3 cannot run it — a failure instead under
+/// `TAPE_REQUIRE_TOOLS=1` (CI).
+pub fn generated_lttng_like(out: &Path, events: u32, streams: u32) -> Option<PathBuf> {
+    let tools = suite("../tools/gen_lttng_like_trace.py")?;
+    let _ = std::fs::remove_dir_all(out);
+    let ok = std::process::Command::new("python3")
+        .arg(&tools)
+        .arg(out)
+        .args([events.to_string(), streams.to_string()])
+        .output();
+    match ok {
+        Ok(o) if o.status.success() => Some(out.to_path_buf()),
+        _ if std::env::var("TAPE_REQUIRE_TOOLS").as_deref() == Ok("1") => {
+            panic!(
+                "python3 {} failed and TAPE_REQUIRE_TOOLS=1",
+                tools.display()
+            )
+        }
+        _ => {
+            eprintln!(
+                "NOTICE: python3 could not run {}: skipping",
+                tools.display()
+            );
+            None
+        }
+    }
+}

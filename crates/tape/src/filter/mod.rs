@@ -184,16 +184,13 @@ struct Fast {
     negate: bool,
 }
 
-/// The operands of a chain of one operator, in order: `split` gives the
-/// two sides of a node of it (none for anything else).
-fn chain<'e>(
-    e: &'e Expr,
-    split: impl Fn(&'e Expr) -> Option<(&'e Expr, &'e Expr)>,
-) -> Vec<&'e Expr> {
+/// The operands of the chain of `&&` (or of `||`) that `e` heads, in
+/// order.
+fn chain(head: &Expr) -> Vec<&Expr> {
     let mut rights = Vec::new();
-    let mut e = e;
-    while let Some((a, b)) = split(e) {
-        rights.push(b);
+    let mut e = head;
+    while let (Expr::And(..), Expr::And(a, b)) | (Expr::Or(..), Expr::Or(a, b)) = (head, e) {
+        rights.push(&**b);
         e = a;
     }
     rights.push(e);
@@ -337,12 +334,11 @@ const FALSE: u32 = u32::MAX - 1;
 /// A filter compiled for one tracepoint.
 #[derive(Clone, Debug)]
 pub struct Filter {
-    /// The whole filter when it is one comparison with a fast form.
-    single: Option<Fast>,
     /// The program when every comparison has a fast form: (comparison,
     /// on true, on false), compact, run with no call per comparison.
     fast_program: Option<Box<[(Fast, u32, u32)]>>,
-    /// The same when the program is `a && b && ...` in order.
+    /// The same when the program is `a && b && ...` in order (one
+    /// comparison alone, the common filter, included).
     all_of: Option<Box<[Fast]>>,
     event: String,
     text: String,
@@ -364,6 +360,54 @@ pub struct Context<'a> {
     pub cpu: u32,
 }
 
+impl<'a> Context<'a> {
+    /// The common fields of an event of the calling thread, whose ring is
+    /// `ring` (none yet: tid 0, no name); the CPU asked of the system only
+    /// if `cpu` (a filter that compares `common_cpu`).
+    pub(crate) fn of(ring: Option<&'a crate::ring::Ring>, cpu: bool) -> Context<'a> {
+        Context {
+            tid: ring.map_or(0, crate::ring::Ring::tid),
+            thread: ring.map_or("", |r| r.name.as_str()),
+            cpu: if cpu {
+                // SAFETY: sched_getcpu has no preconditions (a vDSO call).
+                u32::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0)
+            } else {
+                0
+            },
+        }
+    }
+}
+
+/// The common field a context member holds, by its name: tape's `tid`
+/// and `thread_name`, LTTng's `vtid`, `procname` and `cpu_id`, and in a
+/// `packet` context DPDK's `name` (the thread's).
+fn common_named(name: &str, packet: bool) -> Option<Common> {
+    match name {
+        "tid" | "vtid" => Some(Common::Tid),
+        "thread_name" | "procname" => Some(Common::Thread),
+        "name" if packet => Some(Common::Thread),
+        "cpu_id" => Some(Common::Cpu),
+        _ => None,
+    }
+}
+
+/// `head: why`, then `text` and a caret under its byte `at`, as the
+/// kernel's `error_log` draws an error (filters, triggers, `--filter`).
+pub fn pointed(head: &str, why: impl std::fmt::Display, text: &str, at: usize) -> String {
+    let col = text[..at.min(text.len())].chars().count();
+    format!("{head}: {why}\n  {text}\n  {}^", " ".repeat(col))
+}
+
+/// A filter's errors for `event`: `fail(byte, reason)`.
+fn failing<'a>(event: &'a str, text: &'a str) -> impl Fn(usize, String) -> Error + 'a {
+    move |at, why| {
+        Error::new(
+            ErrorKind::BadFilter,
+            pointed(&format!("filter for {event}"), why, text, at),
+        )
+    }
+}
+
 fn display(name: &str) -> &str {
     name.strip_prefix('_').unwrap_or(name)
 }
@@ -377,17 +421,7 @@ impl Filter {
 
     /// [`Filter::new`] against a description (any CTF event's fields).
     pub fn for_fields(event: &'static str, fields: &Struct, text: &str) -> Result<Filter, Error> {
-        let fail = |at: usize, why: String| {
-            let col = text[..at.min(text.len())].chars().count();
-            Error::new(
-                ErrorKind::BadFilter,
-                format!(
-                    "filter for {event}: {why}\n  {text}\n  {}^",
-                    " ".repeat(col)
-                ),
-            )
-        };
-        Filter::compile_with(event, fields, text, &fail)
+        Filter::compile_with(event, fields, text, &failing(event, text))
     }
 
     /// [`Filter::for_fields`] with the caller's error: `fail(byte, reason)`
@@ -406,17 +440,7 @@ impl Filter {
     /// order), evaluated on the values a decoder hands to a [`Capture`]
     /// instead of on tape's encoded bytes.
     pub fn for_reader(event: &str, fields: &Struct, text: &str) -> Result<Filter, Error> {
-        let fail = |at: usize, why: String| {
-            let col = text[..at.min(text.len())].chars().count();
-            Error::new(
-                ErrorKind::BadFilter,
-                format!(
-                    "filter for {event}: {why}\n  {text}\n  {}^",
-                    " ".repeat(col)
-                ),
-            )
-        };
-        Filter::build(event, fields, text, &fail, true)
+        Filter::build(event, fields, text, &failing(event, text), true)
     }
 
     fn build(
@@ -433,7 +457,6 @@ impl Filter {
             shape_of_struct(fields).map_err(|e| fail(0, e))?
         };
         let mut f = Filter {
-            single: None,
             fast_program: None,
             all_of: None,
             event: event.to_owned(),
@@ -455,14 +478,6 @@ impl Filter {
             c.fast = Fast::of(c);
         }
         f.number_slots();
-        if let [Insn {
-            cmp,
-            on_true: TRUE,
-            on_false: FALSE,
-        }] = f.steps.as_slice()
-        {
-            f.single = cmp.fast;
-        }
         f.fast_program = f
             .steps
             .iter()
@@ -507,7 +522,7 @@ impl Filter {
     }
 
     /// Whether it compares a common field (`common_tid`, `common_thread`,
-    /// `common_cpu`): a reader then sets them ([`Capture::set_common`]).
+    /// `common_cpu`): a reader then sets them ([`Capture::set_packet`]).
     pub fn uses_common(&self) -> bool {
         self.comparisons().any(|c| c.common.is_some())
     }
@@ -535,30 +550,18 @@ impl Filter {
         let d = depth + 1;
         Ok(match e {
             // A chain `a && b && c` (a left-leaning tree) is compiled as a
-            // list, from its last operand: its length is no nesting.
-            Expr::And(..) => {
-                let mut next = on_true;
-                for t in chain(e, |e| match e {
-                    Expr::And(a, b) => Some((&**a, &**b)),
-                    _ => None,
-                })
-                .into_iter()
-                .rev()
-                {
-                    next = self.compile(t, fields, d, fail, reader, next, on_false)?;
-                }
-                next
-            }
-            Expr::Or(..) => {
-                let mut next = on_false;
-                for t in chain(e, |e| match e {
-                    Expr::Or(a, b) => Some((&**a, &**b)),
-                    _ => None,
-                })
-                .into_iter()
-                .rev()
-                {
-                    next = self.compile(t, fields, d, fail, reader, on_true, next)?;
+            // list, from its last operand: its length is no nesting. In
+            // `&&` an operand that holds goes on to the next, in `||` one
+            // that does not.
+            Expr::And(..) | Expr::Or(..) => {
+                let and = matches!(e, Expr::And(..));
+                let mut next = if and { on_true } else { on_false };
+                for t in chain(e).into_iter().rev() {
+                    next = if and {
+                        self.compile(t, fields, d, fail, reader, next, on_false)?
+                    } else {
+                        self.compile(t, fields, d, fail, reader, on_true, next)?
+                    };
                 }
                 next
             }
@@ -587,11 +590,6 @@ impl Filter {
     /// Whether the event whose encoded fields are `payload` passes.
     #[inline]
     pub fn matches(&self, payload: &[u8], ctx: &Context<'_>) -> bool {
-        // One integer comparison at a fixed offset (the common filter):
-        // no walk of the node tree.
-        if let Some(f) = &self.single {
-            return f.eval(payload);
-        }
         if let Some(all) = &self.all_of {
             // No jump depends on the previous comparison's outcome but the
             // exit: the processor runs ahead on the predicted path.
@@ -756,7 +754,7 @@ enum Found<'a> {
 /// [`Filter`] compares, as an event is decoded: for `tape show --filter`
 /// on any CTF trace. Reused from event to event (its buffers keep their
 /// capacity); the common fields come from the packet context, set by the
-/// reader with [`Capture::set_common`].
+/// reader with [`Capture::set_packet`], or from the event's context.
 #[derive(Default)]
 pub struct Capture {
     /// The path being decoded, one part per depth (payload scope only):
@@ -814,7 +812,26 @@ impl Capture {
     }
 
     /// The common fields of the events that follow (their packet's).
-    pub fn set_common(&mut self, tid: Option<u32>, thread: Option<&[u8]>, cpu: Option<u32>) {
+    /// The common fields of the events that follow, from their packet's
+    /// context (`tape_ctf`'s decoded value; none: not known).
+    pub fn set_packet(&mut self, packet: Option<&tape_ctf::decode::Value>) {
+        use tape_ctf::decode::Value;
+        let (mut tid, mut thread, mut cpu) = (None, None, None);
+        if let Some(Value::Struct(fields)) = packet {
+            for (name, v) in fields {
+                match (common_named(name, true), v) {
+                    (Some(Common::Tid), Value::UInt(t, _)) => tid = u32::try_from(*t).ok(),
+                    (Some(Common::Tid), Value::SInt(t, _)) => tid = u32::try_from(*t).ok(),
+                    (Some(Common::Thread), Value::Str(s)) => thread = Some(s.as_bytes()),
+                    (Some(Common::Cpu), Value::UInt(c, _)) => cpu = u32::try_from(*c).ok(),
+                    _ => {}
+                }
+            }
+        }
+        self.set_common(tid, thread, cpu);
+    }
+
+    fn set_common(&mut self, tid: Option<u32>, thread: Option<&[u8]>, cpu: Option<u32>) {
         self.tid = tid;
         self.cpu = cpu;
         match (thread, &mut self.thread) {
@@ -903,13 +920,7 @@ impl tape_ctf::plan::Sink for Capture {
         if self.in_payload {
             self.set(Step2::Member(name));
         } else if self.depth == 1 {
-            // Where tape and LTTng keep a thread's id, name and CPU.
-            self.context_field = match name {
-                "tid" | "vtid" => Some(Common::Tid),
-                "thread_name" | "procname" => Some(Common::Thread),
-                "cpu_id" => Some(Common::Cpu),
-                _ => None,
-            };
+            self.context_field = common_named(name, false);
         }
     }
 
@@ -1051,20 +1062,7 @@ pub fn emit_filtered<P: Encode>(tp: &'static Tracepoint, state: u64, payload: P)
         return crate::ring::emit(state, payload);
     };
     let keep = |bytes: &[u8], ring: &crate::ring::Ring| {
-        let cpu = if f.uses_cpu {
-            // SAFETY: sched_getcpu has no preconditions (a vDSO call).
-            u32::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0)
-        } else {
-            0
-        };
-        f.matches(
-            bytes,
-            &Context {
-                tid: ring.tid(),
-                thread: &ring.name,
-                cpu,
-            },
-        )
+        f.matches(bytes, &Context::of(Some(ring), f.uses_cpu))
     };
     if crate::ring::emit_tested(state, &payload, keep) {
         return;

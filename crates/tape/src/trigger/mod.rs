@@ -284,15 +284,6 @@ static FIRED: AtomicU64 = AtomicU64::new(0);
 /// Events whose triggers' conditions could not be tested (too big).
 static UNCHECKED: AtomicU64 = AtomicU64::new(0);
 
-fn cpu_if(wanted: bool) -> u32 {
-    if wanted {
-        // SAFETY: sched_getcpu has no preconditions (a vDSO call).
-        u32::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0)
-    } else {
-        0
-    }
-}
-
 /// Records an event of a tracepoint with triggers (the cold path that
 /// `tracepoint!` generates calls it), through its filter if it has one,
 /// then fires the triggers whose condition it meets.
@@ -324,11 +315,7 @@ pub fn hit<P: Encode>(tp: &'static Tracepoint, state: u64, payload: P) {
         } else {
             let uses_cpu = list.uses_cpu || filter.is_some_and(Filter::uses_cpu);
             ring::emit_if(state, &payload, |bytes: &[u8], ring: &Ring| {
-                let ctx = Context {
-                    tid: ring.tid(),
-                    thread: &ring.name,
-                    cpu: cpu_if(uses_cpu),
-                };
+                let ctx = Context::of(Some(ring), uses_cpu);
                 tested.set(Some(list.test(bytes, &ctx)));
                 filter.is_none_or(|f| f.matches(bytes, &ctx))
             });
@@ -349,31 +336,13 @@ pub fn hit<P: Encode>(tp: &'static Tracepoint, state: u64, payload: P) {
 /// The trigger bits of an event that was not recorded: encoded on the
 /// stack and tested.
 fn test_apart<P: Encode>(list: &List, payload: &P) -> u64 {
-    let size = payload.max_size();
-    if size > STACK_PAYLOAD {
+    let tested = crate::field::with_encoded::<STACK_PAYLOAD, _, _>(payload, |bytes| {
+        ring::with_current(|ring| list.test(bytes, &Context::of(ring, list.uses_cpu)))
+    });
+    tested.unwrap_or_else(|| {
         // Relaxed: a counter, read back for display.
         UNCHECKED.fetch_add(1, Ordering::Relaxed);
-        return list.always;
-    }
-    // Not zeroed first (a kilobyte of stores per event): only what
-    // `encode` wrote is read.
-    let mut buf = std::mem::MaybeUninit::<[u8; STACK_PAYLOAD]>::uninit();
-    let start = buf.as_mut_ptr().cast::<u8>();
-    // SAFETY: `buf` holds STACK_PAYLOAD >= max_size() bytes; `encode`
-    // initialises the bytes from `start` up to the pointer it returns,
-    // and only those are read.
-    let bytes = unsafe {
-        let end = payload.encode(start);
-        let n = (end as usize - start as usize).min(STACK_PAYLOAD);
-        std::slice::from_raw_parts(start, n)
-    };
-    ring::with_current(|ring| {
-        let ctx = Context {
-            tid: ring.map_or(0, Ring::tid),
-            thread: ring.map_or("", |r| r.name.as_str()),
-            cpu: cpu_if(list.uses_cpu),
-        };
-        list.test(bytes, &ctx)
+        list.always
     })
 }
 
@@ -399,13 +368,9 @@ struct Spec<'a> {
 }
 
 fn bad(event: &str, text: &str, at: usize, why: impl std::fmt::Display) -> Error {
-    let col = text[..at.min(text.len())].chars().count();
     Error::new(
         ErrorKind::BadTrigger,
-        format!(
-            "trigger for {event}: {why}\n  {text}\n  {}^",
-            " ".repeat(col)
-        ),
+        crate::filter::pointed(&format!("trigger for {event}"), why, text, at),
     )
 }
 
