@@ -27,6 +27,7 @@ use tape_ctf::plan::{Discard, Sink};
 use tape_ctf::read::{find_traces, TraceDir};
 
 mod filter;
+mod recover;
 mod symbols;
 mod time;
 use time::Bound;
@@ -143,8 +144,28 @@ enum Command {
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
         command: Vec<String>,
     },
-    /// List the running tape programs this user can control.
-    Ps,
+    /// List the running tape programs this user can control (with
+    /// --dead: the shared rings that dead ones left, for `tape recover`).
+    Ps {
+        /// List the dead processes whose shared rings (TAPE_SHM=on) are
+        /// left, instead.
+        #[arg(long)]
+        dead: bool,
+    },
+    /// Rebuild a CTF trace from the shared rings (TAPE_SHM=on) of a
+    /// process that died without saving (kill -9, the OOM killer).
+    Recover {
+        /// The dead process's id, or its rings' directory (`tape ps
+        /// --dead` lists them).
+        target: Option<String>,
+        /// The trace to write (default: `<program>-recovered-<pid>` here).
+        #[arg(short, long, value_name = "DIR")]
+        output: Option<PathBuf>,
+        /// Remove the rings' directory instead: of TARGET, or of every
+        /// dead process.
+        #[arg(long)]
+        clean: bool,
+    },
 }
 
 /// Why a command stopped early.
@@ -206,6 +227,7 @@ macro_rules! say {
         let _ = writeln!(std::io::stderr(), $($t)*);
     }};
 }
+pub(crate) use say;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -255,7 +277,13 @@ fn main() -> ExitCode {
         Command::Check { paths } => check(&paths),
         Command::Stats { paths, filter } => stats(&paths, filter.as_deref()),
         Command::Ctl { pid, command } => ctl(pid, &command),
-        Command::Ps => ps(),
+        Command::Ps { dead: false } => ps(),
+        Command::Ps { dead: true } => recover::ps_dead(),
+        Command::Recover {
+            target,
+            output,
+            clean,
+        } => recover::recover(target, output, clean),
     };
     match r {
         Ok(()) | Err(Failure::Closed) => ExitCode::SUCCESS,

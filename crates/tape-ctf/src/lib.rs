@@ -49,6 +49,7 @@ mod tsdl;
 mod validate;
 
 pub use parse::{parse_metadata, ParseError, Parsed};
+pub use tsdl::quote;
 pub use validate::validate;
 
 /// Byte order of a type or of the whole trace (§4.1.3 of the CTF spec).

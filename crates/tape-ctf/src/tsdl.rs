@@ -126,7 +126,11 @@ fn indent(out: &mut String, level: usize) {
 }
 
 /// A TSDL string literal: quoted, with `"`, `\` and control characters escaped.
-fn quote(s: &str) -> String {
+///
+/// ```
+/// assert_eq!(tape_ctf::quote("a \"b\""), r#""a \"b\"""#);
+/// ```
+pub fn quote(s: &str) -> String {
     let mut q = String::with_capacity(s.len() + 2);
     q.push('"');
     for c in s.chars() {

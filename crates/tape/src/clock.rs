@@ -193,10 +193,15 @@ pub fn realtime_ns() -> i128 {
 /// A counter value paired with `clock`: of several tries, the one whose
 /// clock readings before and after the counter read are closest.
 fn pair(clock: libc::clockid_t) -> Pair {
+    pair_with(now, clock)
+}
+
+/// [`pair`] with the counter `read`.
+fn pair_with(read: impl Fn() -> u64, clock: libc::clockid_t) -> Pair {
     let mut best = (i128::MAX, Pair { counter: 0, ns: 0 });
     for _ in 0..16 {
         let a = clock_ns(clock);
-        let c = now();
+        let c = read();
         let b = clock_ns(clock);
         if b - a < best.0 {
             best = (
@@ -209,6 +214,75 @@ fn pair(clock: libc::clockid_t) -> Pair {
         }
     }
     best.1
+}
+
+/// The source's code (its number in a process file: 1 tsc, 2 cntvct, 3
+/// monotonic).
+pub(crate) fn source_code() -> u8 {
+    match source() {
+        ClockSource::Tsc => TSC,
+        ClockSource::VirtualCounter => CNTVCT,
+        ClockSource::Monotonic => MONOTONIC,
+    }
+}
+
+/// The anchor: (counter, `CLOCK_MONOTONIC` ns).
+pub(crate) fn anchor() -> (u64, i128) {
+    let a = *ANCHOR.get_or_init(|| pair(libc::CLOCK_MONOTONIC));
+    (a.counter, a.ns)
+}
+
+/// A counter value paired with `CLOCK_MONOTONIC` now.
+pub(crate) fn monotonic_pair() -> (u64, i128) {
+    let p = pair(libc::CLOCK_MONOTONIC);
+    (p.counter, p.ns)
+}
+
+/// A counter value paired with `CLOCK_REALTIME` now.
+pub(crate) fn realtime_pair() -> (u64, i128) {
+    let p = pair(libc::CLOCK_REALTIME);
+    (p.counter, p.ns)
+}
+
+/// The counter of source `code` (of another process: a recovery), read
+/// in this process, if this machine has it: (counter, monotonic ns) and
+/// (counter, realtime ns) now.
+pub(crate) fn pairs_of_source(code: u8) -> Option<((u64, i128), (u64, i128))> {
+    let read: fn() -> u64 = match code {
+        MONOTONIC => monotonic_ns,
+        #[cfg(target_arch = "x86_64")]
+        TSC if invariant_tsc() => || {
+            // SAFETY: RDTSC is available on every x86_64 CPU.
+            #[allow(unused_unsafe)]
+            unsafe {
+                core::arch::x86_64::_rdtsc()
+            }
+        },
+        #[cfg(target_arch = "aarch64")]
+        CNTVCT => || {
+            let v: u64;
+            // SAFETY: as in `now`.
+            unsafe { core::arch::asm!("mrs {}, cntvct_el0", out(reg) v, options(nomem, nostack)) };
+            v
+        },
+        _ => return None,
+    };
+    let m = pair_with(read, libc::CLOCK_MONOTONIC);
+    let r = pair_with(read, libc::CLOCK_REALTIME);
+    Some(((m.counter, m.ns), (r.counter, r.ns)))
+}
+
+/// The frequency (Hz) of a counter read at two instants of
+/// `CLOCK_MONOTONIC`, if they are apart.
+pub(crate) fn frequency(from: (u64, i128), to: (u64, i128)) -> Option<u64> {
+    let span = to.1 - from.1;
+    if span <= 0 || to.0 <= from.0 {
+        return None;
+    }
+    let cycles = i128::from(to.0 - from.0);
+    u64::try_from((cycles * 1_000_000_000 + span / 2) / span)
+        .ok()
+        .filter(|&f| f > 0)
 }
 
 /// The CTF clock description of the trace being saved now.
@@ -228,6 +302,7 @@ pub(crate) fn ctf_clock() -> tape_ctf::Clock {
     };
     let rt = pair(libc::CLOCK_REALTIME);
     let (offset_s, offset) = offsets(rt.counter, rt.ns, freq);
+    crate::ring::shm::calibrate_now();
     clock_description(freq, offset_s, offset)
 }
 

@@ -90,6 +90,10 @@ pub fn mode() -> Mode {
 /// next packet switch).
 pub fn set_mode(mode: Mode) {
     MODE.store(u8::from(mode == Mode::Discard), Ordering::Relaxed);
+    if let Some(p) = crate::ring::shm::process() {
+        p.mode
+            .store(u32::from(mode == Mode::Discard), Ordering::Relaxed);
+    }
 }
 
 /// Sets the ring size (and packet size, `None` for the default) of rings

@@ -83,6 +83,7 @@ use std::time::Duration;
 
 use crate::ring::{self, PacketMeta, Ring};
 use crate::save::{self, Context};
+use crate::template::{self, Hole};
 
 crate::tracepoint! {
     /// The program crashed: the signal (0 for a panic) and its `si_code`,
@@ -157,50 +158,6 @@ struct Prepared {
 
 static PREPARED: AtomicPtr<Prepared> = AtomicPtr::new(std::ptr::null_mut());
 
-/// A value of the metadata filled in when the dump is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Hole {
-    Freq,
-    OffsetS,
-    Offset,
-    DroppedNoRing,
-    DroppedNoMemory,
-    LostExited,
-    Date,
-    Mode,
-    Signal,
-    Code,
-    Addr,
-    Tid,
-    Reason,
-}
-
-const HOLES: [Hole; 13] = [
-    Hole::Freq,
-    Hole::OffsetS,
-    Hole::Offset,
-    Hole::DroppedNoRing,
-    Hole::DroppedNoMemory,
-    Hole::LostExited,
-    Hole::Date,
-    Hole::Mode,
-    Hole::Signal,
-    Hole::Code,
-    Hole::Addr,
-    Hole::Tid,
-    Hole::Reason,
-];
-
-/// The text a hole is written as in the prepared metadata: numbers no
-/// real value has, words no real text has.
-fn sentinel(h: Hole) -> String {
-    let i = HOLES.iter().position(|x| *x == h).unwrap_or(0);
-    match h {
-        Hole::Date | Hole::Mode | Hole::Reason => format!("tapehole{i:02}x"),
-        _ => format!("{}", 9_111_111_111_111_111_100i64 + i as i64),
-    }
-}
-
 /// Installs the panic hook and the signal handlers (once; later calls
 /// change only the mode).
 pub fn install(mode: Dump) {
@@ -229,58 +186,17 @@ pub fn install(mode: Dump) {
 
 fn prepare() {
     let uuid = save::new_uuid();
-    let num = |h: Hole| sentinel(h).parse::<i64>().unwrap_or(0);
-    let clock = crate::clock::clock_description(
-        num(Hole::Freq) as u64,
-        num(Hole::OffsetS),
-        num(Hole::Offset),
+    let text = template::metadata(
+        uuid,
+        &[
+            ("tape_crash_signal", Hole::Signal),
+            ("tape_crash_code", Hole::Code),
+            ("tape_crash_addr", Hole::Addr),
+            ("tape_crash_tid", Hole::Tid),
+            ("tape_crash_reason", Hole::Reason),
+        ],
     );
-    let mut t = save::metadata_with(uuid, clock);
-    for (k, v) in t.env.iter_mut() {
-        let h = match k.as_str() {
-            "events_dropped_without_ring" => Hole::DroppedNoRing,
-            "events_dropped_ring_alloc" => Hole::DroppedNoMemory,
-            "events_lost_with_exited_threads" => Hole::LostExited,
-            "trace_creation_datetime" => Hole::Date,
-            "mode" => Hole::Mode,
-            _ => continue,
-        };
-        *v = match h {
-            Hole::Date | Hole::Mode => tape_ctf::EnvValue::Str(sentinel(h)),
-            _ => tape_ctf::EnvValue::Int(num(h)),
-        };
-    }
-    for (name, h) in [
-        ("tape_crash_signal", Hole::Signal),
-        ("tape_crash_code", Hole::Code),
-        ("tape_crash_addr", Hole::Addr),
-        ("tape_crash_tid", Hole::Tid),
-    ] {
-        t.env.push((name.into(), tape_ctf::EnvValue::Int(num(h))));
-    }
-    t.env.push((
-        "tape_crash_reason".into(),
-        tape_ctf::EnvValue::Str(sentinel(Hole::Reason)),
-    ));
-    let text = t.to_tsdl();
-    // Cut the text at each sentinel, in the order they appear.
-    let mut found: Vec<(usize, Hole, usize)> = HOLES
-        .iter()
-        .filter_map(|&h| {
-            let s = sentinel(h);
-            text.find(&s).map(|at| (at, h, s.len()))
-        })
-        .collect();
-    found.sort_by_key(|f| f.0);
-    let mut pieces = Vec::new();
-    let mut holes = Vec::new();
-    let mut from = 0;
-    for (at, h, len) in found {
-        pieces.push(text.as_bytes()[from..at].to_vec());
-        holes.push(h);
-        from = at + len;
-    }
-    pieces.push(text.as_bytes()[from..].to_vec());
+    let (pieces, holes) = template::cut(&text);
     let dir = crate::config::trace_dir();
     let dir = CString::new(dir.as_os_str().as_bytes()).unwrap_or_else(|_| c"/tmp".to_owned());
     let program = save::program_name().into_bytes();
@@ -1011,6 +927,7 @@ fn write_metadata(
             Hole::Addr => v.num(addr.into()),
             Hole::Tid => v.num(tid.into()),
             Hole::Reason => v.put(what.as_bytes()),
+            Hole::Recovered | Hole::LastEvent => &mut v,
         };
         ok = ok && write_all(fd, v.bytes());
     }

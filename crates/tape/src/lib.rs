@@ -69,9 +69,11 @@ pub mod filter;
 pub mod point;
 pub mod printk;
 pub mod probe;
+pub mod recover;
 pub mod registry;
 pub mod ring;
 pub mod save;
+mod template;
 pub mod trigger;
 
 pub use config::{init, ClockChoice, Config, Guard, Mode};

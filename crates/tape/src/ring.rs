@@ -267,6 +267,8 @@ impl<T: ?Sized> std::ops::Deref for Part<T> {
 enum Backing {
     Heap(NonNull<u8>, std::alloc::Layout),
     Shared(shm::Mapping),
+    /// A dead process's ring file, mapped copy-on-write (`tape recover`).
+    Recovered(shm::Mapping),
 }
 
 impl Drop for Backing {
@@ -425,6 +427,47 @@ pub const MAX_EXITED_RINGS: usize = 256;
 /// unsaved because of [`MAX_EXITED_RINGS`]. Control-plane counter.
 pub(crate) static EVENTS_LOST_EXITED: AtomicU64 = AtomicU64::new(0);
 
+/// Where events are lost outside any ring: one counter each, in this
+/// process and in its process file when it has shared rings (a recovery
+/// reads them there).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Outside {
+    /// [`DROPPED_NO_RING`].
+    NoRing,
+    /// [`DROPPED_NO_MEMORY`].
+    NoMemory,
+    /// [`EVENTS_LOST_EXITED`].
+    Exited,
+}
+
+impl Outside {
+    fn counter(self) -> &'static AtomicU64 {
+        match self {
+            Outside::NoRing => &DROPPED_NO_RING,
+            Outside::NoMemory => &DROPPED_NO_MEMORY,
+            Outside::Exited => &EVENTS_LOST_EXITED,
+        }
+    }
+
+    /// The events counted so far.
+    pub(crate) fn count(self) -> u64 {
+        self.counter().load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` more (a read-modify-write: any thread, a signal handler).
+    fn lose(self, n: u64) {
+        self.counter().fetch_add(n, Ordering::Relaxed);
+        if let Some(p) = shm::process() {
+            let mirror = match self {
+                Outside::NoRing => &p.dropped_no_ring,
+                Outside::NoMemory => &p.dropped_no_memory,
+                Outside::Exited => &p.lost_exited,
+            };
+            mirror.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Events lost outside any ring, all causes: they grow, never shrink.
 pub(crate) fn lost_outside_rings() -> u64 {
     DROPPED_NO_RING.load(Ordering::Relaxed)
@@ -445,7 +488,7 @@ fn forget_excess_exited() {
         if excess > 0 && r.exited() {
             excess -= 1;
             let lost = r.events_at_exit.load(Ordering::Relaxed);
-            EVENTS_LOST_EXITED.fetch_add(lost, Ordering::Relaxed);
+            Outside::Exited.lose(lost);
             retire_counts(r);
             return false;
         }
@@ -613,7 +656,7 @@ fn room(l: &Local) -> usize {
 fn dropped_busy(l: &Local) {
     let r = l.ring.get();
     if r.is_null() {
-        DROPPED_NO_RING.fetch_add(1, Ordering::Relaxed);
+        Outside::NoRing.lose(1);
     } else {
         // SAFETY: a non-null ring pointer is kept alive by the registry.
         let busy = &unsafe { &*r }.dropped.0.discarded.busy;
@@ -651,11 +694,11 @@ fn emit_cold<P: Encode>(l: &Local, state: u64, payload: P, size: usize) {
 fn make_room(l: &Local, size: usize) -> Option<Option<u64>> {
     if l.ring.get().is_null() {
         if l.gone.get() {
-            DROPPED_NO_RING.fetch_add(1, Ordering::Relaxed);
+            Outside::NoRing.lose(1);
             return None;
         }
         if l.failed.get() == GEOMETRY.load(Ordering::Relaxed) || !attach(l) {
-            DROPPED_NO_MEMORY.fetch_add(1, Ordering::Relaxed);
+            Outside::NoMemory.lose(1);
             return None;
         }
     }
@@ -944,31 +987,7 @@ impl Ring {
         let backing = Ring::region(&layout, tid)?;
         let base = match &backing {
             Backing::Heap(p, _) => p.as_ptr(),
-            Backing::Shared(m) => m.as_ptr(),
-        };
-        // SAFETY: `base` starts a zeroed region of `layout.len` bytes,
-        // 4096-aligned (a page, or the heap layout's alignment); each part
-        // lies inside it at an offset aligned for its type (`RegionLayout`),
-        // and all-zero bytes are a valid value of every part (atomics and
-        // words at zero, the gate's initial state).
-        let part = |at: usize| unsafe { NonNull::new_unchecked(base.add(at)) };
-        let head = Part {
-            ptr: part(layout.head_at).cast::<CachePadded<Head>>(),
-        };
-        let dropped = Part {
-            ptr: part(layout.dropped_at).cast::<CachePadded<Dropped>>(),
-        };
-        let gate = Part {
-            ptr: part(layout.gate_at).cast::<CachePadded<Gate>>(),
-        };
-        let slots = Part {
-            ptr: NonNull::slice_from_raw_parts(part(layout.metas_at).cast::<SlotMeta>(), n),
-        };
-        let mem = Part {
-            ptr: NonNull::slice_from_raw_parts(
-                part(layout.mem_at).cast::<UnsafeCell<u64>>(),
-                n * slot_size / 8,
-            ),
+            Backing::Shared(m) | Backing::Recovered(m) => m.as_ptr(),
         };
         if let Backing::Shared(_) = &backing {
             let mut h = shm::FileHeader {
@@ -993,10 +1012,56 @@ impl Ring {
             // holds a FileHeader; nothing else is written there.
             unsafe { ptr::write(base.cast::<shm::FileHeader>(), h) };
         }
+        // SAFETY: `base` starts a zeroed region laid out by `layout`, owned
+        // by `backing`.
+        let ring =
+            unsafe { Ring::over(base, &layout, n, slot_size, tid, name, created_ts, backing) };
         // Packet 0 is opened here, not by a switch: it begins now (before
         // its first event, whose timestamp is read after this).
-        slots[0].ts_begin.store(created_ts, Ordering::Relaxed);
-        Some(Ring {
+        ring.slots[0].ts_begin.store(created_ts, Ordering::Relaxed);
+        Some(ring)
+    }
+
+    /// The ring whose parts lie in `backing` at `base` as `layout` says.
+    ///
+    /// # Safety
+    /// `base` starts a region of `layout.len` bytes owned by `backing`,
+    /// 4096-aligned, in which every part's bytes are a valid value of it
+    /// (all-zero bytes are: atomics and words at zero, the gate's initial
+    /// state; so are any bytes, every part being integers).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn over(
+        base: *mut u8,
+        layout: &RegionLayout,
+        n: usize,
+        slot_size: usize,
+        tid: u32,
+        name: String,
+        created_ts: u64,
+        backing: Backing,
+    ) -> Ring {
+        // SAFETY: each part lies inside the region at an offset aligned for
+        // its type (`RegionLayout`), by the caller's contract.
+        let part = |at: usize| unsafe { NonNull::new_unchecked(base.add(at)) };
+        let head = Part {
+            ptr: part(layout.head_at).cast::<CachePadded<Head>>(),
+        };
+        let dropped = Part {
+            ptr: part(layout.dropped_at).cast::<CachePadded<Dropped>>(),
+        };
+        let gate = Part {
+            ptr: part(layout.gate_at).cast::<CachePadded<Gate>>(),
+        };
+        let slots = Part {
+            ptr: NonNull::slice_from_raw_parts(part(layout.metas_at).cast::<SlotMeta>(), n),
+        };
+        let mem = Part {
+            ptr: NonNull::slice_from_raw_parts(
+                part(layout.mem_at).cast::<UnsafeCell<u64>>(),
+                n * slot_size / 8,
+            ),
+        };
+        Ring {
             head,
             dropped,
             gate,
@@ -1016,7 +1081,79 @@ impl Ring {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             backing,
-        })
+        }
+    }
+
+    /// The ring of a ring file left by a dead process (`tape recover`),
+    /// mapped copy-on-write: what a save does to it (its pins) stays in
+    /// this process. The header is checked against the file: an error
+    /// names what is wrong.
+    pub(crate) fn open_recovered(path: &std::path::Path) -> Result<Ring, String> {
+        let m = shm::Mapping::open_private(path).map_err(|e| e.to_string())?;
+        let len = m.len();
+        // SAFETY: the mapping holds at least a header (`open_private`).
+        let bytes = unsafe { std::slice::from_raw_parts(m.as_ptr(), shm::HEADER_SPACE.min(len)) };
+        let h = shm::FileHeader::read(bytes)?;
+        let n = usize::try_from(h.slots).map_err(|_| "slot count too large")?;
+        let slot_size = usize::try_from(h.slot_size).map_err(|_| "slot size too large")?;
+        if n < 2
+            || slot_size < MIN_PACKET_SIZE
+            || slot_size % 8 != 0
+            || slot_size > u32::MAX as usize
+        {
+            return Err(format!(
+                "header: {n} slots of {slot_size} bytes (at least 2 of at least {MIN_PACKET_SIZE}, \
+                 a multiple of 8, below 4 GiB)"
+            ));
+        }
+        let layout = RegionLayout::of(n, slot_size)
+            .ok_or_else(|| format!("header: {n} slots of {slot_size} bytes overflow"))?;
+        let offsets = [h.head_at, h.dropped_at, h.gate_at, h.metas_at, h.mem_at];
+        let expected = [
+            layout.head_at,
+            layout.dropped_at,
+            layout.gate_at,
+            layout.metas_at,
+            layout.mem_at,
+        ];
+        if offsets.iter().zip(expected).any(|(a, b)| *a != b as u64) {
+            return Err(format!(
+                "header: parts at offsets {offsets:?}, but a ring of {n} slots of {slot_size} \
+                 bytes has them at {expected:?}"
+            ));
+        }
+        if len < layout.len {
+            return Err(format!(
+                "{len} bytes, shorter than its header's {n} slots of {slot_size} bytes ({})",
+                layout.len
+            ));
+        }
+        let base = m.as_ptr();
+        let name = shm::text(&h.name);
+        // SAFETY: the region is the mapping (at least `layout.len` bytes,
+        // page-aligned), whose parts are integers only: any bytes are a
+        // value of them.
+        let ring = unsafe {
+            Ring::over(
+                base,
+                &layout,
+                n,
+                slot_size,
+                h.tid,
+                name,
+                h.created_ts,
+                Backing::Recovered(m),
+            )
+        };
+        // A save of the dead process's may have held a pin: no such save
+        // runs here.
+        ring.gate.0.clear_pin();
+        Ok(ring)
+    }
+
+    /// The last event's timestamp.
+    pub(crate) fn last_ts(&self) -> u64 {
+        self.head.0.last_ts.load(Ordering::Relaxed)
     }
 
     /// The zeroed region of a ring, every page written once: a shared ring
@@ -1030,7 +1167,10 @@ impl Ring {
                 shm::Mapping::create(&d.join(format!("ring-{tid}-{seq}")), layout.len)
             });
             match made {
-                Ok(m) => return Some(Backing::Shared(m)),
+                Ok(m) => {
+                    shm::calibrate_now();
+                    return Some(Backing::Shared(m));
+                }
                 Err(e) => shm::say_once(&e),
             }
         }

@@ -175,13 +175,13 @@ pub(crate) fn why_empty() -> String {
 }
 
 /// An I/O error and the path it happened on.
-struct SaveError {
+pub(crate) struct SaveError {
     kind: io::ErrorKind,
-    message: String,
+    pub(crate) message: String,
 }
 
 impl SaveError {
-    fn at(path: &Path, what: &str, e: io::Error) -> SaveError {
+    pub(crate) fn at(path: &Path, what: &str, e: io::Error) -> SaveError {
         SaveError {
             kind: e.kind(),
             message: format!("cannot {what} {}: {e}", path.display()),
@@ -195,7 +195,7 @@ impl SaveError {
         }
     }
 
-    fn into_error(self) -> Error {
+    pub(crate) fn into_error(self) -> Error {
         Error::new(
             ErrorKind::Io,
             format!("saving the trace failed: {}", self.message),
@@ -249,6 +249,25 @@ fn write_files(target: &Path) -> Result<bool, SaveError> {
 }
 
 fn write_files_marked(target: &Path) -> Result<bool, SaveError> {
+    let outside = ring::lost_outside_rings();
+    write_atomically(target, fill).map(|saved| {
+        for (r, upto) in &saved.marks {
+            r.mark_saved(*upto);
+        }
+        ring::release_saved(&saved.complete);
+        SAVED_OUTSIDE.store(outside, Ordering::Relaxed);
+        SAVES.fetch_add(1, Ordering::Relaxed);
+        saved.events
+    })
+}
+
+/// Makes the trace directory `target` (which must not exist) with `fill`:
+/// in a hidden temporary directory beside it, renamed into place once
+/// `fill` wrote it whole, removed if it failed (module docs).
+pub(crate) fn write_atomically<T>(
+    target: &Path,
+    fill: impl FnOnce(&Path) -> Result<T, SaveError>,
+) -> Result<T, SaveError> {
     let parent = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -273,16 +292,9 @@ fn write_files_marked(target: &Path) -> Result<bool, SaveError> {
         SAVE_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     fs::create_dir(&tmp).map_err(|e| SaveError::at(&tmp, "create directory", e))?;
-    let outside = ring::lost_outside_rings();
-    let result = fill(&tmp).and_then(|saved| {
+    let result = fill(&tmp).and_then(|filled| {
         rename_noreplace(&tmp, target).map_err(|e| SaveError::at(target, "rename into", e))?;
-        for (r, upto) in &saved.marks {
-            r.mark_saved(*upto);
-        }
-        ring::release_saved(&saved.complete);
-        SAVED_OUTSIDE.store(outside, Ordering::Relaxed);
-        SAVES.fetch_add(1, Ordering::Relaxed);
-        Ok(saved.events)
+        Ok(filled)
     });
     if result.is_err() {
         let _ = fs::remove_dir_all(&tmp);
@@ -358,15 +370,15 @@ pub(crate) fn process_exists(pid: u32) -> bool {
     rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-/// What [`fill`] wrote.
-struct Filled {
+/// What [`write_streams`] wrote.
+pub(crate) struct Filled {
     /// The rings whose every event is in the trace (their thread had
     /// exited before the copy): freed once the trace is in place.
     complete: Vec<Arc<Ring>>,
     /// Each ring and its [`Ring::accounted`] before its copy.
     marks: Vec<(Arc<Ring>, u64)>,
     /// Some stream has events.
-    events: bool,
+    pub(crate) events: bool,
 }
 
 /// Writes metadata and stream files into `dir`.
@@ -376,13 +388,26 @@ struct Filled {
 /// and an allocation that fails is an error, not an abort.
 fn fill(dir: &Path) -> Result<Filled, SaveError> {
     let uuid = new_uuid();
-    let rings = ring::rings();
+    let filled = write_streams(dir, &ring::rings(), &uuid)?;
+    // The clock is calibrated last: the longest span, the best frequency.
+    let meta = metadata(uuid).to_tsdl();
+    write_file(&dir.join("metadata"), meta.as_bytes())?;
+    Ok(filled)
+}
+
+/// Writes a stream file for each ring into `dir`, each packet's header
+/// naming the trace `uuid`.
+pub(crate) fn write_streams(
+    dir: &Path,
+    rings: &[Arc<Ring>],
+    uuid: &[u8; 16],
+) -> Result<Filled, SaveError> {
     let mut complete = Vec::new();
     let mut marks = Vec::new();
     let mut events = false;
     let mut names = Vec::new();
     let mut buf = Vec::new();
-    for r in &rings {
+    for r in rings {
         // Before the copy: an exited thread emits no more, so its copy holds
         // every event it kept. A thread that exits after this line may emit
         // after the copy: its ring stays for the next save.
@@ -395,7 +420,7 @@ fn fill(dir: &Path) -> Result<Filled, SaveError> {
             n += 1;
         }
         let ctx = Context {
-            uuid: &uuid,
+            uuid,
             tid: r.tid(),
             name: truncate_utf8(&r.name, 255),
         };
@@ -420,9 +445,6 @@ fn fill(dir: &Path) -> Result<Filled, SaveError> {
             complete.push(r.clone());
         }
     }
-    // The clock is calibrated last: the longest span, the best frequency.
-    let meta = metadata(uuid).to_tsdl();
-    write_file(&dir.join("metadata"), meta.as_bytes())?;
     Ok(Filled {
         complete,
         marks,
@@ -553,7 +575,7 @@ fn create(path: &Path) -> Result<fs::File, SaveError> {
     fs::File::create(path).map_err(|e| SaveError::at(path, "create", e))
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SaveError> {
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SaveError> {
     let mut f = create(path)?;
     // No fsync: the rename makes a save atomic for readers; durability across
     // a power loss is not worth one disk flush per stream file (a process
@@ -834,9 +856,13 @@ fn hostname() -> String {
 }
 
 /// Local date and time as `YYYY-MM-DD-HH-MM-SS` (DPDK's directory naming).
-fn local_date() -> String {
+pub(crate) fn local_date() -> String {
     // SAFETY: time(NULL) has no preconditions.
-    let now = unsafe { libc::time(std::ptr::null_mut()) };
+    local_date_of(unsafe { libc::time(std::ptr::null_mut()) })
+}
+
+/// [`local_date`] of `now` (seconds since the epoch).
+pub(crate) fn local_date_of(now: libc::time_t) -> String {
     // SAFETY: an all-zero `tm` is a valid value of this plain C struct.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     // SAFETY: both pointers are valid; localtime_r is the thread-safe variant.

@@ -46,6 +46,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// First bytes of a ring file.
 pub(crate) const MAGIC: [u8; 8] = *b"TAPERING";
@@ -79,6 +80,31 @@ pub(crate) struct FileHeader {
     pub name: [u8; 64],
 }
 
+impl FileHeader {
+    /// A copy of the header at the start of `bytes`, if they hold one of
+    /// this version.
+    pub(crate) fn read(bytes: &[u8]) -> Result<FileHeader, String> {
+        if bytes.len() < size_of::<FileHeader>() {
+            return Err(format!("{} bytes, shorter than a ring header", bytes.len()));
+        }
+        // SAFETY: `bytes` holds at least a header's size; every field is an
+        // integer or an array of them, valid for any bits.
+        let h = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<FileHeader>()) };
+        if h.magic != MAGIC {
+            return Err("no TAPERING magic at offset 0: not a tape ring file".into());
+        }
+        if h.version != VERSION || h.header_size as usize != size_of::<FileHeader>() {
+            return Err(format!(
+                "layout version {} of {} bytes; this tape reads version {VERSION} of {} bytes",
+                h.version,
+                h.header_size,
+                size_of::<FileHeader>()
+            ));
+        }
+        Ok(h)
+    }
+}
+
 /// Says once on stderr why shared rings could not be made (the rings then
 /// live on the heap, as without `TAPE_SHM`).
 pub(crate) fn say_once(e: &io::Error) {
@@ -88,9 +114,174 @@ pub(crate) fn say_once(e: &io::Error) {
     });
 }
 
+/// Name of the process file in a process's directory.
+pub(crate) const PROCESS_FILE: &str = "process";
+/// Name of the metadata text with holes ([`crate::template`]).
+pub(crate) const METADATA_FILE: &str = "metadata-template";
+/// First bytes of the process file.
+pub(crate) const PROCESS_MAGIC: [u8; 8] = *b"TAPEPROC";
+/// Layout version of [`ProcessHeader`].
+pub(crate) const PROCESS_VERSION: u32 = 1;
+
+/// A counter value paired with `CLOCK_MONOTONIC` and one paired with
+/// `CLOCK_REALTIME`, taken together (`clock` module docs).
+#[repr(C)]
+#[derive(Default, Debug)]
+pub(crate) struct Calibration {
+    pub counter: AtomicU64,
+    /// Nanoseconds, as an `i64`.
+    pub mono_ns: AtomicU64,
+    pub real_counter: AtomicU64,
+    /// Nanoseconds since the epoch, as an `i64`.
+    pub real_ns: AtomicU64,
+}
+
+/// The process file (`process`, one page, mapped shared for the life of
+/// the process): who the process was, how to read its clock, and what it
+/// lost outside its rings, for a recovery after its death. `repr(C)`,
+/// every field an integer, so any bytes are a value of it.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct ProcessHeader {
+    pub magic: [u8; 8],
+    pub version: u32,
+    /// `size_of::<ProcessHeader>()` when written.
+    pub header_size: u32,
+    pub pid: u32,
+    /// `crate::clock::source_code()`: what the timestamps count.
+    pub clock_source: u32,
+    /// The process's start time (`/proc/self/stat` field 22, clock ticks
+    /// since boot): tells it from a later process with the same pid.
+    pub start_time: u64,
+    /// `/proc/sys/kernel/random/boot_id`: a counter value means the same
+    /// instant in another process only within one boot.
+    pub boot_id: [u8; 40],
+    /// The trace's uuid (the metadata template holds it too).
+    pub uuid: [u8; 16],
+    /// The program's name, NUL-padded.
+    pub program: [u8; 64],
+    /// The clock's anchor (`clock` module docs).
+    pub anchor_counter: u64,
+    pub anchor_mono_ns: u64,
+    /// The latest calibration, in `calib[calib_at - 1]` (0: none yet). A
+    /// new one is written into the other entry, then `calib_at` is stored
+    /// (`Release`; pairs with a live reader's `Acquire`), so the entry it
+    /// names is whole even if the process died while writing the next.
+    pub calib: [Calibration; 2],
+    pub calib_at: AtomicU32,
+    /// 0: overwrite, 1: discard (`config::set_mode` keeps it current).
+    pub mode: AtomicU32,
+    /// Mirrors of `ring::DROPPED_NO_RING`, `ring::DROPPED_NO_MEMORY`,
+    /// `ring::EVENTS_LOST_EXITED`, added to with them
+    /// ([`crate::ring::Outside::lose`]).
+    pub dropped_no_ring: AtomicU64,
+    pub dropped_no_memory: AtomicU64,
+    pub lost_exited: AtomicU64,
+}
+
+impl ProcessHeader {
+    /// A copy of the header at the start of `bytes`, if they hold one of
+    /// this version (any bytes are a value of it: integers only).
+    pub(crate) fn read(bytes: &[u8]) -> Result<ProcessHeader, String> {
+        if bytes.len() < size_of::<ProcessHeader>() {
+            return Err(format!(
+                "{} bytes, shorter than a process header ({})",
+                bytes.len(),
+                size_of::<ProcessHeader>()
+            ));
+        }
+        // SAFETY: `bytes` holds at least a header's size; every field is an
+        // integer, an array of them or an atomic integer, valid for any
+        // bits; an unaligned read copies them out.
+        let h = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<ProcessHeader>()) };
+        if h.magic != PROCESS_MAGIC {
+            return Err("no TAPEPROC magic at offset 0: not a tape process file".into());
+        }
+        if h.version != PROCESS_VERSION || h.header_size as usize != size_of::<ProcessHeader>() {
+            return Err(format!(
+                "layout version {} of {} bytes; this tape reads version {} of {} bytes",
+                h.version,
+                h.header_size,
+                PROCESS_VERSION,
+                size_of::<ProcessHeader>()
+            ));
+        }
+        Ok(h)
+    }
+
+    /// The latest calibration written, if any: (counter, monotonic ns,
+    /// counter, realtime ns).
+    pub(crate) fn calibration(&self) -> Option<(u64, i128, u64, i128)> {
+        let at = self.calib_at.load(Ordering::Acquire) as usize;
+        let c = self.calib.get(at.checked_sub(1)?)?;
+        Some((
+            c.counter.load(Ordering::Relaxed),
+            i128::from(c.mono_ns.load(Ordering::Relaxed) as i64),
+            c.real_counter.load(Ordering::Relaxed),
+            i128::from(c.real_ns.load(Ordering::Relaxed) as i64),
+        ))
+    }
+
+    /// The program's name.
+    pub(crate) fn program(&self) -> String {
+        text(&self.program)
+    }
+}
+
+/// A NUL-padded name as text.
+pub(crate) fn text(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// This boot's id, NUL-padded (zeros if it cannot be read).
+pub(crate) fn boot_id() -> [u8; 40] {
+    let mut id = [0u8; 40];
+    if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+        let s = s.trim().as_bytes();
+        let n = s.len().min(40);
+        id[..n].copy_from_slice(&s[..n]);
+    }
+    id
+}
+
+/// Whether process `pid` is dead and not reaped yet (state `Z` or `X` in
+/// `/proc/PID/stat`).
+pub(crate) fn zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')').and_then(|(_, rest)| {
+                rest.split_whitespace()
+                    .next()
+                    .map(|st| st == "Z" || st == "X")
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// The start time of process `pid` in clock ticks since boot
+/// (`/proc/PID/stat` field 22), or 0 if it cannot be read.
+pub(crate) fn start_time(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // The command name (field 2) is in parentheses and may hold spaces:
+    // fields are counted after its closing one (field 3 first).
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The directory made for this process's rings, and the process it is
 /// for (a forked child inherits the record, not the directory).
 static MADE: std::sync::Mutex<Option<(u32, PathBuf)>> = std::sync::Mutex::new(None);
+
+/// This process's process file, once its directory is made (null before,
+/// and in a forked child until it makes its own). Stored `Release` once
+/// the header is written; loaded `Acquire`.
+static PROCESS: AtomicPtr<ProcessHeader> = AtomicPtr::new(std::ptr::null_mut());
 
 /// At a normal exit: the process's ring directory goes (a death leaves it
 /// for `tape recover`). Registered with `atexit` by the first shared ring.
@@ -103,6 +294,11 @@ extern "C" fn remove_at_exit() {
     }
 }
 
+/// In a forked child: the process file is the parent's.
+extern "C" fn forget_process_after_fork() {
+    PROCESS.store(std::ptr::null_mut(), Ordering::Relaxed);
+}
+
 /// The directory of this process's shared rings, if it made one.
 pub(crate) fn current_dir() -> Option<PathBuf> {
     let made = MADE.lock().unwrap_or_else(|e| e.into_inner());
@@ -111,8 +307,9 @@ pub(crate) fn current_dir() -> Option<PathBuf> {
         .map(|(_, d)| d.clone())
 }
 
-/// The directory of this process's ring files (created 0700 and checked).
-pub(crate) fn process_dir() -> io::Result<PathBuf> {
+/// The directory under which every process of this user keeps its rings:
+/// `$TAPE_SHM_DIR`, `/dev/shm` or `$XDG_RUNTIME_DIR`, then `tape-<uid>`.
+pub(crate) fn user_dir() -> io::Result<PathBuf> {
     let base = match std::env::var_os("TAPE_SHM_DIR") {
         Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d),
         _ if Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
@@ -126,27 +323,181 @@ pub(crate) fn process_dir() -> io::Result<PathBuf> {
             }
         },
     };
-    let user = base.join(format!("tape-{}", crate::control::server::euid()));
-    let private = |d: &Path| {
-        crate::control::server::ensure_private_dir(d)
-            .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e.message().to_owned()))
-    };
-    private(&user)?;
-    let dir = user.join(std::process::id().to_string());
-    private(&dir)?;
+    Ok(base.join(format!("tape-{}", crate::control::server::euid())))
+}
+
+fn private(d: &Path) -> io::Result<()> {
+    crate::control::server::ensure_private_dir(d)
+        .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e.message().to_owned()))
+}
+
+/// The directory of this process's ring files (created 0700 and checked),
+/// with its process file and metadata template, made with it.
+pub(crate) fn process_dir() -> io::Result<PathBuf> {
+    let user = user_dir()?;
     let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
-    if made
-        .as_ref()
-        .is_none_or(|(pid, _)| *pid != std::process::id())
-    {
-        if made.is_none() {
-            // SAFETY: an `extern "C"` function valid for the life of the
-            // process; registering it has no other effect.
-            unsafe { libc::atexit(remove_at_exit) };
+    let me = std::process::id();
+    if let Some((pid, dir)) = made.as_ref() {
+        if *pid == me {
+            return Ok(dir.clone());
         }
-        *made = Some((std::process::id(), dir.clone()));
     }
+    private(&user)?;
+    crate::recover::limit_dead();
+    let dir = user.join(me.to_string());
+    set_aside_earlier(&dir);
+    private(&dir)?;
+    let header = make_process_file(&dir)?;
+    write_template(&dir, header)?;
+    if made.is_none() {
+        // SAFETY: `extern "C"` functions valid for the life of the
+        // process; registering them has no other effect.
+        unsafe {
+            libc::atexit(remove_at_exit);
+            libc::pthread_atfork(None, None, Some(forget_process_after_fork));
+        }
+    }
+    // Release: pairs with the Acquire of `process()`: the header is whole.
+    PROCESS.store(std::ptr::from_ref(header).cast_mut(), Ordering::Release);
+    *made = Some((me, dir.clone()));
     Ok(dir)
+}
+
+/// A directory of this pid left by an earlier process (it died, and its
+/// pid was reused, or this is a forked child of a process that had one,
+/// which never happens: a child's pid is new) is renamed
+/// `<pid>-<its start time>` so that its rings stay recoverable and apart
+/// from this process's.
+fn set_aside_earlier(dir: &Path) {
+    if std::fs::symlink_metadata(dir).is_err() {
+        return;
+    }
+    let earlier = std::fs::read(dir.join(PROCESS_FILE))
+        .ok()
+        .and_then(|b| ProcessHeader::read(&b).ok())
+        .map_or(0, |h| h.start_time);
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for n in 0..100u64 {
+        let to = dir.with_file_name(format!("{name}-{}", earlier + n));
+        if std::fs::symlink_metadata(&to).is_err() && std::fs::rename(dir, &to).is_ok() {
+            return;
+        }
+    }
+}
+
+/// This process's process file, if its directory was made.
+pub(crate) fn process() -> Option<&'static ProcessHeader> {
+    // Acquire: pairs with the Release store of `process_dir`.
+    let p = PROCESS.load(Ordering::Acquire);
+    // SAFETY: a mapping leaked by `make_process_file`, never unmapped, that
+    // holds a written header.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Creates the process file in `dir` (a page, mapped shared, never
+/// unmapped) and writes its header.
+fn make_process_file(dir: &Path) -> io::Result<&'static ProcessHeader> {
+    let m = Mapping::create(&dir.join(PROCESS_FILE), 4096)?;
+    let (counter, mono) = crate::clock::anchor();
+    let mut program = [0u8; 64];
+    let name = crate::save::program_name();
+    let k = name.len().min(63);
+    program[..k].copy_from_slice(&name.as_bytes()[..k]);
+    let h = ProcessHeader {
+        magic: PROCESS_MAGIC,
+        version: PROCESS_VERSION,
+        header_size: size_of::<ProcessHeader>() as u32,
+        pid: std::process::id(),
+        clock_source: u32::from(crate::clock::source_code()),
+        start_time: start_time(std::process::id()),
+        boot_id: boot_id(),
+        uuid: crate::save::new_uuid(),
+        program,
+        anchor_counter: counter,
+        anchor_mono_ns: mono as i64 as u64,
+        calib: Default::default(),
+        calib_at: AtomicU32::new(0),
+        mode: AtomicU32::new(u32::from(
+            crate::config::mode() == crate::config::Mode::Discard,
+        )),
+        dropped_no_ring: AtomicU64::new(0),
+        dropped_no_memory: AtomicU64::new(0),
+        lost_exited: AtomicU64::new(0),
+    };
+    // SAFETY: the mapping is a page, zeroed, page-aligned: room for the
+    // header, aligned for it; nothing else writes there yet.
+    let header = unsafe {
+        let p = m.as_ptr().cast::<ProcessHeader>();
+        std::ptr::write(p, h);
+        &*p
+    };
+    // Losses counted before the file existed (a loss counted while this
+    // runs may be missing from the file: rings are rarely made while the
+    // process already loses events outside them).
+    use crate::ring::Outside;
+    for (o, c) in [
+        (Outside::NoRing, &header.dropped_no_ring),
+        (Outside::NoMemory, &header.dropped_no_memory),
+        (Outside::Exited, &header.lost_exited),
+    ] {
+        c.store(o.count(), Ordering::Relaxed);
+    }
+    std::mem::forget(m);
+    calibrate(header);
+    Ok(header)
+}
+
+/// The metadata text with holes, beside the rings (written whole, then
+/// renamed: a reader never sees half of it).
+fn write_template(dir: &Path, h: &ProcessHeader) -> io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let text = crate::template::metadata(
+        h.uuid,
+        &[
+            ("tape_recovered", crate::template::Hole::Recovered),
+            ("tape_last_event", crate::template::Hole::LastEvent),
+        ],
+    );
+    let tmp = dir.join(format!(".{METADATA_FILE}.tmp"));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(METADATA_FILE))
+}
+
+/// Writes a new calibration into this process's file (at each ring made
+/// and each save: the longer the span from the anchor, the better the
+/// frequency a recovery computes when it cannot read the clock itself).
+pub(crate) fn calibrate_now() {
+    if let Some(h) = process() {
+        calibrate(h);
+    }
+}
+
+fn calibrate(h: &ProcessHeader) {
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+    let (counter, mono) = crate::clock::monotonic_pair();
+    let (real_counter, real) = crate::clock::realtime_pair();
+    let at = h.calib_at.load(Ordering::Relaxed) as usize;
+    let next = if at == 1 { 2 } else { 1 };
+    let c = &h.calib[next - 1];
+    c.counter.store(counter, Ordering::Relaxed);
+    c.mono_ns.store(mono as i64 as u64, Ordering::Relaxed);
+    c.real_counter.store(real_counter, Ordering::Relaxed);
+    c.real_ns.store(real as i64 as u64, Ordering::Relaxed);
+    // Release: pairs with the Acquire of `ProcessHeader::calibration`.
+    h.calib_at.store(next as u32, Ordering::Release);
 }
 
 /// A file mapped shared and read-write, removed (and unmapped) when
@@ -247,13 +598,65 @@ impl Mapping {
         })
     }
 
+    /// Maps the ring file `path` of a dead process copy-on-write (what
+    /// this process writes stays its own; the file is never removed). It
+    /// must be a regular file of this user's, of at least
+    /// [`HEADER_SPACE`] bytes.
+    pub(crate) fn open_private(path: &Path) -> io::Result<Mapping> {
+        use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+        let named = |e: String| io::Error::other(format!("{}: {e}", path.display()));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| named(e.to_string()))?;
+        let meta = f.metadata().map_err(|e| named(e.to_string()))?;
+        if !meta.file_type().is_file() {
+            return Err(named("not a regular file".into()));
+        }
+        if meta.uid() != crate::control::server::euid() {
+            return Err(named(format!(
+                "owned by uid {}, not this user ({})",
+                meta.uid(),
+                crate::control::server::euid()
+            )));
+        }
+        let len = usize::try_from(meta.len()).map_err(|_| named("too large".into()))?;
+        if len < HEADER_SPACE {
+            return Err(named(format!(
+                "{len} bytes, shorter than a ring file's header ({HEADER_SPACE})"
+            )));
+        }
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: a private (copy-on-write) mapping of `len` bytes of the
+        // open file, at an address the kernel chooses.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(named(io::Error::last_os_error().to_string()));
+        }
+        Ok(Mapping {
+            ptr: NonNull::new(p.cast::<u8>()).expect("mmap does not return null on success"),
+            len,
+            path: path.to_path_buf(),
+            owns_file: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
     /// The start of the mapping.
     pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
     /// Its length in bytes.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
     }

@@ -1,0 +1,519 @@
+//! Recovery: a CTF trace rebuilt from the shared rings of a process that
+//! died without saving (`kill -9`, the OOM killer, a power cut of the
+//! container), as `lttng-crash` rebuilds one from LTTng-UST's `--shm-path`
+//! buffers. `tape recover PID|DIR`, `tape ps --dead`, `tape recover
+//! --clean`.
+//!
+//! A process with shared rings (`TAPE_SHM=on`, [`crate::ring::shm`])
+//! keeps, in its directory:
+//!
+//! ```text
+//!  /dev/shm/tape-<uid>/<pid>/      (<pid>-<start time>: set aside when the pid was reused)
+//!      process              the process file: pid, start time, boot id, clock source,
+//!                           anchor and latest calibration, mode, losses outside rings
+//!      metadata-template    the trace's metadata with holes (crate::template)
+//!      ring-<tid>-<n>       a ring each: header, head, drop counters, gate,
+//!                           slot metadata, packets
+//! ```
+//!
+//! Recovery maps each ring file copy-on-write and copies its packets as a
+//! save does ([`crate::save`]): from the oldest packet the owner had not
+//! started to overwrite (the gate's word says which packet it entered
+//! last, even if it died before publishing it) to the one it was writing,
+//! up to the last event it published. An event is published by one store
+//! after its bytes (`ring.rs`): a death between the two leaves the event
+//! unpublished, so the trace holds only whole events, never a torn one.
+//! The losses are the ring's own counters (every cause, as a save writes
+//! them) and the events overwritten before the oldest packet.
+//!
+//! The clock: timestamps are counter values of the dead process. When the
+//! recovery runs in the same boot (the process file's boot id) and can read
+//! the same counter, it pairs the counter with `CLOCK_MONOTONIC` now: the
+//! frequency then comes from the span since the dead process's anchor
+//! (the longest span, the best frequency) and the offset from a pair with
+//! `CLOCK_REALTIME` now. Otherwise (the directory was on a disk and the
+//! machine rebooted, or another machine reads it) the latest calibration
+//! the process wrote (at each ring made and each save) gives both.
+//!
+//! The trace says it was recovered: `env.tape_recovered` (which process,
+//! from where) and `env.tape_last_event` (the newest event's time: when
+//! the process was last seen doing anything).
+//!
+//! Dead directories are kept within a size and an age: when a process
+//! makes its directory, the dead ones beyond `TAPE_SHM_KEEP_SIZE` (total
+//! bytes, default 1G; oldest first) or older than `TAPE_SHM_KEEP_AGE`
+//! (default `7d`) are removed, each with a line on stderr.
+//!
+//! Only this user's directories are read: `tape-<uid>` is 0700 and checked
+//! ([`crate::control::server::ensure_private_dir`]'s check), and every file
+//! must be owned by this user.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::error::{Error, ErrorKind};
+use crate::ring::shm::{self, ProcessHeader};
+use crate::ring::{Drops, Ring};
+use crate::template::Hole;
+
+fn error(message: String) -> Error {
+    Error::new(ErrorKind::Io, message)
+}
+
+/// The shared rings a process left, alive or dead.
+#[derive(Clone, Debug)]
+pub struct RingDir {
+    /// The directory.
+    pub dir: PathBuf,
+    /// The process's id.
+    pub pid: u32,
+    /// Its program's name.
+    pub program: String,
+    /// The process still runs (same pid, same start time).
+    pub alive: bool,
+    /// Ring files in it.
+    pub rings: usize,
+    /// Bytes of its files.
+    pub bytes: u64,
+    /// When a file of it was last changed.
+    pub modified: SystemTime,
+}
+
+/// Every ring directory of this user (under `$TAPE_SHM_DIR`, `/dev/shm`
+/// or `$XDG_RUNTIME_DIR`), newest first. A directory without a readable
+/// process file is listed with pid 0 and program `?`.
+pub fn ring_dirs() -> Result<Vec<RingDir>, Error> {
+    let user = shm::user_dir().map_err(|e| error(format!("shared rings: {e}")))?;
+    let entries = match std::fs::read_dir(&user) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(error(format!("{}: {e}", user.display()))),
+    };
+    let m =
+        std::fs::symlink_metadata(&user).map_err(|e| error(format!("{}: {e}", user.display())))?;
+    crate::control::server::check_private(&m, crate::control::server::euid())
+        .map_err(|why| error(format!("{}: {why}", user.display())))?;
+    let mut all: Vec<RingDir> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| {
+            e.file_name().to_str().is_some_and(|n| {
+                n.split('-')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            })
+        })
+        .map(|e| describe(&e.path()))
+        .collect();
+    all.sort_by_key(|d| std::cmp::Reverse(d.modified));
+    Ok(all)
+}
+
+/// What a ring directory holds.
+fn describe(dir: &Path) -> RingDir {
+    let header = read_header(dir).ok();
+    let (mut rings, mut bytes) = (0, 0);
+    let mut modified = std::fs::symlink_metadata(dir)
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            bytes += m.len();
+            if let Ok(t) = m.modified() {
+                modified = modified.max(t);
+            }
+            if e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("ring-"))
+            {
+                rings += 1;
+            }
+        }
+    }
+    // Without a process file (one being made, or lost), the name tells
+    // the pid, and a process of that pid counts as alive.
+    let named = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.split('-').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    RingDir {
+        dir: dir.to_path_buf(),
+        pid: header.as_ref().map_or(named, |h| h.pid),
+        program: header.as_ref().map_or_else(|| "?".into(), |h| h.program()),
+        alive: header
+            .as_ref()
+            .map_or_else(|| crate::save::process_exists(named), alive),
+        rings,
+        bytes,
+        modified,
+    }
+}
+
+/// Whether the process a process file describes still runs: its pid
+/// exists with the same start time (a reused pid is another process).
+/// A zombie (dead, not yet reaped by its parent) is dead.
+fn alive(h: &ProcessHeader) -> bool {
+    crate::save::process_exists(h.pid)
+        && shm::start_time(h.pid) == h.start_time
+        && !shm::zombie(h.pid)
+}
+
+fn read_header(dir: &Path) -> Result<ProcessHeader, String> {
+    let path = dir.join(shm::PROCESS_FILE);
+    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    ProcessHeader::read(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The ring directory `what` names: a directory path, or a pid (the
+/// newest directory of that pid).
+pub fn find(what: &str) -> Result<PathBuf, Error> {
+    let as_path = Path::new(what);
+    if what.contains('/') || as_path.is_dir() {
+        return Ok(as_path.to_path_buf());
+    }
+    let pid: u32 = what.parse().map_err(|_| {
+        error(format!(
+            "{what:?} is neither a process id nor a directory of shared rings (`tape ps --dead` \
+             lists them)"
+        ))
+    })?;
+    ring_dirs()?
+        .into_iter()
+        .find(|d| d.pid == pid)
+        .map(|d| d.dir)
+        .ok_or_else(|| {
+            error(format!(
+                "no shared rings of process {pid} (under {}): it ran without TAPE_SHM=on, exited \
+                 normally (its rings go with it), or they were removed",
+                shm::user_dir().map_or_else(|e| e.to_string(), |d| d.display().to_string())
+            ))
+        })
+}
+
+/// What [`recover`] made.
+#[derive(Clone, Debug)]
+pub struct Recovered {
+    /// The trace written.
+    pub trace: PathBuf,
+    /// The dead process.
+    pub pid: u32,
+    /// Its program's name.
+    pub program: String,
+    /// Streams written (threads with events or losses).
+    pub rings: usize,
+    /// Ring files that could not be read, and why (the others are in the
+    /// trace).
+    pub unreadable: Vec<String>,
+    /// Every ring's losses, summed (the trace's `events_discarded`).
+    pub lost: Drops,
+    /// Events lost outside any ring (the process file's counters).
+    pub lost_outside: u64,
+    /// The newest event's time, ns since the epoch, if any.
+    pub last_event_ns: Option<i128>,
+    /// How the clock was calibrated, in words.
+    pub clock: String,
+}
+
+/// Rebuilds a CTF trace at `out` (which must not exist) from the shared
+/// rings in `dir`, left by a process that died. A running process is
+/// refused (save it with `tape ctl PID save`); a ring file that cannot
+/// be read is left out and named in [`Recovered::unreadable`].
+pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
+    let h = read_header(dir).map_err(|e| {
+        error(format!(
+            "{} is not a directory of shared rings: {e}",
+            dir.display()
+        ))
+    })?;
+    if alive(&h) {
+        return Err(error(format!(
+            "process {} ({}) is running: its rings are recovered only after it died (`tape ctl \
+             {} save` saves them now)",
+            h.pid,
+            h.program(),
+            h.pid
+        )));
+    }
+    let template_path = dir.join(shm::METADATA_FILE);
+    let template = std::fs::read_to_string(&template_path)
+        .map_err(|e| error(format!("{}: {e}", template_path.display())))?;
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| error(format!("{}: {e}", dir.display())))?
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("ring-"))
+        })
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    let mut rings = Vec::new();
+    let mut unreadable = Vec::new();
+    for p in &names {
+        match Ring::open_recovered(p) {
+            Ok(r) => rings.push(Arc::new(r)),
+            Err(e) => unreadable.push(format!("{}: {e}", p.display())),
+        }
+    }
+    let (freq, offset_s, offset, how) = clock_of(&h);
+    let clock = crate::clock::clock_description(freq, offset_s, offset);
+    let last_ts = rings
+        .iter()
+        .filter(|r| r.written() > 0)
+        .map(|r| r.last_ts())
+        .max();
+    let last_event_ns = last_ts.map(|t| crate::clock::to_realtime_ns(&clock, t));
+    let mut lost = Drops::default();
+    let outside = [
+        h.dropped_no_ring.load(std::sync::atomic::Ordering::Relaxed),
+        h.dropped_no_memory
+            .load(std::sync::atomic::Ordering::Relaxed),
+        h.lost_exited.load(std::sync::atomic::Ordering::Relaxed),
+    ];
+    let recovered_from = format!(
+        "process {} ({}) died; recovered from {} by tape {}",
+        h.pid,
+        h.program(),
+        dir.display(),
+        env!("CARGO_PKG_VERSION")
+    );
+    let last_event = last_event_ns.map_or_else(|| "none".to_owned(), utc_text);
+    let metadata = crate::template::fill(&template, |hole| {
+        Some(match hole {
+            Hole::Freq => freq.to_string(),
+            Hole::OffsetS => offset_s.to_string(),
+            Hole::Offset => offset.to_string(),
+            Hole::DroppedNoRing => outside[0].to_string(),
+            Hole::DroppedNoMemory => outside[1].to_string(),
+            Hole::LostExited => outside[2].to_string(),
+            Hole::Date => crate::save::local_date(),
+            Hole::Mode => {
+                if h.mode.load(std::sync::atomic::Ordering::Relaxed) == 1 {
+                    "discard".into()
+                } else {
+                    "overwrite".into()
+                }
+            }
+            Hole::Recovered => recovered_from.clone(),
+            Hole::LastEvent => last_event.clone(),
+            _ => return None,
+        })
+    })
+    .map_err(|hole| {
+        error(format!(
+            "{}: the value of {hole:?} has no place in a recovery (not a template of this tape)",
+            template_path.display()
+        ))
+    })?;
+    let uuid = h.uuid;
+    let written = crate::save::write_atomically(out, |tmp| {
+        let filled = crate::save::write_streams(tmp, &rings, &uuid)?;
+        crate::save::write_file(&tmp.join("metadata"), metadata.as_bytes())?;
+        Ok(filled)
+    })
+    .map_err(|e| error(format!("recovering into {}: {}", out.display(), e.message)))?;
+    for r in &rings {
+        lost += r.drops();
+    }
+    let streams = std::fs::read_dir(out)
+        .map(|d| d.flatten().filter(|e| e.file_name() != "metadata").count())
+        .unwrap_or(0);
+    let _ = written.events;
+    Ok(Recovered {
+        trace: out.to_path_buf(),
+        pid: h.pid,
+        program: h.program(),
+        rings: streams,
+        unreadable,
+        lost,
+        lost_outside: outside.iter().sum(),
+        last_event_ns,
+        clock: how,
+    })
+}
+
+/// The clock of the dead process: (freq, offset_s, offset, how).
+fn clock_of(h: &ProcessHeader) -> (u64, i64, i64, String) {
+    let source = u8::try_from(h.clock_source).unwrap_or(0);
+    let anchor = (h.anchor_counter, i128::from(h.anchor_mono_ns as i64));
+    let same_boot = h.boot_id != [0; 40] && h.boot_id == shm::boot_id();
+    if same_boot {
+        if let Some((mono, real)) = crate::clock::pairs_of_source(source) {
+            if let Some(freq) = crate::clock::frequency(anchor, mono) {
+                let (offset_s, offset) = crate::clock::offsets(real.0, real.1, freq);
+                return (
+                    freq,
+                    offset_s,
+                    offset,
+                    "the process's counter read again now (same boot): frequency over the whole \
+                     span since its start"
+                        .into(),
+                );
+            }
+        }
+    }
+    if let Some((counter, mono, real_counter, real)) = h.calibration() {
+        let freq = crate::clock::frequency(anchor, (counter, mono)).unwrap_or(1_000_000_000);
+        let (offset_s, offset) = crate::clock::offsets(real_counter, real, freq);
+        return (
+            freq,
+            offset_s,
+            offset,
+            "the process's last calibration (another boot, or a counter this machine cannot \
+             read)"
+                .into(),
+        );
+    }
+    (
+        1_000_000_000,
+        0,
+        0,
+        "unknown: no calibration in the process file (times are counter values at 1 GHz)".into(),
+    )
+}
+
+/// A time (ns since the epoch) as `YYYY-MM-DDTHH:MM:SS.NNNNNNNNNZ`.
+pub fn utc_text(ns: i128) -> String {
+    let secs = ns.div_euclid(1_000_000_000) as i64;
+    let frac = ns.rem_euclid(1_000_000_000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:09}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// Removes the ring directory `dir` of a dead process (never a running
+/// one's).
+pub fn remove(dir: &Path) -> Result<(), Error> {
+    let d = describe(dir);
+    if d.alive {
+        return Err(error(format!(
+            "{}: process {} ({}) is running; its rings go when it exits",
+            dir.display(),
+            d.pid,
+            d.program
+        )));
+    }
+    if !dir.join(shm::PROCESS_FILE).exists() && d.rings == 0 {
+        return Err(error(format!(
+            "{} is not a directory of shared rings (no process file, no ring file)",
+            dir.display()
+        )));
+    }
+    std::fs::remove_dir_all(dir).map_err(|e| error(format!("{}: {e}", dir.display())))
+}
+
+/// Limits of the dead directories kept (module docs).
+const KEEP_SIZE: u64 = 1 << 30;
+const KEEP_AGE: Duration = Duration::from_secs(7 * 86_400);
+
+/// Removes the dead processes' directories beyond the size and age kept
+/// (`TAPE_SHM_KEEP_SIZE`, `TAPE_SHM_KEEP_AGE`), oldest first, saying so on
+/// stderr; called when a process makes its directory. Best effort.
+pub(crate) fn limit_dead() {
+    let size = std::env::var("TAPE_SHM_KEEP_SIZE")
+        .ok()
+        .and_then(|v| crate::config::parse_size("TAPE_SHM_KEEP_SIZE", &v).ok())
+        .map_or(KEEP_SIZE, |s| s as u64);
+    let age = std::env::var("TAPE_SHM_KEEP_AGE")
+        .ok()
+        .and_then(|v| parse_age(&v))
+        .unwrap_or(KEEP_AGE);
+    let Ok(dirs) = ring_dirs() else { return };
+    let now = SystemTime::now();
+    let mut total = 0u64;
+    // Newest first: the oldest go once the newer ones fill the size.
+    for d in dirs
+        .iter()
+        .filter(|d| !d.alive && d.pid != std::process::id())
+    {
+        let old = now.duration_since(d.modified).unwrap_or_default();
+        total += d.bytes;
+        let why = if old > age {
+            format!("older than TAPE_SHM_KEEP_AGE ({}s)", age.as_secs())
+        } else if total > size {
+            format!("beyond TAPE_SHM_KEEP_SIZE ({size} bytes of dead processes' rings)")
+        } else {
+            continue;
+        };
+        if std::fs::remove_dir_all(&d.dir).is_ok() {
+            total -= d.bytes;
+            eprintln!(
+                "tape: removed the rings of dead process {} ({}) at {}: {why}",
+                d.pid,
+                d.program,
+                d.dir.display()
+            );
+        }
+    }
+}
+
+/// `7d`, `12h`, `30m`, `90s` or seconds.
+pub fn parse_age(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    let (num, unit) = match v.char_indices().last()? {
+        (i, c @ ('d' | 'h' | 'm' | 's')) => (&v[..i], c),
+        _ => (v, 's'),
+    };
+    let n: u64 = num.parse().ok()?;
+    let secs = match unit {
+        'd' => n.checked_mul(86_400)?,
+        'h' => n.checked_mul(3600)?,
+        'm' => n.checked_mul(60)?,
+        _ => n,
+    };
+    Some(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_as_utc() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(
+            utc_text(1_700_000_000_123_456_789),
+            "2023-11-14T22:13:20.123456789Z"
+        );
+        assert_eq!(
+            utc_text(951_782_400_000_000_000),
+            "2000-02-29T00:00:00.000000000Z"
+        );
+    }
+
+    #[test]
+    fn ages_parse() {
+        for (text, secs) in [
+            ("7d", Some(604_800)),
+            ("12h", Some(43_200)),
+            ("30m", Some(1800)),
+            ("90s", Some(90)),
+            ("45", Some(45)),
+            ("", None),
+            ("d", None),
+            ("-1d", None),
+            ("1w", None),
+        ] {
+            assert_eq!(parse_age(text).map(|d| d.as_secs()), secs, "{text:?}");
+        }
+    }
+}

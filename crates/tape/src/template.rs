@@ -1,0 +1,208 @@
+//! A trace's metadata written ahead of time, with holes for the values
+//! known only when the trace is written: the clock's calibration, the
+//! losses outside the rings, the date, the mode, and what happened.
+//!
+//! Two writers need the metadata text at a moment when it cannot be made
+//! as a save makes it: the crash dump ([`crate::crash`]), in a signal
+//! handler that may not allocate, and the recovery of a dead process's
+//! shared rings ([`crate::recover`]), in another process that does not
+//! have the tracepoints. Both take the text made by
+//! [`crate::save::metadata_with`] with a **sentinel** in place of each
+//! value (a number no real value has, a word no real text has) and put the
+//! values in at the end: the crash dump cuts the text at the sentinels
+//! when it is installed ([`cut`]), the recovery replaces them in the text
+//! that the process left beside its rings ([`fill`]).
+//!
+//! ```text
+//!  clock tape { freq = 9111111111111111100; offset_s = 9111111111111111101; ...
+//!  env { ... mode = "tapehole07x"; events_dropped_without_ring = 9111111111111111103; ...
+//! ```
+
+use tape_ctf::EnvValue;
+
+/// A value of the metadata filled in when the trace is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hole {
+    Freq,
+    OffsetS,
+    Offset,
+    DroppedNoRing,
+    DroppedNoMemory,
+    LostExited,
+    Date,
+    Mode,
+    /// The crash: signal, `si_code`, address, thread, reason.
+    Signal,
+    Code,
+    Addr,
+    Tid,
+    Reason,
+    /// A recovery: from where, and when the last event was written.
+    Recovered,
+    LastEvent,
+}
+
+const HOLES: [Hole; 15] = [
+    Hole::Freq,
+    Hole::OffsetS,
+    Hole::Offset,
+    Hole::DroppedNoRing,
+    Hole::DroppedNoMemory,
+    Hole::LostExited,
+    Hole::Date,
+    Hole::Mode,
+    Hole::Signal,
+    Hole::Code,
+    Hole::Addr,
+    Hole::Tid,
+    Hole::Reason,
+    Hole::Recovered,
+    Hole::LastEvent,
+];
+
+impl Hole {
+    /// A text value (written between quotes), not a number.
+    fn is_text(self) -> bool {
+        matches!(
+            self,
+            Hole::Date | Hole::Mode | Hole::Reason | Hole::Recovered | Hole::LastEvent
+        )
+    }
+}
+
+/// The text a hole is written as in the prepared metadata: numbers no
+/// real value has, words no real text has.
+fn sentinel(h: Hole) -> String {
+    let i = HOLES.iter().position(|x| *x == h).unwrap_or(0);
+    if h.is_text() {
+        format!("tapehole{i:02}x")
+    } else {
+        format!("{}", 9_111_111_111_111_111_100i64 + i as i64)
+    }
+}
+
+fn value(h: Hole) -> EnvValue {
+    if h.is_text() {
+        EnvValue::Str(sentinel(h))
+    } else {
+        EnvValue::Int(sentinel(h).parse::<i64>().unwrap_or(0))
+    }
+}
+
+/// The metadata text of this process's trace with holes for the clock, the
+/// losses outside the rings, the date and the mode, and for the `env`
+/// entries `extra` adds.
+pub(crate) fn metadata(uuid: [u8; 16], extra: &[(&str, Hole)]) -> String {
+    let num = |h: Hole| sentinel(h).parse::<i64>().unwrap_or(0);
+    let clock = crate::clock::clock_description(
+        num(Hole::Freq) as u64,
+        num(Hole::OffsetS),
+        num(Hole::Offset),
+    );
+    let mut t = crate::save::metadata_with(uuid, clock);
+    for (k, v) in t.env.iter_mut() {
+        let h = match k.as_str() {
+            "events_dropped_without_ring" => Hole::DroppedNoRing,
+            "events_dropped_ring_alloc" => Hole::DroppedNoMemory,
+            "events_lost_with_exited_threads" => Hole::LostExited,
+            "trace_creation_datetime" => Hole::Date,
+            "mode" => Hole::Mode,
+            _ => continue,
+        };
+        *v = value(h);
+    }
+    for (name, h) in extra {
+        t.env.push(((*name).into(), value(*h)));
+    }
+    t.to_tsdl()
+}
+
+/// The text cut at each hole, in the order they appear: `pieces[i]`, then
+/// the value of `holes[i]`, then `pieces[i + 1]`...
+pub(crate) fn cut(text: &str) -> (Vec<Vec<u8>>, Vec<Hole>) {
+    let mut found: Vec<(usize, Hole, usize)> = HOLES
+        .iter()
+        .filter_map(|&h| {
+            let s = sentinel(h);
+            text.find(&s).map(|at| (at, h, s.len()))
+        })
+        .collect();
+    found.sort_by_key(|f| f.0);
+    let mut pieces = Vec::new();
+    let mut holes = Vec::new();
+    let mut from = 0;
+    for (at, h, len) in found {
+        pieces.push(text.as_bytes()[from..at].to_vec());
+        holes.push(h);
+        from = at + len;
+    }
+    pieces.push(text.as_bytes()[from..].to_vec());
+    (pieces, holes)
+}
+
+/// The text with every hole filled by `value` (a number, or a text that
+/// is escaped here); `None` names the first hole `value` has no value for.
+pub(crate) fn fill(text: &str, value: impl Fn(Hole) -> Option<String>) -> Result<String, Hole> {
+    let (pieces, holes) = cut(text);
+    let mut out = Vec::with_capacity(text.len());
+    for (i, piece) in pieces.iter().enumerate() {
+        out.extend_from_slice(piece);
+        let Some(&h) = holes.get(i) else { continue };
+        let v = value(h).ok_or(h)?;
+        if h.is_text() {
+            let q = tape_ctf::quote(&v);
+            out.extend_from_slice(&q.as_bytes()[1..q.len() - 1]);
+        } else {
+            out.extend_from_slice(v.as_bytes());
+        }
+    }
+    Ok(String::from_utf8(out)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_hole_is_found_and_filled() {
+        let text = metadata(
+            [7; 16],
+            &[
+                ("tape_recovered", Hole::Recovered),
+                ("tape_last_event", Hole::LastEvent),
+            ],
+        );
+        let (_, holes) = cut(&text);
+        for h in [
+            Hole::Freq,
+            Hole::OffsetS,
+            Hole::Offset,
+            Hole::DroppedNoRing,
+            Hole::DroppedNoMemory,
+            Hole::LostExited,
+            Hole::Date,
+            Hole::Mode,
+            Hole::Recovered,
+            Hole::LastEvent,
+        ] {
+            assert_eq!(holes.iter().filter(|x| **x == h).count(), 1, "{h:?}");
+        }
+        let filled = fill(&text, |h| {
+            Some(match h {
+                Hole::Recovered => "a \"quoted\" \\ path".into(),
+                h if h.is_text() => "text".into(),
+                _ => "12".into(),
+            })
+        })
+        .unwrap();
+        assert!(!filled.contains("tapehole") && !filled.contains("91111111111111111"));
+        assert!(
+            filled.contains(r#"tape_recovered = "a \"quoted\" \\ path";"#),
+            "{filled}"
+        );
+        let parsed = tape_ctf::parse_metadata(&filled).expect("the filled text parses");
+        assert_eq!(parsed.trace.clocks[0].freq, 12);
+        assert_eq!(fill(&text, |_| None), Err(holes[0]));
+    }
+}
