@@ -88,6 +88,12 @@ pub(crate) fn recover(
             .map_or_else(|| "none".into(), tape::recover::utc_text),
         r.clock
     );
+    if r.unborn > 0 {
+        text.push_str(&format!(
+            "  rings being made at the death (empty): {}\n",
+            r.unborn
+        ));
+    }
     if !r.unreadable.is_empty() {
         text.push_str(&format!("  ring files left out: {}\n", r.unreadable.len()));
     }

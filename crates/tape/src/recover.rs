@@ -204,6 +204,8 @@ pub struct Recovered {
     pub program: String,
     /// Streams written (threads with events or losses).
     pub rings: usize,
+    /// Ring files the process was making when it died (empty).
+    pub unborn: usize,
     /// Ring files that could not be read, and why (the others are in the
     /// trace).
     pub unreadable: Vec<String>,
@@ -253,9 +255,13 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
     names.sort();
     let mut rings = Vec::new();
     let mut unreadable = Vec::new();
+    let mut unborn = 0;
     for p in &names {
         match Ring::open_recovered(p) {
             Ok(r) => rings.push(Arc::new(r)),
+            // The process died while it made this ring (its header is
+            // written last): no event can be in it.
+            Err(_) if unborn_ring(p) => unborn += 1,
             Err(e) => unreadable.push(format!("{}: {e}", p.display())),
         }
     }
@@ -328,12 +334,24 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
         pid: h.pid,
         program: h.program(),
         rings: streams,
+        unborn,
         unreadable,
         lost,
         lost_outside: outside.iter().sum(),
         last_event_ns,
         clock: how,
     })
+}
+
+/// Whether the ring file at `p` is one the process was making when it
+/// died: its header is still all zeros (the header is written once the
+/// file's pages are, before any event).
+fn unborn_ring(p: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 64];
+    std::fs::File::open(p)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| head.iter().all(|&b| b == 0))
 }
 
 /// The clock of the dead process: (freq, offset_s, offset, how).

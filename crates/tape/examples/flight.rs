@@ -1,0 +1,102 @@
+//! The flight recorder: threads that emit as fast as they can into shared
+//! rings, a process that dies without saving, and its trace recovered.
+//!
+//! ```text
+//! cargo build -p tape --example flight --release -p tape-cli
+//! TAPE_SHM=on TAPE_TRACE='flight.*' target/release/examples/flight &   # prints its pid
+//! kill -9 $!                                     # no save, no dump: gone
+//! target/release/tape ps --dead                  # its rings are left
+//! target/release/tape recover PID                # -> flight-recovered-PID
+//! target/release/tape show flight-recovered-PID | tail
+//! ```
+//!
+//! Each of `--threads` threads (4 by default) emits `flight.event` with
+//! its number, a sequence number counting from 0, a text of 0 to 47 bytes
+//! made from both, and a checksum of all three: a reader can tell a torn
+//! or misplaced event from a whole one, and count the missing ones from
+//! the sequence numbers. `--seconds S` ends the program normally after S
+//! seconds (it runs until killed without); `--pace N` sleeps 1 ms every N
+//! events of a thread (as fast as it can without).
+
+use std::time::{Duration, Instant};
+
+tape::tracepoint! {
+    /// One event of thread `thread`: the `seq`-th, with `text`, and `sum`
+    /// = [`checksum`] of the three.
+    pub fn flight_event(thread: u32, seq: u64, text: &str, sum: u64) = "flight.event";
+}
+
+/// FNV-1a of the thread, the sequence number and the text.
+pub fn checksum(thread: u32, seq: u64, text: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in thread
+        .to_le_bytes()
+        .iter()
+        .chain(seq.to_le_bytes().iter())
+        .chain(text.iter())
+    {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The text of event `seq` of `thread`: its length and letters vary with
+/// both.
+fn text(thread: u32, seq: u64, buf: &mut [u8; 48]) -> usize {
+    let len = ((seq.wrapping_mul(7) + u64::from(thread) * 13) % 48) as usize;
+    for (i, b) in buf[..len].iter_mut().enumerate() {
+        *b = b'a' + ((seq as usize + i + thread as usize) % 26) as u8;
+    }
+    len
+}
+
+fn main() -> Result<(), tape::Error> {
+    let _tape = tape::init()?;
+    let mut threads = 4u32;
+    let mut seconds: Option<f64> = None;
+    let mut pace: Option<u64> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = |what: &str| args.next().unwrap_or_else(|| panic!("{a} needs {what}"));
+        match a.as_str() {
+            "--threads" => threads = value("a count").parse().expect("--threads N"),
+            "--seconds" => seconds = Some(value("seconds").parse().expect("--seconds S")),
+            "--pace" => pace = Some(value("a count").parse().expect("--pace N")),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    println!("{}", std::process::id());
+    let end = seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            std::thread::Builder::new()
+                .name(format!("flight-{t}"))
+                .spawn(move || {
+                    tape::register_thread();
+                    let mut buf = [0u8; 48];
+                    let mut seq = 0u64;
+                    loop {
+                        let n = text(t, seq, &mut buf);
+                        let s = std::str::from_utf8(&buf[..n]).expect("ASCII letters");
+                        flight_event(t, seq, s, checksum(t, seq, s.as_bytes()));
+                        seq += 1;
+                        if seq % 1024 == 0 && end.is_some_and(|e| Instant::now() >= e) {
+                            break;
+                        }
+                        if pace.is_some_and(|p| seq % p == 0) {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    }
+                    seq
+                })
+                .expect("spawn")
+        })
+        .collect();
+    let mut total = 0;
+    for w in workers {
+        total += w.join().expect("a worker panicked");
+    }
+    eprintln!("flight: {total} events emitted");
+    Ok(())
+}
