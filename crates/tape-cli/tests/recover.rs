@@ -430,7 +430,8 @@ fn bad_directories_and_mutated_ring_files_are_errors_naming_them() {
     let original: Vec<Vec<u8>> = rings.iter().map(|p| std::fs::read(p).unwrap()).collect();
     // Header damage: each file left out with its reason; the others
     // recovered.
-    let cases: [(&str, fn(&mut Vec<u8>)); 5] = [
+    type Damage = fn(&mut Vec<u8>);
+    let cases: [(&str, Damage); 5] = [
         ("no TAPERING magic", |b| b[0] = b'X'),
         ("layout version", |b| b[8] = 99),
         ("slots of", |b| {
