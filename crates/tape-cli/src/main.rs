@@ -8,6 +8,10 @@
 //!   control files: `status`, `on`, `off`, `enable`, `disable`, `list`,
 //!   `buffer`, `mode`, `save`, `stats`); `tape ps` lists the programs this
 //!   user can control. See `tape::control`.
+//! * `tape record PID -o DIR`: streams a running process's shared rings
+//!   (`TAPE_SHM=on`) to a trace on disk (`tape::record`); `tape recover
+//!   PID|DIR` rebuilds the trace of one that died (`tape::recover`), `tape
+//!   ps --dead` lists those, `tape recover --clean` removes them.
 //!
 //! Output errors are errors: a closed pipe (`| head`) ends the command
 //! quietly with status 0, as the reader of the pipe asked; any other write
@@ -166,6 +170,21 @@ enum Command {
         #[arg(long)]
         clean: bool,
     },
+    /// Stream a running process's events (its shared rings, TAPE_SHM=on)
+    /// to a CTF trace on disk, for as long as it runs.
+    Record {
+        /// The process's id, or its rings' directory.
+        target: String,
+        /// The trace directory to write (must not exist).
+        #[arg(short, long, value_name = "DIR")]
+        output: PathBuf,
+        /// End after this many seconds.
+        #[arg(long, value_name = "SECONDS")]
+        duration: Option<f64>,
+        /// End once the trace has this many bytes (`512M`, `2G`).
+        #[arg(long, value_name = "LIMIT")]
+        size: Option<String>,
+    },
 }
 
 /// Why a command stopped early.
@@ -284,6 +303,12 @@ fn main() -> ExitCode {
             output,
             clean,
         } => recover::recover(target, output, clean),
+        Command::Record {
+            target,
+            output,
+            duration,
+            size,
+        } => recover::record(&target, output, duration, size),
     };
     match r {
         Ok(()) | Err(Failure::Closed) => ExitCode::SUCCESS,

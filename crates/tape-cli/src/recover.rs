@@ -134,3 +134,98 @@ pub(crate) fn ps_dead() -> Result<(), Failure> {
     out.write_all(text.as_bytes()).map_err(output_error)?;
     out.flush().map_err(output_error)
 }
+
+/// Set by SIGINT / SIGTERM during `tape record`: end the recording.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn stop_recording(_: libc::c_int) {
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `tape record TARGET -o OUT [--duration S] [--size LIMIT]`.
+pub(crate) fn record(
+    target: &str,
+    output: PathBuf,
+    duration: Option<f64>,
+    size: Option<String>,
+) -> Result<(), Failure> {
+    let limit = size
+        .map(|s| tape::config::parse_size("--size", &s).map(|n| n as u64))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let duration = match duration {
+        Some(d) if !(d.is_finite() && d > 0.0) => {
+            return Err(Failure::Error(format!(
+                "--duration {d}: a positive number of seconds"
+            )))
+        }
+        d => d.map(std::time::Duration::from_secs_f64),
+    };
+    let dir = tape::recover::find(target).map_err(|e| e.to_string())?;
+    let mut r = tape::record::Recorder::attach(&dir, &output).map_err(|e| e.to_string())?;
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe { libc::signal(sig, stop_recording as *const () as libc::sighandler_t) };
+    }
+    crate::say!(
+        "tape record: recording process {} into {} (until it exits{}{}; Ctrl-C ends)",
+        r.pid(),
+        output.display(),
+        duration.map_or(String::new(), |d| format!(", {} s", d.as_secs_f64())),
+        limit.map_or(String::new(), |l| format!(", {l} bytes"))
+    );
+    let start = std::time::Instant::now();
+    let mut idle = std::time::Duration::from_millis(1);
+    let mut checked = start;
+    let why = loop {
+        if STOP.load(std::sync::atomic::Ordering::Relaxed) {
+            break "interrupted";
+        }
+        if duration.is_some_and(|d| start.elapsed() >= d) {
+            break "--duration reached";
+        }
+        if limit.is_some_and(|l| r.progress().bytes >= l) {
+            break "--size reached";
+        }
+        if checked.elapsed() >= std::time::Duration::from_millis(50) {
+            checked = std::time::Instant::now();
+            if !r.process_alive() {
+                break "the process exited";
+            }
+        }
+        if r.poll(false).map_err(|e| e.to_string())? {
+            idle = std::time::Duration::from_millis(1);
+        } else {
+            idle = (idle * 2).min(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(idle);
+    };
+    let p = r.finish().map_err(|e| e.to_string())?;
+    let secs = start.elapsed().as_secs_f64();
+    let causes: Vec<String> = p
+        .lost
+        .by_cause()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(c, n)| format!("{c} {n}"))
+        .collect();
+    let text = format!(
+        "recorded {} into {} ({why})\n  streams: {}\n  events: {} ({:.0}/s)\n  bytes: {} ({:.1} MB/s)\n  lost: {}{}\n",
+        target,
+        output.display(),
+        p.streams,
+        p.events,
+        p.events as f64 / secs,
+        p.bytes,
+        p.bytes as f64 / secs / 1e6,
+        p.lost.total(),
+        if causes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", causes.join(", "))
+        },
+    );
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).map_err(output_error)?;
+    out.flush().map_err(output_error)
+}

@@ -9,156 +9,20 @@
 //! --dead`, `tape recover --clean`, a running process refused, bad
 //! directories and mutated ring files named in errors, never a panic.
 
+#[path = "support/flight.rs"]
+mod flight;
 #[path = "support/pipeline.rs"]
 mod pipeline;
 #[path = "../../tape-ctf/tests/support/shared.rs"]
 mod shared;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use flight::{base, flight, ring_files, streams_of, tape, text, user_dir, Rng};
 use pipeline::TAPE;
-
-/// The flight example's checksum (`examples/flight.rs`), again: the test
-/// checks the events against its own copy.
-fn checksum(thread: u32, seq: u64, text: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in thread
-        .to_le_bytes()
-        .iter()
-        .chain(seq.to_le_bytes().iter())
-        .chain(text.iter())
-    {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-fn base(tag: &str) -> PathBuf {
-    let b = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("recover-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&b);
-    std::fs::create_dir_all(&b).unwrap();
-    b
-}
-
-fn user_dir(base: &Path) -> PathBuf {
-    // SAFETY: geteuid has no preconditions.
-    base.join(format!("tape-{}", unsafe { libc::geteuid() }))
-}
-
-/// The flight example with its rings under `shm`, in `mode`, rings of
-/// 64 KiB in 4 KiB packets (they wrap every few milliseconds).
-fn flight(shm: &Path, mode: &str, extra: &[&str]) -> Child {
-    Command::new(pipeline::example("flight"))
-        .args(extra)
-        .env("TAPE_SHM", "on")
-        .env("TAPE_SHM_DIR", shm)
-        .env("TAPE_CONTROL", "off")
-        .env("TAPE_DUMP", "off")
-        .env("TAPE_TRACE", "flight.*")
-        .env("TAPE_TRACE_MODE", mode)
-        .env("TAPE_TRACE_BUFSZ", "64K")
-        .env("TAPE_TRACE_PACKETSZ", "4K")
-        .env("TAPE_TRACE_DIR", shm.join("saved"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Ring files made (their header written) in `dir`.
-fn ring_files(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| n.starts_with("ring-"))
-                })
-                .filter(|e| std::fs::read(e.path()).is_ok_and(|b| b.starts_with(b"TAPERING")))
-                .count()
-        })
-        .unwrap_or(0)
-}
-
-fn tape(args: &[&str], shm: &Path) -> Output {
-    Command::new(TAPE)
-        .args(args)
-        .env("TAPE_SHM_DIR", shm)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A thread's events in a recovered trace.
-#[derive(Default, Debug)]
-struct Stream {
-    seqs: Vec<u64>,
-    /// `events_discarded` of the first and of the last event's packet.
-    first_discarded: Option<u64>,
-    last_discarded: u64,
-    lost_full: u64,
-}
-
-/// Every `flight.event` of the trace, by stream, checked whole (its
-/// checksum) and in its own thread's stream.
-fn streams_of(trace: &Path) -> BTreeMap<String, Stream> {
-    let out = Command::new(TAPE)
-        .args(["show", "--format", "json", trace.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let mut all: BTreeMap<String, Stream> = BTreeMap::new();
-    let mut thread_of: BTreeMap<String, u64> = BTreeMap::new();
-    for line in text(&out.stdout).lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        if v.get("lost").is_some() {
-            continue; // a `[LOST n EVENTS]` line: counted from the packets
-        }
-        assert_eq!(v["name"], "flight.event", "{line}");
-        let stream = v["stream"].as_str().unwrap().to_owned();
-        let f = &v["fields"];
-        let (thread, seq) = (f["thread"].as_u64().unwrap(), f["seq"].as_u64().unwrap());
-        let t = f["text"].as_str().unwrap();
-        assert_eq!(
-            f["sum"].as_u64().unwrap(),
-            checksum(thread as u32, seq, t.as_bytes()),
-            "a torn or altered event: {line}"
-        );
-        assert_eq!(
-            *thread_of.entry(stream.clone()).or_insert(thread),
-            thread,
-            "two threads' events in one stream: {line}"
-        );
-        let ctx = &v["packet_context"];
-        let s = all.entry(stream).or_default();
-        s.seqs.push(seq);
-        let discarded = ctx["events_discarded"].as_u64().unwrap();
-        s.first_discarded.get_or_insert(discarded);
-        s.last_discarded = discarded;
-        s.lost_full = ctx["lost_full"].as_u64().unwrap();
-    }
-    all
-}
-
-/// A small deterministic random sequence (the test prints its seed).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 #[test]
 fn a_hundred_kills_each_recovered_whole_and_accounted() {
@@ -212,33 +76,11 @@ fn a_hundred_kills_each_recovered_whole_and_accounted() {
         assert!(check.status.success(), "run {run}: {}", text(&check.stderr));
         // babeltrace2's only words on stderr: the losses it reports, per
         // stream, which must be the losses counted.
-        let mut bt_lost: BTreeMap<String, u64> = BTreeMap::new();
-        if bt {
-            let b = Command::new("babeltrace2")
-                .arg(&out_dir)
-                .stdout(Stdio::null())
-                .output()
-                .unwrap();
-            assert!(
-                b.status.success(),
-                "run {run}: babeltrace2: {}",
-                text(&b.stderr)
-            );
-            for line in text(&b.stderr).lines().filter(|l| !l.trim().is_empty()) {
-                let n = line
-                    .strip_prefix("WARNING: Tracer discarded ")
-                    .and_then(|r| r.split(' ').next())
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .unwrap_or_else(|| panic!("run {run}: babeltrace2 says: {line}"));
-                let stream = line
-                    .split("within stream \"")
-                    .nth(1)
-                    .and_then(|r| r.split('"').next())
-                    .unwrap_or_else(|| panic!("run {run}: {line}"));
-                let name = Path::new(stream).file_name().unwrap().to_str().unwrap();
-                *bt_lost.entry(name.to_owned()).or_default() += n;
-            }
-        }
+        let bt_lost = if bt {
+            flight::babeltrace2_losses(&out_dir, &format!("run {run}"))
+        } else {
+            BTreeMap::new()
+        };
         let streams = streams_of(&out_dir);
         assert_eq!(streams.len(), 4, "run {run}: {streams:?}");
         for (name, s) in &streams {
@@ -352,7 +194,7 @@ fn dead_processes_are_listed_cleaned_and_a_running_one_refused() {
     let trace = base.join(format!("flight-recovered-{pid}"));
     let meta = std::fs::read_to_string(trace.join("metadata")).unwrap();
     assert!(
-        meta.contains(&format!("tape_recovered = \"process {pid} (flight) died")),
+        meta.contains(&format!("tape_source = \"process {pid} (flight) died")),
         "{meta}"
     );
     assert!(meta.contains("tape_last_event = \"20"), "{meta}");

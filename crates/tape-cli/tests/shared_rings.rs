@@ -108,3 +108,41 @@ fn rings_live_in_private_files_that_outlive_a_kill() {
     }
     let _ = std::fs::remove_dir_all(&base);
 }
+
+#[test]
+fn past_the_cap_rings_are_made_in_private_memory_with_a_notice() {
+    let base =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("shm-cap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let user = base.join(format!("tape-{}", unsafe { libc::geteuid() }));
+    // Rings of 64 KiB (72 KiB files with the header and slot metadata):
+    // a cap of 100 KiB holds one.
+    let out = run(&base, &base.join("traces"))
+        .env("TAPE_TRACE_BUFSZ", "64K")
+        .env("TAPE_SHM_MAX", "100K")
+        .args(["--seconds", "0.3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        err.matches("not shared (TAPE_SHM)").count(),
+        1,
+        "one notice: {err}"
+    );
+    assert!(
+        err.contains("would pass TAPE_SHM_MAX (102400 bytes"),
+        "{err}"
+    );
+    // Every thread traced all the same: the saved trace has the 4 streams.
+    assert!(ring_files(&user).is_empty(), "removed at exit");
+    let traces = ring_files(&base.join("traces"));
+    let streams = std::fs::read_dir(&traces[0])
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name() != "metadata")
+        .count();
+    assert_eq!(streams, 4);
+    let _ = std::fs::remove_dir_all(&base);
+}

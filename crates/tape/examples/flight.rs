@@ -16,7 +16,9 @@
 //! or misplaced event from a whole one, and count the missing ones from
 //! the sequence numbers. `--seconds S` ends the program normally after S
 //! seconds (it runs until killed without); `--pace N` sleeps 1 ms every N
-//! events of a thread (as fast as it can without).
+//! events of a thread (as fast as it can without); `--delay MS` waits
+//! before the first event, the rings made (time for `tape record` to
+//! attach). At its end it says how many events it emitted.
 
 use std::time::{Duration, Instant};
 
@@ -56,6 +58,7 @@ fn main() -> Result<(), tape::Error> {
     let mut threads = 4u32;
     let mut seconds: Option<f64> = None;
     let mut pace: Option<u64> = None;
+    let mut delay = 0u64;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |what: &str| args.next().unwrap_or_else(|| panic!("{a} needs {what}"));
@@ -63,17 +66,20 @@ fn main() -> Result<(), tape::Error> {
             "--threads" => threads = value("a count").parse().expect("--threads N"),
             "--seconds" => seconds = Some(value("seconds").parse().expect("--seconds S")),
             "--pace" => pace = Some(value("a count").parse().expect("--pace N")),
+            "--delay" => delay = value("milliseconds").parse().expect("--delay MS"),
             other => panic!("unknown argument {other}"),
         }
     }
     println!("{}", std::process::id());
-    let end = seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
+    let start = Instant::now() + Duration::from_millis(delay);
+    let end = seconds.map(|s| start + Duration::from_secs_f64(s));
     let workers: Vec<_> = (0..threads)
         .map(|t| {
             std::thread::Builder::new()
                 .name(format!("flight-{t}"))
                 .spawn(move || {
                     tape::register_thread();
+                    std::thread::sleep(start.saturating_duration_since(Instant::now()));
                     let mut buf = [0u8; 48];
                     let mut seq = 0u64;
                     loop {

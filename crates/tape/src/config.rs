@@ -15,6 +15,12 @@
 //! | `TAPE_TRIGGER`        | [`Config::trigger`]      | `PATTERN TRIGGER; PATTERN TRIGGER...`    | none                     |
 //! | `TAPE_SHM`            | [`Config::shared_rings`] | `on` or `off`                            | `off` (rings in private memory) |
 //!
+//! With `TAPE_SHM=on`, read where used ([`crate::ring::shm`],
+//! [`crate::recover`]): `TAPE_SHM_DIR` (an absolute directory instead of
+//! `/dev/shm`), `TAPE_SHM_MAX` (the most bytes of ring files a process
+//! keeps; default half the filesystem), `TAPE_SHM_KEEP_SIZE` and
+//! `TAPE_SHM_KEEP_AGE` (the dead processes' rings kept: `1G`, `7d`).
+//!
 //! A bad value is an [`Error`] naming the variable, the value, the position
 //! of the problem and the accepted forms. A value that is not UTF-8 is an
 //! error too (never taken as unset), except `TAPE_TRACE_DIR`, a path, which
@@ -613,8 +619,10 @@ fn bad(var: &str, value: &str, at: usize, what: &str, accepted: &str) -> Error {
     )
 }
 
-/// Parses `1048576`, `512K`, `4M`, `1G` (also `KB`, `KiB`, lowercase).
-pub(crate) fn parse_size(var: &str, v: &str) -> Result<usize, Error> {
+/// Parses `1048576`, `512K`, `4M`, `1G` (also `KB`, `KiB`, lowercase);
+/// an error names `var` (the variable or option it came from) and the
+/// position.
+pub fn parse_size(var: &str, v: &str) -> Result<usize, Error> {
     const ACCEPTED: &str = "a size in bytes such as 1048576, 512K, 4M or 1G";
     let s = v.trim();
     let digits = s.bytes().take_while(u8::is_ascii_digit).count();

@@ -927,7 +927,7 @@ fn write_metadata(
             Hole::Addr => v.num(addr.into()),
             Hole::Tid => v.num(tid.into()),
             Hole::Reason => v.put(what.as_bytes()),
-            Hole::Recovered | Hole::LastEvent => &mut v,
+            Hole::Source | Hole::LastEvent => &mut v,
         };
         ok = ok && write_all(fd, v.bytes());
     }

@@ -69,6 +69,7 @@ pub mod filter;
 pub mod point;
 pub mod printk;
 pub mod probe;
+pub mod record;
 pub mod recover;
 pub mod registry;
 pub mod ring;

@@ -35,7 +35,7 @@
 //! machine rebooted, or another machine reads it) the latest calibration
 //! the process wrote (at each ring made and each save) gives both.
 //!
-//! The trace says it was recovered: `env.tape_recovered` (which process,
+//! The trace says it was recovered: `env.tape_source` (which process,
 //! from where) and `env.tape_last_event` (the newest event's time: when
 //! the process was last seen doing anything).
 //!
@@ -155,13 +155,13 @@ fn describe(dir: &Path) -> RingDir {
 /// Whether the process a process file describes still runs: its pid
 /// exists with the same start time (a reused pid is another process).
 /// A zombie (dead, not yet reaped by its parent) is dead.
-fn alive(h: &ProcessHeader) -> bool {
+pub(crate) fn alive(h: &ProcessHeader) -> bool {
     crate::save::process_exists(h.pid)
         && shm::start_time(h.pid) == h.start_time
         && !shm::zombie(h.pid)
 }
 
-fn read_header(dir: &Path) -> Result<ProcessHeader, String> {
+pub(crate) fn read_header(dir: &Path) -> Result<ProcessHeader, String> {
     let path = dir.join(shm::PROCESS_FILE);
     let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     ProcessHeader::read(&bytes).map_err(|e| format!("{}: {e}", path.display()))
@@ -265,56 +265,27 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
             Err(e) => unreadable.push(format!("{}: {e}", p.display())),
         }
     }
-    let (freq, offset_s, offset, how) = clock_of(&h);
-    let clock = crate::clock::clock_description(freq, offset_s, offset);
     let last_ts = rings
         .iter()
         .filter(|r| r.written() > 0)
         .map(|r| r.last_ts())
         .max();
-    let last_event_ns = last_ts.map(|t| crate::clock::to_realtime_ns(&clock, t));
-    let mut lost = Drops::default();
-    let outside = [
-        h.dropped_no_ring.load(std::sync::atomic::Ordering::Relaxed),
-        h.dropped_no_memory
-            .load(std::sync::atomic::Ordering::Relaxed),
-        h.lost_exited.load(std::sync::atomic::Ordering::Relaxed),
-    ];
-    let recovered_from = format!(
+    let source = format!(
         "process {} ({}) died; recovered from {} by tape {}",
         h.pid,
         h.program(),
         dir.display(),
         env!("CARGO_PKG_VERSION")
     );
-    let last_event = last_event_ns.map_or_else(|| "none".to_owned(), utc_text);
-    let metadata = crate::template::fill(&template, |hole| {
-        Some(match hole {
-            Hole::Freq => freq.to_string(),
-            Hole::OffsetS => offset_s.to_string(),
-            Hole::Offset => offset.to_string(),
-            Hole::DroppedNoRing => outside[0].to_string(),
-            Hole::DroppedNoMemory => outside[1].to_string(),
-            Hole::LostExited => outside[2].to_string(),
-            Hole::Date => crate::save::local_date(),
-            Hole::Mode => {
-                if h.mode.load(std::sync::atomic::Ordering::Relaxed) == 1 {
-                    "discard".into()
-                } else {
-                    "overwrite".into()
-                }
-            }
-            Hole::Recovered => recovered_from.clone(),
-            Hole::LastEvent => last_event.clone(),
-            _ => return None,
-        })
-    })
-    .map_err(|hole| {
+    let filled = fill_metadata(&h, &template, &source, last_ts).map_err(|hole| {
         error(format!(
             "{}: the value of {hole:?} has no place in a recovery (not a template of this tape)",
             template_path.display()
         ))
     })?;
+    let (metadata, how, last_event_ns) = (filled.text, filled.how, filled.last_event_ns);
+    let outside = filled.outside;
+    let mut lost = Drops::default();
     let uuid = h.uuid;
     let written = crate::save::write_atomically(out, |tmp| {
         let filled = crate::save::write_streams(tmp, &rings, &uuid)?;
@@ -352,6 +323,67 @@ fn unborn_ring(p: &Path) -> bool {
     std::fs::File::open(p)
         .and_then(|mut f| f.read_exact(&mut head))
         .is_ok_and(|()| head.iter().all(|&b| b == 0))
+}
+
+/// A process's metadata text, its holes filled.
+pub(crate) struct Metadata {
+    pub(crate) text: String,
+    /// How the clock was calibrated, in words.
+    pub(crate) how: String,
+    /// The time of the event at `last_ts`, ns since the epoch.
+    pub(crate) last_event_ns: Option<i128>,
+    /// Losses outside the rings: no ring, ring allocation, exited rings.
+    pub(crate) outside: [u64; 3],
+}
+
+/// Fills the holes of the process's metadata `template`: its clock now
+/// ([`clock_of`]), its losses outside the rings and mode (from its
+/// process file), where the trace comes from, and the time of its last
+/// event (the counter value `last_ts`). `Err` names a hole with no value
+/// here.
+pub(crate) fn fill_metadata(
+    h: &ProcessHeader,
+    template: &str,
+    source: &str,
+    last_ts: Option<u64>,
+) -> Result<Metadata, Hole> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (freq, offset_s, offset, how) = clock_of(h);
+    let clock = crate::clock::clock_description(freq, offset_s, offset);
+    let last_event_ns = last_ts.map(|t| crate::clock::to_realtime_ns(&clock, t));
+    let outside = [
+        h.dropped_no_ring.load(Relaxed),
+        h.dropped_no_memory.load(Relaxed),
+        h.lost_exited.load(Relaxed),
+    ];
+    let last_event = last_event_ns.map_or_else(|| "none".to_owned(), utc_text);
+    let text = crate::template::fill(template, |hole| {
+        Some(match hole {
+            Hole::Freq => freq.to_string(),
+            Hole::OffsetS => offset_s.to_string(),
+            Hole::Offset => offset.to_string(),
+            Hole::DroppedNoRing => outside[0].to_string(),
+            Hole::DroppedNoMemory => outside[1].to_string(),
+            Hole::LostExited => outside[2].to_string(),
+            Hole::Date => crate::save::local_date(),
+            Hole::Mode => {
+                if h.mode.load(Relaxed) == 1 {
+                    "discard".into()
+                } else {
+                    "overwrite".into()
+                }
+            }
+            Hole::Source => source.to_owned(),
+            Hole::LastEvent => last_event.clone(),
+            _ => return None,
+        })
+    })?;
+    Ok(Metadata {
+        text,
+        how,
+        last_event_ns,
+        outside,
+    })
 }
 
 /// The clock of the dead process: (freq, offset_s, offset, how).

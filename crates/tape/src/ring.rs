@@ -205,12 +205,9 @@ struct SlotMeta {
 pub(crate) struct Ring {
     head: Part<CachePadded<Head>>,
     dropped: Part<CachePadded<Dropped>>,
-    /// Entries into slots (owner) and pins (a save): see [`gate`].
+    /// Entries into slots (owner), pins and the copy claim (a save, a
+    /// reader in another process): see [`gate`].
     gate: Part<CachePadded<Gate>>,
-    /// A save is copying this ring (one at a time: the gate holds one pin).
-    /// Taken with a `compare_exchange` (Acquire) and released with a
-    /// `Release` store; cleared in a forked child, where no save runs.
-    reading: AtomicBool,
     slots: Part<[SlotMeta]>,
     /// N * S bytes as u64 words; written only by the owner thread, through
     /// the raw pointers of `Local`; read by snapshots (see module docs).
@@ -267,8 +264,9 @@ impl<T: ?Sized> std::ops::Deref for Part<T> {
 enum Backing {
     Heap(NonNull<u8>, std::alloc::Layout),
     Shared(shm::Mapping),
-    /// A dead process's ring file, mapped copy-on-write (`tape recover`).
-    Recovered(shm::Mapping),
+    /// Another process's ring file: a dead one's mapped copy-on-write
+    /// (`tape recover`), a running one's shared (`tape record`).
+    Other(shm::Mapping),
 }
 
 impl Drop for Backing {
@@ -725,7 +723,10 @@ fn make_room(l: &Local, size: usize) -> Option<Option<u64>> {
         return None;
     }
     let next = (l.pos_base.get() >> 32) + 1;
-    if next >= ring.slots.len() as u64 && config::mode() == Mode::Discard {
+    let n = ring.slots.len() as u64;
+    // Discard mode: full once every slot was used, unless a reader that
+    // streams the ring (`tape record`) consumed the packet to reuse.
+    if next >= n && config::mode() == Mode::Discard && next - n >= ring.gate.0.freed() {
         bump(&ring.dropped.0.discarded.full);
         return None;
     }
@@ -809,9 +810,11 @@ fn switch(l: &Local, ring: &Ring, ts: u64) -> bool {
     if !ring.gate.0.enter(next, next.checked_sub(n)) {
         return false;
     }
-    if next >= n {
+    if next >= n && config::mode() == Mode::Overwrite {
         // Packet `next - n` is gone: every event before the oldest packet
         // left, `next - n + 1` (in slot `(next + 1) % n`), was overwritten.
+        // (In discard mode a slot is reused only once a reader consumed
+        // its packet: nothing is lost.)
         let oldest = &ring.slots[((next + 1) % n) as usize];
         let gone = oldest.committed_before.load(Ordering::Relaxed);
         ring.dropped.0.overwritten.store(gone, Ordering::Relaxed);
@@ -921,7 +924,6 @@ extern "C" fn after_fork_child() {
                 // A save of the parent's that was copying this ring does not
                 // exist here: its pin and its claim go.
                 r.gate.0.clear_pin();
-                r.reading.store(false, Ordering::Relaxed);
             }
         }
     });
@@ -987,7 +989,7 @@ impl Ring {
         let backing = Ring::region(&layout, tid)?;
         let base = match &backing {
             Backing::Heap(p, _) => p.as_ptr(),
-            Backing::Shared(m) | Backing::Recovered(m) => m.as_ptr(),
+            Backing::Shared(m) | Backing::Other(m) => m.as_ptr(),
         };
         if let Backing::Shared(_) = &backing {
             let mut h = shm::FileHeader {
@@ -1065,7 +1067,6 @@ impl Ring {
             head,
             dropped,
             gate,
-            reading: AtomicBool::new(false),
             slots,
             mem,
             slot_size,
@@ -1089,7 +1090,22 @@ impl Ring {
     /// this process. The header is checked against the file: an error
     /// names what is wrong.
     pub(crate) fn open_recovered(path: &std::path::Path) -> Result<Ring, String> {
-        let m = shm::Mapping::open_private(path).map_err(|e| e.to_string())?;
+        let ring = Ring::open_file(path, false)?;
+        // A save of the dead process's may have held a pin: no such save
+        // runs here.
+        ring.gate.0.clear_pin();
+        Ok(ring)
+    }
+
+    /// The ring of a ring file of a running process, mapped shared (`tape
+    /// record`): copied with the owner's protocol, the reader's pins and
+    /// claims reaching the owner through the file.
+    pub(crate) fn open_live(path: &std::path::Path) -> Result<Ring, String> {
+        Ring::open_file(path, true)
+    }
+
+    fn open_file(path: &std::path::Path, shared: bool) -> Result<Ring, String> {
+        let m = shm::Mapping::open_file(path, shared).map_err(|e| e.to_string())?;
         let len = m.len();
         // SAFETY: the mapping holds at least a header (`open_private`).
         let bytes = unsafe { std::slice::from_raw_parts(m.as_ptr(), shm::HEADER_SPACE.min(len)) };
@@ -1133,7 +1149,7 @@ impl Ring {
         // SAFETY: the region is the mapping (at least `layout.len` bytes,
         // page-aligned), whose parts are integers only: any bytes are a
         // value of them.
-        let ring = unsafe {
+        Ok(unsafe {
             Ring::over(
                 base,
                 &layout,
@@ -1142,13 +1158,9 @@ impl Ring {
                 h.tid,
                 name,
                 h.created_ts,
-                Backing::Recovered(m),
+                Backing::Other(m),
             )
-        };
-        // A save of the dead process's may have held a pin: no such save
-        // runs here.
-        ring.gate.0.clear_pin();
-        Ok(ring)
+        })
     }
 
     /// The last event's timestamp.
@@ -1163,9 +1175,8 @@ impl Ring {
         if config::shared_rings() {
             static SEQ: AtomicU64 = AtomicU64::new(0);
             let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-            let made = shm::process_dir().and_then(|d| {
-                shm::Mapping::create(&d.join(format!("ring-{tid}-{seq}")), layout.len)
-            });
+            let made = shm::process_dir()
+                .and_then(|d| shm::ring_file(&d, &d.join(format!("ring-{tid}-{seq}")), layout.len));
             match made {
                 Ok(m) => {
                     shm::calibrate_now();
@@ -1283,15 +1294,9 @@ impl Ring {
         head: usize,
         mut each: impl FnMut(&PacketMeta, &mut Vec<u8>) -> Result<(), E>,
     ) -> Result<(), CopyError<E>> {
-        // One save at a time copies a ring (the gate holds one pin).
-        // Acquire: pairs with the Release store that ends another save's copy.
-        while self
-            .reading
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            std::thread::yield_now();
-        }
+        // One copy at a time (the gate holds one pin): another save of
+        // this process, or a reader in another process.
+        self.take_claim(None);
         let n = self.slots.len() as u64;
         let mut r = Ok(());
         for _ in 0..16 {
@@ -1321,9 +1326,36 @@ impl Ring {
             self.gate.0.unpin();
             break;
         }
-        // Release: pairs with the Acquire that starts the next save's copy.
-        self.reading.store(false, Ordering::Release);
+        self.gate.0.release();
         r
+    }
+
+    /// Takes the gate's copy claim for this process, waiting for its
+    /// holder (yielding), at most `patience` tries if given (false then);
+    /// a holder found dead (a reader killed mid-copy) is replaced.
+    fn take_claim(&self, patience: Option<u32>) -> bool {
+        let me = std::process::id();
+        let mut tries = 0u32;
+        loop {
+            let holder = match self.gate.0.claim(me) {
+                gate::Claim::Taken => return true,
+                gate::Claim::HeldBy(h) => h,
+            };
+            tries += 1;
+            if patience.is_some_and(|p| tries >= p) {
+                return false;
+            }
+            if tries % 64 == 0
+                && holder != u64::from(me)
+                && !u32::try_from(holder).is_ok_and(crate::save::process_exists)
+                && self.gate.0.break_claim(holder, me)
+            {
+                return true;
+            }
+            // SAFETY: sched_yield has no preconditions (async-signal-safe:
+            // the crash dump takes the claim too).
+            unsafe { libc::sched_yield() };
+        }
     }
 
     /// The crash dump's walk (`crate::crash`): each packet of the ring,
@@ -1338,21 +1370,7 @@ impl Ring {
         tries: u32,
         mut each: impl FnMut(&PacketMeta, *const u8, usize),
     ) -> bool {
-        let mut claimed = false;
-        for _ in 0..tries {
-            // Acquire: pairs with the Release store that ends a save's copy.
-            if self
-                .reading
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                claimed = true;
-                break;
-            }
-            // SAFETY: sched_yield has no preconditions (async-signal-safe).
-            unsafe { libc::sched_yield() };
-        }
-        if !claimed {
+        if !self.take_claim(Some(tries)) {
             return false;
         }
         let n = self.slots.len() as u64;
@@ -1377,9 +1395,59 @@ impl Ring {
             self.gate.0.advance();
         }
         self.gate.0.unpin();
-        // Release: pairs with the Acquire that starts the next copy.
-        self.reading.store(false, Ordering::Release);
+        self.gate.0.release();
         true
+    }
+
+    /// A reader that streams the ring (`tape record`, in another
+    /// process): the closed packets from `from` on, oldest first (from the
+    /// oldest still there if the owner overwrote `from`), then with `open`
+    /// the packet being written up to its last published event, each
+    /// handed to `each` in place with its metadata and, for a closed one,
+    /// the count of events committed up to its end. The slot stays pinned
+    /// while `each` runs. The packets handed over are consumed: in
+    /// discard mode the owner may reuse their slots. Returns the next
+    /// packet to read.
+    pub(crate) fn stream_packets(
+        &self,
+        from: u64,
+        open: bool,
+        mut each: impl FnMut(&PacketMeta, &[u8], Option<u64>),
+    ) -> u64 {
+        self.take_claim(None);
+        let n = self.slots.len() as u64;
+        // Acquire: pairs with the Release stores of `write_event` / `switch`.
+        let k0 = self.head.0.pos.load(Ordering::Acquire) >> 32;
+        let first = self.gate.0.pin(from.max((k0 + 1).saturating_sub(n)), n);
+        let pos1 = self.head.0.pos.load(Ordering::Acquire);
+        let (k1, off1) = (pos1 >> 32, (pos1 & 0xffff_ffff) as usize);
+        let last_ts = self.head.0.last_ts.load(Ordering::Relaxed);
+        let dropped_now = self.dropped.0.discarded.load();
+        let mut k = first;
+        while k < k1 || (open && k == k1) {
+            let o = (k == k1).then_some((off1, last_ts, dropped_now));
+            let (slot, m) = self.pinned_meta(k, o);
+            // Packet k + 1 is pinned too, and its metadata was written
+            // before `pos1` published it.
+            let end = (k < k1).then(|| {
+                self.slots[((k + 1) % n) as usize]
+                    .committed_before
+                    .load(Ordering::Relaxed)
+            });
+            // SAFETY: the slot is pinned (closed) or written only beyond
+            // `off1` (open): its first `m.events` bytes (at most a slot)
+            // do not change while `each` reads them (module docs of
+            // `gate`).
+            let bytes =
+                unsafe { std::slice::from_raw_parts(self.slot_ptr(slot).cast_const(), m.events) };
+            each(&m, bytes, end);
+            self.gate.0.advance();
+            k += 1;
+        }
+        self.gate.0.set_freed(k.min(k1));
+        self.gate.0.unpin();
+        self.gate.0.release();
+        k.max(first)
     }
 
     /// The metadata of packet `k`, whose slot the caller pinned (or the

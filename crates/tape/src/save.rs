@@ -803,7 +803,7 @@ pub(crate) fn truncate_utf8(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-fn sanitize(name: &str) -> String {
+pub(crate) fn sanitize(name: &str) -> String {
     let s: String = name
         .chars()
         .take(32)

@@ -37,8 +37,9 @@ pub(crate) enum Hole {
     Addr,
     Tid,
     Reason,
-    /// A recovery: from where, and when the last event was written.
-    Recovered,
+    /// Where the trace comes from (a recovery, a recording), and when
+    /// its last event was written.
+    Source,
     LastEvent,
 }
 
@@ -56,7 +57,7 @@ const HOLES: [Hole; 15] = [
     Hole::Addr,
     Hole::Tid,
     Hole::Reason,
-    Hole::Recovered,
+    Hole::Source,
     Hole::LastEvent,
 ];
 
@@ -65,7 +66,7 @@ impl Hole {
     fn is_text(self) -> bool {
         matches!(
             self,
-            Hole::Date | Hole::Mode | Hole::Reason | Hole::Recovered | Hole::LastEvent
+            Hole::Date | Hole::Mode | Hole::Reason | Hole::Source | Hole::LastEvent
         )
     }
 }
@@ -169,7 +170,7 @@ mod tests {
         let text = metadata(
             [7; 16],
             &[
-                ("tape_recovered", Hole::Recovered),
+                ("tape_source", Hole::Source),
                 ("tape_last_event", Hole::LastEvent),
             ],
         );
@@ -183,14 +184,14 @@ mod tests {
             Hole::LostExited,
             Hole::Date,
             Hole::Mode,
-            Hole::Recovered,
+            Hole::Source,
             Hole::LastEvent,
         ] {
             assert_eq!(holes.iter().filter(|x| **x == h).count(), 1, "{h:?}");
         }
         let filled = fill(&text, |h| {
             Some(match h {
-                Hole::Recovered => "a \"quoted\" \\ path".into(),
+                Hole::Source => "a \"quoted\" \\ path".into(),
                 h if h.is_text() => "text".into(),
                 _ => "12".into(),
             })
@@ -198,7 +199,7 @@ mod tests {
         .unwrap();
         assert!(!filled.contains("tapehole") && !filled.contains("91111111111111111"));
         assert!(
-            filled.contains(r#"tape_recovered = "a \"quoted\" \\ path";"#),
+            filled.contains(r#"tape_source = "a \"quoted\" \\ path";"#),
             "{filled}"
         );
         let parsed = tape_ctf::parse_metadata(&filled).expect("the filled text parses");

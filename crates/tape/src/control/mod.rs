@@ -332,7 +332,12 @@ pub fn status() -> String {
         out,
         "shared rings: {}",
         match (config::shared_rings(), crate::ring::shm::current_dir()) {
-            (_, Some(d)) => d.display().to_string(),
+            (_, Some(d)) => match crate::ring::shm::process()
+                .map_or(0, |p| p.reader.load(std::sync::atomic::Ordering::Relaxed))
+            {
+                0 => d.display().to_string(),
+                reader => format!("{} (streamed by tape record, pid {reader})", d.display()),
+            },
             (true, None) => "on (no ring made yet)".into(),
             (false, None) => "off (TAPE_SHM)".into(),
         }

@@ -66,6 +66,29 @@ const PIN_MASK: u64 = 0xffff_ffff;
 #[repr(C)]
 pub(crate) struct Gate {
     word: AtomicU64,
+    /// Who copies the ring now (one copy at a time: the word holds one
+    /// pin): the process id of the save, crash dump or `tape record` that
+    /// holds it, 0 when none. Taken with a `compare_exchange` (`Acquire`),
+    /// released with a `Release` store, broken by a claimant that finds its
+    /// holder dead (a reader killed mid-copy). In the ring's region, so
+    /// that another process's reader and this process's saves take turns.
+    claim: AtomicU64,
+    /// Packets before this one were consumed by a reader that streams the
+    /// ring (`tape record` in discard mode): the owner may reuse their
+    /// slots instead of dropping. 0: none. Stored `Release` by the reader
+    /// after its copy of them; loaded `Acquire` by the owner's switch
+    /// (the copy happens before the owner writes the slot again).
+    freed: AtomicU64,
+}
+
+/// What [`Gate::claim`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// Taken.
+    Taken,
+    /// Held by the process that has this id (this process: another
+    /// thread's save).
+    HeldBy(u64),
 }
 
 impl Gate {
@@ -73,7 +96,55 @@ impl Gate {
     pub(crate) fn new() -> Gate {
         Gate {
             word: AtomicU64::new(0),
+            claim: AtomicU64::new(0),
+            freed: AtomicU64::new(0),
         }
+    }
+
+    /// Takes the copy claim for process `me`, or says who holds it.
+    pub(crate) fn claim(&self, me: u32) -> Claim {
+        // Acquire: pairs with the Release of `release`: the previous
+        // copy's pins and unpins happen before ours.
+        match self
+            .claim
+            .compare_exchange(0, u64::from(me), Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Claim::Taken,
+            Err(holder) => Claim::HeldBy(holder),
+        }
+    }
+
+    /// Takes the claim from `holder`, a process that died holding it, and
+    /// drops the pin it left; whether it was taken (someone else may
+    /// have been faster).
+    pub(crate) fn break_claim(&self, holder: u64, me: u32) -> bool {
+        let taken = self
+            .claim
+            .compare_exchange(holder, u64::from(me), Ordering::Acquire, Ordering::Relaxed)
+            .is_ok();
+        if taken {
+            self.word.fetch_and(!PIN_MASK, Ordering::Release);
+        }
+        taken
+    }
+
+    /// Releases the claim.
+    pub(crate) fn release(&self) {
+        // Release: pairs with the Acquire of the next `claim`.
+        self.claim.store(0, Ordering::Release);
+    }
+
+    /// Reader: packets before `k` are consumed; the owner may reuse their
+    /// slots (discard mode).
+    pub(crate) fn set_freed(&self, k: u64) {
+        // Release: pairs with the Acquire of `freed`.
+        self.freed.fetch_max(k, Ordering::Release);
+    }
+
+    /// Owner: packets before this one were consumed by a reader.
+    pub(crate) fn freed(&self) -> u64 {
+        // Acquire: pairs with the Release of `set_freed`.
+        self.freed.load(Ordering::Acquire)
     }
 
     /// Owner: enters packet `next`, which overwrites packet `reuses` (the
@@ -134,11 +205,14 @@ impl Gate {
         self.word.fetch_and(!PIN_MASK, Ordering::Release);
     }
 
-    /// In a forked child, whose only thread is the owner: a pin held by a
-    /// parent's thread that does not exist here is dropped.
+    /// In a forked child, whose only thread is the owner (or a recovery,
+    /// of a dead process): a pin and a claim held by threads that do not
+    /// exist here are dropped, and no reader consumes the child's ring.
     pub(crate) fn clear_pin(&self) {
         let w = self.word.load(Ordering::Relaxed);
         self.word.store(w & !PIN_MASK, Ordering::Relaxed);
+        self.claim.store(0, Ordering::Relaxed);
+        self.freed.store(0, Ordering::Relaxed);
     }
 }
 

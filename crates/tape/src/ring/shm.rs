@@ -1,20 +1,25 @@
-//! Shared mappings for rings (`TAPE_SHM=on`, [`crate::Config::shared_rings`];
-//! issue 16, first slice): each ring a file in a directory of this process,
-//! mapped shared, so that another process can read the ring while the
-//! program runs (`tape pipe`, to come) and after it died (`tape recover`, to
-//! come), with no daemon, as LTTng-UST's `--shm-path` buffers. A ring's
-//! region has the same layout on the heap (without `TAPE_SHM`), so the
-//! ring's code is one.
+//! Shared mappings for rings (`TAPE_SHM=on`, [`crate::Config::shared_rings`]):
+//! each ring a file in a directory of this process, mapped shared, so that
+//! another process can read the ring while the program runs (`tape record`,
+//! [`crate::record`]) and after it died (`tape recover`,
+//! [`crate::recover`]), with no daemon, as LTTng-UST's `--shm-path`
+//! buffers. A ring's region has the same layout on the heap (without
+//! `TAPE_SHM`), so the ring's code is one.
 //!
 //! ```text
 //!  /dev/shm/tape-<uid>/<pid>/          mode 0700, checked (owner, no link)
+//!      process                         the process file (ProcessHeader, a page):
+//!                                      pid, start time, boot id, clock source,
+//!                                      anchor and latest calibration, mode,
+//!                                      losses outside rings, the recorder's pid
+//!      metadata-template               the trace's metadata with holes (crate::template)
 //!      ring-<tid>-<n>                  mode 0600, one per ring:
 //!      +--------------------+  0
 //!      | FileHeader         |  magic "TAPERING", version, sizes, offsets
 //!      +--------------------+  4096
-//!      | the ring's parts   |  head, drop counters, gate, slot metadata
-//!      | (at the offsets    |  and the packet memory, each at the offset
-//!      |  the header gives) |  the header gives
+//!      | the ring's parts   |  head, drop counters, gate (pins, copy claim,
+//!      | (at the offsets    |  packets freed by a recorder), slot metadata
+//!      |  the header gives) |  and the packet memory
 //!      +--------------------+  len
 //! ```
 //!
@@ -23,35 +28,37 @@
 //! fault after creation, which a disk-backed file's writeback would cause by
 //! write-protecting cleaned pages), else `$XDG_RUNTIME_DIR`. The space is
 //! reserved with `posix_fallocate` when the file is created, so a full
-//! tmpfs is an error then (the ring falls back to private memory), never a
-//! `SIGBUS` on a later write; every page is written once at creation, so
-//! the emit path takes no page fault.
+//! tmpfs is an error then (the ring falls back to private memory, with one
+//! notice), never a `SIGBUS` on a later write; every page is written once
+//! at creation, so the emit path takes no page fault. A process's ring
+//! files stay within `TAPE_SHM_MAX` (default: half the filesystem's size);
+//! past it, rings are made in private memory (one notice).
 //!
 //! Only this user can read the rings: the directory is 0700 and checked as
 //! the control socket's is ([`crate::control::server::ensure_private_dir`]),
-//! the files 0600.
+//! the files 0600; readers open only files of this user.
 //!
 //! A normal exit removes the directory; a death leaves it. A forked child
 //! copies its own ring into private memory ([`Mapping::detach_after_fork`])
-//! and never removes the parent's files.
+//! and never removes the parent's files; it makes a directory of its own
+//! for rings it makes later. A directory left by a dead process whose pid
+//! is reused is set aside (`<pid>-<start time>`), not mixed with the new
+//! process's.
 //!
-//! Still to do (issue 16, the sessions that follow): the trace's metadata
-//! text beside the rings; the clock calibration in the header; `tape
-//! recover` (the crash dump's packet walk over the files of a dead
-//! process), `tape ps --dead` and a size/age limit, `tape pipe` and `tape
-//! record` on the same files; then shared rings by default.
+//! Still to do (issue 16): `tape pipe` (a consuming live read with a
+//! merge across threads), and shared rings by default.
 
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// First bytes of a ring file.
 pub(crate) const MAGIC: [u8; 8] = *b"TAPERING";
 /// Layout version of [`FileHeader`] and the parts after it.
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 /// Bytes reserved for the header (the parts start at or after it).
 pub(crate) const HEADER_SPACE: usize = 4096;
 
@@ -177,6 +184,11 @@ pub(crate) struct ProcessHeader {
     pub dropped_no_ring: AtomicU64,
     pub dropped_no_memory: AtomicU64,
     pub lost_exited: AtomicU64,
+    /// The process id of the `tape record` streaming this process's
+    /// rings, 0 if none (one at a time: a compare-exchange from 0, or
+    /// from a reader found dead).
+    pub reader: AtomicU32,
+    pub _pad: u32,
 }
 
 impl ProcessHeader {
@@ -426,6 +438,8 @@ fn make_process_file(dir: &Path) -> io::Result<&'static ProcessHeader> {
         dropped_no_ring: AtomicU64::new(0),
         dropped_no_memory: AtomicU64::new(0),
         lost_exited: AtomicU64::new(0),
+        reader: AtomicU32::new(0),
+        _pad: 0,
     };
     // SAFETY: the mapping is a page, zeroed, page-aligned: room for the
     // header, aligned for it; nothing else writes there yet.
@@ -458,7 +472,7 @@ fn write_template(dir: &Path, h: &ProcessHeader) -> io::Result<()> {
     let text = crate::template::metadata(
         h.uuid,
         &[
-            ("tape_recovered", crate::template::Hole::Recovered),
+            ("tape_source", crate::template::Hole::Source),
             ("tape_last_event", crate::template::Hole::LastEvent),
         ],
     );
@@ -500,6 +514,65 @@ fn calibrate(h: &ProcessHeader) {
     h.calib_at.store(next as u32, Ordering::Release);
 }
 
+/// Bytes of this process's ring files now (their mappings add and
+/// subtract them). Relaxed: a running total checked against the cap.
+static SHARED_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// The most bytes of ring files a process keeps: `TAPE_SHM_MAX` (`4G`),
+/// else half the size of the filesystem they are on (a tmpfs: memory).
+fn shared_cap(dir: &Path) -> usize {
+    static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CAP.get_or_init(|| {
+        if let Some(v) = std::env::var("TAPE_SHM_MAX")
+            .ok()
+            .and_then(|v| crate::config::parse_size("TAPE_SHM_MAX", &v).ok())
+        {
+            return v;
+        }
+        let Ok(c) = cstring(dir) else {
+            return usize::MAX;
+        };
+        // SAFETY: an all-zero statvfs is a valid value; `c` is a valid
+        // path and `st` a valid place for the answer.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+            return usize::MAX;
+        }
+        usize::try_from(u128::from(st.f_blocks) * u128::from(st.f_frsize) / 2).unwrap_or(usize::MAX)
+    })
+}
+
+/// A ring file of `len` bytes at `path` in this process's directory
+/// `dir`, if the process's ring files stay within the cap
+/// ([`shared_cap`]): past it, an error (the ring is then made in private
+/// memory: traced and saved, not recoverable).
+pub(crate) fn ring_file(dir: &Path, path: &Path, len: usize) -> io::Result<Mapping> {
+    let cap = shared_cap(dir);
+    let now = SHARED_BYTES.fetch_add(len, Ordering::Relaxed);
+    if now.saturating_add(len) > cap {
+        SHARED_BYTES.fetch_sub(len, Ordering::Relaxed);
+        return Err(io::Error::new(
+            io::ErrorKind::StorageFull,
+            format!(
+                "this process's ring files would pass TAPE_SHM_MAX ({cap} bytes; {now} in use): \
+                 rings of later threads are made in private memory (traced and saved, not \
+                 recoverable)"
+            ),
+        ));
+    }
+    match Mapping::create(path, len) {
+        Ok(mut m) => {
+            m.counted = true;
+            Ok(m)
+        }
+        Err(e) => {
+            SHARED_BYTES.fetch_sub(len, Ordering::Relaxed);
+            Err(e)
+        }
+    }
+}
+
 /// A file mapped shared and read-write, removed (and unmapped) when
 /// dropped.
 #[derive(Debug)]
@@ -510,6 +583,8 @@ pub(crate) struct Mapping {
     /// Whether dropping it removes the file (not in a forked child: the
     /// file is the parent's).
     owns_file: std::sync::atomic::AtomicBool,
+    /// Counted in [`SHARED_BYTES`] (a ring file of this process).
+    counted: bool,
 }
 
 // SAFETY: the mapping is plain memory owned by this value; sharing it
@@ -595,18 +670,21 @@ impl Mapping {
             len,
             path: path.to_path_buf(),
             owns_file: std::sync::atomic::AtomicBool::new(true),
+            counted: false,
         })
     }
 
-    /// Maps the ring file `path` of a dead process copy-on-write (what
-    /// this process writes stays its own; the file is never removed). It
-    /// must be a regular file of this user's, of at least
-    /// [`HEADER_SPACE`] bytes.
-    pub(crate) fn open_private(path: &Path) -> io::Result<Mapping> {
+    /// Maps the ring file `path` of another process: copy-on-write for a
+    /// dead one's (what this process writes stays its own), or `shared`
+    /// with a running one (a reader's pins and claims reach the owner);
+    /// the file is never removed. It must be a regular file of this
+    /// user's, of at least [`HEADER_SPACE`] bytes.
+    pub(crate) fn open_file(path: &Path, shared: bool) -> io::Result<Mapping> {
         use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
         let named = |e: String| io::Error::other(format!("{}: {e}", path.display()));
         let f = std::fs::OpenOptions::new()
             .read(true)
+            .write(shared)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| named(e.to_string()))?;
@@ -628,14 +706,18 @@ impl Mapping {
             )));
         }
         use std::os::fd::AsRawFd as _;
-        // SAFETY: a private (copy-on-write) mapping of `len` bytes of the
-        // open file, at an address the kernel chooses.
+        // SAFETY: a mapping of `len` bytes of the open file (opened for
+        // writing when shared), at an address the kernel chooses.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE,
+                if shared {
+                    libc::MAP_SHARED
+                } else {
+                    libc::MAP_PRIVATE
+                },
                 f.as_raw_fd(),
                 0,
             )
@@ -648,6 +730,7 @@ impl Mapping {
             len,
             path: path.to_path_buf(),
             owns_file: std::sync::atomic::AtomicBool::new(false),
+            counted: false,
         })
     }
 
@@ -723,6 +806,9 @@ impl Drop for Mapping {
         // SAFETY: the mapping was made by `create` with this length and is
         // unmapped only here; nothing borrows from it past its owner.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        if self.counted {
+            SHARED_BYTES.fetch_sub(self.len, Ordering::Relaxed);
+        }
         if !self.owns_file.load(std::sync::atomic::Ordering::Relaxed) {
             return;
         }

@@ -1,0 +1,440 @@
+//! Recording: a running process's events streamed to a CTF trace on disk
+//! for as long as it runs, from another process, as LTTng's consumer
+//! daemon streams its buffers (`tape record PID -o DIR`), with no daemon.
+//!
+//! The process must have shared rings (`TAPE_SHM=on`,
+//! [`crate::ring::shm`]). The recorder maps each ring file shared and,
+//! every few milliseconds, takes the packets the owner closed since its
+//! last turn, with the protocol of a save ([`crate::ring`], "The
+//! snapshot"): it claims the ring's copy (a claim word in the ring's
+//! region that this process's saves and crash dump take too, so they
+//! take turns), pins the packets, writes each one to the ring's stream
+//! file straight from the ring's memory, and releases them.
+//!
+//! ```text
+//!  writer thread (process A)               tape record (process B)
+//!  ring file: [ p4 | p5 | p6 | p3 ]        claim, pin p4.., copy p4 p5 (closed)
+//!                          ^ open          freed = 6: A may reuse p4's, p5's slots
+//!                                          out/<thread>-<tid>: ... p3 p4 p5
+//! ```
+//!
+//! * **Discard mode**: the packets the recorder consumed are *freed*
+//!   (the gate's `freed` word): the owner reuses their slots instead of
+//!   dropping, so nothing is lost while the recorder keeps up; when it
+//!   falls a whole ring behind, the owner drops (and counts) as without
+//!   a recorder.
+//! * **Overwrite mode**: the owner never waits; packets it overwrote
+//!   before the recorder took them are lost, counted exactly from the
+//!   packets' `committed_before` (events before a packet) and the count
+//!   of events the recorder wrote, and written as the stream's
+//!   `lost_overwritten`.
+//!
+//! Every cause reaches the trace's packet context as a save writes it
+//! (`events_discarded` and `lost_<cause>`, cumulative per stream), so
+//! babeltrace2 reports the losses between the packets where they
+//! happened.
+//!
+//! A thread's ring whose file goes (the thread exited and its ring was
+//! saved and freed) is read to its end, open packet included (its owner
+//! writes no more). When the process exits (or dies), every ring is read
+//! to its end and the recording ends; `--duration`, `--size` and SIGINT
+//! end it earlier, the open packets read up to their last published
+//! event. The metadata is written when the recording starts (the trace is
+//! readable while it grows) and again, with the clock calibrated over the
+//! whole span, at its end.
+//!
+//! One recorder per process at a time (the process file's `reader`
+//! word: a second one is refused, naming the first; one found dead is
+//! replaced); `tape ctl PID status` names it.
+
+use std::fs::File;
+use std::io::{IoSlice, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use crate::error::{Error, ErrorKind};
+use crate::recover;
+use crate::ring::shm::{self, ProcessHeader};
+use crate::ring::{Drops, PacketMeta, Ring};
+use crate::save::Context;
+
+fn error(message: String) -> Error {
+    Error::new(ErrorKind::Io, message)
+}
+
+/// One ring being recorded, and its stream file.
+struct Stream {
+    /// The ring file (its disappearance says the thread is done).
+    source: PathBuf,
+    ring: Ring,
+    path: PathBuf,
+    file: Option<File>,
+    /// The next packet to read.
+    next: u64,
+    /// Events before the end of the last packet taken (recorded or
+    /// counted lost).
+    position: u64,
+    /// Events overwritten before the recorder took them, so far.
+    overwritten: u64,
+    /// The losses the last packet written states (cumulative).
+    lost: Drops,
+    /// A leading empty packet was written or is not needed.
+    started: bool,
+    /// Read to its end: nothing more will come.
+    done: bool,
+    uuid: [u8; 16],
+    head: Vec<u8>,
+}
+
+/// What a recording has done so far.
+#[derive(Clone, Debug, Default)]
+pub struct Progress {
+    /// Bytes written to the trace's stream files.
+    pub bytes: u64,
+    /// Events written (counted from the packets' metadata).
+    pub events: u64,
+    /// Losses counted in the streams, by cause (summed over streams).
+    pub lost: Drops,
+    /// Streams (threads) recorded.
+    pub streams: usize,
+}
+
+/// A recording in progress ([`Recorder::attach`], [`Recorder::poll`],
+/// [`Recorder::finish`]).
+pub struct Recorder {
+    dir: PathBuf,
+    out: PathBuf,
+    header: &'static ProcessHeader,
+    template: String,
+    streams: Vec<Stream>,
+    progress: Progress,
+    /// The owner's largest last timestamp seen.
+    last_ts: Option<u64>,
+}
+
+/// The process file of a running process, mapped shared (the recorder
+/// writes its `reader` word there): leaked, one per recording.
+fn map_process(dir: &Path) -> Result<&'static ProcessHeader, String> {
+    let path = dir.join(shm::PROCESS_FILE);
+    let m = shm::Mapping::open_file(&path, true).map_err(|e| e.to_string())?;
+    // SAFETY: the mapping holds at least a page (`open_file`).
+    let bytes = unsafe { std::slice::from_raw_parts(m.as_ptr(), m.len()) };
+    ProcessHeader::read(bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let p = m.as_ptr().cast::<ProcessHeader>();
+    std::mem::forget(m);
+    // SAFETY: checked above to hold a header of this layout; page-aligned;
+    // never unmapped (leaked); read through atomics and integers only.
+    Ok(unsafe { &*p })
+}
+
+impl Recorder {
+    /// Starts recording the running process whose rings are in `dir` into
+    /// the new trace directory `out`.
+    pub fn attach(dir: &Path, out: &Path) -> Result<Recorder, Error> {
+        let copy = recover::read_header(dir).map_err(|e| {
+            error(format!(
+                "{} is not a directory of shared rings: {e}",
+                dir.display()
+            ))
+        })?;
+        if !recover::alive(&copy) {
+            return Err(error(format!(
+                "process {} ({}) is not running: `tape recover {}` rebuilds its trace",
+                copy.pid,
+                copy.program(),
+                dir.display()
+            )));
+        }
+        let header = map_process(dir).map_err(error)?;
+        let me = std::process::id();
+        loop {
+            match header
+                .reader
+                .compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(other) if other != me && crate::save::process_exists(other) => {
+                    return Err(error(format!(
+                        "process {} is already recorded by tape record (pid {other}): one \
+                         recorder per process",
+                        copy.pid
+                    )))
+                }
+                Err(other) => {
+                    let _ = header.reader.compare_exchange(
+                        other,
+                        0,
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    );
+                }
+            }
+        }
+        let template_path = dir.join(shm::METADATA_FILE);
+        let template = std::fs::read_to_string(&template_path)
+            .map_err(|e| error(format!("{}: {e}", template_path.display())));
+        let made = template.and_then(|t| {
+            std::fs::create_dir(out)
+                .map_err(|e| error(format!("cannot create {}: {e}", out.display())))?;
+            Ok(t)
+        });
+        let template = match made {
+            Ok(t) => t,
+            Err(e) => {
+                header.reader.store(0, Ordering::Release);
+                return Err(e);
+            }
+        };
+        let r = Recorder {
+            dir: dir.to_path_buf(),
+            out: out.to_path_buf(),
+            header,
+            template,
+            streams: Vec::new(),
+            progress: Progress::default(),
+            last_ts: None,
+        };
+        r.write_metadata()?;
+        Ok(r)
+    }
+
+    /// The process being recorded.
+    pub fn pid(&self) -> u32 {
+        self.header.pid
+    }
+
+    /// What was recorded so far.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
+    /// Whether the process still runs.
+    pub fn process_alive(&self) -> bool {
+        recover::alive(self.header)
+    }
+
+    /// Takes the packets closed since the last turn (the open ones too
+    /// with `to_end`), from every ring, new ones included; whether
+    /// anything was written.
+    pub fn poll(&mut self, to_end: bool) -> Result<bool, Error> {
+        self.find_rings();
+        let before = self.progress.bytes;
+        for i in 0..self.streams.len() {
+            if self.streams[i].done {
+                continue;
+            }
+            // A ring whose file is gone was freed by its process: its
+            // thread exited, nothing more will come; read it to its end.
+            let gone = std::fs::symlink_metadata(&self.streams[i].source).is_err();
+            self.take(i, to_end || gone)?;
+            if to_end || gone {
+                self.streams[i].done = true;
+            }
+        }
+        Ok(self.progress.bytes > before)
+    }
+
+    /// Ring files not yet recorded.
+    fn find_rings(&mut self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut new: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with("ring-"))
+            })
+            .map(|e| e.path())
+            .filter(|p| !self.streams.iter().any(|s| &s.source == p))
+            .collect();
+        new.sort();
+        for p in new {
+            // A ring being made (header not yet written) is taken later.
+            let Ok(ring) = Ring::open_live(&p) else {
+                continue;
+            };
+            let base = format!("{}-{}", crate::save::sanitize(&ring.name), ring.tid());
+            let mut path = self.out.join(&base);
+            let mut n = 2;
+            while path.exists() || self.streams.iter().any(|s| s.path == path) {
+                path = self.out.join(format!("{base}-{n}"));
+                n += 1;
+            }
+            self.streams.push(Stream {
+                source: p,
+                ring,
+                path,
+                file: None,
+                next: 0,
+                position: 0,
+                overwritten: 0,
+                lost: Drops::default(),
+                started: false,
+                done: false,
+                uuid: self.header.uuid,
+                head: Vec::new(),
+            });
+            self.progress.streams = self.streams.len();
+        }
+    }
+
+    /// Writes the new packets of stream `i`.
+    fn take(&mut self, i: usize, to_end: bool) -> Result<(), Error> {
+        let s = &mut self.streams[i];
+        let name = crate::save::truncate_utf8(&s.ring.name, 255).to_owned();
+        let ctx = Context {
+            uuid: &s.uuid,
+            tid: s.ring.tid(),
+            name: &name,
+        };
+        s.head.resize(ctx.head_size(), 0);
+        let created = s.ring.created_ts;
+        // The open packet's events: as many as the ring says were written
+        // after the packet began (read once the owner is done or stopped).
+        let written = s.ring.written();
+        let mut failed: Option<Error> = None;
+        let mut bytes = 0u64;
+        let mut events = 0u64;
+        let Stream {
+            ring,
+            file,
+            path,
+            head,
+            next,
+            position,
+            overwritten,
+            started,
+            lost,
+            ..
+        } = s;
+        *next = ring.stream_packets(*next, to_end, |m: &PacketMeta, content, end| {
+            if failed.is_some() {
+                return;
+            }
+            // Events between the last packet taken and this one were
+            // overwritten before the recorder could take them.
+            *overwritten += m.committed_before.saturating_sub(*position);
+            let d = Drops {
+                overwritten: *overwritten,
+                ..m.dropped_at_close
+            };
+            let end = end.unwrap_or_else(|| written.max(m.committed_before));
+            let mut put = |parts: &[&[u8]]| -> Result<(), Error> {
+                bytes += write_parts(file, path, parts)?;
+                Ok(())
+            };
+            if !*started {
+                *started = true;
+                if d.total() > 0 {
+                    // An empty packet without losses first, so that readers
+                    // report the first packet's (as a save writes it).
+                    ctx.leading_header(head, created.min(m.ts_begin), m);
+                    if let Err(e) = put(&[head]) {
+                        failed = Some(e);
+                        return;
+                    }
+                }
+            }
+            ctx.packet_header(head, m, d);
+            if let Err(e) = put(&[head, content]) {
+                failed = Some(e);
+                return;
+            }
+            events += end - m.committed_before;
+            *position = end;
+            *lost = d;
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        self.progress.bytes += bytes;
+        self.progress.events += events;
+        let s = &self.streams[i];
+        if s.ring.written() > 0 {
+            let lt = s.ring.last_ts();
+            self.last_ts = Some(self.last_ts.map_or(lt, |t| t.max(lt)));
+        }
+        Ok(())
+    }
+
+    /// Writes (or rewrites) the trace's metadata, its clock calibrated
+    /// now.
+    fn write_metadata(&self) -> Result<(), Error> {
+        let source = format!(
+            "recorded live from process {} ({}) by tape record {}",
+            self.header.pid,
+            self.header.program(),
+            env!("CARGO_PKG_VERSION")
+        );
+        let m = recover::fill_metadata(self.header, &self.template, &source, self.last_ts)
+            .map_err(|hole| {
+                error(format!(
+                    "the metadata template has a hole {hole:?} tape record cannot fill"
+                ))
+            })?;
+        let tmp = self.out.join(".metadata.tmp");
+        std::fs::write(&tmp, m.text.as_bytes())
+            .and_then(|()| std::fs::rename(&tmp, self.out.join("metadata")))
+            .map_err(|e| {
+                error(format!(
+                    "writing {}: {e}",
+                    self.out.join("metadata").display()
+                ))
+            })
+    }
+
+    /// Ends the recording: every ring read to its end (the open packets up
+    /// to their last published event), the metadata rewritten, the
+    /// process released.
+    pub fn finish(mut self) -> Result<Progress, Error> {
+        let r = self.poll(true).and_then(|_| self.write_metadata());
+        self.header.reader.store(0, Ordering::Release);
+        r?;
+        let mut lost = Drops::default();
+        for s in &self.streams {
+            lost += s.lost;
+        }
+        self.progress.lost = lost;
+        Ok(self.progress.clone())
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let me = std::process::id();
+        let _ = self
+            .header
+            .reader
+            .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
+/// Writes `parts` at the end of the stream file at `path` (created at
+/// its first write) with as few system calls as it takes; the bytes
+/// written.
+fn write_parts(file: &mut Option<File>, path: &Path, parts: &[&[u8]]) -> Result<u64, Error> {
+    if file.is_none() {
+        *file = Some(
+            File::create(path)
+                .map_err(|e| error(format!("cannot create {}: {e}", path.display())))?,
+        );
+    }
+    let f = file.as_mut().expect("created above");
+    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
+    let mut slices = &mut slices[..];
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    let mut left = total;
+    while left > 0 {
+        let n = f
+            .write_vectored(slices)
+            .map_err(|e| error(format!("writing {}: {e}", path.display())))?;
+        if n == 0 {
+            return Err(error(format!("writing {}: no room", path.display())));
+        }
+        left -= n;
+        IoSlice::advance_slices(&mut slices, n);
+    }
+    Ok(total as u64)
+}

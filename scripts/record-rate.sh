@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The highest steady rate `tape record` keeps with zero loss (issue 16):
+# the flight example (2 emitting threads, discard mode, paced to a rate)
+# recorded for SECONDS into OUT_BASE (a tmpfs such as /dev/shm, or a disk),
+# rate after rate; prints one row per rate: events/s and MB/s emitted and
+# recorded, and the events lost.
+#
+#   bash scripts/record-rate.sh [OUT_BASE] [SECONDS] [PACE...]
+#
+# PACE is events per millisecond per thread (the example sleeps 1 ms
+# every PACE events): the rate asked is about 2 x PACE x 1000 events/s,
+# less the time the events themselves take.
+set -euo pipefail
+base=${1:-/dev/shm}
+secs=${2:-10}
+shift 2 || true
+paces=("$@")
+[ ${#paces[@]} -gt 0 ] || paces=(250 500 1000 2000 4000 8000)
+root=$(cd "$(dirname "$0")/.." && pwd)
+cargo build -q --release -p tape --example flight -p tape-cli --manifest-path "$root/Cargo.toml"
+flight="$root/target/release/examples/flight"
+tape="$root/target/release/tape"
+work=$(mktemp -d "$base/tape-record-rate.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+printf '%8s %12s %10s %12s %10s %10s\n' PACE 'events/s' 'MB/s' 'recorded' 'lost' 'emitted'
+for pace in "${paces[@]}"; do
+    shm="$work/shm"
+    mkdir -p "$shm"
+    TAPE_SHM=on TAPE_SHM_DIR="$shm" TAPE_CONTROL=off TAPE_TRACE='flight.*' \
+        TAPE_TRACE_MODE=discard TAPE_TRACE_BUFSZ=${TAPE_TRACE_BUFSZ:-16M} TAPE_TRACE_DIR="$work/saved" \
+        "$flight" --threads 2 --delay 300 --seconds "$secs" --pace "$pace" \
+        > "$work/pid" 2> "$work/err" &
+    prog=$!
+    while [ "$(ls "$shm"/tape-*/"$prog"/ring-* 2>/dev/null | wc -l)" -lt 2 ]; do sleep 0.01; done
+    TAPE_SHM_DIR="$shm" "$tape" record "$prog" -o "$work/trace" > "$work/said" 2>/dev/null
+    wait "$prog"
+    emitted=$(sed -n 's/^flight: \([0-9]*\) events emitted/\1/p' "$work/err")
+    events=$(sed -n 's/^  events: \([0-9]*\) (\([0-9]*\)\/s)/\1/p' "$work/said")
+    bytes=$(sed -n 's/^  bytes: \([0-9]*\) .*/\1/p' "$work/said")
+    # Over the emitting seconds (the recorder's own figures include the
+    # program's start and the delay).
+    rate=$(awk "BEGIN { printf \"%.0f\", $events / $secs }")
+    mbs=$(awk "BEGIN { printf \"%.1f\", $bytes / $secs / 1e6 }")
+    lost=$(sed -n 's/^  lost: \([0-9]*\).*/\1/p' "$work/said")
+    printf '%8s %12s %10s %12s %10s %10s\n' "$pace" "$rate" "$mbs" "$events" "$lost" "$emitted"
+    rm -rf "$work/trace" "$work/saved" "$shm"
+done
