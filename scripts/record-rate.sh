@@ -17,7 +17,8 @@ shift 2 || true
 paces=("$@")
 [ ${#paces[@]} -gt 0 ] || paces=(250 500 1000 2000 4000 8000)
 root=$(cd "$(dirname "$0")/.." && pwd)
-cargo build -q --release -p tape --example flight -p tape-cli --manifest-path "$root/Cargo.toml"
+cargo build -q --release -p tape --example flight --manifest-path "$root/Cargo.toml"
+cargo build -q --release -p tape-cli --manifest-path "$root/Cargo.toml"
 flight="$root/target/release/examples/flight"
 tape="$root/target/release/tape"
 work=$(mktemp -d "$base/tape-record-rate.XXXXXX")

@@ -171,6 +171,7 @@ fn one_recorder_at_a_time_and_a_killed_one_leaves_the_rings_usable() {
     let mut program = flight_command(&shm, "discard")
         .env("TAPE_TRACE_BUFSZ", "256K")
         .env("TAPE_TRACE_PACKETSZ", "16K")
+        .env("TAPE_CONTROL", "on")
         .args(["--seconds", "3", "--pace", "10"])
         .spawn()
         .unwrap();
@@ -197,6 +198,17 @@ fn one_recorder_at_a_time_and_a_killed_one_leaves_the_rings_usable() {
         )),
         "{}",
         text(&second.stderr)
+    );
+    // The program names its recorder.
+    let status = Command::new(TAPE)
+        .args(["ctl", &pid.to_string(), "status"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&status.stdout).contains(&format!("(streamed by tape record, pid {})", first.id())),
+        "{}{}",
+        text(&status.stdout),
+        text(&status.stderr)
     );
     // Killed mid-recording: a third one takes over, for a while.
     first.kill().unwrap();
