@@ -9,7 +9,8 @@
 //!   `buffer`, `mode`, `save`, `stats`); `tape ps` lists the programs this
 //!   user can control. See `tape::control`.
 //! * `tape record PID -o DIR`: streams a running process's shared rings
-//!   (`TAPE_SHM=on`) to a trace on disk (`tape::record`); `tape recover
+//!   (`TAPE_SHM=on`) to a trace on disk (`tape::record`); `tape pipe PID`
+//!   prints its events as they come (`pipe.rs`); `tape recover
 //!   PID|DIR` rebuilds the trace of one that died (`tape::recover`), `tape
 //!   ps --dead` lists those, `tape recover --clean` removes them.
 //!
@@ -31,6 +32,7 @@ use tape_ctf::plan::{Discard, Sink};
 use tape_ctf::read::{find_traces, TraceDir};
 
 mod filter;
+mod pipe;
 mod recover;
 mod symbols;
 mod time;
@@ -169,6 +171,20 @@ enum Command {
         /// dead process.
         #[arg(long)]
         clean: bool,
+    },
+    /// Print a running process's events as they come (its shared rings,
+    /// TAPE_SHM=on), in time order across threads, each once: ftrace's
+    /// trace_pipe. Ends when the process exits.
+    Pipe {
+        /// The process's id, or its rings' directory.
+        target: String,
+        /// Output format: babeltrace2's text lines, or one JSON object a
+        /// line.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Only events whose name matches this glob (repeatable).
+        #[arg(long = "events", value_name = "GLOB")]
+        events: Vec<String>,
     },
     /// Stream a running process's events (its shared rings, TAPE_SHM=on)
     /// to a CTF trace on disk, for as long as it runs.
@@ -309,6 +325,13 @@ fn main() -> ExitCode {
             duration,
             size,
         } => recover::record(&target, output, duration, size),
+        Command::Pipe {
+            target,
+            format,
+            events,
+        } => globs("--events", &events)
+            .map_err(Failure::Error)
+            .and_then(|g| pipe::pipe(&target, format, g)),
     };
     match r {
         Ok(()) | Err(Failure::Closed) => ExitCode::SUCCESS,

@@ -142,6 +142,20 @@ extern "C" fn stop_recording(_: libc::c_int) {
     STOP.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// SIGINT and SIGTERM end `tape record` and `tape pipe` at their next
+/// turn ([`stopped`]).
+pub(crate) fn catch_stop() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe { libc::signal(sig, stop_recording as *const () as libc::sighandler_t) };
+    }
+}
+
+/// Whether SIGINT or SIGTERM came.
+pub(crate) fn stopped() -> bool {
+    STOP.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// `tape record TARGET -o OUT [--duration S] [--size LIMIT]`.
 pub(crate) fn record(
     target: &str,
@@ -163,10 +177,7 @@ pub(crate) fn record(
     };
     let dir = tape::recover::find(target).map_err(|e| e.to_string())?;
     let mut r = tape::record::Recorder::attach(&dir, &output).map_err(|e| e.to_string())?;
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe).
-        unsafe { libc::signal(sig, stop_recording as *const () as libc::sighandler_t) };
-    }
+    catch_stop();
     crate::say!(
         "tape record: recording process {} into {} (until it exits{}{}; Ctrl-C ends)",
         r.pid(),
@@ -178,7 +189,7 @@ pub(crate) fn record(
     let mut idle = std::time::Duration::from_millis(1);
     let mut checked = start;
     let why = loop {
-        if STOP.load(std::sync::atomic::Ordering::Relaxed) {
+        if stopped() {
             break "interrupted";
         }
         if duration.is_some_and(|d| start.elapsed() >= d) {

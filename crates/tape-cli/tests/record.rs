@@ -193,7 +193,7 @@ fn one_recorder_at_a_time_and_a_killed_one_leaves_the_rings_usable() {
     assert!(!second.status.success());
     assert!(
         text(&second.stderr).contains(&format!(
-            "already recorded by tape record (pid {})",
+            "already read by tape record or tape pipe (pid {})",
             first.id()
         )),
         "{}",

@@ -43,9 +43,13 @@
 //! readable while it grows) and again, with the clock calibrated over the
 //! whole span, at its end.
 //!
-//! One recorder per process at a time (the process file's `reader`
-//! word: a second one is refused, naming the first; one found dead is
-//! replaced); `tape ctl PID status` names it.
+//! One reader per process at a time, this or `tape pipe` (the process
+//! file's `reader` word: a second one is refused, naming the first; one
+//! found dead is replaced); `tape ctl PID status` names it.
+//!
+//! `tape pipe` reads with the same walk ([`Recorder::poll_chunks`]), the
+//! open packets included at every turn: a cursor (packet, byte offset)
+//! per ring takes each event once.
 
 use std::fs::File;
 use std::io::{IoSlice, Write};
@@ -69,8 +73,9 @@ struct Stream {
     ring: Ring,
     path: PathBuf,
     file: Option<File>,
-    /// The next packet to read.
-    next: u64,
+    /// Where to read next: a packet, and a byte offset in it (a live
+    /// reader takes the open packet's events as they come).
+    next: (u64, usize),
     /// Events before the end of the last packet taken (recorded or
     /// counted lost).
     position: u64,
@@ -85,6 +90,28 @@ struct Stream {
     uuid: [u8; 16],
     head: Vec<u8>,
 }
+
+/// Events of one ring handed to a live reader ([`Recorder::poll_chunks`]).
+pub struct Chunk<'a> {
+    /// The ring's index (in the order rings were found).
+    pub stream: usize,
+    /// Its stream's name: `<thread>-<tid>`.
+    pub name: &'a str,
+    /// A CTF packet (header and context, then the events): the events of
+    /// one of the ring's packets from `offset` on. Its context states no
+    /// losses: the reader counts them from the fields below.
+    pub packet: &'a [u8],
+    /// The events' offset in their packet (0: the packet's first event).
+    pub offset: usize,
+    /// Events of the ring before the packet.
+    pub committed_before: u64,
+    /// Events the owner dropped so far (full, too big, re-entrant,
+    /// blocked by a save): all causes but overwriting, summed.
+    pub dropped: u64,
+}
+
+/// Where a live reader's chunks go.
+type ChunkSink<'s> = dyn FnMut(Chunk<'_>) + 's;
 
 /// What a recording has done so far.
 #[derive(Clone, Debug, Default)]
@@ -103,7 +130,8 @@ pub struct Progress {
 /// [`Recorder::finish`]).
 pub struct Recorder {
     dir: PathBuf,
-    out: PathBuf,
+    /// The trace directory (none for a live reader: `tape pipe`).
+    out: Option<PathBuf>,
     header: &'static ProcessHeader,
     template: String,
     streams: Vec<Stream>,
@@ -131,6 +159,16 @@ impl Recorder {
     /// Starts recording the running process whose rings are in `dir` into
     /// the new trace directory `out`.
     pub fn attach(dir: &Path, out: &Path) -> Result<Recorder, Error> {
+        Recorder::attach_to(dir, Some(out))
+    }
+
+    /// Starts reading the running process whose rings are in `dir` live
+    /// ([`Recorder::poll_chunks`]: `tape pipe`), as its one reader.
+    pub fn attach_live(dir: &Path) -> Result<Recorder, Error> {
+        Recorder::attach_to(dir, None)
+    }
+
+    fn attach_to(dir: &Path, out: Option<&Path>) -> Result<Recorder, Error> {
         let copy = recover::read_header(dir).map_err(|e| {
             error(format!(
                 "{} is not a directory of shared rings: {e}",
@@ -155,8 +193,8 @@ impl Recorder {
                 Ok(_) => break,
                 Err(other) if other != me && crate::save::process_exists(other) => {
                     return Err(error(format!(
-                        "process {} is already recorded by tape record (pid {other}): one \
-                         recorder per process",
+                        "process {} is already read by tape record or tape pipe (pid \
+                         {other}): one reader per process",
                         copy.pid
                     )))
                 }
@@ -174,8 +212,10 @@ impl Recorder {
         let template = std::fs::read_to_string(&template_path)
             .map_err(|e| error(format!("{}: {e}", template_path.display())));
         let made = template.and_then(|t| {
-            std::fs::create_dir(out)
-                .map_err(|e| error(format!("cannot create {}: {e}", out.display())))?;
+            if let Some(out) = out {
+                std::fs::create_dir(out)
+                    .map_err(|e| error(format!("cannot create {}: {e}", out.display())))?;
+            }
             Ok(t)
         });
         let template = match made {
@@ -187,7 +227,7 @@ impl Recorder {
         };
         let r = Recorder {
             dir: dir.to_path_buf(),
-            out: out.to_path_buf(),
+            out: out.map(Path::to_path_buf),
             header,
             template,
             streams: Vec::new(),
@@ -217,6 +257,22 @@ impl Recorder {
     /// with `to_end`), from every ring, new ones included; whether
     /// anything was written.
     pub fn poll(&mut self, to_end: bool) -> Result<bool, Error> {
+        self.turn(to_end, None)
+    }
+
+    /// A live reader's turn: the events published since the last turn in
+    /// every ring (new ones included), each ring's as chunks handed to
+    /// `each`; the open packets are read up to their last event. Whether
+    /// anything came.
+    pub fn poll_chunks(&mut self, each: &mut dyn FnMut(Chunk<'_>)) -> Result<bool, Error> {
+        self.turn(false, Some(each))
+    }
+
+    fn turn<'s>(
+        &mut self,
+        to_end: bool,
+        mut sink: Option<&mut ChunkSink<'s>>,
+    ) -> Result<bool, Error> {
         self.find_rings();
         let before = self.progress.bytes;
         for i in 0..self.streams.len() {
@@ -226,7 +282,8 @@ impl Recorder {
             // A ring whose file is gone was freed by its process: its
             // thread exited, nothing more will come; read it to its end.
             let gone = std::fs::symlink_metadata(&self.streams[i].source).is_err();
-            self.take(i, to_end || gone)?;
+            let open = to_end || gone || sink.is_some();
+            self.take(i, open, sink.as_deref_mut())?;
             if to_end || gone {
                 self.streams[i].done = true;
             }
@@ -256,10 +313,11 @@ impl Recorder {
                 continue;
             };
             let base = format!("{}-{}", crate::save::sanitize(&ring.name), ring.tid());
-            let mut path = self.out.join(&base);
+            let out = self.out.clone().unwrap_or_default();
+            let mut path = out.join(&base);
             let mut n = 2;
             while path.exists() || self.streams.iter().any(|s| s.path == path) {
-                path = self.out.join(format!("{base}-{n}"));
+                path = out.join(format!("{base}-{n}"));
                 n += 1;
             }
             self.streams.push(Stream {
@@ -267,7 +325,7 @@ impl Recorder {
                 ring,
                 path,
                 file: None,
-                next: 0,
+                next: (0, 0),
                 position: 0,
                 overwritten: 0,
                 lost: Drops::default(),
@@ -280,10 +338,34 @@ impl Recorder {
         }
     }
 
-    /// Writes the new packets of stream `i`.
-    fn take(&mut self, i: usize, to_end: bool) -> Result<(), Error> {
+    /// The stream name of ring `i` (`<thread>-<tid>`).
+    pub fn stream_name(&self, i: usize) -> String {
+        self.streams[i]
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The trace's metadata text, its clock calibrated now.
+    pub fn metadata(&self) -> Result<String, Error> {
+        self.metadata_text().map(|m| m.text)
+    }
+
+    /// Writes the new packets of stream `i` (to its file, or to `sink`).
+    fn take<'s>(
+        &mut self,
+        i: usize,
+        to_end: bool,
+        mut sink: Option<&mut ChunkSink<'s>>,
+    ) -> Result<(), Error> {
         let s = &mut self.streams[i];
         let name = crate::save::truncate_utf8(&s.ring.name, 255).to_owned();
+        let stream_name = s
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let ctx = Context {
             uuid: &s.uuid,
             tid: s.ring.tid(),
@@ -309,8 +391,26 @@ impl Recorder {
             lost,
             ..
         } = s;
-        *next = ring.stream_packets(*next, to_end, |m: &PacketMeta, content, end| {
+        *next = ring.stream_packets(*next, to_end, |m: &PacketMeta, offset, content, end| {
             if failed.is_some() {
+                return;
+            }
+            if let Some(sink) = sink.as_mut() {
+                let mut whole = *m;
+                whole.events = content.len();
+                ctx.packet_header(head, &whole, Drops::default());
+                let mut packet = Vec::with_capacity(head.len() + content.len());
+                packet.extend_from_slice(head);
+                packet.extend_from_slice(content);
+                bytes += content.len() as u64;
+                sink(Chunk {
+                    stream: i,
+                    name: &stream_name,
+                    packet: &packet,
+                    offset,
+                    committed_before: m.committed_before,
+                    dropped: m.dropped_at_close.total(),
+                });
                 return;
             }
             // Events between the last packet taken and this one were
@@ -362,27 +462,28 @@ impl Recorder {
     /// Writes (or rewrites) the trace's metadata, its clock calibrated
     /// now.
     fn write_metadata(&self) -> Result<(), Error> {
+        let Some(out) = &self.out else {
+            return Ok(());
+        };
+        let m = self.metadata_text()?;
+        let tmp = out.join(".metadata.tmp");
+        std::fs::write(&tmp, m.text.as_bytes())
+            .and_then(|()| std::fs::rename(&tmp, out.join("metadata")))
+            .map_err(|e| error(format!("writing {}: {e}", out.join("metadata").display())))
+    }
+
+    fn metadata_text(&self) -> Result<recover::Metadata, Error> {
         let source = format!(
-            "recorded live from process {} ({}) by tape record {}",
+            "recorded live from process {} ({}) by tape {}",
             self.header.pid,
             self.header.program(),
             env!("CARGO_PKG_VERSION")
         );
-        let m = recover::fill_metadata(self.header, &self.template, &source, self.last_ts)
-            .map_err(|hole| {
-                error(format!(
-                    "the metadata template has a hole {hole:?} tape record cannot fill"
-                ))
-            })?;
-        let tmp = self.out.join(".metadata.tmp");
-        std::fs::write(&tmp, m.text.as_bytes())
-            .and_then(|()| std::fs::rename(&tmp, self.out.join("metadata")))
-            .map_err(|e| {
-                error(format!(
-                    "writing {}: {e}",
-                    self.out.join("metadata").display()
-                ))
-            })
+        recover::fill_metadata(self.header, &self.template, &source, self.last_ts).map_err(|hole| {
+            error(format!(
+                "the metadata template has a hole {hole:?} a recording cannot fill"
+            ))
+        })
     }
 
     /// Ends the recording: every ring read to its end (the open packets up

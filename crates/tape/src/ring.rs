@@ -1399,30 +1399,32 @@ impl Ring {
         true
     }
 
-    /// A reader that streams the ring (`tape record`, in another
-    /// process): the closed packets from `from` on, oldest first (from the
-    /// oldest still there if the owner overwrote `from`), then with `open`
-    /// the packet being written up to its last published event, each
-    /// handed to `each` in place with its metadata and, for a closed one,
-    /// the count of events committed up to its end. The slot stays pinned
-    /// while `each` runs. The packets handed over are consumed: in
-    /// discard mode the owner may reuse their slots. Returns the next
-    /// packet to read.
+    /// A reader that streams the ring (`tape record`, `tape pipe`, in
+    /// another process): from the cursor `from` (a packet and a byte
+    /// offset in it) on, or from the oldest packet still there if the
+    /// owner overwrote `from`'s, the closed packets, oldest first, then
+    /// with `open` the packet being written up to its last published
+    /// event, each handed to `each` in place with its metadata, the offset
+    /// its bytes start at, and, for a closed one, the count of events
+    /// committed up to its end. The slot stays pinned while `each` runs.
+    /// The packets read whole are consumed: in discard mode the owner may
+    /// reuse their slots. Returns the new cursor.
     pub(crate) fn stream_packets(
         &self,
-        from: u64,
+        from: (u64, usize),
         open: bool,
-        mut each: impl FnMut(&PacketMeta, &[u8], Option<u64>),
-    ) -> u64 {
+        mut each: impl FnMut(&PacketMeta, usize, &[u8], Option<u64>),
+    ) -> (u64, usize) {
         self.take_claim(None);
         let n = self.slots.len() as u64;
         // Acquire: pairs with the Release stores of `write_event` / `switch`.
         let k0 = self.head.0.pos.load(Ordering::Acquire) >> 32;
-        let first = self.gate.0.pin(from.max((k0 + 1).saturating_sub(n)), n);
+        let first = self.gate.0.pin(from.0.max((k0 + 1).saturating_sub(n)), n);
         let pos1 = self.head.0.pos.load(Ordering::Acquire);
         let (k1, off1) = (pos1 >> 32, (pos1 & 0xffff_ffff) as usize);
         let last_ts = self.head.0.last_ts.load(Ordering::Relaxed);
         let dropped_now = self.dropped.0.discarded.load();
+        let mut cursor = (first, if first == from.0 { from.1 } else { 0 });
         let mut k = first;
         while k < k1 || (open && k == k1) {
             let o = (k == k1).then_some((off1, last_ts, dropped_now));
@@ -1434,20 +1436,26 @@ impl Ring {
                     .committed_before
                     .load(Ordering::Relaxed)
             });
+            let start = if k == cursor.0 {
+                cursor.1.min(m.events)
+            } else {
+                0
+            };
             // SAFETY: the slot is pinned (closed) or written only beyond
             // `off1` (open): its first `m.events` bytes (at most a slot)
             // do not change while `each` reads them (module docs of
             // `gate`).
             let bytes =
                 unsafe { std::slice::from_raw_parts(self.slot_ptr(slot).cast_const(), m.events) };
-            each(&m, bytes, end);
+            each(&m, start, &bytes[start..], end);
             self.gate.0.advance();
+            cursor = if k < k1 { (k + 1, 0) } else { (k, m.events) };
             k += 1;
         }
-        self.gate.0.set_freed(k.min(k1));
+        self.gate.0.set_freed(cursor.0);
         self.gate.0.unpin();
         self.gate.0.release();
-        k.max(first)
+        cursor
     }
 
     /// The metadata of packet `k`, whose slot the caller pinned (or the
@@ -1554,6 +1562,7 @@ impl std::ops::AddAssign for Drops {
 }
 
 /// What [`Ring::copy_packets`] tells of a packet copied.
+#[derive(Clone, Copy)]
 pub(crate) struct PacketMeta {
     /// Packet index in the stream.
     pub seq: u64,

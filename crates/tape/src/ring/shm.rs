@@ -1,7 +1,7 @@
 //! Shared mappings for rings (`TAPE_SHM=on`, [`crate::Config::shared_rings`]):
 //! each ring a file in a directory of this process, mapped shared, so that
-//! another process can read the ring while the program runs (`tape record`,
-//! [`crate::record`]) and after it died (`tape recover`,
+//! another process can read the ring while the program runs (`tape record`
+//! and `tape pipe`, [`crate::record`]) and after it died (`tape recover`,
 //! [`crate::recover`]), with no daemon, as LTTng-UST's `--shm-path`
 //! buffers. A ring's region has the same layout on the heap (without
 //! `TAPE_SHM`), so the ring's code is one.
@@ -45,8 +45,7 @@
 //! is reused is set aside (`<pid>-<start time>`), not mixed with the new
 //! process's.
 //!
-//! Still to do (issue 16): `tape pipe` (a consuming live read with a
-//! merge across threads), and shared rings by default.
+//! Still to do (issue 16): shared rings by default.
 
 use std::ffi::CString;
 use std::io;

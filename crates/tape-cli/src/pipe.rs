@@ -1,0 +1,270 @@
+//! `tape pipe PID`: ftrace's `trace_pipe` for a running tape process with
+//! shared rings (`TAPE_SHM=on`): a consuming live read from another
+//! process, each event printed once, in time order across threads.
+//!
+//! Every few milliseconds the reader takes the events each thread
+//! published since its last turn, the packet being written included
+//! ([`tape::record::Recorder::poll_chunks`]: the rings' copy protocol;
+//! in discard mode the packets read are freed for the threads to reuse,
+//! as `tape record` frees them). Each ring's new events are decoded with
+//! tape's CTF reader (written as a small stream file in a private scratch
+//! directory, the reader's input) and held until they are older than the
+//! **reordering window** ([`WINDOW`]): an event is printed once no thread
+//! can publish an earlier one that was not read yet (an event is
+//! published microseconds after its timestamp is taken, unless its thread
+//! is preempted in between for longer than the window: then it prints out
+//! of order). So an event is printed within about 15-35 ms of being
+//! emitted (the turn, the window, the decoding), even when its packet is
+//! not full.
+//!
+//! Losses print as `[LOST n EVENTS] in STREAM` lines (`{"lost":n,...}` in
+//! JSON) where the reader finds them: events a thread overwrote before the
+//! reader took them (overwrite mode: counted exactly from the packets'
+//! event counts and the events the reader decoded), and events a thread
+//! dropped (discard mode when the reader falls a ring behind, too big,
+//! re-entrant). Events lost before the reader started are not reported:
+//! it starts with what the rings hold.
+//!
+//! One reader per process: `tape pipe` and `tape record` exclude each
+//! other (a second one is refused, naming the first). It blocks while the
+//! threads are idle, and ends when the process exits, after printing its
+//! last events (or at Ctrl-C, after printing what it read).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tape_ctf::fast::{
+    write_event_rest, write_json_line, write_line_prefix, FastStream, Next, TracePlan,
+};
+use tape_ctf::line::TextBuf;
+use tape_ctf::parallel::TimeText;
+use tape_ctf::plan::Discard;
+
+use crate::{output_error, Failure, Format, LineTime};
+
+/// How long an event is held before it is printed (see the module docs).
+pub(crate) const WINDOW: Duration = Duration::from_millis(10);
+
+/// A line waiting for the window to pass.
+struct Held {
+    t: i128,
+    /// Arrival order, for equal times.
+    order: u64,
+    /// Text: the line after its time and delta; JSON: the whole line.
+    rest: Vec<u8>,
+}
+
+/// What the reader knows of a ring.
+#[derive(Default)]
+struct Ring {
+    /// Events of the ring before the next one to read, once started.
+    consumed: Option<u64>,
+    /// The owner's drops seen so far.
+    dropped: u64,
+}
+
+/// `tape pipe TARGET [--format text|json] [--events GLOB]`.
+pub(crate) fn pipe(
+    target: &str,
+    format: Format,
+    events: Option<globset::GlobSet>,
+) -> Result<(), Failure> {
+    if format == Format::Ftrace {
+        return Err(Failure::Error(
+            "tape pipe: --format ftrace is not there yet: text or json".into(),
+        ));
+    }
+    let dir = tape::recover::find(target).map_err(|e| e.to_string())?;
+    let mut reader = tape::record::Recorder::attach_live(&dir).map_err(|e| e.to_string())?;
+    let text = reader.metadata().map_err(|e| e.to_string())?;
+    let trace = tape_ctf::parse_metadata(&text)
+        .map_err(|e| format!("the metadata of process {}: {e}", reader.pid()))?
+        .trace;
+    let plan = Arc::new(TracePlan::new(&trace).map_err(|e| format!("the metadata: {e}"))?);
+    let scratch = std::env::temp_dir().join(format!("tape-pipe-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let scratch = Scratch(scratch);
+    crate::recover::catch_stop();
+    let mut out = std::io::stdout().lock();
+    let mut rings: HashMap<usize, Ring> = HashMap::new();
+    let mut held: Vec<Held> = Vec::new();
+    let mut order = 0u64;
+    let mut time = LineTime::default();
+    let mut last_printed: Option<i128> = None;
+    let mut idle = Duration::from_millis(1);
+    let mut checked = Instant::now();
+    let mut failed: Option<String> = None;
+    let mut ended = false;
+    loop {
+        if crate::recover::stopped() {
+            ended = true;
+        } else if checked.elapsed() >= Duration::from_millis(50) {
+            checked = Instant::now();
+            ended = !reader.process_alive();
+        }
+        let came = reader
+            .poll_chunks(&mut |c| {
+                if failed.is_some() {
+                    return;
+                }
+                let ring = rings.entry(c.stream).or_default();
+                let name = c.name.to_owned();
+                let first = ring.consumed.is_none();
+                let consumed = *ring.consumed.get_or_insert(c.committed_before);
+                // Both lines at the first event's time (known once decoded).
+                let overwritten = if c.offset == 0 && c.committed_before > consumed {
+                    c.committed_before - consumed
+                } else {
+                    0
+                };
+                if c.offset == 0 {
+                    ring.consumed = Some(c.committed_before.max(consumed));
+                }
+                let dropped = if first {
+                    0
+                } else {
+                    c.dropped.saturating_sub(ring.dropped)
+                };
+                ring.dropped = ring.dropped.max(c.dropped);
+                let path = scratch.0.join(&name);
+                if let Err(e) = std::fs::write(&path, c.packet) {
+                    failed = Some(format!("{}: {e}", path.display()));
+                    return;
+                }
+                let mut lost_at: Option<i128> = None;
+                let decoded = decode(&plan, &path, format, events.as_ref(), |t, rest| {
+                    lost_at.get_or_insert(t);
+                    order += 1;
+                    held.push(Held { t, order, rest });
+                });
+                let n = match decoded {
+                    Ok(n) => n,
+                    Err(e) => {
+                        failed = Some(e);
+                        return;
+                    }
+                };
+                if let Some(c) = ring.consumed.as_mut() {
+                    *c += n;
+                }
+                let stream = name.clone();
+                for lost in [overwritten, dropped].into_iter().filter(|&n| n > 0) {
+                    let t = lost_at.map_or(i128::MIN, |t| t - 1);
+                    order += 1;
+                    held.push(Held {
+                        t,
+                        order,
+                        rest: lost_line(format, lost, t, &stream),
+                    });
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        if let Some(e) = failed.take() {
+            return Err(Failure::Error(e));
+        }
+        // Print what the window has passed (everything at the end).
+        let horizon = if ended {
+            i128::MAX
+        } else {
+            tape::clock::realtime_ns() - WINDOW.as_nanos() as i128
+        };
+        held.sort_by_key(|h| (h.t, h.order));
+        let ready = held.partition_point(|h| h.t <= horizon);
+        let mut buf = TextBuf::new();
+        let mut stamp = TextBuf::new();
+        for h in held.drain(..ready) {
+            if format == Format::Text && !h.rest.starts_with(b"[LOST") {
+                stamp.clear();
+                time.write(&mut stamp, h.t);
+                write_line_prefix(&mut buf, stamp.as_slice(), last_printed.map(|l| h.t - l));
+                last_printed = Some(h.t);
+            }
+            buf.put(&h.rest);
+        }
+        if !buf.is_empty() {
+            out.write_all(buf.as_slice()).map_err(output_error)?;
+            out.flush().map_err(output_error)?;
+        }
+        if ended {
+            return Ok(());
+        }
+        idle = if came {
+            Duration::from_millis(1)
+        } else {
+            (idle * 2).min(Duration::from_millis(10))
+        };
+        std::thread::sleep(idle);
+    }
+}
+
+/// Decodes the events of the one-packet stream file at `path`, handing
+/// each shown one to `each` with its time and its text (text: after the
+/// line's time and delta; JSON: the line); the number of events decoded.
+fn decode(
+    plan: &Arc<TracePlan>,
+    path: &std::path::Path,
+    format: Format,
+    events: Option<&globset::GlobSet>,
+    mut each: impl FnMut(i128, Vec<u8>),
+) -> Result<u64, String> {
+    let mut s = FastStream::open(plan.clone(), path).map_err(|e| e.to_string())?;
+    if format == Format::Json {
+        s.render_json();
+    }
+    let mut n = 0;
+    let mut text = TextBuf::new();
+    loop {
+        match s.peek().map_err(|e| e.to_string())? {
+            Next::End => return Ok(n),
+            Next::Lost(..) => s.take_lost(),
+            Next::Event(t) => {
+                n += 1;
+                let shown = s
+                    .class()
+                    .is_some_and(|c| events.is_none_or(|g| g.is_match(&c.name)));
+                if !shown {
+                    s.emit(&mut Discard).map_err(|e| e.to_string())?;
+                    continue;
+                }
+                let t = t.unwrap_or(0);
+                let rest = match format {
+                    Format::Json => {
+                        let mut v = Vec::new();
+                        write_json_line(&mut v, Some(t), &mut s).map_err(|e| e.to_string())?;
+                        v
+                    }
+                    _ => {
+                        text.clear();
+                        write_event_rest(&mut text, &mut s).map_err(|e| e.to_string())?;
+                        text.as_slice().to_vec()
+                    }
+                };
+                each(t, rest);
+            }
+        }
+    }
+}
+
+fn lost_line(format: Format, n: u64, t: i128, stream: &str) -> Vec<u8> {
+    match format {
+        Format::Json => format!(
+            "{{\"lost\":{n},\"time_ns\":{t},\"stream\":{}}}\n",
+            crate::json_string(stream)
+        ),
+        _ => format!("[LOST {n} EVENTS] in {stream}\n"),
+    }
+    .into_bytes()
+}
+
+/// The scratch directory, removed when the pipe ends.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
