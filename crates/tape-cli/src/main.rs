@@ -178,8 +178,8 @@ enum Command {
     Pipe {
         /// The process's id, or its rings' directory.
         target: String,
-        /// Output format: babeltrace2's text lines, or one JSON object a
-        /// line.
+        /// Output format: babeltrace2's text lines, one JSON object a
+        /// line, or ftrace's trace_pipe lines.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Only events whose name matches this glob (repeatable).

@@ -25,6 +25,10 @@
 //! re-entrant). Events lost before the reader started are not reported:
 //! it starts with what the rings hold.
 //!
+//! `--format text` prints `tape show`'s lines (whose packet context states
+//! no losses: the `[LOST]` lines carry them), `json` its JSON objects,
+//! `ftrace` `trace_pipe`'s lines (no header: `trace_pipe` has none).
+//!
 //! One reader per process: `tape pipe` and `tape record` exclude each
 //! other (a second one is refused, naming the first). It blocks while the
 //! threads are idle, and ends when the process exits, after printing its
@@ -66,17 +70,12 @@ struct Ring {
     dropped: u64,
 }
 
-/// `tape pipe TARGET [--format text|json] [--events GLOB]`.
+/// `tape pipe TARGET [--format text|json|ftrace] [--events GLOB]`.
 pub(crate) fn pipe(
     target: &str,
     format: Format,
     events: Option<globset::GlobSet>,
 ) -> Result<(), Failure> {
-    if format == Format::Ftrace {
-        return Err(Failure::Error(
-            "tape pipe: --format ftrace is not there yet: text or json".into(),
-        ));
-    }
     let dir = tape::recover::find(target).map_err(|e| e.to_string())?;
     let mut reader = tape::record::Recorder::attach_live(&dir).map_err(|e| e.to_string())?;
     let text = reader.metadata().map_err(|e| e.to_string())?;
@@ -99,6 +98,7 @@ pub(crate) fn pipe(
     let mut checked = Instant::now();
     let mut failed: Option<String> = None;
     let mut ended = false;
+    let mut symbols = crate::symbols::Symbols::default();
     loop {
         if crate::recover::stopped() {
             ended = true;
@@ -136,11 +136,18 @@ pub(crate) fn pipe(
                     return;
                 }
                 let mut lost_at: Option<i128> = None;
-                let decoded = decode(&plan, &path, format, events.as_ref(), |t, rest| {
-                    lost_at.get_or_insert(t);
-                    order += 1;
-                    held.push(Held { t, order, rest });
-                });
+                let decoded = decode(
+                    &plan,
+                    &path,
+                    format,
+                    events.as_ref(),
+                    &mut symbols,
+                    |t, rest| {
+                        lost_at.get_or_insert(t);
+                        order += 1;
+                        held.push(Held { t, order, rest });
+                    },
+                );
                 let n = match decoded {
                     Ok(n) => n,
                     Err(e) => {
@@ -203,17 +210,22 @@ pub(crate) fn pipe(
 
 /// Decodes the events of the one-packet stream file at `path`, handing
 /// each shown one to `each` with its time and its text (text: after the
-/// line's time and delta; JSON: the line); the number of events decoded.
+/// line's time and delta; JSON and ftrace: the line, as `tape show
+/// --format ftrace` prints it, without the header: `trace_pipe` has none);
+/// the number of events decoded.
 fn decode(
     plan: &Arc<TracePlan>,
     path: &std::path::Path,
     format: Format,
     events: Option<&globset::GlobSet>,
+    symbols: &mut crate::symbols::Symbols,
     mut each: impl FnMut(i128, Vec<u8>),
 ) -> Result<u64, String> {
     let mut s = FastStream::open(plan.clone(), path).map_err(|e| e.to_string())?;
-    if format == Format::Json {
-        s.render_json();
+    match format {
+        Format::Json => s.render_json(),
+        Format::Ftrace => s.keep_packet_values(),
+        Format::Text => {}
     }
     let mut n = 0;
     let mut text = TextBuf::new();
@@ -232,6 +244,25 @@ fn decode(
                 }
                 let t = t.unwrap_or(0);
                 let rest = match format {
+                    Format::Ftrace => {
+                        let class = s.class().cloned();
+                        let mut sink = tape_ctf::fast::ValueSink::default();
+                        s.emit(&mut sink).map_err(|e| e.to_string())?;
+                        let Some(class) = class else {
+                            continue;
+                        };
+                        let mut line = String::new();
+                        tape_ctf::ftrace::write_line(
+                            &mut line,
+                            &s.plan().formats,
+                            &class,
+                            s.packet_value.as_ref(),
+                            &sink.scopes,
+                            Some(t),
+                            &mut |exe, addr| symbols.name(exe, addr),
+                        );
+                        line.into_bytes()
+                    }
                     Format::Json => {
                         let mut v = Vec::new();
                         write_json_line(&mut v, Some(t), &mut s).map_err(|e| e.to_string())?;

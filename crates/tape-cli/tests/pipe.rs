@@ -218,24 +218,48 @@ fn a_stopped_reader_gets_lost_lines_with_exact_counts() {
 }
 
 #[test]
-fn text_lines_and_the_events_glob() {
+fn text_and_ftrace_lines_and_the_events_glob() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    for (glob, shown) in [("flight.*", true), ("other.*", false)] {
-        let base = base(&format!("pipe-text-{shown}"));
+    for (format, glob, shown) in [
+        ("text", "flight.*", true),
+        ("text", "other.*", false),
+        ("ftrace", "flight.*", true),
+    ] {
+        let base = base(&format!("pipe-{format}-{shown}"));
         let mut program = flight_command(&base, "overwrite")
             .args(["--delay", "200", "--seconds", "0.3", "--pace", "1"])
             .spawn()
             .unwrap();
         wait_for_rings(&user_dir(&base).join(program.id().to_string()), 4);
         let pipe = Command::new(TAPE)
-            .args(["pipe", &program.id().to_string(), "--events", glob])
+            .args([
+                "pipe",
+                &program.id().to_string(),
+                "--events",
+                glob,
+                "--format",
+                format,
+            ])
             .env("TAPE_SHM_DIR", &base)
             .output()
             .unwrap();
         assert!(program.wait().unwrap().success());
         assert!(pipe.status.success(), "{}", text(&pipe.stderr));
         let out = text(&pipe.stdout);
-        if shown {
+        if format == "ftrace" {
+            // trace_pipe's lines: task-pid, seconds.microseconds, name, text.
+            for l in out.lines() {
+                let (task, rest) = l.trim_start().split_once(' ').unwrap();
+                assert!(task.starts_with("flight-"), "{l}");
+                let (time, text) = rest.trim_start().split_once(": ").unwrap();
+                assert!(
+                    time.split_once('.').is_some_and(|(_, us)| us.len() == 6),
+                    "{l}"
+                );
+                assert!(text.starts_with("flight.event: thread="), "{l}");
+            }
+            assert!(!out.is_empty());
+        } else if shown {
             let first = out.lines().next().unwrap();
             assert!(
                 first.starts_with('[') && first.contains("(+?.?????????) "),

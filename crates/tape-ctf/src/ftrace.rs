@@ -483,17 +483,8 @@ pub fn render_with_symbols(
                     continue;
                 };
                 let formats = &stream.plan().formats;
-                let task = task(stream.packet_value.as_ref(), &sink.scopes);
-                write_head(&mut out, task, t, &class.name);
-                let special = match class.name.as_str() {
-                    PRINTK => write_printk(&mut out, formats, &sink.scopes),
-                    STACKTRACE => write_stack(&mut out, formats.exe.as_ref(), &sink.scopes, symbol),
-                    _ => false,
-                };
-                if !special {
-                    write_text(&mut out, formats.get(class.id), &sink.scopes);
-                }
-                out.push('\n');
+                let packet = stream.packet_value.as_ref();
+                write_line(&mut out, formats, &class, packet, &sink.scopes, t, symbol);
             }
             Step::Lost(stream, n, t) => {
                 lost += n;
@@ -511,6 +502,31 @@ pub fn render_with_symbols(
     }
     each(&out);
     Ok(lost)
+}
+
+/// Appends one event's ftrace line and its newline: task, time, name and
+/// the event's text (its read-time format, a `printk!`'s text, a stack
+/// trace's frames named by `symbol`). `packet` is its packet context,
+/// `scopes` its scopes' values (from a [`crate::fast::ValueSink`]).
+pub fn write_line(
+    out: &mut String,
+    formats: &Formats,
+    class: &crate::EventClass,
+    packet: Option<&Value>,
+    scopes: &[Value],
+    t: Option<i128>,
+    symbol: &mut dyn FnMut(&Executable, u64) -> Option<String>,
+) {
+    write_head(out, task(packet, scopes), t, &class.name);
+    let special = match class.name.as_str() {
+        PRINTK => write_printk(out, formats, scopes),
+        STACKTRACE => write_stack(out, formats.exe.as_ref(), scopes, symbol),
+        _ => false,
+    };
+    if !special {
+        write_text(out, formats.get(class.id), scopes);
+    }
+    out.push('\n');
 }
 
 /// The event of `tape::printk!`.
