@@ -437,7 +437,10 @@ impl Recorder {
                     }
                 }
             }
-            ctx.packet_header(head, m, d);
+            // (A recording reads whole packets: `content` is all of them.)
+            let mut whole = *m;
+            whole.events = content.len();
+            ctx.packet_header(head, &whole, d);
             if let Err(e) = put(&[head, content]) {
                 failed = Some(e);
                 return;
