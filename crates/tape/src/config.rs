@@ -15,7 +15,7 @@
 //! | `TAPE_TRIGGER`        | [`Config::trigger`]      | `PATTERN TRIGGER; PATTERN TRIGGER...`    | none                     |
 //! | `TAPE_SHM`            | [`Config::shared_rings`] | `on` or `off`                            | `off` (rings in private memory) |
 //!
-//! With `TAPE_SHM=on`, read where used ([`crate::ring::shm`],
+//! With `TAPE_SHM=on`, read where used (`ring/shm.rs`,
 //! [`crate::recover`]): `TAPE_SHM_DIR` (an absolute directory instead of
 //! `/dev/shm`), `TAPE_SHM_MAX` (the most bytes of ring files a process
 //! keeps; default half the filesystem), `TAPE_SHM_KEEP_SIZE` and

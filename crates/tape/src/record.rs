@@ -3,7 +3,7 @@
 //! daemon streams its buffers (`tape record PID -o DIR`), with no daemon.
 //!
 //! The process must have shared rings (`TAPE_SHM=on`,
-//! [`crate::ring::shm`]). The recorder maps each ring file shared and,
+//! `ring/shm.rs`). The recorder maps each ring file shared and,
 //! every few milliseconds, takes the packets the owner closed since its
 //! last turn, with the protocol of a save ([`crate::ring`], "The
 //! snapshot"): it claims the ring's copy (a claim word in the ring's

@@ -4,7 +4,7 @@
 //! buffers. `tape recover PID|DIR`, `tape ps --dead`, `tape recover
 //! --clean`.
 //!
-//! A process with shared rings (`TAPE_SHM=on`, [`crate::ring::shm`])
+//! A process with shared rings (`TAPE_SHM=on`, `ring/shm.rs`)
 //! keeps, in its directory:
 //!
 //! ```text

@@ -87,6 +87,12 @@
 //! A packet switch writes the new packet's metadata (`ts_begin`,
 //! `committed_before`) after entering its slot and before publishing it in
 //! `head.pos`, so a save that sees the packet open sees its metadata.
+//!
+//! The same protocol serves readers in other processes, through the ring's
+//! file (`ring/shm.rs`): `tape recover` walks a dead process's rings as a
+//! save does (`Ring::open_recovered`), `tape record` and `tape pipe`
+//! stream a running one's from a cursor (`Ring::stream_packets`), the
+//! gate's copy claim making them and this process's saves take turns.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ptr::{self, NonNull};

@@ -51,7 +51,23 @@
 //! protocol for a ring of two slots, with loom's `UnsafeCell` flagging any
 //! concurrent access to slot memory.
 //!
-//! One save at a time pins a ring (the copy takes `Ring::reading`).
+//! One copy at a time pins a ring: it first takes the gate's *claim*, a
+//! word beside the gate word holding the copier's process id, so that
+//! this process's saves and crash dump and a reader in another process
+//! (`tape record`, `tape pipe`, which map the ring's file) take turns; a
+//! claimant that finds the holder's process dead (a reader killed in the
+//! middle of a copy) takes the claim over and drops the pin it left. A
+//! third word, `freed`, is how such a reader tells the owner which packets
+//! it consumed, so that a discard-mode owner reuses their slots instead of
+//! dropping (`ring.rs`, `make_room`).
+//!
+//! ```text
+//!  gate (repr(C), in the ring's region)
+//! +------------------+------------------+------------------------------+
+//! | word (above)     | claim: copier's  | freed: packets before this   |
+//! |                  | pid, 0 = none    | one were consumed by a reader|
+//! +------------------+------------------+------------------------------+
+//! ```
 
 #[cfg(loom)]
 use loom::sync::atomic::AtomicU64;
