@@ -64,13 +64,6 @@ pub(crate) fn recover(
     for u in &r.unreadable {
         crate::say!("tape recover: left out {u}");
     }
-    let causes: Vec<String> = r
-        .lost
-        .by_cause()
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(c, n)| format!("{c} {n}"))
-        .collect();
     let mut text = format!(
         "recovered process {} ({}) into {}\n  streams: {}\n  lost in rings: {}{}\n  lost outside rings: {}\n  last event: {}\n  clock: {}\n",
         r.pid,
@@ -78,11 +71,7 @@ pub(crate) fn recover(
         r.trace.display(),
         r.rings,
         r.lost.total(),
-        if causes.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", causes.join(", "))
-        },
+        causes(&r.lost),
         r.lost_outside,
         r.last_event_ns
             .map_or_else(|| "none".into(), tape::recover::utc_text),
@@ -213,13 +202,6 @@ pub(crate) fn record(
     };
     let p = r.finish().map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
-    let causes: Vec<String> = p
-        .lost
-        .by_cause()
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(c, n)| format!("{c} {n}"))
-        .collect();
     let text = format!(
         "recorded {} into {} ({why})\n  streams: {}\n  events: {} ({:.0}/s)\n  bytes: {} ({:.1} MB/s)\n  lost: {}{}\n",
         target,
@@ -230,13 +212,24 @@ pub(crate) fn record(
         p.bytes,
         p.bytes as f64 / secs / 1e6,
         p.lost.total(),
-        if causes.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", causes.join(", "))
-        },
+        causes(&p.lost),
     );
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).map_err(output_error)?;
     out.flush().map_err(output_error)
+}
+
+/// ` (overwritten 12, full 3)`: the causes with losses, or nothing.
+fn causes(lost: &tape::Drops) -> String {
+    let named: Vec<String> = lost
+        .by_cause()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(c, n)| format!("{c} {n}"))
+        .collect();
+    if named.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", named.join(", "))
+    }
 }

@@ -356,6 +356,25 @@ pub(crate) fn offsets(counter: u64, realtime_ns: i128, freq: u64) -> (i64, i64) 
     (offset_s as i64, offset as i64)
 }
 
+/// The civil date and time, UTC, of `secs` since the epoch: year, month,
+/// day, hour, minute, second (Howard Hinnant's inverse of
+/// `days_from_civil`). Arithmetic only: the crash dump calls it from a
+/// signal handler.
+pub(crate) fn civil_utc(secs: i64) -> [i64; 6] {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    [y, m, d, rem / 3600, rem / 60 % 60, rem % 60]
+}
+
 /// Converts a counter value to nanoseconds since the epoch with a clock
 /// description (what a CTF reader computes).
 pub fn to_realtime_ns(clock: &tape_ctf::Clock, value: u64) -> i128 {

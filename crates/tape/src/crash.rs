@@ -662,31 +662,16 @@ fn write_all(fd: c_int, mut bytes: &[u8]) -> bool {
     true
 }
 
-/// The civil date of a Unix time, UTC (Howard Hinnant's days_from_civil
-/// inverse): `YYYY-MM-DD-HH-MM-SS`.
+/// The civil date of a Unix time, UTC: `YYYY-MM-DD-HH-MM-SS`.
 fn utc_date(out: &mut Buf<32>, secs: i64) {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let [y, m, d, h, mi, sec] = crate::clock::civil_utc(secs);
     out.num(y.into())
         .put(b"-")
         .pad2(m)
         .put(b"-")
         .pad2(d)
         .put(b"-");
-    out.pad2(rem / 3600)
-        .put(b"-")
-        .pad2(rem / 60 % 60)
-        .put(b"-")
-        .pad2(rem % 60);
+    out.pad2(h).put(b"-").pad2(mi).put(b"-").pad2(sec);
 }
 
 /// The dump of a fatal signal (module docs): only async-signal-safe steps.

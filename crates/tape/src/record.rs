@@ -293,20 +293,13 @@ impl Recorder {
 
     /// Ring files not yet recorded.
     fn find_rings(&mut self) {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+        let Ok(all) = shm::ring_files(&self.dir) else {
             return;
         };
-        let mut new: Vec<PathBuf> = entries
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_str()
-                    .is_some_and(|n| n.starts_with("ring-"))
-            })
-            .map(|e| e.path())
+        let new: Vec<PathBuf> = all
+            .into_iter()
             .filter(|p| !self.streams.iter().any(|s| &s.source == p))
             .collect();
-        new.sort();
         for p in new {
             // A ring being made (header not yet written) is taken later.
             let Ok(ring) = Ring::open_live(&p) else {

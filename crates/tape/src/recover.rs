@@ -242,17 +242,7 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
     let template_path = dir.join(shm::METADATA_FILE);
     let template = std::fs::read_to_string(&template_path)
         .map_err(|e| error(format!("{}: {e}", template_path.display())))?;
-    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| error(format!("{}: {e}", dir.display())))?
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.starts_with("ring-"))
-        })
-        .map(|e| e.path())
-        .collect();
-    names.sort();
+    let names = shm::ring_files(dir).map_err(|e| error(format!("{}: {e}", dir.display())))?;
     let mut rings = Vec::new();
     let mut unreadable = Vec::new();
     let mut unborn = 0;
@@ -287,7 +277,7 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
     let outside = filled.outside;
     let mut lost = Drops::default();
     let uuid = h.uuid;
-    let written = crate::save::write_atomically(out, |tmp| {
+    let filled = crate::save::write_atomically(out, |tmp| {
         let filled = crate::save::write_streams(tmp, &rings, &uuid)?;
         crate::save::write_file(&tmp.join("metadata"), metadata.as_bytes())?;
         Ok(filled)
@@ -296,15 +286,11 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
     for r in &rings {
         lost += r.drops();
     }
-    let streams = std::fs::read_dir(out)
-        .map(|d| d.flatten().filter(|e| e.file_name() != "metadata").count())
-        .unwrap_or(0);
-    let _ = written.events;
     Ok(Recovered {
         trace: out.to_path_buf(),
         pid: h.pid,
         program: h.program(),
-        rings: streams,
+        rings: filled.streams,
         unborn,
         unreadable,
         lost,
@@ -429,24 +415,10 @@ fn clock_of(h: &ProcessHeader) -> (u64, i64, i64, String) {
 /// A time (ns since the epoch) as `YYYY-MM-DDTHH:MM:SS.NNNNNNNNNZ`.
 pub fn utc_text(ns: i128) -> String {
     let secs = ns.div_euclid(1_000_000_000) as i64;
-    let frac = ns.rem_euclid(1_000_000_000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let [y, m, d, h, mi, sec] = crate::clock::civil_utc(secs);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:09}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
+        "{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{sec:02}.{:09}Z",
+        ns.rem_euclid(1_000_000_000)
     )
 }
 

@@ -379,6 +379,8 @@ pub(crate) struct Filled {
     marks: Vec<(Arc<Ring>, u64)>,
     /// Some stream has events.
     pub(crate) events: bool,
+    /// Stream files written.
+    pub(crate) streams: usize,
 }
 
 /// Writes metadata and stream files into `dir`.
@@ -449,6 +451,7 @@ pub(crate) fn write_streams(
         complete,
         marks,
         events,
+        streams: names.len(),
     })
 }
 

@@ -256,6 +256,21 @@ pub(crate) fn boot_id() -> [u8; 40] {
     id
 }
 
+/// The ring files in a process's directory `dir`, in name order.
+pub(crate) fn ring_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("ring-"))
+        })
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
 /// Whether process `pid` is dead and not reaped yet (state `Z` or `X` in
 /// `/proc/PID/stat`).
 pub(crate) fn zombie(pid: u32) -> bool {
