@@ -9,7 +9,7 @@
 //!   `buffer`, `mode`, `save`, `stats`); `tape ps` lists the programs this
 //!   user can control. See `tape::control`.
 //! * `tape record PID -o DIR`: streams a running process's shared rings
-//!   (`TAPE_SHM=on`) to a trace on disk (`tape::record`); `tape pipe PID`
+//!   (shared by default) to a trace on disk (`tape::record`); `tape pipe PID`
 //!   prints its events as they come (`pipe.rs`); `tape recover
 //!   PID|DIR` rebuilds the trace of one that died (`tape::recover`), `tape
 //!   ps --dead` lists those, `tape recover --clean` removes them.
@@ -153,12 +153,11 @@ enum Command {
     /// List the running tape programs this user can control (with
     /// --dead: the shared rings that dead ones left, for `tape recover`).
     Ps {
-        /// List the dead processes whose shared rings (TAPE_SHM=on) are
-        /// left, instead.
+        /// List the dead processes whose shared rings are left, instead.
         #[arg(long)]
         dead: bool,
     },
-    /// Rebuild a CTF trace from the shared rings (TAPE_SHM=on) of a
+    /// Rebuild a CTF trace from the shared rings (the default) of a
     /// process that died without saving (kill -9, the OOM killer).
     Recover {
         /// The dead process's id, or its rings' directory (`tape ps
@@ -172,8 +171,8 @@ enum Command {
         #[arg(long)]
         clean: bool,
     },
-    /// Print a running process's events as they come (its shared rings,
-    /// TAPE_SHM=on), in time order across threads, each once: ftrace's
+    /// Print a running process's events as they come (from its shared
+    /// rings), in time order across threads, each once: ftrace's
     /// trace_pipe. Ends when the process exits.
     Pipe {
         /// The process's id, or its rings' directory.
@@ -186,8 +185,8 @@ enum Command {
         #[arg(long = "events", value_name = "GLOB")]
         events: Vec<String>,
     },
-    /// Stream a running process's events (its shared rings, TAPE_SHM=on)
-    /// to a CTF trace on disk, for as long as it runs.
+    /// Stream a running process's events (from its shared rings) to a
+    /// CTF trace on disk, for as long as it runs.
     Record {
         /// The process's id, or its rings' directory.
         target: String,

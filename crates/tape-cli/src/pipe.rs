@@ -1,5 +1,5 @@
 //! `tape pipe PID`: ftrace's `trace_pipe` for a running tape process with
-//! shared rings (`TAPE_SHM=on`): a consuming live read from another
+//! shared rings (the default; not with `TAPE_SHM=off`): a consuming live read from another
 //! process, each event printed once, in time order across threads.
 //!
 //! Every few milliseconds the reader takes the events each thread
@@ -99,7 +99,17 @@ pub(crate) fn pipe(
     let mut failed: Option<String> = None;
     let mut ended = false;
     let mut symbols = crate::symbols::Symbols::default();
+    let mut unshared_said = 0;
     loop {
+        let unshared = reader.unshared_rings();
+        if unshared > unshared_said {
+            unshared_said = unshared;
+            crate::say!(
+                "tape pipe: process {} has {unshared} ring(s) in private memory (past \
+                 TAPE_SHM_MAX, or no room): their threads' events are not seen here",
+                reader.pid()
+            );
+        }
         if crate::recover::stopped() {
             ended = true;
         } else if checked.elapsed() >= Duration::from_millis(50) {

@@ -86,6 +86,9 @@ pub(crate) fn recover(
     if !r.unreadable.is_empty() {
         text.push_str(&format!("  ring files left out: {}\n", r.unreadable.len()));
     }
+    if r.unshared > 0 {
+        text.push_str(&format!("  {}\n", unshared_text(r.unshared)));
+    }
     out.write_all(text.as_bytes()).map_err(output_error)?;
     out.flush().map_err(output_error)
 }
@@ -200,9 +203,10 @@ pub(crate) fn record(
         }
         std::thread::sleep(idle);
     };
+    let unshared = r.unshared_rings();
     let p = r.finish().map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
-    let text = format!(
+    let mut text = format!(
         "recorded {} into {} ({why})\n  streams: {}\n  events: {} ({:.0}/s)\n  bytes: {} ({:.1} MB/s)\n  lost: {}{}\n",
         target,
         output.display(),
@@ -214,9 +218,21 @@ pub(crate) fn record(
         p.lost.total(),
         causes(&p.lost),
     );
+    if unshared > 0 {
+        text.push_str(&format!("  {}\n", unshared_text(unshared)));
+    }
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).map_err(output_error)?;
     out.flush().map_err(output_error)
+}
+
+/// The line that says how many of a process's rings no other process can
+/// see.
+fn unshared_text(n: u32) -> String {
+    format!(
+        "rings in private memory (not seen: past TAPE_SHM_MAX, or no room): {n}; their \
+         threads' events are not here"
+    )
 }
 
 /// ` (overwritten 12, full 3)`: the causes with losses, or nothing.

@@ -45,6 +45,8 @@ fn run(
         .env("TAPE_TRACE", "pipeline.*")
         .env("TAPE_TRACE_DIR", dir)
         .env("XDG_RUNTIME_DIR", dir)
+        // The rings a crash leaves go with the test's directory.
+        .env("TAPE_SHM_DIR", dir)
         .env("RUST_BACKTRACE", "0")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

@@ -49,6 +49,8 @@ impl Program {
         cmd.args(["--seconds", "120"])
             .env("XDG_RUNTIME_DIR", runtime)
             .env("TAPE_TRACE_DIR", runtime.join("traces"))
+            // Killed at the end: the rings it leaves go with `runtime`.
+            .env("TAPE_SHM_DIR", runtime)
             .env_remove("TAPE_TRACE")
             .env_remove("TAPE_CONTROL")
             .stdout(Stdio::piped())

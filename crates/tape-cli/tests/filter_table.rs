@@ -103,6 +103,7 @@ fn the_same_rows_in_process_through_tape_ctl_and_at_read_time() {
     std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
     let mut child = Command::new(pipeline::example("filter_rows"))
         .env("XDG_RUNTIME_DIR", &runtime)
+        .env("TAPE_SHM_DIR", &runtime)
         .env("TAPE_TRACE", "test.filter.every")
         .env("TAPE_TRACE_DIR", runtime.join("traces"))
         .env_remove("TAPE_CONTROL")

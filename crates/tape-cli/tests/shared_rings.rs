@@ -1,4 +1,5 @@
-//! Rings in shared files (`TAPE_SHM=on`, issue 16 in progress): a real
+//! Rings in shared files (the default; `TAPE_SHM=on` says when one cannot
+//! be): a real
 //! multi-threaded program (the pipeline example) makes one file per
 //! thread's ring in a private directory (0700, files 0600, each starting
 //! with the `TAPERING` header); a normal exit removes the directory, a
@@ -144,5 +145,66 @@ fn past_the_cap_rings_are_made_in_private_memory_with_a_notice() {
         .filter(|e| e.as_ref().unwrap().file_name() != "metadata")
         .count();
     assert_eq!(streams, 4);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn by_default_rings_past_the_cap_are_private_quietly_and_said_by_status_and_recover() {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("shm-quiet-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::set_permissions(&base, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    // No TAPE_SHM: shared rings are the default; the cap holds one ring of
+    // the pipeline's 4.
+    let mut cmd = run(&base, &base.join("traces"));
+    cmd.env_remove("TAPE_SHM")
+        .env_remove("TAPE_CONTROL")
+        .env("XDG_RUNTIME_DIR", &base)
+        .env("TAPE_TRACE_BUFSZ", "64K")
+        .env("TAPE_SHM_MAX", "100K")
+        .args(["--seconds", "30"]);
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let ctl = |args: &[&str]| {
+        Command::new(pipeline::TAPE)
+            .args(args)
+            .env("XDG_RUNTIME_DIR", &base)
+            .env("TAPE_SHM_DIR", &base)
+            .output()
+            .unwrap()
+    };
+    let start = std::time::Instant::now();
+    let status = loop {
+        let out = ctl(&["ctl", &pid.to_string(), "status"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains("rings in private memory: 3 (") || start.elapsed() > Duration::from_secs(20)
+        {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        status.contains("rings in private memory: 3 (") && status.contains("TAPE_SHM_MAX"),
+        "{status}"
+    );
+    child.kill().unwrap();
+    let done = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(!err.contains("not shared"), "quiet by default: {err}");
+    let recovered = base.join("recovered");
+    let out = ctl(&[
+        "recover",
+        &pid.to_string(),
+        "-o",
+        recovered.to_str().unwrap(),
+    ]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("  streams: 1\n"), "{said}");
+    assert!(
+        said.contains("rings in private memory (not seen: past TAPE_SHM_MAX, or no room): 3;"),
+        "{said}"
+    );
     let _ = std::fs::remove_dir_all(&base);
 }

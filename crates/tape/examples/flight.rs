@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo build -p tape --example flight --release -p tape-cli
-//! TAPE_SHM=on TAPE_TRACE='flight.*' target/release/examples/flight &   # prints its pid
+//! TAPE_TRACE='flight.*' target/release/examples/flight &   # prints its pid
 //! kill -9 $!                                     # no save, no dump: gone
 //! target/release/tape ps --dead                  # its rings are left
 //! target/release/tape recover PID                # -> flight-recovered-PID

@@ -13,9 +13,9 @@
 //! | `TAPE_DUMP`           | [`Config::dump`]         | `trace`, `text` or `off`                 | `trace` (dump on crash)  |
 //! | `TAPE_FILTER`         | [`Config::filter`]       | `PATTERN if EXPR; PATTERN if EXPR...`    | none                     |
 //! | `TAPE_TRIGGER`        | [`Config::trigger`]      | `PATTERN TRIGGER; PATTERN TRIGGER...`    | none                     |
-//! | `TAPE_SHM`            | [`Config::shared_rings`] | `on` or `off`                            | `off` (rings in private memory) |
+//! | `TAPE_SHM`            | [`Config::shared_rings`] | `on` or `off`                            | shared where there is room, quietly |
 //!
-//! With `TAPE_SHM=on`, read where used (`ring/shm.rs`,
+//! With shared rings, read where used (`ring/shm.rs`,
 //! [`crate::recover`]): `TAPE_SHM_DIR` (an absolute directory instead of
 //! `/dev/shm`), `TAPE_SHM_MAX` (the most bytes of ring files a process
 //! keeps; default half the filesystem), `TAPE_SHM_KEEP_SIZE` and
@@ -74,13 +74,27 @@ static BUFFER_SIZE: AtomicUsize = AtomicUsize::new(DEFAULT_BUFFER_SIZE);
 static PACKET_SIZE: AtomicUsize = AtomicUsize::new(0);
 static DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
 
-/// Rings created from now on are made in shared files
-/// ([`Config::shared_rings`], `TAPE_SHM`). Read relaxed at ring creation.
-static SHARED_RINGS: AtomicBool = AtomicBool::new(false);
+/// Whether rings created from now on are made in shared files
+/// ([`Config::shared_rings`], `TAPE_SHM`): [`SHARED_OFF`], [`SHARED_AUTO`]
+/// (the default) or [`SHARED_ON`]. Read relaxed at ring creation.
+static SHARED_RINGS: AtomicU8 = AtomicU8::new(SHARED_AUTO);
+const SHARED_OFF: u8 = 0;
+/// Shared where there is room; where there is not, private memory and no
+/// notice (`tape ctl status` says why).
+const SHARED_AUTO: u8 = 1;
+/// Asked for (`TAPE_SHM=on`): a ring that cannot be shared says why on
+/// stderr, once.
+const SHARED_ON: u8 = 2;
 
 /// Whether rings are made in shared files (see [`Config::shared_rings`]).
 pub(crate) fn shared_rings() -> bool {
-    SHARED_RINGS.load(Ordering::Relaxed)
+    SHARED_RINGS.load(Ordering::Relaxed) != SHARED_OFF
+}
+
+/// Whether shared rings were asked for explicitly (`TAPE_SHM=on`), so that
+/// a ring made in private memory instead is said on stderr.
+pub(crate) fn shared_rings_asked() -> bool {
+    SHARED_RINGS.load(Ordering::Relaxed) == SHARED_ON
 }
 
 /// The current mode.
@@ -204,7 +218,8 @@ pub struct Config {
     mode: Mode,
     clock: ClockChoice,
     control: bool,
-    shared_rings: bool,
+    /// `None`: shared where there is room (the default).
+    shared_rings: Option<bool>,
     dump: crate::crash::Dump,
     /// (pattern, expression, the variable it came from).
     filters: Vec<(String, String, Option<&'static str>)>,
@@ -221,7 +236,7 @@ impl Default for Config {
             mode: Mode::Overwrite,
             clock: ClockChoice::Auto,
             control: true,
-            shared_rings: false,
+            shared_rings: None,
             dump: crate::crash::Dump::Trace,
             filters: Vec::new(),
             triggers: Vec::new(),
@@ -335,8 +350,8 @@ impl Config {
         }
         if let Some(v) = get("TAPE_SHM") {
             c.shared_rings = match v.trim() {
-                "on" => true,
-                "off" => false,
+                "on" => Some(true),
+                "off" => Some(false),
                 _ => {
                     return Err(bad(
                         "TAPE_SHM",
@@ -440,11 +455,14 @@ impl Config {
 
     /// Whether rings created after [`Config::init`] are files in a shared
     /// directory of this user (`/dev/shm/tape-UID/PID/`, 0700) that another
-    /// process can read, left there if the process dies (issue 16 in
-    /// progress: `tape recover` and `tape pipe` are to come). Off by
-    /// default; `TAPE_SHM=on`.
+    /// process can read (`tape pipe`, `tape record`), left there if the
+    /// process dies (`tape recover`); see [`crate::ring`]'s shared rings.
+    /// Unset (the default), rings are shared where there is room and made
+    /// in private memory where there is not, quietly (`tape ctl status`
+    /// says why); `true` (`TAPE_SHM=on`) says so on stderr; `false`
+    /// (`TAPE_SHM=off`) keeps every ring in private memory.
     pub fn shared_rings(mut self, on: bool) -> Config {
-        self.shared_rings = on;
+        self.shared_rings = Some(on);
         self
     }
 
@@ -469,7 +487,14 @@ impl Config {
         crate::clock::init(self.clock == ClockChoice::Monotonic);
         set_buffer_size(self.buffer_size, self.packet_size)?;
         set_mode(self.mode);
-        SHARED_RINGS.store(self.shared_rings, Ordering::Relaxed);
+        SHARED_RINGS.store(
+            match self.shared_rings {
+                None => SHARED_AUTO,
+                Some(true) => SHARED_ON,
+                Some(false) => SHARED_OFF,
+            },
+            Ordering::Relaxed,
+        );
         *DIR.lock().unwrap_or_else(|e| e.into_inner()) = self.dir.clone();
         let patterns: Vec<(Pattern, Option<&str>)> = self
             .enable

@@ -2,8 +2,8 @@
 //! for as long as it runs, from another process, as LTTng's consumer
 //! daemon streams its buffers (`tape record PID -o DIR`), with no daemon.
 //!
-//! The process must have shared rings (`TAPE_SHM=on`,
-//! `ring/shm.rs`). The recorder maps each ring file shared and,
+//! The process must have shared rings (the default, `ring/shm.rs`; not
+//! with `TAPE_SHM=off`). The recorder maps each ring file shared and,
 //! every few milliseconds, takes the packets the owner closed since its
 //! last turn, with the protocol of a save ([`crate::ring`], "The
 //! snapshot"): it claims the ring's copy (a claim word in the ring's
@@ -246,6 +246,14 @@ impl Recorder {
     /// What was recorded so far.
     pub fn progress(&self) -> &Progress {
         &self.progress
+    }
+
+    /// Rings the process made in private memory (past `TAPE_SHM_MAX`, or
+    /// no room) so far: their threads' events cannot be recorded.
+    pub fn unshared_rings(&self) -> u32 {
+        self.header
+            .unshared_rings
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the process still runs.

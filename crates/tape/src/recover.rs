@@ -4,7 +4,7 @@
 //! buffers. `tape recover PID|DIR`, `tape ps --dead`, `tape recover
 //! --clean`.
 //!
-//! A process with shared rings (`TAPE_SHM=on`, `ring/shm.rs`)
+//! A process with shared rings (the default, `ring/shm.rs`)
 //! keeps, in its directory:
 //!
 //! ```text
@@ -186,7 +186,7 @@ pub fn find(what: &str) -> Result<PathBuf, Error> {
         .map(|d| d.dir)
         .ok_or_else(|| {
             error(format!(
-                "no shared rings of process {pid} (under {}): it ran without TAPE_SHM=on, exited \
+                "no shared rings of process {pid} (under {}): it ran with TAPE_SHM=off, exited \
                  normally (its rings go with it), or they were removed",
                 shm::user_dir().map_or_else(|e| e.to_string(), |d| d.display().to_string())
             ))
@@ -209,6 +209,9 @@ pub struct Recovered {
     /// Ring files that could not be read, and why (the others are in the
     /// trace).
     pub unreadable: Vec<String>,
+    /// Rings the process made in private memory (past `TAPE_SHM_MAX`, or
+    /// no room): those threads' events are not in the trace.
+    pub unshared: u32,
     /// Every ring's losses, summed (the trace's `events_discarded`).
     pub lost: Drops,
     /// Events lost outside any ring (the process file's counters).
@@ -293,6 +296,7 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
         rings: filled.streams,
         unborn,
         unreadable,
+        unshared: h.unshared_rings.load(std::sync::atomic::Ordering::Relaxed),
         lost,
         lost_outside: outside.iter().sum(),
         last_event_ns,

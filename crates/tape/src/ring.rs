@@ -1175,7 +1175,7 @@ impl Ring {
     }
 
     /// The zeroed region of a ring, every page written once: a shared ring
-    /// file when `TAPE_SHM` asks for one (and it can be made), else the
+    /// file unless `TAPE_SHM=off` (and if it can be made), else the
     /// heap; `None` if the memory is not there.
     fn region(layout: &RegionLayout, tid: u32) -> Option<Backing> {
         if config::shared_rings() {
@@ -1188,7 +1188,7 @@ impl Ring {
                     shm::calibrate_now();
                     return Some(Backing::Shared(m));
                 }
-                Err(e) => shm::say_once(&e),
+                Err(e) => shm::unshared(&e),
             }
         }
         let l = std::alloc::Layout::from_size_align(layout.len, 4096).ok()?;

@@ -226,11 +226,17 @@ fn a_save_killed_midway_leaves_nothing_behind_the_next_save() {
             })
             .unwrap_or_default()
     };
+    // Its shared rings (left by the kill) go to a directory removed below.
+    let shm = common::trace_path("killed-shm");
+    std::fs::create_dir_all(&shm).expect("create");
     // A process with 2 x 64 MiB of events saves in a loop; it is killed as
     // soon as a save's temporary directory appears.
     spawn(
         "killed_during_save",
-        &[("TAPE_TRACE_DIR", dir.as_os_str())],
+        &[
+            ("TAPE_TRACE_DIR", dir.as_os_str()),
+            ("TAPE_SHM_DIR", shm.as_os_str()),
+        ],
         |pid| {
             let start = Instant::now();
             while leftovers(&dir).is_empty() && start.elapsed() < Duration::from_secs(60) {
@@ -240,6 +246,7 @@ fn a_save_killed_midway_leaves_nothing_behind_the_next_save() {
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
         },
     );
+    let _ = std::fs::remove_dir_all(&shm);
     let stale = leftovers(&dir);
     assert!(!stale.is_empty(), "the save was not caught midway");
     // A leftover of this very pid (reused) with another process's nonce.

@@ -338,10 +338,19 @@ pub fn status() -> String {
                 0 => d.display().to_string(),
                 reader => format!("{} (streamed by tape record, pid {reader})", d.display()),
             },
-            (true, None) => "on (no ring made yet)".into(),
-            (false, None) => "off (TAPE_SHM)".into(),
+            (true, None) => match crate::ring::shm::unshared_why() {
+                Some(why) => format!("none: rings in private memory ({why})"),
+                None => "on (no ring made yet)".into(),
+            },
+            (false, None) => "off (TAPE_SHM=off)".into(),
         }
     );
+    if let (Some(why), Some(p)) = (crate::ring::shm::unshared_why(), crate::ring::shm::process()) {
+        let n = p.unshared_rings.load(std::sync::atomic::Ordering::Relaxed);
+        if n > 0 {
+            let _ = writeln!(out, "rings in private memory: {n} ({why})");
+        }
+    }
     out
 }
 

@@ -1,10 +1,11 @@
-//! Shared mappings for rings (`TAPE_SHM=on`, [`crate::Config::shared_rings`]):
+//! Shared mappings for rings (the default; [`crate::Config::shared_rings`],
+//! `TAPE_SHM`):
 //! each ring a file in a directory of this process, mapped shared, so that
 //! another process can read the ring while the program runs (`tape record`
 //! and `tape pipe`, [`crate::record`]) and after it died (`tape recover`,
 //! [`crate::recover`]), with no daemon, as LTTng-UST's `--shm-path`
 //! buffers. A ring's region has the same layout on the heap (without
-//! `TAPE_SHM`), so the ring's code is one.
+//! `TAPE_SHM=off`), so the ring's code is one.
 //!
 //! ```text
 //!  /dev/shm/tape-<uid>/<pid>/          mode 0700, checked (owner, no link)
@@ -28,11 +29,16 @@
 //! fault after creation, which a disk-backed file's writeback would cause by
 //! write-protecting cleaned pages), else `$XDG_RUNTIME_DIR`. The space is
 //! reserved with `posix_fallocate` when the file is created, so a full
-//! tmpfs is an error then (the ring falls back to private memory, with one
-//! notice), never a `SIGBUS` on a later write; every page is written once
-//! at creation, so the emit path takes no page fault. A process's ring
-//! files stay within `TAPE_SHM_MAX` (default: half the filesystem's size);
-//! past it, rings are made in private memory (one notice).
+//! tmpfs is an error then (the ring falls back to private memory), never a
+//! `SIGBUS` on a later write; every page is written once at creation, so
+//! the emit path takes no page fault. A process's ring files stay within
+//! `TAPE_SHM_MAX` (default: half the filesystem's size); past it, rings are
+//! made in private memory. Such a ring is counted in the process file
+//! (`unshared_rings`: `tape recover` and `tape record` name the loss of
+//! sight) and its reason kept for `tape ctl status`; stderr says it once
+//! only when shared rings were asked for (`TAPE_SHM=on`), since by default
+//! a program that merely has no room (a container's 64 MB `/dev/shm`)
+//! should not print.
 //!
 //! Only this user can read the rings: the directory is 0700 and checked as
 //! the control socket's is ([`crate::control::server::ensure_private_dir`]),
@@ -45,7 +51,12 @@
 //! is reused is set aside (`<pid>-<start time>`), not mixed with the new
 //! process's.
 //!
-//! Still to do (issue 16): shared rings by default.
+//! Shared by default, since a flight recorder is for the death nobody
+//! expected: the cost is at ring creation (a file made, reserved and
+//! mapped, ~50 µs per thread), none on the emit path (same instructions;
+//! `benches/RESULTS.md`), and a directory left per dead process, kept
+//! within `TAPE_SHM_KEEP_SIZE` / `TAPE_SHM_KEEP_AGE`. `TAPE_SHM=off`
+//! keeps rings private.
 
 use std::ffi::CString;
 use std::io;
@@ -111,13 +122,27 @@ impl FileHeader {
     }
 }
 
-/// Says once on stderr why shared rings could not be made (the rings then
-/// live on the heap, as without `TAPE_SHM`).
-pub(crate) fn say_once(e: &io::Error) {
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| {
+/// Why the first ring that could not be shared was made in private
+/// memory (`tape ctl status` shows it).
+static UNSHARED_WHY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// A ring could not be made shared (it lives on the heap, as with
+/// `TAPE_SHM=off`): counted in the process file, if there is one, so that
+/// `tape recover` and `tape record` say which threads they cannot see; the
+/// first reason kept for `tape ctl status`, and said on stderr once if
+/// shared rings were asked for (`TAPE_SHM=on`; by default it is quiet).
+pub(crate) fn unshared(e: &io::Error) {
+    if let Some(p) = process() {
+        p.unshared_rings.fetch_add(1, Ordering::Relaxed);
+    }
+    if UNSHARED_WHY.set(e.to_string()).is_ok() && crate::config::shared_rings_asked() {
         eprintln!("tape: rings in private memory, not shared (TAPE_SHM): {e}");
-    });
+    }
+}
+
+/// Why rings of this process are in private memory, if some are.
+pub(crate) fn unshared_why() -> Option<&'static str> {
+    UNSHARED_WHY.get().map(String::as_str)
 }
 
 /// Name of the process file in a process's directory.
@@ -187,7 +212,10 @@ pub(crate) struct ProcessHeader {
     /// rings, 0 if none (one at a time: a compare-exchange from 0, or
     /// from a reader found dead).
     pub reader: AtomicU32,
-    pub _pad: u32,
+    /// Rings made in private memory after this file was made (past
+    /// `TAPE_SHM_MAX`, or no room): their threads' events cannot be read
+    /// or recovered from here. (Zero in files of builds before it.)
+    pub unshared_rings: AtomicU32,
 }
 
 impl ProcessHeader {
@@ -338,6 +366,15 @@ pub(crate) fn current_dir() -> Option<PathBuf> {
 pub(crate) fn user_dir() -> io::Result<PathBuf> {
     let base = match std::env::var_os("TAPE_SHM_DIR") {
         Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d),
+        Some(d) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "TAPE_SHM_DIR={:?} is not an absolute path (at 0: it must start with /)",
+                    Path::new(&d)
+                ),
+            ))
+        }
         _ if Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
         _ => match std::env::var_os("XDG_RUNTIME_DIR") {
             Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d),
@@ -453,7 +490,7 @@ fn make_process_file(dir: &Path) -> io::Result<&'static ProcessHeader> {
         dropped_no_memory: AtomicU64::new(0),
         lost_exited: AtomicU64::new(0),
         reader: AtomicU32::new(0),
-        _pad: 0,
+        unshared_rings: AtomicU32::new(0),
     };
     // SAFETY: the mapping is a page, zeroed, page-aligned: room for the
     // header, aligned for it; nothing else writes there yet.
