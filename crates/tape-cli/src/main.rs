@@ -123,6 +123,40 @@ enum Command {
         #[arg(long, value_name = "EXPR")]
         filter: Option<String>,
     },
+    /// Draw the calls of #[tape::traced] functions as ftrace's
+    /// function_graph tracer draws them (a thread id where ftrace prints a
+    /// CPU); other events print as comments.
+    Graph {
+        /// Trace directories (or trees of them).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// funcgraph-proc: the TASK/PID column.
+        #[arg(long = "proc")]
+        proc_: bool,
+        /// funcgraph-abstime: each line's time (seconds since the epoch).
+        #[arg(long)]
+        abstime: bool,
+        /// nofuncgraph-duration: no DURATION column.
+        #[arg(long)]
+        no_duration: bool,
+        /// nofuncgraph-overhead: no +, !, #, *, @, $ marks.
+        #[arg(long)]
+        no_overhead: bool,
+        /// funcgraph-tail: the function's name after every closing brace.
+        #[arg(long)]
+        tail: bool,
+        /// set_graph_function: only calls under functions matching this
+        /// glob (as drawn: `app::io::*`), from depth 0 (repeatable).
+        #[arg(long = "function", value_name = "GLOB")]
+        functions: Vec<String>,
+        /// max_graph_depth: draw calls only this deep (1: only the
+        /// outermost).
+        #[arg(long, value_name = "N")]
+        max_depth: Option<u32>,
+        /// Only this thread id (repeatable).
+        #[arg(long = "thread", value_name = "TID")]
+        threads: Vec<i64>,
+    },
     /// Count events per event name and per stream, lost events, time span
     /// and rates.
     Stats {
@@ -266,6 +300,34 @@ pub(crate) use say;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
+        Command::Graph {
+            paths,
+            proc_,
+            abstime,
+            no_duration,
+            no_overhead,
+            tail,
+            functions,
+            max_depth,
+            threads,
+        } => (|| -> Result<(), Failure> {
+            let traces = open(&paths)?;
+            let functions = globs("--function", &functions)?;
+            let opts = tape_ctf::graph::Options {
+                proc_,
+                abstime,
+                duration: !no_duration,
+                overhead: !no_overhead,
+                tail,
+                functions: functions.map(|g| {
+                    Box::new(move |f: &str| g.is_match(f)) as tape_ctf::graph::FunctionFilter
+                }),
+                max_depth: max_depth.unwrap_or(0),
+                threads,
+                tid_width: 1,
+            };
+            graph(&traces, opts)
+        })(),
         Command::Show {
             paths,
             clock_seconds,
@@ -642,6 +704,44 @@ fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Failure> {
     }
     let lost = lost.map_err(|e| e.to_string())?;
     say_lost(lost, traces, sel);
+    Ok(())
+}
+
+/// `tape graph`: the function_graph view of `traces`.
+fn graph(traces: &[TraceDir], mut opts: tape_ctf::graph::Options) -> Result<(), Failure> {
+    for t in traces {
+        for e in &tape_ctf::ftrace::Formats::new(&t.trace).errors {
+            say!("tape: warning: {}/metadata: {e}", t.dir.display());
+        }
+    }
+    let mut streams = open_streams(traces)?;
+    let widest = tape_ctf::graph::thread_ids(&mut streams)
+        .into_iter()
+        .map(|t| t.to_string().len())
+        .max()
+        .unwrap_or(1);
+    opts.tid_width = widest;
+    drop(streams);
+    let mut merge = FastMerge::new(traces)?;
+    let stdout = std::io::stdout();
+    let mut stdout = stdout.lock();
+    let mut failed: Option<std::io::Error> = None;
+    let sel = Selection {
+        format: Format::Ftrace,
+        clock_seconds: false,
+        events: None,
+        streams: None,
+        begin: None,
+        end: None,
+        filter: None,
+    };
+    let lost = tape_ctf::graph::render(&mut merge, opts, Shows(&sel), |text| {
+        failed = stdout.write_all(text.as_bytes()).err();
+        failed.is_none()
+    });
+    end_output(&mut stdout, failed)?;
+    let lost = lost.map_err(|e| e.to_string())?;
+    say_lost(lost, traces, &sel);
     Ok(())
 }
 

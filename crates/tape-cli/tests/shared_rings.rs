@@ -178,7 +178,8 @@ fn by_default_rings_past_the_cap_are_private_quietly_and_said_by_status_and_reco
     let status = loop {
         let out = ctl(&["ctl", &pid.to_string(), "status"]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if text.contains("rings in private memory: 3 (") || start.elapsed() > Duration::from_secs(20)
+        if text.contains("rings in private memory: 3 (")
+            || start.elapsed() > Duration::from_secs(20)
         {
             break text;
         }
@@ -200,7 +201,11 @@ fn by_default_rings_past_the_cap_are_private_quietly_and_said_by_status_and_reco
         recovered.to_str().unwrap(),
     ]);
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(said.contains("  streams: 1\n"), "{said}");
     assert!(
         said.contains("rings in private memory (not seen: past TAPE_SHM_MAX, or no room): 3;"),

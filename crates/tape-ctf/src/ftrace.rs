@@ -394,7 +394,7 @@ pub fn parse_hints(s: &str) -> Result<HashMap<String, Hint>, String> {
     Ok(hints)
 }
 
-fn member<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
+pub(crate) fn member<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
     match v {
         Value::Struct(fields) => fields.iter().find(|(n, _)| n == name).map(|(_, v)| v),
         Value::Variant(_, inner) => member(inner, name),

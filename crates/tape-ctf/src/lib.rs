@@ -37,6 +37,7 @@
 pub mod decode;
 pub mod fast;
 pub mod ftrace;
+pub mod graph;
 mod lexer;
 pub mod line;
 pub mod parallel;

@@ -762,6 +762,197 @@ fn payload_tuple_of(items: &[TokenStream2]) -> TokenStream2 {
     quote!((#(#chunks,)*))
 }
 
+/// `#[tape::traced]` on a function, an `impl` block or an inline module:
+/// see `tape::traced` for the documentation. Each function (each method of
+/// the `impl`, each function and method of the module, nested modules
+/// included) records its entry and exit; `#[tape::notrace]` leaves one
+/// out.
+#[proc_macro_attribute]
+pub fn traced(attr: TokenStream, item: TokenStream) -> TokenStream {
+    if !attr.is_empty() {
+        let attr = TokenStream2::from(attr);
+        return syn::Error::new_spanned(
+            attr,
+            "#[tape::traced] takes no arguments (yet): choose functions at run time by name",
+        )
+        .to_compile_error()
+        .into();
+    }
+    let item = syn::parse_macro_input!(item as syn::Item);
+    match traced_item(item) {
+        Ok(out) => quote!(#out).into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// `#[tape::notrace]`: leaves a function of a `#[tape::traced]` `impl` or
+/// module untraced (ftrace's `set_ftrace_notrace` at compile time). On its
+/// own it changes nothing.
+#[proc_macro_attribute]
+pub fn notrace(_attr: TokenStream, item: TokenStream) -> TokenStream {
+    item
+}
+
+/// Whether `attrs` hold `#[notrace]` / `#[tape::notrace]` (removed if so).
+fn take_notrace(attrs: &mut Vec<Attribute>) -> bool {
+    let before = attrs.len();
+    attrs.retain(|a| {
+        a.path()
+            .segments
+            .last()
+            .is_none_or(|s| s.ident != "notrace")
+    });
+    attrs.len() != before
+}
+
+/// Whether `attrs` already hold `#[traced]` (an item inside a traced
+/// module that asks for it again is traced once).
+fn has_traced(attrs: &[Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path()
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "traced")
+    })
+}
+
+fn traced_item(item: syn::Item) -> syn::Result<syn::Item> {
+    match item {
+        syn::Item::Fn(mut f) => {
+            if take_notrace(&mut f.attrs) {
+                return Ok(syn::Item::Fn(f));
+            }
+            let block = traced_block(&f.sig, "", &f.block)?;
+            f.block = Box::new(block);
+            Ok(syn::Item::Fn(f))
+        }
+        syn::Item::Impl(mut i) => {
+            let ty = impl_type_name(&i.self_ty)?;
+            for it in &mut i.items {
+                if let syn::ImplItem::Fn(m) = it {
+                    if take_notrace(&mut m.attrs) || has_traced(&m.attrs) {
+                        continue;
+                    }
+                    m.block = traced_block(&m.sig, &ty, &m.block)?;
+                }
+            }
+            Ok(syn::Item::Impl(i))
+        }
+        syn::Item::Mod(mut m) => {
+            let Some((brace, items)) = m.content.take() else {
+                return Err(syn::Error::new_spanned(
+                    &m,
+                    "#[tape::traced] on a module needs its items inline (`mod m { .. }`): put \
+                     the attribute on the items of a module in another file",
+                ));
+            };
+            let mut out = Vec::with_capacity(items.len());
+            for it in items {
+                out.push(match it {
+                    syn::Item::Fn(ref f) if has_traced(&f.attrs) => it,
+                    syn::Item::Impl(ref i) if has_traced(&i.attrs) => it,
+                    syn::Item::Mod(ref n) if has_traced(&n.attrs) => it,
+                    syn::Item::Fn(_) | syn::Item::Impl(_) => traced_item(it)?,
+                    syn::Item::Mod(ref n) if n.content.is_some() => traced_item(it)?,
+                    other => other,
+                });
+            }
+            m.content = Some((brace, out));
+            Ok(syn::Item::Mod(m))
+        }
+        other => Err(syn::Error::new_spanned(
+            other,
+            "#[tape::traced] goes on a function, an `impl` block or an inline module",
+        )),
+    }
+}
+
+/// The name an `impl`'s type gives its methods: the last segment of its
+/// path, without generic arguments (`Reader` for `io::Reader<T>`).
+fn impl_type_name(ty: &Type) -> syn::Result<String> {
+    match ty {
+        Type::Path(p) => p
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string().trim_start_matches("r#").to_owned())
+            .ok_or_else(|| syn::Error::new_spanned(ty, "an impl of an empty path")),
+        Type::Reference(r) => impl_type_name(&r.elem),
+        Type::Paren(p) => impl_type_name(&p.elem),
+        Type::Group(g) => impl_type_name(&g.elem),
+        other => Err(syn::Error::new_spanned(
+            other,
+            "#[tape::traced] on an impl needs a named type (`impl Reader`, `impl<T> Trait for \
+             Wrapper<T>`): put it on the methods instead",
+        )),
+    }
+}
+
+/// The body of a traced function: its two tracepoints (named at compile
+/// time from `module_path!()`, `ty` and the function), then the call guard,
+/// then the original body. An `async fn` records each poll of its body as
+/// a call.
+fn traced_block(sig: &syn::Signature, ty: &str, block: &syn::Block) -> syn::Result<syn::Block> {
+    if let Some(c) = &sig.constness {
+        return Err(syn::Error::new_spanned(
+            c,
+            "a const fn cannot be traced (it may run at compile time): mark it #[tape::notrace]",
+        ));
+    }
+    let func = sig.ident.to_string().trim_start_matches("r#").to_owned();
+    let line = declaration_line(&sig.ident);
+    let t = quote!(::tape::traced);
+    let private = quote!(::tape::__private);
+    let point = |suffix: TokenStream2, tp: &Ident| {
+        let len = format_ident!("{tp}_LEN");
+        let name = format_ident!("{tp}_NAME");
+        let desc = format_ident!("{tp}_DESC");
+        quote! {
+            const #len: usize = #t::name_len(::core::module_path!(), #ty, #func, #suffix);
+            const #name: [u8; #len] =
+                #t::name::<#len>(::core::module_path!(), #ty, #func, #suffix);
+            static #desc: ::tape::TracepointDesc = ::tape::TracepointDesc {
+                name: #t::as_str(&#name),
+                file: ::core::file!(),
+                line: #line,
+                module_path: ::core::module_path!(),
+                fast_path: false,
+                fields: &#t::fn_call::FIELDS,
+                fixed_size: #t::fn_call::FIXED_SIZE,
+                format: #t::fn_call::FORMAT,
+                class: ::core::option::Option::Some(#t::fn_call::NAME),
+            };
+            static #tp: ::tape::Tracepoint = ::tape::Tracepoint::new(&#desc);
+        }
+    };
+    let entry = format_ident!("__TAPE_FN_ENTRY");
+    let exit = format_ident!("__TAPE_FN_EXIT");
+    let entry_point = point(quote!(#t::ENTRY), &entry);
+    let exit_point = point(quote!(#t::EXIT), &exit);
+    let body = if sig.asyncness.is_some() {
+        quote! {
+            #t::Polls::new(&#entry, &#exit, async move #block).await
+        }
+    } else {
+        quote! {
+            let __tape_call = #t::enter(&#entry, &#exit);
+            #block
+        }
+    };
+    let out = quote! {{
+        #entry_point
+        #exit_point
+        #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
+        #[linkme(crate = #private::linkme)]
+        static __TAPE_FN_ENTRY_REGISTER: &::tape::Tracepoint = &#entry;
+        #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
+        #[linkme(crate = #private::linkme)]
+        static __TAPE_FN_EXIT_REGISTER: &::tape::Tracepoint = &#exit;
+        #body
+    }};
+    syn::parse2(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,6 +75,7 @@ pub mod registry;
 pub mod ring;
 pub mod save;
 mod template;
+pub mod traced;
 pub mod trigger;
 
 pub use config::{init, ClockChoice, Config, Guard, Mode};
@@ -106,6 +107,22 @@ pub use tape_macros::Enum;
 /// ```
 pub use tape_macros::Fields;
 
+/// Leaves a function of a `#[tape::traced]` `impl` or module untraced.
+pub use tape_macros::notrace;
+/// Traces a function, the methods of an `impl` or the functions of an
+/// inline module: each call records its entry and exit as the tracepoints
+/// `fn.<module path>.<function>.entry` / `.exit` (ftrace's function and
+/// function_graph tracers; see [`traced`](mod@traced)).
+///
+/// ```
+/// #[tape::traced]
+/// fn parse(line: &str) -> usize {
+///     line.len()
+/// }
+/// tape::enable_pattern("fn.*").unwrap();
+/// assert_eq!(parse("abc"), 3);
+/// ```
+pub use tape_macros::traced;
 /// Declares tracepoints.
 ///
 /// ```

@@ -20,6 +20,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::error::{Error, ErrorKind};
 use crate::point::Tracepoint;
+use crate::traced::function_of;
 
 /// Every tracepoint of the binary (filled at link time by `tracepoint!`).
 #[linkme::distributed_slice]
@@ -229,12 +230,17 @@ impl Pattern {
     }
 
     /// The tracepoints it selects, sorted by name; an unknown exact name
-    /// is an error, a glob or regex may select none.
+    /// is an error, a glob or regex may select none. A traced function's
+    /// two tracepoints are also selected by the function's name
+    /// (`fn.app.io.read` for `fn.app.io.read.entry` and `.exit`,
+    /// [`crate::traced`]).
     pub(crate) fn select(&self) -> Result<Vec<&'static Tracepoint>, Error> {
         let points = tracepoints().iter().copied();
         match self {
             Pattern::Exact(n) => {
-                let v: Vec<_> = points.filter(|p| p.name() == n).collect();
+                let v: Vec<_> = points
+                    .filter(|p| p.name() == n || function_of(p.name()) == Some(n))
+                    .collect();
                 if v.is_empty() {
                     return Err(Error::new(
                         ErrorKind::NotFound,
@@ -245,11 +251,19 @@ impl Pattern {
             }
             Pattern::Glob(g) => {
                 let g = glob(g)?;
-                Ok(points.filter(|p| g.is_match(p.name())).collect())
+                Ok(points
+                    .filter(|p| {
+                        g.is_match(p.name()) || function_of(p.name()).is_some_and(|f| g.is_match(f))
+                    })
+                    .collect())
             }
             Pattern::Regex(r) => {
                 let r = regex(r)?;
-                Ok(points.filter(|p| r.is_match(p.name())).collect())
+                Ok(points
+                    .filter(|p| {
+                        r.is_match(p.name()) || function_of(p.name()).is_some_and(|f| r.is_match(f))
+                    })
+                    .collect())
             }
         }
     }

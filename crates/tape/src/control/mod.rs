@@ -345,7 +345,10 @@ pub fn status() -> String {
             (false, None) => "off (TAPE_SHM=off)".into(),
         }
     );
-    if let (Some(why), Some(p)) = (crate::ring::shm::unshared_why(), crate::ring::shm::process()) {
+    if let (Some(why), Some(p)) = (
+        crate::ring::shm::unshared_why(),
+        crate::ring::shm::process(),
+    ) {
         let n = p.unshared_rings.load(std::sync::atomic::Ordering::Relaxed);
         if n > 0 {
             let _ = writeln!(out, "rings in private memory: {n} ({why})");

@@ -1,0 +1,281 @@
+//! The function tracer: `#[tape::traced]` functions (ftrace's `function`
+//! and `function_graph` tracers for Rust code, chosen at compile time by
+//! the attribute and at run time by name).
+//!
+//! ```text
+//! #[tape::traced]                      // in module app::io
+//! fn read(buf: &mut [u8]) -> usize { .. }
+//!
+//!   registers two tracepoints of the class `fn_call` (one field: depth):
+//!     fn.app.io.read.entry   recorded when the call starts
+//!     fn.app.io.read.exit    recorded when it ends: return, `?`, panic
+//!
+//!   a thread's calls, as `tape graph` draws them:
+//!     depth 0  entry read ───────────────────────────── exit read
+//!     depth 1        entry parse ── exit parse
+//! ```
+//!
+//! Both are tracepoints like any other: `TAPE_TRACE`, `tape ctl PID enable`,
+//! filters, triggers and probes apply. A pattern also matches a function's
+//! name without the suffix (`fn.app.io.read`, or the glob `fn.app.io.*`),
+//! so the two go together, as ftrace's `set_ftrace_filter` selects a
+//! function. The names are built at compile time from `module_path!()`
+//! (`::` becomes `.`), the `impl`'s type for a method, and the function's
+//! name, as they are written (`fn.app.io.Reader.read.entry`).
+//!
+//! **The depth** is a thread-local counter: an entry records it and adds
+//! one; the exit sets it back to the entry's value and records that, so a
+//! graph can be drawn even when events around it were lost (as ftrace's
+//! `funcgraph_entry`/`funcgraph_exit` carry theirs). Only traced calls that
+//! were recorded count.
+//!
+//! **Costs.** A call whose entry tracepoint is disabled costs the
+//! disabled tracepoint's load and branch (the exit is not tested: a call
+//! not entered is not exited). An enabled call records two events, each the
+//! emit path of any tracepoint, plus the depth's thread-local update
+//! (`benches/traced.rs`).
+//!
+//! The exit is recorded by a guard's `Drop`, so early returns, `?` and
+//! panics (while unwinding) end the call; a call entered while its exit
+//! tracepoint is disabled records no exit.
+
+use std::cell::Cell;
+
+use crate::point::Tracepoint;
+
+tape::tracepoint! {
+    /// A traced function's entry or exit (`#[tape::traced]`): its call
+    /// depth among the thread's traced calls.
+    #[format("depth={depth}")]
+    pub class fn_call(depth: u32) {}
+}
+
+/// The class name of the function tracer's tracepoints.
+pub const CLASS: &str = "fn_call";
+/// The prefix of their names.
+pub const PREFIX: &str = "fn.";
+/// The suffix of an entry's name.
+pub const ENTRY: &str = ".entry";
+/// The suffix of an exit's name.
+pub const EXIT: &str = ".exit";
+
+thread_local! {
+    /// The thread's depth among recorded traced calls. Const-initialised
+    /// and without `Drop`: no destructor, readable at any point of the
+    /// thread's life.
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// A call in progress: records the exit when dropped (if its entry was
+/// recorded).
+#[must_use]
+pub struct Call {
+    exit: Option<&'static Tracepoint>,
+    depth: u32,
+}
+
+/// Enters a traced call: records `entry` with the thread's depth if it is
+/// enabled. The returned guard records `exit` when dropped.
+#[inline(always)]
+pub fn enter(entry: &'static Tracepoint, exit: &'static Tracepoint) -> Call {
+    let state = entry.state();
+    if crate::point::is_active(state) {
+        enter_active(entry, exit, state)
+    } else {
+        Call {
+            exit: None,
+            depth: 0,
+        }
+    }
+}
+
+#[inline(never)]
+fn enter_active(entry: &'static Tracepoint, exit: &'static Tracepoint, state: u64) -> Call {
+    let depth = DEPTH
+        .try_with(|d| {
+            let v = d.get();
+            d.set(v.saturating_add(1));
+            v
+        })
+        .unwrap_or(0);
+    record(entry, state, depth);
+    Call {
+        exit: Some(exit),
+        depth,
+    }
+}
+
+/// Records one event of the class at `depth`, as an emit function does.
+#[inline(always)]
+fn record(tp: &'static Tracepoint, state: u64, depth: u32) {
+    if crate::point::records_only(state) {
+        fn_call::emit(state, depth);
+    } else {
+        fn_call::__hit(tp, state, depth);
+    }
+}
+
+#[inline(never)]
+fn leave(exit: &'static Tracepoint, depth: u32) {
+    let _ = DEPTH.try_with(|d| d.set(depth));
+    let state = exit.state();
+    if crate::point::is_active(state) {
+        record(exit, state, depth);
+    }
+}
+
+impl Drop for Call {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if let Some(exit) = self.exit {
+            leave(exit, self.depth);
+        }
+    }
+}
+
+/// An `async fn`'s body, traced: each poll is a call (entry, then exit
+/// when the poll returns), so a graph shows when the body ran and where it
+/// waited.
+pub struct Polls<F> {
+    entry: &'static Tracepoint,
+    exit: &'static Tracepoint,
+    body: F,
+}
+
+impl<F> Polls<F> {
+    /// The body `body` of the function with tracepoints `entry`, `exit`.
+    pub fn new(entry: &'static Tracepoint, exit: &'static Tracepoint, body: F) -> Polls<F> {
+        Polls { entry, exit, body }
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for Polls<F> {
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let (entry, exit) = (self.entry, self.exit);
+        let _call = enter(entry, exit);
+        // SAFETY: `body` is structurally pinned: it is never moved out of
+        // `self` (no method gives it by value or by `&mut` outside a pin),
+        // `Polls` has no `Drop` and is not `Unpin` unless `F` is.
+        let body = unsafe { self.map_unchecked_mut(|p| &mut p.body) };
+        body.poll(cx)
+    }
+}
+
+/// The function a traced call's tracepoint name stands for: `fn.a.b.f`
+/// for `fn.a.b.f.entry` and `fn.a.b.f.exit`; `None` for other names.
+pub fn function_of(name: &str) -> Option<&str> {
+    if !name.starts_with(PREFIX) {
+        return None;
+    }
+    name.strip_suffix(ENTRY).or_else(|| name.strip_suffix(EXIT))
+}
+
+/// The length of [`name`]'s result (for the array it is built in).
+pub const fn name_len(module: &str, ty: &str, func: &str, suffix: &str) -> usize {
+    let m = module.as_bytes();
+    let mut n = PREFIX.len();
+    let mut i = 0;
+    while i < m.len() {
+        if m[i] == b':' && i + 1 < m.len() && m[i + 1] == b':' {
+            n += 1;
+            i += 2;
+        } else {
+            n += 1;
+            i += 1;
+        }
+    }
+    if !ty.is_empty() {
+        n += 1 + ty.len();
+    }
+    n + 1 + func.len() + suffix.len()
+}
+
+/// A traced function's tracepoint name, built at compile time: `fn.`, the
+/// module path with `.` for `::`, the `impl`'s type if any, the function,
+/// the suffix. `N` is [`name_len`] of the same arguments.
+pub const fn name<const N: usize>(module: &str, ty: &str, func: &str, suffix: &str) -> [u8; N] {
+    let mut out = [0u8; N];
+    let mut at = 0;
+    at = put(&mut out, at, PREFIX.as_bytes());
+    let m = module.as_bytes();
+    let mut i = 0;
+    while i < m.len() {
+        if m[i] == b':' && i + 1 < m.len() && m[i + 1] == b':' {
+            out[at] = b'.';
+            i += 2;
+        } else {
+            out[at] = m[i];
+            i += 1;
+        }
+        at += 1;
+    }
+    if !ty.is_empty() {
+        out[at] = b'.';
+        at = put(&mut out, at + 1, ty.as_bytes());
+    }
+    out[at] = b'.';
+    at = put(&mut out, at + 1, func.as_bytes());
+    at = put(&mut out, at, suffix.as_bytes());
+    assert!(at == N, "name_len and name disagree");
+    out
+}
+
+const fn put<const N: usize>(out: &mut [u8; N], mut at: usize, bytes: &[u8]) -> usize {
+    let mut i = 0;
+    while i < bytes.len() {
+        out[at] = bytes[i];
+        at += 1;
+        i += 1;
+    }
+    at
+}
+
+/// The name bytes built by [`name`] as text (they are the UTF-8 of their
+/// parts, joined at ASCII bytes).
+pub const fn as_str(bytes: &[u8]) -> &str {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(_) => panic!("a traced function's name is not UTF-8"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The name built at compile time, as the attribute builds it.
+    macro_rules! built {
+        ($m:expr, $t:expr, $f:expr, $s:expr) => {{
+            const N: usize = name_len($m, $t, $f, $s);
+            const B: [u8; N] = name::<N>($m, $t, $f, $s);
+            as_str(&B)
+        }};
+    }
+
+    #[test]
+    fn names_are_built_from_the_module_path_type_and_function() {
+        let cases = [
+            (built!("app", "", "main", ENTRY), "fn.app.main.entry"),
+            (built!("app::io", "", "read", EXIT), "fn.app.io.read.exit"),
+            (
+                built!("app::io::deep", "Reader", "read", ENTRY),
+                "fn.app.io.deep.Reader.read.entry",
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+            let f = function_of(want).unwrap();
+            assert!(
+                want.starts_with(f) && want[f.len()..].starts_with('.'),
+                "{f}"
+            );
+        }
+        assert_eq!(function_of("app.net.rx"), None);
+        assert_eq!(function_of("fn.app.main"), None);
+    }
+}
