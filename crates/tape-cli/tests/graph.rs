@@ -1,0 +1,196 @@
+//! `#[tape::traced]` recorded by a real program (tape's
+//! `examples/traced.rs`: two threads; nested, recursive, early-returning,
+//! panicking and async functions; a method left out with `notrace`; an
+//! event inside a call) and drawn by `tape graph`: each thread's lines
+//! are the calls the program made, in ftrace's function_graph layout,
+//! with a duration on every leaf and closing line and on no other. The
+//! layout itself, column by column, is tested against golden files in
+//! tape-ctf (`tests/graph.rs`).
+
+#[path = "support/pipeline.rs"]
+mod pipeline;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use pipeline::TAPE;
+
+/// The program's requests per thread (keys 0, t+2, t+3, 13, t+5).
+const REQUESTS: u64 = 5;
+
+/// Runs the example; its trace's directory.
+fn record(dir: &Path) -> std::path::PathBuf {
+    let out = Command::new(pipeline::example("traced"))
+        .args(["--requests", &REQUESTS.to_string()])
+        .env("TAPE_TRACE", "fn.*,app.*")
+        .env("TAPE_TRACE_DIR", dir)
+        .env("TAPE_CONTROL", "off")
+        .env("TAPE_SHM", "off")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut traces: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    traces.pop().unwrap()
+}
+
+/// `worker-N` -> its thread id, from the stream files' names.
+fn threads(trace: &Path) -> BTreeMap<String, i64> {
+    std::fs::read_dir(trace)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            let (thread, tid) = name.rsplit_once('-')?;
+            Some((thread.to_owned(), tid.parse().ok()?))
+        })
+        .filter(|(t, _)| t.starts_with("worker-"))
+        .collect()
+}
+
+/// `tape graph` with `args`: per thread id, its lines as (duration column,
+/// call text with its indentation).
+fn graph(trace: &Path, args: &[&str]) -> BTreeMap<i64, Vec<(String, String)>> {
+    let out = Command::new(TAPE).arg("graph").arg(trace).args(args).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("# tracer: function_graph"));
+    let mut per: BTreeMap<i64, Vec<(String, String)>> = BTreeMap::new();
+    for line in lines.skip(4) {
+        let (tid, rest) = line.split_once(") ").unwrap_or_else(|| panic!("{line:?}"));
+        let tid: i64 = tid.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
+        let (duration, call) = rest.split_once("|  ").unwrap_or(("", rest));
+        per.entry(tid)
+            .or_default()
+            .push((duration.trim().to_owned(), call.to_owned()));
+    }
+    per
+}
+
+/// The lines thread `t` draws, as the program's logic says (durations
+/// checked apart).
+fn expected(t: u64) -> Vec<String> {
+    let mut v = Vec::new();
+    let ind = |d: usize, s: &str| format!("{}{s}", "  ".repeat(d));
+    for i in 0..REQUESTS {
+        let key = match i % 5 {
+            0 => 0,
+            3 => 13,
+            _ => i + t + 1,
+        };
+        v.push(ind(0, "traced::serve::request() {"));
+        v.push(ind(1, "traced::parse();"));
+        if key == 13 {
+            // Panics at its start: a leaf, exited while unwinding.
+            v.push(ind(1, "traced::Store::get();"));
+        } else if key != 0 {
+            let n = (key % 4) as usize;
+            v.push(ind(1, "traced::Store::get() {"));
+            for d in 0..n {
+                v.push(ind(2 + d, "traced::Store::fold() {"));
+            }
+            v.push(ind(2 + n, "traced::Store::fold();"));
+            for d in (0..n).rev() {
+                v.push(ind(2 + d, "}"));
+            }
+            v.push(ind(1, "}"));
+            let value: u64 = (1..=key % 4).product();
+            // At depth 0 a comment is not indented (the kernel's
+            // print_graph_comment).
+            v.push(format!("/* app.reply: key={key} value={value} */"));
+        }
+        v.push(ind(0, "}"));
+    }
+    // The async fn: two polls, two calls.
+    v.push("traced::fetch();".into());
+    v.push("traced::fetch();".into());
+    v
+}
+
+fn has_duration(d: &str) -> bool {
+    let d = d.trim_start_matches(['+', '!', '#', '*', '@', '$', ' ']);
+    d.strip_suffix(" us")
+        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit() || c == '.'))
+}
+
+#[test]
+fn each_thread_draws_the_calls_it_made() {
+    let dir = tempfile_dir("graph");
+    let trace = record(&dir);
+    let tids = threads(&trace);
+    assert_eq!(tids.len(), 2, "{tids:?}");
+    let per = graph(&trace, &[]);
+    for (t, name) in ["worker-0", "worker-1"].iter().enumerate() {
+        let lines = &per[&tids[*name]];
+        let calls: Vec<&str> = lines.iter().map(|(_, c)| c.as_str()).collect();
+        assert_eq!(calls, expected(t as u64), "{name}");
+        for (d, c) in lines {
+            let closing = c.ends_with("();") || c.trim() == "}";
+            assert_eq!(has_duration(d), closing, "{name}: {d:?} before {c:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn max_depth_function_and_tail_options() {
+    let dir = tempfile_dir("graph-options");
+    let trace = record(&dir);
+    let tid = threads(&trace)["worker-0"];
+    let t = tid.to_string();
+
+    // max_graph_depth 1: the outermost calls; a request whose inner calls
+    // are hidden is a leaf unless an event is inside it.
+    let per = graph(&trace, &["--max-depth", "1", "--thread", &t]);
+    assert_eq!(per.len(), 1);
+    let calls: Vec<String> = per[&tid].iter().map(|(_, c)| c.clone()).collect();
+    let want: Vec<String> = expected(0)
+        .into_iter()
+        .filter(|l| !l.starts_with(' '))
+        .collect::<Vec<_>>()
+        .split(|l| l == "}")
+        .flat_map(|group| match group {
+            [open] if open.ends_with(" {") => vec![open.replace(" {", ";")],
+            [open, rest @ ..] if open.ends_with(" {") => {
+                let mut g = vec![open.clone()];
+                g.extend(rest.iter().cloned());
+                g.push("}".into());
+                g
+            }
+            other => other.to_vec(),
+        })
+        .collect();
+    assert_eq!(calls, want);
+
+    // set_graph_function: only the store's get, drawn from depth 0, its
+    // name after every brace with --tail.
+    let per = graph(&trace, &["--function", "traced::Store::get", "--tail", "--thread", &t]);
+    let calls: Vec<String> = per[&tid].iter().map(|(_, c)| c.clone()).collect();
+    assert_eq!(calls.first().map(String::as_str), Some("traced::Store::get() {"));
+    assert!(calls.iter().all(|c| c.contains("Store::")), "{calls:?}");
+    let closes = calls.iter().filter(|c| c.trim_start().starts_with('}')).count();
+    assert!(closes > 0);
+    assert!(
+        calls
+            .iter()
+            .filter(|c| c.trim_start().starts_with('}'))
+            .all(|c| c.contains("} /* traced::Store::")),
+        "{calls:?}"
+    );
+    // Three gets that return (keys 2, 3, 5), one that panics (a leaf).
+    assert_eq!(calls.iter().filter(|c| c.as_str() == "traced::Store::get() {").count(), 3);
+    assert_eq!(calls.iter().filter(|c| c.as_str() == "traced::Store::get();").count(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempfile_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
