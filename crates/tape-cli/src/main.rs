@@ -157,6 +157,24 @@ enum Command {
         #[arg(long = "thread", value_name = "TID")]
         threads: Vec<i64>,
     },
+    /// Profile the #[tape::traced] functions, as ftrace's
+    /// function_profile_enabled (trace_stat/function*): hit count, total
+    /// time, average and s^2, plus self time, p50, p99 and max.
+    Profile {
+        /// Trace directories (or trees of them).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// One table per thread instead of one for the process.
+        #[arg(long)]
+        per_thread: bool,
+        /// The column rows are sorted by (highest first; name: ascending).
+        #[arg(long, value_enum, default_value_t = ProfileSort::Time)]
+        sort: ProfileSort,
+        /// The kernel's layout: Hit, Time, Avg and s^2 only, names cut at
+        /// 30 characters.
+        #[arg(long)]
+        ftrace: bool,
+    },
     /// Count events per event name and per stream, lost events, time span
     /// and rates.
     Stats {
@@ -300,6 +318,26 @@ pub(crate) use say;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
+        Command::Profile {
+            paths,
+            per_thread,
+            sort,
+            ftrace,
+        } => (|| -> Result<(), Failure> {
+            let traces = open(&paths)?;
+            let mut merge = FastMerge::new(&traces)?;
+            let p = tape_ctf::profile::gather(&mut merge, per_thread).map_err(|e| e.to_string())?;
+            let by = match sort {
+                ProfileSort::Hit => tape_ctf::profile::SortBy::Hit,
+                ProfileSort::Time => tape_ctf::profile::SortBy::Time,
+                ProfileSort::Avg => tape_ctf::profile::SortBy::Avg,
+                ProfileSort::SelfTime => tape_ctf::profile::SortBy::SelfTime,
+                ProfileSort::P99 => tape_ctf::profile::SortBy::P99,
+                ProfileSort::Max => tape_ctf::profile::SortBy::Max,
+                ProfileSort::Name => tape_ctf::profile::SortBy::Name,
+            };
+            print(&p.table(by, ftrace))
+        })(),
         Command::Graph {
             paths,
             proc_,
@@ -705,6 +743,19 @@ fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Failure> {
     let lost = lost.map_err(|e| e.to_string())?;
     say_lost(lost, traces, sel);
     Ok(())
+}
+
+/// `tape profile --sort`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ProfileSort {
+    Hit,
+    Time,
+    Avg,
+    #[value(name = "self")]
+    SelfTime,
+    P99,
+    Max,
+    Name,
 }
 
 /// `tape graph`: the function_graph view of `traces`.

@@ -29,7 +29,11 @@ fn record(dir: &Path) -> std::path::PathBuf {
         .env("TAPE_SHM", "off")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut traces: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -54,9 +58,18 @@ fn threads(trace: &Path) -> BTreeMap<String, i64> {
 /// `tape graph` with `args`: per thread id, its lines as (duration column,
 /// call text with its indentation).
 fn graph(trace: &Path, args: &[&str]) -> BTreeMap<i64, Vec<(String, String)>> {
-    let out = Command::new(TAPE).arg("graph").arg(trace).args(args).output().unwrap();
+    let out = Command::new(TAPE)
+        .arg("graph")
+        .arg(trace)
+        .args(args)
+        .output()
+        .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("# tracer: function_graph"));
     let mut per: BTreeMap<i64, Vec<(String, String)>> = BTreeMap::new();
@@ -168,11 +181,20 @@ fn max_depth_function_and_tail_options() {
 
     // set_graph_function: only the store's get, drawn from depth 0, its
     // name after every brace with --tail.
-    let per = graph(&trace, &["--function", "traced::Store::get", "--tail", "--thread", &t]);
+    let per = graph(
+        &trace,
+        &["--function", "traced::Store::get", "--tail", "--thread", &t],
+    );
     let calls: Vec<String> = per[&tid].iter().map(|(_, c)| c.clone()).collect();
-    assert_eq!(calls.first().map(String::as_str), Some("traced::Store::get() {"));
+    assert_eq!(
+        calls.first().map(String::as_str),
+        Some("traced::Store::get() {")
+    );
     assert!(calls.iter().all(|c| c.contains("Store::")), "{calls:?}");
-    let closes = calls.iter().filter(|c| c.trim_start().starts_with('}')).count();
+    let closes = calls
+        .iter()
+        .filter(|c| c.trim_start().starts_with('}'))
+        .count();
     assert!(closes > 0);
     assert!(
         calls
@@ -182,8 +204,20 @@ fn max_depth_function_and_tail_options() {
         "{calls:?}"
     );
     // Three gets that return (keys 2, 3, 5), one that panics (a leaf).
-    assert_eq!(calls.iter().filter(|c| c.as_str() == "traced::Store::get() {").count(), 3);
-    assert_eq!(calls.iter().filter(|c| c.as_str() == "traced::Store::get();").count(), 1);
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| c.as_str() == "traced::Store::get() {")
+            .count(),
+        3
+    );
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| c.as_str() == "traced::Store::get();")
+            .count(),
+        1
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -193,4 +227,72 @@ fn tempfile_dir(tag: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// Parses a duration column (`1.382 us`) into ns.
+fn ns(text: &str) -> f64 {
+    text.trim_end_matches(" us").trim().parse::<f64>().unwrap() * 1000.0
+}
+
+#[test]
+fn the_profile_counts_the_calls_the_program_made() {
+    let dir = tempfile_dir("profile");
+    let trace = record(&dir);
+    let out = Command::new(TAPE)
+        .arg("profile")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with("  Function "));
+    assert!(lines.next().unwrap().starts_with("  -------- "));
+    // Calls per function over both threads, from the program's logic.
+    let mut want: BTreeMap<&str, u64> = BTreeMap::new();
+    for t in 0..2u64 {
+        for i in 0..REQUESTS {
+            let key = match i % 5 {
+                0 => 0,
+                3 => 13,
+                _ => i + t + 1,
+            };
+            *want.entry("traced::serve::request").or_default() += 1;
+            *want.entry("traced::parse").or_default() += 1;
+            if key != 0 {
+                *want.entry("traced::Store::get").or_default() += 1;
+            }
+            if key != 0 && key != 13 {
+                *want.entry("traced::Store::fold").or_default() += key % 4 + 1;
+            }
+        }
+        *want.entry("traced::fetch").or_default() += 2;
+    }
+    let mut got: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut last_time = f64::INFINITY;
+    for line in lines {
+        // name, hits, then seven `N us` columns: time, avg, s^2, self,
+        // p50, p99, max.
+        let tokens: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(tokens.len(), 16, "{line:?}");
+        assert!(
+            tokens[3..].iter().step_by(2).all(|u| *u == "us"),
+            "{line:?}"
+        );
+        got.insert(tokens[0], tokens[1].parse().unwrap());
+        let d: Vec<f64> = tokens[2..].iter().step_by(2).map(|n| ns(n)).collect();
+        let [time, avg, _s2, own, p50, p99, max] = [d[0], d[1], d[2], d[3], d[4], d[5], d[6]];
+        assert!(time <= last_time, "sorted by total time: {line}");
+        last_time = time;
+        assert!(
+            own <= time && avg <= max && p50 <= p99 && p99 <= max,
+            "{line}"
+        );
+    }
+    assert_eq!(got, want, "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

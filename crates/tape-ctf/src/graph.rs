@@ -592,7 +592,7 @@ mod tests {
 /// What an event class is to the graph: a traced function's entry or exit
 /// (its displayed name), or anything else (a comment).
 #[derive(Clone)]
-enum Kind {
+pub(crate) enum Kind {
     Entry(String),
     Exit(String),
     Other,
@@ -600,7 +600,7 @@ enum Kind {
 
 /// The kind of a class named `name` with the function tracer's class:
 /// `fn.app.io.read.entry` is the entry of `app::io::read`.
-fn kind(name: &str) -> Kind {
+pub(crate) fn kind(name: &str) -> Kind {
     let Some(rest) = name.strip_prefix("fn.") else {
         return Kind::Other;
     };
@@ -612,6 +612,16 @@ fn kind(name: &str) -> Kind {
     } else {
         Kind::Other
     }
+}
+
+/// The `depth` field of a traced function's event (its payload, the last
+/// scope).
+pub(crate) fn depth_of(scopes: &[crate::decode::Value]) -> u32 {
+    scopes
+        .last()
+        .and_then(|p| crate::ftrace::member(p, "depth"))
+        .and_then(crate::decode::Value::as_u64)
+        .map_or(0, |d| u32::try_from(d).unwrap_or(u32::MAX))
 }
 
 /// The thread ids of the streams at `paths` (the `tid` of each one's first
@@ -670,13 +680,7 @@ pub fn render(
                     continue;
                 }
                 let (comm, tid) = crate::ftrace::task(stream.packet_value.as_ref(), &sink.scopes);
-                let depth = || {
-                    sink.scopes
-                        .last()
-                        .and_then(|p| crate::ftrace::member(p, "depth"))
-                        .and_then(crate::decode::Value::as_u64)
-                        .map_or(0, |d| u32::try_from(d).unwrap_or(u32::MAX))
-                };
+                let depth = || depth_of(&sink.scopes);
                 let event = match &k {
                     Kind::Entry(f) => Event::Entry {
                         func: f,

@@ -43,6 +43,7 @@ pub mod line;
 pub mod parallel;
 mod parse;
 pub mod plan;
+pub mod profile;
 pub mod read;
 pub mod text;
 mod tournament;

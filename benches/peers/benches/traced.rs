@@ -1,0 +1,178 @@
+//! A traced function call, side by side in one run: `#[tape::traced]`
+//! disabled and enabled, `#[tracing::instrument]` with the minimal
+//! subscriber (`tracing_subscriber::registry()`, no layer) and
+//! `#[fastrace::trace]` under a root span with a reporter that drops what it
+//! gets; next to an empty loop, a bare `rdtsc` and a bare `rdtsc` pair (what
+//! an entry and an exit timestamp cost at the least). Same function body in
+//! every row.
+//!
+//! ```text
+//! cargo bench --manifest-path benches/peers/Cargo.toml --bench traced
+//! ```
+//!
+//! Method (as `crates/tape/benches/emit.rs`): a sample times `ITERS` calls
+//! in a loop unrolled 8 times with `rdtsc` and `Instant` around it; a row
+//! is one warm-up sample and `REPS` samples; the table gives the median and
+//! the minimum ticks per call, ns per call at the TSC rate measured over the
+//! run, and the ratio of the median to the bare `rdtsc` pair's. The rows
+//! alternate in rounds (every row once per round), so a noisy stretch of
+//! the machine touches every row alike. The peers are dependencies of this
+//! crate only (not a workspace member), so tape's build does not carry
+//! them.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+const ITERS: u64 = 1 << 18;
+const ROUNDS: usize = 15;
+const UNROLL: u64 = 8;
+
+#[inline(always)]
+fn ticks() -> u64 {
+    // SAFETY: RDTSC exists on every x86_64 CPU and has no preconditions.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+// The same body everywhere: a little arithmetic on an argument.
+#[inline(always)]
+fn body(x: u64) -> u64 {
+    black_box(x).wrapping_mul(3).wrapping_add(1)
+}
+
+#[tape::traced]
+#[inline(never)]
+fn tape_on(x: u64) -> u64 {
+    body(x)
+}
+
+#[tape::traced]
+#[inline(never)]
+fn tape_off(x: u64) -> u64 {
+    body(x)
+}
+
+#[inline(never)]
+fn plain(x: u64) -> u64 {
+    body(x)
+}
+
+#[tracing::instrument(skip_all)]
+#[inline(never)]
+fn tracing_on(x: u64) -> u64 {
+    body(x)
+}
+
+#[fastrace::trace]
+#[inline(never)]
+fn fastrace_on(x: u64) -> u64 {
+    body(x)
+}
+
+/// A reporter that drops the spans (the collector's work is measured, not
+/// an exporter's).
+struct Drop;
+
+impl fastrace::collector::Reporter for Drop {
+    fn report(&mut self, spans: Vec<fastrace::prelude::SpanRecord>) {
+        black_box(spans);
+    }
+}
+
+/// One timed loop of `f`: (ticks, ns).
+#[inline(never)]
+fn timed(f: &dyn Fn(u64) -> u64) -> (u64, u64) {
+    let start = Instant::now();
+    let t0 = ticks();
+    let mut i = 0;
+    while i < ITERS {
+        black_box(f(i));
+        black_box(f(i + 1));
+        black_box(f(i + 2));
+        black_box(f(i + 3));
+        black_box(f(i + 4));
+        black_box(f(i + 5));
+        black_box(f(i + 6));
+        black_box(f(i + 7));
+        i += UNROLL;
+    }
+    let t1 = ticks();
+    (t1 - t0, start.elapsed().as_nanos() as u64)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let _g = tape::Config::new()
+        .enable("fn.*tape_on*")
+        .control(false)
+        .shared_rings(false)
+        .init()
+        .expect("tape");
+    _g.disarm();
+    tracing::subscriber::set_global_default(tracing_subscriber::registry()).expect("subscriber");
+    fastrace::set_reporter(Drop, fastrace::collector::Config::default());
+
+    type Row = (&'static str, Box<dyn Fn() -> (u64, u64)>);
+    let rows: Vec<Row> = vec![
+        ("empty loop (baseline)", Box::new(|| timed(&|x| x))),
+        ("bare rdtsc (baseline)", Box::new(|| timed(&|x| ticks() ^ x))),
+        (
+            "bare rdtsc pair (baseline)",
+            Box::new(|| timed(&|x| ticks() ^ ticks() ^ x)),
+        ),
+        ("plain call, not traced", Box::new(|| timed(&plain))),
+        ("#[tape::traced], disabled", Box::new(|| timed(&tape_off))),
+        ("#[tape::traced], enabled (entry + exit)", Box::new(|| timed(&tape_on))),
+        (
+            "#[tracing::instrument], registry subscriber",
+            Box::new(|| timed(&tracing_on)),
+        ),
+        (
+            "#[fastrace::trace], under a root span",
+            Box::new(|| {
+                let root = fastrace::Span::root("root", fastrace::prelude::SpanContext::random());
+                let _p = root.set_local_parent();
+                timed(&fastrace_on)
+            }),
+        ),
+    ];
+    let mut per: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
+    let (mut all_ticks, mut all_ns) = (0u128, 0u128);
+    for round in 0..=ROUNDS {
+        for (i, (_, run)) in rows.iter().enumerate() {
+            let (t, ns) = run();
+            if round > 0 {
+                per[i].push(t as f64 / ITERS as f64);
+                all_ticks += u128::from(t);
+                all_ns += u128::from(ns);
+            }
+        }
+        fastrace::flush();
+    }
+    let ghz = all_ticks as f64 / all_ns as f64;
+    let pair = median(&mut per[2].clone());
+    println!("| row | ticks/call (median) | ns/call | ticks/call (min) | × rdtsc pair |");
+    println!("|---|--:|--:|--:|--:|");
+    for (i, (name, _)) in rows.iter().enumerate() {
+        let min = per[i].iter().copied().fold(f64::INFINITY, f64::min);
+        let m = median(&mut per[i]);
+        println!(
+            "| {name} | {m:.2} | {:.2} | {min:.2} | {:.2} |",
+            m / ghz,
+            m / pair
+        );
+    }
+    println!(
+        "\nTicks are TSC ticks; ns = ticks / {ghz:.3}. {ROUNDS} rounds of {ITERS} calls a row, rows \
+         alternating; each row includes the loop and the call's `black_box` (the empty-loop row)."
+    );
+    let s = tape::stats();
+    println!(
+        "tape: {} events recorded by the enabled row's thread ring (overwrite mode), {} dropped",
+        s.recorded,
+        s.drops.total()
+    );
+}
