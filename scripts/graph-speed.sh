@@ -11,20 +11,21 @@ set -euo pipefail
 requests=${1:-330000}
 runs=${2:-3}
 root=$(cd "$(dirname "$0")/.." && pwd)
-cargo build -q --release -p tape --example traced -p tape-cli --manifest-path "$root/Cargo.toml"
+cargo build -q --release -p tape --example traced --manifest-path "$root/Cargo.toml"
+cargo build -q --release -p tape-cli --manifest-path "$root/Cargo.toml"
 tape="$root/target/release/tape"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 TAPE_TRACE='fn.*,app.*' TAPE_TRACE_DIR="$work" TAPE_CONTROL=off TAPE_SHM=off \
     TAPE_TRACE_BUFSZ=512M "$root/target/release/examples/traced" --requests "$requests" 2>/dev/null
 trace=$(ls -d "$work"/traced-*)
-"$tape" stats "$trace" | sed -n '1,3p'
+"$tape" stats "$trace" | grep -E '^(events|lost|span)' || true
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 time_of() {
     for _ in $(seq "$runs"); do
         local t0 t1
         t0=$(date +%s.%N)
-        "$@" > /dev/null
+        "$@" > /dev/null || { echo "failed: $*" >&2; exit 1; }
         t1=$(date +%s.%N)
         echo "$t1 - $t0" | bc
     done | median

@@ -325,8 +325,10 @@ fn main() -> ExitCode {
             ftrace,
         } => (|| -> Result<(), Failure> {
             let traces = open(&paths)?;
-            let mut merge = FastMerge::new(&traces)?;
-            let p = tape_ctf::profile::gather(&mut merge, per_thread).map_err(|e| e.to_string())?;
+            let streams = open_streams(&traces)?;
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let p = tape_ctf::profile::gather_streams(streams, per_thread, cores)
+                .map_err(|e| e.to_string())?;
             let by = match sort {
                 ProfileSort::Hit => tape_ctf::profile::SortBy::Hit,
                 ProfileSort::Time => tape_ctf::profile::SortBy::Time,

@@ -48,7 +48,9 @@
 //! `f() {`, which is what the kernel draws for an entry whose next event
 //! is not its exit).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write as _;
 
 /// The most lines held behind an undecided entry before it is decided as
@@ -126,10 +128,13 @@ pub enum Event<'a> {
 #[derive(Default)]
 struct Thread {
     comm: String,
+    /// The thread and task columns of its lines (they do not change while
+    /// the name does not).
+    prefix: String,
     /// `cpu_data->depth`: where comments indent.
     depth: i64,
     /// `enter_funcs[depth]`: the open calls and their entry times.
-    open: Vec<Option<(String, Option<i128>)>>,
+    open: Vec<Option<(u32, Option<i128>)>>,
     /// An entry waiting for the thread's next event: its queue slot,
     /// function, depth, time.
     pending: Option<Pending>,
@@ -140,7 +145,7 @@ struct Thread {
 
 struct Pending {
     slot: u64,
-    func: String,
+    func: u32,
     depth: u32,
     t: Option<i128>,
 }
@@ -149,6 +154,11 @@ struct Pending {
 pub struct Graph {
     opts: Options,
     threads: HashMap<i64, Thread>,
+    /// Function names, interned: a call's entry and exit compare by index.
+    names: Vec<Box<str>>,
+    ids: HashMap<Box<str>, u32>,
+    /// Line buffers written out, for the next lines (no allocation a line).
+    pool: Vec<String>,
     /// Lines not yet written; `None`: an entry's line still undecided.
     queue: VecDeque<Option<String>>,
     /// The slot number of `queue[0]`.
@@ -160,7 +170,10 @@ impl Graph {
     pub fn new(opts: Options) -> Graph {
         Graph {
             opts,
-            threads: HashMap::new(),
+            threads: HashMap::default(),
+            names: Vec::new(),
+            ids: HashMap::default(),
+            pool: Vec::new(),
             queue: VecDeque::new(),
             base: 0,
         }
@@ -215,6 +228,7 @@ impl Graph {
         let th = self.threads.entry(tid).or_default();
         if !comm.is_empty() && th.comm != comm {
             th.comm = comm.to_owned();
+            th.prefix.clear();
         }
         // What is drawn, first: a call the options hide is not an event
         // of the graph (as the kernel does not record it), so it does not
@@ -239,12 +253,16 @@ impl Graph {
             }
             Event::Lost(_) => None,
         };
+        let id = match event {
+            Event::Entry { func, .. } | Event::Exit { func, .. } => self.id(func),
+            _ => u32::MAX,
+        };
         // The undecided entry: is this its exit?
         if let Some(p) = self.threads.get_mut(&tid).and_then(|th| th.pending.take()) {
-            if let (Event::Exit { func, depth: raw }, Some(depth)) = (event, shown) {
-                if func == p.func && depth == p.depth {
+            if let (Event::Exit { depth: raw, .. }, Some(depth)) = (event, shown) {
+                if id == p.func && depth == p.depth {
                     let d = t.zip(p.t).map(|(t1, t0)| t1 - t0);
-                    let line = self.leaf_line(tid, p.t, &p.func, p.depth, d);
+                    let line = self.leaf_line(tid, p.t, p.func, p.depth, d);
                     let th = self.threads.get_mut(&tid).expect("present");
                     th.depth = i64::from(p.depth) - 1;
                     if let Some(slot) = th.open.get_mut(p.depth as usize) {
@@ -258,13 +276,13 @@ impl Graph {
             self.decide_nested(tid, p, out);
         }
         match (event, shown) {
-            (Event::Entry { func, .. }, Some(depth)) => {
+            (Event::Entry { .. }, Some(depth)) => {
                 let slot = self.base + self.queue.len() as u64;
                 self.queue.push_back(None);
                 let th = self.threads.get_mut(&tid).expect("present");
                 th.pending = Some(Pending {
                     slot,
-                    func: func.to_owned(),
+                    func: id,
                     depth,
                     t,
                 });
@@ -277,7 +295,7 @@ impl Graph {
                 th.depth = i64::from(depth) - 1;
                 let entered = th.open.get_mut(depth as usize).and_then(Option::take);
                 let (matched, d) = match &entered {
-                    Some((f, t0)) if f == func => (true, t.zip(*t0).map(|(t1, t0)| t1 - t0)),
+                    Some((f, t0)) if *f == id => (true, t.zip(*t0).map(|(t1, t0)| t1 - t0)),
                     _ => (false, None),
                 };
                 let mut line = self.prologue(tid, t);
@@ -364,7 +382,8 @@ impl Graph {
         let mut line = self.prologue(tid, p.t);
         self.fill_duration(&mut line);
         indent(&mut line, p.depth);
-        let _ = writeln!(line, "{}() {{", p.func);
+        line.push_str(&self.names[p.func as usize]);
+        line.push_str("() {\n");
         let th = self.threads.get_mut(&tid).expect("present");
         th.depth = i64::from(p.depth);
         let d = p.depth as usize;
@@ -392,23 +411,39 @@ impl Graph {
     }
 
     fn leaf_line(
-        &self,
+        &mut self,
         tid: i64,
         t: Option<i128>,
-        func: &str,
+        func: u32,
         depth: u32,
         d: Option<i128>,
     ) -> String {
         let mut line = self.prologue(tid, t);
         self.duration(&mut line, d);
         indent(&mut line, depth);
-        let _ = writeln!(line, "{func}();");
+        line.push_str(&self.names[func as usize]);
+        line.push_str("();\n");
         line
     }
 
-    /// `print_graph_prologue`: the time, thread and task columns.
-    fn prologue(&self, tid: i64, t: Option<i128>) -> String {
-        let mut s = String::with_capacity(96);
+    /// The index of function `name`.
+    fn id(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.ids.get(name) {
+            return i;
+        }
+        let i = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.push(name.into());
+        self.ids.insert(name.into(), i);
+        i
+    }
+
+    /// `print_graph_prologue`: the time, thread and task columns, in a
+    /// line buffer from the pool.
+    fn prologue(&mut self, tid: i64, t: Option<i128>) -> String {
+        let mut s = self
+            .pool
+            .pop()
+            .unwrap_or_else(|| String::with_capacity(128));
         if self.opts.abstime {
             match t {
                 Some(ns) => {
@@ -423,15 +458,23 @@ impl Graph {
                 None => s.push_str("    ?.?????? |  "),
             }
         }
-        let _ = write!(s, " {:>w$}) ", tid, w = self.opts.tid_width.max(1));
-        if self.opts.proc_ {
-            let comm = self
-                .threads
-                .get(&tid)
-                .map_or("<...>", |th| th.comm.as_str());
-            proc_column(&mut s, comm, tid);
-            s.push_str(" | ");
+        let (w, proc_) = (self.opts.tid_width.max(1), self.opts.proc_);
+        let th = self.threads.entry(tid).or_default();
+        if th.prefix.is_empty() {
+            let _ = write!(th.prefix, " {tid:>w$}) ");
+            if proc_ {
+                let comm = if th.comm.is_empty() {
+                    "<...>"
+                } else {
+                    th.comm.as_str()
+                };
+                let mut col = String::new();
+                proc_column(&mut col, comm, tid);
+                th.prefix.push_str(&col);
+                th.prefix.push_str(" | ");
+            }
         }
+        s.push_str(&th.prefix);
         s
     }
 
@@ -467,6 +510,7 @@ impl Graph {
     fn push(&mut self, line: String, out: &mut String) {
         if self.queue.is_empty() {
             out.push_str(&line);
+            self.recycle(line);
             self.base += 1;
         } else {
             self.queue.push_back(Some(line));
@@ -487,8 +531,17 @@ impl Graph {
         while let Some(Some(_)) = self.queue.front() {
             if let Some(Some(line)) = self.queue.pop_front() {
                 out.push_str(&line);
+                self.recycle(line);
             }
             self.base += 1;
+        }
+    }
+
+    /// Keeps a written line's buffer for a later line.
+    fn recycle(&mut self, mut line: String) {
+        if self.pool.len() < 1024 {
+            line.clear();
+            self.pool.push(line);
         }
     }
 
@@ -504,8 +557,12 @@ impl Graph {
 
 /// `TRACE_GRAPH_INDENT` (2) spaces per depth.
 fn indent(s: &mut String, depth: u32) {
-    for _ in 0..depth * 2 {
-        s.push(' ');
+    const SPACES: &str = "                                                                ";
+    let mut n = depth as usize * 2;
+    while n > 0 {
+        let k = n.min(SPACES.len());
+        s.push_str(&SPACES[..k]);
+        n -= k;
     }
 }
 
@@ -526,6 +583,24 @@ fn proc_column(s: &mut String, comm: &str, tid: i64) {
     }
 }
 
+/// Appends `v` in decimal (the duration columns' hot path: no
+/// formatter).
+fn push_decimal(s: &mut String, mut v: u128) {
+    let mut digits = [0u8; 40];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for &c in &digits[at..] {
+        s.push(char::from(c));
+    }
+}
+
 /// `trace_find_mark`: the mark of a duration in ns.
 pub fn mark(d: u128) -> char {
     const MARKS: [(u128, char); 6] = [
@@ -542,17 +617,24 @@ pub fn mark(d: u128) -> char {
 /// `trace_print_graph_duration`: `1.382 us    `, `1837.709 us `,
 /// `119760.2 us `, `3594274 us  ` (at least 8 characters before ` us `).
 pub fn duration_text(s: &mut String, d: u128) {
-    let usecs = (d / 1000).to_string();
-    let rem = d % 1000;
-    s.push_str(&usecs);
-    let mut len = usecs.len();
+    let usecs = d / 1000;
+    let rem = (d % 1000) as u32;
+    let before = s.len();
+    push_decimal(s, usecs);
+    let mut len = s.len() - before;
     if len < 7 {
         // snprintf(nsecs_str, min(5, 8 - len), "%03lu"): at most 7 - len
         // of the three digits.
-        let digits = format!("{rem:03}");
+        let digits = [
+            b'0' + (rem / 100) as u8,
+            b'0' + (rem / 10 % 10) as u8,
+            b'0' + (rem % 10) as u8,
+        ];
         let keep = (7 - len).min(3);
         s.push('.');
-        s.push_str(&digits[..keep]);
+        for &c in &digits[..keep] {
+            s.push(char::from(c));
+        }
         len += keep + 1;
     }
     s.push_str(" us ");
@@ -614,14 +696,88 @@ pub(crate) fn kind(name: &str) -> Kind {
     }
 }
 
-/// The `depth` field of a traced function's event (its payload, the last
-/// scope).
-pub(crate) fn depth_of(scopes: &[crate::decode::Value]) -> u32 {
-    scopes
-        .last()
-        .and_then(|p| crate::ftrace::member(p, "depth"))
-        .and_then(crate::decode::Value::as_u64)
-        .map_or(0, |d| u32::try_from(d).unwrap_or(u32::MAX))
+/// The thread of a stream's current packet (its context's `tid` and
+/// `thread_name`, as tape writes them), found once per packet.
+#[derive(Default)]
+pub(crate) struct ThreadOf {
+    /// By stream (its path's address): packet number, tid, name.
+    known: HashMap<usize, (u64, i64, String)>,
+}
+
+impl ThreadOf {
+    /// The thread of `stream`'s packet.
+    pub(crate) fn of(&mut self, stream: &crate::fast::FastStream) -> (i64, &str) {
+        let key = stream.path().as_os_str().as_encoded_bytes().as_ptr() as usize;
+        let packet = stream.packet_times().0;
+        let e = self
+            .known
+            .entry(key)
+            .or_insert((u64::MAX, 0, String::new()));
+        if e.0 != packet {
+            let (comm, tid) = crate::ftrace::task(stream.packet_value.as_ref(), &[]);
+            *e = (packet, tid, comm.to_owned());
+        }
+        (e.1, e.2.as_str())
+    }
+}
+
+/// A sink that keeps only the payload's top-level `depth` (a traced
+/// function's events have no other field): no value tree per event.
+#[derive(Default)]
+pub(crate) struct DepthSink {
+    in_fields: bool,
+    level: u32,
+    want: bool,
+    /// The depth read (0 if none).
+    pub(crate) depth: u32,
+}
+
+impl crate::plan::Sink for DepthSink {
+    fn scope(&mut self, name: &'static str) {
+        self.in_fields = name == "fields";
+        self.level = 0;
+    }
+    fn field(&mut self, name: &str) {
+        self.want = self.in_fields && self.level == 1 && name == "depth";
+    }
+    fn uint(&mut self, v: u64, _: crate::Base, _: u32) {
+        if std::mem::take(&mut self.want) {
+            self.depth = u32::try_from(v).unwrap_or(u32::MAX);
+        }
+    }
+    fn sint(&mut self, v: i64, _: crate::Base, _: u32) {
+        if std::mem::take(&mut self.want) {
+            self.depth = u32::try_from(v).unwrap_or(0);
+        }
+    }
+    fn enumeration(&mut self, _: i128, _: &crate::Enum) {
+        self.want = false;
+    }
+    fn float(&mut self, _: f64) {
+        self.want = false;
+    }
+    fn string(&mut self, _: &[u8]) {
+        self.want = false;
+    }
+    fn wide(&mut self, _: &[u8], _: bool, _: u32, _: crate::Base) {
+        self.want = false;
+    }
+    fn begin_struct(&mut self) {
+        self.level += 1;
+        self.want = false;
+    }
+    fn end_struct(&mut self) {
+        self.level = self.level.saturating_sub(1);
+    }
+    fn begin_array(&mut self, _: u64) {
+        self.want = false;
+    }
+    fn item(&mut self, _: u64) {}
+    fn end_array(&mut self) {}
+    fn variant(&mut self, _: &str) {
+        self.want = false;
+    }
+    fn end_variant(&mut self) {}
 }
 
 /// The thread ids of the streams at `paths` (the `tid` of each one's first
@@ -654,7 +810,8 @@ pub fn render(
     merge.keep_packet_values();
     let mut g = Graph::new(opts);
     let mut out = g.header();
-    let mut kinds: HashMap<usize, Kind> = HashMap::new();
+    let mut kinds: HashMap<usize, Kind> = HashMap::default();
+    let mut threads = ThreadOf::default();
     let mut lost = 0u64;
     let mut text = String::new();
     while let Some(step) = merge.next() {
@@ -672,35 +829,42 @@ pub fn render(
                 }
                 let k = kinds
                     .entry(std::sync::Arc::as_ptr(&class) as usize)
-                    .or_insert_with(|| kind(&class.name))
-                    .clone();
-                let mut sink = ValueSink::default();
-                if let Err(e) = stream.emit(&mut sink) {
-                    merge.fail(e);
-                    continue;
-                }
-                let (comm, tid) = crate::ftrace::task(stream.packet_value.as_ref(), &sink.scopes);
-                let depth = || depth_of(&sink.scopes);
-                let event = match &k {
-                    Kind::Entry(f) => Event::Entry {
-                        func: f,
-                        depth: depth(),
-                    },
-                    Kind::Exit(f) => Event::Exit {
-                        func: f,
-                        depth: depth(),
-                    },
-                    Kind::Other => {
-                        text.clear();
-                        text.push_str(&class.name);
-                        text.push_str(": ");
-                        let formats = &stream.plan().formats;
-                        crate::ftrace::write_text(&mut text, formats.get(class.id), &sink.scopes);
-                        Event::Comment(&text)
+                    .or_insert_with(|| kind(&class.name));
+                if let Kind::Entry(f) | Kind::Exit(f) = &*k {
+                    let mut sink = DepthSink::default();
+                    if let Err(e) = stream.emit(&mut sink) {
+                        merge.fail(e);
+                        continue;
                     }
-                };
-                let comm = comm.to_owned();
-                g.event(tid, &comm, t, event, &mut out);
+                    let (tid, comm) = threads.of(stream);
+                    let event = if matches!(k, Kind::Entry(_)) {
+                        Event::Entry {
+                            func: f,
+                            depth: sink.depth,
+                        }
+                    } else {
+                        Event::Exit {
+                            func: f,
+                            depth: sink.depth,
+                        }
+                    };
+                    g.event(tid, comm, t, event, &mut out);
+                } else {
+                    let mut sink = ValueSink::default();
+                    if let Err(e) = stream.emit(&mut sink) {
+                        merge.fail(e);
+                        continue;
+                    }
+                    let (comm, tid) =
+                        crate::ftrace::task(stream.packet_value.as_ref(), &sink.scopes);
+                    text.clear();
+                    text.push_str(&class.name);
+                    text.push_str(": ");
+                    let formats = &stream.plan().formats;
+                    crate::ftrace::write_text(&mut text, formats.get(class.id), &sink.scopes);
+                    let comm = comm.to_owned();
+                    g.event(tid, &comm, t, Event::Comment(&text), &mut out);
+                }
             }
             Step::Lost(stream, n, t) => {
                 lost += n;

@@ -27,7 +27,7 @@
 //!   sorted by total time, highest first (as the kernel sorts with the
 //!   graph tracer), or by another column.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write as _;
 
 use crate::graph::duration_text;
@@ -90,6 +90,21 @@ impl Stat {
         self.histogram[s] += 1;
     }
 
+    /// Adds the calls of `o` (the same function, counted elsewhere).
+    pub fn merge(&mut self, o: &Stat) {
+        self.hits += o.hits;
+        self.time += o.time;
+        self.time_squared += o.time_squared;
+        self.self_time += o.self_time;
+        self.max = self.max.max(o.max);
+        if self.histogram.len() < o.histogram.len() {
+            self.histogram.resize(o.histogram.len(), 0);
+        }
+        for (a, b) in self.histogram.iter_mut().zip(&o.histogram) {
+            *a += b;
+        }
+    }
+
     /// The average, ns (the kernel's integer division).
     pub fn avg(&self) -> u128 {
         self.time.checked_div(u128::from(self.hits)).unwrap_or(0)
@@ -146,16 +161,30 @@ pub enum SortBy {
     Name,
 }
 
-/// An open call: its function, entry time (ns), and the time spent in
-/// traced callees so far.
-type Open = (String, i128, u64);
+/// An open call: its function (index), entry time (ns), and the time
+/// spent in traced callees so far.
+type Open = (usize, i128, u64);
 
-/// The profile being gathered: per (thread or 0, function).
+/// One thread's calls: its open calls by depth, its functions' stats by
+/// function index.
+#[derive(Default)]
+struct ThreadCalls {
+    tid: i64,
+    open: Vec<Option<Open>>,
+    stats: Vec<Stat>,
+}
+
+/// The profile being gathered: per thread, per function (interned: a
+/// call costs no string hashing or copying).
 pub struct Profile {
     per_thread: bool,
-    stats: HashMap<(i64, String), Stat>,
-    /// Per thread, the open calls by depth.
-    open: HashMap<i64, Vec<Option<Open>>>,
+    names: Vec<String>,
+    index: HashMap<String, usize>,
+    threads: Vec<ThreadCalls>,
+    /// Thread id -> index in `threads`; the last one used is checked
+    /// first (a stream is one thread).
+    by_tid: HashMap<i64, usize>,
+    last: Option<(i64, usize)>,
 }
 
 impl Profile {
@@ -163,66 +192,132 @@ impl Profile {
     pub fn new(per_thread: bool) -> Profile {
         Profile {
             per_thread,
-            stats: HashMap::new(),
-            open: HashMap::new(),
+            names: Vec::new(),
+            index: HashMap::default(),
+            threads: Vec::new(),
+            by_tid: HashMap::default(),
+            last: None,
         }
+    }
+
+    /// The index of function `name` (added if new).
+    pub fn function(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        self.names.push(name.to_owned());
+        self.index.insert(name.to_owned(), self.names.len() - 1);
+        self.names.len() - 1
+    }
+
+    fn thread(&mut self, tid: i64) -> &mut ThreadCalls {
+        let i = match self.last {
+            Some((t, i)) if t == tid => i,
+            _ => {
+                let n = self.threads.len();
+                let i = *self.by_tid.entry(tid).or_insert(n);
+                if i == n {
+                    self.threads.push(ThreadCalls {
+                        tid,
+                        ..ThreadCalls::default()
+                    });
+                }
+                self.last = Some((tid, i));
+                i
+            }
+        };
+        &mut self.threads[i]
     }
 
     /// A traced function's entry on thread `tid` at `t` (ns).
     pub fn entry(&mut self, tid: i64, func: &str, depth: u32, t: i128) {
-        let open = self.open.entry(tid).or_default();
-        let d = depth as usize;
-        if open.len() <= d {
-            open.resize(d + 1, None);
-        }
-        open[d] = Some((func.to_owned(), t, 0));
-        // Deeper calls left open (their exits lost) end here.
-        open.truncate(d + 1);
+        let f = self.function(func);
+        self.entry_of(tid, f, depth, t);
     }
 
     /// A traced function's exit.
     pub fn exit(&mut self, tid: i64, func: &str, depth: u32, t: i128) {
-        let Some(open) = self.open.get_mut(&tid) else {
-            return;
-        };
+        let f = self.function(func);
+        self.exit_of(tid, f, depth, t);
+    }
+
+    /// [`Profile::entry`] of function index `f`.
+    pub fn entry_of(&mut self, tid: i64, f: usize, depth: u32, t: i128) {
+        let th = self.thread(tid);
         let d = depth as usize;
-        let Some(Some((f, t0, children))) = open.get_mut(d).map(Option::take) else {
+        if th.open.len() <= d {
+            th.open.resize(d + 1, None);
+        }
+        th.open[d] = Some((f, t, 0));
+        // Deeper calls left open (their exits lost) end here.
+        th.open.truncate(d + 1);
+    }
+
+    /// [`Profile::exit`] of function index `f`.
+    pub fn exit_of(&mut self, tid: i64, f: usize, depth: u32, t: i128) {
+        let th = self.thread(tid);
+        let d = depth as usize;
+        let Some(Some((g, t0, children))) = th.open.get_mut(d).map(Option::take) else {
             return;
         };
-        if f != func || t < t0 {
+        if g != f || t < t0 {
             return;
         }
         let ns = u64::try_from(t - t0).unwrap_or(u64::MAX);
-        if let Some(Some((_, _, parent_children))) = d.checked_sub(1).and_then(|p| open.get_mut(p))
-        {
-            *parent_children = parent_children.saturating_add(ns);
+        if let Some(Some((_, _, parent))) = d.checked_sub(1).and_then(|p| th.open.get_mut(p)) {
+            *parent = parent.saturating_add(ns);
         }
-        let key = (if self.per_thread { tid } else { 0 }, f);
-        self.stats
-            .entry(key)
-            .or_default()
-            .add(ns, ns.saturating_sub(children));
+        if th.stats.len() <= f {
+            th.stats.resize(f + 1, Stat::default());
+        }
+        th.stats[f].add(ns, ns.saturating_sub(children));
     }
 
-    /// The rows: (thread or 0, function, stat), sorted by `by`.
-    pub fn rows(&self, by: SortBy) -> Vec<(i64, &str, &Stat)> {
-        let mut v: Vec<(i64, &str, &Stat)> = self
-            .stats
-            .iter()
-            .map(|((tid, f), s)| (*tid, f.as_str(), s))
-            .collect();
-        v.sort_by(|a, b| {
-            let key = |r: &(i64, &str, &Stat)| -> u128 {
-                match by {
-                    SortBy::Hit => u128::from(r.2.hits),
-                    SortBy::Time => r.2.time,
-                    SortBy::Avg => r.2.avg(),
-                    SortBy::SelfTime => r.2.self_time,
-                    SortBy::Max => u128::from(r.2.max),
-                    SortBy::P99 => u128::from(r.2.quantile(0.99)),
-                    SortBy::Name => 0,
+    /// Adds the calls counted in `o` (another part of the same trace).
+    pub fn absorb(&mut self, o: Profile) {
+        for th in o.threads {
+            for (f, st) in th.stats.iter().enumerate() {
+                if st.hits == 0 {
+                    continue;
                 }
-            };
+                let g = self.function(&o.names[f]);
+                let mine = self.thread(th.tid);
+                if mine.stats.len() <= g {
+                    mine.stats.resize(g + 1, Stat::default());
+                }
+                mine.stats[g].merge(st);
+            }
+        }
+    }
+
+    /// The rows: (thread or 0, function, stat), sorted by `by` (per
+    /// thread first with `per_thread`).
+    pub fn rows(&self, by: SortBy) -> Vec<(i64, &str, Stat)> {
+        let mut merged: HashMap<(i64, usize), Stat> = HashMap::default();
+        for th in &self.threads {
+            let tid = if self.per_thread { th.tid } else { 0 };
+            for (f, st) in th.stats.iter().enumerate() {
+                if st.hits > 0 {
+                    merged.entry((tid, f)).or_default().merge(st);
+                }
+            }
+        }
+        let mut v: Vec<(i64, &str, Stat)> = merged
+            .into_iter()
+            .map(|((tid, f), st)| (tid, self.names[f].as_str(), st))
+            .collect();
+        let key = |r: &(i64, &str, Stat)| -> u128 {
+            match by {
+                SortBy::Hit => u128::from(r.2.hits),
+                SortBy::Time => r.2.time,
+                SortBy::Avg => r.2.avg(),
+                SortBy::SelfTime => r.2.self_time,
+                SortBy::Max => u128::from(r.2.max),
+                SortBy::P99 => u128::from(r.2.quantile(0.99)),
+                SortBy::Name => 0,
+            }
+        };
+        v.sort_by(|a, b| {
             a.0.cmp(&b.0)
                 .then_with(|| key(b).cmp(&key(a)))
                 .then_with(|| a.1.cmp(b.1))
@@ -242,7 +337,8 @@ impl Profile {
         } else {
             rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(30)
         };
-        for (tid, func, s) in rows {
+        for (tid, func, s) in &rows {
+            let (tid, func) = (*tid, *func);
             if last_thread != Some(tid) {
                 if self.per_thread {
                     if last_thread.is_some() {
@@ -308,47 +404,105 @@ fn header(out: &mut String, width: usize, ftrace: bool) {
     out.push('\n');
 }
 
-/// Gathers the profile of the events of `merge`.
-pub fn gather(
-    merge: &mut crate::fast::FastMerge,
+/// Gathers the profile of `streams`, each read on its own (a call's
+/// entry and exit are on its thread's stream: no merge across streams is
+/// needed), on up to `workers` threads, the partial profiles summed.
+pub fn gather_streams(
+    streams: Vec<crate::fast::FastStream>,
     per_thread: bool,
+    workers: usize,
 ) -> Result<Profile, crate::decode::DecodeError> {
-    use crate::fast::{Step, ValueSink};
-    merge.keep_packet_values();
-    let mut p = Profile::new(per_thread);
-    let mut kinds: HashMap<usize, crate::graph::Kind> = HashMap::new();
-    while let Some(step) = merge.next() {
-        let Step::Event(stream, t) = step? else {
-            continue;
-        };
-        let Some(class) = stream.class().cloned() else {
-            let _ = stream.emit(&mut crate::plan::Discard);
-            continue;
-        };
-        let k = kinds
-            .entry(std::sync::Arc::as_ptr(&class) as usize)
-            .or_insert_with(|| crate::graph::kind(&class.name));
-        if matches!(k, crate::graph::Kind::Other) {
-            if let Err(e) = stream.emit(&mut crate::plan::Discard) {
-                merge.fail(e);
+    let workers = workers.clamp(1, streams.len().max(1));
+    let mut shares: Vec<Vec<crate::fast::FastStream>> = (0..workers).map(|_| Vec::new()).collect();
+    for (i, s) in streams.into_iter().enumerate() {
+        shares[i % workers].push(s);
+    }
+    let parts: Vec<Result<Profile, crate::decode::DecodeError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = shares
+            .into_iter()
+            .map(|share| {
+                scope.spawn(move || {
+                    let mut p = Profile::new(per_thread);
+                    for mut s in share {
+                        read_stream(&mut s, &mut p)?;
+                    }
+                    Ok(p)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a profile worker panicked"))
+            .collect()
+    });
+    let mut all = Profile::new(per_thread);
+    for p in parts {
+        all.absorb(p?);
+    }
+    Ok(all)
+}
+
+/// Adds the calls of one stream to `p`.
+fn read_stream(
+    s: &mut crate::fast::FastStream,
+    p: &mut Profile,
+) -> Result<(), crate::decode::DecodeError> {
+    use crate::fast::Next;
+    use crate::graph::Kind;
+    /// What a class is here: not a traced function's, or (entry?, index).
+    #[derive(Clone, Copy)]
+    enum Role {
+        Other,
+        Call(bool, usize),
+    }
+    s.keep_packet_values();
+    // By event class id (one stream: one stream class).
+    let mut roles: Vec<Option<Role>> = Vec::new();
+    let mut threads = crate::graph::ThreadOf::default();
+    loop {
+        match s.peek()? {
+            Next::End => return Ok(()),
+            Next::Lost(..) => s.take_lost(),
+            Next::Event(t) => {
+                let Some(class) = s.class() else {
+                    s.emit(&mut crate::plan::Discard)?;
+                    continue;
+                };
+                let id = usize::try_from(class.id).unwrap_or(usize::MAX);
+                let role = match roles.get(id).copied().flatten() {
+                    Some(r) => r,
+                    None => {
+                        let r = match crate::graph::kind(&class.name) {
+                            Kind::Entry(f) => Role::Call(true, p.function(&f)),
+                            Kind::Exit(f) => Role::Call(false, p.function(&f)),
+                            Kind::Other => Role::Other,
+                        };
+                        if id < 1 << 16 {
+                            if roles.len() <= id {
+                                roles.resize(id + 1, None);
+                            }
+                            roles[id] = Some(r);
+                        }
+                        r
+                    }
+                };
+                let Role::Call(entry, f) = role else {
+                    s.emit(&mut crate::plan::Discard)?;
+                    continue;
+                };
+                let mut sink = crate::graph::DepthSink::default();
+                s.emit(&mut sink)?;
+                let (Some(t), tid) = (t, threads.of(s).0) else {
+                    continue;
+                };
+                if entry {
+                    p.entry_of(tid, f, sink.depth, t);
+                } else {
+                    p.exit_of(tid, f, sink.depth, t);
+                }
             }
-            continue;
-        }
-        let mut sink = ValueSink::default();
-        if let Err(e) = stream.emit(&mut sink) {
-            merge.fail(e);
-            continue;
-        }
-        let Some(t) = t else { continue };
-        let tid = crate::ftrace::task(stream.packet_value.as_ref(), &[]).1;
-        let depth = crate::graph::depth_of(&sink.scopes);
-        match k {
-            crate::graph::Kind::Entry(f) => p.entry(tid, f, depth, t),
-            crate::graph::Kind::Exit(f) => p.exit(tid, f, depth, t),
-            crate::graph::Kind::Other => {}
         }
     }
-    Ok(p)
 }
 
 #[cfg(test)]
