@@ -156,6 +156,10 @@ enum Command {
         /// Only this thread id (repeatable).
         #[arg(long = "thread", value_name = "TID")]
         threads: Vec<i64>,
+        /// Draw in one merged pass instead of a thread per stream (the
+        /// same lines; for tests).
+        #[arg(long, hide = true)]
+        one_pass: bool,
     },
     /// Profile the #[tape::traced] functions, as ftrace's
     /// function_profile_enabled (trace_stat/function*): hit count, total
@@ -350,6 +354,7 @@ fn main() -> ExitCode {
             functions,
             max_depth,
             threads,
+            one_pass,
         } => (|| -> Result<(), Failure> {
             let traces = open(&paths)?;
             let functions = globs("--function", &functions)?;
@@ -360,13 +365,14 @@ fn main() -> ExitCode {
                 overhead: !no_overhead,
                 tail,
                 functions: functions.map(|g| {
-                    Box::new(move |f: &str| g.is_match(f)) as tape_ctf::graph::FunctionFilter
+                    std::sync::Arc::new(move |f: &str| g.is_match(f))
+                        as tape_ctf::graph::FunctionFilter
                 }),
                 max_depth: max_depth.unwrap_or(0),
                 threads,
                 tid_width: 1,
             };
-            graph(&traces, opts)
+            graph(&traces, opts, one_pass)
         })(),
         Command::Show {
             paths,
@@ -761,7 +767,11 @@ enum ProfileSort {
 }
 
 /// `tape graph`: the function_graph view of `traces`.
-fn graph(traces: &[TraceDir], mut opts: tape_ctf::graph::Options) -> Result<(), Failure> {
+fn graph(
+    traces: &[TraceDir],
+    mut opts: tape_ctf::graph::Options,
+    one_pass: bool,
+) -> Result<(), Failure> {
     for t in traces {
         for e in &tape_ctf::ftrace::Formats::new(&t.trace).errors {
             say!("tape: warning: {}/metadata: {e}", t.dir.display());
@@ -774,8 +784,6 @@ fn graph(traces: &[TraceDir], mut opts: tape_ctf::graph::Options) -> Result<(), 
         .max()
         .unwrap_or(1);
     opts.tid_width = widest;
-    drop(streams);
-    let mut merge = FastMerge::new(traces)?;
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
     let mut failed: Option<std::io::Error> = None;
@@ -788,10 +796,19 @@ fn graph(traces: &[TraceDir], mut opts: tape_ctf::graph::Options) -> Result<(), 
         end: None,
         filter: None,
     };
-    let lost = tape_ctf::graph::render(&mut merge, opts, Shows(&sel), |text| {
+    let mut write = |text: &str| {
         failed = stdout.write_all(text.as_bytes()).err();
         failed.is_none()
-    });
+    };
+    // A thread per stream (their graphs are independent), unless there
+    // are too many streams for that: then one merged pass.
+    let lost = if !one_pass && streams.len() <= tape_ctf::graph::STREAM_THREADS {
+        tape_ctf::graph::render_streams(streams, &opts, &mut write)
+    } else {
+        drop(streams);
+        let mut merge = FastMerge::new(traces)?;
+        tape_ctf::graph::render(&mut merge, opts, Shows(&sel), &mut write)
+    };
     end_output(&mut stdout, failed)?;
     let lost = lost.map_err(|e| e.to_string())?;
     say_lost(lost, traces, &sel);

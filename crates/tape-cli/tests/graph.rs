@@ -296,3 +296,30 @@ fn the_profile_counts_the_calls_the_program_made() {
     assert_eq!(got, want, "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_thread_per_stream_draws_the_lines_of_one_merged_pass() {
+    let dir = tempfile_dir("graph-parity");
+    let trace = record(&dir);
+    for args in [
+        &[][..],
+        &["--proc", "--abstime"],
+        &["--max-depth", "2", "--tail"],
+    ] {
+        let run = |extra: &[&str]| {
+            let out = Command::new(TAPE)
+                .arg("graph")
+                .arg(&trace)
+                .args(args)
+                .args(extra)
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let (parallel, merged) = (run(&[]), run(&["--one-pass"]));
+        assert!(parallel.lines().count() > 50, "{parallel}");
+        assert_eq!(parallel, merged, "{args:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

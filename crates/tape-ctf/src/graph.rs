@@ -58,9 +58,10 @@ use std::fmt::Write as _;
 pub const QUEUE_LIMIT: usize = 1 << 16;
 
 /// `set_graph_function`'s test of a function's displayed name.
-pub type FunctionFilter = Box<dyn Fn(&str) -> bool>;
+pub type FunctionFilter = std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// What to draw (ftrace's `trace_options` for the graph tracer).
+#[derive(Clone)]
 pub struct Options {
     /// `funcgraph-proc`: the `TASK/PID` column.
     pub proc_: bool,
@@ -127,6 +128,7 @@ pub enum Event<'a> {
 /// A thread, as the kernel's per-CPU graph data.
 #[derive(Default)]
 struct Thread {
+    tid: i64,
     comm: String,
     /// The thread and task columns of its lines (they do not change while
     /// the name does not).
@@ -153,14 +155,23 @@ struct Pending {
 /// The function_graph renderer: events in, lines out, in order.
 pub struct Graph {
     opts: Options,
-    threads: HashMap<i64, Thread>,
+    threads: Vec<Thread>,
+    /// Thread id -> index in `threads`, and the last one asked.
+    index: HashMap<i64, usize>,
+    last: (i64, usize),
     /// Function names, interned: a call's entry and exit compare by index.
     names: Vec<Box<str>>,
     ids: HashMap<Box<str>, u32>,
+    /// The same, by the address and length of a name's text (the reader
+    /// passes its class names, the same text at every event), checked
+    /// against the name.
+    by_address: HashMap<(usize, usize), u32>,
     /// Line buffers written out, for the next lines (no allocation a line).
     pool: Vec<String>,
     /// Lines not yet written; `None`: an entry's line still undecided.
-    queue: VecDeque<Option<String>>,
+    queue: VecDeque<Option<(i128, String)>>,
+    /// With [`Graph::keep_keys`]: each line's time and end in the output.
+    keys: Option<Vec<(i128, usize)>>,
     /// The slot number of `queue[0]`.
     base: u64,
 }
@@ -170,10 +181,14 @@ impl Graph {
     pub fn new(opts: Options) -> Graph {
         Graph {
             opts,
-            threads: HashMap::default(),
+            threads: Vec::new(),
+            index: HashMap::default(),
+            last: (i64::MIN, usize::MAX),
             names: Vec::new(),
             ids: HashMap::default(),
+            by_address: HashMap::default(),
             pool: Vec::new(),
+            keys: None,
             queue: VecDeque::new(),
             base: 0,
         }
@@ -225,8 +240,10 @@ impl Graph {
         if !self.opts.threads.is_empty() && !self.opts.threads.contains(&tid) {
             return;
         }
-        let th = self.threads.entry(tid).or_default();
-        if !comm.is_empty() && th.comm != comm {
+        // The name is drawn only in the task column.
+        let proc_ = self.opts.proc_;
+        let th = self.thread(tid);
+        if proc_ && !comm.is_empty() && th.comm != comm {
             th.comm = comm.to_owned();
             th.prefix.clear();
         }
@@ -246,7 +263,7 @@ impl Graph {
                 }
             },
             Event::Comment(_) => {
-                if self.threads.get(&tid).is_some_and(|th| self.hidden(th)) {
+                if self.opts.functions.is_some() && self.thread(tid).under.is_none() {
                     return;
                 }
                 None
@@ -258,18 +275,18 @@ impl Graph {
             _ => u32::MAX,
         };
         // The undecided entry: is this its exit?
-        if let Some(p) = self.threads.get_mut(&tid).and_then(|th| th.pending.take()) {
+        if let Some(p) = self.thread(tid).pending.take() {
             if let (Event::Exit { depth: raw, .. }, Some(depth)) = (event, shown) {
                 if id == p.func && depth == p.depth {
                     let d = t.zip(p.t).map(|(t1, t0)| t1 - t0);
                     let line = self.leaf_line(tid, p.t, p.func, p.depth, d);
-                    let th = self.threads.get_mut(&tid).expect("present");
+                    let th = self.thread(tid);
                     th.depth = i64::from(p.depth) - 1;
                     if let Some(slot) = th.open.get_mut(p.depth as usize) {
                         *slot = None;
                     }
                     self.after_exit(tid, raw);
-                    self.fill(p.slot, line, out);
+                    self.fill(p.slot, p.t.unwrap_or(i128::MIN), line, out);
                     return;
                 }
             }
@@ -279,7 +296,7 @@ impl Graph {
             (Event::Entry { .. }, Some(depth)) => {
                 let slot = self.base + self.queue.len() as u64;
                 self.queue.push_back(None);
-                let th = self.threads.get_mut(&tid).expect("present");
+                let th = self.thread(tid);
                 th.pending = Some(Pending {
                     slot,
                     func: id,
@@ -291,7 +308,7 @@ impl Graph {
                 }
             }
             (Event::Exit { func, depth: raw }, Some(depth)) => {
-                let th = self.threads.get_mut(&tid).expect("present");
+                let th = self.thread(tid);
                 th.depth = i64::from(depth) - 1;
                 let entered = th.open.get_mut(depth as usize).and_then(Option::take);
                 let (matched, d) = match &entered {
@@ -307,10 +324,10 @@ impl Graph {
                     let _ = writeln!(line, "}} /* {func} */");
                 }
                 self.after_exit(tid, raw);
-                self.push(line, out);
+                self.push(t.unwrap_or(i128::MIN), line, out);
             }
             (Event::Comment(text), _) => {
-                let depth = self.threads.get(&tid).map_or(0, |th| th.depth);
+                let depth = self.thread(tid).depth;
                 let mut line = self.prologue(tid, t);
                 self.fill_duration(&mut line);
                 if depth > 0 {
@@ -319,10 +336,13 @@ impl Graph {
                     }
                 }
                 let _ = writeln!(line, "/* {} */", text.trim_end_matches('\n'));
-                self.push(line, out);
+                self.push(t.unwrap_or(i128::MIN), line, out);
             }
             // The kernel's `CPU:%d [LOST %lu EVENTS]`.
-            (Event::Lost(n), _) => self.push(format!("TID:{tid} [LOST {n} EVENTS]\n"), out),
+            (Event::Lost(n), _) => {
+                let line = format!("TID:{tid} [LOST {n} EVENTS]\n");
+                self.push(t.unwrap_or(i128::MIN), line, out);
+            }
             (Event::Entry { .. } | Event::Exit { .. }, None) => {}
         }
     }
@@ -330,10 +350,10 @@ impl Graph {
     /// Ends the trace: undecided entries are drawn open (`f() {`), every
     /// line is appended to `out`.
     pub fn finish(&mut self, out: &mut String) {
-        let mut tids: Vec<i64> = self.threads.keys().copied().collect();
+        let mut tids: Vec<i64> = self.threads.iter().map(|th| th.tid).collect();
         tids.sort_unstable();
         for tid in tids {
-            if let Some(p) = self.threads.get_mut(&tid).and_then(|th| th.pending.take()) {
+            if let Some(p) = self.thread(tid).pending.take() {
                 self.decide_nested(tid, p, out);
             }
         }
@@ -344,8 +364,9 @@ impl Graph {
     /// `max_graph_depth`); keeps the thread's `under` current at entries.
     fn shown_depth(&mut self, tid: i64, func: &str, depth: u32, entry: bool) -> Option<u32> {
         let max = self.opts.max_depth;
-        let th = self.threads.get_mut(&tid).expect("present");
-        let depth = match &self.opts.functions {
+        let functions = self.opts.functions.clone();
+        let th = self.thread(tid);
+        let depth = match &functions {
             None => depth,
             Some(set) => match th.under {
                 Some(base) if depth >= base => depth - base,
@@ -365,17 +386,10 @@ impl Graph {
     /// After an exit at (raw) depth `raw`: leaves a `set_graph_function`
     /// call that ends there.
     fn after_exit(&mut self, tid: i64, raw: u32) {
-        if let Some(th) = self.threads.get_mut(&tid) {
-            if th.under.is_some_and(|base| raw <= base) {
-                th.under = None;
-            }
+        let th = self.thread(tid);
+        if th.under.is_some_and(|base| raw <= base) {
+            th.under = None;
         }
-    }
-
-    /// Whether a thread's events are outside every `set_graph_function`
-    /// call (comments too).
-    fn hidden(&self, th: &Thread) -> bool {
-        self.opts.functions.is_some() && th.under.is_none()
     }
 
     fn decide_nested(&mut self, tid: i64, p: Pending, out: &mut String) {
@@ -384,14 +398,14 @@ impl Graph {
         indent(&mut line, p.depth);
         line.push_str(&self.names[p.func as usize]);
         line.push_str("() {\n");
-        let th = self.threads.get_mut(&tid).expect("present");
+        let th = self.thread(tid);
         th.depth = i64::from(p.depth);
         let d = p.depth as usize;
         if th.open.len() <= d {
             th.open.resize(d + 1, None);
         }
         th.open[d] = Some((p.func, p.t));
-        self.fill(p.slot, line, out);
+        self.fill(p.slot, p.t.unwrap_or(i128::MIN), line, out);
     }
 
     /// The queue is too long behind an undecided entry: decide it.
@@ -400,10 +414,10 @@ impl Graph {
         let tid = self
             .threads
             .iter()
-            .find(|(_, th)| th.pending.as_ref().is_some_and(|p| p.slot == slot))
-            .map(|(&tid, _)| tid);
+            .find(|th| th.pending.as_ref().is_some_and(|p| p.slot == slot))
+            .map(|th| th.tid);
         if let Some(tid) = tid {
-            let p = self.threads.get_mut(&tid).and_then(|th| th.pending.take());
+            let p = self.thread(tid).pending.take();
             if let Some(p) = p {
                 self.decide_nested(tid, p, out);
             }
@@ -426,14 +440,40 @@ impl Graph {
         line
     }
 
-    /// The index of function `name`.
+    /// Thread `tid`'s state (made at its first event).
+    fn thread(&mut self, tid: i64) -> &mut Thread {
+        if self.last.0 != tid {
+            let n = self.threads.len();
+            let i = *self.index.entry(tid).or_insert(n);
+            if i == n {
+                self.threads.push(Thread {
+                    tid,
+                    ..Thread::default()
+                });
+            }
+            self.last = (tid, i);
+        }
+        &mut self.threads[self.last.1]
+    }
+
+    /// The index of function `name` (looked up by the text's address
+    /// first: the same class's name comes at every event).
     fn id(&mut self, name: &str) -> u32 {
+        let at = (name.as_ptr() as usize, name.len());
+        // Checked: a caller may pass other text at the same address.
+        if let Some(&i) = self.by_address.get(&at) {
+            if *self.names[i as usize] == *name {
+                return i;
+            }
+        }
         if let Some(&i) = self.ids.get(name) {
+            self.by_address.insert(at, i);
             return i;
         }
         let i = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
         self.names.push(name.into());
         self.ids.insert(name.into(), i);
+        self.by_address.insert(at, i);
         i
     }
 
@@ -459,7 +499,7 @@ impl Graph {
             }
         }
         let (w, proc_) = (self.opts.tid_width.max(1), self.opts.proc_);
-        let th = self.threads.entry(tid).or_default();
+        let th = self.thread(tid);
         if th.prefix.is_empty() {
             let _ = write!(th.prefix, " {tid:>w$}) ");
             if proc_ {
@@ -506,22 +546,22 @@ impl Graph {
         }
     }
 
-    /// Appends a ready line (after every line before it).
-    fn push(&mut self, line: String, out: &mut String) {
+    /// Appends a ready line (after every line before it); `key` is the
+    /// time it is drawn at.
+    fn push(&mut self, key: i128, line: String, out: &mut String) {
         if self.queue.is_empty() {
-            out.push_str(&line);
-            self.recycle(line);
+            self.write(key, line, out);
             self.base += 1;
         } else {
-            self.queue.push_back(Some(line));
+            self.queue.push_back(Some((key, line)));
         }
     }
 
     /// Fills the undecided slot `slot` and writes what became ready.
-    fn fill(&mut self, slot: u64, line: String, out: &mut String) {
+    fn fill(&mut self, slot: u64, key: i128, line: String, out: &mut String) {
         if let Some(at) = slot.checked_sub(self.base) {
             if let Some(s) = self.queue.get_mut(at as usize) {
-                *s = Some(line);
+                *s = Some((key, line));
             }
         }
         self.flush_ready(out);
@@ -529,29 +569,48 @@ impl Graph {
 
     fn flush_ready(&mut self, out: &mut String) {
         while let Some(Some(_)) = self.queue.front() {
-            if let Some(Some(line)) = self.queue.pop_front() {
-                out.push_str(&line);
-                self.recycle(line);
+            if let Some(Some((key, line))) = self.queue.pop_front() {
+                self.write(key, line, out);
             }
             self.base += 1;
         }
     }
 
-    /// Keeps a written line's buffer for a later line.
-    fn recycle(&mut self, mut line: String) {
+    fn flush(&mut self, out: &mut String) {
+        while let Some(line) = self.queue.pop_front() {
+            if let Some((key, line)) = line {
+                self.write(key, line, out);
+            }
+            self.base += 1;
+        }
+    }
+
+    /// Writes a line out (and its key, when kept), keeping its buffer for
+    /// a later line.
+    fn write(&mut self, key: i128, mut line: String, out: &mut String) {
+        out.push_str(&line);
+        if let Some(keys) = &mut self.keys {
+            keys.push((key, out.len()));
+        }
         if self.pool.len() < 1024 {
             line.clear();
             self.pool.push(line);
         }
     }
 
-    fn flush(&mut self, out: &mut String) {
-        while let Some(line) = self.queue.pop_front() {
-            if let Some(line) = line {
-                out.push_str(&line);
-            }
-            self.base += 1;
-        }
+    /// Keeps, for every line written from now on, its time (the event it
+    /// is drawn at: a call's entry for its line) and where it ends in the
+    /// output: what merges the graphs of several streams drawn apart.
+    pub fn keep_keys(&mut self) {
+        self.keys = Some(Vec::new());
+    }
+
+    /// The keys kept since the last call ([`Graph::keep_keys`]).
+    pub fn take_keys(&mut self) -> Vec<(i128, usize)> {
+        self.keys
+            .as_mut()
+            .map(|k| std::mem::replace(k, Vec::with_capacity(k.len())))
+            .unwrap_or_default()
     }
 }
 
@@ -585,15 +644,34 @@ fn proc_column(s: &mut String, comm: &str, tid: i64) {
 
 /// Appends `v` in decimal (the duration columns' hot path: no
 /// formatter).
-fn push_decimal(s: &mut String, mut v: u128) {
+fn push_decimal(s: &mut String, v: u128) {
     let mut digits = [0u8; 40];
     let mut at = digits.len();
+    // u64 arithmetic when it fits (a u128 division is a library call).
+    let (mut high, mut low) = (
+        v / 10_000_000_000_000_000_000,
+        (v % 10_000_000_000_000_000_000) as u64,
+    );
     loop {
         at -= 1;
-        digits[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
+        digits[at] = b'0' + (low % 10) as u8;
+        low /= 10;
+        if low == 0 {
             break;
+        }
+    }
+    if high > 0 {
+        while at > digits.len() - 19 {
+            at -= 1;
+            digits[at] = b'0';
+        }
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (high % 10) as u8;
+            high /= 10;
+            if high == 0 {
+                break;
+            }
         }
     }
     for &c in &digits[at..] {
@@ -617,8 +695,11 @@ pub fn mark(d: u128) -> char {
 /// `trace_print_graph_duration`: `1.382 us    `, `1837.709 us `,
 /// `119760.2 us `, `3594274 us  ` (at least 8 characters before ` us `).
 pub fn duration_text(s: &mut String, d: u128) {
-    let usecs = d / 1000;
-    let rem = (d % 1000) as u32;
+    // u64 arithmetic when it fits (a u128 division is a library call).
+    let (usecs, rem) = match u64::try_from(d) {
+        Ok(d) => (u128::from(d / 1000), (d % 1000) as u32),
+        Err(_) => (d / 1000, (d % 1000) as u32),
+    };
     let before = s.len();
     push_decimal(s, usecs);
     let mut len = s.len() - before;
@@ -662,6 +743,12 @@ mod tests {
             (119_760_234, '@', "119760.2 us "),
             (3_594_274_000, '$', "3594274 us  "),
             (12_345_678_901_000, '$', "12345678901 us "),
+            (
+                u128::from(u64::MAX) * 1000 + 7,
+                '$',
+                "18446744073709551615 us ",
+            ),
+            (10u128.pow(22), '$', "10000000000000000000 us "),
         ];
         for &(ns, m, text) in cases {
             let mut s = String::new();
@@ -698,10 +785,20 @@ pub(crate) fn kind(name: &str) -> Kind {
 
 /// The thread of a stream's current packet (its context's `tid` and
 /// `thread_name`, as tape writes them), found once per packet.
-#[derive(Default)]
 pub(crate) struct ThreadOf {
     /// By stream (its path's address): packet number, tid, name.
-    known: HashMap<usize, (u64, i64, String)>,
+    known: HashMap<usize, (u64, i64, std::sync::Arc<str>)>,
+    /// The last answer: stream, packet, tid, name.
+    last: (usize, u64, i64, std::sync::Arc<str>),
+}
+
+impl Default for ThreadOf {
+    fn default() -> ThreadOf {
+        ThreadOf {
+            known: HashMap::default(),
+            last: (0, u64::MAX, 0, "".into()),
+        }
+    }
 }
 
 impl ThreadOf {
@@ -709,15 +806,15 @@ impl ThreadOf {
     pub(crate) fn of(&mut self, stream: &crate::fast::FastStream) -> (i64, &str) {
         let key = stream.path().as_os_str().as_encoded_bytes().as_ptr() as usize;
         let packet = stream.packet_times().0;
-        let e = self
-            .known
-            .entry(key)
-            .or_insert((u64::MAX, 0, String::new()));
-        if e.0 != packet {
-            let (comm, tid) = crate::ftrace::task(stream.packet_value.as_ref(), &[]);
-            *e = (packet, tid, comm.to_owned());
+        if (self.last.0, self.last.1) != (key, packet) {
+            let e = self.known.entry(key).or_insert((u64::MAX, 0, "".into()));
+            if e.0 != packet {
+                let (comm, tid) = crate::ftrace::task(stream.packet_value.as_ref(), &[]);
+                *e = (packet, tid, comm.into());
+            }
+            self.last = (key, packet, e.1, e.2.clone());
         }
-        (e.1, e.2.as_str())
+        (self.last.2, &self.last.3)
     }
 }
 
@@ -797,73 +894,88 @@ pub fn thread_ids(streams: &mut [crate::fast::FastStream]) -> Vec<i64> {
     ids
 }
 
+/// What the graph keeps about the classes and threads it has seen, and
+/// how it hands one decoded event to a [`Graph`].
+#[derive(Default)]
+struct Feed {
+    kinds: HashMap<usize, Kind>,
+    threads: ThreadOf,
+    text: String,
+}
+
+impl Feed {
+    /// Decodes the event `stream` found (at `t`) into `g`. The class is
+    /// looked at in place (not cloned) for a traced function's events.
+    fn event(
+        &mut self,
+        g: &mut Graph,
+        stream: &mut crate::fast::FastStream,
+        t: Option<i128>,
+        out: &mut String,
+    ) -> Result<(), crate::decode::DecodeError> {
+        let Some(class) = stream.class() else {
+            return stream.emit(&mut crate::plan::Discard);
+        };
+        let k = self
+            .kinds
+            .entry(std::sync::Arc::as_ptr(class) as usize)
+            .or_insert_with(|| kind(&class.name));
+        if let Kind::Entry(f) | Kind::Exit(f) = &*k {
+            let mut sink = DepthSink::default();
+            stream.emit(&mut sink)?;
+            let (tid, comm) = self.threads.of(stream);
+            let depth = sink.depth;
+            let event = if matches!(k, Kind::Entry(_)) {
+                Event::Entry { func: f, depth }
+            } else {
+                Event::Exit { func: f, depth }
+            };
+            g.event(tid, comm, t, event, out);
+        } else {
+            let class = class.clone();
+            let mut sink = crate::fast::ValueSink::default();
+            stream.emit(&mut sink)?;
+            let (comm, tid) = crate::ftrace::task(stream.packet_value.as_ref(), &sink.scopes);
+            self.text.clear();
+            self.text.push_str(&class.name);
+            self.text.push_str(": ");
+            let formats = &stream.plan().formats;
+            crate::ftrace::write_text(&mut self.text, formats.get(class.id), &sink.scopes);
+            let comm = comm.to_owned();
+            g.event(tid, &comm, t, Event::Comment(&self.text), out);
+        }
+        Ok(())
+    }
+}
+
 /// Draws the events of `merge` (time order across its streams) with
 /// `opts`, handing the text to `each` in pieces (stop with `false`); the
-/// events lost.
+/// events lost. (One thread; [`render_streams`] draws each stream on its
+/// own thread.)
 pub fn render(
     merge: &mut crate::fast::FastMerge,
     opts: Options,
     shown: impl crate::fast::Shown,
     mut each: impl FnMut(&str) -> bool,
 ) -> Result<u64, crate::decode::DecodeError> {
-    use crate::fast::{Step, ValueSink};
+    use crate::fast::Step;
     merge.keep_packet_values();
     let mut g = Graph::new(opts);
     let mut out = g.header();
-    let mut kinds: HashMap<usize, Kind> = HashMap::default();
-    let mut threads = ThreadOf::default();
+    let mut feed = Feed::default();
     let mut lost = 0u64;
-    let mut text = String::new();
     while let Some(step) = merge.next() {
         match step? {
             Step::Event(stream, t) => {
-                let Some(class) = stream.class().cloned() else {
-                    let _ = stream.emit(&mut crate::plan::Discard);
-                    continue;
-                };
-                if !(shown.class(&class, t) && shown.event(stream)) {
+                let shows = stream.class().is_some_and(|c| shown.class(c, t));
+                if !(shows && shown.event(stream)) {
                     if let Err(e) = stream.emit(&mut crate::plan::Discard) {
                         merge.fail(e);
                     }
                     continue;
                 }
-                let k = kinds
-                    .entry(std::sync::Arc::as_ptr(&class) as usize)
-                    .or_insert_with(|| kind(&class.name));
-                if let Kind::Entry(f) | Kind::Exit(f) = &*k {
-                    let mut sink = DepthSink::default();
-                    if let Err(e) = stream.emit(&mut sink) {
-                        merge.fail(e);
-                        continue;
-                    }
-                    let (tid, comm) = threads.of(stream);
-                    let event = if matches!(k, Kind::Entry(_)) {
-                        Event::Entry {
-                            func: f,
-                            depth: sink.depth,
-                        }
-                    } else {
-                        Event::Exit {
-                            func: f,
-                            depth: sink.depth,
-                        }
-                    };
-                    g.event(tid, comm, t, event, &mut out);
-                } else {
-                    let mut sink = ValueSink::default();
-                    if let Err(e) = stream.emit(&mut sink) {
-                        merge.fail(e);
-                        continue;
-                    }
-                    let (comm, tid) =
-                        crate::ftrace::task(stream.packet_value.as_ref(), &sink.scopes);
-                    text.clear();
-                    text.push_str(&class.name);
-                    text.push_str(": ");
-                    let formats = &stream.plan().formats;
-                    crate::ftrace::write_text(&mut text, formats.get(class.id), &sink.scopes);
-                    let comm = comm.to_owned();
-                    g.event(tid, &comm, t, Event::Comment(&text), &mut out);
+                if let Err(e) = feed.event(&mut g, stream, t, &mut out) {
+                    merge.fail(e);
                 }
             }
             Step::Lost(stream, n, t) => {
@@ -881,5 +993,172 @@ pub fn render(
     }
     g.finish(&mut out);
     each(&out);
+    Ok(lost)
+}
+
+/// The most streams [`render_streams`] draws on a thread each (more go
+/// through [`render`]).
+pub const STREAM_THREADS: usize = 64;
+
+/// A piece of one stream's graph: lines, and each one's time and end.
+struct Piece {
+    text: String,
+    keys: Vec<(i128, usize)>,
+}
+
+/// Draws each of `streams` on a thread of its own (a thread's calls are on
+/// its stream: the graph of each is independent of the others') and
+/// merges their lines by time, each line at the time of the event it is
+/// drawn at (as [`render`] orders them; a line of equal time comes first
+/// from the stream listed first). No line waits behind another thread's
+/// undecided entry, so no entry is decided early ([`QUEUE_LIMIT`]).
+/// Hands the text to `each` in pieces (stop with `false`); the events lost.
+pub fn render_streams(
+    streams: Vec<crate::fast::FastStream>,
+    opts: &Options,
+    mut each: impl FnMut(&str) -> bool,
+) -> Result<u64, crate::decode::DecodeError> {
+    use std::sync::mpsc::sync_channel;
+    if !each(&Graph::new(opts.clone()).header()) {
+        return Ok(0);
+    }
+    std::thread::scope(|scope| {
+        let mut pieces = Vec::new();
+        let mut workers = Vec::new();
+        for mut stream in streams {
+            let (tx, rx) = sync_channel::<Piece>(4);
+            let o = opts.clone();
+            workers.push(
+                scope.spawn(move || -> Result<u64, crate::decode::DecodeError> {
+                    draw_stream(&mut stream, o, |p| tx.send(p).is_ok())
+                }),
+            );
+            pieces.push(rx);
+        }
+        // Per stream: its current piece and the next line in it.
+        struct Head {
+            piece: Piece,
+            line: usize,
+            from: usize,
+        }
+        let mut heads: Vec<Option<Head>> = pieces
+            .iter()
+            .map(|rx| {
+                rx.recv().ok().map(|piece| Head {
+                    piece,
+                    line: 0,
+                    from: 0,
+                })
+            })
+            .collect();
+        let mut order = std::collections::BinaryHeap::new();
+        for (i, h) in heads.iter().enumerate() {
+            if let Some(h) = h {
+                if let Some(&(k, _)) = h.piece.keys.first() {
+                    order.push(std::cmp::Reverse((k, i)));
+                }
+            }
+        }
+        let mut out = String::with_capacity(1 << 20);
+        let mut stopped = false;
+        while let Some(std::cmp::Reverse((_, i))) = order.pop() {
+            let Some(h) = heads[i].as_mut() else { continue };
+            // Every line of this stream before the next of any other, in
+            // one copy.
+            let bound = order.peek().map(|std::cmp::Reverse(b)| *b);
+            let mut end = h.piece.keys[h.line].1;
+            h.line += 1;
+            while let Some(&(k, e)) = h.piece.keys.get(h.line) {
+                if bound.is_some_and(|b| (k, i) > b) {
+                    break;
+                }
+                end = e;
+                h.line += 1;
+            }
+            out.push_str(&h.piece.text[h.from..end]);
+            h.from = end;
+            if h.line == h.piece.keys.len() {
+                // The next non-empty piece of this stream, if any.
+                heads[i] = loop {
+                    match pieces[i].recv() {
+                        Ok(piece) if piece.keys.is_empty() => continue,
+                        Ok(piece) => {
+                            break Some(Head {
+                                piece,
+                                line: 0,
+                                from: 0,
+                            })
+                        }
+                        Err(_) => break None,
+                    }
+                };
+            }
+            if let Some(h) = &heads[i] {
+                order.push(std::cmp::Reverse((h.piece.keys[h.line].0, i)));
+            }
+            if out.len() >= 1 << 20 {
+                if !each(&out) {
+                    stopped = true;
+                    break;
+                }
+                out.clear();
+            }
+        }
+        drop(pieces);
+        if !stopped {
+            each(&out);
+        }
+        let mut lost = 0;
+        let mut failed = None;
+        for w in workers {
+            match w.join().expect("a graph worker panicked") {
+                Ok(n) => lost += n,
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(lost),
+        }
+    })
+}
+
+/// One stream's graph, in pieces handed to `send` (stop with `false`).
+fn draw_stream(
+    stream: &mut crate::fast::FastStream,
+    opts: Options,
+    mut send: impl FnMut(Piece) -> bool,
+) -> Result<u64, crate::decode::DecodeError> {
+    use crate::fast::Next;
+    stream.keep_packet_values();
+    let mut g = Graph::new(opts);
+    g.keep_keys();
+    let mut feed = Feed::default();
+    let mut out = String::with_capacity(1 << 18);
+    let mut lost = 0;
+    loop {
+        match stream.peek()? {
+            Next::End => break,
+            Next::Lost(n, t) => {
+                stream.take_lost();
+                lost += n;
+                let tid = feed.threads.of(stream).0;
+                g.event(tid, "", t, Event::Lost(n), &mut out);
+            }
+            Next::Event(t) => feed.event(&mut g, stream, t, &mut out)?,
+        }
+        if out.len() >= 1 << 18 {
+            let piece = Piece {
+                text: std::mem::replace(&mut out, String::with_capacity(1 << 18)),
+                keys: g.take_keys(),
+            };
+            if !send(piece) {
+                return Ok(lost);
+            }
+        }
+    }
+    g.finish(&mut out);
+    let keys = g.take_keys();
+    send(Piece { text: out, keys });
     Ok(lost)
 }
