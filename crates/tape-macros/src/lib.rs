@@ -827,7 +827,12 @@ fn traced_item(item: syn::Item) -> syn::Result<syn::Item> {
             Ok(syn::Item::Fn(f))
         }
         syn::Item::Impl(mut i) => {
-            let ty = impl_type_name(&i.self_ty)?;
+            // `impl Display for A` and `impl Debug for A` both have `fmt`:
+            // the trait is part of the name (`A.Display.fmt`).
+            let mut ty = impl_type_name(&i.self_ty)?;
+            if let Some(last) = i.trait_.as_ref().and_then(|(path, _)| path.segments.last()) {
+                ty = format!("{ty}.{}", last.ident.to_string().trim_start_matches("r#"));
+            }
             for it in &mut i.items {
                 if let syn::ImplItem::Fn(m) = it {
                     if take_notrace(&mut m.attrs) || has_traced(&m.attrs) {

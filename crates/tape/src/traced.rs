@@ -33,7 +33,7 @@
 //! disabled tracepoint's load and branch (the exit is not tested: a call
 //! not entered is not exited). An enabled call records two events, each the
 //! emit path of any tracepoint, plus the depth's thread-local update
-//! (`benches/traced.rs`).
+//! (`benches/peers/benches/traced.rs`: 1.00× a bare `rdtsc` pair).
 //!
 //! The exit is recorded by a guard's `Drop`, so early returns, `?` and
 //! panics (while unwinding) end the call; a call entered while its exit

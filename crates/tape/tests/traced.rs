@@ -37,6 +37,20 @@ impl Counter {
 }
 
 #[tape::traced]
+impl std::fmt::Display for Counter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("counter")
+    }
+}
+
+#[tape::traced]
+impl std::fmt::Debug for Counter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Counter")
+    }
+}
+
+#[tape::traced]
 mod inner {
     pub fn nested() -> u32 {
         super::leaf(1) * 2
@@ -93,6 +107,9 @@ fn names_selection_depths_and_exits() {
         format!("fn.{m}.leaf.entry"),
         format!("fn.{m}.Counter.twice.exit"),
         format!("fn.{m}.inner.nested.entry"),
+        // A trait's methods are named with the trait: two `fmt` here.
+        format!("fn.{m}.Counter.Display.fmt.entry"),
+        format!("fn.{m}.Counter.Debug.fmt.exit"),
     ] {
         point(&n);
     }
@@ -108,7 +125,7 @@ fn names_selection_depths_and_exits() {
     assert!(!point(&format!("fn.{m}.leaf.entry")).is_enabled());
     assert_eq!(
         tape::enable_pattern(&format!("fn.{m}.Counter.*")).unwrap(),
-        6
+        10 // twice, early, boom, Display.fmt, Debug.fmt: entry and exit
     );
     tape::disable_pattern("fn.*").unwrap();
 
