@@ -116,7 +116,8 @@ pub(crate) fn ps_dead() -> Result<(), Failure> {
         text.push_str(&format!(
             "{:>8}  {:<16} {:>5} {:>10} {:>9}  {}\n",
             d.pid,
-            d.program,
+            // Cut to 16, as `ps` cuts a command name: the columns stay put.
+            d.program.chars().take(16).collect::<String>(),
             d.rings,
             d.bytes / 1024,
             age,
