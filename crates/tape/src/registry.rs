@@ -235,12 +235,26 @@ impl Pattern {
     /// (`fn.app.io.read` for `fn.app.io.read.entry` and `.exit`,
     /// [`crate::traced`]).
     pub(crate) fn select(&self) -> Result<Vec<&'static Tracepoint>, Error> {
+        self.select_functions(true)
+    }
+
+    /// As [`Pattern::select`]; with `exits` false, a pattern that matches a
+    /// traced function's name (`fn.app.io.read`, `fn.app.*`) selects its
+    /// entry only (ftrace's function commands fire at a function's entry);
+    /// an exit is selected only by a pattern for exits (`fn.app.*.exit`).
+    pub(crate) fn select_functions(&self, exits: bool) -> Result<Vec<&'static Tracepoint>, Error> {
         let points = tracepoints().iter().copied();
+        let keep = |p: &Tracepoint, matches: &dyn Fn(&str) -> bool| {
+            let function = function_of(p.name());
+            let by_function = function.is_some_and(|f| matches(f));
+            if !exits && by_function && p.name().ends_with(crate::traced::EXIT) {
+                return false;
+            }
+            matches(p.name()) || by_function
+        };
         match self {
             Pattern::Exact(n) => {
-                let v: Vec<_> = points
-                    .filter(|p| p.name() == n || function_of(p.name()) == Some(n))
-                    .collect();
+                let v: Vec<_> = points.filter(|p| keep(p, &|x| x == n)).collect();
                 if v.is_empty() {
                     return Err(Error::new(
                         ErrorKind::NotFound,
@@ -251,19 +265,11 @@ impl Pattern {
             }
             Pattern::Glob(g) => {
                 let g = glob(g)?;
-                Ok(points
-                    .filter(|p| {
-                        g.is_match(p.name()) || function_of(p.name()).is_some_and(|f| g.is_match(f))
-                    })
-                    .collect())
+                Ok(points.filter(|p| keep(p, &|x| g.is_match(x))).collect())
             }
             Pattern::Regex(r) => {
                 let r = regex(r)?;
-                Ok(points
-                    .filter(|p| {
-                        r.is_match(p.name()) || function_of(p.name()).is_some_and(|f| r.is_match(f))
-                    })
-                    .collect())
+                Ok(points.filter(|p| keep(p, &|x| r.is_match(x))).collect())
             }
         }
     }
@@ -284,6 +290,13 @@ impl Pattern {
 /// unknown exact name is an error, a glob or regex may select none.
 pub fn select(pattern: &str) -> Result<Vec<&'static Tracepoint>, Error> {
     Pattern::parse(pattern).select()
+}
+
+/// What a trigger set by `pattern` goes on: as [`select`], but a traced
+/// function named by its name (or a glob over names) gets it at its entry
+/// only, as ftrace's function commands (`func:traceoff:5`) fire at entry.
+pub(crate) fn select_for_trigger(pattern: &str) -> Result<Vec<&'static Tracepoint>, Error> {
+    Pattern::parse(pattern).select_functions(false)
 }
 
 /// Enables by pattern: an exact name, a glob, or `/regex/`; returns how many

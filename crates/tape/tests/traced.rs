@@ -206,3 +206,42 @@ fn an_async_fn_records_each_poll() {
         ]
     );
 }
+
+#[tape::traced]
+fn guarded(x: u32) -> u32 {
+    x * 2
+}
+
+#[test]
+fn a_trigger_set_by_a_functions_name_fires_at_its_entry_only() {
+    let m = m();
+    let (entry, exit) = (
+        point(&format!("fn.{m}.guarded.entry")),
+        point(&format!("fn.{m}.guarded.exit")),
+    );
+    // ftrace's function commands (`guarded:traceoff`) fire at entry: by
+    // the function's name or a glob over names, the entry gets it.
+    assert_eq!(
+        tape::trigger::set(&format!("fn.{m}.guarded"), "traceoff").unwrap(),
+        1
+    );
+    assert_eq!(tape::trigger::list(entry).len(), 1);
+    assert!(tape::trigger::list(exit).is_empty());
+    assert_eq!(
+        tape::trigger::set(&format!("fn.{m}.guard*"), "stacktrace").unwrap(),
+        1
+    );
+    assert!(tape::trigger::list(exit).is_empty());
+    // An exit named as such still can have one.
+    assert_eq!(
+        tape::trigger::set(&format!("fn.{m}.guarded.exit"), "traceoff").unwrap(),
+        1
+    );
+    assert_eq!(
+        tape::trigger::set(&format!("fn.{m}.guard*.exit"), "stacktrace").unwrap(),
+        1
+    );
+    assert_eq!(tape::trigger::list(exit).len(), 2);
+    assert_eq!(tape::trigger::clear(&format!("fn.{m}.guarded")).unwrap(), 2);
+    assert_eq!(guarded(2), 4);
+}

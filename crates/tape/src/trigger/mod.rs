@@ -605,7 +605,7 @@ fn install(tp: &'static Tracepoint, triggers: Vec<&'static Trigger>) {
 /// Everything is checked before anything changes. Returns how many
 /// tracepoints got (or lost) it.
 pub fn set(pattern: &str, text: &str) -> Result<usize, Error> {
-    let points = registry::select(pattern)?;
+    let points = registry::select_for_trigger(pattern)?;
     let _w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
     let mut plan = Vec::new();
     for tp in &points {
