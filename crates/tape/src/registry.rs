@@ -246,7 +246,7 @@ impl Pattern {
         let points = tracepoints().iter().copied();
         let keep = |p: &Tracepoint, matches: &dyn Fn(&str) -> bool| {
             let function = function_of(p.name());
-            let by_function = function.is_some_and(|f| matches(f));
+            let by_function = function.is_some_and(matches);
             if !exits && by_function && p.name().ends_with(crate::traced::EXIT) {
                 return false;
             }
