@@ -78,13 +78,11 @@ impl fastrace::collector::Reporter for Drop {
     }
 }
 
-/// One timed loop of `f`: (ticks, ns).
-#[inline(never)]
-fn timed(f: &dyn Fn(u64) -> u64) -> (u64, u64) {
-    let start = Instant::now();
-    let t0 = ticks();
-    let mut i = 0;
-    while i < ITERS {
+/// Calls `f` for `from..to`, unrolled `UNROLL` times.
+#[inline(always)]
+fn unrolled(f: &dyn Fn(u64) -> u64, from: u64, to: u64) {
+    let mut i = from;
+    while i < to {
         black_box(f(i));
         black_box(f(i + 1));
         black_box(f(i + 2));
@@ -95,6 +93,14 @@ fn timed(f: &dyn Fn(u64) -> u64) -> (u64, u64) {
         black_box(f(i + 7));
         i += UNROLL;
     }
+}
+
+/// One timed loop of `f`: (ticks, ns).
+#[inline(never)]
+fn timed(f: &dyn Fn(u64) -> u64) -> (u64, u64) {
+    let start = Instant::now();
+    let t0 = ticks();
+    unrolled(f, 0, ITERS);
     let t1 = ticks();
     (t1 - t0, start.elapsed().as_nanos() as u64)
 }
@@ -115,18 +121,8 @@ fn timed_fastrace() -> (u64, u64) {
     while i < ITERS {
         let root = fastrace::Span::root("root", fastrace::prelude::SpanContext::random());
         let guard = root.set_local_parent();
-        let end = i + FASTRACE_BATCH;
-        while i < end {
-            black_box(fastrace_on(i));
-            black_box(fastrace_on(i + 1));
-            black_box(fastrace_on(i + 2));
-            black_box(fastrace_on(i + 3));
-            black_box(fastrace_on(i + 4));
-            black_box(fastrace_on(i + 5));
-            black_box(fastrace_on(i + 6));
-            black_box(fastrace_on(i + 7));
-            i += UNROLL;
-        }
+        unrolled(&fastrace_on, i, i + FASTRACE_BATCH);
+        i += FASTRACE_BATCH;
         drop(guard);
         drop(root);
     }
@@ -153,14 +149,20 @@ fn main() {
     type Row = (&'static str, Box<dyn Fn() -> (u64, u64)>);
     let rows: Vec<Row> = vec![
         ("empty loop (baseline)", Box::new(|| timed(&|x| x))),
-        ("bare rdtsc (baseline)", Box::new(|| timed(&|x| ticks() ^ x))),
+        (
+            "bare rdtsc (baseline)",
+            Box::new(|| timed(&|x| ticks() ^ x)),
+        ),
         (
             "bare rdtsc pair (baseline)",
             Box::new(|| timed(&|x| ticks() ^ ticks() ^ x)),
         ),
         ("plain call, not traced", Box::new(|| timed(&plain))),
         ("#[tape::traced], disabled", Box::new(|| timed(&tape_off))),
-        ("#[tape::traced], enabled (entry + exit)", Box::new(|| timed(&tape_on))),
+        (
+            "#[tape::traced], enabled (entry + exit)",
+            Box::new(|| timed(&tape_on)),
+        ),
         (
             "#[tracing::instrument], registry subscriber",
             Box::new(|| timed(&tracing_on)),

@@ -703,6 +703,19 @@ impl tape_ctf::fast::Shown for Shows<'_> {
 }
 
 impl Selection {
+    /// Every event of every stream, in `format`.
+    fn everything(format: Format) -> Selection {
+        Selection {
+            format,
+            clock_seconds: false,
+            events: None,
+            streams: None,
+            begin: None,
+            end: None,
+            filter: None,
+        }
+    }
+
     /// Whether the stream file at `path` is shown (`--streams`).
     fn stream_shown(&self, path: &std::path::Path) -> bool {
         match (&self.streams, path.file_name()) {
@@ -721,12 +734,18 @@ impl Selection {
 
 /// `tape show --format ftrace`: one thread merges and renders (with typed
 /// values: the formats need them), as ftrace's `trace` file prints.
-fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Failure> {
+/// Says which read-time formats of `traces` did not parse (their events
+/// print without them).
+fn warn_formats(traces: &[TraceDir]) {
     for t in traces {
         for e in &tape_ctf::ftrace::Formats::new(&t.trace).errors {
             say!("tape: warning: {}/metadata: {e}", t.dir.display());
         }
     }
+}
+
+fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Failure> {
+    warn_formats(traces);
     let mut merge = FastMerge::filtered(traces, |p| sel.stream_shown(p))?;
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
@@ -772,11 +791,7 @@ fn graph(
     mut opts: tape_ctf::graph::Options,
     one_pass: bool,
 ) -> Result<(), Failure> {
-    for t in traces {
-        for e in &tape_ctf::ftrace::Formats::new(&t.trace).errors {
-            say!("tape: warning: {}/metadata: {e}", t.dir.display());
-        }
-    }
+    warn_formats(traces);
     let mut streams = open_streams(traces)?;
     let widest = tape_ctf::graph::thread_ids(&mut streams)
         .into_iter()
@@ -787,15 +802,8 @@ fn graph(
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
     let mut failed: Option<std::io::Error> = None;
-    let sel = Selection {
-        format: Format::Ftrace,
-        clock_seconds: false,
-        events: None,
-        streams: None,
-        begin: None,
-        end: None,
-        filter: None,
-    };
+    // Every event and stream: the losses are said as `tape show` says them.
+    let sel = Selection::everything(Format::Ftrace);
     let mut write = |text: &str| {
         failed = stdout.write_all(text.as_bytes()).err();
         failed.is_none()

@@ -34,12 +34,20 @@ fn record(dir: &Path) -> std::path::PathBuf {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut traces: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(traces.len(), 1, "{traces:?}");
-    traces.pop().unwrap()
+    pipeline::only_trace(dir)
+}
+
+/// `tape ARGS`'s standard output (a failure, with its stderr, if it
+/// fails).
+fn tape(args: &[&std::ffi::OsStr]) -> String {
+    let out = Command::new(TAPE).args(args).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
 }
 
 /// `worker-N` -> its thread id, from the stream files' names.
@@ -58,18 +66,9 @@ fn threads(trace: &Path) -> BTreeMap<String, i64> {
 /// `tape graph` with `args`: per thread id, its lines as (duration column,
 /// call text with its indentation).
 fn graph(trace: &Path, args: &[&str]) -> BTreeMap<i64, Vec<(String, String)>> {
-    let out = Command::new(TAPE)
-        .arg("graph")
-        .arg(trace)
-        .args(args)
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut all = vec!["graph".as_ref(), trace.as_os_str()];
+    all.extend(args.iter().map(std::ffi::OsStr::new));
+    let text = tape(&all);
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("# tracer: function_graph"));
     let mut per: BTreeMap<i64, Vec<(String, String)>> = BTreeMap::new();
@@ -238,17 +237,7 @@ fn ns(text: &str) -> f64 {
 fn the_profile_counts_the_calls_the_program_made() {
     let dir = tempfile_dir("profile");
     let trace = record(&dir);
-    let out = Command::new(TAPE)
-        .arg("profile")
-        .arg(&trace)
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = tape(&["profile".as_ref(), trace.as_os_str()]);
     let mut lines = text.lines();
     assert!(lines.next().unwrap().starts_with("  Function "));
     assert!(lines.next().unwrap().starts_with("  -------- "));
@@ -307,15 +296,9 @@ fn a_thread_per_stream_draws_the_lines_of_one_merged_pass() {
         &["--max-depth", "2", "--tail"],
     ] {
         let run = |extra: &[&str]| {
-            let out = Command::new(TAPE)
-                .arg("graph")
-                .arg(&trace)
-                .args(args)
-                .args(extra)
-                .output()
-                .unwrap();
-            assert!(out.status.success());
-            String::from_utf8(out.stdout).unwrap()
+            let mut all = vec!["graph".as_ref(), trace.as_os_str()];
+            all.extend(args.iter().chain(extra).map(std::ffi::OsStr::new));
+            tape(&all)
         };
         let (parallel, merged) = (run(&[]), run(&["--one-pass"]));
         assert!(parallel.lines().count() > 50, "{parallel}");

@@ -31,12 +31,7 @@ fn run(exe: &Path, traces: &Path) -> PathBuf {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(traces)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    dirs.pop().unwrap()
+    pipeline::only_trace(traces)
 }
 
 fn ftrace(trace: &Path) -> (String, String) {

@@ -136,7 +136,6 @@ pub enum Event<'a> {
 /// A thread, as the kernel's per-CPU graph data.
 #[derive(Default)]
 struct Thread {
-    tid: i64,
     comm: String,
     /// The thread and task columns of its lines (they do not change while
     /// the name does not).
@@ -163,17 +162,9 @@ struct Pending {
 /// The function_graph renderer: events in, lines out, in order.
 pub struct Graph {
     opts: Options,
-    threads: Vec<Thread>,
-    /// Thread id -> index in `threads`, and the last one asked.
-    index: HashMap<i64, usize>,
-    last: (i64, usize),
+    threads: Threads<Thread>,
     /// Function names, interned: a call's entry and exit compare by index.
-    names: Vec<Box<str>>,
-    ids: HashMap<Box<str>, u32>,
-    /// The same, by the address and length of a name's text (the reader
-    /// passes its class names, the same text at every event), checked
-    /// against the name.
-    by_address: HashMap<(usize, usize), u32>,
+    names: Names,
     /// Line buffers written out, for the next lines (no allocation a line).
     pool: Vec<String>,
     /// Lines not yet written; `None`: an entry's line still undecided.
@@ -189,12 +180,8 @@ impl Graph {
     pub fn new(opts: Options) -> Graph {
         Graph {
             opts,
-            threads: Vec::new(),
-            index: HashMap::default(),
-            last: (i64::MIN, usize::MAX),
-            names: Vec::new(),
-            ids: HashMap::default(),
-            by_address: HashMap::default(),
+            threads: Threads::default(),
+            names: Names::default(),
             pool: Vec::new(),
             keys: None,
             queue: VecDeque::new(),
@@ -209,30 +196,30 @@ impl Graph {
     pub fn header(&self) -> String {
         let o = &self.opts;
         let col = o.tid_width.max(1) + 3;
-        let mut s = String::from("# tracer: function_graph\n#\n#");
-        if o.abstime {
-            s.push_str("     TIME       ");
+        // Each column: shown?, its title, its bar (the kernel's strings).
+        let columns: [(bool, String, String); 4] = [
+            (
+                o.abstime,
+                "     TIME       ".into(),
+                "      |         ".into(),
+            ),
+            (true, format!("{:<col$}", " TID"), format!("{:<col$}", " |")),
+            (
+                o.proc_,
+                "  TASK/PID       ".into(),
+                "   |    |        ".into(),
+            ),
+            (o.duration, "  DURATION   ".into(), "   |   |      ".into()),
+        ];
+        let (mut titles, mut bars) = (String::from("#"), String::from("#"));
+        for (_, title, bar) in columns.iter().filter(|c| c.0) {
+            titles.push_str(title);
+            bars.push_str(bar);
         }
-        let _ = write!(s, "{:<col$}", " TID");
-        if o.proc_ {
-            s.push_str("  TASK/PID       ");
-        }
-        if o.duration {
-            s.push_str("  DURATION   ");
-        }
-        s.push_str("               FUNCTION CALLS\n#");
-        if o.abstime {
-            s.push_str("      |         ");
-        }
-        let _ = write!(s, "{:<col$}", " |");
-        if o.proc_ {
-            s.push_str("   |    |        ");
-        }
-        if o.duration {
-            s.push_str("   |   |      ");
-        }
-        s.push_str("               |   |   |   |\n\n");
-        s
+        format!(
+            "# tracer: function_graph\n#\n{titles}               FUNCTION CALLS\n\
+             {bars}               |   |   |   |\n\n"
+        )
     }
 
     /// Takes `event` of thread `tid` (named `comm`) at time `t` (ns since
@@ -358,7 +345,7 @@ impl Graph {
     /// Ends the trace: undecided entries are drawn open (`f() {`), every
     /// line is appended to `out`.
     pub fn finish(&mut self, out: &mut String) {
-        let mut tids: Vec<i64> = self.threads.iter().map(|th| th.tid).collect();
+        let mut tids: Vec<i64> = self.threads.iter().map(|(tid, _)| tid).collect();
         tids.sort_unstable();
         for tid in tids {
             if let Some(p) = self.thread(tid).pending.take() {
@@ -404,7 +391,7 @@ impl Graph {
         let mut line = self.prologue(tid, p.t);
         self.fill_duration(&mut line);
         indent(&mut line, p.depth);
-        line.push_str(&self.names[p.func as usize]);
+        line.push_str(self.names.name(p.func));
         line.push_str("() {\n");
         let th = self.thread(tid);
         th.depth = i64::from(p.depth);
@@ -422,8 +409,8 @@ impl Graph {
         let tid = self
             .threads
             .iter()
-            .find(|th| th.pending.as_ref().is_some_and(|p| p.slot == slot))
-            .map(|th| th.tid);
+            .find(|(_, th)| th.pending.as_ref().is_some_and(|p| p.slot == slot))
+            .map(|(tid, _)| tid);
         if let Some(tid) = tid {
             let p = self.thread(tid).pending.take();
             if let Some(p) = p {
@@ -443,46 +430,19 @@ impl Graph {
         let mut line = self.prologue(tid, t);
         self.duration(&mut line, d);
         indent(&mut line, depth);
-        line.push_str(&self.names[func as usize]);
+        line.push_str(self.names.name(func));
         line.push_str("();\n");
         line
     }
 
     /// Thread `tid`'s state (made at its first event).
     fn thread(&mut self, tid: i64) -> &mut Thread {
-        if self.last.0 != tid {
-            let n = self.threads.len();
-            let i = *self.index.entry(tid).or_insert(n);
-            if i == n {
-                self.threads.push(Thread {
-                    tid,
-                    ..Thread::default()
-                });
-            }
-            self.last = (tid, i);
-        }
-        &mut self.threads[self.last.1]
+        self.threads.get(tid)
     }
 
-    /// The index of function `name` (looked up by the text's address
-    /// first: the same class's name comes at every event).
+    /// The index of function `name`.
     fn id(&mut self, name: &str) -> u32 {
-        let at = (name.as_ptr() as usize, name.len());
-        // Checked: a caller may pass other text at the same address.
-        if let Some(&i) = self.by_address.get(&at) {
-            if *self.names[i as usize] == *name {
-                return i;
-            }
-        }
-        if let Some(&i) = self.ids.get(name) {
-            self.by_address.insert(at, i);
-            return i;
-        }
-        let i = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
-        self.names.push(name.into());
-        self.ids.insert(name.into(), i);
-        self.by_address.insert(at, i);
-        i
+        self.names.id(name)
     }
 
     /// `print_graph_prologue`: the time, thread and task columns, in a
@@ -619,6 +579,89 @@ impl Graph {
             .as_mut()
             .map(|k| std::mem::replace(k, Vec::with_capacity(k.len())))
             .unwrap_or_default()
+    }
+}
+
+/// Per-thread states by thread id, in a vector; the thread asked last is
+/// found without hashing (a stream is one thread: its events come in
+/// runs). Shared by the graph and the profile.
+pub(crate) struct Threads<T> {
+    states: Vec<(i64, T)>,
+    index: HashMap<i64, usize>,
+    last: Option<(i64, usize)>,
+}
+
+impl<T> Default for Threads<T> {
+    fn default() -> Threads<T> {
+        Threads {
+            states: Vec::new(),
+            index: HashMap::default(),
+            last: None,
+        }
+    }
+}
+
+impl<T: Default> Threads<T> {
+    /// Thread `tid`'s state (a default one at its first use).
+    pub(crate) fn get(&mut self, tid: i64) -> &mut T {
+        let i = match self.last {
+            Some((t, i)) if t == tid => i,
+            _ => {
+                let n = self.states.len();
+                let i = *self.index.entry(tid).or_insert(n);
+                if i == n {
+                    self.states.push((tid, T::default()));
+                }
+                self.last = Some((tid, i));
+                i
+            }
+        };
+        &mut self.states[i].1
+    }
+}
+
+impl<T> Threads<T> {
+    /// Every thread's id and state, in order of first use.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (i64, &T)> {
+        self.states.iter().map(|(tid, s)| (*tid, s))
+    }
+}
+
+/// Function names, interned: calls compare and count by index. A name is
+/// looked up by its text's address first (the reader passes its class
+/// names: the same text at every event), checked against the name, then
+/// by the text.
+#[derive(Default)]
+pub(crate) struct Names {
+    names: Vec<Box<str>>,
+    ids: HashMap<Box<str>, u32>,
+    by_address: HashMap<(usize, usize), u32>,
+}
+
+impl Names {
+    /// The index of `name` (added if new).
+    pub(crate) fn id(&mut self, name: &str) -> u32 {
+        let at = (name.as_ptr() as usize, name.len());
+        // Checked: a caller may pass other text at the same address.
+        if let Some(&i) = self.by_address.get(&at) {
+            if *self.names[i as usize] == *name {
+                return i;
+            }
+        }
+        if let Some(&i) = self.ids.get(name) {
+            self.by_address.insert(at, i);
+            return i;
+        }
+        let i = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.push(name.into());
+        self.ids.insert(name.into(), i);
+        self.by_address.insert(at, i);
+        i
+    }
+
+    /// The name of index `id`.
+    pub(crate) fn name(&self, id: u32) -> &str {
+        &self.names[id as usize]
     }
 }
 

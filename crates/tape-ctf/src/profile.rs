@@ -163,13 +163,12 @@ pub enum SortBy {
 
 /// An open call: its function (index), entry time (ns), and the time
 /// spent in traced callees so far.
-type Open = (usize, i128, u64);
+type Open = (u32, i128, u64);
 
 /// One thread's calls: its open calls by depth, its functions' stats by
 /// function index.
 #[derive(Default)]
 struct ThreadCalls {
-    tid: i64,
     open: Vec<Option<Open>>,
     stats: Vec<Stat>,
 }
@@ -178,13 +177,8 @@ struct ThreadCalls {
 /// call costs no string hashing or copying).
 pub struct Profile {
     per_thread: bool,
-    names: Vec<String>,
-    index: HashMap<String, usize>,
-    threads: Vec<ThreadCalls>,
-    /// Thread id -> index in `threads`; the last one used is checked
-    /// first (a stream is one thread).
-    by_tid: HashMap<i64, usize>,
-    last: Option<(i64, usize)>,
+    names: crate::graph::Names,
+    threads: crate::graph::Threads<ThreadCalls>,
 }
 
 impl Profile {
@@ -192,41 +186,14 @@ impl Profile {
     pub fn new(per_thread: bool) -> Profile {
         Profile {
             per_thread,
-            names: Vec::new(),
-            index: HashMap::default(),
-            threads: Vec::new(),
-            by_tid: HashMap::default(),
-            last: None,
+            names: crate::graph::Names::default(),
+            threads: crate::graph::Threads::default(),
         }
     }
 
     /// The index of function `name` (added if new).
-    pub fn function(&mut self, name: &str) -> usize {
-        if let Some(&i) = self.index.get(name) {
-            return i;
-        }
-        self.names.push(name.to_owned());
-        self.index.insert(name.to_owned(), self.names.len() - 1);
-        self.names.len() - 1
-    }
-
-    fn thread(&mut self, tid: i64) -> &mut ThreadCalls {
-        let i = match self.last {
-            Some((t, i)) if t == tid => i,
-            _ => {
-                let n = self.threads.len();
-                let i = *self.by_tid.entry(tid).or_insert(n);
-                if i == n {
-                    self.threads.push(ThreadCalls {
-                        tid,
-                        ..ThreadCalls::default()
-                    });
-                }
-                self.last = Some((tid, i));
-                i
-            }
-        };
-        &mut self.threads[i]
+    pub fn function(&mut self, name: &str) -> u32 {
+        self.names.id(name)
     }
 
     /// A traced function's entry on thread `tid` at `t` (ns).
@@ -242,8 +209,8 @@ impl Profile {
     }
 
     /// [`Profile::entry`] of function index `f`.
-    pub fn entry_of(&mut self, tid: i64, f: usize, depth: u32, t: i128) {
-        let th = self.thread(tid);
+    pub fn entry_of(&mut self, tid: i64, f: u32, depth: u32, t: i128) {
+        let th = self.threads.get(tid);
         let d = depth as usize;
         if th.open.len() <= d {
             th.open.resize(d + 1, None);
@@ -254,8 +221,8 @@ impl Profile {
     }
 
     /// [`Profile::exit`] of function index `f`.
-    pub fn exit_of(&mut self, tid: i64, f: usize, depth: u32, t: i128) {
-        let th = self.thread(tid);
+    pub fn exit_of(&mut self, tid: i64, f: u32, depth: u32, t: i128) {
+        let th = self.threads.get(tid);
         let d = depth as usize;
         let Some(Some((g, t0, children))) = th.open.get_mut(d).map(Option::take) else {
             return;
@@ -267,6 +234,7 @@ impl Profile {
         if let Some(Some((_, _, parent))) = d.checked_sub(1).and_then(|p| th.open.get_mut(p)) {
             *parent = parent.saturating_add(ns);
         }
+        let f = f as usize;
         if th.stats.len() <= f {
             th.stats.resize(f + 1, Stat::default());
         }
@@ -275,13 +243,13 @@ impl Profile {
 
     /// Adds the calls counted in `o` (another part of the same trace).
     pub fn absorb(&mut self, o: Profile) {
-        for th in o.threads {
+        for (tid, th) in o.threads.iter() {
             for (f, st) in th.stats.iter().enumerate() {
                 if st.hits == 0 {
                     continue;
                 }
-                let g = self.function(&o.names[f]);
-                let mine = self.thread(th.tid);
+                let g = self.names.id(o.names.name(f as u32)) as usize;
+                let mine = self.threads.get(tid);
                 if mine.stats.len() <= g {
                     mine.stats.resize(g + 1, Stat::default());
                 }
@@ -294,8 +262,8 @@ impl Profile {
     /// thread first with `per_thread`).
     pub fn rows(&self, by: SortBy) -> Vec<(i64, &str, Stat)> {
         let mut merged: HashMap<(i64, usize), Stat> = HashMap::default();
-        for th in &self.threads {
-            let tid = if self.per_thread { th.tid } else { 0 };
+        for (tid, th) in self.threads.iter() {
+            let tid = if self.per_thread { tid } else { 0 };
             for (f, st) in th.stats.iter().enumerate() {
                 if st.hits > 0 {
                     merged.entry((tid, f)).or_default().merge(st);
@@ -304,7 +272,7 @@ impl Profile {
         }
         let mut v: Vec<(i64, &str, Stat)> = merged
             .into_iter()
-            .map(|((tid, f), st)| (tid, self.names[f].as_str(), st))
+            .map(|((tid, f), st)| (tid, self.names.name(f as u32), st))
             .collect();
         let key = |r: &(i64, &str, Stat)| -> u128 {
             match by {
@@ -453,7 +421,7 @@ fn read_stream(
     #[derive(Clone, Copy)]
     enum Role {
         Other,
-        Call(bool, usize),
+        Call(bool, u32),
     }
     s.keep_packet_values();
     // By event class id (one stream: one stream class).

@@ -50,8 +50,6 @@ tape::tracepoint! {
     pub class fn_call(depth: u32) {}
 }
 
-/// The class name of the function tracer's tracepoints.
-pub const CLASS: &str = "fn_call";
 /// The prefix of their names.
 pub const PREFIX: &str = "fn.";
 /// The suffix of an entry's name.

@@ -28,6 +28,17 @@ pub fn example(name: &str) -> PathBuf {
     p
 }
 
+/// The one trace a program saved into `dir` (a failure if there is not
+/// exactly one).
+pub fn only_trace(dir: &Path) -> PathBuf {
+    let mut traces: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    traces.pop().unwrap()
+}
+
 /// The number written after `key` in an event's text line (`seq = 42,` or
 /// `seq=42 `): the digits that follow it. Panics if there are none.
 pub fn number_after(line: &str, key: &str) -> u64 {
