@@ -7,15 +7,17 @@
 //! ([`tape::record::Recorder::poll_chunks`]: the rings' copy protocol;
 //! in discard mode the packets read are freed for the threads to reuse,
 //! as `tape record` frees them). Each ring's new events are decoded with
-//! tape's CTF reader (written as a small stream file in a private scratch
-//! directory, the reader's input) and held until they are older than the
-//! **reordering window** ([`WINDOW`]): an event is printed once no thread
-//! can publish an earlier one that was not read yet (an event is
-//! published microseconds after its timestamp is taken, unless its thread
-//! is preempted in between for longer than the window: then it prints out
-//! of order). So an event is printed within about 15-35 ms of being
-//! emitted (the turn, the window, the decoding), even when its packet is
-//! not full.
+//! tape's CTF reader (the packet copied into an anonymous in-memory file,
+//! `memfd_create`, the reader's input: no filesystem in the loop, so a
+//! busy disk cannot stall the pipe) and held until they are older than
+//! the **reordering window** ([`WINDOW`]) counted back from the start of
+//! the turn: every ring is read after that moment, so an event older than
+//! it by the window was read already, unless its thread was preempted
+//! between taking its timestamp and publishing it for longer than the
+//! window (then it prints out of order). A turn that takes long (the pipe
+//! itself preempted) delays lines, never reorders them. So an event is
+//! printed within about 15-35 ms of being emitted (the turn, the window,
+//! the decoding), even when its packet is not full.
 //!
 //! Losses print as `[LOST n EVENTS] in STREAM` lines (`{"lost":n,...}` in
 //! JSON) where the reader finds them: events a thread overwrote before the
@@ -83,10 +85,7 @@ pub(crate) fn pipe(
         .map_err(|e| format!("the metadata of process {}: {e}", reader.pid()))?
         .trace;
     let plan = Arc::new(TracePlan::new(&trace).map_err(|e| format!("the metadata: {e}"))?);
-    let scratch = std::env::temp_dir().join(format!("tape-pipe-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let scratch = Scratch(scratch);
+    let packet_file = Arc::new(packet_file()?);
     crate::recover::catch_stop();
     let mut out = std::io::stdout().lock();
     let mut rings: HashMap<usize, Ring> = HashMap::new();
@@ -116,6 +115,8 @@ pub(crate) fn pipe(
             checked = Instant::now();
             ended = !reader.process_alive();
         }
+        // Every ring is read after this moment (see the module docs).
+        let turn = tape::clock::realtime_ns();
         let came = reader
             .poll_chunks(&mut |c| {
                 if failed.is_some() {
@@ -140,24 +141,23 @@ pub(crate) fn pipe(
                     c.dropped.saturating_sub(ring.dropped)
                 };
                 ring.dropped = ring.dropped.max(c.dropped);
-                let path = scratch.0.join(&name);
-                if let Err(e) = std::fs::write(&path, c.packet) {
-                    failed = Some(format!("{}: {e}", path.display()));
+                if let Err(e) = put_packet(&packet_file, c.packet) {
+                    failed = Some(format!("the copy of ring {name}'s packet (in memory): {e}"));
                     return;
                 }
-                let mut lost_at: Option<i128> = None;
-                let decoded = decode(
-                    &plan,
-                    &path,
-                    format,
-                    events.as_ref(),
-                    &mut symbols,
-                    |t, rest| {
-                        lost_at.get_or_insert(t);
-                        order += 1;
-                        held.push(Held { t, order, rest });
-                    },
+                // The stream is named by its ring (as in a saved trace).
+                let stream = FastStream::from_file(
+                    plan.clone(),
+                    Arc::clone(&packet_file),
+                    &PathBuf::from(&name),
+                    c.packet.len() as u64,
                 );
+                let mut lost_at: Option<i128> = None;
+                let decoded = decode(stream, format, events.as_ref(), &mut symbols, |t, rest| {
+                    lost_at.get_or_insert(t);
+                    order += 1;
+                    held.push(Held { t, order, rest });
+                });
                 let n = match decoded {
                     Ok(n) => n,
                     Err(e) => {
@@ -187,7 +187,7 @@ pub(crate) fn pipe(
         let horizon = if ended {
             i128::MAX
         } else {
-            tape::clock::realtime_ns() - WINDOW.as_nanos() as i128
+            turn - WINDOW.as_nanos() as i128
         };
         held.sort_by_key(|h| (h.t, h.order));
         let ready = held.partition_point(|h| h.t <= horizon);
@@ -218,20 +218,17 @@ pub(crate) fn pipe(
     }
 }
 
-/// Decodes the events of the one-packet stream file at `path`, handing
-/// each shown one to `each` with its time and its text (text: after the
+/// Decodes the events of the one-packet stream `s`, handing each shown one to `each` with its time and its text (text: after the
 /// line's time and delta; JSON and ftrace: the line, as `tape show
 /// --format ftrace` prints it, without the header: `trace_pipe` has none);
 /// the number of events decoded.
 fn decode(
-    plan: &Arc<TracePlan>,
-    path: &std::path::Path,
+    mut s: FastStream,
     format: Format,
     events: Option<&globset::GlobSet>,
     symbols: &mut crate::symbols::Symbols,
     mut each: impl FnMut(i128, Vec<u8>),
 ) -> Result<u64, String> {
-    let mut s = FastStream::open(plan.clone(), path).map_err(|e| e.to_string())?;
     match format {
         Format::Json => s.render_json(),
         Format::Ftrace => s.keep_packet_values(),
@@ -301,11 +298,32 @@ fn lost_line(format: Format, n: u64, t: i128, stream: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// The scratch directory, removed when the pipe ends.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+/// The file each packet is decoded from: anonymous memory (`memfd_create`),
+/// or where that is refused (an old kernel, a seccomp policy) a file of the
+/// temporary directory unlinked at once. Either way nothing is left behind.
+fn packet_file() -> Result<std::fs::File, String> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the name is a NUL-terminated string; memfd_create has no
+    // other memory preconditions.
+    let fd = unsafe { libc::memfd_create(c"tape-pipe-packet".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd >= 0 {
+        // SAFETY: `fd` was just opened here and is owned by nothing else.
+        return Ok(unsafe { std::fs::File::from_raw_fd(fd) });
     }
+    let path = std::env::temp_dir().join(format!("tape-pipe-{}", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let _ = std::fs::remove_file(&path);
+    Ok(file)
+}
+
+/// Makes `file` hold exactly `packet`.
+fn put_packet(file: &std::fs::File, packet: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(packet, 0)?;
+    file.set_len(packet.len() as u64)
 }

@@ -3,8 +3,10 @@
 //! shared rings) read live by another process.
 //!
 //! * every event printed exactly once, whole, each within 100 ms of its
-//!   time (the test notes when each line arrives), in time order across
-//!   threads; the pipe ends when the program exits, after its last events;
+//!   time (the test notes when each line arrives; plus any delay the
+//!   machine imposed on every thread meanwhile, measured beside it), in
+//!   time order across threads, also when the pipe is stopped inside its
+//!   turns; the pipe ends when the program exits, after its last events;
 //! * overwrite mode, the reader stopped (SIGSTOP) while the threads lap
 //!   their rings: `[LOST n EVENTS]` lines whose counts are exactly the
 //!   events missing from each thread's numbers.
@@ -25,7 +27,8 @@ use pipeline::TAPE;
 /// Runs the flight program with `env` and `args`, and `tape pipe --format
 /// json` on it once its rings are made, stopping the pipe for `stop`
 /// after `stop_after`; every line with the time it arrived (ns since the
-/// epoch), and the program's count of events emitted.
+/// epoch), and the program's count of events emitted. `stops`: each a
+/// wait, then how long the pipe is stopped (SIGSTOP, SIGCONT).
 /// One test at a time: each test's threads, reader and checks get the
 /// machine's cores (a latency test beside another test's checks measures
 /// them: the first lines of a pipe started while the other test parsed its
@@ -36,7 +39,7 @@ fn piped(
     tag: &str,
     env: &[(&str, &str)],
     args: &[&str],
-    stop: Option<(Duration, Duration)>,
+    stops: &[(Duration, Duration)],
 ) -> (Vec<(i128, serde_json::Value)>, u64) {
     let base = base(tag);
     let mut c = flight_command(&base, env.first().map_or("overwrite", |e| e.1));
@@ -64,7 +67,7 @@ fn piped(
         }
         lines
     });
-    if let Some((after, how_long)) = stop {
+    for &(after, how_long) in stops {
         std::thread::sleep(after);
         // SAFETY: kill has no memory preconditions.
         unsafe { libc::kill(pipe.id() as i32, libc::SIGSTOP) };
@@ -115,12 +118,31 @@ fn by_stream(lines: &[(i128, serde_json::Value)]) -> BTreeMap<String, (Vec<u64>,
 fn every_event_once_in_order_within_100_ms() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // 4 threads of 5 events a millisecond for 2 s: the pipe keeps up.
+    // Meanwhile a thread here sleeps 1 ms at a time and notes its worst
+    // wake-up delay: how long this machine itself held a runnable thread
+    // off its cores (a shared VM's steal). That much lateness is the
+    // machine's, not the pipe's; a pipe slow by itself fails the test.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let meter = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut worst = Duration::ZERO;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = std::time::Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                worst = worst.max(t.elapsed().saturating_sub(Duration::from_millis(1)));
+            }
+            worst
+        })
+    };
     let (lines, total) = piped(
         "pipe-steady",
         &[("mode", "discard"), ("TAPE_TRACE_BUFSZ", "1M")],
         &["--delay", "300", "--seconds", "2", "--pace", "5"],
-        None,
+        &[],
     );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let stall = meter.join().unwrap().as_nanos() as i128;
     let streams = by_stream(&lines);
     assert_eq!(streams.len(), 4, "{:?}", streams.keys());
     let mut n = 0;
@@ -165,15 +187,18 @@ fn every_event_once_in_order_within_100_ms() {
     let mut sorted = late.clone();
     sorted.sort();
     eprintln!(
-        "{} events piped: latency median {:.1} ms, worst {:.1} ms",
+        "{} events piped: latency median {:.1} ms, worst {:.1} ms; the machine's worst \
+         wake-up delay meanwhile {:.1} ms",
         lines.len(),
         sorted[sorted.len() / 2] as f64 / 1e6,
-        *worst as f64 / 1e6
+        *worst as f64 / 1e6,
+        stall as f64 / 1e6
     );
     assert!(
-        *worst <= 100_000_000,
-        "a line {:.1} ms late",
-        *worst as f64 / 1e6
+        *worst <= 100_000_000 + stall,
+        "a line {:.1} ms late (the machine's own worst delay: {:.1} ms)",
+        *worst as f64 / 1e6,
+        stall as f64 / 1e6
     );
     // In time order across threads.
     let times: Vec<i64> = lines
@@ -196,7 +221,7 @@ fn a_stopped_reader_gets_lost_lines_with_exact_counts() {
             ("TAPE_TRACE_PACKETSZ", "4K"),
         ],
         &["--delay", "300", "--seconds", "2", "--pace", "20"],
-        Some((Duration::from_millis(800), Duration::from_millis(400))),
+        &[(Duration::from_millis(800), Duration::from_millis(400))],
     );
     let streams = by_stream(&lines);
     assert_eq!(streams.len(), 4);
@@ -215,6 +240,38 @@ fn a_stopped_reader_gets_lost_lines_with_exact_counts() {
         n += seqs.len() as u64 + lost;
     }
     assert_eq!(n, total, "emitted = printed + reported lost");
+}
+
+#[test]
+fn a_reader_stopped_mid_turn_still_prints_in_time_order() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // The pipe stopped 40 times for 15-35 ms, at moments that fall inside
+    // its turns (between reading one ring and the next): lines come late,
+    // never out of order, none lost (discard mode, rings big enough).
+    let stops: Vec<(Duration, Duration)> = (0..40u64)
+        .map(|i| {
+            (
+                Duration::from_millis(7 + i * 13 % 11),
+                Duration::from_millis(15 + i * 7 % 21),
+            )
+        })
+        .collect();
+    let (lines, total) = piped(
+        "pipe-stop-go",
+        &[("mode", "discard"), ("TAPE_TRACE_BUFSZ", "1M")],
+        &["--delay", "300", "--seconds", "2", "--pace", "5"],
+        &stops,
+    );
+    let streams = by_stream(&lines);
+    assert_eq!(streams.len(), 4);
+    let n: u64 = streams.values().map(|(seqs, _)| seqs.len() as u64).sum();
+    assert_eq!(n, total, "every event emitted, printed once");
+    let times: Vec<i64> = lines
+        .iter()
+        .map(|(_, v)| v["time_ns"].as_i64().unwrap())
+        .collect();
+    let disorder = times.windows(2).filter(|w| w[1] < w[0]).count();
+    assert_eq!(disorder, 0, "{disorder} lines before an earlier one");
 }
 
 #[test]

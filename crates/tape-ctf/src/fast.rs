@@ -443,11 +443,18 @@ impl FastStream {
             .metadata()
             .map_err(|x| e(format!("cannot stat: {x}")))?
             .len();
-        Ok(FastStream::with_file(plan, Arc::new(file), path, file_len))
+        Ok(FastStream::from_file(plan, Arc::new(file), path, file_len))
     }
 
-    /// A stream of `file`, `file_len` bytes long, not yet read.
-    fn with_file(plan: Arc<TracePlan>, file: Arc<File>, path: &Path, file_len: u64) -> FastStream {
+    /// A stream of an open `file`, its first `file_len` bytes, not yet
+    /// read; `path` names it in errors (an in-memory file gets a
+    /// descriptive name).
+    pub fn from_file(
+        plan: Arc<TracePlan>,
+        file: Arc<File>,
+        path: &Path,
+        file_len: u64,
+    ) -> FastStream {
         let state = State::new(plan.nslots);
         FastStream {
             plan,
@@ -481,7 +488,7 @@ impl FastStream {
     /// The same stream file (the file shared: it is read with `pread`),
     /// not yet read, from the packet at byte `at` to this one's stop.
     fn reopen_at(&self, at: u64) -> FastStream {
-        let mut s = FastStream::with_file(
+        let mut s = FastStream::from_file(
             Arc::clone(&self.plan),
             Arc::clone(&self.file),
             &self.path,
