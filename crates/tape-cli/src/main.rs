@@ -550,6 +550,9 @@ fn first_time(traces: &[TraceDir]) -> Option<i128> {
 }
 
 fn show(traces: Vec<TraceDir>, sel: &Selection) -> Result<(), Failure> {
+    if sel.format != Format::Json {
+        latency_header(&traces)?;
+    }
     if sel.format == Format::Ftrace {
         return show_ftrace(&traces, sel);
     }
@@ -605,6 +608,37 @@ fn show(traces: Vec<TraceDir>, sel: &Selection) -> Result<(), Failure> {
     end_output(&mut stdout, failed)?;
     r.map_err(|e| e.to_string())?;
     say_lost(lost_total, &traces, sel);
+    Ok(())
+}
+
+/// A latency snapshot's header (ftrace's latency format, see
+/// [`tape_ctf::latency`]) on stdout, before its events: when the one trace
+/// shown is one.
+fn latency_header(traces: &[TraceDir]) -> Result<(), Failure> {
+    let [trace] = traces else { return Ok(()) };
+    let Some(header) = tape_ctf::latency::Header::of(&trace.trace) else {
+        return Ok(());
+    };
+    let (mut events, mut lost) = (0u64, 0u64);
+    for mut s in open_streams(std::slice::from_ref(trace))? {
+        loop {
+            match s.peek().map_err(|e| e.to_string())? {
+                tape_ctf::fast::Next::End => break,
+                tape_ctf::fast::Next::Lost(n, _) => {
+                    lost += n;
+                    s.take_lost();
+                }
+                tape_ctf::fast::Next::Event(_) => {
+                    events += 1;
+                    s.emit(&mut tape_ctf::plan::Discard)
+                        .map_err(|e| e.to_string())?;
+                }
+            }
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(header.render(events, lost).as_bytes())
+        .map_err(output_error)?;
     Ok(())
 }
 

@@ -819,12 +819,22 @@ pub(crate) enum Kind {
 }
 
 /// The kind of a class named `name` with the function tracer's class:
-/// `fn.app.io.read.entry` is the entry of `app::io::read`.
+/// `fn.app.io.read.entry` is the entry of `app::io::read`; a latency
+/// section's `latency.db.commit.entry` the entry of `latency::db::commit`.
 pub(crate) fn kind(name: &str) -> Kind {
-    let Some(rest) = name.strip_prefix("fn.") else {
-        return Kind::Other;
+    let (rest, section) = match (name.strip_prefix("fn."), name.strip_prefix("latency.")) {
+        (Some(rest), _) => (rest, false),
+        (None, Some(rest)) => (rest, true),
+        (None, None) => return Kind::Other,
     };
-    let display = |f: &str| f.replace('.', "::");
+    let display = |f: &str| {
+        let f = f.replace('.', "::");
+        if section {
+            format!("latency::{f}")
+        } else {
+            f
+        }
+    };
     if let Some(f) = rest.strip_suffix(".entry") {
         Kind::Entry(display(f))
     } else if let Some(f) = rest.strip_suffix(".exit") {

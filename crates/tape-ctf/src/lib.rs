@@ -38,6 +38,7 @@ pub mod decode;
 pub mod fast;
 pub mod ftrace;
 pub mod graph;
+pub mod latency;
 mod lexer;
 pub mod line;
 pub mod parallel;

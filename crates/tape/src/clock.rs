@@ -287,8 +287,18 @@ pub(crate) fn frequency(from: (u64, i128), to: (u64, i128)) -> Option<u64> {
 
 /// The CTF clock description of the trace being saved now.
 pub(crate) fn ctf_clock() -> tape_ctf::Clock {
+    let freq = frequency_hz();
+    let rt = pair(libc::CLOCK_REALTIME);
+    let (offset_s, offset) = offsets(rt.counter, rt.ns, freq);
+    crate::ring::shm::calibrate_now();
+    clock_description(freq, offset_s, offset)
+}
+
+/// The counter's frequency (Hz), measured against `CLOCK_MONOTONIC` since
+/// the anchor (waiting for the calibration span if it is not past yet).
+pub(crate) fn frequency_hz() -> u64 {
     let anchor = *ANCHOR.get_or_init(|| pair(libc::CLOCK_MONOTONIC));
-    let freq: u64 = if source() == ClockSource::Monotonic {
+    if source() == ClockSource::Monotonic {
         1_000_000_000
     } else {
         let elapsed = clock_ns(libc::CLOCK_MONOTONIC) - anchor.ns;
@@ -299,11 +309,7 @@ pub(crate) fn ctf_clock() -> tape_ctf::Clock {
         let p = pair(libc::CLOCK_MONOTONIC);
         let cycles = i128::from(p.counter.wrapping_sub(anchor.counter));
         ((cycles * 1_000_000_000 + (p.ns - anchor.ns) / 2) / (p.ns - anchor.ns)) as u64
-    };
-    let rt = pair(libc::CLOCK_REALTIME);
-    let (offset_s, offset) = offsets(rt.counter, rt.ns, freq);
-    crate::ring::shm::calibrate_now();
-    clock_description(freq, offset_s, offset)
+    }
 }
 
 /// The CTF description of tape's clock with these values.

@@ -14,6 +14,9 @@
 //! | `TAPE_FILTER`         | [`Config::filter`]       | `PATTERN if EXPR; PATTERN if EXPR...`    | none                     |
 //! | `TAPE_TRIGGER`        | [`Config::trigger`]      | `PATTERN TRIGGER; PATTERN TRIGGER...`    | none                     |
 //! | `TAPE_SHM`            | [`Config::shared_rings`] | `on` or `off`                            | shared where there is room, quietly |
+//! | `TAPE_TRACER`         | [`Config::tracer`]       | `nop`, `function`, `function_graph`, `latency` | none chosen       |
+//! | `TAPE_LATENCY`        | [`Config::latency`]      | `on`/`off`, `thresh=D`, `keep=N`, comma-separated | off              |
+//! | `TAPE_WAKEUP`         | [`Config::wakeup`]       | `NAME FROM TO [KEY]; ...`                | none                     |
 //!
 //! With shared rings, read where used (`ring/shm.rs`,
 //! [`crate::recover`]): `TAPE_SHM_DIR` (an absolute directory instead of
@@ -50,8 +53,11 @@ pub enum Mode {
 
 /// The variables read by [`Config::from_env`] (`TAPE_TRACE_DIR` apart: a
 /// path, taken as bytes).
-const ALL_VARS: [&str; 10] = [
+const ALL_VARS: [&str; 13] = [
     "TAPE_SHM",
+    "TAPE_TRACER",
+    "TAPE_LATENCY",
+    "TAPE_WAKEUP",
     "TAPE_FILTER",
     "TAPE_TRIGGER",
     "TAPE_DUMP",
@@ -224,6 +230,21 @@ pub struct Config {
     /// (pattern, expression, the variable it came from).
     filters: Vec<(String, String, Option<&'static str>)>,
     triggers: Vec<(String, String, Option<&'static str>)>,
+    tracer: Option<(String, Option<&'static str>)>,
+    latency: Latency,
+    /// (name, from, to, key, the variable it came from).
+    wakeups: Vec<([String; 4], Option<&'static str>)>,
+}
+
+/// The latency tracer's settings ([`Config::latency`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Latency {
+    /// On (`Some(true)`), off, or as it is.
+    pub on: Option<bool>,
+    /// `tracing_thresh` in ns (0: new maxima only).
+    pub thresh_ns: Option<u64>,
+    /// Snapshots kept per tracker.
+    pub keep: Option<usize>,
 }
 
 impl Default for Config {
@@ -240,6 +261,9 @@ impl Default for Config {
             dump: crate::crash::Dump::Trace,
             filters: Vec::new(),
             triggers: Vec::new(),
+            tracer: None,
+            latency: Latency::default(),
+            wakeups: Vec::new(),
         }
     }
 }
@@ -375,6 +399,28 @@ impl Config {
                 .map(|(p, t)| (p, t, Some("TAPE_TRIGGER")))
                 .collect();
         }
+        if let Some(v) = get("TAPE_TRACER") {
+            let name = v.trim();
+            if !crate::control::TRACERS.contains(&name) {
+                return Err(bad(
+                    "TAPE_TRACER",
+                    &v,
+                    0,
+                    "is not a tracer",
+                    &crate::control::TRACERS.join(", "),
+                ));
+            }
+            c.tracer = Some((name.to_owned(), Some("TAPE_TRACER")));
+        }
+        if let Some(v) = get("TAPE_LATENCY") {
+            c.latency = parse_latency("TAPE_LATENCY", &v)?;
+        }
+        if let Some(v) = get("TAPE_WAKEUP") {
+            c.wakeups = parse_wakeups("TAPE_WAKEUP", &v)?
+                .into_iter()
+                .map(|w| (w, Some("TAPE_WAKEUP")))
+                .collect();
+        }
         if let Some(v) = get("TAPE_DUMP") {
             c.dump = match v.trim() {
                 "trace" => crate::crash::Dump::Trace,
@@ -413,6 +459,27 @@ impl Config {
     pub fn trigger(mut self, pattern: &str, trigger: &str) -> Config {
         self.triggers
             .push((pattern.to_owned(), trigger.to_owned(), None));
+        self
+    }
+
+    /// Chooses a tracer at init, as `tape ctl PID tracer NAME` does (see
+    /// [`crate::control::set_tracer`]): `nop`, `function`,
+    /// `function_graph` or `latency`.
+    pub fn tracer(mut self, name: &str) -> Config {
+        self.tracer = Some((name.to_owned(), None));
+        self
+    }
+
+    /// The latency tracer's settings at init (see [`crate::latency`]).
+    pub fn latency(mut self, latency: Latency) -> Config {
+        self.latency = latency;
+        self
+    }
+
+    /// Sets up a wakeup pair at init (see [`crate::latency::wakeup`]).
+    pub fn wakeup(mut self, name: &str, from: &str, to: &str, key: &str) -> Config {
+        self.wakeups
+            .push(([name, from, to, key].map(str::to_owned), None));
         self
     }
 
@@ -516,6 +583,21 @@ impl Config {
         }
         for (pattern, trigger, var) in &self.triggers {
             crate::trigger::set(pattern, trigger).map_err(|e| named(*var, e))?;
+        }
+        if let Some((name, var)) = &self.tracer {
+            crate::control::set_tracer(name).map_err(|e| named(*var, e))?;
+        }
+        for ([name, from, to, key], var) in &self.wakeups {
+            crate::latency::wakeup(name, from, to, key).map_err(|e| named(*var, e))?;
+        }
+        if let Some(ns) = self.latency.thresh_ns {
+            crate::latency::set_threshold(ns);
+        }
+        if let Some(k) = self.latency.keep {
+            crate::latency::set_keep(k);
+        }
+        if let Some(on) = self.latency.on {
+            crate::latency::set_on(on);
         }
         INITIALISED.store(true, Ordering::Relaxed);
         crate::crash::install(self.dump);
@@ -742,6 +824,69 @@ pub(crate) fn parse_triggers(var: &str, v: &str) -> Result<Vec<(String, String)>
             ));
         };
         out.push((pattern.to_owned(), trigger.trim().to_owned()));
+    }
+    Ok(out)
+}
+
+/// Parses the latency tracer's settings: `on` or `off`, `thresh=D`
+/// (`50us`, `2ms`; a bare number is µs), `keep=N`, comma-separated.
+pub(crate) fn parse_latency(var: &str, v: &str) -> Result<Latency, Error> {
+    const ACCEPTED: &str = "`on` or `off`, `thresh=DURATION` (50us, 2ms), `keep=N`, \
+                            comma-separated, such as TAPE_LATENCY=on,thresh=100us,keep=8";
+    let mut l = Latency::default();
+    let mut at = 0;
+    for item in v.split(',') {
+        let first = at + (item.len() - item.trim_start().len());
+        at += item.len() + 1;
+        let item = item.trim();
+        match item.split_once('=') {
+            None if item == "on" => l.on = Some(true),
+            None if item == "off" => l.on = Some(false),
+            None if item.is_empty() => {}
+            Some(("thresh", d)) => {
+                l.thresh_ns = Some(
+                    crate::latency::parse_duration_ns(d)
+                        .map_err(|e| bad(var, v, first + 7, &e, ACCEPTED))?,
+                );
+            }
+            Some(("keep", k)) => {
+                l.keep = Some(
+                    k.trim()
+                        .parse()
+                        .ok()
+                        .filter(|&k: &usize| k > 0)
+                        .ok_or_else(|| {
+                            bad(var, v, first + 5, "not a count (1 or more)", ACCEPTED)
+                        })?,
+                );
+            }
+            _ => return Err(bad(var, v, first, "not a setting", ACCEPTED)),
+        }
+    }
+    Ok(l)
+}
+
+/// Parses `NAME FROM TO [KEY]; ...` (wakeup pairs).
+pub(crate) fn parse_wakeups(var: &str, v: &str) -> Result<Vec<[String; 4]>, Error> {
+    const ACCEPTED: &str = "`NAME FROM TO KEY` (FROM, TO: patterns, each may end in :FIELD), \
+                            several separated by `;`, such as \
+                            TAPE_WAKEUP='request app.req.arrive app.req.reply id'";
+    let mut out = Vec::new();
+    for (first, item) in items(v) {
+        let words: Vec<&str> = item.split_whitespace().collect();
+        match words.as_slice() {
+            [name, from, to] => out.push([name, from, to, &""].map(|s| s.to_string())),
+            [name, from, to, key] => out.push([name, from, to, key].map(|s| s.to_string())),
+            _ => {
+                return Err(bad(
+                    var,
+                    v,
+                    first,
+                    "an item is not NAME FROM TO [KEY]",
+                    ACCEPTED,
+                ))
+            }
+        }
     }
     Ok(out)
 }

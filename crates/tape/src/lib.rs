@@ -66,6 +66,7 @@ pub mod crash;
 mod error;
 pub mod field;
 pub mod filter;
+pub mod latency;
 pub mod point;
 pub mod printk;
 pub mod probe;

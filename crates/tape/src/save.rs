@@ -109,6 +109,25 @@ pub fn save_to(dir: impl AsRef<Path>) -> Result<PathBuf, Error> {
     Ok(dir.to_path_buf())
 }
 
+/// [`save_to`] with entries added to the metadata's `env` (a latency
+/// snapshot's `tape_latency_*`).
+pub(crate) fn save_to_with_env(
+    dir: &Path,
+    env: Vec<(String, tape_ctf::EnvValue)>,
+) -> Result<PathBuf, Error> {
+    EXTRA_ENV.with(|e| *e.borrow_mut() = env);
+    let r = write_files(dir).map_err(|e| e.into_error());
+    EXTRA_ENV.with(|e| e.borrow_mut().clear());
+    r.map(|_| dir.to_path_buf())
+}
+
+thread_local! {
+    /// Entries the next metadata written on this thread adds to its `env`
+    /// (the metadata is built on the saving thread).
+    static EXTRA_ENV: std::cell::RefCell<Vec<(String, tape_ctf::EnvValue)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Successful saves so far.
 static SAVES: AtomicU64 = AtomicU64::new(0);
 
@@ -662,6 +681,7 @@ pub(crate) fn metadata_with(uuid: [u8; 16], clock: tape_ctf::Clock) -> Trace {
             EnvValue::Str(exe.build_id.clone()),
         ),
     ]);
+    let _ = EXTRA_ENV.try_with(|e| t.env.extend(e.borrow().iter().cloned()));
     if let Some((what, tid)) = CRASH.lock().unwrap_or_else(|e| e.into_inner()).clone() {
         t.env.extend([
             ("tape_crash_signal".into(), EnvValue::Int(0)),

@@ -22,6 +22,11 @@
 //! | `trigger PATTERN TRIGGER`    | `events/*/trigger`             | set (`!`: remove) a trigger ([`crate::trigger`]); `--clear`; none: list |
 //! | `save [DIR]`                 | `snapshot`                     | save the rings now; prints the trace directory         |
 //! | `stats`                      | `per_cpu/cpuN/stats`           | per thread: entries, bytes, losses by cause, filtered  |
+//! | `tracer [NAME]`              | `current_tracer`               | nop, function, function_graph, latency ([`set_tracer`]) |
+//! | `latency`                    | `tracing_max_latency`          | each tracker's maximum and snapshots ([`crate::latency`]) |
+//! | `latency reset`              | `echo 0 > tracing_max_latency` | show, then set the maxima to 0                         |
+//! | `latency thresh D` / `keep N`| `tracing_thresh`               | report every latency above D / snapshots kept per tracker |
+//! | `latency wakeup NAME A B KEY`| (wakeup tracer, hist `onmax`)  | measure from A to B on a key field; `wakeup !NAME` removes |
 //!
 //! Bad commands, patterns and sizes are [`Error`]s that name the input and
 //! the accepted forms, as the `TAPE_TRACE*` variables' are.
@@ -40,7 +45,8 @@ use crate::registry::{self, Pattern};
 pub const COMMANDS: &str = "status, on, off, enable PATTERN..., disable PATTERN..., \
     list [PATTERN], buffer SIZE [PACKET], mode overwrite|discard, threads TID|GLOB... \
     (or --all, or nothing to show), filter PATTERN EXPR (or --clear), \
-    trigger PATTERN TRIGGER (or --clear, or nothing to list), save [DIR], stats";
+    trigger PATTERN TRIGGER (or --clear, or nothing to list), save [DIR], stats, \
+    tracer [nop|function|function_graph|latency], latency [on|off|reset|thresh D|keep N|wakeup ...]";
 
 fn command_error(message: String) -> Error {
     Error::new(ErrorKind::Command, message)
@@ -142,6 +148,19 @@ pub fn execute(words: &[String]) -> Result<String, Error> {
             words => threads::set(words),
         },
         "ps" => no_args("ps").map(|_| ps_line()),
+        "latency" => latency(&args),
+        "tracer" => match args.as_slice() {
+            [] => Ok(format!(
+                "current_tracer: {}\navailable_tracers: {}\n",
+                current_tracer(),
+                TRACERS.join(" ")
+            )),
+            [name] => set_tracer(name),
+            _ => Err(command_error(format!(
+                "`tracer` takes one tracer at most: {}",
+                TRACERS.join(", ")
+            ))),
+        },
         other => Err(command_error(format!(
             "unknown command {other:?}; commands: {COMMANDS}"
         ))),
@@ -149,6 +168,134 @@ pub fn execute(words: &[String]) -> Result<String, Error> {
 }
 
 /// `enable` / `disable`: every pattern is checked before any is applied.
+/// The tracers `tracer` chooses among (ftrace's `available_tracers`).
+pub const TRACERS: [&str; 4] = ["nop", "function", "function_graph", "latency"];
+
+/// The tracer chosen last (an index of [`TRACERS`]). Relaxed: a setting
+/// read for display.
+static CURRENT_TRACER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The tracer chosen last (`nop` until one is).
+pub fn current_tracer() -> &'static str {
+    TRACERS[CURRENT_TRACER.load(std::sync::atomic::Ordering::Relaxed) % TRACERS.len()]
+}
+
+/// Chooses the tracer, as `echo NAME > current_tracer` does; tape's
+/// tracers are tracepoints and the latency tracer, so a choice is a set
+/// of enables (which later `enable`/`disable` commands may refine):
+///
+/// * `function`: the entries of `#[tape::traced]` functions (`fn.*.entry`);
+/// * `function_graph`: their entries and exits (`fn.*`), for `tape graph`;
+/// * `latency`: the latency tracer on, and the sections' events
+///   (`latency.*`) recorded;
+/// * `nop`: the latency tracer off, `fn.*` and `latency.*` disabled.
+///
+/// Returns what was done, in words.
+pub fn set_tracer(name: &str) -> Result<String, Error> {
+    let Some(i) = TRACERS.iter().position(|t| *t == name) else {
+        return Err(command_error(format!(
+            "no tracer {name:?}; tracers: {}",
+            TRACERS.join(", ")
+        )));
+    };
+    let apply = |on: bool, pattern: &str| -> usize {
+        // A glob that selects nothing (no traced function in the
+        // program) is not an error here: the tracer has nothing to record.
+        Pattern::parse(pattern).apply(on).unwrap_or(0)
+    };
+    let mut out = String::new();
+    match name {
+        "function" => {
+            let n = apply(true, "fn.*.entry");
+            apply(false, "fn.*.exit");
+            let _ = writeln!(out, "enabled the entries of {n} traced function(s)");
+        }
+        "function_graph" => {
+            let n = apply(true, "fn.*");
+            let _ = writeln!(
+                out,
+                "enabled {n} tracepoint(s) of traced functions (entry and exit)"
+            );
+        }
+        "latency" => {
+            crate::latency::set_on(true);
+            let n = apply(true, "latency.*");
+            let _ = writeln!(
+                out,
+                "latency tracer on; enabled {n} tracepoint(s) of latency sections"
+            );
+        }
+        _ => {
+            crate::latency::set_on(false);
+            let n = apply(false, "fn.*") + apply(false, "latency.*");
+            let _ = writeln!(out, "latency tracer off; disabled {n} tracepoint(s)");
+        }
+    }
+    CURRENT_TRACER.store(i, std::sync::atomic::Ordering::Relaxed);
+    let _ = writeln!(out, "current_tracer: {name}");
+    Ok(out)
+}
+
+/// `latency [on|off|reset|thresh DURATION|keep N|wakeup NAME FROM TO [KEY]|wakeup !NAME]`.
+fn latency(args: &[&str]) -> Result<String, Error> {
+    use crate::latency as l;
+    let usage = "`latency` takes nothing (show the maxima), on, off, reset (show, then set the \
+                 maxima to 0), thresh DURATION (50us, 2ms; 0: new maxima only), keep N, \
+                 wakeup NAME FROM TO [KEY] (FROM and TO: patterns, each may end in :FIELD), \
+                 or wakeup !NAME (remove it)";
+    match args {
+        [] => Ok(l::report()),
+        ["on"] => {
+            l::set_on(true);
+            Ok("latency tracer on\n".into())
+        }
+        ["off"] => {
+            l::set_on(false);
+            Ok("latency tracer off\n".into())
+        }
+        ["reset"] => {
+            let out = l::report();
+            l::reset();
+            Ok(out + "maxima reset to 0\n")
+        }
+        ["thresh", d] => {
+            let ns = l::parse_duration_ns(d)
+                .map_err(|e| command_error(format!("latency thresh {d}: {e}")))?;
+            l::set_threshold(ns);
+            Ok(format!(
+                "tracing_thresh: {ns} ns{}\n",
+                if ns == 0 { " (new maxima only)" } else { "" }
+            ))
+        }
+        ["keep", k] => {
+            let k: usize = k.parse().ok().filter(|&k| k > 0).ok_or_else(|| {
+                command_error(format!("latency keep {k}: not a count (1 or more)"))
+            })?;
+            l::set_keep(k);
+            Ok(format!("snapshots kept per tracker: {k}\n"))
+        }
+        ["wakeup", name] if name.starts_with('!') => {
+            if l::remove_wakeup(&name[1..]) {
+                Ok(format!("removed wakeup pair {}\n", &name[1..]))
+            } else {
+                Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!("no wakeup pair {}", &name[1..]),
+                ))
+            }
+        }
+        ["wakeup", name, from, to] => {
+            l::wakeup(name, from, to, "").map(|_| format!("wakeup pair {name}: {from} -> {to}\n"))
+        }
+        ["wakeup", name, from, to, key] => l::wakeup(name, from, to, key)
+            .map(|_| format!("wakeup pair {name}: {from} -> {to} on {key}\n")),
+        _ => Err(command_error(format!(
+            "{usage} (given: {})",
+            args.join(" ")
+        ))),
+    }
+}
+
 fn set_events(on: bool, patterns: &[&str]) -> Result<String, Error> {
     let verb = if on { "enable" } else { "disable" };
     if patterns.is_empty() {

@@ -1043,6 +1043,79 @@ pub fn get(tp: &'static Tracepoint) -> Option<&'static Filter> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
+/// A field of a tracepoint's events, read from their encoded bytes as a
+/// 64-bit key: an integer, enum or float by its value (its bits), a string
+/// or text by a hash of its bytes (FNV-1a). The latency tracer's wakeup
+/// pairs match two events on such a key (a request id). The path is a
+/// filter's (`id`, `hdr.id`, `ids[0]`), compiled by the filter's compiler,
+/// so it is read the same way: no allocation, never a panic.
+#[derive(Clone, Debug)]
+pub struct Key {
+    filter: Filter,
+}
+
+impl Key {
+    /// The field `path` of `tp`'s events; an error names `what` (the
+    /// tracer asking), the event and the position in the path.
+    pub fn new(tp: &'static Tracepoint, path: &str, what: &str) -> Result<Key, Error> {
+        let fields = crate::probe::described_fields(tp)?;
+        let head = format!("{what}: key of {}", tp.name());
+        let path = path.trim();
+        let fail = |at: usize, why: String| {
+            Error::new(
+                ErrorKind::BadFilter,
+                pointed(&head, why, path, at.min(path.len())),
+            )
+        };
+        if path.is_empty() {
+            return Err(fail(0, "no field named".into()));
+        }
+        // As a number, else as a string: the first error is the one told
+        // (a missing field says so either way).
+        let filter = Filter::compile_with(tp.name(), fields, &format!("{path} == 0"), &fail)
+            .or_else(|e| {
+                Filter::compile_with(tp.name(), fields, &format!("{path} == \"\""), &fail)
+                    .map_err(|_| e)
+            })?;
+        let only = filter.steps.len() == 1 && filter.steps[0].cmp.common.is_none();
+        if !only {
+            return Err(fail(
+                0,
+                "a key is one field of the event (not a common field, not an expression)".into(),
+            ));
+        }
+        Ok(Key { filter })
+    }
+
+    /// The key of the event whose encoded fields are `payload`, if the
+    /// field can be read there.
+    pub fn read(&self, payload: &[u8]) -> Option<u64> {
+        let c = &self.filter.steps.first()?.cmp;
+        let at = c
+            .fixed
+            .or_else(|| locate(&self.filter.root, &c.path, payload))?;
+        let bytes = payload.get(at..)?;
+        let fnv = |b: &[u8]| {
+            b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
+                (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3)
+            })
+        };
+        match c.leaf {
+            Leaf::UInt(n) | Leaf::Enum { size: n, .. } | Leaf::Float(n) => read_uint(bytes, n),
+            Leaf::SInt(n) => read_uint(bytes, n).map(|v| {
+                let shift = 64 - 8 * n as u32;
+                (((v << shift) as i64) >> shift) as u64
+            }),
+            Leaf::Str => memchr::memchr(0, bytes).map(|end| fnv(&bytes[..end])),
+            Leaf::Text(n) => {
+                let b = bytes.get(..n)?;
+                let end = b.iter().position(|&x| x == 0).unwrap_or(n);
+                Some(fnv(&b[..end]))
+            }
+        }
+    }
+}
+
 /// Events of `tp` its filter rejected (not recorded, not lost), over every
 /// thread.
 pub fn rejected(tp: &'static Tracepoint) -> u64 {

@@ -749,7 +749,7 @@ fn worker_state() -> std::sync::MutexGuard<'static, WorkerState> {
 }
 
 /// Starts the `tape-trigger` thread (once) and wakes it.
-fn worker_wake() {
+pub(crate) fn worker_wake() {
     let t = WORKER.get_or_init(|| {
         match std::thread::Builder::new()
             .name("tape-trigger".into())
@@ -772,7 +772,8 @@ fn worker_wake() {
 fn worker() {
     loop {
         take_snapshots();
-        if SNAPSHOT_TRIGGERS.load(Ordering::Relaxed) > 0 {
+        crate::latency::take_snapshots();
+        if SNAPSHOT_TRIGGERS.load(Ordering::Relaxed) > 0 || crate::latency::polling() {
             std::thread::sleep(SNAPSHOT_POLL);
         } else {
             // Woken by the next snapshot trigger set (requests still
