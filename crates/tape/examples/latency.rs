@@ -20,8 +20,8 @@
 //! The latency tracer is on and the pair set up unless the environment
 //! says otherwise (`TAPE_LATENCY`, `TAPE_WAKEUP`, `TAPE_TRACE`).
 //!
-//! At the end it prints each worker's thread id, then `tape ctl`'s
-//! latency table.
+//! It prints its pid first; at the end, each worker's thread id, then
+//! `tape ctl`'s latency table.
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -101,6 +101,8 @@ fn main() -> Result<(), tape::Error> {
     }
     let _tape = config.init()?;
     let a = args();
+    println!("latency: pid {}", std::process::id());
+    std::io::Write::flush(&mut std::io::stdout()).ok();
     let (tids_tx, tids_rx) = mpsc::channel();
     let mut queues = Vec::new();
     let mut workers = Vec::new();
