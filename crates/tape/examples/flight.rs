@@ -2,7 +2,7 @@
 //! rings, a process that dies without saving, and its trace recovered.
 //!
 //! ```text
-//! cargo build -p tape --example flight --release -p tape-cli
+//! cargo build --release -p tape --example flight -p tape-cli --bin tape
 //! TAPE_TRACE='flight.*' target/release/examples/flight &   # prints its pid
 //! kill -9 $!                                     # no save, no dump: gone
 //! target/release/tape ps --dead                  # its rings are left

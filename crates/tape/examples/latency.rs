@@ -2,7 +2,7 @@
 //! kept with a snapshot of the rings taken when it happened.
 //!
 //! ```text
-//! cargo build --release -p tape --example latency -p tape-cli
+//! cargo build --release -p tape --example latency -p tape-cli --bin tape
 //! TAPE_TRACE_DIR=/tmp/t target/release/examples/latency
 //! target/release/tape ctl PID latency          # while it runs (--forever)
 //! target/release/tape show /tmp/t/latency-*-latency/request.handle-*

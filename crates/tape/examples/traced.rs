@@ -3,7 +3,7 @@
 //! function_graph draws a kernel's calls.
 //!
 //! ```text
-//! cargo build --release -p tape --example traced -p tape-cli
+//! cargo build --release -p tape --example traced -p tape-cli --bin tape
 //! TAPE_TRACE='fn.*,app.*' TAPE_TRACE_DIR=/tmp/t target/release/examples/traced
 //! target/release/tape graph /tmp/t/traced-*
 //! ```

@@ -446,6 +446,15 @@ pub fn status() -> String {
             ts.unchecked
         );
     }
+    let trackers = crate::latency::maxima();
+    let _ = writeln!(
+        out,
+        "current_tracer: {}; latency tracer: {} ({} tracker{}, `latency` shows their maxima)",
+        current_tracer(),
+        if crate::latency::is_on() { "on" } else { "off" },
+        trackers.len(),
+        plural(trackers.len())
+    );
     let _ = writeln!(out, "threads: {}", threads::summary());
     let _ = writeln!(
         out,

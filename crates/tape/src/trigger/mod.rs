@@ -48,8 +48,9 @@
 //! return addresses into a stack array) and records them; `snapshot` only
 //! counts a request, which the `tape-trigger` thread takes within
 //! [`SNAPSHOT_POLL`] by saving a trace into a new directory (the thread
-//! polls only while a snapshot trigger is set, and is started by the first
-//! one). A ring that wraps faster than that poll has overwritten part of
+//! polls only while a snapshot trigger is set or the latency tracer is on,
+//! and is started by the first one; it also takes the latency tracer's
+//! snapshots, [`crate::latency`]). A ring that wraps faster than that poll has overwritten part of
 //! what led to the trigger by the time the snapshot reads it. A forked
 //! child has no such thread (threads do not survive `fork`): its snapshot
 //! triggers are counted as asked ([`Stats::snapshots_asked`]) and not
