@@ -117,10 +117,21 @@ fn expected(t: u64) -> Vec<String> {
         }
         v.push(ind(0, "}"));
     }
-    // The async fn: two polls, two calls.
-    v.push("traced::fetch();".into());
-    v.push("traced::fetch();".into());
+    // The async fn: two polls, one call (its id: see `call_ids`).
+    v.push("traced::fetch(call=N);".into());
+    v.push("traced::fetch(call=N);".into());
     v
+}
+
+/// A line with its async call id replaced by `N`, and the id.
+fn call_id(line: &str) -> (String, Option<u64>) {
+    match line.split_once("(call=") {
+        Some((head, rest)) => {
+            let (id, tail) = rest.split_once(')').unwrap();
+            (format!("{head}(call=N){tail}"), Some(id.parse().unwrap()))
+        }
+        None => (line.to_owned(), None),
+    }
 }
 
 fn has_duration(d: &str) -> bool {
@@ -136,15 +147,26 @@ fn each_thread_draws_the_calls_it_made() {
     let tids = threads(&trace);
     assert_eq!(tids.len(), 2, "{tids:?}");
     let per = graph(&trace, &[]);
+    let mut async_calls = Vec::new();
     for (t, name) in ["worker-0", "worker-1"].iter().enumerate() {
         let lines = &per[&tids[*name]];
-        let calls: Vec<&str> = lines.iter().map(|(_, c)| c.as_str()).collect();
+        let (calls, ids): (Vec<String>, Vec<Option<u64>>) =
+            lines.iter().map(|(_, c)| call_id(c)).unzip();
         assert_eq!(calls, expected(t as u64), "{name}");
+        // The async fn's two polls: one call, its id its own.
+        let ids: Vec<u64> = ids.into_iter().flatten().collect();
+        assert_eq!(ids.len(), 2, "{name}");
+        assert_eq!(ids[0], ids[1], "{name}: two polls of one call");
+        async_calls.push(ids[0]);
         for (d, c) in lines {
-            let closing = c.ends_with("();") || c.trim() == "}";
+            let closing = c.ends_with(");") || c.trim() == "}";
             assert_eq!(has_duration(d), closing, "{name}: {d:?} before {c:?}");
         }
     }
+    assert_ne!(
+        async_calls[0], async_calls[1],
+        "each thread's call has its own id"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -159,7 +181,7 @@ fn max_depth_function_and_tail_options() {
     // are hidden is a leaf unless an event is inside it.
     let per = graph(&trace, &["--max-depth", "1", "--thread", &t]);
     assert_eq!(per.len(), 1);
-    let calls: Vec<String> = per[&tid].iter().map(|(_, c)| c.clone()).collect();
+    let calls: Vec<String> = per[&tid].iter().map(|(_, c)| call_id(c).0).collect();
     let want: Vec<String> = expected(0)
         .into_iter()
         .filter(|l| !l.starts_with(' '))

@@ -119,6 +119,9 @@ pub enum Event<'a> {
         func: &'a str,
         /// Its depth among the thread's traced calls.
         depth: u32,
+        /// Its other fields as `name=value, ...` (an async poll's call id,
+        /// chosen arguments), drawn in the parentheses; empty if none.
+        args: &'a str,
     },
     /// A traced function's exit.
     Exit {
@@ -126,6 +129,9 @@ pub enum Event<'a> {
         func: &'a str,
         /// The depth its entry had.
         depth: u32,
+        /// Its return value (`ret=` field) or other fields, drawn as
+        /// funcgraph-retval does (`} /* f = 42 */`); empty if none.
+        ret: &'a str,
     },
     /// Any other event: its name and text (`app.net.rx: port=3`).
     Comment(&'a str),
@@ -157,6 +163,8 @@ struct Pending {
     func: u32,
     depth: u32,
     t: Option<i128>,
+    /// The entry's arguments (see [`Event::Entry`]), if any.
+    args: Option<Box<str>>,
 }
 
 /// The function_graph renderer: events in, lines out, in order.
@@ -246,11 +254,11 @@ impl Graph {
         // of the graph (as the kernel does not record it), so it does not
         // decide whether the call before it is a leaf.
         let shown = match event {
-            Event::Entry { func, depth } => match self.shown_depth(tid, func, depth, true) {
+            Event::Entry { func, depth, .. } => match self.shown_depth(tid, func, depth, true) {
                 Some(d) => Some(d),
                 None => return,
             },
-            Event::Exit { func, depth } => match self.shown_depth(tid, func, depth, false) {
+            Event::Exit { func, depth, .. } => match self.shown_depth(tid, func, depth, false) {
                 Some(d) => Some(d),
                 None => {
                     self.after_exit(tid, depth);
@@ -271,10 +279,16 @@ impl Graph {
         };
         // The undecided entry: is this its exit?
         if let Some(p) = self.thread(tid).pending.take() {
-            if let (Event::Exit { depth: raw, .. }, Some(depth)) = (event, shown) {
+            if let (
+                Event::Exit {
+                    depth: raw, ret, ..
+                },
+                Some(depth),
+            ) = (event, shown)
+            {
                 if id == p.func && depth == p.depth {
                     let d = t.zip(p.t).map(|(t1, t0)| t1 - t0);
-                    let line = self.leaf_line(tid, p.t, p.func, p.depth, d);
+                    let line = self.leaf_line(tid, &p, d, ret);
                     let th = self.thread(tid);
                     th.depth = i64::from(p.depth) - 1;
                     if let Some(slot) = th.open.get_mut(p.depth as usize) {
@@ -288,7 +302,7 @@ impl Graph {
             self.decide_nested(tid, p, out);
         }
         match (event, shown) {
-            (Event::Entry { .. }, Some(depth)) => {
+            (Event::Entry { args, .. }, Some(depth)) => {
                 let slot = self.base + self.queue.len() as u64;
                 self.queue.push_back(None);
                 let th = self.thread(tid);
@@ -297,12 +311,20 @@ impl Graph {
                     func: id,
                     depth,
                     t,
+                    args: (!args.is_empty()).then(|| args.into()),
                 });
                 if self.queue.len() > QUEUE_LIMIT {
                     self.decide_oldest(out);
                 }
             }
-            (Event::Exit { func, depth: raw }, Some(depth)) => {
+            (
+                Event::Exit {
+                    func,
+                    depth: raw,
+                    ret,
+                },
+                Some(depth),
+            ) => {
                 let th = self.thread(tid);
                 th.depth = i64::from(depth) - 1;
                 let entered = th.open.get_mut(depth as usize).and_then(Option::take);
@@ -313,7 +335,9 @@ impl Graph {
                 let mut line = self.prologue(tid, t);
                 self.duration(&mut line, d);
                 indent(&mut line, depth);
-                if matched && !self.opts.tail {
+                if !ret.is_empty() {
+                    let _ = writeln!(line, "}} /* {func} = {} */", shown_ret(ret));
+                } else if matched && !self.opts.tail {
                     line.push_str("}\n");
                 } else {
                     let _ = writeln!(line, "}} /* {func} */");
@@ -392,7 +416,9 @@ impl Graph {
         self.fill_duration(&mut line);
         indent(&mut line, p.depth);
         line.push_str(self.names.name(p.func));
-        line.push_str("() {\n");
+        line.push('(');
+        line.push_str(p.args.as_deref().unwrap_or(""));
+        line.push_str(") {\n");
         let th = self.thread(tid);
         th.depth = i64::from(p.depth);
         let d = p.depth as usize;
@@ -419,19 +445,20 @@ impl Graph {
         }
     }
 
-    fn leaf_line(
-        &mut self,
-        tid: i64,
-        t: Option<i128>,
-        func: u32,
-        depth: u32,
-        d: Option<i128>,
-    ) -> String {
-        let mut line = self.prologue(tid, t);
+    /// The one line of the call `p` that ended `d` later, returning `ret`
+    /// (empty: nothing shown).
+    fn leaf_line(&mut self, tid: i64, p: &Pending, d: Option<i128>, ret: &str) -> String {
+        let mut line = self.prologue(tid, p.t);
         self.duration(&mut line, d);
-        indent(&mut line, depth);
-        line.push_str(self.names.name(func));
-        line.push_str("();\n");
+        indent(&mut line, p.depth);
+        line.push_str(self.names.name(p.func));
+        line.push('(');
+        line.push_str(p.args.as_deref().unwrap_or(""));
+        if ret.is_empty() {
+            line.push_str(");\n");
+        } else {
+            let _ = writeln!(line, "); /* = {} */", shown_ret(ret));
+        }
         line
     }
 
@@ -809,6 +836,15 @@ mod tests {
     }
 }
 
+/// An exit's fields as drawn after `=`: the value alone for the one field
+/// `ret` (funcgraph-retval's `/* = 42 */`), else every `name=value`.
+fn shown_ret(ret: &str) -> &str {
+    match ret.strip_prefix("ret=") {
+        Some(v) if !v.contains(", ") => v,
+        _ => ret,
+    }
+}
+
 /// What an event class is to the graph: a traced function's entry or exit
 /// (its displayed name), or anything else (a comment).
 #[derive(Clone)]
@@ -879,15 +915,30 @@ impl ThreadOf {
     }
 }
 
-/// A sink that keeps only the payload's top-level `depth` (a traced
-/// function's events have no other field): no value tree per event.
+/// A sink that keeps the payload's top-level `depth` and writes the other
+/// fields (an async poll's `call`; a function's chosen arguments, or its
+/// `ret` value) as `name=value, ...` into `extra`: no value tree per
+/// event, and nothing written for the common `fn_call` class (depth only).
 #[derive(Default)]
 pub(crate) struct DepthSink {
     in_fields: bool,
     level: u32,
     want: bool,
+    /// A top-level field other than `depth` is being written.
+    other: bool,
     /// The depth read (0 if none).
     pub(crate) depth: u32,
+    /// The other fields, as text.
+    pub(crate) extra: String,
+}
+
+impl DepthSink {
+    /// Starts a value of the field being written (a separator within
+    /// a composite one).
+    fn value(&mut self) -> bool {
+        std::mem::take(&mut self.want);
+        self.other
+    }
 }
 
 impl crate::plan::Sink for DepthSink {
@@ -896,42 +947,97 @@ impl crate::plan::Sink for DepthSink {
         self.level = 0;
     }
     fn field(&mut self, name: &str) {
-        self.want = self.in_fields && self.level == 1 && name == "depth";
+        if !self.in_fields {
+            return;
+        }
+        if self.level == 1 {
+            self.want = name == "depth";
+            self.other = !self.want;
+            if self.other {
+                if !self.extra.is_empty() {
+                    self.extra.push_str(", ");
+                }
+                self.extra.push_str(name);
+                self.extra.push('=');
+            }
+        } else if self.other {
+            let _ = write!(self.extra, "{name}=");
+        }
     }
-    fn uint(&mut self, v: u64, _: crate::Base, _: u32) {
+    fn uint(&mut self, v: u64, base: crate::Base, _: u32) {
         if std::mem::take(&mut self.want) {
             self.depth = u32::try_from(v).unwrap_or(u32::MAX);
+        } else if self.other {
+            let _ = match base {
+                crate::Base::Hexadecimal => write!(self.extra, "{v:#x}"),
+                _ => write!(self.extra, "{v}"),
+            };
         }
     }
     fn sint(&mut self, v: i64, _: crate::Base, _: u32) {
         if std::mem::take(&mut self.want) {
             self.depth = u32::try_from(v).unwrap_or(0);
+        } else if self.other {
+            let _ = write!(self.extra, "{v}");
         }
     }
-    fn enumeration(&mut self, _: i128, _: &crate::Enum) {
-        self.want = false;
+    fn enumeration(&mut self, v: i128, e: &crate::Enum) {
+        if self.value() {
+            match e.labels(v).next() {
+                Some(l) => self.extra.push_str(l),
+                None => {
+                    let _ = write!(self.extra, "{v}");
+                }
+            }
+        }
     }
-    fn float(&mut self, _: f64) {
-        self.want = false;
+    fn float(&mut self, v: f64) {
+        if self.value() {
+            let _ = write!(self.extra, "{v}");
+        }
     }
-    fn string(&mut self, _: &[u8]) {
-        self.want = false;
+    fn string(&mut self, s: &[u8]) {
+        if self.value() {
+            let _ = write!(self.extra, "{:?}", String::from_utf8_lossy(s));
+        }
     }
-    fn wide(&mut self, _: &[u8], _: bool, _: u32, _: crate::Base) {
-        self.want = false;
+    fn wide(&mut self, v: &[u8], _: bool, _: u32, _: crate::Base) {
+        if self.value() {
+            self.extra.push_str("0x");
+            for b in v.iter().rev() {
+                let _ = write!(self.extra, "{b:02x}");
+            }
+        }
     }
     fn begin_struct(&mut self) {
         self.level += 1;
         self.want = false;
+        if self.other && self.level > 1 {
+            self.extra.push('{');
+        }
     }
     fn end_struct(&mut self) {
+        if self.other && self.level > 1 {
+            self.extra.push('}');
+        }
         self.level = self.level.saturating_sub(1);
     }
     fn begin_array(&mut self, _: u64) {
         self.want = false;
+        if self.other {
+            self.extra.push('[');
+        }
     }
-    fn item(&mut self, _: u64) {}
-    fn end_array(&mut self) {}
+    fn item(&mut self, i: u64) {
+        if self.other && i > 0 {
+            self.extra.push_str(", ");
+        }
+    }
+    fn end_array(&mut self) {
+        if self.other {
+            self.extra.push(']');
+        }
+    }
     fn variant(&mut self, _: &str) {
         self.want = false;
     }
@@ -982,16 +1088,35 @@ impl Feed {
             .entry(std::sync::Arc::as_ptr(class) as usize)
             .or_insert_with(|| kind(&class.name));
         if let Kind::Entry(f) | Kind::Exit(f) = &*k {
-            let mut sink = DepthSink::default();
+            let mut sink = DepthSink {
+                extra: std::mem::take(&mut self.text),
+                ..DepthSink::default()
+            };
+            sink.extra.clear();
             stream.emit(&mut sink)?;
             let (tid, comm) = self.threads.of(stream);
             let depth = sink.depth;
+            let extra = sink.extra.as_str();
             let event = if matches!(k, Kind::Entry(_)) {
-                Event::Entry { func: f, depth }
+                Event::Entry {
+                    func: f,
+                    depth,
+                    args: extra,
+                }
             } else {
-                Event::Exit { func: f, depth }
+                Event::Exit {
+                    func: f,
+                    depth,
+                    // An async poll's exit repeats its entry's call id.
+                    ret: if extra.starts_with("call=") && !extra.contains(", ") {
+                        ""
+                    } else {
+                        extra
+                    },
+                }
             };
             g.event(tid, comm, t, event, out);
+            self.text = sink.extra;
         } else {
             let class = class.clone();
             let mut sink = crate::fast::ValueSink::default();

@@ -23,11 +23,19 @@ fn render(opts: Options, rows: &[Row]) -> String {
 }
 
 fn entry(func: &'static str, depth: u32) -> Event<'static> {
-    Event::Entry { func, depth }
+    Event::Entry {
+        func,
+        depth,
+        args: "",
+    }
 }
 
 fn exit(func: &'static str, depth: u32) -> Event<'static> {
-    Event::Exit { func, depth }
+    Event::Exit {
+        func,
+        depth,
+        ret: "",
+    }
 }
 
 fn golden(name: &str) -> String {
@@ -68,6 +76,50 @@ fn two_threads_in_ftrace_function_graph_layout() {
         ..Options::default()
     };
     assert_eq!(render(opts, rows), golden("graph-default.golden"));
+}
+
+/// Arguments drawn in the parentheses (funcgraph-args), return values as
+/// funcgraph-retval draws them: `f(); /* = v */` for a leaf, `} /* f = v */`
+/// for a call with calls inside; other exit fields whole.
+#[test]
+fn arguments_and_return_values() {
+    let e = |func, depth, args| Event::Entry { func, depth, args };
+    let x = |func, depth, ret| Event::Exit { func, depth, ret };
+    let rows: &[Row] = &[
+        (42, "worker", 0, e("app::fetch", 0, "call=7")),
+        (42, "worker", 1_000, e("app::parse", 1, "line=\"42\"")),
+        (42, "worker", 1_500, x("app::parse", 1, "ret=42")),
+        (42, "worker", 2_000, e("app::check", 1, "")),
+        (42, "worker", 2_100, x("app::check", 1, "ret=-22")),
+        (42, "worker", 3_000, x("app::fetch", 0, "")),
+        (42, "worker", 4_000, e("app::load", 0, "")),
+        (42, "worker", 4_500, e("app::parse", 1, "")),
+        (42, "worker", 4_600, x("app::parse", 1, "")),
+        (42, "worker", 5_000, x("app::load", 0, "ret=Ok, bytes=3")),
+    ];
+    let opts = Options {
+        tid_width: 2,
+        ..Options::default()
+    };
+    let out = render(opts, rows);
+    let calls: Vec<&str> = out
+        .lines()
+        .skip(5)
+        .map(|l| l.split_once("|  ").unwrap().1)
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "app::fetch(call=7) {",
+            "  app::parse(line=\"42\"); /* = 42 */",
+            "  app::check(); /* = -22 */",
+            "}",
+            "app::load() {",
+            "  app::parse();",
+            "} /* app::load = ret=Ok, bytes=3 */",
+        ],
+        "{out}"
+    );
 }
 
 #[test]

@@ -908,6 +908,12 @@ fn traced_block(sig: &syn::Signature, ty: &str, block: &syn::Block) -> syn::Resu
     let line = declaration_line(&sig.ident);
     let t = quote!(::tape::traced);
     let private = quote!(::tape::__private);
+    // An async fn's polls are of the class with the call id.
+    let class = if sig.asyncness.is_some() {
+        quote!(#t::fn_poll)
+    } else {
+        quote!(#t::fn_call)
+    };
     let point = |suffix: TokenStream2, tp: &Ident| {
         let len = format_ident!("{tp}_LEN");
         let name = format_ident!("{tp}_NAME");
@@ -922,10 +928,10 @@ fn traced_block(sig: &syn::Signature, ty: &str, block: &syn::Block) -> syn::Resu
                 line: #line,
                 module_path: ::core::module_path!(),
                 fast_path: false,
-                fields: &#t::fn_call::FIELDS,
-                fixed_size: #t::fn_call::FIXED_SIZE,
-                format: #t::fn_call::FORMAT,
-                class: ::core::option::Option::Some(#t::fn_call::NAME),
+                fields: &#class::FIELDS,
+                fixed_size: #class::FIXED_SIZE,
+                format: #class::FORMAT,
+                class: ::core::option::Option::Some(#class::NAME),
             };
             static #tp: ::tape::Tracepoint = ::tape::Tracepoint::new(&#desc);
         }

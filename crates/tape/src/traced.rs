@@ -50,6 +50,18 @@ tape::tracepoint! {
     pub class fn_call(depth: u32) {}
 }
 
+tape::tracepoint! {
+    /// An `async fn`'s poll, entry or exit (`#[tape::traced]` on an async
+    /// function): the depth, and the call it belongs to (one id per call,
+    /// given at its first recorded poll, shared by all its polls).
+    #[format("depth={depth} call={call}")]
+    pub class fn_poll(depth: u32, call: u64) {}
+}
+
+/// Call ids of async calls (0: none yet). Relaxed: it only hands out
+/// distinct numbers.
+static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// The prefix of their names.
 pub const PREFIX: &str = "fn.";
 /// The suffix of an entry's name.
@@ -132,18 +144,88 @@ impl Drop for Call {
 }
 
 /// An `async fn`'s body, traced: each poll is a call (entry, then exit
-/// when the poll returns), so a graph shows when the body ran and where it
-/// waited.
+/// when the poll returns) of the class [`fn_poll`], whose `call` field is
+/// the same for every poll of one call of the function, so a graph shows
+/// when the body ran and where it waited, poll by poll, call by call.
 pub struct Polls<F> {
     entry: &'static Tracepoint,
     exit: &'static Tracepoint,
+    /// The call's id, once a poll was recorded (0 before).
+    call: std::cell::Cell<u64>,
     body: F,
 }
 
 impl<F> Polls<F> {
     /// The body `body` of the function with tracepoints `entry`, `exit`.
     pub fn new(entry: &'static Tracepoint, exit: &'static Tracepoint, body: F) -> Polls<F> {
-        Polls { entry, exit, body }
+        Polls {
+            entry,
+            exit,
+            call: std::cell::Cell::new(0),
+            body,
+        }
+    }
+}
+
+/// A poll in progress: records the exit when dropped (if its entry was).
+struct Poll {
+    exit: Option<&'static Tracepoint>,
+    depth: u32,
+    call: u64,
+}
+
+impl Poll {
+    #[inline(always)]
+    fn enter(
+        entry: &'static Tracepoint,
+        exit: &'static Tracepoint,
+        call: &std::cell::Cell<u64>,
+    ) -> Poll {
+        let state = entry.state();
+        if !crate::point::is_active(state) {
+            return Poll {
+                exit: None,
+                depth: 0,
+                call: 0,
+            };
+        }
+        if call.get() == 0 {
+            call.set(CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        }
+        let depth = DEPTH
+            .try_with(|d| {
+                let v = d.get();
+                d.set(v.saturating_add(1));
+                v
+            })
+            .unwrap_or(0);
+        Poll::record(entry, state, depth, call.get());
+        Poll {
+            exit: Some(exit),
+            depth,
+            call: call.get(),
+        }
+    }
+
+    #[inline(never)]
+    fn record(tp: &'static Tracepoint, state: u64, depth: u32, call: u64) {
+        if crate::point::records_only(state) {
+            fn_poll::emit(state, depth, call);
+        } else {
+            fn_poll::__hit(tp, state, depth, call);
+        }
+    }
+}
+
+impl Drop for Poll {
+    fn drop(&mut self) {
+        if let Some(exit) = self.exit {
+            let _ = DEPTH.try_with(|d| d.set(self.depth));
+            let state = exit.state();
+            if crate::point::is_active(state) {
+                Poll::record(exit, state, self.depth, self.call);
+            }
+        }
     }
 }
 
@@ -154,8 +236,7 @@ impl<F: std::future::Future> std::future::Future for Polls<F> {
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
-        let (entry, exit) = (self.entry, self.exit);
-        let _call = enter(entry, exit);
+        let _poll = Poll::enter(self.entry, self.exit, &self.call);
         // SAFETY: `body` is structurally pinned: it is never moved out of
         // `self` (no method gives it by value or by `&mut` outside a pin),
         // `Polls` has no `Drop` and is not `Unpin` unless `F` is.
