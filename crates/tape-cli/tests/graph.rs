@@ -95,9 +95,17 @@ fn expected(t: u64) -> Vec<String> {
             _ => i + t + 1,
         };
         v.push(ind(0, "traced::serve::request() {"));
-        v.push(ind(1, "traced::parse();"));
+        // Its argument and its return value (funcgraph-args, -retval).
+        v.push(ind(
+            1,
+            &format!(
+                "traced::parse(line={:?}); /* = {key} */",
+                format!("{key}\n")
+            ),
+        ));
         if key == 13 {
-            // Panics at its start: a leaf, exited while unwinding.
+            // Panics at its start: a leaf, exited while unwinding, with no
+            // return value.
             v.push(ind(1, "traced::Store::get();"));
         } else if key != 0 {
             let n = (key % 4) as usize;
@@ -109,8 +117,8 @@ fn expected(t: u64) -> Vec<String> {
             for d in (0..n).rev() {
                 v.push(ind(2 + d, "}"));
             }
-            v.push(ind(1, "}"));
             let value: u64 = (1..=key % 4).product();
+            v.push(ind(1, &format!("}} /* traced::Store::get = {value} */")));
             // At depth 0 a comment is not indented (the kernel's
             // print_graph_comment).
             v.push(format!("/* app.reply: key={key} value={value} */"));
@@ -159,7 +167,7 @@ fn each_thread_draws_the_calls_it_made() {
         assert_eq!(ids[0], ids[1], "{name}: two polls of one call");
         async_calls.push(ids[0]);
         for (d, c) in lines {
-            let closing = c.ends_with(");") || c.trim() == "}";
+            let closing = c.contains(");") || c.trim_start().starts_with('}');
             assert_eq!(has_duration(d), closing, "{name}: {d:?} before {c:?}");
         }
     }

@@ -851,6 +851,9 @@ fn shown_ret(ret: &str) -> &str {
 pub(crate) enum Kind {
     Entry(String),
     Exit(String),
+    /// A traced function's return value (`#[tape::traced(ret)]`), recorded
+    /// just before its exit: drawn on the exit's line.
+    Ret(String),
     Other,
 }
 
@@ -875,6 +878,8 @@ pub(crate) fn kind(name: &str) -> Kind {
         Kind::Entry(display(f))
     } else if let Some(f) = rest.strip_suffix(".exit") {
         Kind::Exit(display(f))
+    } else if let Some(f) = rest.strip_suffix(".ret") {
+        Kind::Ret(display(f))
     } else {
         Kind::Other
     }
@@ -1068,6 +1073,9 @@ struct Feed {
     kinds: HashMap<usize, Kind>,
     threads: ThreadOf,
     text: String,
+    /// Per thread, the return value recorded last and its function, for
+    /// the exit that follows it.
+    rets: HashMap<i64, (String, String)>,
 }
 
 impl Feed {
@@ -1087,6 +1095,14 @@ impl Feed {
             .kinds
             .entry(std::sync::Arc::as_ptr(class) as usize)
             .or_insert_with(|| kind(&class.name));
+        if let Kind::Ret(f) = &*k {
+            let mut sink = DepthSink::default();
+            stream.emit(&mut sink)?;
+            let (tid, _) = self.threads.of(stream);
+            let value = shown_ret(&sink.extra).to_owned();
+            self.rets.insert(tid, (f.clone(), value));
+            return Ok(());
+        }
         if let Kind::Entry(f) | Kind::Exit(f) = &*k {
             let mut sink = DepthSink {
                 extra: std::mem::take(&mut self.text),
@@ -1096,6 +1112,14 @@ impl Feed {
             stream.emit(&mut sink)?;
             let (tid, comm) = self.threads.of(stream);
             let depth = sink.depth;
+            if matches!(k, Kind::Exit(_)) && sink.extra.is_empty() {
+                // The return value recorded just before, for this function.
+                if let Some((func, value)) = self.rets.remove(&tid) {
+                    if func == *f {
+                        sink.extra = format!("ret={value}");
+                    }
+                }
+            }
             let extra = sink.extra.as_str();
             let event = if matches!(k, Kind::Entry(_)) {
                 Event::Entry {

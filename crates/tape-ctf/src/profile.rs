@@ -443,7 +443,7 @@ fn read_stream(
                         let r = match crate::graph::kind(&class.name) {
                             Kind::Entry(f) => Role::Call(true, p.function(&f)),
                             Kind::Exit(f) => Role::Call(false, p.function(&f)),
-                            Kind::Other => Role::Other,
+                            Kind::Ret(_) | Kind::Other => Role::Other,
                         };
                         if id < 1 << 16 {
                             if roles.len() <= id {

@@ -51,7 +51,7 @@
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, ToTokens};
 use syn::parse::{Parse, ParseStream};
 use syn::{
     Attribute, Data, DeriveInput, Fields, FnArg, Ident, LitStr, Pat, Token, Type, Visibility,
@@ -769,20 +769,93 @@ fn payload_tuple_of(items: &[TokenStream2]) -> TokenStream2 {
 /// out.
 #[proc_macro_attribute]
 pub fn traced(attr: TokenStream, item: TokenStream) -> TokenStream {
-    if !attr.is_empty() {
-        let attr = TokenStream2::from(attr);
-        return syn::Error::new_spanned(
-            attr,
-            "#[tape::traced] takes no arguments (yet): choose functions at run time by name",
-        )
-        .to_compile_error()
-        .into();
-    }
+    let opts = match syn::parse::<TracedOptions>(attr) {
+        Ok(o) => o,
+        Err(e) => return e.to_compile_error().into(),
+    };
     let item = syn::parse_macro_input!(item as syn::Item);
-    match traced_item(item) {
+    let out = match (&item, opts.is_empty()) {
+        (_, true) => traced_item(item),
+        (syn::Item::Fn(f), false) => {
+            let mut f = f.clone();
+            traced_block(&f.sig, "", &f.block, &opts).map(|b| {
+                *f.block = b;
+                syn::Item::Fn(f)
+            })
+        }
+        (other, false) => Err(syn::Error::new_spanned(
+            other,
+            "#[tape::traced(args(..), ret)] goes on a function or a method: on an impl or a \
+             module, put it on the methods that need it",
+        )),
+    };
+    match out {
         Ok(out) => quote!(#out).into(),
         Err(e) => e.to_compile_error().into(),
     }
+}
+
+/// `#[tape::traced(args(a, b), ret)]`: the arguments recorded with the
+/// entry (funcgraph-args), and the return value recorded before the exit
+/// (funcgraph-retval).
+#[derive(Default)]
+struct TracedOptions {
+    args: Vec<Ident>,
+    ret: bool,
+}
+
+impl TracedOptions {
+    fn is_empty(&self) -> bool {
+        self.args.is_empty() && !self.ret
+    }
+}
+
+impl Parse for TracedOptions {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut o = TracedOptions::default();
+        while !input.is_empty() {
+            let word: Ident = input.parse()?;
+            match word.to_string().as_str() {
+                "ret" if !o.ret => o.ret = true,
+                "args" if o.args.is_empty() => {
+                    let inner;
+                    syn::parenthesized!(inner in input);
+                    let names = inner.parse_terminated(Ident::parse, syn::Token![,])?;
+                    if names.is_empty() {
+                        return Err(syn::Error::new_spanned(&word, "args(..) names no argument"));
+                    }
+                    o.args = names.into_iter().collect();
+                }
+                _ => {
+                    return Err(syn::Error::new_spanned(
+                        &word,
+                        "#[tape::traced] takes `args(NAME, ..)` and `ret` (each once): the \
+                         arguments recorded at the entry, the return value at the exit",
+                    ))
+                }
+            }
+            if !input.is_empty() {
+                input.parse::<syn::Token![,]>()?;
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// The options of a `#[traced(..)]` among `attrs`, removed (a method of a
+/// traced `impl` that asks for arguments or its return value).
+fn take_traced_options(attrs: &mut Vec<Attribute>) -> syn::Result<Option<TracedOptions>> {
+    let Some(i) = attrs.iter().position(|a| {
+        a.path()
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "traced")
+            && matches!(a.meta, syn::Meta::List(_))
+    }) else {
+        return Ok(None);
+    };
+    let a = attrs.remove(i);
+    a.parse_args::<TracedOptions>().map(Some)
 }
 
 /// `#[tape::notrace]`: leaves a function of a `#[tape::traced]` `impl` or
@@ -822,7 +895,7 @@ fn traced_item(item: syn::Item) -> syn::Result<syn::Item> {
             if take_notrace(&mut f.attrs) {
                 return Ok(syn::Item::Fn(f));
             }
-            let block = traced_block(&f.sig, "", &f.block)?;
+            let block = traced_block(&f.sig, "", &f.block, &TracedOptions::default())?;
             f.block = Box::new(block);
             Ok(syn::Item::Fn(f))
         }
@@ -835,10 +908,15 @@ fn traced_item(item: syn::Item) -> syn::Result<syn::Item> {
             }
             for it in &mut i.items {
                 if let syn::ImplItem::Fn(m) = it {
-                    if take_notrace(&mut m.attrs) || has_traced(&m.attrs) {
+                    if take_notrace(&mut m.attrs) {
                         continue;
                     }
-                    m.block = traced_block(&m.sig, &ty, &m.block)?;
+                    let opts = match take_traced_options(&mut m.attrs)? {
+                        Some(o) => o,
+                        None if has_traced(&m.attrs) => continue,
+                        None => TracedOptions::default(),
+                    };
+                    m.block = traced_block(&m.sig, &ty, &m.block, &opts)?;
                 }
             }
             Ok(syn::Item::Impl(i))
@@ -897,7 +975,12 @@ fn impl_type_name(ty: &Type) -> syn::Result<String> {
 /// time from `module_path!()`, `ty` and the function), then the call guard,
 /// then the original body. An `async fn` records each poll of its body as
 /// a call.
-fn traced_block(sig: &syn::Signature, ty: &str, block: &syn::Block) -> syn::Result<syn::Block> {
+fn traced_block(
+    sig: &syn::Signature,
+    ty: &str,
+    block: &syn::Block,
+    opts: &TracedOptions,
+) -> syn::Result<syn::Block> {
     if let Some(c) = &sig.constness {
         return Err(syn::Error::new_spanned(
             c,
@@ -938,27 +1021,202 @@ fn traced_block(sig: &syn::Signature, ty: &str, block: &syn::Block) -> syn::Resu
     };
     let entry = format_ident!("__TAPE_FN_ENTRY");
     let exit = format_ident!("__TAPE_FN_EXIT");
-    let entry_point = point(quote!(#t::ENTRY), &entry);
+    let mut entry_point = point(quote!(#t::ENTRY), &entry);
     let exit_point = point(quote!(#t::EXIT), &exit);
-    let body = if sig.asyncness.is_some() {
-        quote! {
-            #t::Polls::new(&#entry, &#exit, async move #block).await
+    if opts.is_empty() {
+        let body = if sig.asyncness.is_some() {
+            quote! {
+                #t::Polls::new(&#entry, &#exit, async move #block).await
+            }
+        } else {
+            quote! {
+                let __tape_call = #t::enter(&#entry, &#exit);
+                #block
+            }
+        };
+        let out = quote! {{
+            #entry_point
+            #exit_point
+            #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
+            #[linkme(crate = #private::linkme)]
+            static __TAPE_FN_ENTRY_REGISTER: &::tape::Tracepoint = &#entry;
+            #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
+            #[linkme(crate = #private::linkme)]
+            static __TAPE_FN_EXIT_REGISTER: &::tape::Tracepoint = &#exit;
+            #body
+        }};
+        return syn::parse2(out);
+    }
+    if let Some(a) = &sig.asyncness {
+        return Err(syn::Error::new_spanned(
+            a,
+            "args(..) and ret are not recorded for an async fn (its polls carry the call id)",
+        ));
+    }
+    // The types must be nameable in a static: no generic parameter, no
+    // `Self`, no `impl Trait`.
+    let generics: Vec<String> = sig
+        .generics
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            syn::GenericParam::Type(t) => Some(t.ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    let check = |ty: &Type, what: &str| -> syn::Result<()> {
+        let bad = ty.to_token_stream().into_iter().find_map(|tt| {
+            fn walk(tt: proc_macro2::TokenTree, g: &[String]) -> Option<String> {
+                match tt {
+                    proc_macro2::TokenTree::Ident(i)
+                        if i == "Self" || i == "impl" || g.iter().any(|n| i == n) =>
+                    {
+                        Some(i.to_string())
+                    }
+                    proc_macro2::TokenTree::Group(gr) => {
+                        gr.stream().into_iter().find_map(|t| walk(t, g))
+                    }
+                    _ => None,
+                }
+            }
+            walk(tt, &generics)
+        });
+        match bad {
+            Some(b) => Err(syn::Error::new_spanned(
+                ty,
+                format!(
+                    "{what}: a recorded type cannot use `{b}` (it is described once, in a \
+                     static): record a value of a concrete type"
+                ),
+            )),
+            None => Ok(()),
         }
+    };
+    // The chosen arguments, by name, with their types.
+    let mut fields: Vec<(Ident, Type)> = Vec::new();
+    for name in &opts.args {
+        let ty = sig
+            .inputs
+            .iter()
+            .find_map(|a| match a {
+                syn::FnArg::Typed(pt) => match &*pt.pat {
+                    syn::Pat::Ident(pi) if pi.ident == *name => Some((*pt.ty).clone()),
+                    _ => None,
+                },
+                syn::FnArg::Receiver(_) => None,
+            })
+            .ok_or_else(|| {
+                syn::Error::new_spanned(
+                    name,
+                    format!("args({name}): the function has no argument `{name}` (by name, not a pattern; not self)"),
+                )
+            })?;
+        check(&ty, &format!("args({name})"))?;
+        fields.push((name.clone(), ty));
+    }
+    let depth_field = (format_ident!("depth"), syn::parse_quote!(u32));
+    let mut entry_fields = vec![depth_field];
+    entry_fields.extend(fields.iter().cloned());
+    let fields_of = |fs: &[(Ident, Type)]| {
+        let (descs, fixed) = field_descs(fs);
+        let n = descs.len();
+        (
+            quote!([::tape::FieldDesc; #n]),
+            quote!([#(#descs),*]),
+            fixed,
+        )
+    };
+    let desc_of = |tp: &Ident, suffix: TokenStream2, fs: &[(Ident, Type)]| {
+        let len = format_ident!("{tp}_LEN");
+        let name = format_ident!("{tp}_NAME");
+        let desc = format_ident!("{tp}_DESC");
+        let fields_static = format_ident!("{tp}_FIELDS");
+        let (fty, fval, fixed) = fields_of(fs);
+        quote! {
+            const #len: usize = #t::name_len(::core::module_path!(), #ty, #func, #suffix);
+            const #name: [u8; #len] =
+                #t::name::<#len>(::core::module_path!(), #ty, #func, #suffix);
+            static #fields_static: #fty = #fval;
+            static #desc: ::tape::TracepointDesc = ::tape::TracepointDesc {
+                name: #t::as_str(&#name),
+                file: ::core::file!(),
+                line: #line,
+                module_path: ::core::module_path!(),
+                fast_path: false,
+                fields: &#fields_static,
+                fixed_size: #fixed,
+                format: ::core::option::Option::None,
+                class: ::core::option::Option::None,
+            };
+            static #tp: ::tape::Tracepoint = ::tape::Tracepoint::new(&#desc);
+        }
+    };
+    let names: Vec<&Ident> = fields.iter().map(|(n, _)| n).collect();
+    let enter = if fields.is_empty() {
+        quote!(#t::enter(&#entry, &#exit))
     } else {
+        entry_point = desc_of(&entry, quote!(#t::ENTRY), &entry_fields);
         quote! {
-            let __tape_call = #t::enter(&#entry, &#exit);
-            #block
+            #t::enter_with(&#entry, &#exit, |__tape_state, __tape_depth| {
+                #t::record_payload(&#entry, __tape_state, &(__tape_depth, #(&#names,)*));
+            })
         }
+    };
+    let (ret_point, ret_register, body) = if opts.ret {
+        let ret_tp = format_ident!("__TAPE_FN_RET");
+        let out_ty: Type = match &sig.output {
+            syn::ReturnType::Type(_, t) if !matches!(&**t, Type::Tuple(u) if u.elems.is_empty()) => {
+                (**t).clone()
+            }
+            _ => {
+                return Err(syn::Error::new_spanned(
+                    &sig.ident,
+                    "ret: the function returns nothing to record",
+                ))
+            }
+        };
+        check(&out_ty, "ret")?;
+        let point = desc_of(
+            &ret_tp,
+            quote!(#t::RET),
+            &[(format_ident!("ret"), out_ty.clone())],
+        );
+        (
+            point,
+            quote! {
+                #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
+                #[linkme(crate = #private::linkme)]
+                static __TAPE_FN_RET_REGISTER: &::tape::Tracepoint = &#ret_tp;
+            },
+            quote! {
+                let __tape_call = #enter;
+                #[allow(unused_mut, clippy::redundant_closure_call)]
+                let __tape_ret: #out_ty = (move || -> #out_ty { #block })();
+                __tape_call.returned(&#ret_tp, &(&__tape_ret,));
+                __tape_ret
+            },
+        )
+    } else {
+        (
+            quote!(),
+            quote!(),
+            quote! {
+                let __tape_call = #enter;
+                #block
+            },
+        )
     };
     let out = quote! {{
         #entry_point
         #exit_point
+        #ret_point
         #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
         #[linkme(crate = #private::linkme)]
         static __TAPE_FN_ENTRY_REGISTER: &::tape::Tracepoint = &#entry;
         #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
         #[linkme(crate = #private::linkme)]
         static __TAPE_FN_EXIT_REGISTER: &::tape::Tracepoint = &#exit;
+        #ret_register
         #body
     }};
     syn::parse2(out)

@@ -13,7 +13,9 @@
 //! helper), and answered; an `app.reply` event inside the call shows as a
 //! comment. A request whose key is 0 returns early; one whose key is 13
 //! panics inside the store, caught by the caller: the exits are recorded all
-//! the same. An async function polled twice shows as two calls.
+//! the same. An async function polled twice shows as two polls of one
+//! call (its call id). `parse` records its argument and its return value,
+//! `Store::get` its return value (funcgraph-args, funcgraph-retval).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,7 +27,7 @@ tape::tracepoint! {
     pub fn reply(key: u64, value: u64) = "app.reply";
 }
 
-#[tape::traced]
+#[tape::traced(args(line), ret)]
 fn parse(line: &str) -> u64 {
     line.trim().parse().unwrap_or(0)
 }
@@ -34,6 +36,7 @@ struct Store;
 
 #[tape::traced]
 impl Store {
+    #[tape::traced(ret)]
     fn get(&self, key: u64) -> u64 {
         if key == 13 {
             panic!("key 13 is unlucky");

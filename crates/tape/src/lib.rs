@@ -123,6 +123,41 @@ pub use tape_macros::notrace;
 /// tape::enable_pattern("fn.*").unwrap();
 /// assert_eq!(parse("abc"), 3);
 /// ```
+///
+/// `#[tape::traced(args(a, ..), ret)]` on a function or a method also
+/// records the arguments named with its entry (drawn `f(a=1) {` by `tape
+/// graph`, as funcgraph-args does) and its return value as the event
+/// `fn.<path>.<function>.ret` just before the exit (drawn `f(); /* = 42 */`
+/// or `} /* f = 42 */`, as funcgraph-retval does; a panic records no
+/// value). The types must be field types ([`Field`]) that a static can
+/// name:
+///
+/// ```
+/// #[tape::traced(args(key, name), ret)]
+/// fn lookup(key: u64, name: &str) -> Option<u32> {
+///     (key == 7).then_some(name.len() as u32)
+/// }
+/// tape::enable_pattern("fn.*").unwrap();
+/// assert_eq!(lookup(7, "seven"), Some(5));
+/// ```
+///
+/// An argument that is not there, a generic type, and an async function
+/// (whose polls carry their call id instead) are compile errors:
+///
+/// ```compile_fail
+/// #[tape::traced(args(nope))]
+/// fn f(x: u32) -> u32 { x }
+/// ```
+///
+/// ```compile_fail
+/// #[tape::traced(ret)]
+/// fn g<T: Default>() -> T { T::default() }
+/// ```
+///
+/// ```compile_fail
+/// #[tape::traced(args(x))]
+/// async fn h(x: u32) -> u32 { x }
+/// ```
 pub use tape_macros::traced;
 /// Declares tracepoints.
 ///

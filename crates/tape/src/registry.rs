@@ -247,7 +247,11 @@ impl Pattern {
         let keep = |p: &Tracepoint, matches: &dyn Fn(&str) -> bool| {
             let function = function_of(p.name());
             let by_function = function.is_some_and(matches);
-            if !exits && by_function && p.name().ends_with(crate::traced::EXIT) {
+            if !exits
+                && by_function
+                && (p.name().ends_with(crate::traced::EXIT)
+                    || p.name().ends_with(crate::traced::RET))
+            {
                 return false;
             }
             matches(p.name()) || by_function

@@ -68,6 +68,8 @@ pub const PREFIX: &str = "fn.";
 pub const ENTRY: &str = ".entry";
 /// The suffix of an exit's name.
 pub const EXIT: &str = ".exit";
+/// The suffix of a return value's name (`#[tape::traced(ret)]`).
+pub const RET: &str = ".ret";
 
 thread_local! {
     /// The thread's depth among recorded traced calls. Const-initialised
@@ -96,6 +98,70 @@ pub fn enter(entry: &'static Tracepoint, exit: &'static Tracepoint) -> Call {
             exit: None,
             depth: 0,
         }
+    }
+}
+
+/// [`enter`] for a function whose entry records its chosen arguments
+/// (`#[tape::traced(args(..))]`): `record` gets the entry's state word and
+/// the call's depth, and records the entry event.
+#[inline(always)]
+pub fn enter_with(
+    entry: &'static Tracepoint,
+    exit: &'static Tracepoint,
+    record: impl FnOnce(u64, u32),
+) -> Call {
+    let state = entry.state();
+    if !crate::point::is_active(state) {
+        return Call {
+            exit: None,
+            depth: 0,
+        };
+    }
+    let depth = DEPTH
+        .try_with(|d| {
+            let v = d.get();
+            d.set(v.saturating_add(1));
+            v
+        })
+        .unwrap_or(0);
+    record(state, depth);
+    Call {
+        exit: Some(exit),
+        depth,
+    }
+}
+
+impl Call {
+    /// Records the call's return value with `tp` (the function's `.ret`
+    /// tracepoint), before the exit, if the call's entry was recorded.
+    #[inline(always)]
+    pub fn returned<P: crate::Encode>(&self, tp: &'static Tracepoint, payload: &P) {
+        if self.exit.is_some() {
+            let state = tp.state();
+            if crate::point::is_active(state) {
+                record_payload(tp, state, payload);
+            }
+        }
+    }
+}
+
+/// Records an event of `tp` (state word `state`) whose fields are
+/// `payload`, as a tracepoint's cold path does: triggers, filter, ring,
+/// then untyped probes (a traced function's arguments and return value
+/// have no typed probe).
+#[doc(hidden)]
+#[inline(never)]
+pub fn record_payload<P: crate::Encode>(tp: &'static Tracepoint, state: u64, payload: &P) {
+    use crate::point::{FILTER, PROBES, RECORD, TRIGGER};
+    if state & TRIGGER != 0 {
+        crate::trigger::hit(tp, state, payload);
+    } else if state & FILTER != 0 {
+        crate::filter::emit_filtered(tp, state, payload);
+    } else if state & RECORD != 0 {
+        crate::ring::emit(state, payload);
+    }
+    if state & PROBES != 0 {
+        crate::probe::call(tp, payload, &|_| {});
     }
 }
 
@@ -251,7 +317,9 @@ pub fn function_of(name: &str) -> Option<&str> {
     if !name.starts_with(PREFIX) {
         return None;
     }
-    name.strip_suffix(ENTRY).or_else(|| name.strip_suffix(EXIT))
+    name.strip_suffix(ENTRY)
+        .or_else(|| name.strip_suffix(EXIT))
+        .or_else(|| name.strip_suffix(RET))
 }
 
 /// The length of [`name`]'s result (for the array it is built in).
