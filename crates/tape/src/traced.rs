@@ -38,6 +38,17 @@
 //! The exit is recorded by a guard's `Drop`, so early returns, `?` and
 //! panics (while unwinding) end the call; a call entered while its exit
 //! tracepoint is disabled records no exit.
+//!
+//! **Async functions** record each poll as a call of the class
+//! [`fn_poll`] (depth, call): every poll of one call carries the same call
+//! id, given at its first recorded poll ([`Polls`]).
+//!
+//! **Arguments and return values** (`#[tape::traced(args(a, b), ret)]`):
+//! the entry tracepoint has its own fields, `depth` then the arguments
+//! named (recorded by [`enter_with`]); the return value is a third
+//! tracepoint, `fn.app.io.read.ret` (one field, `ret`), recorded just before
+//! the exit ([`Call::returned`]): a call that panics records none. `tape
+//! graph` draws them as funcgraph-args and funcgraph-retval do.
 
 use std::cell::Cell;
 
