@@ -2,7 +2,8 @@
 //! disabled and enabled, `#[tracing::instrument]` with the minimal
 //! subscriber (`tracing_subscriber::registry()`, no layer) and
 //! `#[fastrace::trace]` under root spans with a reporter that drops what it
-//! gets; next to an empty loop, a bare `rdtsc` and a bare `rdtsc` pair (what
+//! gets; `tape::latency::section!` around the same body (the latency tracer
+//! off, on, on with the section's events recorded); next to an empty loop, a bare `rdtsc` and a bare `rdtsc` pair (what
 //! an entry and an exit timestamp cost at the least). Same function body in
 //! every row.
 //!
@@ -54,6 +55,33 @@ fn tape_off(x: u64) -> u64 {
 #[inline(never)]
 fn plain(x: u64) -> u64 {
     body(x)
+}
+
+// Latency sections around the same body: the tracer off; on with the
+// section's events disabled (measured, not a new maximum); on with its
+// events recorded too.
+#[inline(never)]
+fn section_off(x: u64) -> u64 {
+    let _s = tape::latency::section!("bench.off");
+    body(x)
+}
+
+#[inline(never)]
+fn section_on(x: u64) -> u64 {
+    let _s = tape::latency::section!("bench.on");
+    body(x)
+}
+
+#[inline(never)]
+fn section_recorded(x: u64) -> u64 {
+    let _s = tape::latency::section!("bench.recorded");
+    body(x)
+}
+
+/// Times `f` with the latency tracer on or off.
+fn latency(on: bool, f: &dyn Fn(u64) -> u64) -> (u64, u64) {
+    tape::latency::set_on(on);
+    timed(f)
 }
 
 #[tracing::instrument(skip_all)]
@@ -136,8 +164,12 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
+    // Latency snapshots (the first maxima) go to a scratch directory.
+    let scratch = std::env::temp_dir().join(format!("tape-peers-{}", std::process::id()));
     let _g = tape::Config::new()
         .enable("fn.*tape_on*")
+        .enable("latency.bench.recorded.*")
+        .dir(&scratch)
         .control(false)
         .shared_rings(false)
         .init()
@@ -162,6 +194,18 @@ fn main() {
         (
             "#[tape::traced], enabled (entry + exit)",
             Box::new(|| timed(&tape_on)),
+        ),
+        (
+            "latency::section!, tracer off",
+            Box::new(|| latency(false, &section_off)),
+        ),
+        (
+            "latency::section!, tracer on (not a new maximum)",
+            Box::new(|| latency(true, &section_on)),
+        ),
+        (
+            "latency::section!, tracer on, entry + exit recorded",
+            Box::new(|| latency(true, &section_recorded)),
         ),
         (
             "#[tracing::instrument], registry subscriber",
@@ -202,6 +246,8 @@ fn main() {
         "\nTicks are TSC ticks; ns = ticks / {ghz:.3}. {ROUNDS} rounds of {ITERS} calls a row, rows \
          alternating; each row includes the loop and the call's `black_box` (the empty-loop row)."
     );
+    tape::latency::set_on(false);
+    let _ = std::fs::remove_dir_all(&scratch);
     let s = tape::stats();
     println!(
         "tape: {} events in the ring at the end; {} overwritten as the 1 MiB ring cycled \

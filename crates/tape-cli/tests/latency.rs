@@ -248,14 +248,24 @@ fn the_known_worst_section_and_wakeup_are_kept_with_their_traces() {
 #[test]
 fn tape_ctl_shows_resets_and_sets_the_latency_tracer_of_a_running_program() {
     let dir = temp("ctl");
-    let mut child = example(&dir)
-        .arg("--forever")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    /// Killed however the test ends (a failed assertion included).
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Killed(
+        example(&dir)
+            .arg("--forever")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
+    BufReader::new(child.0.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
     let pid = first
@@ -383,7 +393,6 @@ fn tape_ctl_shows_resets_and_sets_the_latency_tracer_of_a_running_program() {
     let off = table(&ok(&["latency"]))["request.handle"].1;
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(table(&ok(&["latency"]))["request.handle"].1, off);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     let _ = std::fs::remove_dir_all(&dir);
 }

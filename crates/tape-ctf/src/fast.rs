@@ -120,6 +120,8 @@ impl StreamPlan {
 pub struct TracePlan {
     /// Read-time formats and hints of the trace (its `env` block).
     pub formats: crate::ftrace::Formats,
+    /// The trace's byte order (of the integers that do not state theirs).
+    pub byte_order: crate::ByteOrder,
     header: Option<ScopePlan>,
     streams: Vec<StreamPlan>,
     nslots: usize,
@@ -297,6 +299,7 @@ impl TracePlan {
         }
         Ok(TracePlan {
             formats: crate::ftrace::Formats::new(trace),
+            byte_order: trace.byte_order,
             header,
             streams: plans,
             nslots: c.slots(),
@@ -866,6 +869,31 @@ impl FastStream {
             .take()
             .ok_or_else(|| self.err("emit without peek"))?;
         self.emit_class(idx, sink)
+    }
+
+    /// The event found by `peek`, taken as the raw bytes of its scopes
+    /// (stepped over, not decoded) when they are exactly `len` whole bytes:
+    /// for a reader that knows the layout (the function tracer's one
+    /// `u32`). `None`, and nothing taken, otherwise: [`FastStream::emit`]
+    /// then decodes it.
+    #[inline]
+    pub fn emit_raw(&mut self, len: usize) -> Option<&[u8]> {
+        let (idx, _) = self.current?;
+        let sp = &self.plan.streams[self.stream];
+        let ev = sp.events[idx].as_ref()?;
+        let end = ev
+            .skip
+            .as_ref()?
+            .run(self.buf.bytes(), self.pos, self.content_end)?;
+        let start = self.pos;
+        if start % 8 != 0 || end != start + len as u64 * 8 {
+            return None;
+        }
+        self.current = None;
+        self.pos = end;
+        self.buf
+            .bytes()
+            .get((start / 8) as usize..(end / 8) as usize)
     }
 
     #[inline]

@@ -129,8 +129,9 @@ pub enum Event<'a> {
         func: &'a str,
         /// The depth its entry had.
         depth: u32,
-        /// Its return value (`ret=` field) or other fields, drawn as
-        /// funcgraph-retval does (`} /* f = 42 */`); empty if none.
+        /// Its return value (or its own fields, `name=value, ...`), drawn
+        /// as it is where funcgraph-retval draws one (`} /* f = 42 */`);
+        /// empty if none.
         ret: &'a str,
     },
     /// Any other event: its name and text (`app.net.rx: port=3`).
@@ -156,6 +157,9 @@ struct Thread {
     /// `set_graph_function`: the depth of the matching call this thread is
     /// in, if any.
     under: Option<u32>,
+    /// The arguments of the pending entry (see [`Event::Entry`]): one
+    /// buffer per thread, reused (a thread has one pending entry at most).
+    args: String,
 }
 
 struct Pending {
@@ -163,8 +167,6 @@ struct Pending {
     func: u32,
     depth: u32,
     t: Option<i128>,
-    /// The entry's arguments (see [`Event::Entry`]), if any.
-    args: Option<Box<str>>,
 }
 
 /// The function_graph renderer: events in, lines out, in order.
@@ -240,6 +242,24 @@ impl Graph {
         event: Event<'_>,
         out: &mut String,
     ) {
+        let id = match event {
+            Event::Entry { func, .. } | Event::Exit { func, .. } => self.id(func),
+            _ => u32::MAX,
+        };
+        self.event_with_id(tid, comm, t, event, id, out);
+    }
+
+    /// [`Graph::event`] with the function's index ([`Graph::function_id`])
+    /// known: a reader that keeps it per event class looks no name up.
+    pub(crate) fn event_with_id(
+        &mut self,
+        tid: i64,
+        comm: &str,
+        t: Option<i128>,
+        event: Event<'_>,
+        id: u32,
+        out: &mut String,
+    ) {
         if !self.opts.threads.is_empty() && !self.opts.threads.contains(&tid) {
             return;
         }
@@ -272,10 +292,6 @@ impl Graph {
                 None
             }
             Event::Lost(_) => None,
-        };
-        let id = match event {
-            Event::Entry { func, .. } | Event::Exit { func, .. } => self.id(func),
-            _ => u32::MAX,
         };
         // The undecided entry: is this its exit?
         if let Some(p) = self.thread(tid).pending.take() {
@@ -311,8 +327,9 @@ impl Graph {
                     func: id,
                     depth,
                     t,
-                    args: (!args.is_empty()).then(|| args.into()),
                 });
+                th.args.clear();
+                th.args.push_str(args);
                 if self.queue.len() > QUEUE_LIMIT {
                     self.decide_oldest(out);
                 }
@@ -336,7 +353,7 @@ impl Graph {
                 self.duration(&mut line, d);
                 indent(&mut line, depth);
                 if !ret.is_empty() {
-                    let _ = writeln!(line, "}} /* {func} = {} */", shown_ret(ret));
+                    let _ = writeln!(line, "}} /* {func} = {ret} */");
                 } else if matched && !self.opts.tail {
                     line.push_str("}\n");
                 } else {
@@ -417,7 +434,7 @@ impl Graph {
         indent(&mut line, p.depth);
         line.push_str(self.names.name(p.func));
         line.push('(');
-        line.push_str(p.args.as_deref().unwrap_or(""));
+        line.push_str(&self.threads.get(tid).args);
         line.push_str(") {\n");
         let th = self.thread(tid);
         th.depth = i64::from(p.depth);
@@ -453,11 +470,13 @@ impl Graph {
         indent(&mut line, p.depth);
         line.push_str(self.names.name(p.func));
         line.push('(');
-        line.push_str(p.args.as_deref().unwrap_or(""));
+        line.push_str(&self.threads.get(tid).args);
         if ret.is_empty() {
             line.push_str(");\n");
         } else {
-            let _ = writeln!(line, "); /* = {} */", shown_ret(ret));
+            line.push_str("); /* = ");
+            line.push_str(ret);
+            line.push_str(" */\n");
         }
         line
     }
@@ -469,6 +488,11 @@ impl Graph {
 
     /// The index of function `name`.
     fn id(&mut self, name: &str) -> u32 {
+        self.names.id(name)
+    }
+
+    /// The index of function `name`, for [`Graph::event_with_id`].
+    pub(crate) fn function_id(&mut self, name: &str) -> u32 {
         self.names.id(name)
     }
 
@@ -630,20 +654,25 @@ impl<T> Default for Threads<T> {
 
 impl<T: Default> Threads<T> {
     /// Thread `tid`'s state (a default one at its first use).
+    #[inline]
     pub(crate) fn get(&mut self, tid: i64) -> &mut T {
         let i = match self.last {
-            Some((t, i)) if t == tid => i,
-            _ => {
-                let n = self.states.len();
-                let i = *self.index.entry(tid).or_insert(n);
-                if i == n {
-                    self.states.push((tid, T::default()));
-                }
-                self.last = Some((tid, i));
-                i
-            }
+            Some((t, i)) if t == tid && i < self.states.len() => i,
+            _ => self.find(tid),
         };
         &mut self.states[i].1
+    }
+
+    /// The index of `tid`'s state, made if new (then the one asked last).
+    #[cold]
+    fn find(&mut self, tid: i64) -> usize {
+        let n = self.states.len();
+        let i = *self.index.entry(tid).or_insert(n);
+        if i == n {
+            self.states.push((tid, T::default()));
+        }
+        self.last = Some((tid, i));
+        i
     }
 }
 
@@ -836,8 +865,28 @@ mod tests {
     }
 }
 
-/// An exit's fields as drawn after `=`: the value alone for the one field
-/// `ret` (funcgraph-retval's `/* = 42 */`), else every `name=value`.
+/// The byte order of `class`'s one field, when its fields are exactly a
+/// 32-bit unsigned byte-aligned `depth` (the function tracer's `fn_call`).
+fn depth_only(class: &crate::EventClass, order: crate::ByteOrder) -> Option<crate::ByteOrder> {
+    let fields = class.fields.as_ref()?;
+    if class.context.is_some() {
+        return None;
+    }
+    let [f] = fields.fields.as_slice() else {
+        return None;
+    };
+    match &f.ty {
+        crate::Type::Integer(i)
+            if f.name == "depth" && i.size == 32 && !i.signed && i.align <= 8 =>
+        {
+            Some(i.byte_order.unwrap_or(order))
+        }
+        _ => None,
+    }
+}
+
+/// A return event's fields as drawn after `=`: the value alone for the one
+/// field `ret` (funcgraph-retval's `/* = 42 */`), else every `name=value`.
 fn shown_ret(ret: &str) -> &str {
     match ret.strip_prefix("ret=") {
         Some(v) if !v.contains(", ") => v,
@@ -1003,7 +1052,20 @@ impl crate::plan::Sink for DepthSink {
     }
     fn string(&mut self, s: &[u8]) {
         if self.value() {
-            let _ = write!(self.extra, "{:?}", String::from_utf8_lossy(s));
+            // Quoted as Rust writes it; plain text is copied as it is.
+            let plain = s
+                .iter()
+                .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\');
+            match std::str::from_utf8(s) {
+                Ok(t) if plain => {
+                    self.extra.push('"');
+                    self.extra.push_str(t);
+                    self.extra.push('"');
+                }
+                _ => {
+                    let _ = write!(self.extra, "{:?}", String::from_utf8_lossy(s));
+                }
+            }
         }
     }
     fn wide(&mut self, v: &[u8], _: bool, _: u32, _: crate::Base) {
@@ -1070,12 +1132,17 @@ pub fn thread_ids(streams: &mut [crate::fast::FastStream]) -> Vec<i64> {
 /// how it hands one decoded event to a [`Graph`].
 #[derive(Default)]
 struct Feed {
-    kinds: HashMap<usize, Kind>,
+    /// By class (its address): its kind, its function's index in the
+    /// graph once asked, and for a class whose fields are the one `depth`
+    /// (the function tracer's `fn_call`), its byte order: read from the
+    /// event's bytes with no decoding.
+    kinds: HashMap<usize, (Kind, Option<u32>, Option<crate::ByteOrder>)>,
     threads: ThreadOf,
     text: String,
-    /// Per thread, the return value recorded last and its function, for
-    /// the exit that follows it.
-    rets: HashMap<i64, (String, String)>,
+    /// Per thread, the return value recorded last and its function's
+    /// index (`u32::MAX`: none waiting), for the exit that follows it: a
+    /// buffer reused from call to call.
+    rets: Vec<(i64, u32, String)>,
 }
 
 impl Feed {
@@ -1091,16 +1158,40 @@ impl Feed {
         let Some(class) = stream.class() else {
             return stream.emit(&mut crate::plan::Discard);
         };
-        let k = self
+        let order = stream.plan().byte_order;
+        let (k, id, raw) = self
             .kinds
             .entry(std::sync::Arc::as_ptr(class) as usize)
-            .or_insert_with(|| kind(&class.name));
-        if let Kind::Ret(f) = &*k {
-            let mut sink = DepthSink::default();
+            .or_insert_with(|| (kind(&class.name), None, depth_only(class, order)));
+        let raw = *raw;
+        let id = match (&*k, *id) {
+            (_, Some(id)) => id,
+            (Kind::Entry(f) | Kind::Exit(f) | Kind::Ret(f), None) => {
+                *id = Some(g.function_id(f));
+                g.function_id(f)
+            }
+            (Kind::Other, None) => u32::MAX,
+        };
+        if let Kind::Ret(_) = &*k {
+            let mut sink = DepthSink {
+                extra: std::mem::take(&mut self.text),
+                ..DepthSink::default()
+            };
+            sink.extra.clear();
             stream.emit(&mut sink)?;
             let (tid, _) = self.threads.of(stream);
-            let value = shown_ret(&sink.extra).to_owned();
-            self.rets.insert(tid, (f.clone(), value));
+            let at = match self.rets.iter().position(|r| r.0 == tid) {
+                Some(at) => at,
+                None => {
+                    self.rets.push((tid, u32::MAX, String::new()));
+                    self.rets.len() - 1
+                }
+            };
+            let r = &mut self.rets[at];
+            r.1 = id;
+            r.2.clear();
+            r.2.push_str(shown_ret(&sink.extra));
+            self.text = sink.extra;
             return Ok(());
         }
         if let Kind::Entry(f) | Kind::Exit(f) = &*k {
@@ -1109,18 +1200,29 @@ impl Feed {
                 ..DepthSink::default()
             };
             sink.extra.clear();
-            stream.emit(&mut sink)?;
+            let quick = raw.and_then(|order| {
+                let b: [u8; 4] = stream.emit_raw(4)?.try_into().ok()?;
+                Some(match order {
+                    crate::ByteOrder::Big => u32::from_be_bytes(b),
+                    crate::ByteOrder::Little => u32::from_le_bytes(b),
+                })
+            });
+            match quick {
+                Some(depth) => sink.depth = depth,
+                None => stream.emit(&mut sink)?,
+            }
             let (tid, comm) = self.threads.of(stream);
             let depth = sink.depth;
-            if matches!(k, Kind::Exit(_)) && sink.extra.is_empty() {
+            let mut extra = sink.extra.as_str();
+            if matches!(k, Kind::Exit(_)) && !self.rets.is_empty() {
                 // The return value recorded just before, for this function.
-                if let Some((func, value)) = self.rets.remove(&tid) {
-                    if func == *f {
-                        sink.extra = format!("ret={value}");
+                if let Some(r) = self.rets.iter_mut().find(|r| r.0 == tid && r.1 != u32::MAX) {
+                    if r.1 == id && extra.is_empty() {
+                        extra = &r.2;
                     }
+                    r.1 = u32::MAX;
                 }
             }
-            let extra = sink.extra.as_str();
             let event = if matches!(k, Kind::Entry(_)) {
                 Event::Entry {
                     func: f,
@@ -1139,7 +1241,7 @@ impl Feed {
                     },
                 }
             };
-            g.event(tid, comm, t, event, out);
+            g.event_with_id(tid, comm, t, event, id, out);
             self.text = sink.extra;
         } else {
             let class = class.clone();

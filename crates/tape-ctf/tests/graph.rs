@@ -88,9 +88,9 @@ fn arguments_and_return_values() {
     let rows: &[Row] = &[
         (42, "worker", 0, e("app::fetch", 0, "call=7")),
         (42, "worker", 1_000, e("app::parse", 1, "line=\"42\"")),
-        (42, "worker", 1_500, x("app::parse", 1, "ret=42")),
+        (42, "worker", 1_500, x("app::parse", 1, "42")),
         (42, "worker", 2_000, e("app::check", 1, "")),
-        (42, "worker", 2_100, x("app::check", 1, "ret=-22")),
+        (42, "worker", 2_100, x("app::check", 1, "-22")),
         (42, "worker", 3_000, x("app::fetch", 0, "")),
         (42, "worker", 4_000, e("app::load", 0, "")),
         (42, "worker", 4_500, e("app::parse", 1, "")),
