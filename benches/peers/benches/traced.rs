@@ -1,6 +1,8 @@
 //! A traced function call, side by side in one run: `#[tape::traced]`
 //! disabled and enabled, `#[tracing::instrument]` with the minimal
-//! subscriber (`tracing_subscriber::registry()`, no layer) and
+//! subscriber (`tracing_subscriber::registry()`, no layer), and with a
+//! layer that records what tape records (a timestamp at enter and at exit,
+//! into a thread-local ring), and
 //! `#[fastrace::trace]` under root spans with a reporter that drops what it
 //! gets; `tape::latency::section!` around the same body (the latency tracer
 //! off, on, on with the section's events recorded); next to an empty loop, a bare `rdtsc` and a bare `rdtsc` pair (what
@@ -90,6 +92,43 @@ fn tracing_on(x: u64) -> u64 {
     body(x)
 }
 
+/// A layer that records what tape records for a call: a timestamp at the
+/// span's enter and at its exit (with the span's id), into a ring of this
+/// thread's (preallocated; the oldest entries overwritten), so that
+/// `tracing` is measured doing the same job as a traced call.
+struct Stamps;
+
+const STAMPS: usize = 1 << 16;
+
+thread_local! {
+    static RING: std::cell::RefCell<(Vec<(u64, u64)>, usize)> =
+        std::cell::RefCell::new((vec![(0, 0); STAMPS], 0));
+}
+
+fn stamp(id: &tracing::span::Id) {
+    let t = ticks();
+    RING.with(|r| {
+        let mut r = r.borrow_mut();
+        let i = r.1;
+        r.0[i] = (id.into_u64(), t);
+        r.1 = (i + 1) % STAMPS;
+    });
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Stamps {
+    fn on_enter(&self, id: &tracing::span::Id, _: tracing_subscriber::layer::Context<'_, S>) {
+        stamp(id);
+    }
+    fn on_exit(&self, id: &tracing::span::Id, _: tracing_subscriber::layer::Context<'_, S>) {
+        stamp(id);
+    }
+}
+
+/// Times `f` with `dispatch` as this thread's subscriber.
+fn with_subscriber(dispatch: &tracing::Dispatch, f: &dyn Fn(u64) -> u64) -> (u64, u64) {
+    tracing::dispatcher::with_default(dispatch, || timed(f))
+}
+
 #[fastrace::trace]
 #[inline(never)]
 fn fastrace_on(x: u64) -> u64 {
@@ -175,7 +214,11 @@ fn main() {
         .init()
         .expect("tape");
     _g.disarm();
-    tracing::subscriber::set_global_default(tracing_subscriber::registry()).expect("subscriber");
+    // Each tracing row runs with its subscriber as the thread's default
+    // (the same dispatch path for both).
+    use tracing_subscriber::layer::SubscriberExt;
+    let registry = tracing::Dispatch::new(tracing_subscriber::registry());
+    let stamped = tracing::Dispatch::new(tracing_subscriber::registry().with(Stamps));
     fastrace::set_reporter(Drop, fastrace::collector::Config::default());
 
     type Row = (&'static str, Box<dyn Fn() -> (u64, u64)>);
@@ -209,7 +252,11 @@ fn main() {
         ),
         (
             "#[tracing::instrument], registry subscriber",
-            Box::new(|| timed(&tracing_on)),
+            Box::new(|| with_subscriber(&registry, &tracing_on)),
+        ),
+        (
+            "#[tracing::instrument], registry + a layer timestamping enter/exit",
+            Box::new(|| with_subscriber(&stamped, &tracing_on)),
         ),
         (
             "#[fastrace::trace], a root span per 8192 calls",

@@ -1023,31 +1023,7 @@ fn traced_block(
     let exit = format_ident!("__TAPE_FN_EXIT");
     let mut entry_point = point(quote!(#t::ENTRY), &entry);
     let exit_point = point(quote!(#t::EXIT), &exit);
-    if opts.is_empty() {
-        let body = if sig.asyncness.is_some() {
-            quote! {
-                #t::Polls::new(&#entry, &#exit, async move #block).await
-            }
-        } else {
-            quote! {
-                let __tape_call = #t::enter(&#entry, &#exit);
-                #block
-            }
-        };
-        let out = quote! {{
-            #entry_point
-            #exit_point
-            #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
-            #[linkme(crate = #private::linkme)]
-            static __TAPE_FN_ENTRY_REGISTER: &::tape::Tracepoint = &#entry;
-            #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
-            #[linkme(crate = #private::linkme)]
-            static __TAPE_FN_EXIT_REGISTER: &::tape::Tracepoint = &#exit;
-            #body
-        }};
-        return syn::parse2(out);
-    }
-    if let Some(a) = &sig.asyncness {
+    if let (Some(a), false) = (&sig.asyncness, opts.is_empty()) {
         return Err(syn::Error::new_spanned(
             a,
             "args(..) and ret are not recorded for an async fn (its polls carry the call id)",
@@ -1162,7 +1138,15 @@ fn traced_block(
             })
         }
     };
-    let (ret_point, ret_register, body) = if opts.ret {
+    let (ret_point, ret_register, body) = if sig.asyncness.is_some() {
+        (
+            quote!(),
+            quote!(),
+            quote! {
+                #t::Polls::new(&#entry, &#exit, async move #block).await
+            },
+        )
+    } else if opts.ret {
         let ret_tp = format_ident!("__TAPE_FN_RET");
         let out_ty: Type = match &sig.output {
             syn::ReturnType::Type(_, t) if !matches!(&**t, Type::Tuple(u) if u.elems.is_empty()) => {

@@ -69,6 +69,28 @@ tape::tracepoint! {
     pub class fn_poll(depth: u32, call: u64) {}
 }
 
+/// The description of a tracepoint of the class [`fn_call`] named `name`
+/// (a latency section's entry or exit; see [`crate::latency`]).
+#[doc(hidden)]
+pub const fn call_desc(
+    name: &'static str,
+    file: &'static str,
+    line: u32,
+    module_path: &'static str,
+) -> crate::TracepointDesc {
+    crate::TracepointDesc {
+        name,
+        file,
+        line,
+        module_path,
+        fast_path: false,
+        fields: &fn_call::FIELDS,
+        fixed_size: fn_call::FIXED_SIZE,
+        format: fn_call::FORMAT,
+        class: Some(fn_call::NAME),
+    }
+}
+
 /// Call ids of async calls (0: none yet). Relaxed: it only hands out
 /// distinct numbers.
 static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -87,6 +109,18 @@ thread_local! {
     /// and without `Drop`: no destructor, readable at any point of the
     /// thread's life.
     static DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The thread's depth, then one more (a call entered).
+#[inline(always)]
+fn deeper() -> u32 {
+    DEPTH
+        .try_with(|d| {
+            let v = d.get();
+            d.set(v.saturating_add(1));
+            v
+        })
+        .unwrap_or(0)
 }
 
 /// A call in progress: records the exit when dropped (if its entry was
@@ -128,13 +162,7 @@ pub fn enter_with(
             depth: 0,
         };
     }
-    let depth = DEPTH
-        .try_with(|d| {
-            let v = d.get();
-            d.set(v.saturating_add(1));
-            v
-        })
-        .unwrap_or(0);
+    let depth = deeper();
     record(state, depth);
     Call {
         exit: Some(exit),
@@ -178,13 +206,7 @@ pub fn record_payload<P: crate::Encode>(tp: &'static Tracepoint, state: u64, pay
 
 #[inline(never)]
 fn enter_active(entry: &'static Tracepoint, exit: &'static Tracepoint, state: u64) -> Call {
-    let depth = DEPTH
-        .try_with(|d| {
-            let v = d.get();
-            d.set(v.saturating_add(1));
-            v
-        })
-        .unwrap_or(0);
+    let depth = deeper();
     record(entry, state, depth);
     Call {
         exit: Some(exit),
@@ -269,13 +291,7 @@ impl Poll {
         if call.get() == 0 {
             call.set(CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         }
-        let depth = DEPTH
-            .try_with(|d| {
-                let v = d.get();
-                d.set(v.saturating_add(1));
-                v
-            })
-            .unwrap_or(0);
+        let depth = deeper();
         Poll::record(entry, state, depth, call.get());
         Poll {
             exit: Some(exit),

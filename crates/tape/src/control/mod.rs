@@ -208,6 +208,7 @@ pub fn set_tracer(name: &str) -> Result<String, Error> {
         "function" => {
             let n = apply(true, "fn.*.entry");
             apply(false, "fn.*.exit");
+            apply(false, "fn.*.ret");
             let _ = writeln!(out, "enabled the entries of {n} traced function(s)");
         }
         "function_graph" => {

@@ -101,28 +101,18 @@ impl Drop for Section {
 #[macro_export]
 macro_rules! __latency_section {
     ($name:literal) => {{
-        static __TAPE_SECTION_ENTRY_DESC: $crate::TracepointDesc = $crate::TracepointDesc {
-            name: ::core::concat!("latency.", $name, ".entry"),
-            file: ::core::file!(),
-            line: ::core::line!(),
-            module_path: ::core::module_path!(),
-            fast_path: false,
-            fields: &$crate::traced::fn_call::FIELDS,
-            fixed_size: $crate::traced::fn_call::FIXED_SIZE,
-            format: $crate::traced::fn_call::FORMAT,
-            class: ::core::option::Option::Some($crate::traced::fn_call::NAME),
-        };
-        static __TAPE_SECTION_EXIT_DESC: $crate::TracepointDesc = $crate::TracepointDesc {
-            name: ::core::concat!("latency.", $name, ".exit"),
-            file: ::core::file!(),
-            line: ::core::line!(),
-            module_path: ::core::module_path!(),
-            fast_path: false,
-            fields: &$crate::traced::fn_call::FIELDS,
-            fixed_size: $crate::traced::fn_call::FIXED_SIZE,
-            format: $crate::traced::fn_call::FORMAT,
-            class: ::core::option::Option::Some($crate::traced::fn_call::NAME),
-        };
+        static __TAPE_SECTION_ENTRY_DESC: $crate::TracepointDesc = $crate::traced::call_desc(
+            ::core::concat!("latency.", $name, ".entry"),
+            ::core::file!(),
+            ::core::line!(),
+            ::core::module_path!(),
+        );
+        static __TAPE_SECTION_EXIT_DESC: $crate::TracepointDesc = $crate::traced::call_desc(
+            ::core::concat!("latency.", $name, ".exit"),
+            ::core::file!(),
+            ::core::line!(),
+            ::core::module_path!(),
+        );
         static __TAPE_SECTION_ENTRY: $crate::Tracepoint =
             $crate::Tracepoint::new(&__TAPE_SECTION_ENTRY_DESC);
         static __TAPE_SECTION_EXIT: $crate::Tracepoint =
