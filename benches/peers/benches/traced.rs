@@ -252,11 +252,11 @@ fn main() {
         ),
         (
             "#[tracing::instrument], registry subscriber",
-            Box::new(|| with_subscriber(&registry, &tracing_on)),
+            Box::new(move || with_subscriber(&registry, &tracing_on)),
         ),
         (
             "#[tracing::instrument], registry + a layer timestamping enter/exit",
-            Box::new(|| with_subscriber(&stamped, &tracing_on)),
+            Box::new(move || with_subscriber(&stamped, &tracing_on)),
         ),
         (
             "#[fastrace::trace], a root span per 8192 calls",
@@ -293,6 +293,8 @@ fn main() {
         "\nTicks are TSC ticks; ns = ticks / {ghz:.3}. {ROUNDS} rounds of {ITERS} calls a row, rows \
          alternating; each row includes the loop and the call's `black_box` (the empty-loop row)."
     );
+    // The layer did record (its ring was written).
+    assert!(RING.with(|r| r.borrow().0.iter().any(|&(_, t)| t != 0)));
     tape::latency::set_on(false);
     let _ = std::fs::remove_dir_all(&scratch);
     let s = tape::stats();
