@@ -997,7 +997,9 @@ fn traced_block(
     } else {
         quote!(#t::fn_call)
     };
-    let point = |suffix: TokenStream2, tp: &Ident| {
+    // A tracepoint named from the function and `suffix`: `before` (its own
+    // field list, if any) and `layout` (fields, size, format, class).
+    let named = |tp: &Ident, suffix: TokenStream2, before: TokenStream2, layout: TokenStream2| {
         let len = format_ident!("{tp}_LEN");
         let name = format_ident!("{tp}_NAME");
         let desc = format_ident!("{tp}_DESC");
@@ -1005,19 +1007,31 @@ fn traced_block(
             const #len: usize = #t::name_len(::core::module_path!(), #ty, #func, #suffix);
             const #name: [u8; #len] =
                 #t::name::<#len>(::core::module_path!(), #ty, #func, #suffix);
+            #before
             static #desc: ::tape::TracepointDesc = ::tape::TracepointDesc {
                 name: #t::as_str(&#name),
                 file: ::core::file!(),
                 line: #line,
                 module_path: ::core::module_path!(),
                 fast_path: false,
+                #layout
+            };
+            static #tp: ::tape::Tracepoint = ::tape::Tracepoint::new(&#desc);
+        }
+    };
+    // One of the class's (fn_call, fn_poll).
+    let point = |suffix: TokenStream2, tp: &Ident| {
+        named(
+            tp,
+            suffix,
+            quote!(),
+            quote! {
                 fields: &#class::FIELDS,
                 fixed_size: #class::FIXED_SIZE,
                 format: #class::FORMAT,
                 class: ::core::option::Option::Some(#class::NAME),
-            };
-            static #tp: ::tape::Tracepoint = ::tape::Tracepoint::new(&#desc);
-        }
+            },
+        )
     };
     let entry = format_ident!("__TAPE_FN_ENTRY");
     let exit = format_ident!("__TAPE_FN_EXIT");
@@ -1102,30 +1116,21 @@ fn traced_block(
             fixed,
         )
     };
+    // One with its own fields.
     let desc_of = |tp: &Ident, suffix: TokenStream2, fs: &[(Ident, Type)]| {
-        let len = format_ident!("{tp}_LEN");
-        let name = format_ident!("{tp}_NAME");
-        let desc = format_ident!("{tp}_DESC");
         let fields_static = format_ident!("{tp}_FIELDS");
         let (fty, fval, fixed) = fields_of(fs);
-        quote! {
-            const #len: usize = #t::name_len(::core::module_path!(), #ty, #func, #suffix);
-            const #name: [u8; #len] =
-                #t::name::<#len>(::core::module_path!(), #ty, #func, #suffix);
-            static #fields_static: #fty = #fval;
-            static #desc: ::tape::TracepointDesc = ::tape::TracepointDesc {
-                name: #t::as_str(&#name),
-                file: ::core::file!(),
-                line: #line,
-                module_path: ::core::module_path!(),
-                fast_path: false,
+        named(
+            tp,
+            suffix,
+            quote!(static #fields_static: #fty = #fval;),
+            quote! {
                 fields: &#fields_static,
                 fixed_size: #fixed,
                 format: ::core::option::Option::None,
                 class: ::core::option::Option::None,
-            };
-            static #tp: ::tape::Tracepoint = ::tape::Tracepoint::new(&#desc);
-        }
+            },
+        )
     };
     let names: Vec<&Ident> = fields.iter().map(|(n, _)| n).collect();
     let enter = if fields.is_empty() {
