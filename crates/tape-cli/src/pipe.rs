@@ -311,6 +311,8 @@ fn packet_file() -> Result<std::fs::File, String> {
         return Ok(unsafe { std::fs::File::from_raw_fd(fd) });
     }
     let path = std::env::temp_dir().join(format!("tape-pipe-{}", std::process::id()));
+    // One left by an earlier process with this pid.
+    let _ = std::fs::remove_file(&path);
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

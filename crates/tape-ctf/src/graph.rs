@@ -750,35 +750,21 @@ fn proc_column(s: &mut String, comm: &str, tid: i64) {
 }
 
 /// Appends `v` in decimal (the duration columns' hot path: no
-/// formatter).
+/// formatter, u64 arithmetic: a u128 division is a library call).
 fn push_decimal(s: &mut String, v: u128) {
-    let mut digits = [0u8; 40];
+    let Ok(mut v) = u64::try_from(v) else {
+        // Past u64 (a duration of over 584 years): the formatter.
+        let _ = write!(s, "{v}");
+        return;
+    };
+    let mut digits = [0u8; 20];
     let mut at = digits.len();
-    // u64 arithmetic when it fits (a u128 division is a library call).
-    let (mut high, mut low) = (
-        v / 10_000_000_000_000_000_000,
-        (v % 10_000_000_000_000_000_000) as u64,
-    );
     loop {
         at -= 1;
-        digits[at] = b'0' + (low % 10) as u8;
-        low /= 10;
-        if low == 0 {
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
             break;
-        }
-    }
-    if high > 0 {
-        while at > digits.len() - 19 {
-            at -= 1;
-            digits[at] = b'0';
-        }
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (high % 10) as u8;
-            high /= 10;
-            if high == 0 {
-                break;
-            }
         }
     }
     for &c in &digits[at..] {
@@ -885,15 +871,6 @@ fn depth_only(class: &crate::EventClass, order: crate::ByteOrder) -> Option<crat
     }
 }
 
-/// A return event's fields as drawn after `=`: the value alone for the one
-/// field `ret` (funcgraph-retval's `/* = 42 */`), else every `name=value`.
-fn shown_ret(ret: &str) -> &str {
-    match ret.strip_prefix("ret=") {
-        Some(v) if !v.contains(", ") => v,
-        _ => ret,
-    }
-}
-
 /// What an event class is to the graph: a traced function's entry or exit
 /// (its displayed name), or anything else (a comment).
 #[derive(Clone)]
@@ -969,10 +946,11 @@ impl ThreadOf {
     }
 }
 
-/// A sink that keeps the payload's top-level `depth` and writes the other
-/// fields (an async poll's `call`; a function's chosen arguments, or its
-/// `ret` value) as `name=value, ...` into `extra`: no value tree per
-/// event, and nothing written for the common `fn_call` class (depth only).
+/// A sink that keeps the payload's top-level `depth` and, made
+/// [`DepthSink::with_text`], writes the other fields (an async poll's
+/// `call`; a function's chosen arguments, or its return value) as
+/// `name=value, ...` into `extra`: no value tree per event, and nothing
+/// written for the common `fn_call` class (depth only).
 #[derive(Default)]
 pub(crate) struct DepthSink {
     in_fields: bool,
@@ -980,6 +958,13 @@ pub(crate) struct DepthSink {
     want: bool,
     /// A top-level field other than `depth` is being written.
     other: bool,
+    /// Whether the other fields are written at all.
+    text: bool,
+    /// A top-level field left out besides `depth` (an async poll's exit
+    /// repeats its entry's `call`).
+    skip: &'static str,
+    /// Values without their names (a return event's one field).
+    bare: bool,
     /// The depth read (0 if none).
     pub(crate) depth: u32,
     /// The other fields, as text.
@@ -987,6 +972,19 @@ pub(crate) struct DepthSink {
 }
 
 impl DepthSink {
+    /// A sink that writes the fields other than `depth` and `skip` into
+    /// `buf` (cleared first), with their names unless `bare`.
+    fn with_text(mut buf: String, skip: &'static str, bare: bool) -> DepthSink {
+        buf.clear();
+        DepthSink {
+            text: true,
+            skip,
+            bare,
+            extra: buf,
+            ..DepthSink::default()
+        }
+    }
+
     /// Starts a value of the field being written (a separator within
     /// a composite one).
     fn value(&mut self) -> bool {
@@ -1006,13 +1004,15 @@ impl crate::plan::Sink for DepthSink {
         }
         if self.level == 1 {
             self.want = name == "depth";
-            self.other = !self.want;
+            self.other = self.text && !self.want && name != self.skip;
             if self.other {
                 if !self.extra.is_empty() {
                     self.extra.push_str(", ");
                 }
-                self.extra.push_str(name);
-                self.extra.push('=');
+                if !self.bare {
+                    self.extra.push_str(name);
+                    self.extra.push('=');
+                }
             }
         } else if self.other {
             let _ = write!(self.extra, "{name}=");
@@ -1173,11 +1173,7 @@ impl Feed {
             (Kind::Other, None) => u32::MAX,
         };
         if let Kind::Ret(_) = &*k {
-            let mut sink = DepthSink {
-                extra: std::mem::take(&mut self.text),
-                ..DepthSink::default()
-            };
-            sink.extra.clear();
+            let mut sink = DepthSink::with_text(std::mem::take(&mut self.text), "", true);
             stream.emit(&mut sink)?;
             let (tid, _) = self.threads.of(stream);
             let at = match self.rets.iter().position(|r| r.0 == tid) {
@@ -1189,17 +1185,14 @@ impl Feed {
             };
             let r = &mut self.rets[at];
             r.1 = id;
-            r.2.clear();
-            r.2.push_str(shown_ret(&sink.extra));
+            std::mem::swap(&mut r.2, &mut sink.extra);
             self.text = sink.extra;
             return Ok(());
         }
         if let Kind::Entry(f) | Kind::Exit(f) = &*k {
-            let mut sink = DepthSink {
-                extra: std::mem::take(&mut self.text),
-                ..DepthSink::default()
-            };
-            sink.extra.clear();
+            let exit = matches!(k, Kind::Exit(_));
+            let skip = if exit { "call" } else { "" };
+            let mut sink = DepthSink::with_text(std::mem::take(&mut self.text), skip, false);
             let quick = raw.and_then(|order| {
                 let b: [u8; 4] = stream.emit_raw(4)?.try_into().ok()?;
                 Some(match order {
@@ -1214,7 +1207,7 @@ impl Feed {
             let (tid, comm) = self.threads.of(stream);
             let depth = sink.depth;
             let mut extra = sink.extra.as_str();
-            if matches!(k, Kind::Exit(_)) && !self.rets.is_empty() {
+            if exit && !self.rets.is_empty() {
                 // The return value recorded just before, for this function.
                 if let Some(r) = self.rets.iter_mut().find(|r| r.0 == tid && r.1 != u32::MAX) {
                     if r.1 == id && extra.is_empty() {
@@ -1223,22 +1216,17 @@ impl Feed {
                     r.1 = u32::MAX;
                 }
             }
-            let event = if matches!(k, Kind::Entry(_)) {
+            let event = if exit {
+                Event::Exit {
+                    func: f,
+                    depth,
+                    ret: extra,
+                }
+            } else {
                 Event::Entry {
                     func: f,
                     depth,
                     args: extra,
-                }
-            } else {
-                Event::Exit {
-                    func: f,
-                    depth,
-                    // An async poll's exit repeats its entry's call id.
-                    ret: if extra.starts_with("call=") && !extra.contains(", ") {
-                        ""
-                    } else {
-                        extra
-                    },
                 }
             };
             g.event_with_id(tid, comm, t, event, id, out);

@@ -370,8 +370,8 @@ struct Log {
     failed: u64,
     superseded: u64,
     kept: VecDeque<PathBuf>,
-    /// The latest reported latency: ns, thread id and name.
-    last: Option<(u64, u32, String)>,
+    /// The thread of the latest report taken: id and name.
+    thread: Option<(u32, String)>,
 }
 
 #[derive(Default)]
@@ -453,7 +453,7 @@ pub(crate) fn take_snapshots() {
         let thread = thread_name(r.tid);
         let keep = KEEP.load(Ordering::Relaxed);
         let l = log(taker, r.tracker);
-        l.last = Some((ns, r.tid, thread.clone()));
+        l.thread = Some((r.tid, thread.clone()));
         let n = l.saved + 1;
         let dir = snapshot_dir().join(format!("{}-{n}", crate::save::sanitize(r.tracker.name)));
         match save_snapshot(&dir, &r, ns, &thread) {
@@ -502,15 +502,13 @@ fn thread_name(tid: u32) -> String {
 }
 
 /// Thread `tid`'s nice, scheduling policy and real-time priority, from
-/// `/proc/self/task/TID/stat` (0s when it is gone).
+/// `/proc/self/task/TID/stat` fields 19, 41 and 40 (0s when it is gone).
 fn sched_of(tid: u32) -> (i64, i64, i64) {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")) else {
+    use crate::ring::shm::{stat_field, stat_fields};
+    let Some(f) = stat_fields(&format!("/proc/self/task/{tid}/stat")) else {
         return (0, 0, 0);
     };
-    // After the command's closing parenthesis: field 3 onwards.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let at = |field: usize| f.get(field - 3).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let at = |n| stat_field(&f, n).unwrap_or(0);
     (at(19), at(41), at(40))
 }
 
@@ -638,7 +636,7 @@ pub fn maxima() -> Vec<Maximum> {
                 saved: l.saved,
                 failed: l.failed,
                 superseded: l.superseded,
-                thread: l.last.as_ref().map(|(_, tid, name)| (*tid, name.clone())),
+                thread: l.thread.clone(),
                 kept: l.kept.iter().cloned().collect(),
             }
         })

@@ -299,32 +299,34 @@ pub(crate) fn ring_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(v)
 }
 
+/// The fields of a `/proc/.../stat` file from field 3 on (the command, in
+/// parentheses, may hold spaces: fields are counted after its closing
+/// one), or `None` if it cannot be read.
+pub(crate) fn stat_fields(path: &str) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_owned).collect())
+}
+
+/// Field `n` (numbered as in proc(5), 3 or more) of `fields`, from
+/// [`stat_fields`].
+pub(crate) fn stat_field<T: std::str::FromStr>(fields: &[String], n: usize) -> Option<T> {
+    fields.get(n.checked_sub(3)?)?.parse().ok()
+}
+
 /// Whether process `pid` is dead and not reaped yet (state `Z` or `X` in
 /// `/proc/PID/stat`).
 pub(crate) fn zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')').and_then(|(_, rest)| {
-                rest.split_whitespace()
-                    .next()
-                    .map(|st| st == "Z" || st == "X")
-            })
-        })
-        .unwrap_or(false)
+    stat_fields(&format!("/proc/{pid}/stat"))
+        .and_then(|f| stat_field::<String>(&f, 3))
+        .is_some_and(|st| st == "Z" || st == "X")
 }
 
 /// The start time of process `pid` in clock ticks since boot
 /// (`/proc/PID/stat` field 22), or 0 if it cannot be read.
 pub(crate) fn start_time(pid: u32) -> u64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0;
-    };
-    // The command name (field 2) is in parentheses and may hold spaces:
-    // fields are counted after its closing one (field 3 first).
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
-        .and_then(|t| t.parse().ok())
+    stat_fields(&format!("/proc/{pid}/stat"))
+        .and_then(|f| stat_field(&f, 22))
         .unwrap_or(0)
 }
 
