@@ -336,3 +336,85 @@ fn a_thread_per_stream_draws_the_lines_of_one_merged_pass() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Per thread id, the text of each event line of `tape show --format
+/// ftrace` (`name: text`).
+fn ftrace_texts(trace: &Path) -> BTreeMap<i64, Vec<String>> {
+    let text = tape(&[
+        "show".as_ref(),
+        "--format".as_ref(),
+        "ftrace".as_ref(),
+        trace.as_os_str(),
+    ]);
+    let mut per: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let line = line.trim_start();
+        let (task, rest) = line.split_once(' ').unwrap();
+        let tid = task.rsplit_once('-').unwrap().1.parse().unwrap();
+        let (_, event) = rest.split_once(": ").unwrap();
+        per.entry(tid).or_default().push(event.to_owned());
+    }
+    per
+}
+
+/// Every event other than a traced function's is drawn as a comment with
+/// the text `tape show --format ftrace` prints for it. The quickstart's
+/// events have read-time formats, strings (non-ASCII too), enums, flags,
+/// floats, addresses and zero-padded numbers; the readme's have none
+/// (`name=value` pairs) and a byte sequence: the graph writes the flat
+/// ones (integers and strings) as they decode and the others through
+/// ftrace's writer; both must be ftrace's text.
+#[test]
+fn comments_are_the_ftrace_text_of_their_events() {
+    let shapes: [(&str, &[&str]); 2] = [
+        (
+            "quickstart",
+            &[
+                "worker=2 path=/\u{fc}n\u{ef}code",
+                "flags=HIT|DIRTY",
+                "key=0x",
+                "latency_us=",
+            ],
+        ),
+        (
+            "readme",
+            &["app.net.rx: port=3 len=60 ifname=eth0", "app.net.tx: "],
+        ),
+    ];
+    for (example, shapes) in shapes {
+        let dir = tempfile_dir(&format!("graph-comments-{example}"));
+        let out = Command::new(pipeline::example(example))
+            .env("TAPE_TRACE_DIR", &dir)
+            .env("TAPE_CONTROL", "off")
+            .env("TAPE_SHM", "off")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{example}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let trace = pipeline::only_trace(&dir);
+        let expected = ftrace_texts(&trace);
+        let text = tape(&["graph".as_ref(), trace.as_os_str()]);
+        let mut drawn: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+        for line in text.lines().filter(|l| l.contains("/* ")) {
+            let (tid, rest) = line.split_once(')').unwrap();
+            let comment = rest.split_once("/* ").unwrap().1;
+            let comment = comment.strip_suffix(" */").unwrap();
+            drawn
+                .entry(tid.trim().parse().unwrap())
+                .or_default()
+                .push(comment.to_owned());
+        }
+        assert_eq!(drawn, expected, "{example}");
+        let all: Vec<&String> = drawn.values().flatten().collect();
+        for shape in shapes {
+            assert!(
+                all.iter().any(|c| c.contains(shape)),
+                "{example}: no comment has {shape}: {all:?}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

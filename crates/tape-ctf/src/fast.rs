@@ -845,6 +845,23 @@ impl FastStream {
             .map(|e| &e.class)
     }
 
+    /// The place of the class of the event found by `peek` in its trace's
+    /// plan (stream class, event): a key for tables by class that needs
+    /// no hashing, unique within one plan ([`FastStream::plan`]).
+    #[inline]
+    pub fn class_index(&self) -> Option<(usize, usize)> {
+        let (idx, _) = self.current?;
+        Some((self.stream, idx))
+    }
+
+    /// Whether the event found by `peek` has scopes besides its payload:
+    /// its stream's event context or its own context.
+    pub fn has_context(&self) -> bool {
+        let sp = &self.plan.streams[self.stream];
+        let own = self.current.and_then(|(idx, _)| sp.events[idx].as_ref());
+        sp.event_context.is_some() || own.is_some_and(|e| e.context.is_some())
+    }
+
     /// Decodes the event found by `peek` into `sink` as [`FastStream::emit`]
     /// does, without consuming it: the next `emit` (or a line writer)
     /// decodes it again. For a test on the event's values before it is

@@ -650,6 +650,204 @@ pub fn write_text(out: &mut String, format: Option<&EventFormat>, scopes: &[Valu
     }
 }
 
+/// Whether the events of `class` can be decoded by a [`FlatSink`] and
+/// written by [`write_flat`]: no scope but the payload (`context`: the
+/// stream's or its own), and only integers of 64 bits or less and strings
+/// in the payload, at its top.
+pub(crate) fn flat_class(class: &crate::EventClass, context: bool) -> bool {
+    let flat = class.fields.as_ref().is_none_or(|s| {
+        s.fields.iter().all(|f| match &f.ty {
+            crate::Type::Integer(i) => i.size <= 64,
+            crate::Type::String(_) => true,
+            _ => false,
+        })
+    });
+    !context && class.context.is_none() && flat
+}
+
+/// A top-level payload value kept by a [`FlatSink`].
+#[derive(Clone, Copy)]
+enum Flat {
+    UInt(u64, crate::Base),
+    SInt(i64, crate::Base),
+    /// The bytes of a string, in [`FlatSink::bytes`].
+    Str(usize, usize),
+}
+
+/// The payload of an event of a [`flat_class`], kept flat in buffers
+/// reused from event to event (no value tree, no allocation an event):
+/// what [`write_flat`] writes as [`write_text`] writes the tree.
+#[derive(Default)]
+pub(crate) struct FlatSink {
+    /// The fields' names, one after the other.
+    names: String,
+    /// Each field: where its name ends in `names`, its value.
+    fields: Vec<(usize, Flat)>,
+    bytes: Vec<u8>,
+    /// A field's name was given, its value not yet.
+    named: bool,
+}
+
+impl FlatSink {
+    /// Empties it for the next event.
+    pub(crate) fn clear(&mut self) {
+        self.names.clear();
+        self.fields.clear();
+        self.bytes.clear();
+        self.named = false;
+    }
+
+    /// Each field's name and value, in order.
+    fn iter(&self) -> impl Iterator<Item = (&str, Flat)> {
+        let mut from = 0;
+        self.fields.iter().map(move |&(end, v)| {
+            let name = &self.names[from..end];
+            from = end;
+            (name, v)
+        })
+    }
+
+    /// The first field named `name` (as [`member`] finds it).
+    fn get(&self, name: &str) -> Option<Flat> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// The value as the tree has it.
+    fn value(&self, v: Flat) -> Value {
+        match v {
+            Flat::UInt(x, base) => Value::UInt(x, base),
+            Flat::SInt(x, base) => Value::SInt(x, base),
+            Flat::Str(a, b) => Value::Str(String::from_utf8_lossy(&self.bytes[a..b]).into_owned()),
+        }
+    }
+
+    /// `value_text` with no hint and the default spec, without its
+    /// allocations for the common cases.
+    fn natural(&self, out: &mut String, v: Flat) {
+        let decimal = |out: &mut String, x: u64| {
+            let mut digits = [0u8; 20];
+            let at = crate::graph::decimal(&mut digits, x);
+            out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+        };
+        match v {
+            Flat::UInt(x, crate::Base::Decimal) => decimal(out, x),
+            Flat::SInt(x, crate::Base::Decimal) => {
+                if x < 0 {
+                    out.push('-');
+                }
+                decimal(out, x.unsigned_abs());
+            }
+            Flat::UInt(x, base) => out.push_str(&int_text(i128::from(x), base, &Spec::default())),
+            Flat::SInt(x, base) => out.push_str(&int_text(i128::from(x), base, &Spec::default())),
+            Flat::Str(a, b) => out.push_str(&String::from_utf8_lossy(&self.bytes[a..b])),
+        }
+    }
+
+    /// The text of value `v` of the field `name` by `spec`, padded, as
+    /// [`write_text`] writes it.
+    fn field_text(
+        &self,
+        out: &mut String,
+        name: &str,
+        v: Flat,
+        hints: &HashMap<String, Hint>,
+        spec: &Spec,
+    ) {
+        let plain = *spec == Spec::default() && (hints.is_empty() || !hints.contains_key(name));
+        if plain {
+            self.natural(out, v);
+            return;
+        }
+        let v = self.value(v);
+        let text = value_text(&v, name, hints, spec);
+        pad(out, &text, spec, is_number(&v, hints.get(name), spec));
+    }
+
+    /// The value of the field named last (a value without a name before
+    /// it is not a top-level field's: a `flat_class` has none).
+    fn push(&mut self, v: Flat) {
+        if std::mem::take(&mut self.named) {
+            if let Some(last) = self.fields.last_mut() {
+                last.1 = v;
+            }
+        }
+    }
+}
+
+impl crate::plan::Sink for FlatSink {
+    fn field(&mut self, name: &str) {
+        self.names.push_str(name);
+        // Its value follows.
+        self.fields
+            .push((self.names.len(), Flat::UInt(0, crate::Base::Decimal)));
+        self.named = true;
+    }
+    fn uint(&mut self, v: u64, base: crate::Base, _: u32) {
+        self.push(Flat::UInt(v, base));
+    }
+    fn sint(&mut self, v: i64, base: crate::Base, _: u32) {
+        self.push(Flat::SInt(v, base));
+    }
+    fn string(&mut self, s: &[u8]) {
+        let from = self.bytes.len();
+        self.bytes.extend_from_slice(s);
+        self.push(Flat::Str(from, self.bytes.len()));
+    }
+    // Not in a `flat_class`'s payload.
+    fn enumeration(&mut self, _: i128, _: &crate::Enum) {}
+    fn float(&mut self, _: f64) {}
+    fn wide(&mut self, _: &[u8], _: bool, _: u32, _: crate::Base) {}
+    fn begin_struct(&mut self) {}
+    fn end_struct(&mut self) {}
+    fn begin_array(&mut self, _: u64) {}
+    fn item(&mut self, _: u64) {}
+    fn end_array(&mut self) {}
+    fn variant(&mut self, _: &str) {}
+    fn end_variant(&mut self) {}
+}
+
+/// [`write_text`] for an event of a [`flat_class`] kept by `flat`: the
+/// same text.
+pub(crate) fn write_flat(out: &mut String, format: Option<&EventFormat>, flat: &FlatSink) {
+    let none = HashMap::new();
+    let hints = format.map_or(&none, |f| &f.hints);
+    match format.and_then(|f| f.pieces.as_ref()) {
+        Some(pieces) => {
+            for p in pieces {
+                match p {
+                    Piece::Text(t) => out.push_str(t),
+                    Piece::Field(path, spec) => {
+                        match path.as_slice() {
+                            [name] => match flat.get(name) {
+                                Some(v) => flat.field_text(out, name, v, hints, spec),
+                                None => {
+                                    let _ = write!(out, "<no field {name}>");
+                                }
+                            },
+                            // Below the top: nothing in a flat payload.
+                            _ => {
+                                let _ = write!(out, "<no field {}>", path.join("."));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        None => {
+            let mut first = true;
+            for (name, v) in flat.iter().filter(|(n, _)| !n.starts_with('_')) {
+                if !first {
+                    out.push(' ');
+                }
+                first = false;
+                out.push_str(name);
+                out.push('=');
+                flat.field_text(out, name, v, hints, &Spec::default());
+            }
+        }
+    }
+}
+
 fn write_pairs(
     out: &mut String,
     fields: &[(String, Value)],
@@ -885,6 +1083,77 @@ mod tests {
             .iter()
             .map(|&(n, m)| (n.to_owned(), m))
             .collect()
+    }
+
+    /// A flat payload written by `write_flat` as it decoded, and by
+    /// `write_text` from its value tree: the same text, for every format
+    /// and hint below.
+    #[test]
+    fn flat_payloads_print_as_their_value_trees() {
+        use crate::plan::Sink;
+        let fields: Vec<(&str, Value)> = vec![
+            ("a", Value::UInt(5, Base::Decimal)),
+            ("b", Value::SInt(-7, Base::Decimal)),
+            ("c", Value::SInt(i64::MIN, Base::Decimal)),
+            ("d", Value::UInt(255, Base::Hexadecimal)),
+            ("e", Value::SInt(-2, Base::Hexadecimal)),
+            ("f", Value::UInt(8, Base::Octal)),
+            ("g", Value::SInt(-5, Base::Binary)),
+            ("_h", Value::UInt(1, Base::Decimal)),
+            ("s", Value::Str("x y\u{fffd}".into())),
+            ("a", Value::UInt(6, Base::Decimal)),
+            ("u", Value::UInt(u64::MAX, Base::Decimal)),
+            ("n", Value::UInt(1_500, Base::Decimal)),
+        ];
+        let mut flat = FlatSink::default();
+        flat.begin_struct();
+        for (name, v) in &fields {
+            flat.field(name);
+            match v {
+                Value::UInt(x, base) => flat.uint(*x, *base, 64),
+                Value::SInt(x, base) => flat.sint(*x, *base, 64),
+                Value::Str(_) => flat.string(b"x y\xff"),
+                _ => unreachable!(),
+            }
+        }
+        flat.end_struct();
+        let tree = [Value::Struct(
+            fields
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.clone()))
+                .collect(),
+        )];
+        let formats: [Option<&str>; 6] = [
+            None,
+            Some("{a} {b} {c} {d} {e} {f} {g} {_h} {s} {u}"),
+            Some("{a:>5}|{b:05}|{d:#010x}|{e:x}|{s:^9}|{g:b}|{u:X}"),
+            Some("{nope} {a.b} {a} {n}"),
+            Some("[{s:<6}] {c:>24} {f:#o} {b:d}"),
+            Some(""),
+        ];
+        let hints = ["", "a:flags(ONE=0x1,FOUR=0x4);n:duration", "s:ipv4"];
+        for format in formats {
+            for h in hints {
+                let f = EventFormat {
+                    pieces: format.map(|f| parse_format(f).unwrap()),
+                    hints: parse_hints(h).unwrap(),
+                };
+                let (mut want, mut got) = (String::new(), String::new());
+                write_text(&mut want, Some(&f), &tree);
+                write_flat(&mut got, Some(&f), &flat);
+                assert_eq!(got, want, "{format:?} {h:?}");
+            }
+        }
+        let (mut want, mut got) = (String::new(), String::new());
+        write_text(&mut want, None, &tree);
+        write_flat(&mut got, None, &flat);
+        assert_eq!(got, want);
+        assert!(
+            want.starts_with(
+                "a=5 b=-7 c=-9223372036854775808 d=0xff e=0xfffffffffffffffe f=010 g=0b"
+            ),
+            "{want}"
+        );
     }
 
     #[test]

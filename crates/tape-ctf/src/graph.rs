@@ -304,14 +304,15 @@ impl Graph {
             {
                 if id == p.func && depth == p.depth {
                     let d = t.zip(p.t).map(|(t1, t0)| t1 - t0);
-                    let line = self.leaf_line(tid, &p, d, ret);
                     let th = self.thread(tid);
                     th.depth = i64::from(p.depth) - 1;
                     if let Some(slot) = th.open.get_mut(p.depth as usize) {
                         *slot = None;
                     }
                     self.after_exit(tid, raw);
-                    self.fill(p.slot, p.t.unwrap_or(i128::MIN), line, out);
+                    self.put(Some(p.slot), p.t.unwrap_or(i128::MIN), out, |g, line| {
+                        g.leaf_line(line, tid, &p, d, ret);
+                    });
                     return;
                 }
             }
@@ -349,35 +350,44 @@ impl Graph {
                     Some((f, t0)) if *f == id => (true, t.zip(*t0).map(|(t1, t0)| t1 - t0)),
                     _ => (false, None),
                 };
-                let mut line = self.prologue(tid, t);
-                self.duration(&mut line, d);
-                indent(&mut line, depth);
-                if !ret.is_empty() {
-                    let _ = writeln!(line, "}} /* {func} = {ret} */");
-                } else if matched && !self.opts.tail {
-                    line.push_str("}\n");
-                } else {
-                    let _ = writeln!(line, "}} /* {func} */");
-                }
                 self.after_exit(tid, raw);
-                self.push(t.unwrap_or(i128::MIN), line, out);
+                self.put(None, t.unwrap_or(i128::MIN), out, |g, line| {
+                    g.prologue(line, tid, t);
+                    g.duration(line, d);
+                    indent(line, depth);
+                    if !ret.is_empty() {
+                        line.push_str("} /* ");
+                        line.push_str(func);
+                        line.push_str(" = ");
+                        line.push_str(ret);
+                        line.push_str(" */\n");
+                    } else if matched && !g.opts.tail {
+                        line.push_str("}\n");
+                    } else {
+                        line.push_str("} /* ");
+                        line.push_str(func);
+                        line.push_str(" */\n");
+                    }
+                });
             }
             (Event::Comment(text), _) => {
                 let depth = self.thread(tid).depth;
-                let mut line = self.prologue(tid, t);
-                self.fill_duration(&mut line);
-                if depth > 0 {
-                    for _ in 0..(depth + 1) * 2 {
-                        line.push(' ');
+                self.put(None, t.unwrap_or(i128::MIN), out, |g, line| {
+                    g.prologue(line, tid, t);
+                    g.fill_duration(line);
+                    if depth > 0 {
+                        indent(line, u32::try_from(depth + 1).unwrap_or(u32::MAX));
                     }
-                }
-                let _ = writeln!(line, "/* {} */", text.trim_end_matches('\n'));
-                self.push(t.unwrap_or(i128::MIN), line, out);
+                    line.push_str("/* ");
+                    line.push_str(text.trim_end_matches('\n'));
+                    line.push_str(" */\n");
+                });
             }
             // The kernel's `CPU:%d [LOST %lu EVENTS]`.
             (Event::Lost(n), _) => {
-                let line = format!("TID:{tid} [LOST {n} EVENTS]\n");
-                self.push(t.unwrap_or(i128::MIN), line, out);
+                self.put(None, t.unwrap_or(i128::MIN), out, |_, line| {
+                    let _ = writeln!(line, "TID:{tid} [LOST {n} EVENTS]");
+                });
             }
             (Event::Entry { .. } | Event::Exit { .. }, None) => {}
         }
@@ -399,21 +409,19 @@ impl Graph {
     /// The depth a call is drawn at, if it is drawn (`set_graph_function`,
     /// `max_graph_depth`); keeps the thread's `under` current at entries.
     fn shown_depth(&mut self, tid: i64, func: &str, depth: u32, entry: bool) -> Option<u32> {
-        let max = self.opts.max_depth;
-        let functions = self.opts.functions.clone();
-        let th = self.thread(tid);
-        let depth = match &functions {
+        let Graph { opts, threads, .. } = self;
+        let depth = match &opts.functions {
             None => depth,
-            Some(set) => match th.under {
+            Some(set) => match threads.get(tid).under {
                 Some(base) if depth >= base => depth - base,
                 _ if entry && set(func) => {
-                    th.under = Some(depth);
+                    threads.get(tid).under = Some(depth);
                     0
                 }
                 _ => return None,
             },
         };
-        if max > 0 && depth >= max {
+        if opts.max_depth > 0 && depth >= opts.max_depth {
             return None;
         }
         Some(depth)
@@ -429,13 +437,15 @@ impl Graph {
     }
 
     fn decide_nested(&mut self, tid: i64, p: Pending, out: &mut String) {
-        let mut line = self.prologue(tid, p.t);
-        self.fill_duration(&mut line);
-        indent(&mut line, p.depth);
-        line.push_str(self.names.name(p.func));
-        line.push('(');
-        line.push_str(&self.threads.get(tid).args);
-        line.push_str(") {\n");
+        self.put(Some(p.slot), p.t.unwrap_or(i128::MIN), out, |g, line| {
+            g.prologue(line, tid, p.t);
+            g.fill_duration(line);
+            indent(line, p.depth);
+            line.push_str(g.names.name(p.func));
+            line.push('(');
+            line.push_str(&g.threads.get(tid).args);
+            line.push_str(") {\n");
+        });
         let th = self.thread(tid);
         th.depth = i64::from(p.depth);
         let d = p.depth as usize;
@@ -443,7 +453,6 @@ impl Graph {
             th.open.resize(d + 1, None);
         }
         th.open[d] = Some((p.func, p.t));
-        self.fill(p.slot, p.t.unwrap_or(i128::MIN), line, out);
     }
 
     /// The queue is too long behind an undecided entry: decide it.
@@ -464,10 +473,10 @@ impl Graph {
 
     /// The one line of the call `p` that ended `d` later, returning `ret`
     /// (empty: nothing shown).
-    fn leaf_line(&mut self, tid: i64, p: &Pending, d: Option<i128>, ret: &str) -> String {
-        let mut line = self.prologue(tid, p.t);
-        self.duration(&mut line, d);
-        indent(&mut line, p.depth);
+    fn leaf_line(&mut self, line: &mut String, tid: i64, p: &Pending, d: Option<i128>, ret: &str) {
+        self.prologue(line, tid, p.t);
+        self.duration(line, d);
+        indent(line, p.depth);
         line.push_str(self.names.name(p.func));
         line.push('(');
         line.push_str(&self.threads.get(tid).args);
@@ -478,7 +487,6 @@ impl Graph {
             line.push_str(ret);
             line.push_str(" */\n");
         }
-        line
     }
 
     /// Thread `tid`'s state (made at its first event).
@@ -496,13 +504,8 @@ impl Graph {
         self.names.id(name)
     }
 
-    /// `print_graph_prologue`: the time, thread and task columns, in a
-    /// line buffer from the pool.
-    fn prologue(&mut self, tid: i64, t: Option<i128>) -> String {
-        let mut s = self
-            .pool
-            .pop()
-            .unwrap_or_else(|| String::with_capacity(128));
+    /// `print_graph_prologue`: the time, thread and task columns.
+    fn prologue(&mut self, s: &mut String, tid: i64, t: Option<i128>) {
         if self.opts.abstime {
             match t {
                 Some(ns) => {
@@ -534,7 +537,6 @@ impl Graph {
             }
         }
         s.push_str(&th.prefix);
-        s
     }
 
     /// `print_graph_duration` with a value (or, without one, the empty
@@ -565,14 +567,40 @@ impl Graph {
         }
     }
 
-    /// Appends a ready line (after every line before it); `key` is the
-    /// time it is drawn at.
-    fn push(&mut self, key: i128, line: String, out: &mut String) {
-        if self.queue.is_empty() {
-            self.write(key, line, out);
+    /// Draws a line with `draw`, at time `key`: into the undecided entry's
+    /// `slot`, or (`None`) after every line before it. Straight into `out`
+    /// when no line waits before it (the usual case: a thread's events
+    /// decide its entries at once), else into a buffer in the queue.
+    fn put(
+        &mut self,
+        slot: Option<u64>,
+        key: i128,
+        out: &mut String,
+        draw: impl FnOnce(&mut Graph, &mut String),
+    ) {
+        let direct = match slot {
+            None => self.queue.is_empty(),
+            Some(s) => s == self.base && self.queue.len() == 1,
+        };
+        if direct {
+            draw(self, out);
+            if let Some(keys) = &mut self.keys {
+                keys.push((key, out.len()));
+            }
+            if slot.is_some() {
+                self.queue.pop_front();
+            }
             self.base += 1;
-        } else {
-            self.queue.push_back(Some((key, line)));
+            return;
+        }
+        let mut line = self
+            .pool
+            .pop()
+            .unwrap_or_else(|| String::with_capacity(128));
+        draw(self, &mut line);
+        match slot {
+            None => self.queue.push_back(Some((key, line))),
+            Some(slot) => self.fill(slot, key, line, out),
         }
     }
 
@@ -749,26 +777,16 @@ fn proc_column(s: &mut String, comm: &str, tid: i64) {
     }
 }
 
-/// Appends `v` in decimal (the duration columns' hot path: no
-/// formatter, u64 arithmetic: a u128 division is a library call).
-fn push_decimal(s: &mut String, v: u128) {
-    let Ok(mut v) = u64::try_from(v) else {
-        // Past u64 (a duration of over 584 years): the formatter.
-        let _ = write!(s, "{v}");
-        return;
-    };
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
+/// The decimal digits of `v`, right-aligned in `buf`: where they start.
+pub(crate) fn decimal(buf: &mut [u8; 20], mut v: u64) -> usize {
+    let mut at = buf.len();
     loop {
         at -= 1;
-        digits[at] = b'0' + (v % 10) as u8;
+        buf[at] = b'0' + (v % 10) as u8;
         v /= 10;
         if v == 0 {
-            break;
+            return at;
         }
-    }
-    for &c in &digits[at..] {
-        s.push(char::from(c));
     }
 }
 
@@ -787,39 +805,55 @@ pub fn mark(d: u128) -> char {
 
 /// `trace_print_graph_duration`: `1.382 us    `, `1837.709 us `,
 /// `119760.2 us `, `3594274 us  ` (at least 8 characters before ` us `).
+/// The hot path of every timed line: assembled in a byte buffer, u64
+/// arithmetic (a u128 division is a library call).
 pub fn duration_text(s: &mut String, d: u128) {
-    // u64 arithmetic when it fits (a u128 division is a library call).
-    let (usecs, rem) = match u64::try_from(d) {
-        Ok(d) => (u128::from(d / 1000), (d % 1000) as u32),
-        Err(_) => (d / 1000, (d % 1000) as u32),
+    let Ok(d) = u64::try_from(d) else {
+        // Past u64 ns (584 years): microseconds of 17 digits or more, so
+        // no fraction and no padding.
+        let _ = write!(s, "{} us ", d / 1000);
+        return;
     };
-    let before = s.len();
-    push_decimal(s, usecs);
-    let mut len = s.len() - before;
+    let (usecs, rem) = (d / 1000, d % 1000);
+    let mut digits = [0u8; 20];
+    let at = decimal(&mut digits, usecs);
+    // Digits, a point and three, " us ", padding: at most 20 + 4 + 4.
+    let mut line = [b' '; 32];
+    let mut len = digits.len() - at;
+    line[..len].copy_from_slice(&digits[at..]);
     if len < 7 {
         // snprintf(nsecs_str, min(5, 8 - len), "%03lu"): at most 7 - len
         // of the three digits.
-        let digits = [
-            b'0' + (rem / 100) as u8,
-            b'0' + (rem / 10 % 10) as u8,
-            b'0' + (rem % 10) as u8,
-        ];
+        let fraction = [rem / 100, rem / 10 % 10, rem % 10].map(|x| b'0' + x as u8);
         let keep = (7 - len).min(3);
-        s.push('.');
-        for &c in &digits[..keep] {
-            s.push(char::from(c));
-        }
+        line[len] = b'.';
+        line[len + 1..len + 1 + keep].copy_from_slice(&fraction[..keep]);
         len += keep + 1;
     }
-    s.push_str(" us ");
-    for _ in len..8 {
-        s.push(' ');
-    }
+    line[len..len + 4].copy_from_slice(b" us ");
+    let end = len + 4 + 8usize.saturating_sub(len);
+    s.push_str(std::str::from_utf8(&line[..end]).unwrap_or_default());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strings_are_quoted_as_debug_quotes_them() {
+        let ascii: Vec<u8> = (0u8..=0x7f).collect();
+        let cases: [&[u8]; 5] = [&ascii, b"plain", b"", "\u{e9}\n\"".as_bytes(), b"\xff\0a"];
+        for s in cases {
+            let mut sink = DepthSink::with_text(String::new(), "", true);
+            sink.other = true;
+            crate::plan::Sink::string(&mut sink, s);
+            assert_eq!(
+                sink.extra,
+                format!("{:?}", String::from_utf8_lossy(s)),
+                "{s:?}"
+            );
+        }
+    }
 
     #[test]
     fn durations_and_marks_are_the_kernels() {
@@ -1052,20 +1086,37 @@ impl crate::plan::Sink for DepthSink {
     }
     fn string(&mut self, s: &[u8]) {
         if self.value() {
-            // Quoted as Rust writes it; plain text is copied as it is.
-            let plain = s
-                .iter()
-                .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\');
-            match std::str::from_utf8(s) {
-                Ok(t) if plain => {
-                    self.extra.push('"');
-                    self.extra.push_str(t);
-                    self.extra.push('"');
-                }
-                _ => {
-                    let _ = write!(self.extra, "{:?}", String::from_utf8_lossy(s));
+            // Quoted as Rust's `Debug` writes it: ASCII here, the rest by
+            // the formatter.
+            if !s.is_ascii() {
+                let _ = write!(self.extra, "{:?}", String::from_utf8_lossy(s));
+                return;
+            }
+            self.extra.push('"');
+            let mut from = 0;
+            for (i, &b) in s.iter().enumerate() {
+                let escape = match b {
+                    b'\t' => "\\t",
+                    b'\r' => "\\r",
+                    b'\n' => "\\n",
+                    b'\0' => "\\0",
+                    b'"' => "\\\"",
+                    b'\\' => "\\\\",
+                    0x20..0x7f => continue,
+                    _ => "",
+                };
+                self.extra
+                    .push_str(std::str::from_utf8(&s[from..i]).unwrap_or_default());
+                from = i + 1;
+                if escape.is_empty() {
+                    let _ = write!(self.extra, "\\u{{{b:x}}}");
+                } else {
+                    self.extra.push_str(escape);
                 }
             }
+            self.extra
+                .push_str(std::str::from_utf8(&s[from..]).unwrap_or_default());
+            self.extra.push('"');
         }
     }
     fn wide(&mut self, v: &[u8], _: bool, _: u32, _: crate::Base) {
@@ -1128,17 +1179,42 @@ pub fn thread_ids(streams: &mut [crate::fast::FastStream]) -> Vec<i64> {
     ids
 }
 
+/// What an event class is to the graph, found at its first event.
+#[derive(Clone, Copy)]
+struct ClassInfo {
+    /// A traced function's entry, exit or return value, or (`None`) a
+    /// comment.
+    role: Option<Role>,
+    /// The function's index in the graph ([`Graph::function_id`]) and in
+    /// [`Feed::funcs`].
+    id: u32,
+    /// For a class whose fields are the one `depth` (the function
+    /// tracer's `fn_call`), its byte order: read from the event's bytes
+    /// with no decoding.
+    raw: Option<crate::ByteOrder>,
+    /// A comment decoded by a [`crate::ftrace::FlatSink`] (no value tree).
+    flat: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Entry,
+    Exit,
+    Ret,
+}
+
 /// What the graph keeps about the classes and threads it has seen, and
 /// how it hands one decoded event to a [`Graph`].
 #[derive(Default)]
 struct Feed {
-    /// By class (its address): its kind, its function's index in the
-    /// graph once asked, and for a class whose fields are the one `depth`
-    /// (the function tracer's `fn_call`), its byte order: read from the
-    /// event's bytes with no decoding.
-    kinds: HashMap<usize, (Kind, Option<u32>, Option<crate::ByteOrder>)>,
+    /// By trace plan (its address), by stream class and event
+    /// ([`crate::fast::FastStream::class_index`]): no hashing per event.
+    classes: Vec<(usize, Vec<Vec<Option<ClassInfo>>>)>,
+    /// The functions' displayed names, by index.
+    funcs: Vec<Box<str>>,
     threads: ThreadOf,
     text: String,
+    flat: crate::ftrace::FlatSink,
     /// Per thread, the return value recorded last and its function's
     /// index (`u32::MAX`: none waiting), for the exit that follows it: a
     /// buffer reused from call to call.
@@ -1146,8 +1222,79 @@ struct Feed {
 }
 
 impl Feed {
-    /// Decodes the event `stream` found (at `t`) into `g`. The class is
-    /// looked at in place (not cloned) for a traced function's events.
+    /// What the class of the event `stream` found is to the graph (`None`:
+    /// no class).
+    #[inline]
+    fn info(&mut self, g: &mut Graph, stream: &crate::fast::FastStream) -> Option<ClassInfo> {
+        let (sc, ev) = stream.class_index()?;
+        let plan = std::ptr::from_ref(stream.plan()) as usize;
+        let known = match self.classes.first() {
+            Some((p, table)) if *p == plan => table.get(sc).and_then(|t| t.get(ev)),
+            _ => self
+                .classes
+                .iter()
+                .find(|(p, _)| *p == plan)
+                .and_then(|(_, table)| table.get(sc).and_then(|t| t.get(ev))),
+        };
+        match known {
+            Some(Some(info)) => Some(*info),
+            _ => self.learn(g, stream, plan, sc, ev),
+        }
+    }
+
+    /// [`Feed::info`] at a class's first event.
+    #[cold]
+    fn learn(
+        &mut self,
+        g: &mut Graph,
+        stream: &crate::fast::FastStream,
+        plan: usize,
+        sc: usize,
+        ev: usize,
+    ) -> Option<ClassInfo> {
+        let class = stream.class()?;
+        let (role, func) = match kind(&class.name) {
+            Kind::Entry(f) => (Some(Role::Entry), Some(f)),
+            Kind::Exit(f) => (Some(Role::Exit), Some(f)),
+            Kind::Ret(f) => (Some(Role::Ret), Some(f)),
+            Kind::Other => (None, None),
+        };
+        let id = match func {
+            Some(f) => {
+                let id = g.function_id(&f);
+                if self.funcs.len() <= id as usize {
+                    self.funcs.resize(id as usize + 1, "".into());
+                }
+                self.funcs[id as usize] = f.into();
+                id
+            }
+            None => u32::MAX,
+        };
+        let info = ClassInfo {
+            role,
+            id,
+            raw: depth_only(class, stream.plan().byte_order),
+            flat: role.is_none() && crate::ftrace::flat_class(class, stream.has_context()),
+        };
+        let at = match self.classes.iter().position(|(p, _)| *p == plan) {
+            Some(at) => at,
+            None => {
+                self.classes.push((plan, Vec::new()));
+                self.classes.len() - 1
+            }
+        };
+        let table = &mut self.classes[at].1;
+        if table.len() <= sc {
+            table.resize_with(sc + 1, Vec::new);
+        }
+        if table[sc].len() <= ev {
+            table[sc].resize(ev + 1, None);
+        }
+        table[sc][ev] = Some(info);
+        Some(info)
+    }
+
+    /// Decodes the event `stream` found (at `t`) into `g`.
     fn event(
         &mut self,
         g: &mut Graph,
@@ -1155,94 +1302,109 @@ impl Feed {
         t: Option<i128>,
         out: &mut String,
     ) -> Result<(), crate::decode::DecodeError> {
-        let Some(class) = stream.class() else {
+        let Some(info) = self.info(g, stream) else {
             return stream.emit(&mut crate::plan::Discard);
         };
-        let order = stream.plan().byte_order;
-        let (k, id, raw) = self
-            .kinds
-            .entry(std::sync::Arc::as_ptr(class) as usize)
-            .or_insert_with(|| (kind(&class.name), None, depth_only(class, order)));
-        let raw = *raw;
-        let id = match (&*k, *id) {
-            (_, Some(id)) => id,
-            (Kind::Entry(f) | Kind::Exit(f) | Kind::Ret(f), None) => {
-                *id = Some(g.function_id(f));
-                g.function_id(f)
-            }
-            (Kind::Other, None) => u32::MAX,
-        };
-        if let Kind::Ret(_) = &*k {
-            let mut sink = DepthSink::with_text(std::mem::take(&mut self.text), "", true);
-            stream.emit(&mut sink)?;
-            let (tid, _) = self.threads.of(stream);
-            let at = match self.rets.iter().position(|r| r.0 == tid) {
-                Some(at) => at,
-                None => {
-                    self.rets.push((tid, u32::MAX, String::new()));
-                    self.rets.len() - 1
-                }
-            };
-            let r = &mut self.rets[at];
-            r.1 = id;
-            std::mem::swap(&mut r.2, &mut sink.extra);
-            self.text = sink.extra;
-            return Ok(());
-        }
-        if let Kind::Entry(f) | Kind::Exit(f) = &*k {
-            let exit = matches!(k, Kind::Exit(_));
-            let skip = if exit { "call" } else { "" };
-            let mut sink = DepthSink::with_text(std::mem::take(&mut self.text), skip, false);
-            let quick = raw.and_then(|order| {
-                let b: [u8; 4] = stream.emit_raw(4)?.try_into().ok()?;
-                Some(match order {
-                    crate::ByteOrder::Big => u32::from_be_bytes(b),
-                    crate::ByteOrder::Little => u32::from_le_bytes(b),
-                })
-            });
-            match quick {
-                Some(depth) => sink.depth = depth,
-                None => stream.emit(&mut sink)?,
-            }
-            let (tid, comm) = self.threads.of(stream);
-            let depth = sink.depth;
-            let mut extra = sink.extra.as_str();
-            if exit && !self.rets.is_empty() {
-                // The return value recorded just before, for this function.
-                if let Some(r) = self.rets.iter_mut().find(|r| r.0 == tid && r.1 != u32::MAX) {
-                    if r.1 == id && extra.is_empty() {
-                        extra = &r.2;
+        let id = info.id;
+        match info.role {
+            Some(Role::Ret) => {
+                let mut sink = DepthSink::with_text(std::mem::take(&mut self.text), "", true);
+                stream.emit(&mut sink)?;
+                let (tid, _) = self.threads.of(stream);
+                let at = match self.rets.iter().position(|r| r.0 == tid) {
+                    Some(at) => at,
+                    None => {
+                        self.rets.push((tid, u32::MAX, String::new()));
+                        self.rets.len() - 1
                     }
-                    r.1 = u32::MAX;
-                }
+                };
+                let r = &mut self.rets[at];
+                r.1 = id;
+                std::mem::swap(&mut r.2, &mut sink.extra);
+                self.text = sink.extra;
             }
-            let event = if exit {
-                Event::Exit {
-                    func: f,
-                    depth,
-                    ret: extra,
+            Some(role) => {
+                let exit = role == Role::Exit;
+                let quick = info.raw.and_then(|order| {
+                    let b: [u8; 4] = stream.emit_raw(4)?.try_into().ok()?;
+                    Some(match order {
+                        crate::ByteOrder::Big => u32::from_be_bytes(b),
+                        crate::ByteOrder::Little => u32::from_le_bytes(b),
+                    })
+                });
+                let depth = match quick {
+                    Some(depth) => {
+                        self.text.clear();
+                        depth
+                    }
+                    None => {
+                        let skip = if exit { "call" } else { "" };
+                        let text = std::mem::take(&mut self.text);
+                        let mut sink = DepthSink::with_text(text, skip, false);
+                        let decoded = stream.emit(&mut sink);
+                        self.text = sink.extra;
+                        decoded?;
+                        sink.depth
+                    }
+                };
+                let (tid, comm) = self.threads.of(stream);
+                let func = &self.funcs[id as usize];
+                let mut extra = self.text.as_str();
+                if exit && !self.rets.is_empty() {
+                    // The return value recorded just before, for this function.
+                    if let Some(r) = self.rets.iter_mut().find(|r| r.0 == tid && r.1 != u32::MAX) {
+                        if r.1 == id && extra.is_empty() {
+                            extra = &r.2;
+                        }
+                        r.1 = u32::MAX;
+                    }
                 }
-            } else {
-                Event::Entry {
-                    func: f,
-                    depth,
-                    args: extra,
+                let event = if exit {
+                    Event::Exit {
+                        func,
+                        depth,
+                        ret: extra,
+                    }
+                } else {
+                    Event::Entry {
+                        func,
+                        depth,
+                        args: extra,
+                    }
+                };
+                g.event_with_id(tid, comm, t, event, id, out);
+            }
+            None if info.flat => {
+                self.text.clear();
+                let mut format = None;
+                if let Some(class) = stream.class() {
+                    self.text.push_str(&class.name);
+                    format = Some(class.id);
                 }
-            };
-            g.event_with_id(tid, comm, t, event, id, out);
-            self.text = sink.extra;
-        } else {
-            let class = class.clone();
-            let mut sink = crate::fast::ValueSink::default();
-            stream.emit(&mut sink)?;
-            let (comm, tid) = crate::ftrace::task(stream.packet_value.as_ref(), &sink.scopes);
-            self.text.clear();
-            self.text.push_str(&class.name);
-            self.text.push_str(": ");
-            let formats = &stream.plan().formats;
-            crate::ftrace::write_text(&mut self.text, formats.get(class.id), &sink.scopes);
-            let comm = comm.to_owned();
-            g.event(tid, &comm, t, Event::Comment(&self.text), out);
+                self.text.push_str(": ");
+                self.flat.clear();
+                stream.emit(&mut self.flat)?;
+                let formats = &stream.plan().formats;
+                let format = format.and_then(|id| formats.get(id));
+                crate::ftrace::write_flat(&mut self.text, format, &self.flat);
+                let (tid, comm) = self.threads.of(stream);
+                g.event_with_id(tid, comm, t, Event::Comment(&self.text), u32::MAX, out);
+            }
+            None => {
+                let Some(class) = stream.class().cloned() else {
+                    return stream.emit(&mut crate::plan::Discard);
+                };
+                let mut sink = crate::fast::ValueSink::default();
+                stream.emit(&mut sink)?;
+                let (comm, tid) = crate::ftrace::task(stream.packet_value.as_ref(), &sink.scopes);
+                self.text.clear();
+                self.text.push_str(&class.name);
+                self.text.push_str(": ");
+                let formats = &stream.plan().formats;
+                crate::ftrace::write_text(&mut self.text, formats.get(class.id), &sink.scopes);
+                let comm = comm.to_owned();
+                g.event(tid, &comm, t, Event::Comment(&self.text), out);
+            }
         }
         Ok(())
     }
