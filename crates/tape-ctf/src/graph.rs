@@ -1596,7 +1596,10 @@ fn draw_stream(
     let mut g = Graph::new(opts);
     g.keep_keys();
     let mut feed = Feed::default();
-    let mut out = String::with_capacity(1 << 18);
+    // A piece is sent once past PIECE: room for the event that crosses
+    // it, so that the buffer does not grow (and copy) for its last lines.
+    const PIECE: usize = 1 << 18;
+    let mut out = String::with_capacity(PIECE + (1 << 16));
     let mut lost = 0;
     loop {
         match stream.peek()? {
@@ -1609,9 +1612,9 @@ fn draw_stream(
             }
             Next::Event(t) => feed.event(&mut g, stream, t, &mut out)?,
         }
-        if out.len() >= 1 << 18 {
+        if out.len() >= PIECE {
             let piece = Piece {
-                text: std::mem::replace(&mut out, String::with_capacity(1 << 18)),
+                text: std::mem::replace(&mut out, String::with_capacity(PIECE + (1 << 16))),
                 keys: g.take_keys(),
             };
             if !send(piece) {
