@@ -44,9 +44,12 @@
 //! Lines are printed in the trace's time order across threads, each at the
 //! time of the event it is drawn at (a leaf's line at its entry). A
 //! thread's calls are all on its stream, so [`render_streams`] draws each
-//! stream on a thread of its own and merges the lines by time (the speed:
-//! 10 M events in 0.74 s against babeltrace2's 15.9 s, two streams on two
-//! cores); [`render`] draws them in one merged pass (past
+//! stream on a thread of its own and merges the lines by time (the speed,
+//! `scripts/graph-speed.sh`: 10 M events in 0.56-0.62 s against
+//! babeltrace2's 16-17 s, 27-30×, two streams on two cores: a line is
+//! written straight into its stream's output, and a comment of integers
+//! and strings decoded with no value tree); [`render`] draws them in one
+//! merged pass (past
 //! [`STREAM_THREADS`] streams), where a call's entry line waits for its
 //! thread's next event (is it a leaf?) and the other threads' lines after
 //! it wait in a queue, bounded ([`QUEUE_LIMIT`]: past it, the oldest
