@@ -23,8 +23,8 @@ fn dir() -> &'static PathBuf {
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let d = dir();
     std::fs::write(d.join("stream"), data).unwrap();
-    let traces = tape_ctf::read::find_traces(d).unwrap();
-    for r in tape_ctf::fast::events(&traces).unwrap().take(100_000) {
+    let traces = tape_ctf::metadata::read::find_traces(d).unwrap();
+    for r in tape_ctf::decode::stream::events(&traces).unwrap().take(100_000) {
         if r.is_err() {
             break;
         }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tape::filter::{Capture, Filter};
-use tape_ctf::fast::FastStream;
+use tape_ctf::decode::stream::FastStream;
 use tape_ctf::{EventClass, Struct};
 
 /// A filter expression for a reader.

@@ -24,12 +24,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tape_ctf::fast::{
+use tape_ctf::decode::plan::{Discard, Sink};
+use tape_ctf::decode::stream::{
     open_streams, FastMerge, FastStream, JsonSink, LostByCause, Step, TracePlan, LOSS_CAUSES,
 };
-use tape_ctf::parallel::{render_merged, Piece, Render, Seconds, Threads, TimeText};
-use tape_ctf::plan::{Discard, Sink};
-use tape_ctf::read::{find_traces, TraceDir};
+use tape_ctf::metadata::read::{find_traces, TraceDir};
+use tape_ctf::output::text::parallel::{render_merged, Piece, Render, Seconds, Threads, TimeText};
 
 mod filter;
 mod pipe;
@@ -331,16 +331,16 @@ fn main() -> ExitCode {
             let traces = open(&paths)?;
             let streams = open_streams(&traces)?;
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let p = tape_ctf::profile::gather_streams(streams, per_thread, cores)
+            let p = tape_ctf::output::profile::gather_streams(streams, per_thread, cores)
                 .map_err(|e| e.to_string())?;
             let by = match sort {
-                ProfileSort::Hit => tape_ctf::profile::SortBy::Hit,
-                ProfileSort::Time => tape_ctf::profile::SortBy::Time,
-                ProfileSort::Avg => tape_ctf::profile::SortBy::Avg,
-                ProfileSort::SelfTime => tape_ctf::profile::SortBy::SelfTime,
-                ProfileSort::P99 => tape_ctf::profile::SortBy::P99,
-                ProfileSort::Max => tape_ctf::profile::SortBy::Max,
-                ProfileSort::Name => tape_ctf::profile::SortBy::Name,
+                ProfileSort::Hit => tape_ctf::output::profile::SortBy::Hit,
+                ProfileSort::Time => tape_ctf::output::profile::SortBy::Time,
+                ProfileSort::Avg => tape_ctf::output::profile::SortBy::Avg,
+                ProfileSort::SelfTime => tape_ctf::output::profile::SortBy::SelfTime,
+                ProfileSort::P99 => tape_ctf::output::profile::SortBy::P99,
+                ProfileSort::Max => tape_ctf::output::profile::SortBy::Max,
+                ProfileSort::Name => tape_ctf::output::profile::SortBy::Name,
             };
             print(&p.table(by, ftrace))
         })(),
@@ -358,7 +358,7 @@ fn main() -> ExitCode {
         } => (|| -> Result<(), Failure> {
             let traces = open(&paths)?;
             let functions = globs("--function", &functions)?;
-            let opts = tape_ctf::graph::Options {
+            let opts = tape_ctf::output::graph::Options {
                 proc_,
                 abstime,
                 duration: !no_duration,
@@ -366,7 +366,7 @@ fn main() -> ExitCode {
                 tail,
                 functions: functions.map(|g| {
                     std::sync::Arc::new(move |f: &str| g.is_match(f))
-                        as tape_ctf::graph::FunctionFilter
+                        as tape_ctf::output::graph::FunctionFilter
                 }),
                 max_depth: max_depth.unwrap_or(0),
                 threads,
@@ -508,7 +508,7 @@ impl Second {
 }
 
 impl TimeText for LineTime {
-    fn write(&mut self, out: &mut tape_ctf::line::TextBuf, ns: i128) {
+    fn write(&mut self, out: &mut tape_ctf::output::text::line::TextBuf, ns: i128) {
         if self.seconds || ns < 0 {
             // Before the epoch: `-S.nnnnnnnnn`, as babeltrace2 prints the
             // first such time (it prints the later ones as if after it).
@@ -521,9 +521,9 @@ impl TimeText for LineTime {
 
     /// `[HH:MM:SS.` as one store, then the nine digits.
     #[inline(always)]
-    fn open_line(&mut self, out: &mut tape_ctf::line::TextBuf, t: Option<i128>) {
+    fn open_line(&mut self, out: &mut tape_ctf::output::text::line::TextBuf, t: Option<i128>) {
         let Some(ns) = t.filter(|&ns| !self.seconds && ns >= 0) else {
-            return tape_ctf::parallel::open_line(self, out, t);
+            return tape_ctf::output::text::parallel::open_line(self, out, t);
         };
         let s = self.second(ns);
         match &s.word {
@@ -542,7 +542,7 @@ fn first_time(traces: &[TraceDir]) -> Option<i128> {
     let firsts = streams.into_iter().filter_map(|mut s| {
         let next = s.peek().ok()?;
         s.packet_times().1.or(match next {
-            tape_ctf::fast::Next::Event(t) => t,
+            tape_ctf::decode::stream::Next::Event(t) => t,
             _ => None,
         })
     });
@@ -612,11 +612,11 @@ fn show(traces: Vec<TraceDir>, sel: &Selection) -> Result<(), Failure> {
 }
 
 /// A latency snapshot's header (ftrace's latency format, see
-/// [`tape_ctf::latency`]) on stdout, before its events: when the one trace
+/// [`tape_ctf::output::latency`]) on stdout, before its events: when the one trace
 /// shown is one.
 fn latency_header(traces: &[TraceDir]) -> Result<(), Failure> {
     let [trace] = traces else { return Ok(()) };
-    let Some(header) = tape_ctf::latency::Header::of(&trace.trace) else {
+    let Some(header) = tape_ctf::output::latency::Header::of(&trace.trace) else {
         return Ok(());
     };
     let (mut events, mut lost) = (0u64, 0u64);
@@ -694,7 +694,7 @@ fn write_all_runs(w: &mut impl Write, mut runs: &mut [IoSlice<'_>]) -> std::io::
 /// `tape stats --filter`: every event class, each event by its values.
 struct Filtered<'a>(&'a filter::ValueFilter);
 
-impl tape_ctf::fast::Shown for Filtered<'_> {
+impl tape_ctf::decode::stream::Shown for Filtered<'_> {
     fn class(&self, _: &tape_ctf::EventClass, _: Option<i128>) -> bool {
         true
     }
@@ -712,7 +712,7 @@ impl tape_ctf::fast::Shown for Filtered<'_> {
 /// `--filter` on their values.
 struct Shows<'a>(&'a Selection);
 
-impl tape_ctf::fast::Shown for Shows<'_> {
+impl tape_ctf::decode::stream::Shown for Shows<'_> {
     fn class(&self, class: &tape_ctf::EventClass, t: Option<i128>) -> bool {
         let sel = self.0;
         sel.in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name))
@@ -763,7 +763,7 @@ impl Selection {
 /// print without them).
 fn warn_formats(traces: &[TraceDir]) {
     for t in traces {
-        for e in &tape_ctf::ftrace::Formats::new(&t.trace).errors {
+        for e in &tape_ctf::output::ftrace::Formats::new(&t.trace).errors {
             say!("tape: warning: {}/metadata: {e}", t.dir.display());
         }
     }
@@ -778,7 +778,7 @@ fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Failure> {
     let lost_shown = |t: Option<i128>| sel.in_range(t) || t.is_none();
     let mut failed: Option<std::io::Error> = None;
     let mut symbols = symbols::Symbols::default();
-    let lost = tape_ctf::ftrace::render_with_symbols(
+    let lost = tape_ctf::output::ftrace::render_with_symbols(
         &mut merge,
         shown,
         lost_shown,
@@ -813,12 +813,12 @@ enum ProfileSort {
 /// `tape graph`: the function_graph view of `traces`.
 fn graph(
     traces: &[TraceDir],
-    mut opts: tape_ctf::graph::Options,
+    mut opts: tape_ctf::output::graph::Options,
     one_pass: bool,
 ) -> Result<(), Failure> {
     warn_formats(traces);
     let mut streams = open_streams(traces)?;
-    let widest = tape_ctf::graph::thread_ids(&mut streams)
+    let widest = tape_ctf::output::graph::thread_ids(&mut streams)
         .into_iter()
         .map(|t| t.to_string().len())
         .max()
@@ -835,12 +835,12 @@ fn graph(
     };
     // A thread per stream (their graphs are independent), unless there
     // are too many streams for that: then one merged pass.
-    let lost = if !one_pass && streams.len() <= tape_ctf::graph::STREAM_THREADS {
-        tape_ctf::graph::render_streams(streams, &opts, &mut write)
+    let lost = if !one_pass && streams.len() <= tape_ctf::output::graph::STREAM_THREADS {
+        tape_ctf::output::graph::render_streams(streams, &opts, &mut write)
     } else {
         drop(streams);
         let mut merge = FastMerge::new(traces)?;
-        tape_ctf::graph::render(&mut merge, opts, Shows(&sel), &mut write)
+        tape_ctf::output::graph::render(&mut merge, opts, Shows(&sel), &mut write)
     };
     end_output(&mut stdout, failed)?;
     let lost = lost.map_err(|e| e.to_string())?;

@@ -42,12 +42,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tape_ctf::fast::{
+use tape_ctf::decode::plan::Discard;
+use tape_ctf::decode::stream::{
     write_event_rest, write_json_line, write_line_prefix, FastStream, Next, TracePlan,
 };
-use tape_ctf::line::TextBuf;
-use tape_ctf::parallel::TimeText;
-use tape_ctf::plan::Discard;
+use tape_ctf::output::text::line::TextBuf;
+use tape_ctf::output::text::parallel::TimeText;
 
 use crate::{output_error, Failure, Format, LineTime};
 
@@ -253,13 +253,13 @@ fn decode(
                 let rest = match format {
                     Format::Ftrace => {
                         let class = s.class().cloned();
-                        let mut sink = tape_ctf::fast::ValueSink::default();
+                        let mut sink = tape_ctf::decode::stream::ValueSink::default();
                         s.emit(&mut sink).map_err(|e| e.to_string())?;
                         let Some(class) = class else {
                             continue;
                         };
                         let mut line = String::new();
-                        tape_ctf::ftrace::write_line(
+                        tape_ctf::output::ftrace::write_line(
                             &mut line,
                             &s.plan().formats,
                             &class,

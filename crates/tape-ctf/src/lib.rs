@@ -35,25 +35,13 @@
 #![forbid(unsafe_code)]
 
 pub mod decode;
-pub mod fast;
-pub mod ftrace;
-pub mod graph;
-pub mod latency;
-mod lexer;
-pub mod line;
-pub mod parallel;
-mod parse;
-pub mod plan;
-pub mod profile;
-pub mod read;
-pub mod text;
-mod tournament;
-mod tsdl;
-mod validate;
+pub mod merge;
+pub mod metadata;
+pub mod output;
 
-pub use parse::{parse_metadata, ParseError, Parsed};
-pub use tsdl::quote;
-pub use validate::validate;
+pub use metadata::parse::{parse_metadata, ParseError, Parsed};
+pub use metadata::tsdl::quote;
+pub use metadata::validate::validate;
 
 /// Byte order of a type or of the whole trace (§4.1.3 of the CTF spec).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -457,7 +445,7 @@ impl Trace {
 
     /// The metadata text (TSDL), starting with `/* CTF 1.8 */`.
     pub fn to_tsdl(&self) -> String {
-        tsdl::write_trace(self)
+        metadata::tsdl::write_trace(self)
     }
 }
 

@@ -10,8 +10,8 @@ mod shared;
 
 use std::path::PathBuf;
 
+use tape_ctf::decode::stream::{events, Record};
 use tape_ctf::decode::Value;
-use tape_ctf::fast::{events, Record};
 use tape_ctf::Base;
 
 fn root() -> Option<PathBuf> {
@@ -118,7 +118,8 @@ fn babeltrace_expect_files() {
             continue;
         }
         let want = parse_expect(&text);
-        let traces = tape_ctf::read::find_traces(&trace).unwrap_or_else(|x| panic!("{name}: {x}"));
+        let traces =
+            tape_ctf::metadata::read::find_traces(&trace).unwrap_or_else(|x| panic!("{name}: {x}"));
         let mut got: Expected = Vec::new();
         for r in events(&traces).unwrap_or_else(|x| panic!("{name}: {x}")) {
             match r.unwrap_or_else(|x| panic!("{name}: {x}")) {

@@ -40,10 +40,10 @@ fn corpus(root: &Path) -> Vec<PathBuf> {
 
 /// Decodes a trace to the end (at most `limit` records).
 fn decode_all(dir: &Path, limit: usize) {
-    let Ok(traces) = tape_ctf::read::find_traces(dir) else {
+    let Ok(traces) = tape_ctf::metadata::read::find_traces(dir) else {
         return;
     };
-    let Ok(iter) = tape_ctf::fast::events(&traces) else {
+    let Ok(iter) = tape_ctf::decode::stream::events(&traces) else {
         return;
     };
     for r in iter.take(limit) {

@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
+use tape_ctf::decode::stream::{events, Record};
 use tape_ctf::decode::Value;
-use tape_ctf::fast::{events, Record};
-use tape_ctf::read::find_traces;
+use tape_ctf::metadata::read::find_traces;
 use tape_ctf::Base;
 
 const METADATA: &str = r#"/* CTF 1.8 */

@@ -294,10 +294,10 @@ pub fn print_last_events(
     out: &mut impl std::io::Write,
 ) -> std::io::Result<()> {
     let fail = |e: String| std::io::Error::other(e);
-    let trace = tape_ctf::read::open_trace(dir).map_err(|e| fail(e.to_string()))?;
-    let mut merge = tape_ctf::fast::FastMerge::new(&[trace]).map_err(fail)?;
+    let trace = tape_ctf::metadata::read::open_trace(dir).map_err(|e| fail(e.to_string()))?;
+    let mut merge = tape_ctf::decode::stream::FastMerge::new(&[trace]).map_err(fail)?;
     let mut text = String::new();
-    tape_ctf::ftrace::render(
+    tape_ctf::output::ftrace::render(
         &mut merge,
         |_: &tape_ctf::EventClass, _: Option<i128>| true,
         |_| true,

@@ -112,7 +112,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use tape_ctf::plan::{Sink, StructPlan};
+use tape_ctf::decode::plan::{Sink, StructPlan};
 
 pub use tape_ctf::decode::Value;
 
@@ -667,7 +667,7 @@ impl<'a> Event<'a> {
     }
 
     /// Sends the fields to a decoding sink (no allocation by the decoder
-    /// itself for flat events; see [`tape_ctf::plan::Sink`]).
+    /// itself for flat events; see [`tape_ctf::decode::plan::Sink`]).
     pub fn decode<S: Sink>(&self, sink: &mut S) -> Result<(), Error> {
         let plan = plan(self.tracepoint)?;
         plan.decode(self.payload, sink).map(|_| ()).map_err(|e| {

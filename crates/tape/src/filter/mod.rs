@@ -750,7 +750,7 @@ enum Found<'a> {
     Text(&'a [u8]),
 }
 
-/// A decoder's sink (`tape_ctf::plan::Sink`) that catches the values one
+/// A decoder's sink (`tape_ctf::decode::plan::Sink`) that catches the values one
 /// [`Filter`] compares, as an event is decoded: for `tape show --filter`
 /// on any CTF trace. Reused from event to event (its buffers keep their
 /// capacity); the common fields come from the packet context, set by the
@@ -909,7 +909,7 @@ impl Capture {
     }
 }
 
-impl tape_ctf::plan::Sink for Capture {
+impl tape_ctf::decode::plan::Sink for Capture {
     fn scope(&mut self, name: &'static str) {
         self.in_payload = name == "fields";
         self.depth = 0;

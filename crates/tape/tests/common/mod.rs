@@ -35,10 +35,10 @@ impl Reader {
 /// What tape's reader prints for a trace (babeltrace2's format, times
 /// left out): `tape show`, as library calls.
 pub fn tape_text(trace: &Path) -> Result<ReadOutput, String> {
-    use tape_ctf::fast::{write_event_line, FastMerge, Step};
-    let traces = tape_ctf::read::find_traces(trace).map_err(|e| e.to_string())?;
+    use tape_ctf::decode::stream::{write_event_line, FastMerge, Step};
+    let traces = tape_ctf::metadata::read::find_traces(trace).map_err(|e| e.to_string())?;
     let mut merge = FastMerge::new(&traces)?;
-    let (mut stdout, mut stderr) = (tape_ctf::line::TextBuf::new(), String::new());
+    let (mut stdout, mut stderr) = (tape_ctf::output::text::line::TextBuf::new(), String::new());
     while let Some(step) = merge.next() {
         match step.map_err(|e| e.to_string())? {
             Step::Event(stream, _) => {

@@ -116,10 +116,10 @@ pub(crate) const SLOT_TS_END: usize = 5;
 pub(crate) const SLOT_DISCARDED: usize = 6;
 pub(crate) const SLOT_SEQ_NUM: usize = 7;
 pub(crate) const SLOT_EVENT_ID: usize = 8;
-/// tape's `lost_<cause>` packet context fields ([`crate::fast::LOSS_CAUSES`]),
+/// tape's `lost_<cause>` packet context fields ([`crate::decode::stream::LOSS_CAUSES`]),
 /// in that order from this slot on.
 pub(crate) const SLOT_LOST: usize = 9;
-const FIRST_FREE_SLOT: usize = SLOT_LOST + crate::fast::LOSS_CAUSES.len();
+const FIRST_FREE_SLOT: usize = SLOT_LOST + crate::decode::stream::LOSS_CAUSES.len();
 
 /// "No value" in a slot.
 pub(crate) const NONE: i128 = i128::MIN;
@@ -1335,12 +1335,17 @@ impl<'t> Compiler<'t> {
         let wanted = WELL_KNOWN
             .iter()
             .map(|(s, n, slot)| ((*s, vec![(*n).to_owned()]), *slot))
-            .chain(crate::fast::LOSS_CAUSES.iter().enumerate().map(|(i, c)| {
-                (
-                    ("stream.packet.context", vec![format!("lost_{c}")]),
-                    SLOT_LOST + i,
-                )
-            }))
+            .chain(
+                crate::decode::stream::LOSS_CAUSES
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        (
+                            ("stream.packet.context", vec![format!("lost_{c}")]),
+                            SLOT_LOST + i,
+                        )
+                    }),
+            )
             .collect();
         Compiler {
             trace_order,
@@ -1683,12 +1688,12 @@ impl<'t> Compiler<'t> {
 
 /// A name as shown: one leading `_` removed (§4.2.1).
 fn shown(name: &str) -> Arc<str> {
-    Arc::from(crate::text::shown_name(name))
+    Arc::from(crate::output::text::shown_name(name))
 }
 
 /// A struct member's operation, with its name and text prefix.
 fn field(name: &str, op: Op) -> Op {
-    let shown = crate::text::shown_name(name);
+    let shown = crate::output::text::shown_name(name);
     let sep = format!(", {shown} = ").into_bytes();
     Op::Field(Arc::from(shown), Arc::from(sep), Box::new(op))
 }
@@ -1770,7 +1775,7 @@ mod tests {
 /// structure itself, as they are in every event tape writes.
 ///
 /// ```
-/// use tape_ctf::plan::StructPlan;
+/// use tape_ctf::decode::plan::StructPlan;
 /// use tape_ctf::{ByteOrder, Field, Integer, Struct, Type};
 /// use tape_ctf::decode::Value;
 ///
@@ -1821,7 +1826,7 @@ impl StructPlan {
     ///
     /// [`Value::Struct`]: crate::decode::Value::Struct
     pub fn value(&self, bytes: &[u8]) -> Result<crate::decode::Value, String> {
-        let mut sink = crate::fast::ValueSink::default();
+        let mut sink = crate::decode::stream::ValueSink::default();
         self.decode(bytes, &mut sink)?;
         sink.scopes
             .pop()

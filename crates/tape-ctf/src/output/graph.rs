@@ -849,7 +849,7 @@ mod tests {
         for s in cases {
             let mut sink = DepthSink::with_text(String::new(), "", true);
             sink.other = true;
-            crate::plan::Sink::string(&mut sink, s);
+            crate::decode::plan::Sink::string(&mut sink, s);
             assert_eq!(
                 sink.extra,
                 format!("{:?}", String::from_utf8_lossy(s)),
@@ -968,13 +968,13 @@ impl Default for ThreadOf {
 
 impl ThreadOf {
     /// The thread of `stream`'s packet.
-    pub(crate) fn of(&mut self, stream: &crate::fast::FastStream) -> (i64, &str) {
+    pub(crate) fn of(&mut self, stream: &crate::decode::stream::FastStream) -> (i64, &str) {
         let key = stream.path().as_os_str().as_encoded_bytes().as_ptr() as usize;
         let packet = stream.packet_times().0;
         if (self.last.0, self.last.1) != (key, packet) {
             let e = self.known.entry(key).or_insert((u64::MAX, 0, "".into()));
             if e.0 != packet {
-                let (comm, tid) = crate::ftrace::task(stream.packet_value.as_ref(), &[]);
+                let (comm, tid) = crate::output::ftrace::task(stream.packet_value.as_ref(), &[]);
                 *e = (packet, tid, comm.into());
             }
             self.last = (key, packet, e.1, e.2.clone());
@@ -1030,7 +1030,7 @@ impl DepthSink {
     }
 }
 
-impl crate::plan::Sink for DepthSink {
+impl crate::decode::plan::Sink for DepthSink {
     fn scope(&mut self, name: &'static str) {
         self.in_fields = name == "fields";
         self.level = 0;
@@ -1167,7 +1167,7 @@ impl crate::plan::Sink for DepthSink {
 
 /// The thread ids of the streams at `paths` (the `tid` of each one's first
 /// packet context), for the width of the thread column.
-pub fn thread_ids(streams: &mut [crate::fast::FastStream]) -> Vec<i64> {
+pub fn thread_ids(streams: &mut [crate::decode::stream::FastStream]) -> Vec<i64> {
     let mut ids = Vec::new();
     for s in streams {
         s.keep_packet_values();
@@ -1175,7 +1175,7 @@ pub fn thread_ids(streams: &mut [crate::fast::FastStream]) -> Vec<i64> {
             continue;
         }
         if let Some(v) = s.packet_value.as_ref() {
-            let (_, tid) = crate::ftrace::task(Some(v), &[]);
+            let (_, tid) = crate::output::ftrace::task(Some(v), &[]);
             ids.push(tid);
         }
     }
@@ -1195,7 +1195,7 @@ struct ClassInfo {
     /// tracer's `fn_call`), its byte order: read from the event's bytes
     /// with no decoding.
     raw: Option<crate::ByteOrder>,
-    /// A comment decoded by a [`crate::ftrace::FlatSink`] (no value tree).
+    /// A comment decoded by a [`crate::output::ftrace::FlatSink`] (no value tree).
     flat: bool,
 }
 
@@ -1211,13 +1211,13 @@ enum Role {
 #[derive(Default)]
 struct Feed {
     /// By trace plan (its address), by stream class and event
-    /// ([`crate::fast::FastStream::class_index`]): no hashing per event.
+    /// ([`crate::decode::stream::FastStream::class_index`]): no hashing per event.
     classes: Vec<(usize, Vec<Vec<Option<ClassInfo>>>)>,
     /// The functions' displayed names, by index.
     funcs: Vec<Box<str>>,
     threads: ThreadOf,
     text: String,
-    flat: crate::ftrace::FlatSink,
+    flat: crate::output::ftrace::FlatSink,
     /// Per thread, the return value recorded last and its function's
     /// index (`u32::MAX`: none waiting), for the exit that follows it: a
     /// buffer reused from call to call.
@@ -1228,7 +1228,11 @@ impl Feed {
     /// What the class of the event `stream` found is to the graph (`None`:
     /// no class).
     #[inline]
-    fn info(&mut self, g: &mut Graph, stream: &crate::fast::FastStream) -> Option<ClassInfo> {
+    fn info(
+        &mut self,
+        g: &mut Graph,
+        stream: &crate::decode::stream::FastStream,
+    ) -> Option<ClassInfo> {
         let (sc, ev) = stream.class_index()?;
         let plan = std::ptr::from_ref(stream.plan()) as usize;
         let known = match self.classes.first() {
@@ -1250,7 +1254,7 @@ impl Feed {
     fn learn(
         &mut self,
         g: &mut Graph,
-        stream: &crate::fast::FastStream,
+        stream: &crate::decode::stream::FastStream,
         plan: usize,
         sc: usize,
         ev: usize,
@@ -1277,7 +1281,7 @@ impl Feed {
             role,
             id,
             raw: depth_only(class, stream.plan().byte_order),
-            flat: role.is_none() && crate::ftrace::flat_class(class, stream.has_context()),
+            flat: role.is_none() && crate::output::ftrace::flat_class(class, stream.has_context()),
         };
         let at = match self.classes.iter().position(|(p, _)| *p == plan) {
             Some(at) => at,
@@ -1301,12 +1305,12 @@ impl Feed {
     fn event(
         &mut self,
         g: &mut Graph,
-        stream: &mut crate::fast::FastStream,
+        stream: &mut crate::decode::stream::FastStream,
         t: Option<i128>,
         out: &mut String,
     ) -> Result<(), crate::decode::DecodeError> {
         let Some(info) = self.info(g, stream) else {
-            return stream.emit(&mut crate::plan::Discard);
+            return stream.emit(&mut crate::decode::plan::Discard);
         };
         let id = info.id;
         match info.role {
@@ -1389,22 +1393,27 @@ impl Feed {
                 stream.emit(&mut self.flat)?;
                 let formats = &stream.plan().formats;
                 let format = format.and_then(|id| formats.get(id));
-                crate::ftrace::write_flat(&mut self.text, format, &self.flat);
+                crate::output::ftrace::write_flat(&mut self.text, format, &self.flat);
                 let (tid, comm) = self.threads.of(stream);
                 g.event_with_id(tid, comm, t, Event::Comment(&self.text), u32::MAX, out);
             }
             None => {
                 let Some(class) = stream.class().cloned() else {
-                    return stream.emit(&mut crate::plan::Discard);
+                    return stream.emit(&mut crate::decode::plan::Discard);
                 };
-                let mut sink = crate::fast::ValueSink::default();
+                let mut sink = crate::decode::stream::ValueSink::default();
                 stream.emit(&mut sink)?;
-                let (comm, tid) = crate::ftrace::task(stream.packet_value.as_ref(), &sink.scopes);
+                let (comm, tid) =
+                    crate::output::ftrace::task(stream.packet_value.as_ref(), &sink.scopes);
                 self.text.clear();
                 self.text.push_str(&class.name);
                 self.text.push_str(": ");
                 let formats = &stream.plan().formats;
-                crate::ftrace::write_text(&mut self.text, formats.get(class.id), &sink.scopes);
+                crate::output::ftrace::write_text(
+                    &mut self.text,
+                    formats.get(class.id),
+                    &sink.scopes,
+                );
                 let comm = comm.to_owned();
                 g.event(tid, &comm, t, Event::Comment(&self.text), out);
             }
@@ -1418,12 +1427,12 @@ impl Feed {
 /// events lost. (One thread; [`render_streams`] draws each stream on its
 /// own thread.)
 pub fn render(
-    merge: &mut crate::fast::FastMerge,
+    merge: &mut crate::decode::stream::FastMerge,
     opts: Options,
-    shown: impl crate::fast::Shown,
+    shown: impl crate::decode::stream::Shown,
     mut each: impl FnMut(&str) -> bool,
 ) -> Result<u64, crate::decode::DecodeError> {
-    use crate::fast::Step;
+    use crate::decode::stream::Step;
     merge.keep_packet_values();
     let mut g = Graph::new(opts);
     let mut out = g.header();
@@ -1434,7 +1443,7 @@ pub fn render(
             Step::Event(stream, t) => {
                 let shows = stream.class().is_some_and(|c| shown.class(c, t));
                 if !(shows && shown.event(stream)) {
-                    if let Err(e) = stream.emit(&mut crate::plan::Discard) {
+                    if let Err(e) = stream.emit(&mut crate::decode::plan::Discard) {
                         merge.fail(e);
                     }
                     continue;
@@ -1445,7 +1454,7 @@ pub fn render(
             }
             Step::Lost(stream, n, t) => {
                 lost += n;
-                let tid = crate::ftrace::task(stream.packet_value.as_ref(), &[]).1;
+                let tid = crate::output::ftrace::task(stream.packet_value.as_ref(), &[]).1;
                 g.event(tid, "", t, Event::Lost(n), &mut out);
             }
         }
@@ -1479,7 +1488,7 @@ struct Piece {
 /// undecided entry, so no entry is decided early ([`QUEUE_LIMIT`]).
 /// Hands the text to `each` in pieces (stop with `false`); the events lost.
 pub fn render_streams(
-    streams: Vec<crate::fast::FastStream>,
+    streams: Vec<crate::decode::stream::FastStream>,
     opts: &Options,
     mut each: impl FnMut(&str) -> bool,
 ) -> Result<u64, crate::decode::DecodeError> {
@@ -1590,11 +1599,11 @@ pub fn render_streams(
 
 /// One stream's graph, in pieces handed to `send` (stop with `false`).
 fn draw_stream(
-    stream: &mut crate::fast::FastStream,
+    stream: &mut crate::decode::stream::FastStream,
     opts: Options,
     mut send: impl FnMut(Piece) -> bool,
 ) -> Result<u64, crate::decode::DecodeError> {
-    use crate::fast::Next;
+    use crate::decode::stream::Next;
     stream.keep_packet_values();
     let mut g = Graph::new(opts);
     g.keep_keys();

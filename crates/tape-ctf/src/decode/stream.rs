@@ -1,5 +1,5 @@
 //! The fast reading path of `tape show` and `tape check`: streams decoded
-//! with compiled [plans](crate::plan), merged by timestamp, and printed
+//! with compiled [plans](crate::decode::plan), merged by timestamp, and printed
 //! straight into an output buffer in babeltrace2's text format.
 //!
 //! A stream is read in two steps per event: [`FastStream::peek`] decodes the
@@ -13,13 +13,13 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::decode::{ClockConv, DecodeError, Value};
-use crate::line::{Lit, TextBuf, TextProgram};
-use crate::parallel::TimeText;
-use crate::plan::{
+use crate::decode::plan::{
     self, Bits, Compiler, Discard, HeaderPlan, QuickHeader, ScopePlan, Sink, State, NONE,
 };
-use crate::read::TraceDir;
+use crate::decode::{ClockConv, DecodeError, Value};
+use crate::metadata::read::TraceDir;
+use crate::output::text::line::{Lit, TextBuf, TextProgram};
+use crate::output::text::parallel::TimeText;
 use crate::{Base, Clock, Enum, EnvValue, EventClass, Trace, Type};
 
 struct EventPlan {
@@ -119,7 +119,7 @@ impl StreamPlan {
 /// Every plan of one trace.
 pub struct TracePlan {
     /// Read-time formats and hints of the trace (its `env` block).
-    pub formats: crate::ftrace::Formats,
+    pub formats: crate::output::ftrace::Formats,
     /// The trace's byte order (of the integers that do not state theirs).
     pub byte_order: crate::ByteOrder,
     header: Option<ScopePlan>,
@@ -298,7 +298,7 @@ impl TracePlan {
             sp.events = events;
         }
         Ok(TracePlan {
-            formats: crate::ftrace::Formats::new(trace),
+            formats: crate::output::ftrace::Formats::new(trace),
             byte_order: trace.byte_order,
             header,
             streams: plans,
@@ -1513,7 +1513,7 @@ impl Sink for TextSink<'_> {
     fn wide(&mut self, v: &[u8], signed: bool, bits: u32, base: Base) {
         if !self.skipping {
             self.out
-                .put(crate::text::wide_int(v, signed, bits, base).as_bytes());
+                .put(crate::output::text::wide_int(v, signed, bits, base).as_bytes());
         }
     }
 
@@ -1673,7 +1673,7 @@ pub(crate) fn text_enum(out: &mut TextBuf, v: i128, e: &Enum) {
 /// A floating point number as `%g`.
 pub(crate) fn text_float(out: &mut TextBuf, v: f64) {
     let mut s = String::new();
-    crate::text::float(&mut s, v);
+    crate::output::text::float(&mut s, v);
     out.put(s.as_bytes());
 }
 
@@ -1692,13 +1692,13 @@ pub(crate) fn text_string_body(out: &mut TextBuf, s: &[u8]) {
         out.put(s);
     } else {
         let mut t = Vec::with_capacity(s.len() + 16);
-        crate::text::escape_into(&mut t, s);
+        crate::output::text::escape_into(&mut t, s);
         out.put(&t);
     }
 }
 
 /// Whether `s` prints as it is between quotes (see
-/// [`crate::text::escape_into`]): no control character, no `"`, `\\`, `'`
+/// [`crate::output::text::escape_into`]): no control character, no `"`, `\\`, `'`
 /// or `?` (8 bytes at a time). Bytes from 0x80 up print as they are. A
 /// `#` or `&` in the 8-byte words also answers no (the tests take two
 /// bytes at once); the caller then escapes exactly, byte by byte.
@@ -1724,7 +1724,7 @@ fn plain(s: &[u8]) -> bool {
     chunks
         .remainder()
         .iter()
-        .all(|&c| crate::text::plain_byte(c))
+        .all(|&c| crate::output::text::plain_byte(c))
 }
 
 /// The text of `v` in a base, as babeltrace2 prints it (`0x1F`, `017`,
@@ -2047,7 +2047,7 @@ impl Sink for ValueSink {
         self.value(Value::Str(String::from_utf8_lossy(s).into_owned()));
     }
     fn wide(&mut self, v: &[u8], signed: bool, bits: u32, _: Base) {
-        let digits = crate::text::wide_int(v, signed, bits, Base::Decimal);
+        let digits = crate::output::text::wide_int(v, signed, bits, Base::Decimal);
         self.value(Value::Wide(digits));
     }
     fn begin_struct(&mut self) {
@@ -2287,7 +2287,7 @@ impl Sink for JsonSink<'_> {
     /// in most readers.
     fn wide(&mut self, v: &[u8], signed: bool, bits: u32, _: Base) {
         self.sep();
-        let digits = crate::text::wide_int(v, signed, bits, Base::Decimal);
+        let digits = crate::output::text::wide_int(v, signed, bits, Base::Decimal);
         self.str(digits.as_bytes());
         self.after_value();
     }

@@ -30,7 +30,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write as _;
 
-use crate::graph::duration_text;
+use crate::output::graph::duration_text;
 
 /// Steps per power of two of the duration histogram.
 const STEPS: u32 = 128;
@@ -177,8 +177,8 @@ struct ThreadCalls {
 /// call costs no string hashing or copying).
 pub struct Profile {
     per_thread: bool,
-    names: crate::graph::Names,
-    threads: crate::graph::Threads<ThreadCalls>,
+    names: crate::output::graph::Names,
+    threads: crate::output::graph::Threads<ThreadCalls>,
 }
 
 impl Profile {
@@ -186,8 +186,8 @@ impl Profile {
     pub fn new(per_thread: bool) -> Profile {
         Profile {
             per_thread,
-            names: crate::graph::Names::default(),
-            threads: crate::graph::Threads::default(),
+            names: crate::output::graph::Names::default(),
+            threads: crate::output::graph::Threads::default(),
         }
     }
 
@@ -376,12 +376,13 @@ fn header(out: &mut String, width: usize, ftrace: bool) {
 /// entry and exit are on its thread's stream: no merge across streams is
 /// needed), on up to `workers` threads, the partial profiles summed.
 pub fn gather_streams(
-    streams: Vec<crate::fast::FastStream>,
+    streams: Vec<crate::decode::stream::FastStream>,
     per_thread: bool,
     workers: usize,
 ) -> Result<Profile, crate::decode::DecodeError> {
     let workers = workers.clamp(1, streams.len().max(1));
-    let mut shares: Vec<Vec<crate::fast::FastStream>> = (0..workers).map(|_| Vec::new()).collect();
+    let mut shares: Vec<Vec<crate::decode::stream::FastStream>> =
+        (0..workers).map(|_| Vec::new()).collect();
     for (i, s) in streams.into_iter().enumerate() {
         shares[i % workers].push(s);
     }
@@ -412,11 +413,11 @@ pub fn gather_streams(
 
 /// Adds the calls of one stream to `p`.
 fn read_stream(
-    s: &mut crate::fast::FastStream,
+    s: &mut crate::decode::stream::FastStream,
     p: &mut Profile,
 ) -> Result<(), crate::decode::DecodeError> {
-    use crate::fast::Next;
-    use crate::graph::Kind;
+    use crate::decode::stream::Next;
+    use crate::output::graph::Kind;
     /// What a class is here: not a traced function's, or (entry?, index).
     #[derive(Clone, Copy)]
     enum Role {
@@ -426,21 +427,21 @@ fn read_stream(
     s.keep_packet_values();
     // By event class id (one stream: one stream class).
     let mut roles: Vec<Option<Role>> = Vec::new();
-    let mut threads = crate::graph::ThreadOf::default();
+    let mut threads = crate::output::graph::ThreadOf::default();
     loop {
         match s.peek()? {
             Next::End => return Ok(()),
             Next::Lost(..) => s.take_lost(),
             Next::Event(t) => {
                 let Some(class) = s.class() else {
-                    s.emit(&mut crate::plan::Discard)?;
+                    s.emit(&mut crate::decode::plan::Discard)?;
                     continue;
                 };
                 let id = usize::try_from(class.id).unwrap_or(usize::MAX);
                 let role = match roles.get(id).copied().flatten() {
                     Some(r) => r,
                     None => {
-                        let r = match crate::graph::kind(&class.name) {
+                        let r = match crate::output::graph::kind(&class.name) {
                             Kind::Entry(f) => Role::Call(true, p.function(&f)),
                             Kind::Exit(f) => Role::Call(false, p.function(&f)),
                             Kind::Ret(_) | Kind::Other => Role::Other,
@@ -455,10 +456,10 @@ fn read_stream(
                     }
                 };
                 let Role::Call(entry, f) = role else {
-                    s.emit(&mut crate::plan::Discard)?;
+                    s.emit(&mut crate::decode::plan::Discard)?;
                     continue;
                 };
-                let mut sink = crate::graph::DepthSink::default();
+                let mut sink = crate::output::graph::DepthSink::default();
                 s.emit(&mut sink)?;
                 let (Some(t), tid) = (t, threads.of(s).0) else {
                     continue;

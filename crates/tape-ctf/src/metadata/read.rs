@@ -1,9 +1,9 @@
 //! Opening traces: finding them in a directory tree and reading their
-//! metadata (text or packetized, §7.1). [`crate::fast`] reads the streams.
+//! metadata (text or packetized, §7.1). [`crate::decode::stream`] reads the streams.
 
 use std::path::{Path, PathBuf};
 
-use crate::parse::{parse_metadata, ParseError};
+use crate::metadata::parse::{parse_metadata, ParseError};
 use crate::Trace;
 
 /// An error opening a trace.

@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 
-use crate::lexer::{lex, Tok, Token};
+use crate::metadata::lexer::{lex, Tok, Token};
 use crate::{
     Base, ByteOrder, Clock, Encoding, Enum, EnumEntry, EnvValue, EventClass, Field, Float, Integer,
     StreamClass, Struct, Trace, Type, KEYWORDS,
@@ -226,7 +226,7 @@ impl Parser {
     /// sense on its own: its relative paths resolve inside it.
     fn check_at_root(&self, ty: &Type, at: usize) -> Result<(), ParseError> {
         if self.scopes.len() == 1 {
-            crate::validate::check_detached(ty).map_err(|m| self.error_at(at, m))?;
+            crate::metadata::validate::check_detached(ty).map_err(|m| self.error_at(at, m))?;
         }
         Ok(())
     }

@@ -439,8 +439,8 @@ pub fn task<'a>(packet: Option<&'a Value>, scopes: &'a [Value]) -> (&'a str, i64
 /// as ftrace text, the header first, handing `each` about a megabyte at a
 /// time (`each` returns `false` to stop); returns the events lost.
 pub fn render(
-    merge: &mut crate::fast::FastMerge,
-    shown: impl crate::fast::Shown,
+    merge: &mut crate::decode::stream::FastMerge,
+    shown: impl crate::decode::stream::Shown,
     shown_loss: impl Fn(Option<i128>) -> bool,
     each: impl FnMut(&str) -> bool,
 ) -> Result<u64, crate::decode::DecodeError> {
@@ -451,13 +451,13 @@ pub fn render(
 /// `tape.stacktrace` events, printed as ftrace prints a `<stack trace>`:
 /// one ` => function` line per frame (the address when it has no name).
 pub fn render_with_symbols(
-    merge: &mut crate::fast::FastMerge,
-    shown: impl crate::fast::Shown,
+    merge: &mut crate::decode::stream::FastMerge,
+    shown: impl crate::decode::stream::Shown,
     shown_loss: impl Fn(Option<i128>) -> bool,
     symbol: &mut dyn FnMut(&Executable, u64) -> Option<String>,
     mut each: impl FnMut(&str) -> bool,
 ) -> Result<u64, crate::decode::DecodeError> {
-    use crate::fast::{Step, ValueSink};
+    use crate::decode::stream::{Step, ValueSink};
     merge.keep_packet_values();
     let mut out = String::with_capacity(1 << 20);
     out.push_str(HEADER);
@@ -468,7 +468,7 @@ pub fn render_with_symbols(
                 let class = stream.class().cloned();
                 let show = class.as_ref().is_some_and(|c| shown.class(c, t)) && shown.event(stream);
                 if !show {
-                    if let Err(e) = stream.emit(&mut crate::plan::Discard) {
+                    if let Err(e) = stream.emit(&mut crate::decode::plan::Discard) {
                         merge.fail(e);
                     }
                     continue;
@@ -507,7 +507,7 @@ pub fn render_with_symbols(
 /// Appends one event's ftrace line and its newline: task, time, name and
 /// the event's text (its read-time format, a `printk!`'s text, a stack
 /// trace's frames named by `symbol`). `packet` is its packet context,
-/// `scopes` its scopes' values (from a [`crate::fast::ValueSink`]).
+/// `scopes` its scopes' values (from a [`crate::decode::stream::ValueSink`]).
 pub fn write_line(
     out: &mut String,
     formats: &Formats,
@@ -726,7 +726,7 @@ impl FlatSink {
     fn natural(&self, out: &mut String, v: Flat) {
         let decimal = |out: &mut String, x: u64| {
             let mut digits = [0u8; 20];
-            let at = crate::graph::decimal(&mut digits, x);
+            let at = crate::output::graph::decimal(&mut digits, x);
             out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
         };
         match v {
@@ -774,7 +774,7 @@ impl FlatSink {
     }
 }
 
-impl crate::plan::Sink for FlatSink {
+impl crate::decode::plan::Sink for FlatSink {
     fn field(&mut self, name: &str) {
         self.names.push_str(name);
         // Its value follows.
@@ -1090,7 +1090,7 @@ mod tests {
     /// and hint below.
     #[test]
     fn flat_payloads_print_as_their_value_trees() {
-        use crate::plan::Sink;
+        use crate::decode::plan::Sink;
         let fields: Vec<(&str, Value)> = vec![
             ("a", Value::UInt(5, Base::Decimal)),
             ("b", Value::SInt(-7, Base::Decimal)),

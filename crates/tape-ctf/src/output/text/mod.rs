@@ -1,6 +1,6 @@
 //! Pieces of babeltrace2's default text format (`sink.text.pretty`), so
 //! that the output of `tape show` can be grepped like babeltrace2's (the
-//! line itself is written by [`crate::fast::write_line_prefix`] and [`crate::fast::write_event_rest`]):
+//! line itself is written by [`crate::decode::stream::write_line_prefix`] and [`crate::decode::stream::write_event_rest`]):
 //!
 //! ```text
 //! [10:00:00.475336892] (+0.000980368) host app.net.rx: { cpu_id = 0 }, { port = 3, ifname = "eth0" }
@@ -12,6 +12,9 @@
 //! context without the fields babeltrace2 hides (timestamps, sizes, sequence
 //! number, discarded count), the stream event context, the event context and
 //! the payload.
+
+pub mod line;
+pub mod parallel;
 
 use std::fmt::Write;
 

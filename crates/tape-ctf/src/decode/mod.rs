@@ -1,5 +1,5 @@
 //! Decoded values, decoding errors and clock conversion, shared by the
-//! decode plans ([`crate::plan`]) and the readers ([`crate::fast`]).
+//! decode plans ([`crate::decode::plan`]) and the readers ([`crate::decode::stream`]).
 //!
 //! How a stream is decoded (§4, §5, §6, §8):
 //! A stream file is a sequence of packets. Each packet is read into one
@@ -15,6 +15,9 @@
 //! against what remains, so a malformed stream gives an [`DecodeError`] with
 //! the file, the packet offset and the bit offset, never a panic or an
 //! allocation sized by an unchecked length.
+
+pub mod plan;
+pub mod stream;
 
 use std::path::PathBuf;
 

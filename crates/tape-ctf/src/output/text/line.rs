@@ -48,7 +48,7 @@
 //! or odd in any way: the caller then cuts the text back and runs the
 //! general plan, which gives the same text or the exact error.
 
-use crate::plan::{self, Bits, IntOp, IntVal, Op, ScopePlan, State};
+use crate::decode::plan::{self, Bits, IntOp, IntVal, Op, ScopePlan, State};
 use crate::ByteOrder;
 
 /// Bytes zeroed at least when a [`TextBuf`] first grows (then it doubles):
@@ -351,7 +351,7 @@ fn string_text(out: &mut TextBuf, rest: &[u8]) -> Option<usize> {
         }
     }
     let n = plan::nul(rest)?;
-    crate::fast::text_string_body(out, &rest[..n]);
+    crate::decode::stream::text_string_body(out, &rest[..n]);
     Some(n)
 }
 
@@ -545,7 +545,7 @@ impl TextProgram {
     /// render the event (see the module docs).
     #[inline]
     pub(crate) fn run(&self, b: &mut Bits<'_>, st: &mut State, out: &mut TextBuf) -> bool {
-        use crate::fast::{text_bits, text_enum, text_float};
+        use crate::decode::stream::{text_bits, text_enum, text_float};
         let (buf, end) = (b.buf, b.end);
         let mut pos = b.pos;
         let mut start = pos;
@@ -664,7 +664,7 @@ mod tests {
                     assert_eq!(n, None, "{s:?}");
                     continue;
                 }
-                crate::fast::text_string_body(&mut want, &s);
+                crate::decode::stream::text_string_body(&mut want, &s);
                 assert_eq!(n, Some(s.len()), "{s:?}");
                 assert_eq!(got.as_slice(), want.as_slice(), "{s:?}");
             }

@@ -25,7 +25,7 @@
 //!                                                        the line for writev
 //! ```
 //!
-//! The order is the one [`FastMerge`](crate::fast::FastMerge) gives: the
+//! The order is the one [`FastMerge`](crate::decode::stream::FastMerge) gives: the
 //! least key first, ties to the lower stream index, and every record of a
 //! stream in file order (the parts of a stream one after the other).
 //! Events that are not shown stay in the merge as `hidden` records, so
@@ -47,14 +47,14 @@ use std::io::IoSlice;
 use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::decode::DecodeError;
-use crate::fast::Shown;
-use crate::fast::{
+use crate::decode::plan::Discard;
+use crate::decode::stream::Shown;
+use crate::decode::stream::{
     write_event_rest, write_json_line, FastStream, Next, PacketBuf, DELTA_PLACEHOLDER,
 };
-use crate::line::{delta_into, TextBuf};
-use crate::plan::Discard;
-use crate::tournament::{LoserTree, DONE};
+use crate::decode::DecodeError;
+use crate::merge::tournament::{LoserTree, DONE};
+use crate::output::text::line::{delta_into, TextBuf};
 
 /// Chunks waiting to be merged per stream, at most: beyond them, only the
 /// part the merge reads is decoded further. With 8 chunks and 3 parts, the

@@ -1,0 +1,3 @@
+//! The merge stage: the events of several streams in time order.
+
+pub(crate) mod tournament;
