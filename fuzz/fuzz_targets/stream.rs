@@ -24,7 +24,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let d = dir();
     std::fs::write(d.join("stream"), data).unwrap();
     let traces = tape_ctf::metadata::read::find_traces(d).unwrap();
-    for r in tape_ctf::decode::stream::events(&traces).unwrap().take(100_000) {
+    for r in tape_ctf::merge::events(&traces).unwrap().take(100_000) {
         if r.is_err() {
             break;
         }

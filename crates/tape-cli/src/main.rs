@@ -25,10 +25,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tape_ctf::decode::plan::{Discard, Sink};
-use tape_ctf::decode::stream::{
-    open_streams, FastMerge, FastStream, JsonSink, LostByCause, Step, TracePlan, LOSS_CAUSES,
-};
+use tape_ctf::decode::stream::{open_streams, FastStream, LostByCause, TracePlan, LOSS_CAUSES};
+use tape_ctf::merge::{FastMerge, Step};
 use tape_ctf::metadata::read::{find_traces, TraceDir};
+use tape_ctf::output::json::JsonSink;
 use tape_ctf::output::text::parallel::{render_merged, Piece, Render, Seconds, Threads, TimeText};
 
 mod filter;
@@ -763,7 +763,7 @@ impl Selection {
 /// print without them).
 fn warn_formats(traces: &[TraceDir]) {
     for t in traces {
-        for e in &tape_ctf::output::ftrace::Formats::new(&t.trace).errors {
+        for e in &tape_ctf::metadata::formats::Formats::new(&t.trace).errors {
             say!("tape: warning: {}/metadata: {e}", t.dir.display());
         }
     }

@@ -43,11 +43,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tape_ctf::decode::plan::Discard;
-use tape_ctf::decode::stream::{
-    write_event_rest, write_json_line, write_line_prefix, FastStream, Next, TracePlan,
-};
+use tape_ctf::decode::stream::{FastStream, Next, TracePlan};
+use tape_ctf::output::json::write_json_line;
 use tape_ctf::output::text::line::TextBuf;
 use tape_ctf::output::text::parallel::TimeText;
+use tape_ctf::output::text::{write_event_rest, write_line_prefix};
 
 use crate::{output_error, Failure, Format, LineTime};
 
@@ -253,7 +253,7 @@ fn decode(
                 let rest = match format {
                     Format::Ftrace => {
                         let class = s.class().cloned();
-                        let mut sink = tape_ctf::decode::stream::ValueSink::default();
+                        let mut sink = tape_ctf::decode::plan::ValueSink::default();
                         s.emit(&mut sink).map_err(|e| e.to_string())?;
                         let Some(class) = class else {
                             continue;

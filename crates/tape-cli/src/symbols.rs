@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use object::{Object, ObjectSymbol, SymbolKind};
-use tape_ctf::output::ftrace::Executable;
+use tape_ctf::metadata::formats::Executable;
 
 /// Functions of one executable, by address.
 struct Table {

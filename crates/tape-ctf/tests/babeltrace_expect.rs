@@ -10,8 +10,8 @@ mod shared;
 
 use std::path::PathBuf;
 
-use tape_ctf::decode::stream::{events, Record};
 use tape_ctf::decode::Value;
+use tape_ctf::merge::{events, Record};
 use tape_ctf::Base;
 
 fn root() -> Option<PathBuf> {

@@ -49,10 +49,7 @@ fn stream_corpus() {
         std::fs::copy(f, dir.join("stream")).unwrap();
         let traces =
             tape_ctf::metadata::read::find_traces(&dir).expect("the fuzz metadata is valid");
-        for r in tape_ctf::decode::stream::events(&traces)
-            .unwrap()
-            .take(100_000)
-        {
+        for r in tape_ctf::merge::events(&traces).unwrap().take(100_000) {
             match r {
                 Ok(_) => decoded += 1,
                 Err(_) => break,

@@ -43,7 +43,7 @@ fn decode_all(dir: &Path, limit: usize) {
     let Ok(traces) = tape_ctf::metadata::read::find_traces(dir) else {
         return;
     };
-    let Ok(iter) = tape_ctf::decode::stream::events(&traces) else {
+    let Ok(iter) = tape_ctf::merge::events(&traces) else {
         return;
     };
     for r in iter.take(limit) {

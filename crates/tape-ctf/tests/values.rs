@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use tape_ctf::decode::stream::{events, Record};
 use tape_ctf::decode::Value;
+use tape_ctf::merge::{events, Record};
 use tape_ctf::metadata::read::find_traces;
 use tape_ctf::Base;
 

@@ -295,7 +295,7 @@ pub fn print_last_events(
 ) -> std::io::Result<()> {
     let fail = |e: String| std::io::Error::other(e);
     let trace = tape_ctf::metadata::read::open_trace(dir).map_err(|e| fail(e.to_string()))?;
-    let mut merge = tape_ctf::decode::stream::FastMerge::new(&[trace]).map_err(fail)?;
+    let mut merge = tape_ctf::merge::FastMerge::new(&[trace]).map_err(fail)?;
     let mut text = String::new();
     tape_ctf::output::ftrace::render(
         &mut merge,

@@ -116,7 +116,7 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
             (f, c, Vec::new())
         })
         .collect();
-    let mut merge = tape_ctf::decode::stream::FastMerge::filtered(&[trace], |p| {
+    let mut merge = tape_ctf::merge::FastMerge::filtered(&[trace], |p| {
         p.file_name()
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.starts_with("filt-read"))
@@ -124,7 +124,7 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
     .unwrap();
     merge.keep_packet_values();
     while let Some(step) = merge.next() {
-        let tape_ctf::decode::stream::Step::Event(s, _) = step.unwrap() else {
+        let tape_ctf::merge::Step::Event(s, _) = step.unwrap() else {
             continue;
         };
         if s.class().is_some_and(|c| c.name == "test.filter.every") {
@@ -162,8 +162,8 @@ fn recorded() -> Vec<(String, tape_ctf::decode::Value)> {
     tape::save_to(&dir).expect("save");
     let trace = tape_ctf::metadata::read::open_trace(&dir).expect("open");
     let mut out = Vec::new();
-    for r in tape_ctf::decode::stream::events(&[trace]).expect("plan") {
-        if let tape_ctf::decode::stream::Record::Event(e) = r.expect("decode") {
+    for r in tape_ctf::merge::events(&[trace]).expect("plan") {
+        if let tape_ctf::merge::Record::Event(e) = r.expect("decode") {
             out.push((e.class.name.clone(), e.payload().clone()));
         }
     }

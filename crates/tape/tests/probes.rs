@@ -72,8 +72,8 @@ fn recorded(name: &str) -> Vec<Value> {
     tape::save_to(&dir).expect("save");
     let trace = tape_ctf::metadata::read::open_trace(&dir).expect("open");
     let mut out = Vec::new();
-    for r in tape_ctf::decode::stream::events(&[trace]).expect("plan") {
-        if let tape_ctf::decode::stream::Record::Event(e) = r.expect("decode") {
+    for r in tape_ctf::merge::events(&[trace]).expect("plan") {
+        if let tape_ctf::merge::Record::Event(e) = r.expect("decode") {
             if e.class.name == name {
                 out.push(e.payload().clone());
             }

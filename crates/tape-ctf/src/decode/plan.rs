@@ -29,7 +29,7 @@
 
 use std::sync::Arc;
 
-use crate::decode::DecodeError;
+use crate::decode::{wide_int, DecodeError, Value};
 use crate::{Base, ByteOrder, Encoding, Enum, Struct, Type};
 
 /// Receives decoded values, depth first.
@@ -116,10 +116,10 @@ pub(crate) const SLOT_TS_END: usize = 5;
 pub(crate) const SLOT_DISCARDED: usize = 6;
 pub(crate) const SLOT_SEQ_NUM: usize = 7;
 pub(crate) const SLOT_EVENT_ID: usize = 8;
-/// tape's `lost_<cause>` packet context fields ([`crate::decode::stream::LOSS_CAUSES`]),
+/// tape's `lost_<cause>` packet context fields ([`LOSS_CAUSES`]),
 /// in that order from this slot on.
 pub(crate) const SLOT_LOST: usize = 9;
-const FIRST_FREE_SLOT: usize = SLOT_LOST + crate::decode::stream::LOSS_CAUSES.len();
+const FIRST_FREE_SLOT: usize = SLOT_LOST + LOSS_CAUSES.len();
 
 /// "No value" in a slot.
 pub(crate) const NONE: i128 = i128::MIN;
@@ -1335,17 +1335,12 @@ impl<'t> Compiler<'t> {
         let wanted = WELL_KNOWN
             .iter()
             .map(|(s, n, slot)| ((*s, vec![(*n).to_owned()]), *slot))
-            .chain(
-                crate::decode::stream::LOSS_CAUSES
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| {
-                        (
-                            ("stream.packet.context", vec![format!("lost_{c}")]),
-                            SLOT_LOST + i,
-                        )
-                    }),
-            )
+            .chain(LOSS_CAUSES.iter().enumerate().map(|(i, c)| {
+                (
+                    ("stream.packet.context", vec![format!("lost_{c}")]),
+                    SLOT_LOST + i,
+                )
+            }))
             .collect();
         Compiler {
             trace_order,
@@ -1688,12 +1683,12 @@ impl<'t> Compiler<'t> {
 
 /// A name as shown: one leading `_` removed (§4.2.1).
 fn shown(name: &str) -> Arc<str> {
-    Arc::from(crate::output::text::shown_name(name))
+    Arc::from(crate::metadata::shown_name(name))
 }
 
 /// A struct member's operation, with its name and text prefix.
 fn field(name: &str, op: Op) -> Op {
-    let shown = crate::output::text::shown_name(name);
+    let shown = crate::metadata::shown_name(name);
     let sep = format!(", {shown} = ").into_bytes();
     Op::Field(Arc::from(shown), Arc::from(sep), Box::new(op))
 }
@@ -1728,6 +1723,95 @@ pub(crate) fn min_bits(t: &Type) -> u64 {
         Type::Struct(s) => s.fields.iter().map(|f| min_bits(&f.ty)).sum(),
         Type::Array { element, len } => min_bits(element).saturating_mul(*len),
         Type::Sequence { .. } | Type::Variant { .. } | Type::Named(_) => 0,
+    }
+}
+
+/// The causes of loss that tape's recorder counts apart, as its packet
+/// contexts name them (`lost_<cause>`, cumulative per stream like
+/// `events_discarded`, which is their sum). A stream whose packet context
+/// has all of these integer fields gets its losses by cause from
+/// `StreamCount::lost_by_cause` and `FastStream::lost_by_cause` ([`crate::decode::stream`]).
+pub const LOSS_CAUSES: [&str; 5] = ["overwritten", "full", "big", "busy", "saving"];
+
+/// Builds [`Value`]s: each scope given to the sink becomes one struct in
+/// `scopes`.
+#[derive(Default)]
+pub struct ValueSink {
+    frames: Vec<Frame>,
+    names: Vec<String>,
+    /// The decoded scopes, in order.
+    pub scopes: Vec<Value>,
+}
+
+enum Frame {
+    Struct(Vec<(String, Value)>),
+    Array(Vec<Value>),
+    Variant(String, Option<Value>),
+}
+
+impl ValueSink {
+    fn value(&mut self, v: Value) {
+        match self.frames.last_mut() {
+            None => self.scopes.push(v),
+            Some(Frame::Struct(fields)) => {
+                let name = self.names.pop().unwrap_or_default();
+                fields.push((name, v));
+            }
+            Some(Frame::Array(items)) => items.push(v),
+            Some(Frame::Variant(_, slot)) => *slot = Some(v),
+        }
+    }
+}
+
+impl Sink for ValueSink {
+    fn field(&mut self, name: &str) {
+        self.names.push(name.to_owned());
+    }
+    fn uint(&mut self, v: u64, base: Base, _: u32) {
+        self.value(Value::UInt(v, base));
+    }
+    fn sint(&mut self, v: i64, base: Base, _: u32) {
+        self.value(Value::SInt(v, base));
+    }
+    fn enumeration(&mut self, v: i128, e: &Enum) {
+        let labels = e.labels(v).map(str::to_owned).collect();
+        self.value(Value::Enum { value: v, labels });
+    }
+    fn float(&mut self, v: f64) {
+        self.value(Value::Float(v));
+    }
+    fn string(&mut self, s: &[u8]) {
+        self.value(Value::Str(String::from_utf8_lossy(s).into_owned()));
+    }
+    fn wide(&mut self, v: &[u8], signed: bool, bits: u32, _: Base) {
+        let digits = wide_int(v, signed, bits, Base::Decimal);
+        self.value(Value::Wide(digits));
+    }
+    fn begin_struct(&mut self) {
+        self.frames.push(Frame::Struct(Vec::new()));
+    }
+    fn end_struct(&mut self) {
+        if let Some(Frame::Struct(f)) = self.frames.pop() {
+            self.value(Value::Struct(f));
+        }
+    }
+    fn begin_array(&mut self, len: u64) {
+        self.frames
+            .push(Frame::Array(Vec::with_capacity(len.min(1024) as usize)));
+    }
+    fn item(&mut self, _: u64) {}
+    fn end_array(&mut self) {
+        if let Some(Frame::Array(items)) = self.frames.pop() {
+            self.value(Value::Array(items));
+        }
+    }
+    fn variant(&mut self, option: &str) {
+        self.frames.push(Frame::Variant(option.to_owned(), None));
+    }
+    fn end_variant(&mut self) {
+        if let Some(Frame::Variant(name, Some(v))) = self.frames.pop() {
+            self.value(Value::Variant(name, Box::new(v)));
+        }
     }
 }
 
@@ -1826,7 +1910,7 @@ impl StructPlan {
     ///
     /// [`Value::Struct`]: crate::decode::Value::Struct
     pub fn value(&self, bytes: &[u8]) -> Result<crate::decode::Value, String> {
-        let mut sink = crate::decode::stream::ValueSink::default();
+        let mut sink = crate::decode::plan::ValueSink::default();
         self.decode(bytes, &mut sink)?;
         sink.scopes
             .pop()

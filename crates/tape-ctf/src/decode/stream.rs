@@ -1,28 +1,30 @@
-//! The fast reading path of `tape show` and `tape check`: streams decoded
-//! with compiled [plans](crate::decode::plan), merged by timestamp, and printed
-//! straight into an output buffer in babeltrace2's text format.
+//! The stream reader: a stream file's packets read one at a time and their
+//! events decoded with compiled [plans](crate::decode::plan). The merge
+//! stage orders several streams ([`crate::merge`]); `tape show`'s hot loop
+//! runs the text programs of its events here ([`FastStream::render_quick`]).
 //!
 //! A stream is read in two steps per event: [`FastStream::peek`] decodes the
 //! event header (enough to know the time and the event class), the merge
 //! picks the stream with the earliest event, and [`FastStream::emit`]
 //! decodes the rest into a [`Sink`].
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::decode::plan::ValueSink;
 use crate::decode::plan::{
     self, Bits, Compiler, Discard, HeaderPlan, QuickHeader, ScopePlan, Sink, State, NONE,
 };
 use crate::decode::{ClockConv, DecodeError, Value};
 use crate::metadata::read::TraceDir;
+use crate::output::json::JsonSink;
 use crate::output::text::line::{Lit, TextBuf, TextProgram};
 use crate::output::text::parallel::TimeText;
-use crate::{Base, Clock, Enum, EnvValue, EventClass, Trace, Type};
+use crate::output::text::sink::{TextSink, HIDDEN};
+use crate::{Clock, EnvValue, EventClass, Trace, Type};
 
-struct EventPlan {
+pub(crate) struct EventPlan {
     class: Arc<EventClass>,
     context: Option<ScopePlan>,
     fields: Option<ScopePlan>,
@@ -30,7 +32,7 @@ struct EventPlan {
     head: Vec<Lit>,
     /// The text of its scopes (and the stream's event context) when they
     /// are all flat.
-    text: Option<TextProgram>,
+    pub(crate) text: Option<TextProgram>,
     /// How to step over its scopes when nothing in them is needed.
     skip: Option<plan::SkipPlan>,
     /// No scope after the header (no event context of the stream's, no
@@ -50,10 +52,10 @@ impl EventPlan {
     }
 }
 
-struct StreamPlan {
+pub(crate) struct StreamPlan {
     id: u64,
     packet_context: Option<ScopePlan>,
-    event_header: Option<ScopePlan>,
+    pub(crate) event_header: Option<ScopePlan>,
     /// The event header's plan for the common layouts (see [`HeaderPlan`]).
     header_plan: Option<HeaderPlan>,
     /// Its quick form, when it has one (see [`QuickHeader`]).
@@ -61,7 +63,7 @@ struct StreamPlan {
     event_context: Option<ScopePlan>,
     /// Event plans by id (dense ids) and the id of the only event when the
     /// header has no id.
-    events: Vec<Option<EventPlan>>,
+    pub(crate) events: Vec<Option<EventPlan>>,
     single: Option<usize>,
     clock: Option<ClockConv>,
 }
@@ -71,7 +73,7 @@ impl EventPlan {
     /// value: `host name:`, the packet context `packet_text`, and its
     /// program's opening when it has a program. Returns where the opening
     /// starts in `out`.
-    fn line_head(&self, packet_text: &TextBuf, out: &mut TextBuf) -> usize {
+    pub(crate) fn line_head(&self, packet_text: &TextBuf, out: &mut TextBuf) -> usize {
         for l in &self.head {
             out.lit(l);
         }
@@ -119,11 +121,11 @@ impl StreamPlan {
 /// Every plan of one trace.
 pub struct TracePlan {
     /// Read-time formats and hints of the trace (its `env` block).
-    pub formats: crate::output::ftrace::Formats,
+    pub formats: crate::metadata::formats::Formats,
     /// The trace's byte order (of the integers that do not state theirs).
     pub byte_order: crate::ByteOrder,
     header: Option<ScopePlan>,
-    streams: Vec<StreamPlan>,
+    pub(crate) streams: Vec<StreamPlan>,
     nslots: usize,
 }
 
@@ -298,7 +300,7 @@ impl TracePlan {
             sp.events = events;
         }
         Ok(TracePlan {
-            formats: crate::output::ftrace::Formats::new(trace),
+            formats: crate::metadata::formats::Formats::new(trace),
             byte_order: trace.byte_order,
             header,
             streams: plans,
@@ -347,12 +349,7 @@ pub enum Next {
     End,
 }
 
-/// The causes of loss that tape's recorder counts apart, as its packet
-/// contexts name them (`lost_<cause>`, cumulative per stream like
-/// `events_discarded`, which is their sum). A stream whose packet context
-/// has all of these integer fields gets its losses by cause from
-/// [`StreamCount::lost_by_cause`] and [`FastStream::lost_by_cause`].
-pub const LOSS_CAUSES: [&str; 5] = ["overwritten", "full", "big", "busy", "saving"];
+pub use crate::decode::plan::LOSS_CAUSES;
 
 /// Events lost, per cause of [`LOSS_CAUSES`].
 pub type LostByCause = [u64; LOSS_CAUSES.len()];
@@ -390,20 +387,20 @@ fn range_message(value: u64, t: i128) -> String {
 
 /// One stream file, read with plans.
 pub struct FastStream {
-    plan: Arc<TracePlan>,
+    pub(crate) plan: Arc<TracePlan>,
     file: Arc<File>,
-    path: PathBuf,
+    pub(crate) path: PathBuf,
     file_len: u64,
     /// Where this stream stops: the file's end, or a cut made by
     /// [`FastStream::split_off`].
     stop: u64,
     next_packet: u64,
-    buf: PacketBuf,
+    pub(crate) buf: PacketBuf,
     packet_offset: u64,
-    pos: u64,
-    content_end: u64,
-    stream: usize,
-    state: State,
+    pub(crate) pos: u64,
+    pub(crate) content_end: u64,
+    pub(crate) stream: usize,
+    pub(crate) state: State,
     in_packet: bool,
     last_discarded: Option<u64>,
     /// The `lost_<cause>` values of the first and of the last packet read
@@ -423,7 +420,7 @@ pub struct FastStream {
     pub packet_value: Option<Value>,
     values: bool,
     /// The event whose header was decoded by `peek`, waiting for `emit`.
-    current: Option<(usize, Option<i128>)>,
+    pub(crate) current: Option<(usize, Option<i128>)>,
     /// Packets read so far: the generation of `line_heads`.
     packets: u64,
     /// Per event class of the packet's stream class, the text of its
@@ -734,7 +731,7 @@ impl FastStream {
     }
 
     /// Renders the next events of the current packet as text lines, as
-    /// `[time] (+?.?????????) ` and [`write_event_rest`] write them, while
+    /// `[time] (+?.?????????) ` and `output::text::write_event_rest` write them, while
     /// they take the quick paths: the stream's header plan, an event that
     /// `shown` shows, its text program. `line(t, end, delta_at)` is called
     /// after each line with its time, where it ends in `out` and where its
@@ -1381,376 +1378,6 @@ fn run_scope<S: Sink>(
     r
 }
 
-/// Packet context fields babeltrace2 does not print.
-const HIDDEN: [&str; 6] = [
-    "timestamp_begin",
-    "timestamp_end",
-    "content_size",
-    "packet_size",
-    "packet_seq_num",
-    "events_discarded",
-];
-
-/// Writes decoded scopes in babeltrace2's text format: each scope struct
-/// as ` { a = 1, b = "x" }` (`, { ... }` after the first of the line);
-/// a scope with nothing to show writes nothing.
-pub struct TextSink<'a> {
-    out: &'a mut TextBuf,
-    hide: &'a [&'a str],
-    /// Per open struct/array (up to 64 deep; deeper ones share the last
-    /// entry): elements written so far.
-    stack: [u32; 64],
-    depth: usize,
-    scope_start: usize,
-    skipping: bool,
-    /// Whether the scope being written had a hidden field.
-    hid: bool,
-    /// Whether a scope was written on this line already.
-    pub scopes_written: bool,
-}
-
-impl<'a> TextSink<'a> {
-    /// A struct member starts: `None` when it is not shown (a hidden
-    /// top-level field, or inside one), else whether it is the first.
-    #[inline]
-    fn member(&mut self, name: &str) -> Option<bool> {
-        if self.depth == 1 {
-            self.skipping = !self.hide.is_empty() && self.hide.contains(&name);
-            self.hid |= self.skipping;
-        }
-        if self.skipping {
-            return None;
-        }
-        let n = self.top();
-        let first = *n == 0;
-        *n += 1;
-        Some(first)
-    }
-
-    #[inline]
-    fn top(&mut self) -> &mut u32 {
-        &mut self.stack[self.depth.clamp(1, 64) - 1]
-    }
-
-    #[inline]
-    fn open(&mut self) {
-        self.depth += 1;
-        *self.top() = 0;
-    }
-
-    #[inline]
-    fn close(&mut self) -> u32 {
-        let n = *self.top();
-        self.depth = self.depth.saturating_sub(1);
-        n
-    }
-
-    /// A sink appending to `out`, leaving out top-level fields in `hide`.
-    pub fn new(out: &'a mut TextBuf, hide: &'a [&'a str]) -> TextSink<'a> {
-        TextSink {
-            out,
-            hide,
-            stack: [0; 64],
-            depth: 0,
-            scope_start: 0,
-            skipping: false,
-            hid: false,
-            scopes_written: false,
-        }
-    }
-
-    /// Marks that the line already has a scope (so the next one starts with `,`).
-    pub fn after_scope(mut self, written: bool) -> Self {
-        self.scopes_written = written;
-        self
-    }
-}
-
-impl Sink for TextSink<'_> {
-    #[inline]
-    fn field_with_text(&mut self, name: &str, sep: &[u8]) {
-        if let Some(first) = self.member(name) {
-            self.out.put(if first { &sep[1..] } else { sep });
-        }
-    }
-
-    #[inline]
-    fn field(&mut self, name: &str) {
-        if let Some(first) = self.member(name) {
-            self.out.put(if first { b" " } else { b", " });
-            self.out.put(name.as_bytes());
-            self.out.put(b" = ");
-        }
-    }
-
-    #[inline]
-    fn uint(&mut self, v: u64, base: Base, bits: u32) {
-        if self.skipping {
-            return;
-        }
-        text_bits(self.out, v, false, bits, base);
-    }
-
-    #[inline]
-    fn sint(&mut self, v: i64, base: Base, bits: u32) {
-        if !self.skipping {
-            text_bits(self.out, v as u64, true, bits, base);
-        }
-    }
-
-    fn enumeration(&mut self, v: i128, e: &Enum) {
-        if !self.skipping {
-            text_enum(self.out, v, e);
-        }
-    }
-
-    fn float(&mut self, v: f64) {
-        if !self.skipping {
-            text_float(self.out, v);
-        }
-    }
-
-    fn wide(&mut self, v: &[u8], signed: bool, bits: u32, base: Base) {
-        if !self.skipping {
-            self.out
-                .put(crate::output::text::wide_int(v, signed, bits, base).as_bytes());
-        }
-    }
-
-    #[inline]
-    fn string(&mut self, s: &[u8]) {
-        if !self.skipping {
-            text_string(self.out, s);
-        }
-    }
-
-    #[inline]
-    fn begin_struct(&mut self) {
-        if self.depth == 0 {
-            self.scope_start = self.out.len();
-            self.skipping = false;
-            self.hid = false;
-            self.out
-                .put(if self.scopes_written { b", {" } else { b" {" });
-        } else if !self.skipping {
-            self.out.push(b'{');
-        }
-        self.open();
-    }
-
-    #[inline]
-    fn end_struct(&mut self) {
-        let n = self.close();
-        if self.depth == 0 {
-            if n == 0 && self.hid {
-                // Only fields the reader interprets (a packet context of
-                // sizes and times): babeltrace2 shows no scope at all. A
-                // scope declared empty shows as `{ }`.
-                self.out.truncate(self.scope_start);
-            } else {
-                self.out.put(b" }");
-                self.scopes_written = true;
-            }
-            self.skipping = false;
-            return;
-        }
-        if self.skipping {
-            return;
-        }
-        let _ = n;
-        self.out.put(b" }");
-    }
-
-    fn begin_array(&mut self, _len: u64) {
-        self.open();
-        if self.skipping {
-            return;
-        }
-        self.out.push(b'[');
-    }
-
-    fn item(&mut self, i: u64) {
-        if self.skipping {
-            return;
-        }
-        let n = self.top();
-        let first = *n == 0;
-        *n += 1;
-        self.out.put(if first { b" [" } else { b", [" });
-        self.out.decimal(i);
-        self.out.put(b"] = ");
-    }
-
-    fn end_array(&mut self) {
-        self.close();
-        if self.skipping {
-            return;
-        }
-        self.out.put(b" ]");
-    }
-
-    fn variant(&mut self, option: &str) {
-        if self.skipping {
-            return;
-        }
-        // babeltrace2 2.0 prints the option's value, not its name.
-        let _ = option;
-        self.out.put(b"{ ");
-    }
-
-    fn end_variant(&mut self) {
-        if self.skipping {
-            return;
-        }
-        self.out.put(b" }");
-    }
-}
-
-/// A signed integer of `bits` bits as babeltrace2 prints it (other bases:
-/// its `bits` bits, so an `int16_t` of -1 in hex is `0xFFFF`).
-#[inline]
-/// An integer of `bits` bits (its two's complement `v`, sign-extended when
-/// `signed`) in a base other than decimal, as babeltrace2 2.0 prints it:
-/// binary with all `bits` digits (`0b0101`), octal with a `0` prefix (a
-/// negative value cut to a multiple of 3 bits: `0` then digits, so zero is
-/// `00`), hexadecimal in capitals cut to whole nibbles (`0xFFEE`).
-pub(crate) fn text_bits(out: &mut TextBuf, v: u64, signed: bool, bits: u32, base: Base) {
-    let bits = bits.clamp(1, 64);
-    let cut = |v: u64, n: u32| if n >= 64 { v } else { v & ((1u64 << n) - 1) };
-    let mut buf = [0u8; 66];
-    match base {
-        Base::Decimal if signed => {
-            let s = v as i64;
-            if s < 0 {
-                out.push(b'-');
-            }
-            out.decimal(s.unsigned_abs());
-        }
-        Base::Decimal => out.decimal(v),
-        Base::Binary => {
-            let v = cut(v, bits);
-            buf[..2].copy_from_slice(b"0b");
-            for i in 0..bits {
-                buf[2 + i as usize] = b'0' + ((v >> (bits - 1 - i)) & 1) as u8;
-            }
-            out.put(&buf[..2 + bits as usize]);
-        }
-        Base::Octal => {
-            let v = if signed {
-                cut(v, bits.div_ceil(3) * 3)
-            } else {
-                v
-            };
-            // `uint_text` writes `0` then the digits: zero as `00`.
-            out.put(uint_text(&mut buf, v, Base::Octal));
-        }
-        Base::Hexadecimal => out.put(uint_text(&mut buf, cut(v, bits.div_ceil(4) * 4), base)),
-    }
-}
-
-/// An enumeration value as babeltrace2 2.0 prints it: `( "LABEL" :
-/// container = V )`, several labels separated by commas, `<unknown>` for
-/// none; the labels escaped as strings, the container in its base.
-pub(crate) fn text_enum(out: &mut TextBuf, v: i128, e: &Enum) {
-    out.put(b"( ");
-    let mut n = 0;
-    for l in e.labels(v) {
-        if n > 0 {
-            out.put(b", ");
-        }
-        text_string(out, l.as_bytes());
-        n += 1;
-    }
-    if n == 0 {
-        out.put(b"<unknown>");
-    }
-    out.put(b" : container = ");
-    let c = &e.container;
-    text_bits(out, v as u64, c.signed, c.size, c.base);
-    out.put(b" )");
-}
-
-/// A floating point number as `%g`.
-pub(crate) fn text_float(out: &mut TextBuf, v: f64) {
-    let mut s = String::new();
-    crate::output::text::float(&mut s, v);
-    out.put(s.as_bytes());
-}
-
-/// A string between quotes, escaped as babeltrace2 escapes it.
-#[inline]
-pub(crate) fn text_string(out: &mut TextBuf, s: &[u8]) {
-    out.push(b'"');
-    text_string_body(out, s);
-    out.push(b'"');
-}
-
-/// The text of a string between its quotes.
-#[inline]
-pub(crate) fn text_string_body(out: &mut TextBuf, s: &[u8]) {
-    if plain(s) {
-        out.put(s);
-    } else {
-        let mut t = Vec::with_capacity(s.len() + 16);
-        crate::output::text::escape_into(&mut t, s);
-        out.put(&t);
-    }
-}
-
-/// Whether `s` prints as it is between quotes (see
-/// [`crate::output::text::escape_into`]): no control character, no `"`, `\\`, `'`
-/// or `?` (8 bytes at a time). Bytes from 0x80 up print as they are. A
-/// `#` or `&` in the 8-byte words also answers no (the tests take two
-/// bytes at once); the caller then escapes exactly, byte by byte.
-#[inline]
-fn plain(s: &[u8]) -> bool {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    // A byte of `w` equal to zero sets its high bit in `zero(w)` (the
-    // lowest one exactly; any one is enough here).
-    let zero = |w: u64| w.wrapping_sub(LO) & !w & HI;
-    let is = |w: u64, c: u8| zero(w ^ (LO * u64::from(c)));
-    let mut chunks = s.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-        let bad = zero(w & !(LO * 0x1f))    // < 0x20: no bit above the low five
-            | is(w | (LO * 0x40), 0x7f)     // `?` and DEL: 0x7f once 0x40 is set
-            | is(w & !(LO * 0x05), b'"')    // `"`, `'` (and `#`, `&`: escaped exactly after)
-            | is(w, b'\\');
-        if bad != 0 {
-            return false;
-        }
-    }
-    chunks
-        .remainder()
-        .iter()
-        .all(|&c| crate::output::text::plain_byte(c))
-}
-
-/// The text of `v` in a base, as babeltrace2 prints it (`0x1F`, `017`,
-/// `0b101`, `31`), written at the end of `buf`.
-pub(crate) fn uint_text(buf: &mut [u8; 66], v: u64, base: Base) -> &[u8] {
-    let (radix, prefix): (u64, &[u8]) = match base {
-        Base::Hexadecimal => (16, b"0x"),
-        Base::Octal => (8, b"0"),
-        Base::Binary => (2, b"0b"),
-        Base::Decimal => (10, b""),
-    };
-    let mut i = buf.len();
-    let mut x = v;
-    loop {
-        i -= 1;
-        buf[i] = b"0123456789ABCDEF"[(x % radix) as usize];
-        x /= radix;
-        if x == 0 {
-            break;
-        }
-    }
-    i -= prefix.len();
-    buf[i..i + prefix.len()].copy_from_slice(prefix);
-    &buf[i..]
-}
-
 /// Compiles the plans of `traces` and opens all their streams.
 pub fn open_streams(traces: &[TraceDir]) -> Result<Vec<FastStream>, String> {
     let mut streams = Vec::new();
@@ -1763,119 +1390,6 @@ pub fn open_streams(traces: &[TraceDir]) -> Result<Vec<FastStream>, String> {
         }
     }
     Ok(streams)
-}
-
-/// Streams of several traces, merged in time order.
-pub struct FastMerge {
-    streams: Vec<FastStream>,
-    heap: BinaryHeap<Reverse<(i128, usize)>>,
-    started: bool,
-    /// The stream whose event was handed out last (re-queued on `next`).
-    pending: Option<usize>,
-    /// The first decoding error: its stream ended there, the others go on,
-    /// and it is returned after them.
-    failed: Option<DecodeError>,
-}
-
-/// What [`FastMerge::next`] gives.
-pub enum Step<'a> {
-    /// An event is ready in this stream: call `emit` on it.
-    Event(&'a mut FastStream, Option<i128>),
-    /// Lost events in this stream.
-    Lost(&'a FastStream, u64, Option<i128>),
-}
-
-impl FastMerge {
-    /// Renders packet contexts as JSON objects.
-    pub fn render_json(&mut self) {
-        self.streams.iter_mut().for_each(FastStream::render_json);
-    }
-
-    /// Keeps packet contexts as values (see [`FastStream::keep_packet_values`]).
-    pub fn keep_packet_values(&mut self) {
-        self.streams
-            .iter_mut()
-            .for_each(FastStream::keep_packet_values);
-    }
-
-    /// Opens every stream of `traces`, keeping the streams whose file name
-    /// `keep` accepts.
-    pub fn filtered(
-        traces: &[TraceDir],
-        keep: impl Fn(&Path) -> bool,
-    ) -> Result<FastMerge, String> {
-        let mut m = FastMerge::new(traces)?;
-        m.streams.retain(|s| keep(&s.path));
-        Ok(m)
-    }
-
-    /// Opens every stream of `traces`.
-    pub fn new(traces: &[TraceDir]) -> Result<FastMerge, String> {
-        let streams = open_streams(traces)?;
-        Ok(FastMerge {
-            streams,
-            heap: BinaryHeap::new(),
-            started: false,
-            pending: None,
-            failed: None,
-        })
-    }
-
-    /// Queues stream `i` at its next item; a stream that fails ends there.
-    fn push(&mut self, i: usize) {
-        let key = match self.streams[i].peek() {
-            Ok(Next::Event(t)) => t.unwrap_or(i128::MIN),
-            Ok(Next::Lost(_, t)) => t.unwrap_or(i128::MIN),
-            Ok(Next::End) => return,
-            Err(e) => return self.fail(e),
-        };
-        self.heap.push(Reverse((key, i)));
-    }
-
-    /// The event handed out last could not be decoded (`emit` failed): its
-    /// stream ends there; the error is returned once the others have ended.
-    pub fn fail(&mut self, e: DecodeError) {
-        self.failed.get_or_insert(e);
-        self.pending = None;
-    }
-
-    /// The next event or loss, in time order; `None` at the end. After an
-    /// `Event`, the caller must `emit` it (or report its failure with
-    /// [`fail`](Self::fail)) before calling `next` again. A stream that
-    /// cannot be decoded further ends where it fails, as if its file ended
-    /// there; the other streams go on, and the first error comes last.
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Option<Result<Step<'_>, DecodeError>> {
-        if !self.started {
-            self.started = true;
-            for i in 0..self.streams.len() {
-                self.push(i);
-            }
-        }
-        // Re-queue the stream used last (its next item is now decodable).
-        if let Some(i) = self.pending.take() {
-            self.push(i);
-        }
-        let Some(Reverse((_, i))) = self.heap.pop() else {
-            return self.failed.take().map(Err);
-        };
-        match self.streams[i].peek() {
-            Err(e) => {
-                self.fail(e);
-                self.next()
-            }
-            Ok(Next::Event(t)) => {
-                self.pending = Some(i);
-                Some(Ok(Step::Event(&mut self.streams[i], t)))
-            }
-            Ok(Next::Lost(n, t)) => {
-                self.streams[i].take_lost();
-                self.push(i);
-                Some(Ok(Step::Lost(&self.streams[i], n, t)))
-            }
-            Ok(Next::End) => self.next(),
-        }
-    }
 }
 
 /// Which events a renderer shows: by class and time, and, for a test on
@@ -1901,514 +1415,5 @@ pub trait Shown {
 impl<F: Fn(&EventClass, Option<i128>) -> bool> Shown for F {
     fn class(&self, class: &EventClass, t: Option<i128>) -> bool {
         self(class, t)
-    }
-}
-
-/// Writes one event line in babeltrace2's format: `[time] (+delta) host
-/// name: { packet context }, { stream event context }, { event context },
-/// { payload }` and a newline. `time` is the formatted time, `delta_ns` the
-/// time since the previous event.
-pub fn write_event_line(
-    out: &mut TextBuf,
-    time: &[u8],
-    delta_ns: Option<i128>,
-    stream: &mut FastStream,
-) -> Result<(), DecodeError> {
-    write_line_prefix(out, time, delta_ns);
-    write_event_rest(out, stream)
-}
-
-/// The start of an event line: `[time] (+delta) `.
-pub fn write_line_prefix(out: &mut TextBuf, time: &[u8], delta_ns: Option<i128>) {
-    out.push(b'[');
-    out.put(time);
-    out.put(b"] ");
-    match delta_ns {
-        Some(d) => {
-            // u64 arithmetic (an i128 division is a slow library call).
-            let d = u64::try_from(d.max(0)).unwrap_or(u64::MAX);
-            out.put(b"(+");
-            out.seconds(d);
-            out.put(b") ");
-        }
-        None => out.put(b"(+?.?????????) "),
-    }
-}
-
-/// The rest of an event line after [`write_line_prefix`]: `host name:`,
-/// the packet context and the event's scopes, and a newline.
-pub fn write_event_rest(out: &mut TextBuf, stream: &mut FastStream) -> Result<(), DecodeError> {
-    let Some((idx, _)) = stream.current else {
-        return stream.emit(&mut Discard); // the error of an emit without peek
-    };
-    let sp = &stream.plan.streams[stream.stream];
-    let ev = sp.events[idx].as_ref().expect("checked in header");
-    let mark = ev.line_head(&stream.packet_text, out);
-    let written = !stream.packet_text.is_empty();
-    if let Some(text) = &ev.text {
-        let mut b = Bits {
-            buf: stream.buf.bytes(),
-            pos: stream.pos,
-            end: stream.content_end,
-        };
-        // An event of length 0 is an error the general path reports.
-        if text.run(&mut b, &mut stream.state, out)
-            && (b.pos > stream.pos || sp.event_header.is_some())
-        {
-            stream.pos = b.pos;
-            stream.current = None;
-            return Ok(());
-        }
-        out.truncate(mark);
-    }
-    let mut sink = TextSink::new(out, &[]).after_scope(written);
-    stream.emit(&mut sink)?;
-    out.push(b'\n');
-    Ok(())
-}
-
-/// One event as a JSON object on its own line: time, name, stream, packet
-/// context and the event's scopes (`stream_context`, `context`, `fields`).
-pub fn write_json_line(
-    out: &mut Vec<u8>,
-    t: Option<i128>,
-    stream: &mut FastStream,
-) -> Result<(), DecodeError> {
-    out.extend_from_slice(b"{\"time_ns\":");
-    match t {
-        Some(t) => out.extend_from_slice(t.to_string().as_bytes()),
-        None => out.extend_from_slice(b"null"),
-    }
-    out.extend_from_slice(b",\"name\":");
-    let name = stream.class().map(|c| c.name.clone()).unwrap_or_default();
-    JsonSink::new(out).string(name.as_bytes());
-    out.extend_from_slice(b",\"stream\":");
-    JsonSink::new(out).string(stream.path().display().to_string().as_bytes());
-    out.extend_from_slice(b",\"packet_context\":");
-    if stream.packet_text.is_empty() {
-        out.extend_from_slice(b"null");
-    } else {
-        out.extend_from_slice(stream.packet_text.as_slice());
-    }
-    let mut sink = JsonSink::in_object(out, 4);
-    stream.emit(&mut sink)?;
-    out.extend_from_slice(b"}\n");
-    Ok(())
-}
-
-/// Builds [`Value`]s: each scope given to the sink becomes one struct in
-/// `scopes`.
-#[derive(Default)]
-pub struct ValueSink {
-    frames: Vec<Frame>,
-    names: Vec<String>,
-    /// The decoded scopes, in order.
-    pub scopes: Vec<Value>,
-}
-
-enum Frame {
-    Struct(Vec<(String, Value)>),
-    Array(Vec<Value>),
-    Variant(String, Option<Value>),
-}
-
-impl ValueSink {
-    fn value(&mut self, v: Value) {
-        match self.frames.last_mut() {
-            None => self.scopes.push(v),
-            Some(Frame::Struct(fields)) => {
-                let name = self.names.pop().unwrap_or_default();
-                fields.push((name, v));
-            }
-            Some(Frame::Array(items)) => items.push(v),
-            Some(Frame::Variant(_, slot)) => *slot = Some(v),
-        }
-    }
-}
-
-impl Sink for ValueSink {
-    fn field(&mut self, name: &str) {
-        self.names.push(name.to_owned());
-    }
-    fn uint(&mut self, v: u64, base: Base, _: u32) {
-        self.value(Value::UInt(v, base));
-    }
-    fn sint(&mut self, v: i64, base: Base, _: u32) {
-        self.value(Value::SInt(v, base));
-    }
-    fn enumeration(&mut self, v: i128, e: &Enum) {
-        let labels = e.labels(v).map(str::to_owned).collect();
-        self.value(Value::Enum { value: v, labels });
-    }
-    fn float(&mut self, v: f64) {
-        self.value(Value::Float(v));
-    }
-    fn string(&mut self, s: &[u8]) {
-        self.value(Value::Str(String::from_utf8_lossy(s).into_owned()));
-    }
-    fn wide(&mut self, v: &[u8], signed: bool, bits: u32, _: Base) {
-        let digits = crate::output::text::wide_int(v, signed, bits, Base::Decimal);
-        self.value(Value::Wide(digits));
-    }
-    fn begin_struct(&mut self) {
-        self.frames.push(Frame::Struct(Vec::new()));
-    }
-    fn end_struct(&mut self) {
-        if let Some(Frame::Struct(f)) = self.frames.pop() {
-            self.value(Value::Struct(f));
-        }
-    }
-    fn begin_array(&mut self, len: u64) {
-        self.frames
-            .push(Frame::Array(Vec::with_capacity(len.min(1024) as usize)));
-    }
-    fn item(&mut self, _: u64) {}
-    fn end_array(&mut self) {
-        if let Some(Frame::Array(items)) = self.frames.pop() {
-            self.value(Value::Array(items));
-        }
-    }
-    fn variant(&mut self, option: &str) {
-        self.frames.push(Frame::Variant(option.to_owned(), None));
-    }
-    fn end_variant(&mut self) {
-        if let Some(Frame::Variant(name, Some(v))) = self.frames.pop() {
-            self.value(Value::Variant(name, Box::new(v)));
-        }
-    }
-}
-
-/// One event with typed values, as [`events`] gives them.
-#[derive(Clone, Debug)]
-pub struct Event {
-    /// The event class (name, id, layout).
-    pub class: Arc<EventClass>,
-    /// Time in ns since the clock's origin (the epoch for absolute clocks).
-    pub ns: Option<i128>,
-    /// The stream file.
-    pub stream: PathBuf,
-    /// Stream event context, event context and payload, those that exist,
-    /// in that order (the payload is last).
-    pub scopes: Vec<Value>,
-}
-
-impl Event {
-    /// The payload (`event.fields`).
-    pub fn payload(&self) -> &Value {
-        self.scopes.last().expect("the payload is always decoded")
-    }
-}
-
-/// What [`events`] yields.
-#[derive(Clone, Debug)]
-pub enum Record {
-    /// An event.
-    Event(Event),
-    /// Events lost in a stream (ns: where the loss is reported).
-    Lost(PathBuf, u64, Option<i128>),
-}
-
-/// Every event of `traces`, in time order, with typed values.
-pub fn events(
-    traces: &[TraceDir],
-) -> Result<impl Iterator<Item = Result<Record, DecodeError>>, String> {
-    let mut merge = FastMerge::new(traces)?;
-    Ok(std::iter::from_fn(move || loop {
-        let r = match merge.next()? {
-            Err(e) => Err(e),
-            Ok(Step::Lost(s, n, t)) => Ok(Record::Lost(s.path().to_path_buf(), n, t)),
-            Ok(Step::Event(s, t)) => {
-                let class = s.class().cloned();
-                let mut sink = ValueSink::default();
-                match s.emit(&mut sink) {
-                    Ok(()) => Ok(Record::Event(Event {
-                        class: class.expect("an event was peeked"),
-                        ns: t,
-                        stream: s.path().to_path_buf(),
-                        scopes: sink.scopes,
-                    })),
-                    Err(e) => {
-                        // Its stream ends; the error comes after the others.
-                        merge.fail(e);
-                        continue;
-                    }
-                }
-            }
-        };
-        return Some(r);
-    }))
-}
-
-/// Writes each scope as a JSON object member: `"NAME":{...}`, comma
-/// separated, for one-object-per-line output. Floats that JSON cannot hold
-/// (NaN, infinities) are written as strings; enums as their label (or the
-/// labels as an array) with the value; strings are escaped per RFC 8259.
-pub struct JsonSink<'a> {
-    out: &'a mut Vec<u8>,
-    /// Per open container: elements written so far.
-    stack: Vec<u32>,
-}
-
-impl<'a> JsonSink<'a> {
-    /// A sink appending to `out`.
-    pub fn new(out: &'a mut Vec<u8>) -> JsonSink<'a> {
-        JsonSink {
-            out,
-            stack: Vec::new(),
-        }
-    }
-
-    /// A sink writing scopes as members of an object already open in `out`
-    /// with `members` members written.
-    pub fn in_object(out: &'a mut Vec<u8>, members: u32) -> JsonSink<'a> {
-        JsonSink {
-            out,
-            stack: vec![members * 2],
-        }
-    }
-
-    fn sep(&mut self) {
-        // Values inside arrays need commas; members got theirs in `field`.
-        if let Some(n) = self.stack.last_mut() {
-            if *n & 1 == 1 {
-                return; // after a member name
-            }
-            if *n > 0 {
-                self.out.push(b',');
-            }
-            *n += 2;
-        }
-    }
-
-    fn after_value(&mut self) {
-        if let Some(n) = self.stack.last_mut() {
-            *n &= !1;
-        }
-    }
-
-    /// A JSON string: the text when `s` is UTF-8; else an object with the
-    /// text (each byte that is not UTF-8 read as U+FFFD) and all the bytes
-    /// in hexadecimal, so nothing is lost: `{"text":"cut \u{fffd}","bytes":"63757420c3"}`.
-    fn str(&mut self, s: &[u8]) {
-        if std::str::from_utf8(s).is_ok() {
-            self.text(s);
-        } else {
-            self.out.extend_from_slice(b"{\"text\":");
-            self.text(s);
-            self.out.extend_from_slice(b",\"bytes\":\"");
-            for b in s {
-                let hex = b"0123456789abcdef";
-                self.out.push(hex[usize::from(b >> 4)]);
-                self.out.push(hex[usize::from(b & 15)]);
-            }
-            self.out.extend_from_slice(b"\"}");
-        }
-    }
-
-    fn text(&mut self, s: &[u8]) {
-        self.out.push(b'"');
-        for ch in String::from_utf8_lossy(s).chars() {
-            match ch {
-                '"' => self.out.extend_from_slice(b"\\\""),
-                '\\' => self.out.extend_from_slice(b"\\\\"),
-                '\n' => self.out.extend_from_slice(b"\\n"),
-                '\t' => self.out.extend_from_slice(b"\\t"),
-                '\r' => self.out.extend_from_slice(b"\\r"),
-                c if (c as u32) < 0x20 => self
-                    .out
-                    .extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes()),
-                c => {
-                    let mut buf = [0u8; 4];
-                    self.out
-                        .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                }
-            }
-        }
-        self.out.push(b'"');
-    }
-}
-
-impl Sink for JsonSink<'_> {
-    fn scope(&mut self, name: &'static str) {
-        self.field(name);
-    }
-    fn field(&mut self, name: &str) {
-        if let Some(n) = self.stack.last_mut() {
-            if *n > 0 {
-                self.out.push(b',');
-            }
-            *n = (*n + 2) | 1;
-        }
-        self.str(name.as_bytes());
-        self.out.push(b':');
-    }
-    fn uint(&mut self, v: u64, _: Base, _: u32) {
-        self.sep();
-        let mut buf = [0u8; 66];
-        self.out
-            .extend_from_slice(uint_text(&mut buf, v, Base::Decimal));
-        self.after_value();
-    }
-    fn sint(&mut self, v: i64, _: Base, _: u32) {
-        self.sep();
-        self.out.extend_from_slice(v.to_string().as_bytes());
-        self.after_value();
-    }
-    fn enumeration(&mut self, v: i128, e: &Enum) {
-        self.sep();
-        let labels: Vec<&str> = e.labels(v).collect();
-        self.out.extend_from_slice(b"{\"value\":");
-        self.out.extend_from_slice(v.to_string().as_bytes());
-        self.out.extend_from_slice(b",\"labels\":[");
-        for (i, l) in labels.iter().enumerate() {
-            if i > 0 {
-                self.out.push(b',');
-            }
-            self.str(l.as_bytes());
-        }
-        self.out.extend_from_slice(b"]}");
-        self.after_value();
-    }
-    fn float(&mut self, v: f64) {
-        self.sep();
-        if v.is_finite() {
-            self.out.extend_from_slice(format!("{v:?}").as_bytes());
-        } else {
-            self.str(format!("{v}").as_bytes());
-        }
-        self.after_value();
-    }
-    fn string(&mut self, s: &[u8]) {
-        self.sep();
-        self.str(s);
-        self.after_value();
-    }
-    /// A string of decimal digits: JSON numbers that wide lose precision
-    /// in most readers.
-    fn wide(&mut self, v: &[u8], signed: bool, bits: u32, _: Base) {
-        self.sep();
-        let digits = crate::output::text::wide_int(v, signed, bits, Base::Decimal);
-        self.str(digits.as_bytes());
-        self.after_value();
-    }
-    fn begin_struct(&mut self) {
-        self.sep();
-        self.out.push(b'{');
-        self.stack.push(0);
-    }
-    fn end_struct(&mut self) {
-        self.stack.pop();
-        self.out.push(b'}');
-        self.after_value();
-    }
-    fn begin_array(&mut self, _: u64) {
-        self.sep();
-        self.out.push(b'[');
-        self.stack.push(0);
-    }
-    fn item(&mut self, _: u64) {}
-    fn end_array(&mut self) {
-        self.stack.pop();
-        self.out.push(b']');
-        self.after_value();
-    }
-    fn variant(&mut self, option: &str) {
-        self.sep();
-        self.out.push(b'{');
-        self.stack.push(0);
-        self.field(option);
-    }
-    fn end_variant(&mut self) {
-        self.stack.pop();
-        self.out.push(b'}');
-        self.after_value();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plain_strings_are_those_without_escapes() {
-        for s in [
-            &b""[..],
-            b"hello-123",
-            b"0123456789abcdefXYZ",
-            b"tab\there",
-            b"quote\"",
-            b"back\\slash",
-            b"caf\xc3\xa9",
-            b"\x7f",
-            b"ends with newline\n",
-            b"\x1f is a control",
-            b"0123456789abcdef\x01",
-            b"it's",
-            b"what?",
-            b"0123456789abcdef?",
-            b"\xff\xfe invalid UTF-8 prints as it is",
-            b"01234567#",
-            b"0123456789abcdef&",
-        ] {
-            let words = s.len() / 8 * 8;
-            let want = s.iter().enumerate().all(|(i, &c)| {
-                c >= 0x20
-                    && c != 0x7f
-                    && !matches!(c, b'"' | b'\\' | b'\'' | b'?')
-                    && !(i < words && matches!(c, b'#' | b'&'))
-            });
-            assert_eq!(plain(s), want, "{:?}", String::from_utf8_lossy(s));
-        }
-    }
-
-    /// babeltrace2's escapes (`print_escape_string` in its pretty sink),
-    /// byte by byte: bytes that are not UTF-8 come out as they are.
-    #[test]
-    fn strings_escape_as_babeltrace2() {
-        let cases: [(&[u8], &[u8]); 6] = [
-            (b"plain", b"plain"),
-            (b"q\"b\\s'?", b"q\\\"b\\\\s\\'\\?"),
-            (b"\x07\x08\t\n\x0b\x0c\r\x1b", b"\\a\\b\\t\\n\\v\\f\\r\\e"),
-            (b"\x01\x1f\x7f", b"\\x01\\x1f\\x7f"),
-            (b"cut \xc3", b"cut \xc3"),
-            ("日本".as_bytes(), "日本".as_bytes()),
-        ];
-        for (s, want) in cases {
-            let mut out = TextBuf::new();
-            text_string_body(&mut out, s);
-            assert_eq!(out.as_slice(), want, "{:?}", String::from_utf8_lossy(s));
-        }
-    }
-
-    /// Integers in their declared base, as babeltrace2 2.0 prints them.
-    #[test]
-    fn integers_print_in_their_base_as_babeltrace2() {
-        let cases: [(u64, bool, u32, Base, &str); 10] = [
-            (5, false, 8, Base::Binary, "0b00000101"),
-            (
-                0,
-                false,
-                34,
-                Base::Binary,
-                &*Box::leak(format!("0b{}", "0".repeat(34)).into_boxed_str()),
-            ),
-            (-1i64 as u64, true, 3, Base::Binary, "0b111"),
-            (0, false, 16, Base::Octal, "00"),
-            (8, false, 16, Base::Octal, "010"),
-            (-1i64 as u64, true, 5, Base::Octal, "077"),
-            (-18i64 as u64, true, 16, Base::Hexadecimal, "0xFFEE"),
-            (-1i64 as u64, true, 5, Base::Hexadecimal, "0xFF"),
-            (255, false, 64, Base::Hexadecimal, "0xFF"),
-            (-7i64 as u64, true, 12, Base::Decimal, "-7"),
-        ];
-        for (v, signed, bits, base, want) in cases {
-            let mut out = TextBuf::new();
-            text_bits(&mut out, v, signed, bits, base);
-            assert_eq!(
-                std::str::from_utf8(out.as_slice()).unwrap(),
-                want,
-                "{v} {bits} {base:?}"
-            );
-        }
     }
 }

@@ -9,8 +9,14 @@
 //! The model itself (types, fields, classes, clocks, the trace) is the
 //! crate's root. Nothing here decodes a stream.
 
+pub mod formats;
 pub(crate) mod lexer;
 pub(crate) mod parse;
 pub mod read;
 pub(crate) mod tsdl;
 pub(crate) mod validate;
+
+/// A field name as shown: one leading `_` removed (§4.2.1).
+pub fn shown_name(n: &str) -> &str {
+    n.strip_prefix('_').unwrap_or(n)
+}

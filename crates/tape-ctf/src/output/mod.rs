@@ -1,7 +1,54 @@
-//! The outputs: what a reader makes of decoded events.
+//! The outputs: what a reader makes of decoded events, one module each
+//! (`text/`: babeltrace2's text; `json`, `ftrace`, `graph`, `profile`,
+//! `latency`: the latency snapshot's header), and their shared helpers
+//! (this module's number writers, `event_text`: an event's text by its
+//! read-time format, `function`: the function tracer's events). An output
+//! never uses another output (`tests/layout.rs`).
 
+pub mod event_text;
 pub mod ftrace;
+pub mod function;
 pub mod graph;
+pub mod json;
 pub mod latency;
 pub mod profile;
 pub mod text;
+
+use crate::Base;
+
+/// The text of `v` in a base, as babeltrace2 prints it (`0x1F`, `017`,
+/// `0b101`, `31`), written at the end of `buf`.
+pub(crate) fn uint_text(buf: &mut [u8; 66], v: u64, base: Base) -> &[u8] {
+    let (radix, prefix): (u64, &[u8]) = match base {
+        Base::Hexadecimal => (16, b"0x"),
+        Base::Octal => (8, b"0"),
+        Base::Binary => (2, b"0b"),
+        Base::Decimal => (10, b""),
+    };
+    let mut i = buf.len();
+    let mut x = v;
+    loop {
+        i -= 1;
+        buf[i] = b"0123456789ABCDEF"[(x % radix) as usize];
+        x /= radix;
+        if x == 0 {
+            break;
+        }
+    }
+    i -= prefix.len();
+    buf[i..i + prefix.len()].copy_from_slice(prefix);
+    &buf[i..]
+}
+
+/// The decimal digits of `v`, right-aligned in `buf`: where they start.
+pub(crate) fn decimal(buf: &mut [u8; 20], mut v: u64) -> usize {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return at;
+        }
+    }
+}

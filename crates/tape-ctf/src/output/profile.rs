@@ -30,7 +30,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write as _;
 
-use crate::output::graph::duration_text;
+use crate::output::function::duration_text;
 
 /// Steps per power of two of the duration histogram.
 const STEPS: u32 = 128;
@@ -177,8 +177,8 @@ struct ThreadCalls {
 /// call costs no string hashing or copying).
 pub struct Profile {
     per_thread: bool,
-    names: crate::output::graph::Names,
-    threads: crate::output::graph::Threads<ThreadCalls>,
+    names: crate::output::function::Names,
+    threads: crate::output::function::Threads<ThreadCalls>,
 }
 
 impl Profile {
@@ -186,8 +186,8 @@ impl Profile {
     pub fn new(per_thread: bool) -> Profile {
         Profile {
             per_thread,
-            names: crate::output::graph::Names::default(),
-            threads: crate::output::graph::Threads::default(),
+            names: crate::output::function::Names::default(),
+            threads: crate::output::function::Threads::default(),
         }
     }
 
@@ -417,7 +417,7 @@ fn read_stream(
     p: &mut Profile,
 ) -> Result<(), crate::decode::DecodeError> {
     use crate::decode::stream::Next;
-    use crate::output::graph::Kind;
+    use crate::output::function::Kind;
     /// What a class is here: not a traced function's, or (entry?, index).
     #[derive(Clone, Copy)]
     enum Role {
@@ -427,7 +427,7 @@ fn read_stream(
     s.keep_packet_values();
     // By event class id (one stream: one stream class).
     let mut roles: Vec<Option<Role>> = Vec::new();
-    let mut threads = crate::output::graph::ThreadOf::default();
+    let mut threads = crate::output::function::ThreadOf::default();
     loop {
         match s.peek()? {
             Next::End => return Ok(()),
@@ -441,7 +441,7 @@ fn read_stream(
                 let role = match roles.get(id).copied().flatten() {
                     Some(r) => r,
                     None => {
-                        let r = match crate::output::graph::kind(&class.name) {
+                        let r = match crate::output::function::kind(&class.name) {
                             Kind::Entry(f) => Role::Call(true, p.function(&f)),
                             Kind::Exit(f) => Role::Call(false, p.function(&f)),
                             Kind::Ret(_) | Kind::Other => Role::Other,
@@ -459,7 +459,7 @@ fn read_stream(
                     s.emit(&mut crate::decode::plan::Discard)?;
                     continue;
                 };
-                let mut sink = crate::output::graph::DepthSink::default();
+                let mut sink = crate::output::function::DepthSink::default();
                 s.emit(&mut sink)?;
                 let (Some(t), tid) = (t, threads.of(s).0) else {
                     continue;

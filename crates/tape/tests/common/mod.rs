@@ -35,7 +35,8 @@ impl Reader {
 /// What tape's reader prints for a trace (babeltrace2's format, times
 /// left out): `tape show`, as library calls.
 pub fn tape_text(trace: &Path) -> Result<ReadOutput, String> {
-    use tape_ctf::decode::stream::{write_event_line, FastMerge, Step};
+    use tape_ctf::merge::{FastMerge, Step};
+    use tape_ctf::output::text::write_event_line;
     let traces = tape_ctf::metadata::read::find_traces(trace).map_err(|e| e.to_string())?;
     let mut merge = FastMerge::new(&traces)?;
     let (mut stdout, mut stderr) = (tape_ctf::output::text::line::TextBuf::new(), String::new());

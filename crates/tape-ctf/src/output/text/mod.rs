@@ -1,6 +1,6 @@
 //! Pieces of babeltrace2's default text format (`sink.text.pretty`), so
 //! that the output of `tape show` can be grepped like babeltrace2's (the
-//! line itself is written by [`crate::decode::stream::write_line_prefix`] and [`crate::decode::stream::write_event_rest`]):
+//! line itself is written by [`write_line_prefix`] and [`write_event_rest`]):
 //!
 //! ```text
 //! [10:00:00.475336892] (+0.000980368) host app.net.rx: { cpu_id = 0 }, { port = 3, ifname = "eth0" }
@@ -15,13 +15,15 @@
 
 pub mod line;
 pub mod parallel;
+pub mod sink;
 
 use std::fmt::Write;
 
-/// A field name as shown: one leading `_` removed (§4.2.1).
-pub fn shown_name(n: &str) -> &str {
-    n.strip_prefix('_').unwrap_or(n)
-}
+use crate::decode::plan::{Bits, Discard};
+use crate::decode::stream::FastStream;
+use crate::decode::DecodeError;
+use crate::output::text::line::TextBuf;
+use crate::output::text::sink::TextSink;
 
 /// C's `%g`: six significant digits, the shorter of fixed and exponent.
 pub fn float(out: &mut String, f: f64) {
@@ -108,106 +110,67 @@ pub const fn plain_byte(c: u8) -> bool {
     c >= 0x20 && c != 0x7f && c != b'"' && c != b'\\' && c != b'\'' && c != b'?'
 }
 
-/// The text of an integer of any size: `v` holds the little-endian bytes
-/// of its two's complement on `bits` bits. Decimal (signed or not), or the
-/// forms babeltrace2 2.0 gives the integers it reads, extended to any
-/// size: `0x` and capital digits cut to whole nibbles, `0` and octal
-/// digits (a negative value cut to whole octal digits), `0b` and all
-/// `bits` digits. (Written here: no crate is needed for one conversion.)
-pub fn wide_int(v: &[u8], signed: bool, bits: u32, base: crate::Base) -> String {
-    use crate::Base;
-    let bits = bits.max(1);
-    let bit = |j: u32| {
-        v.get((j / 8) as usize)
-            .is_some_and(|b| b >> (j % 8) & 1 == 1)
-    };
-    let negative = signed && bit(bits - 1);
-    // `bits` bits, as 32-bit limbs, low first.
-    let limbs = |width: u32| -> Vec<u32> {
-        let mut l = vec![0u32; width.div_ceil(32) as usize];
-        for j in 0..width {
-            if bit(j) {
-                l[(j / 32) as usize] |= 1 << (j % 32);
-            }
+/// Writes one event line in babeltrace2's format: `[time] (+delta) host
+/// name: { packet context }, { stream event context }, { event context },
+/// { payload }` and a newline. `time` is the formatted time, `delta_ns` the
+/// time since the previous event.
+pub fn write_event_line(
+    out: &mut TextBuf,
+    time: &[u8],
+    delta_ns: Option<i128>,
+    stream: &mut FastStream,
+) -> Result<(), DecodeError> {
+    write_line_prefix(out, time, delta_ns);
+    write_event_rest(out, stream)
+}
+
+/// The start of an event line: `[time] (+delta) `.
+pub fn write_line_prefix(out: &mut TextBuf, time: &[u8], delta_ns: Option<i128>) {
+    out.push(b'[');
+    out.put(time);
+    out.put(b"] ");
+    match delta_ns {
+        Some(d) => {
+            // u64 arithmetic (an i128 division is a slow library call).
+            let d = u64::try_from(d.max(0)).unwrap_or(u64::MAX);
+            out.put(b"(+");
+            out.seconds(d);
+            out.put(b") ");
         }
-        l
-    };
-    // Digits of `l` in a power-of-two radix, most significant first, no
-    // leading zeros (at least one digit).
-    let pow2 = |width: u32, shift: u32| -> String {
-        let n = width.div_ceil(shift);
-        let mut s = String::new();
-        for k in (0..n).rev() {
-            let mut d = 0;
-            for i in 0..shift {
-                let j = k * shift + i;
-                if j < bits && bit(j) {
-                    d |= 1 << i;
-                }
-            }
-            if d != 0 || !s.is_empty() || k == 0 {
-                s.push(
-                    char::from_digit(d, 1 << shift)
-                        .expect("digit")
-                        .to_ascii_uppercase(),
-                );
-            }
-        }
-        s
-    };
-    match base {
-        Base::Binary => (0..bits).rev().fold(String::from("0b"), |mut s, j| {
-            s.push(if bit(j) { '1' } else { '0' });
-            s
-        }),
-        Base::Hexadecimal => format!("0x{}", pow2(bits, 4)),
-        Base::Octal => {
-            let digits = pow2(bits, 3);
-            format!("0{digits}")
-        }
-        Base::Decimal => {
-            let mut l = limbs(bits);
-            if negative {
-                // Two's complement on `bits` bits: invert and add one.
-                let top = bits % 32;
-                for x in &mut l {
-                    *x = !*x;
-                }
-                if top != 0 {
-                    *l.last_mut().expect("a limb") &= (1u32 << top) - 1;
-                }
-                for x in &mut l {
-                    let (y, carry) = x.overflowing_add(1);
-                    *x = y;
-                    if !carry {
-                        break;
-                    }
-                }
-            }
-            // Repeated division by 10^9, nine digits at a time.
-            let mut chunks = Vec::new();
-            while l.iter().any(|&x| x != 0) {
-                let mut rem = 0u64;
-                for x in l.iter_mut().rev() {
-                    let cur = (rem << 32) | u64::from(*x);
-                    *x = (cur / 1_000_000_000) as u32;
-                    rem = cur % 1_000_000_000;
-                }
-                chunks.push(rem);
-            }
-            let mut s = String::from(if negative { "-" } else { "" });
-            match chunks.split_last() {
-                None => s.push('0'),
-                Some((top, rest)) => {
-                    s.push_str(&top.to_string());
-                    for c in rest.iter().rev() {
-                        s.push_str(&format!("{c:09}"));
-                    }
-                }
-            }
-            s
-        }
+        None => out.put(b"(+?.?????????) "),
     }
+}
+
+/// The rest of an event line after [`write_line_prefix`]: `host name:`,
+/// the packet context and the event's scopes, and a newline.
+pub fn write_event_rest(out: &mut TextBuf, stream: &mut FastStream) -> Result<(), DecodeError> {
+    let Some((idx, _)) = stream.current else {
+        return stream.emit(&mut Discard); // the error of an emit without peek
+    };
+    let sp = &stream.plan.streams[stream.stream];
+    let ev = sp.events[idx].as_ref().expect("checked in header");
+    let mark = ev.line_head(&stream.packet_text, out);
+    let written = !stream.packet_text.is_empty();
+    if let Some(text) = &ev.text {
+        let mut b = Bits {
+            buf: stream.buf.bytes(),
+            pos: stream.pos,
+            end: stream.content_end,
+        };
+        // An event of length 0 is an error the general path reports.
+        if text.run(&mut b, &mut stream.state, out)
+            && (b.pos > stream.pos || sp.event_header.is_some())
+        {
+            stream.pos = b.pos;
+            stream.current = None;
+            return Ok(());
+        }
+        out.truncate(mark);
+    }
+    let mut sink = TextSink::new(out, &[]).after_scope(written);
+    stream.emit(&mut sink)?;
+    out.push(b'\n');
+    Ok(())
 }
 
 #[cfg(test)]
@@ -268,7 +231,11 @@ mod tests {
             }),
         ];
         for (v, signed, bits, base, want) in cases {
-            assert_eq!(wide_int(&v, signed, bits, base), want, "{bits} {base:?}");
+            assert_eq!(
+                crate::decode::wide_int(&v, signed, bits, base),
+                want,
+                "{bits} {base:?}"
+            );
         }
     }
 

@@ -25,7 +25,7 @@
 //!                                                        the line for writev
 //! ```
 //!
-//! The order is the one [`FastMerge`](crate::decode::stream::FastMerge) gives: the
+//! The order is the one [`FastMerge`](crate::merge::FastMerge) gives: the
 //! least key first, ties to the lower stream index, and every record of a
 //! stream in file order (the parts of a stream one after the other).
 //! Events that are not shown stay in the merge as `hidden` records, so
@@ -49,12 +49,12 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::decode::plan::Discard;
 use crate::decode::stream::Shown;
-use crate::decode::stream::{
-    write_event_rest, write_json_line, FastStream, Next, PacketBuf, DELTA_PLACEHOLDER,
-};
+use crate::decode::stream::{FastStream, Next, PacketBuf, DELTA_PLACEHOLDER};
 use crate::decode::DecodeError;
 use crate::merge::tournament::{LoserTree, DONE};
+use crate::output::json::write_json_line;
 use crate::output::text::line::{delta_into, TextBuf};
+use crate::output::text::write_event_rest;
 
 /// Chunks waiting to be merged per stream, at most: beyond them, only the
 /// part the merge reads is decoded further. With 8 chunks and 3 parts, the
