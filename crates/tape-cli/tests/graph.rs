@@ -21,9 +21,16 @@ const REQUESTS: u64 = 5;
 
 /// Runs the example; its trace's directory.
 fn record(dir: &Path) -> std::path::PathBuf {
-    let out = Command::new(pipeline::example("traced"))
-        .args(["--requests", &REQUESTS.to_string()])
-        .env("TAPE_TRACE", "fn.*,app.*")
+    let mut c = Command::new(pipeline::example("traced"));
+    c.args(["--requests", &REQUESTS.to_string()])
+        .env("TAPE_TRACE", "fn.*,app.*");
+    run(c, dir)
+}
+
+/// Runs `example` (a tape example) saving into `dir`, no control socket,
+/// no shared rings; its trace's directory.
+fn run(mut example: Command, dir: &Path) -> std::path::PathBuf {
+    let out = example
         .env("TAPE_TRACE_DIR", dir)
         .env("TAPE_CONTROL", "off")
         .env("TAPE_SHM", "off")
@@ -383,18 +390,7 @@ fn comments_are_the_ftrace_text_of_their_events() {
     ];
     for (example, shapes) in shapes {
         let dir = tempfile_dir(&format!("graph-comments-{example}"));
-        let out = Command::new(pipeline::example(example))
-            .env("TAPE_TRACE_DIR", &dir)
-            .env("TAPE_CONTROL", "off")
-            .env("TAPE_SHM", "off")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{example}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let trace = pipeline::only_trace(&dir);
+        let trace = run(Command::new(pipeline::example(example)), &dir);
         let expected = ftrace_texts(&trace);
         let text = tape(&["graph".as_ref(), trace.as_os_str()]);
         let mut drawn: BTreeMap<i64, Vec<String>> = BTreeMap::new();

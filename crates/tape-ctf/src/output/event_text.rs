@@ -51,31 +51,68 @@ pub fn task<'a>(packet: Option<&'a Value>, scopes: &'a [Value]) -> (&'a str, i64
     (name, tid)
 }
 
+/// The values an event's text is written from: a value tree, or a
+/// [`FlatSink`]. [`write_with`] applies the format to either.
+trait Fields {
+    /// Writes the field at `path` by `spec`, padded; `false` if there is
+    /// none.
+    fn put_field(
+        &self,
+        out: &mut String,
+        path: &[String],
+        hints: &HashMap<String, Hint>,
+        spec: &Spec,
+    ) -> bool;
+    /// Writes the payload's `name=value` pairs.
+    fn put_pairs(&self, out: &mut String, hints: &HashMap<String, Hint>);
+}
+
+/// The scopes of a value tree, payload last.
+struct Tree<'a>(&'a [Value]);
+
+impl Fields for Tree<'_> {
+    fn put_field(
+        &self,
+        out: &mut String,
+        path: &[String],
+        hints: &HashMap<String, Hint>,
+        spec: &Spec,
+    ) -> bool {
+        let Some(v) = find(self.0, path) else {
+            return false;
+        };
+        let key = path.join(".");
+        let text = value_text(v, &key, hints, spec);
+        pad(out, &text, spec, is_number(v, hints.get(&key), spec));
+        true
+    }
+    fn put_pairs(&self, out: &mut String, hints: &HashMap<String, Hint>) {
+        if let Some(Value::Struct(fields)) = self.0.last() {
+            write_pairs(out, fields, "", hints, " ");
+        }
+    }
+}
+
 /// The event's text: its format applied, or `name=value` pairs.
 pub fn write_text(out: &mut String, format: Option<&EventFormat>, scopes: &[Value]) {
+    write_with(out, format, &Tree(scopes));
+}
+
+/// The text of the event whose values `fields` has, by `format`.
+fn write_with(out: &mut String, format: Option<&EventFormat>, fields: &impl Fields) {
     let none = HashMap::new();
     let hints = format.map_or(&none, |f| &f.hints);
-    match format.and_then(|f| f.pieces.as_ref()) {
-        Some(pieces) => {
-            for p in pieces {
-                match p {
-                    Piece::Text(t) => out.push_str(t),
-                    Piece::Field(path, spec) => match find(scopes, path) {
-                        Some(v) => {
-                            let key = path.join(".");
-                            let text = value_text(v, &key, hints, spec);
-                            pad(out, &text, spec, is_number(v, hints.get(&key), spec));
-                        }
-                        None => {
-                            let _ = write!(out, "<no field {}>", path.join("."));
-                        }
-                    },
+    let Some(pieces) = format.and_then(|f| f.pieces.as_ref()) else {
+        fields.put_pairs(out, hints);
+        return;
+    };
+    for p in pieces {
+        match p {
+            Piece::Text(t) => out.push_str(t),
+            Piece::Field(path, spec) => {
+                if !fields.put_field(out, path, hints, spec) {
+                    let _ = write!(out, "<no field {}>", path.join("."));
                 }
-            }
-        }
-        None => {
-            if let Some(Value::Struct(fields)) = scopes.last() {
-                write_pairs(out, fields, "", hints, " ");
             }
         }
     }
@@ -240,41 +277,37 @@ impl crate::decode::plan::Sink for FlatSink {
 /// [`write_text`] for an event of a `flat_class` kept by `flat`: the
 /// same text.
 pub(crate) fn write_flat(out: &mut String, format: Option<&EventFormat>, flat: &FlatSink) {
-    let none = HashMap::new();
-    let hints = format.map_or(&none, |f| &f.hints);
-    match format.and_then(|f| f.pieces.as_ref()) {
-        Some(pieces) => {
-            for p in pieces {
-                match p {
-                    Piece::Text(t) => out.push_str(t),
-                    Piece::Field(path, spec) => {
-                        match path.as_slice() {
-                            [name] => match flat.get(name) {
-                                Some(v) => flat.field_text(out, name, v, hints, spec),
-                                None => {
-                                    let _ = write!(out, "<no field {name}>");
-                                }
-                            },
-                            // Below the top: nothing in a flat payload.
-                            _ => {
-                                let _ = write!(out, "<no field {}>", path.join("."));
-                            }
-                        }
-                    }
-                }
+    write_with(out, format, flat);
+}
+
+impl Fields for FlatSink {
+    fn put_field(
+        &self,
+        out: &mut String,
+        path: &[String],
+        hints: &HashMap<String, Hint>,
+        spec: &Spec,
+    ) -> bool {
+        // A path below the top names nothing in a flat payload.
+        let [name] = path else {
+            return false;
+        };
+        let Some(v) = self.get(name) else {
+            return false;
+        };
+        self.field_text(out, name, v, hints, spec);
+        true
+    }
+    fn put_pairs(&self, out: &mut String, hints: &HashMap<String, Hint>) {
+        let mut first = true;
+        for (name, v) in self.iter().filter(|(n, _)| !n.starts_with('_')) {
+            if !first {
+                out.push(' ');
             }
-        }
-        None => {
-            let mut first = true;
-            for (name, v) in flat.iter().filter(|(n, _)| !n.starts_with('_')) {
-                if !first {
-                    out.push(' ');
-                }
-                first = false;
-                out.push_str(name);
-                out.push('=');
-                flat.field_text(out, name, v, hints, &Spec::default());
-            }
+            first = false;
+            out.push_str(name);
+            out.push('=');
+            self.field_text(out, name, v, hints, &Spec::default());
         }
     }
 }
