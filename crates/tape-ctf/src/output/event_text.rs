@@ -193,9 +193,9 @@ impl FlatSink {
     /// allocations for the common cases.
     fn natural(&self, out: &mut String, v: Flat) {
         let decimal = |out: &mut String, x: u64| {
-            let mut digits = [0u8; 20];
-            let at = crate::output::decimal(&mut digits, x);
-            out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+            let mut buf = [0u8; 66];
+            let digits = crate::output::uint_text(&mut buf, x, crate::Base::Decimal);
+            out.push_str(std::str::from_utf8(digits).unwrap_or_default());
         };
         match v {
             Flat::UInt(x, crate::Base::Decimal) => decimal(out, x),

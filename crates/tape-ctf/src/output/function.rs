@@ -125,12 +125,12 @@ pub fn duration_text(s: &mut String, d: u128) {
         return;
     };
     let (usecs, rem) = (d / 1000, d % 1000);
-    let mut digits = [0u8; 20];
-    let at = crate::output::decimal(&mut digits, usecs);
+    let mut buf = [0u8; 66];
+    let digits = crate::output::uint_text(&mut buf, usecs, crate::Base::Decimal);
     // Digits, a point and three, " us ", padding: at most 20 + 4 + 4.
     let mut line = [b' '; 32];
-    let mut len = digits.len() - at;
-    line[..len].copy_from_slice(&digits[at..]);
+    let mut len = digits.len();
+    line[..len].copy_from_slice(digits);
     if len < 7 {
         // snprintf(nsecs_str, min(5, 8 - len), "%03lu"): at most 7 - len
         // of the three digits.

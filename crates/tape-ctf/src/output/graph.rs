@@ -764,14 +764,11 @@ impl Feed {
     ) -> Option<ClassInfo> {
         let (sc, ev) = stream.class_index()?;
         let plan = std::ptr::from_ref(stream.plan()) as usize;
-        let known = match self.classes.first() {
-            Some((p, table)) if *p == plan => table.get(sc).and_then(|t| t.get(ev)),
-            _ => self
-                .classes
-                .iter()
-                .find(|(p, _)| *p == plan)
-                .and_then(|(_, table)| table.get(sc).and_then(|t| t.get(ev))),
-        };
+        let known = self
+            .classes
+            .iter()
+            .find(|(p, _)| *p == plan)
+            .and_then(|(_, table)| table.get(sc)?.get(ev));
         match known {
             Some(Some(info)) => Some(*info),
             _ => self.learn(g, stream, plan, sc, ev),

@@ -18,6 +18,7 @@ use crate::Base;
 
 /// The text of `v` in a base, as babeltrace2 prints it (`0x1F`, `017`,
 /// `0b101`, `31`), written at the end of `buf`.
+#[inline]
 pub(crate) fn uint_text(buf: &mut [u8; 66], v: u64, base: Base) -> &[u8] {
     let (radix, prefix): (u64, &[u8]) = match base {
         Base::Hexadecimal => (16, b"0x"),
@@ -38,17 +39,4 @@ pub(crate) fn uint_text(buf: &mut [u8; 66], v: u64, base: Base) -> &[u8] {
     i -= prefix.len();
     buf[i..i + prefix.len()].copy_from_slice(prefix);
     &buf[i..]
-}
-
-/// The decimal digits of `v`, right-aligned in `buf`: where they start.
-pub(crate) fn decimal(buf: &mut [u8; 20], mut v: u64) -> usize {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return at;
-        }
-    }
 }
