@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 if [ ! -x target/opt/examples/quickstart ] || [ ! -x target/opt/tape ]; then
     echo "quickstart: building tape and the example program (the first time takes about a minute)..." >&2
 fi
-cargo build -q --profile opt --example quickstart -p tape -p tape-cli
+cargo build -q --profile opt -p tape --example quickstart -p tape-cli --bin tape
 out=$(target/opt/examples/quickstart)
 echo "$out" >&2
 dir=$(echo "$out" | sed -n 's/^trace saved to //p')
