@@ -175,7 +175,8 @@ fn clock_ns(clock: libc::clockid_t) -> i128 {
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec; the clock ids used here
-    // (MONOTONIC, REALTIME) always exist on Linux, so the call cannot fail.
+    // (MONOTONIC, REALTIME, BOOTTIME) always exist on Linux, so the call
+    // cannot fail.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
 }
@@ -188,6 +189,24 @@ fn monotonic_ns() -> u64 {
 /// The wall-clock time now, in nanoseconds since the epoch.
 pub fn realtime_ns() -> i128 {
     clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// `CLOCK_REALTIME` minus `clock` now, in nanoseconds (of several tries,
+/// the one whose realtime readings around the `clock` read are closest):
+/// written in a trace's `env` (`tape_realtime_minus_boottime_ns`, ...) so
+/// a reader can put its times on the system's other clocks (the Perfetto
+/// export's clock snapshot).
+pub(crate) fn realtime_minus(clock: libc::clockid_t) -> i128 {
+    let mut best = (i128::MAX, 0);
+    for _ in 0..16 {
+        let a = clock_ns(libc::CLOCK_REALTIME);
+        let c = clock_ns(clock);
+        let b = clock_ns(libc::CLOCK_REALTIME);
+        if b - a < best.0 {
+            best = (b - a, a + (b - a) / 2 - c);
+        }
+    }
+    best.1
 }
 
 /// A counter value paired with `clock`: of several tries, the one whose

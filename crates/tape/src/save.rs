@@ -681,6 +681,19 @@ pub(crate) fn metadata_with(uuid: [u8; 16], clock: tape_ctf::Clock) -> Trace {
             EnvValue::Str(exe.build_id.clone()),
         ),
     ]);
+    // Where the trace clock (realtime) is on the system's other clocks, for
+    // readers that merge with traces kept in them (Perfetto's BOOTTIME).
+    for (name, clock) in [
+        ("tape_realtime_minus_boottime_ns", libc::CLOCK_BOOTTIME),
+        ("tape_realtime_minus_monotonic_ns", libc::CLOCK_MONOTONIC),
+    ] {
+        // Written only when positive (a clock set before the boot would
+        // give a negative one, which not every TSDL reader takes).
+        let d = crate::clock::realtime_minus(clock);
+        if let Ok(d @ 0..) = i64::try_from(d) {
+            t.env.push((name.into(), EnvValue::Int(d)));
+        }
+    }
     let _ = EXTRA_ENV.try_with(|e| t.env.extend(e.borrow().iter().cloned()));
     if let Some((what, tid)) = CRASH.lock().unwrap_or_else(|e| e.into_inner()).clone() {
         t.env.extend([
