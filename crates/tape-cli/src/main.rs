@@ -31,6 +31,7 @@ use tape_ctf::metadata::read::{find_traces, TraceDir};
 use tape_ctf::output::json::JsonSink;
 use tape_ctf::output::text::parallel::{render_merged, Piece, Render, Seconds, Threads, TimeText};
 
+mod export;
 mod filter;
 mod pipe;
 mod recover;
@@ -189,6 +190,25 @@ enum Command {
         /// `tape show --filter`).
         #[arg(long, value_name = "EXPR")]
         filter: Option<String>,
+    },
+    /// Export traces for other tools: `perfetto` (Perfetto's protobuf
+    /// trace: open it in ui.perfetto.dev or trace_processor). Streamed: a
+    /// trace of any length in bounded memory.
+    Export {
+        /// Trace directories (or trees of them).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// The format written.
+        #[arg(long, value_enum, default_value_t = export::ExportFormat::Perfetto)]
+        format: export::ExportFormat,
+        /// The file written (`-`: stdout).
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// A counter track of a numeric payload field: EVENT.FIELD, the
+        /// event a name or glob (`net.rx.len`, `app.*.queue_depth`;
+        /// repeatable).
+        #[arg(long = "counter", value_name = "EVENT.FIELD")]
+        counters: Vec<String>,
     },
     /// Validate traces: exit 1 at the first problem.
     Check {
@@ -416,6 +436,12 @@ fn main() -> ExitCode {
             };
             show(traces, &sel)
         })(),
+        Command::Export {
+            paths,
+            format,
+            output,
+            counters,
+        } => export::export(&paths, format, &output, &counters),
         Command::Check { paths } => check(&paths),
         Command::Stats { paths, filter } => stats(&paths, filter.as_deref()),
         Command::Ctl { pid, command } => ctl(pid, &command),

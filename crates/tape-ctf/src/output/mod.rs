@@ -11,6 +11,7 @@ pub mod function;
 pub mod graph;
 pub mod json;
 pub mod latency;
+pub mod perfetto;
 pub mod profile;
 pub mod text;
 

@@ -1,0 +1,126 @@
+//! `tape export`: a trace in the formats other tools open. `perfetto`
+//! writes Perfetto's protobuf trace (`tape_ctf::output::perfetto`), which
+//! the Perfetto UI (ui.perfetto.dev) and trace_processor open, streamed: a
+//! trace of any length in bounded memory.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use tape_ctf::merge::FastMerge;
+use tape_ctf::output::perfetto::{self, CounterSpec, Exported};
+
+use crate::{open, say, warn_formats, Failure};
+
+/// `tape export --format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ExportFormat {
+    /// Perfetto's protobuf trace (TracePacket/TrackEvent).
+    Perfetto,
+}
+
+/// `--counter EVENT.FIELD`: the field after the last dot, the event (a
+/// glob) before it.
+fn counter(spec: &str) -> Result<CounterSpec, String> {
+    let Some((event, field)) = spec
+        .rsplit_once('.')
+        .filter(|(e, f)| !e.is_empty() && !f.is_empty())
+    else {
+        return Err(format!(
+            "--counter {spec:?}: expected EVENT.FIELD (an event name or glob, a dot, a field of its payload)"
+        ));
+    };
+    let glob = globset::GlobBuilder::new(event)
+        .literal_separator(false)
+        .build()
+        .map_err(|e| format!("--counter {spec:?}: {}", e.kind()))?
+        .compile_matcher();
+    Ok(CounterSpec {
+        name: spec.to_owned(),
+        event: std::sync::Arc::new(move |name: &str| glob.is_match(name)),
+        field: field.to_owned(),
+    })
+}
+
+/// `tape export PATHS --format F -o FILE`.
+pub(crate) fn export(
+    paths: &[PathBuf],
+    format: ExportFormat,
+    output: &Path,
+    counters: &[String],
+) -> Result<(), Failure> {
+    let traces = open(paths)?;
+    warn_formats(&traces);
+    let counters = counters
+        .iter()
+        .map(|c| counter(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    perfetto::check_counters(&traces, &counters)?;
+    let mut merge = FastMerge::new(&traces)?;
+    let opts = perfetto::Options { counters };
+    let to_stdout = output == Path::new("-");
+    let result = if to_stdout {
+        let out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+        match format {
+            ExportFormat::Perfetto => perfetto::export(&mut merge, &traces, &opts, out),
+        }
+    } else {
+        let file = std::fs::File::create(output)
+            .map_err(|e| format!("cannot create {}: {e}", output.display()))?;
+        let out = std::io::BufWriter::with_capacity(1 << 20, file);
+        match format {
+            ExportFormat::Perfetto => perfetto::export(&mut merge, &traces, &opts, out),
+        }
+    };
+    let (done, failed) = match result {
+        Ok(r) => r,
+        Err(e) if to_stdout => return Err(crate::output_error(e)),
+        Err(e) => {
+            // A partial file is not a trace: removed (and its space freed,
+            // when the disk was full).
+            let _ = std::fs::remove_file(output);
+            return Err(Failure::Error(format!(
+                "cannot write {}: {e} (the partial file was removed)",
+                output.display()
+            )));
+        }
+    };
+    summary(&done, output, to_stdout);
+    match failed {
+        None => Ok(()),
+        Some(e) => Err(Failure::Error(format!(
+            "{e} (the export holds every event before it, and the other streams' events)"
+        ))),
+    }
+}
+
+/// What was written, on stderr.
+fn summary(d: &Exported, output: &Path, to_stdout: bool) {
+    let mut text = format!(
+        "tape export: {} events of {} threads: {} slices ({} async polls), {} instants",
+        d.events, d.threads, d.slices, d.polls, d.instants
+    );
+    if d.counter_values > 0 {
+        text.push_str(&format!(", {} counter values", d.counter_values));
+    }
+    if d.open > 0 {
+        text.push_str(&format!(", {} calls open at the end", d.open));
+    }
+    if d.no_exit > 0 {
+        text.push_str(&format!(
+            ", {} calls without their exit (on no-exit tracks)",
+            d.no_exit
+        ));
+    }
+    if d.no_entry > 0 {
+        text.push_str(&format!(", {} exits without their entry", d.no_entry));
+    }
+    if d.lost > 0 {
+        text.push_str(&format!(", {} events lost (marked)", d.lost));
+    }
+    let dest = if to_stdout {
+        "stdout".to_owned()
+    } else {
+        output.display().to_string()
+    };
+    say!("{text}; {} packets, {} bytes to {dest}", d.packets, d.bytes);
+}

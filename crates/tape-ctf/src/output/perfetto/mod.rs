@@ -1,0 +1,1347 @@
+//! The Perfetto export (`tape export --format perfetto`): a trace as
+//! Perfetto's protobuf `TracePacket`s, which the Perfetto UI and
+//! trace_processor open (`perfetto/trace/trace_packet.proto`,
+//! `track_event/*.proto`; field numbers below, checked against the schema
+//! Perfetto ships by `tests/perfetto.rs`).
+//!
+//! ```text
+//! file:  [0x0A len TracePacket][0x0A len TracePacket]...   (a `Trace`: streamed, appended)
+//!
+//! sequence 1 (the trace's own)   clock snapshot: REALTIME t = BOOTTIME t - Δ = MONOTONIC t - Δ'
+//!                                process track  {uuid P, pid, program}
+//!                                counter tracks {parent P, "EVENT.FIELD"}, async tracks {parent P, fn}
+//! sequence 2.. (one per thread)  thread track   {uuid T, pid, tid, thread name}
+//!                                defaults       {clock REALTIME, track T}   incremental state cleared
+//!                                events         {time, name_iid, args...}   names interned per sequence
+//! ```
+//!
+//! * **Every event** of the trace is in the file. A `#[tape::traced]`
+//!   function's entry and exit (and a latency section's) become one slice
+//!   on its thread's track, named by the function (`app::io::read`), its
+//!   arguments and return value as the slice's args; other events are
+//!   instants with every field as a debug annotation (payload fields by
+//!   their names, the contexts as `context` and `stream_context`
+//!   dictionaries); losses are instants named `lost events` with their
+//!   `count`; `--counter EVENT.FIELD` adds a counter track of that field.
+//! * **Slices always nest.** Perfetto drops or misdraws slices that overlap
+//!   on a track, so a slice is written when its exit is read (its begin
+//!   then carries the entry's time: trace_processor sorts packets by time).
+//!   An entry whose exit is not in the trace (lost, or the ring saved
+//!   mid-call), found when a call at its depth or above starts or ends,
+//!   moves to a child track of its thread (`<thread> (no exit)`), begun
+//!   and never ended, with `exit_not_in_trace`; calls still open when the
+//!   trace ends stay on the thread's track, begun and never ended; an exit
+//!   whose entry is not in the trace is an instant with
+//!   `entry_not_in_trace`. Nothing is dropped.
+//! * **Async calls**: each poll of an `async fn` is a slice on the thread
+//!   that polled it (nested in what that thread ran) and on the call's own
+//!   async track (a child of the process, named by the function: the UI
+//!   groups a function's calls), and the polls of one call are joined by a
+//!   flow, across threads.
+//! * **Clocks**: times are tape's (realtime ns, `timestamp_clock_id`
+//!   REALTIME by the packet defaults); a clock snapshot maps them to
+//!   BOOTTIME and MONOTONIC from the trace's `env`
+//!   (`tape_realtime_minus_boottime_ns`, written at save), so the file
+//!   merges with a system Perfetto trace (BOOTTIME) on one timeline. A trace
+//!   without those makes REALTIME the file's primary clock.
+//! * **Memory** is bounded by the trace's shape, not its length: per
+//!   thread the calls open at once (at most [`MAX_OPEN`]; deeper, the
+//!   outermost moves to the no-exit track), interned names, and a bounded
+//!   set of async tracks already described ([`ASYNC_KNOWN`]; a track
+//!   described again is harmless).
+
+pub(crate) mod proto;
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+
+use crate::decode::plan::Sink;
+use crate::decode::stream::FastStream;
+use crate::decode::DecodeError;
+use crate::merge::{FastMerge, Step};
+use crate::metadata::read::TraceDir;
+use crate::output::function::{kind, Kind, Names, ThreadOf};
+use crate::{Base, Enum, EnvValue};
+
+/// Field numbers of the messages written (Perfetto's `.proto` files).
+mod field {
+    /// `Trace.packet`.
+    pub const PACKET: u32 = 1;
+
+    // TracePacket.
+    pub const CLOCK_SNAPSHOT: u32 = 6;
+    pub const TIMESTAMP: u32 = 8;
+    pub const SEQUENCE_ID: u32 = 10;
+    pub const TRACK_EVENT: u32 = 11;
+    pub const INTERNED_DATA: u32 = 12;
+    pub const SEQUENCE_FLAGS: u32 = 13;
+    pub const TRACE_PACKET_DEFAULTS: u32 = 59;
+    pub const TRACK_DESCRIPTOR: u32 = 60;
+    pub const FIRST_PACKET_ON_SEQUENCE: u32 = 87;
+
+    // TracePacketDefaults, TrackEventDefaults.
+    pub const DEFAULT_CLOCK_ID: u32 = 58;
+    pub const TRACK_EVENT_DEFAULTS: u32 = 11;
+    pub const DEFAULT_TRACK_UUID: u32 = 11;
+
+    // ClockSnapshot, ClockSnapshot.Clock.
+    pub const CLOCKS: u32 = 1;
+    pub const PRIMARY_TRACE_CLOCK: u32 = 2;
+    pub const CLOCK_ID: u32 = 1;
+    pub const CLOCK_TIMESTAMP: u32 = 2;
+
+    // TrackDescriptor, ProcessDescriptor, ThreadDescriptor.
+    pub const TRACK_UUID: u32 = 1;
+    pub const TRACK_NAME: u32 = 2;
+    pub const TRACK_PROCESS: u32 = 3;
+    pub const TRACK_THREAD: u32 = 4;
+    pub const TRACK_PARENT: u32 = 5;
+    pub const TRACK_COUNTER: u32 = 8;
+    pub const PROCESS_PID: u32 = 1;
+    pub const PROCESS_NAME: u32 = 6;
+    pub const THREAD_PID: u32 = 1;
+    pub const THREAD_TID: u32 = 2;
+    pub const THREAD_NAME: u32 = 5;
+
+    // TrackEvent.
+    pub const ANNOTATIONS: u32 = 4;
+    pub const TYPE: u32 = 9;
+    pub const NAME_IID: u32 = 10;
+    pub const EVENT_TRACK_UUID: u32 = 11;
+    pub const COUNTER_VALUE: u32 = 30;
+    pub const DOUBLE_COUNTER_VALUE: u32 = 44;
+    pub const FLOW_IDS: u32 = 47;
+
+    // DebugAnnotation.
+    pub const ARG_NAME_IID: u32 = 1;
+    pub const ARG_BOOL: u32 = 2;
+    pub const ARG_UINT: u32 = 3;
+    pub const ARG_INT: u32 = 4;
+    pub const ARG_DOUBLE: u32 = 5;
+    pub const ARG_STRING: u32 = 6;
+    pub const ARG_POINTER: u32 = 7;
+    pub const ARG_NAME: u32 = 10;
+    pub const ARG_DICT: u32 = 11;
+    pub const ARG_ARRAY: u32 = 12;
+
+    // InternedData, EventName, DebugAnnotationName.
+    pub const EVENT_NAMES: u32 = 2;
+    pub const ANNOTATION_NAMES: u32 = 3;
+    pub const IID: u32 = 1;
+    pub const IID_NAME: u32 = 2;
+}
+
+/// `TrackEvent.Type`.
+const SLICE_BEGIN: u64 = 1;
+const SLICE_END: u64 = 2;
+const INSTANT: u64 = 3;
+const COUNTER: u64 = 4;
+
+/// `TracePacket.SequenceFlags`.
+const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
+const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
+
+/// `BuiltinClock`.
+const REALTIME: u64 = 1;
+const MONOTONIC: u64 = 3;
+const BOOTTIME: u64 = 6;
+
+/// The sequence of the trace's own packets (clock, process and shared
+/// tracks); threads' sequences follow.
+const TRACE_SEQUENCE: u32 = 1;
+
+/// The most calls open at once on one thread; past it, the outermost is
+/// written to the no-exit track.
+pub const MAX_OPEN: usize = 1024;
+
+/// How many async tracks are remembered as described.
+pub const ASYNC_KNOWN: usize = 1 << 16;
+
+/// A counter track asked for: `--counter EVENT.FIELD`.
+#[derive(Clone)]
+pub struct CounterSpec {
+    /// The track's name (what the user wrote).
+    pub name: String,
+    /// Which events (by name) the field is read from.
+    pub event: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    /// The payload field (top level, an integer, enum or float).
+    pub field: String,
+}
+
+/// What the export writes.
+#[derive(Clone, Default)]
+pub struct Options {
+    /// Counter tracks.
+    pub counters: Vec<CounterSpec>,
+}
+
+/// What was written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Exported {
+    /// Events read.
+    pub events: u64,
+    /// Slices with a begin and an end (on threads' tracks).
+    pub slices: u64,
+    /// Of those, async polls (also drawn on their calls' async tracks).
+    pub polls: u64,
+    /// Calls still open when the trace ends (begun, never ended).
+    pub open: u64,
+    /// Calls whose exit is not in the trace, moved to no-exit tracks.
+    pub no_exit: u64,
+    /// Exits whose entry is not in the trace (instants).
+    pub no_entry: u64,
+    /// Instants for other events.
+    pub instants: u64,
+    /// Counter values.
+    pub counter_values: u64,
+    /// Events lost, as the trace counts them (`lost events` instants).
+    pub lost: u64,
+    /// Threads (packet sequences).
+    pub threads: u64,
+    /// Packets written.
+    pub packets: u64,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+/// Checks `specs` against the traces' classes: each must name a top-level
+/// payload field of at least one event it selects, and that field must be
+/// a number. The error names the spec.
+pub fn check_counters(traces: &[TraceDir], specs: &[CounterSpec]) -> Result<(), String> {
+    for spec in specs {
+        let mut events = 0;
+        let mut numeric = 0;
+        for class in traces.iter().flat_map(|t| t.trace.events.iter()) {
+            if !(spec.event)(&class.name) {
+                continue;
+            }
+            events += 1;
+            let f = class.fields.as_ref().and_then(|s| {
+                s.fields
+                    .iter()
+                    .find(|f| crate::metadata::shown_name(&f.name) == spec.field)
+            });
+            if let Some(f) = f {
+                let trace = traces.iter().find(|t| t.trace.events.contains(class));
+                if matches!(
+                    resolve(trace.map_or(&traces[0].trace, |t| &t.trace), &f.ty),
+                    crate::Type::Integer(_) | crate::Type::Enum(_) | crate::Type::Float(_)
+                ) {
+                    numeric += 1;
+                }
+            }
+        }
+        if events == 0 {
+            return Err(format!(
+                "--counter {}: no event of the trace is named like {:?}",
+                spec.name,
+                spec.name.rsplit_once('.').map_or("", |(e, _)| e)
+            ));
+        }
+        if numeric == 0 {
+            return Err(format!(
+                "--counter {}: none of the {events} event(s) it names has a numeric field {:?}",
+                spec.name, spec.field
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A type with its names followed (at most 64: a name cannot loop).
+fn resolve<'a>(trace: &'a crate::Trace, mut ty: &'a crate::Type) -> &'a crate::Type {
+    for _ in 0..64 {
+        let crate::Type::Named(name) = ty else { break };
+        match trace.aliases.iter().find(|(n, _)| n == name) {
+            Some((_, t)) => ty = t,
+            None => break,
+        }
+    }
+    ty
+}
+
+/// A process: one trace.
+struct Process {
+    pid: i64,
+    name: String,
+    track: u64,
+    described: bool,
+    /// Counter tracks described, by spec.
+    counters: Vec<bool>,
+}
+
+/// What the export knows of an event class.
+struct ClassInfo {
+    kind: Kind,
+    /// Its name's id in the event names (a function's displayed name for
+    /// entries, exits and returns).
+    name: u32,
+    /// Counter specs reading a field of it.
+    counters: Vec<usize>,
+}
+
+/// A call whose entry was read, not yet its exit.
+#[derive(Default)]
+struct OpenCall {
+    depth: u32,
+    ts: u64,
+    name: u32,
+    /// An async poll's call id.
+    call: Option<u64>,
+    /// Its arguments, as encoded debug annotations.
+    args: Vec<u8>,
+}
+
+/// One thread: a packet sequence and its track.
+struct Sequence {
+    id: u32,
+    process: usize,
+    track: u64,
+    name: String,
+    /// Event and annotation names interned on this sequence (bit sets by
+    /// name id).
+    events_interned: Vec<u64>,
+    args_interned: Vec<u64>,
+    /// `InternedData` fields for the next packet of the sequence.
+    pending: Vec<u8>,
+    /// Calls open, outermost first: `stack[..open]` (slots kept for their
+    /// buffers).
+    stack: Vec<OpenCall>,
+    open: usize,
+    /// The return value read for the call about to exit: (name, args).
+    ret: Option<u32>,
+    ret_args: Vec<u8>,
+    no_exit_described: bool,
+    last_ts: u64,
+}
+
+/// Whether bit `i` is set, setting it.
+fn test_and_set(bits: &mut Vec<u64>, i: u32) -> bool {
+    let (w, b) = ((i / 64) as usize, i % 64);
+    if w >= bits.len() {
+        bits.resize(w + 1, 0);
+    }
+    let was = bits[w] >> b & 1 == 1;
+    bits[w] |= 1 << b;
+    was
+}
+
+/// A 64-bit mix (splitmix64's finaliser) of two values: track uuids and
+/// flow ids from what they stand for, never 0.
+fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(b)
+        .wrapping_add(0x6A09_E667_F3BC_C909);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)).max(1)
+}
+
+/// A time in the file: ns, clamped to `u64`.
+fn time(t: i128) -> u64 {
+    u64::try_from(t.max(0)).unwrap_or(u64::MAX)
+}
+
+/// Writes debug annotations from an event's decoded values (see the
+/// module docs for their names). In a slice's entry, the top-level
+/// `depth` is read, not written, and `call` (an async poll's) read too.
+struct ArgSink {
+    out: Vec<u8>,
+    /// Annotation name ids used at the top level (to intern).
+    used: Vec<u32>,
+    /// Open messages: the placeholder of each annotation and whether it is
+    /// a container (struct or array) rather than waiting for a value.
+    open: Vec<(usize, bool)>,
+    /// The scope being written: `fields` (top-level annotations) or a
+    /// context (one dictionary named by it).
+    scope: &'static str,
+    level: u32,
+    /// The next value is read, not written (`depth`).
+    skip: bool,
+    /// Inside a composite value not written (nesting count).
+    mute: u32,
+    /// What the next top-level value is read into.
+    capture: Capture,
+    slice: bool,
+    depth: u32,
+    call: Option<u64>,
+    /// Counter fields of this class: (name, spec); and the values read.
+    counter_fields: Vec<(Box<str>, usize)>,
+    counter_values: Vec<(usize, CounterValue)>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Capture {
+    None,
+    Depth,
+    Call,
+    Counter(usize),
+}
+
+#[derive(Clone, Copy)]
+enum CounterValue {
+    Int(i64),
+    Double(f64),
+}
+
+impl ArgSink {
+    fn new() -> ArgSink {
+        ArgSink {
+            out: Vec::new(),
+            used: Vec::new(),
+            open: Vec::new(),
+            scope: "fields",
+            level: 0,
+            skip: false,
+            mute: 0,
+            capture: Capture::None,
+            slice: false,
+            depth: 0,
+            call: None,
+            counter_fields: Vec::new(),
+            counter_values: Vec::new(),
+        }
+    }
+
+    /// Ready for an event; `slice`: an entry or exit (depth read, not
+    /// written).
+    fn reset(&mut self, slice: bool) {
+        self.out.clear();
+        self.used.clear();
+        self.open.clear();
+        self.level = 0;
+        self.skip = false;
+        self.mute = 0;
+        self.capture = Capture::None;
+        self.slice = slice;
+        self.depth = 0;
+        self.call = None;
+        self.counter_values.clear();
+    }
+
+    /// Opens a top-level annotation named by id `name`.
+    fn top(&mut self, names: &mut Names, name: &str) {
+        let id = names.id(name);
+        self.used.push(id);
+        let at = proto::begin(&mut self.out, field::ANNOTATIONS);
+        proto::uint(&mut self.out, field::ARG_NAME_IID, u64::from(id) + 1);
+        self.open.push((at, false));
+    }
+
+    /// A value is written: into the annotation waiting for it, closed.
+    fn value(&mut self) -> bool {
+        if std::mem::take(&mut self.skip) {
+            return false;
+        }
+        matches!(self.open.last(), Some((_, false)))
+    }
+
+    fn close(&mut self) {
+        if let Some((at, _)) = self.open.pop() {
+            proto::end(&mut self.out, at);
+        }
+    }
+
+    fn captured(&mut self, v: CounterValue, as_u64: Option<u64>) {
+        match std::mem::replace(&mut self.capture, Capture::None) {
+            Capture::None => {}
+            Capture::Depth => {
+                self.depth = as_u64.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX));
+            }
+            Capture::Call => self.call = as_u64,
+            Capture::Counter(spec) => self.counter_values.push((spec, v)),
+        }
+    }
+}
+
+/// The sink, with the annotation names it interns.
+struct Args<'a> {
+    sink: &'a mut ArgSink,
+    names: &'a mut Names,
+}
+
+impl Args<'_> {
+    /// Whether a value is ignored: inside a skipped composite value, or
+    /// the skipped field itself.
+    fn muted(&mut self) -> bool {
+        self.sink.mute > 0
+    }
+
+    /// A composite value starts: muted if it is the skipped field's.
+    fn begin_composite(&mut self) -> bool {
+        let s = &mut *self.sink;
+        s.capture = Capture::None;
+        if s.mute > 0 || std::mem::take(&mut s.skip) {
+            s.mute += 1;
+            return false;
+        }
+        true
+    }
+
+    /// A composite value ends: false if it was muted.
+    fn end_composite(&mut self) -> bool {
+        let s = &mut *self.sink;
+        if s.mute > 0 {
+            s.mute -= 1;
+            return false;
+        }
+        true
+    }
+}
+
+impl Sink for Args<'_> {
+    fn scope(&mut self, name: &'static str) {
+        self.sink.scope = name;
+        self.sink.level = 0;
+        self.sink.mute = 0;
+        self.sink.skip = false;
+    }
+    fn field(&mut self, name: &str) {
+        if self.muted() {
+            return;
+        }
+        let s = &mut *self.sink;
+        if s.level == 1 && s.scope == "fields" {
+            s.capture = Capture::None;
+            if let Some(&(_, spec)) = s.counter_fields.iter().find(|(f, _)| **f == *name) {
+                s.capture = Capture::Counter(spec);
+            }
+            if s.slice && name == "depth" {
+                s.capture = Capture::Depth;
+                s.skip = true;
+                return;
+            }
+            if s.slice && name == "call" {
+                s.capture = Capture::Call;
+            }
+            s.top(self.names, name);
+        } else if matches!(s.open.last(), Some((_, true))) {
+            // A member of the struct being written.
+            let at = proto::begin(&mut s.out, field::ARG_DICT);
+            proto::bytes(&mut s.out, field::ARG_NAME, name.as_bytes());
+            s.open.push((at, false));
+        }
+    }
+    fn uint(&mut self, v: u64, base: Base, _: u32) {
+        if self.muted() {
+            return;
+        }
+        let s = &mut *self.sink;
+        s.captured(
+            CounterValue::Int(i64::try_from(v).unwrap_or(i64::MAX)),
+            Some(v),
+        );
+        if s.value() {
+            let f = match base {
+                Base::Hexadecimal => field::ARG_POINTER,
+                _ => field::ARG_UINT,
+            };
+            proto::uint(&mut s.out, f, v);
+            s.close();
+        }
+    }
+    fn sint(&mut self, v: i64, _: Base, _: u32) {
+        if self.muted() {
+            return;
+        }
+        let s = &mut *self.sink;
+        s.captured(CounterValue::Int(v), u64::try_from(v).ok());
+        if s.value() {
+            proto::int(&mut s.out, field::ARG_INT, v);
+            s.close();
+        }
+    }
+    fn enumeration(&mut self, v: i128, e: &Enum) {
+        if self.muted() {
+            return;
+        }
+        let s = &mut *self.sink;
+        let clamped = i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX });
+        s.captured(CounterValue::Int(clamped), u64::try_from(v).ok());
+        if s.value() {
+            match e.labels(v).next() {
+                Some(label) => proto::bytes(&mut s.out, field::ARG_STRING, label.as_bytes()),
+                None => proto::int(&mut s.out, field::ARG_INT, clamped),
+            }
+            s.close();
+        }
+    }
+    fn float(&mut self, v: f64) {
+        if self.muted() {
+            return;
+        }
+        let s = &mut *self.sink;
+        s.captured(CounterValue::Double(v), None);
+        if s.value() {
+            proto::double(&mut s.out, field::ARG_DOUBLE, v);
+            s.close();
+        }
+    }
+    fn string(&mut self, v: &[u8]) {
+        if self.muted() {
+            return;
+        }
+        let s = &mut *self.sink;
+        s.capture = Capture::None;
+        if s.value() {
+            proto::string(&mut s.out, field::ARG_STRING, v);
+            s.close();
+        }
+    }
+    fn wide(&mut self, v: &[u8], _: bool, _: u32, _: Base) {
+        if self.muted() {
+            return;
+        }
+        let s = &mut *self.sink;
+        s.capture = Capture::None;
+        if s.value() {
+            let mut text = String::with_capacity(2 + 2 * v.len());
+            text.push_str("0x");
+            for b in v.iter().rev() {
+                let _ = write!(text, "{b:02x}");
+            }
+            proto::bytes(&mut s.out, field::ARG_STRING, text.as_bytes());
+            s.close();
+        }
+    }
+    fn begin_struct(&mut self) {
+        if !self.begin_composite() {
+            return;
+        }
+        let s = &mut *self.sink;
+        s.level += 1;
+        if s.level == 1 {
+            if s.scope != "fields" {
+                // A context: one dictionary named by its scope.
+                let scope = s.scope;
+                s.top(self.names, scope);
+                s.open.last_mut().expect("just opened").1 = true;
+            }
+            return;
+        }
+        match s.open.last_mut() {
+            Some(top) if !top.1 => top.1 = true,
+            // Not a value of a field or element being written.
+            _ => {
+                s.level -= 1;
+                s.mute = 1;
+            }
+        }
+    }
+    fn end_struct(&mut self) {
+        if !self.end_composite() {
+            return;
+        }
+        let s = &mut *self.sink;
+        if s.level == 1 && s.scope == "fields" {
+            s.level = 0;
+            return;
+        }
+        s.level = s.level.saturating_sub(1);
+        s.close();
+    }
+    fn begin_array(&mut self, _: u64) {
+        if !self.begin_composite() {
+            return;
+        }
+        let s = &mut *self.sink;
+        match s.open.last_mut() {
+            Some(top) if !top.1 => top.1 = true,
+            _ => s.mute = 1,
+        }
+    }
+    fn item(&mut self, _: u64) {
+        if self.muted() {
+            return;
+        }
+        let s = &mut *self.sink;
+        let at = proto::begin(&mut s.out, field::ARG_ARRAY);
+        s.open.push((at, false));
+    }
+    fn end_array(&mut self) {
+        if self.end_composite() {
+            self.sink.close();
+        }
+    }
+    fn variant(&mut self, _: &str) {}
+    fn end_variant(&mut self) {}
+}
+
+/// The exporter's state: one pass over the merged events.
+struct Exporter<W: Write> {
+    out: W,
+    packet: Vec<u8>,
+    event_names: Names,
+    arg_names: Names,
+    processes: Vec<Process>,
+    /// By trace directory.
+    process_of_dir: HashMap<std::path::PathBuf, usize>,
+    /// By stream (its path's address): process.
+    process_of_stream: HashMap<usize, usize>,
+    threads: ThreadOf,
+    sequences: Vec<Sequence>,
+    /// By (process, thread id).
+    sequence_of: HashMap<(usize, i64), usize>,
+    classes: Vec<ClassInfo>,
+    /// By (plan's address, stream class, event class).
+    class_of: HashMap<(usize, usize, usize), usize>,
+    async_known: HashSet<u64>,
+    counters: Vec<CounterSpec>,
+    clock: Option<(i64, Option<i64>)>,
+    clock_written: bool,
+    args: ArgSink,
+    done: Exported,
+}
+
+/// Writes every event `merge` gives as a Perfetto trace into `out`. A
+/// stream that cannot be decoded further ends there and the others go on
+/// (as in `tape show`): its error is returned with the counts after the
+/// file is complete. An error writing `out` stops the export.
+pub fn export<W: Write>(
+    merge: &mut FastMerge,
+    traces: &[TraceDir],
+    opts: &Options,
+    out: W,
+) -> std::io::Result<(Exported, Option<DecodeError>)> {
+    merge.keep_packet_values();
+    let mut x = Exporter::new(traces, opts, out);
+    let mut failed = None;
+    while let Some(step) = merge.next() {
+        match step {
+            Err(e) => failed = Some(e),
+            Ok(Step::Lost(s, n, t)) => x.lost(s, n, t)?,
+            Ok(Step::Event(s, t)) => {
+                if let Err(e) = x.event(s, t) {
+                    match e {
+                        Failure::Decode(e) => merge.fail(e),
+                        Failure::Write(e) => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+    x.finish()?;
+    Ok((x.done, failed))
+}
+
+enum Failure {
+    Decode(DecodeError),
+    Write(std::io::Error),
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Failure {
+        Failure::Write(e)
+    }
+}
+
+/// An env entry of a trace, as an integer.
+fn env_int(trace: &crate::Trace, name: &str) -> Option<i64> {
+    trace.env.iter().find_map(|(n, v)| match v {
+        EnvValue::Int(i) if n == name => Some(*i),
+        _ => None,
+    })
+}
+
+fn env_str<'a>(trace: &'a crate::Trace, name: &str) -> Option<&'a str> {
+    trace.env.iter().find_map(|(n, v)| match v {
+        EnvValue::Str(s) if n == name => Some(s.as_str()),
+        _ => None,
+    })
+}
+
+impl<W: Write> Exporter<W> {
+    fn new(traces: &[TraceDir], opts: &Options, out: W) -> Exporter<W> {
+        let mut processes = Vec::new();
+        let mut process_of_dir = HashMap::default();
+        for (i, t) in traces.iter().enumerate() {
+            // A trace without a pid (not tape's) gets one of its own.
+            let pid = env_int(&t.trace, "pid")
+                .or_else(|| env_int(&t.trace, "vpid"))
+                .unwrap_or(1_000_000 + i as i64);
+            let name = env_str(&t.trace, "program")
+                .or_else(|| env_str(&t.trace, "procname"))
+                .map(str::to_owned)
+                .unwrap_or_else(|| {
+                    t.dir
+                        .file_name()
+                        .map_or("trace".into(), |n| n.to_string_lossy().into_owned())
+                });
+            processes.push(Process {
+                pid,
+                name,
+                track: mix(i as u64, pid as u64 ^ 0x5052_4F43),
+                described: false,
+                counters: vec![false; opts.counters.len()],
+            });
+            process_of_dir.insert(t.dir.clone(), i);
+        }
+        // The clock's place on BOOTTIME and MONOTONIC, from the first
+        // trace that says it.
+        let clock = traces.iter().find_map(|t| {
+            let boot = env_int(&t.trace, "tape_realtime_minus_boottime_ns")?;
+            Some((boot, env_int(&t.trace, "tape_realtime_minus_monotonic_ns")))
+        });
+        Exporter {
+            out,
+            packet: Vec::with_capacity(4096),
+            event_names: Names::default(),
+            arg_names: Names::default(),
+            processes,
+            process_of_dir,
+            process_of_stream: HashMap::default(),
+            threads: ThreadOf::default(),
+            sequences: Vec::new(),
+            sequence_of: HashMap::default(),
+            classes: Vec::new(),
+            class_of: HashMap::default(),
+            async_known: HashSet::default(),
+            counters: opts.counters.clone(),
+            clock,
+            clock_written: false,
+            args: ArgSink::new(),
+            done: Exported::default(),
+        }
+    }
+
+    /// Writes `self.packet` as one `Trace.packet`.
+    fn flush_packet(&mut self) -> std::io::Result<()> {
+        // The key of `Trace.packet` (field 1, length-delimited), the length.
+        let mut head = Vec::with_capacity(11);
+        head.push((field::PACKET << 3 | 2) as u8);
+        proto::varint(&mut head, self.packet.len() as u64);
+        self.out.write_all(&head)?;
+        self.out.write_all(&self.packet)?;
+        self.done.packets += 1;
+        self.done.bytes += (head.len() + self.packet.len()) as u64;
+        Ok(())
+    }
+
+    /// Starts a packet of the trace's own sequence.
+    fn trace_packet(&mut self) {
+        self.packet.clear();
+        proto::uint(
+            &mut self.packet,
+            field::SEQUENCE_ID,
+            u64::from(TRACE_SEQUENCE),
+        );
+    }
+
+    /// Writes the clock snapshot, at the first event's time `t`.
+    fn clock_snapshot(&mut self, t: u64) -> std::io::Result<()> {
+        self.clock_written = true;
+        self.trace_packet();
+        let snap = proto::begin(&mut self.packet, field::CLOCK_SNAPSHOT);
+        let clock = |p: &mut Vec<u8>, id: u64, ts: u64| {
+            let c = proto::begin(p, field::CLOCKS);
+            proto::uint(p, field::CLOCK_ID, id);
+            proto::uint(p, field::CLOCK_TIMESTAMP, ts);
+            proto::end(p, c);
+        };
+        clock(&mut self.packet, REALTIME, t);
+        match self.clock {
+            Some((boot, mono)) => {
+                clock(&mut self.packet, BOOTTIME, t.wrapping_sub(boot as u64));
+                if let Some(mono) = mono {
+                    clock(&mut self.packet, MONOTONIC, t.wrapping_sub(mono as u64));
+                }
+            }
+            // Nothing to map tape's clock to: it is the file's.
+            None => proto::uint(&mut self.packet, field::PRIMARY_TRACE_CLOCK, REALTIME),
+        }
+        proto::end(&mut self.packet, snap);
+        self.flush_packet()
+    }
+
+    /// Describes process `p`'s track, once.
+    fn describe_process(&mut self, p: usize) -> std::io::Result<()> {
+        if self.processes[p].described {
+            return Ok(());
+        }
+        self.processes[p].described = true;
+        self.trace_packet();
+        let d = proto::begin(&mut self.packet, field::TRACK_DESCRIPTOR);
+        let proc_ = &self.processes[p];
+        proto::uint(&mut self.packet, field::TRACK_UUID, proc_.track);
+        let pd = proto::begin(&mut self.packet, field::TRACK_PROCESS);
+        proto::int(&mut self.packet, field::PROCESS_PID, proc_.pid);
+        proto::bytes(&mut self.packet, field::PROCESS_NAME, proc_.name.as_bytes());
+        proto::end(&mut self.packet, pd);
+        proto::end(&mut self.packet, d);
+        self.flush_packet()
+    }
+
+    /// Describes a track that is a child of `parent`: `counter` for a
+    /// counter track.
+    fn describe_child(
+        &mut self,
+        uuid: u64,
+        parent: u64,
+        name: &str,
+        counter: bool,
+    ) -> std::io::Result<()> {
+        self.trace_packet();
+        let d = proto::begin(&mut self.packet, field::TRACK_DESCRIPTOR);
+        proto::uint(&mut self.packet, field::TRACK_UUID, uuid);
+        proto::uint(&mut self.packet, field::TRACK_PARENT, parent);
+        proto::bytes(&mut self.packet, field::TRACK_NAME, name.as_bytes());
+        if counter {
+            let c = proto::begin(&mut self.packet, field::TRACK_COUNTER);
+            proto::end(&mut self.packet, c);
+        }
+        proto::end(&mut self.packet, d);
+        self.flush_packet()
+    }
+
+    /// The process of `stream` (by its directory).
+    fn process(&mut self, stream: &FastStream) -> usize {
+        let key = stream.path().as_os_str().as_encoded_bytes().as_ptr() as usize;
+        if let Some(&p) = self.process_of_stream.get(&key) {
+            return p;
+        }
+        let p = stream
+            .path()
+            .parent()
+            .and_then(|d| self.process_of_dir.get(d).copied())
+            .unwrap_or(0);
+        self.process_of_stream.insert(key, p);
+        p
+    }
+
+    /// The sequence of `stream`'s thread, made (and its tracks described)
+    /// at its first event.
+    fn sequence(&mut self, stream: &FastStream) -> std::io::Result<usize> {
+        let p = self.process(stream);
+        let (tid, name) = self.threads.of(stream);
+        // A trace that does not say its threads: a sequence per stream.
+        let tid = if tid == 0 && name.is_empty() {
+            -(stream.path().as_os_str().as_encoded_bytes().as_ptr() as i64 & i64::MAX)
+        } else {
+            tid
+        };
+        if let Some(&s) = self.sequence_of.get(&(p, tid)) {
+            return Ok(s);
+        }
+        let name = if name.is_empty() {
+            stream
+                .path()
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+        } else {
+            name.to_owned()
+        };
+        self.describe_process(p)?;
+        let s = self.sequences.len();
+        let id = TRACE_SEQUENCE + 1 + s as u32;
+        let track = mix(self.processes[p].track, tid as u64);
+        self.sequences.push(Sequence {
+            id,
+            process: p,
+            track,
+            name,
+            events_interned: Vec::new(),
+            args_interned: Vec::new(),
+            pending: Vec::new(),
+            stack: Vec::new(),
+            open: 0,
+            ret: None,
+            ret_args: Vec::new(),
+            no_exit_described: false,
+            last_ts: 0,
+        });
+        self.sequence_of.insert((p, tid), s);
+        self.done.threads += 1;
+        // The thread's track, then the sequence's defaults (incremental
+        // state starts here).
+        self.packet.clear();
+        proto::uint(&mut self.packet, field::SEQUENCE_ID, u64::from(id));
+        let d = proto::begin(&mut self.packet, field::TRACK_DESCRIPTOR);
+        proto::uint(&mut self.packet, field::TRACK_UUID, track);
+        let td = proto::begin(&mut self.packet, field::TRACK_THREAD);
+        proto::int(&mut self.packet, field::THREAD_PID, self.processes[p].pid);
+        proto::int(&mut self.packet, field::THREAD_TID, tid);
+        let name = &self.sequences[s].name;
+        proto::bytes(&mut self.packet, field::THREAD_NAME, name.as_bytes());
+        proto::end(&mut self.packet, td);
+        proto::end(&mut self.packet, d);
+        self.flush_packet()?;
+        self.packet.clear();
+        proto::uint(&mut self.packet, field::SEQUENCE_ID, u64::from(id));
+        proto::uint(
+            &mut self.packet,
+            field::SEQUENCE_FLAGS,
+            SEQ_INCREMENTAL_STATE_CLEARED,
+        );
+        proto::uint(&mut self.packet, field::FIRST_PACKET_ON_SEQUENCE, 1);
+        let defaults = proto::begin(&mut self.packet, field::TRACE_PACKET_DEFAULTS);
+        proto::uint(&mut self.packet, field::DEFAULT_CLOCK_ID, REALTIME);
+        let te = proto::begin(&mut self.packet, field::TRACK_EVENT_DEFAULTS);
+        proto::uint(&mut self.packet, field::DEFAULT_TRACK_UUID, track);
+        proto::end(&mut self.packet, te);
+        proto::end(&mut self.packet, defaults);
+        self.flush_packet()?;
+        Ok(s)
+    }
+
+    /// What the export knows of the class of `stream`'s event.
+    fn class(&mut self, stream: &FastStream) -> usize {
+        let (sc, ec) = stream.class_index().unwrap_or((0, 0));
+        let key = (stream.plan() as *const _ as usize, sc, ec);
+        if let Some(&c) = self.class_of.get(&key) {
+            return c;
+        }
+        let class_name = stream.class().map_or(String::new(), |c| c.name.clone());
+        let kind = kind(&class_name);
+        let name = match &kind {
+            Kind::Entry(f) | Kind::Exit(f) | Kind::Ret(f) => self.event_names.id(f),
+            Kind::Other => self.event_names.id(&class_name),
+        };
+        let counters = (0..self.counters.len())
+            .filter(|&i| (self.counters[i].event)(&class_name))
+            .collect();
+        self.classes.push(ClassInfo {
+            kind,
+            name,
+            counters,
+        });
+        self.class_of.insert(key, self.classes.len() - 1);
+        self.classes.len() - 1
+    }
+
+    /// Interns event name `name` on sequence `s` (for its next packet).
+    fn intern_event(&mut self, s: usize, name: u32) {
+        let seq = &mut self.sequences[s];
+        if !test_and_set(&mut seq.events_interned, name) {
+            let e = proto::begin(&mut seq.pending, field::EVENT_NAMES);
+            proto::uint(&mut seq.pending, field::IID, u64::from(name) + 1);
+            let text = self.event_names.name(name);
+            proto::bytes(&mut seq.pending, field::IID_NAME, text.as_bytes());
+            proto::end(&mut seq.pending, e);
+        }
+    }
+
+    /// Interns the annotation names the sink used on sequence `s`.
+    fn intern_args(&mut self, s: usize) {
+        for i in 0..self.args.used.len() {
+            self.intern_arg(s, self.args.used[i]);
+        }
+    }
+
+    /// Interns annotation name `id` on sequence `s`.
+    fn intern_arg(&mut self, s: usize, id: u32) {
+        let seq = &mut self.sequences[s];
+        if !test_and_set(&mut seq.args_interned, id) {
+            let e = proto::begin(&mut seq.pending, field::ANNOTATION_NAMES);
+            proto::uint(&mut seq.pending, field::IID, u64::from(id) + 1);
+            let text = self.arg_names.name(id);
+            proto::bytes(&mut seq.pending, field::IID_NAME, text.as_bytes());
+            proto::end(&mut seq.pending, e);
+        }
+    }
+
+    /// Starts a packet on sequence `s` at `ts`, with the interned data
+    /// waiting for it; returns where its track event starts.
+    fn event_packet(&mut self, s: usize, ts: u64, kind: u64) -> usize {
+        let seq = &mut self.sequences[s];
+        self.packet.clear();
+        proto::uint(&mut self.packet, field::TIMESTAMP, ts);
+        proto::uint(&mut self.packet, field::SEQUENCE_ID, u64::from(seq.id));
+        proto::uint(
+            &mut self.packet,
+            field::SEQUENCE_FLAGS,
+            SEQ_NEEDS_INCREMENTAL_STATE,
+        );
+        if !seq.pending.is_empty() {
+            proto::bytes(&mut self.packet, field::INTERNED_DATA, &seq.pending);
+            seq.pending.clear();
+        }
+        let te = proto::begin(&mut self.packet, field::TRACK_EVENT);
+        proto::uint(&mut self.packet, field::TYPE, kind);
+        te
+    }
+
+    fn event(&mut self, stream: &mut FastStream, t: Option<i128>) -> Result<(), Failure> {
+        self.done.events += 1;
+        let c = self.class(stream);
+        let s = self.sequence(stream)?;
+        let ts = t.map_or(self.sequences[s].last_ts, time);
+        self.sequences[s].last_ts = ts;
+        if !self.clock_written {
+            self.clock_snapshot(ts)?;
+        }
+        let slice = !matches!(self.classes[c].kind, Kind::Other);
+        self.args.reset(slice);
+        self.args.counter_fields.clear();
+        for &i in &self.classes[c].counters {
+            let f: Box<str> = self.counters[i].field.as_str().into();
+            self.args.counter_fields.push((f, i));
+        }
+        let mut sink = Args {
+            sink: &mut self.args,
+            names: &mut self.arg_names,
+        };
+        stream.emit(&mut sink).map_err(Failure::Decode)?;
+        let name = self.classes[c].name;
+        match self.classes[c].kind {
+            Kind::Entry(_) => self.entry(s, ts, name)?,
+            Kind::Exit(_) => self.exit(s, ts, name)?,
+            Kind::Ret(_) => {
+                let seq = &mut self.sequences[s];
+                seq.ret = Some(name);
+                seq.ret_args.clear();
+                seq.ret_args.extend_from_slice(&self.args.out);
+                self.intern_args(s);
+            }
+            Kind::Other => {
+                self.intern_event(s, name);
+                self.intern_args(s);
+                let te = self.event_packet(s, ts, INSTANT);
+                proto::uint(&mut self.packet, field::NAME_IID, u64::from(name) + 1);
+                self.packet.extend_from_slice(&self.args.out);
+                proto::end(&mut self.packet, te);
+                self.flush_packet()?;
+                self.done.instants += 1;
+            }
+        }
+        if !self.args.counter_values.is_empty() {
+            self.counter_values(s, ts)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the counter values the sink read, on their tracks.
+    fn counter_values(&mut self, s: usize, ts: u64) -> std::io::Result<()> {
+        let p = self.sequences[s].process;
+        for i in 0..self.args.counter_values.len() {
+            let (spec, v) = self.args.counter_values[i];
+            let uuid = mix(self.processes[p].track, 0xC0C0 + spec as u64);
+            if !self.processes[p].counters[spec] {
+                self.processes[p].counters[spec] = true;
+                let name = self.counters[spec].name.clone();
+                self.describe_child(uuid, self.processes[p].track, &name, true)?;
+            }
+            let te = self.event_packet(s, ts, COUNTER);
+            proto::uint(&mut self.packet, field::EVENT_TRACK_UUID, uuid);
+            match v {
+                CounterValue::Int(v) => proto::int(&mut self.packet, field::COUNTER_VALUE, v),
+                CounterValue::Double(v) => {
+                    proto::double(&mut self.packet, field::DOUBLE_COUNTER_VALUE, v)
+                }
+            }
+            proto::end(&mut self.packet, te);
+            self.flush_packet()?;
+            self.done.counter_values += 1;
+        }
+        Ok(())
+    }
+
+    fn entry(&mut self, s: usize, ts: u64, name: u32) -> std::io::Result<()> {
+        let depth = self.args.depth;
+        // Calls open at this depth or deeper lost their exits.
+        while self.sequences[s].open > 0
+            && self.sequences[s].stack[self.sequences[s].open - 1].depth >= depth
+        {
+            self.no_exit(s, self.sequences[s].open - 1)?;
+        }
+        if self.sequences[s].open == MAX_OPEN {
+            self.no_exit(s, 0)?;
+        }
+        self.intern_event(s, name);
+        self.intern_args(s);
+        let seq = &mut self.sequences[s];
+        if seq.open == seq.stack.len() {
+            seq.stack.push(OpenCall::default());
+        }
+        let call = &mut seq.stack[seq.open];
+        seq.open += 1;
+        call.depth = depth;
+        call.ts = ts;
+        call.name = name;
+        call.call = self.args.call;
+        call.args.clear();
+        call.args.extend_from_slice(&self.args.out);
+        Ok(())
+    }
+
+    fn exit(&mut self, s: usize, ts: u64, name: u32) -> std::io::Result<()> {
+        let depth = self.args.depth;
+        while self.sequences[s].open > 0
+            && self.sequences[s].stack[self.sequences[s].open - 1].depth > depth
+        {
+            self.no_exit(s, self.sequences[s].open - 1)?;
+        }
+        let seq = &self.sequences[s];
+        let ret = seq.ret == Some(name);
+        let matched = seq.open > 0 && {
+            let top = &seq.stack[seq.open - 1];
+            top.depth == depth && top.name == name
+        };
+        if !matched {
+            // Its entry is not in the trace: an instant, marked.
+            self.intern_event(s, name);
+            let id = self.arg_names.id("entry_not_in_trace");
+            self.intern_arg(s, id);
+            let te = self.event_packet(s, ts, INSTANT);
+            proto::uint(&mut self.packet, field::NAME_IID, u64::from(name) + 1);
+            let a = proto::begin(&mut self.packet, field::ANNOTATIONS);
+            proto::uint(&mut self.packet, field::ARG_NAME_IID, u64::from(id) + 1);
+            proto::uint(&mut self.packet, field::ARG_BOOL, 1);
+            proto::end(&mut self.packet, a);
+            if ret {
+                let r = std::mem::take(&mut self.sequences[s].ret_args);
+                self.packet.extend_from_slice(&r);
+                self.sequences[s].ret_args = r;
+            }
+            proto::end(&mut self.packet, te);
+            self.sequences[s].ret = None;
+            self.done.no_entry += 1;
+            return self.flush_packet();
+        }
+        let i = self.sequences[s].open - 1;
+        self.sequences[s].open = i;
+        // The exit's own fields (besides depth) and the return value are
+        // the end's args.
+        let mut end_args = std::mem::take(&mut self.args.out);
+        if ret {
+            end_args.extend_from_slice(&self.sequences[s].ret_args);
+        }
+        self.sequences[s].ret = None;
+        self.intern_args(s);
+        let call = self.sequences[s].stack[i].call;
+        self.slice(s, i, None, None)?;
+        self.end(s, ts, None, &end_args)?;
+        if let Some(call) = call {
+            let track = self.async_track(s, name, call)?;
+            self.slice(s, i, Some(track), None)?;
+            self.end(s, ts, Some(track), &end_args)?;
+            self.done.polls += 1;
+        }
+        end_args.clear();
+        self.args.out = end_args;
+        self.done.slices += 1;
+        Ok(())
+    }
+
+    /// The async track of call `call` of function `name`, described at
+    /// its first use (or again once forgotten).
+    fn async_track(&mut self, s: usize, name: u32, call: u64) -> std::io::Result<u64> {
+        let p = self.sequences[s].process;
+        let parent = self.processes[p].track;
+        let uuid = mix(mix(parent, u64::from(name)), call);
+        if !self.async_known.contains(&uuid) {
+            if self.async_known.len() >= ASYNC_KNOWN {
+                self.async_known.clear();
+            }
+            self.async_known.insert(uuid);
+            let text = self.event_names.name(name).to_owned();
+            self.describe_child(uuid, parent, &text, false)?;
+        }
+        Ok(uuid)
+    }
+
+    /// Writes open call `i` of sequence `s` as a slice begin: on `track`
+    /// (the thread's when `None`), with `mark` (an annotation name) true.
+    fn slice(
+        &mut self,
+        s: usize,
+        i: usize,
+        track: Option<u64>,
+        mark: Option<u32>,
+    ) -> std::io::Result<()> {
+        let (ts, name, call) = {
+            let c = &self.sequences[s].stack[i];
+            (c.ts, c.name, c.call)
+        };
+        let te = self.event_packet(s, ts, SLICE_BEGIN);
+        proto::uint(&mut self.packet, field::NAME_IID, u64::from(name) + 1);
+        if let Some(track) = track {
+            proto::uint(&mut self.packet, field::EVENT_TRACK_UUID, track);
+        }
+        if let (Some(call), None) = (call, track) {
+            // The polls of one call, joined across threads.
+            let p = self.sequences[s].process;
+            let flow = mix(mix(self.processes[p].track ^ 0xF10, u64::from(name)), call);
+            proto::fixed64(&mut self.packet, field::FLOW_IDS, flow);
+        }
+        if let Some(id) = mark {
+            let a = proto::begin(&mut self.packet, field::ANNOTATIONS);
+            proto::uint(&mut self.packet, field::ARG_NAME_IID, u64::from(id) + 1);
+            proto::uint(&mut self.packet, field::ARG_BOOL, 1);
+            proto::end(&mut self.packet, a);
+        }
+        self.packet
+            .extend_from_slice(&self.sequences[s].stack[i].args);
+        proto::end(&mut self.packet, te);
+        self.flush_packet()
+    }
+
+    /// A slice end on `track` (the thread's when `None`).
+    fn end(&mut self, s: usize, ts: u64, track: Option<u64>, args: &[u8]) -> std::io::Result<()> {
+        let te = self.event_packet(s, ts, SLICE_END);
+        if let Some(track) = track {
+            proto::uint(&mut self.packet, field::EVENT_TRACK_UUID, track);
+        }
+        self.packet.extend_from_slice(args);
+        proto::end(&mut self.packet, te);
+        self.flush_packet()
+    }
+
+    /// Open call `i` of sequence `s` lost its exit: written, begun and
+    /// never ended, on the thread's no-exit track, and removed.
+    fn no_exit(&mut self, s: usize, i: usize) -> std::io::Result<()> {
+        let track = mix(self.sequences[s].track, 0x4E4F_4558);
+        if !self.sequences[s].no_exit_described {
+            self.sequences[s].no_exit_described = true;
+            let name = format!("{} (no exit)", self.sequences[s].name);
+            let parent = self.sequences[s].track;
+            self.describe_child(track, parent, &name, false)?;
+        }
+        let id = self.arg_names.id("exit_not_in_trace");
+        self.intern_arg(s, id);
+        self.slice(s, i, Some(track), Some(id))?;
+        let seq = &mut self.sequences[s];
+        let call = seq.stack.remove(i);
+        seq.stack.push(call);
+        seq.open -= 1;
+        self.done.no_exit += 1;
+        Ok(())
+    }
+
+    fn lost(&mut self, stream: &FastStream, n: u64, t: Option<i128>) -> std::io::Result<()> {
+        let s = self.sequence(stream)?;
+        let ts = t.map_or(self.sequences[s].last_ts, time);
+        if !self.clock_written {
+            self.clock_snapshot(ts)?;
+        }
+        let name = self.event_names.id("lost events");
+        let id = self.arg_names.id("count");
+        self.intern_event(s, name);
+        self.intern_arg(s, id);
+        let te = self.event_packet(s, ts, INSTANT);
+        proto::uint(&mut self.packet, field::NAME_IID, u64::from(name) + 1);
+        let a = proto::begin(&mut self.packet, field::ANNOTATIONS);
+        proto::uint(&mut self.packet, field::ARG_NAME_IID, u64::from(id) + 1);
+        proto::uint(&mut self.packet, field::ARG_UINT, n);
+        proto::end(&mut self.packet, a);
+        proto::end(&mut self.packet, te);
+        self.done.lost += n;
+        self.flush_packet()
+    }
+
+    /// Calls still open at the end stay on their threads' tracks, begun
+    /// and never ended.
+    fn finish(&mut self) -> std::io::Result<()> {
+        for s in 0..self.sequences.len() {
+            for i in 0..self.sequences[s].open {
+                self.slice(s, i, None, None)?;
+                self.done.open += 1;
+            }
+            self.sequences[s].open = 0;
+        }
+        self.out.flush()
+    }
+}
