@@ -22,6 +22,7 @@ Exit status 1 with the errors listed when anything is wrong.
 """
 
 import json
+import math
 import sys
 
 try:
@@ -53,7 +54,17 @@ def annotation_value(a, names, errors, where):
         return [annotation_value(e, names, errors, where) for e in a.array_values]
     if kind == "string_value_iid":
         errors.append(f"{where}: interned string values are not written")
-    return getattr(a, kind)
+    v = getattr(a, kind)
+    if isinstance(v, float) and not math.isfinite(v):
+        # As tape show's JSON (and Rust) write them: JSON has no NaN.
+        return "NaN" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def finite(v):
+    if math.isfinite(v):
+        return v
+    return "NaN" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
 
 def args(annotations, names, errors, where):
@@ -131,7 +142,7 @@ def main(path):
                 "type": pb.TrackEvent.Type.Name(e.type), "name": name,
                 "args": args(e.debug_annotations, st["args"], errors, where),
                 "flows": list(e.flow_ids),
-                "counter": e.double_counter_value if e.HasField("double_counter_value") else (
+                "counter": finite(e.double_counter_value) if e.HasField("double_counter_value") else (
                     e.counter_value if e.HasField("counter_value") else None),
             })
     for e in events:

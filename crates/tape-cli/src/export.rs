@@ -114,6 +114,18 @@ fn summary(d: &Exported, output: &Path, to_stdout: bool) {
     if d.no_entry > 0 {
         text.push_str(&format!(", {} exits without their entry", d.no_entry));
     }
+    if d.untimed > 0 {
+        text.push_str(&format!(
+            ", {} events without a time (at their thread's previous one)",
+            d.untimed
+        ));
+    }
+    if d.clamped > 0 {
+        text.push_str(&format!(
+            ", {} times before the clock's origin (written as 0: Perfetto's are unsigned)",
+            d.clamped
+        ));
+    }
     if d.lost > 0 {
         text.push_str(&format!(", {} events lost (marked)", d.lost));
     }

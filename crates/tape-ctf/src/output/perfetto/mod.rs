@@ -52,7 +52,6 @@
 
 pub(crate) mod proto;
 
-use std::fmt::Write as _;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -199,6 +198,10 @@ pub struct Exported {
     pub counter_values: u64,
     /// Events lost, as the trace counts them (`lost events` instants).
     pub lost: u64,
+    /// Events without a time (given their thread's last one).
+    pub untimed: u64,
+    /// Times outside Perfetto's (before the clock's origin: written as 0).
+    pub clamped: u64,
     /// Threads (packet sequences).
     pub threads: u64,
     /// Packets written.
@@ -339,11 +342,6 @@ fn mix(a: u64, b: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     (z ^ (z >> 31)).max(1)
-}
-
-/// A time in the file: ns, clamped to `u64`.
-fn time(t: i128) -> u64 {
-    u64::try_from(t.max(0)).unwrap_or(u64::MAX)
 }
 
 /// Writes debug annotations from an event's decoded values (see the
@@ -563,9 +561,15 @@ impl Sink for Args<'_> {
         let clamped = i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX });
         s.captured(CounterValue::Int(clamped), u64::try_from(v).ok());
         if s.value() {
-            match e.labels(v).next() {
-                Some(label) => proto::bytes(&mut s.out, field::ARG_STRING, label.as_bytes()),
-                None => proto::int(&mut s.out, field::ARG_INT, clamped),
+            match (e.labels(v).next(), i64::try_from(v), u64::try_from(v)) {
+                (Some(label), _, _) => {
+                    proto::bytes(&mut s.out, field::ARG_STRING, label.as_bytes())
+                }
+                (None, Ok(i), _) => proto::int(&mut s.out, field::ARG_INT, i),
+                (None, _, Ok(u)) => proto::uint(&mut s.out, field::ARG_UINT, u),
+                (None, _, _) => {
+                    proto::bytes(&mut s.out, field::ARG_STRING, v.to_string().as_bytes())
+                }
             }
             s.close();
         }
@@ -588,23 +592,36 @@ impl Sink for Args<'_> {
         let s = &mut *self.sink;
         s.capture = Capture::None;
         if s.value() {
-            proto::string(&mut s.out, field::ARG_STRING, v);
+            if std::str::from_utf8(v).is_ok() {
+                proto::bytes(&mut s.out, field::ARG_STRING, v);
+            } else {
+                // Not UTF-8 (a protobuf string must be): its text with
+                // U+FFFD and its bytes in hexadecimal, as `tape show
+                // --format json` keeps them, so nothing is lost.
+                for (name, text) in [
+                    ("text", String::from_utf8_lossy(v).into_owned()),
+                    ("bytes", v.iter().map(|b| format!("{b:02x}")).collect()),
+                ] {
+                    let at = proto::begin(&mut s.out, field::ARG_DICT);
+                    proto::bytes(&mut s.out, field::ARG_NAME, name.as_bytes());
+                    proto::bytes(&mut s.out, field::ARG_STRING, text.as_bytes());
+                    proto::end(&mut s.out, at);
+                }
+            }
             s.close();
         }
     }
-    fn wide(&mut self, v: &[u8], _: bool, _: u32, _: Base) {
+    fn wide(&mut self, v: &[u8], signed: bool, bits: u32, _: Base) {
         if self.muted() {
             return;
         }
         let s = &mut *self.sink;
         s.capture = Capture::None;
         if s.value() {
-            let mut text = String::with_capacity(2 + 2 * v.len());
-            text.push_str("0x");
-            for b in v.iter().rev() {
-                let _ = write!(text, "{b:02x}");
-            }
-            proto::bytes(&mut s.out, field::ARG_STRING, text.as_bytes());
+            // Its decimal digits, as `tape show --format json` writes it
+            // (no annotation type holds more than 64 bits).
+            let digits = crate::decode::wide_int(v, signed, bits, Base::Decimal);
+            proto::bytes(&mut s.out, field::ARG_STRING, digits.as_bytes());
             s.close();
         }
     }
@@ -667,8 +684,29 @@ impl Sink for Args<'_> {
             self.sink.close();
         }
     }
-    fn variant(&mut self, _: &str) {}
-    fn end_variant(&mut self) {}
+    fn variant(&mut self, option: &str) {
+        // A dictionary of one entry named by the option, as `tape show
+        // --format json` writes it.
+        if !self.begin_composite() {
+            return;
+        }
+        let s = &mut *self.sink;
+        match s.open.last_mut() {
+            Some(top) if !top.1 => top.1 = true,
+            _ => {
+                s.mute = 1;
+                return;
+            }
+        }
+        let at = proto::begin(&mut s.out, field::ARG_DICT);
+        proto::bytes(&mut s.out, field::ARG_NAME, option.as_bytes());
+        s.open.push((at, false));
+    }
+    fn end_variant(&mut self) {
+        if self.end_composite() {
+            self.sink.close();
+        }
+    }
 }
 
 /// The exporter's state: one pass over the merged events.
@@ -808,6 +846,29 @@ impl<W: Write> Exporter<W> {
         }
     }
 
+    /// The file's time of an event at `t` on sequence `s`: ns, unsigned
+    /// (Perfetto's timestamps are); an event with no time takes its
+    /// thread's last one (0 at first), and a time before the clock's origin
+    /// is 0 (both counted).
+    fn time(&mut self, s: usize, t: Option<i128>) -> u64 {
+        let ts = match t {
+            Some(t) => u64::try_from(t).unwrap_or_else(|_| {
+                self.done.clamped += 1;
+                if t < 0 {
+                    0
+                } else {
+                    u64::MAX
+                }
+            }),
+            None => {
+                self.done.untimed += 1;
+                self.sequences[s].last_ts
+            }
+        };
+        self.sequences[s].last_ts = ts;
+        ts
+    }
+
     /// Writes `self.packet` as one `Trace.packet`.
     fn flush_packet(&mut self) -> std::io::Result<()> {
         // The key of `Trace.packet` (field 1, length-delimited), the length.
@@ -917,11 +978,13 @@ impl<W: Write> Exporter<W> {
     fn sequence(&mut self, stream: &FastStream) -> std::io::Result<usize> {
         let p = self.process(stream);
         let (tid, name) = self.threads.of(stream);
-        // A trace that does not say its threads: a sequence per stream.
-        let tid = if tid == 0 && name.is_empty() {
-            -(stream.path().as_os_str().as_encoded_bytes().as_ptr() as i64 & i64::MAX)
+        // A trace that does not say its threads (tid 0, `<...>`): a
+        // sequence per stream, named by its file.
+        let (tid, name) = if tid == 0 {
+            let key = stream.path().as_os_str().as_encoded_bytes().as_ptr() as i64;
+            (-(key & i64::MAX), "")
         } else {
-            tid
+            (tid, name)
         };
         if let Some(&s) = self.sequence_of.get(&(p, tid)) {
             return Ok(s);
@@ -1068,8 +1131,7 @@ impl<W: Write> Exporter<W> {
         self.done.events += 1;
         let c = self.class(stream);
         let s = self.sequence(stream)?;
-        let ts = t.map_or(self.sequences[s].last_ts, time);
-        self.sequences[s].last_ts = ts;
+        let ts = self.time(s, t);
         if !self.clock_written {
             self.clock_snapshot(ts)?;
         }
@@ -1313,7 +1375,7 @@ impl<W: Write> Exporter<W> {
 
     fn lost(&mut self, stream: &FastStream, n: u64, t: Option<i128>) -> std::io::Result<()> {
         let s = self.sequence(stream)?;
-        let ts = t.map_or(self.sequences[s].last_ts, time);
+        let ts = self.time(s, t);
         if !self.clock_written {
             self.clock_snapshot(ts)?;
         }

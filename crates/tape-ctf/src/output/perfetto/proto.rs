@@ -74,16 +74,6 @@ pub(crate) fn bytes(out: &mut Vec<u8>, field: u32, v: &[u8]) {
     out.extend_from_slice(v);
 }
 
-/// A `string` field from bytes that may not be UTF-8 (a CTF string is
-/// bytes): invalid sequences become U+FFFD, as a protobuf `string` must
-/// be valid UTF-8.
-pub(crate) fn string(out: &mut Vec<u8>, field: u32, v: &[u8]) {
-    match std::str::from_utf8(v) {
-        Ok(_) => bytes(out, field, v),
-        Err(_) => bytes(out, field, String::from_utf8_lossy(v).as_bytes()),
-    }
-}
-
 /// Starts a nested message in `field`: its key and a one-byte length
 /// placeholder. Returns where the placeholder is, for [`end`].
 #[inline]
@@ -202,16 +192,5 @@ mod tests {
             let leaf = fields(&mid[0].2);
             assert_eq!(leaf[0].2, vec![b'x'; len], "len {len}");
         }
-    }
-
-    #[test]
-    fn strings_are_utf8() {
-        let mut out = Vec::new();
-        string(&mut out, 6, b"ok \xff end");
-        let f = fields(&out);
-        assert_eq!(
-            String::from_utf8(f[0].2.clone()).unwrap(),
-            "ok \u{fffd} end"
-        );
     }
 }
