@@ -26,7 +26,12 @@ const KNOWN: &[&str] = &[
 ];
 
 /// The outputs' shared helpers (not outputs themselves).
-const HELPERS: &[&str] = &["output", "output::event_text", "output::function"];
+const HELPERS: &[&str] = &[
+    "output",
+    "output::calls",
+    "output::event_text",
+    "output::function",
+];
 
 /// A unit's stage: its order, and whether it is an output.
 fn stage(unit: &str) -> (u32, bool) {

@@ -5,6 +5,7 @@
 //! read-time format, `function`: the function tracer's events). An output
 //! never uses another output (`tests/layout.rs`).
 
+pub(crate) mod calls;
 pub mod event_text;
 pub mod ftrace;
 pub mod function;

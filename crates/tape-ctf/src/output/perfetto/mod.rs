@@ -45,7 +45,8 @@
 //!   merges with a system Perfetto trace (BOOTTIME) on one timeline. A trace
 //!   without those makes REALTIME the file's primary clock.
 //! * **Memory** is bounded by the trace's shape, not its length: per
-//!   thread the calls open at once (at most [`MAX_OPEN`]; deeper, the
+//!   thread the calls open at once (at most
+//!   [`MAX_OPEN`](crate::output::calls::MAX_OPEN); deeper, the
 //!   outermost moves to the no-exit track), interned names, and a bounded
 //!   set of async tracks already described ([`ASYNC_KNOWN`]; a track
 //!   described again is harmless).
@@ -62,6 +63,7 @@ use crate::decode::stream::FastStream;
 use crate::decode::DecodeError;
 use crate::merge::{FastMerge, Step};
 use crate::metadata::read::TraceDir;
+use crate::output::calls::{CallStack, OpenCall};
 use crate::output::function::{kind, Kind, Names, ThreadOf};
 use crate::{Base, Enum, EnvValue};
 
@@ -151,10 +153,6 @@ const BOOTTIME: u64 = 6;
 /// The sequence of the trace's own packets (clock, process and shared
 /// tracks); threads' sequences follow.
 const TRACE_SEQUENCE: u32 = 1;
-
-/// The most calls open at once on one thread; past it, the outermost is
-/// written to the no-exit track.
-pub const MAX_OPEN: usize = 1024;
 
 /// How many async tracks are remembered as described.
 pub const ASYNC_KNOWN: usize = 1 << 16;
@@ -286,18 +284,6 @@ struct ClassInfo {
     counters: Vec<usize>,
 }
 
-/// A call whose entry was read, not yet its exit.
-#[derive(Default)]
-struct OpenCall {
-    depth: u32,
-    ts: u64,
-    name: u32,
-    /// An async poll's call id.
-    call: Option<u64>,
-    /// Its arguments, as encoded debug annotations.
-    args: Vec<u8>,
-}
-
 /// One thread: a packet sequence and its track.
 struct Sequence {
     id: u32,
@@ -310,13 +296,8 @@ struct Sequence {
     args_interned: Vec<u64>,
     /// `InternedData` fields for the next packet of the sequence.
     pending: Vec<u8>,
-    /// Calls open, outermost first: `stack[..open]` (slots kept for their
-    /// buffers).
-    stack: Vec<OpenCall>,
-    open: usize,
-    /// The return value read for the call about to exit: (name, args).
-    ret: Option<u32>,
-    ret_args: Vec<u8>,
+    /// Calls open, and the return value read for the next exit.
+    calls: CallStack,
     no_exit_described: bool,
     last_ts: u64,
 }
@@ -330,6 +311,14 @@ fn test_and_set(bits: &mut Vec<u64>, i: u32) -> bool {
     let was = bits[w] >> b & 1 == 1;
     bits[w] |= 1 << b;
     was
+}
+
+/// Appends a debug annotation `id` = true (a mark: `exit_not_in_trace`).
+fn mark(out: &mut Vec<u8>, id: u32) {
+    let a = proto::begin(out, field::ANNOTATIONS);
+    proto::uint(out, field::ARG_NAME_IID, u64::from(id) + 1);
+    proto::uint(out, field::ARG_BOOL, 1);
+    proto::end(out, a);
 }
 
 /// A 64-bit mix (splitmix64's finaliser) of two values: track uuids and
@@ -1009,10 +998,7 @@ impl<W: Write> Exporter<W> {
             events_interned: Vec::new(),
             args_interned: Vec::new(),
             pending: Vec::new(),
-            stack: Vec::new(),
-            open: 0,
-            ret: None,
-            ret_args: Vec::new(),
+            calls: CallStack::default(),
             no_exit_described: false,
             last_ts: 0,
         });
@@ -1152,10 +1138,7 @@ impl<W: Write> Exporter<W> {
             Kind::Entry(_) => self.entry(s, ts, name)?,
             Kind::Exit(_) => self.exit(s, ts, name)?,
             Kind::Ret(_) => {
-                let seq = &mut self.sequences[s];
-                seq.ret = Some(name);
-                seq.ret_args.clear();
-                seq.ret_args.extend_from_slice(&self.args.out);
+                self.sequences[s].calls.set_ret(name, &self.args.out);
                 self.intern_args(s);
             }
             Kind::Other => {
@@ -1204,84 +1187,52 @@ impl<W: Write> Exporter<W> {
     fn entry(&mut self, s: usize, ts: u64, name: u32) -> std::io::Result<()> {
         let depth = self.args.depth;
         // Calls open at this depth or deeper lost their exits.
-        while self.sequences[s].open > 0
-            && self.sequences[s].stack[self.sequences[s].open - 1].depth >= depth
-        {
-            self.no_exit(s, self.sequences[s].open - 1)?;
-        }
-        if self.sequences[s].open == MAX_OPEN {
-            self.no_exit(s, 0)?;
+        while let Some(c) = self.sequences[s].calls.unexited_before_entry(depth) {
+            self.no_exit(s, c)?;
         }
         self.intern_event(s, name);
         self.intern_args(s);
-        let seq = &mut self.sequences[s];
-        if seq.open == seq.stack.len() {
-            seq.stack.push(OpenCall::default());
-        }
-        let call = &mut seq.stack[seq.open];
-        seq.open += 1;
-        call.depth = depth;
-        call.ts = ts;
-        call.name = name;
-        call.call = self.args.call;
-        call.args.clear();
-        call.args.extend_from_slice(&self.args.out);
+        let call = self.args.call;
+        self.sequences[s]
+            .calls
+            .push(depth, ts, name, call, &self.args.out);
         Ok(())
     }
 
     fn exit(&mut self, s: usize, ts: u64, name: u32) -> std::io::Result<()> {
         let depth = self.args.depth;
-        while self.sequences[s].open > 0
-            && self.sequences[s].stack[self.sequences[s].open - 1].depth > depth
-        {
-            self.no_exit(s, self.sequences[s].open - 1)?;
+        while let Some(c) = self.sequences[s].calls.unexited_before_exit(depth) {
+            self.no_exit(s, c)?;
         }
-        let seq = &self.sequences[s];
-        let ret = seq.ret == Some(name);
-        let matched = seq.open > 0 && {
-            let top = &seq.stack[seq.open - 1];
-            top.depth == depth && top.name == name
-        };
-        if !matched {
+        // The exit's own fields (besides depth) and the return value are
+        // the end's args.
+        let mut end_args = std::mem::take(&mut self.args.out);
+        self.sequences[s].calls.take_ret(name, &mut end_args);
+        self.intern_args(s);
+        let Some(c) = self.sequences[s].calls.exit(depth, name) else {
             // Its entry is not in the trace: an instant, marked.
             self.intern_event(s, name);
             let id = self.arg_names.id("entry_not_in_trace");
             self.intern_arg(s, id);
             let te = self.event_packet(s, ts, INSTANT);
             proto::uint(&mut self.packet, field::NAME_IID, u64::from(name) + 1);
-            let a = proto::begin(&mut self.packet, field::ANNOTATIONS);
-            proto::uint(&mut self.packet, field::ARG_NAME_IID, u64::from(id) + 1);
-            proto::uint(&mut self.packet, field::ARG_BOOL, 1);
-            proto::end(&mut self.packet, a);
-            if ret {
-                let r = std::mem::take(&mut self.sequences[s].ret_args);
-                self.packet.extend_from_slice(&r);
-                self.sequences[s].ret_args = r;
-            }
+            mark(&mut self.packet, id);
+            self.packet.extend_from_slice(&end_args);
             proto::end(&mut self.packet, te);
-            self.sequences[s].ret = None;
+            end_args.clear();
+            self.args.out = end_args;
             self.done.no_entry += 1;
             return self.flush_packet();
-        }
-        let i = self.sequences[s].open - 1;
-        self.sequences[s].open = i;
-        // The exit's own fields (besides depth) and the return value are
-        // the end's args.
-        let mut end_args = std::mem::take(&mut self.args.out);
-        if ret {
-            end_args.extend_from_slice(&self.sequences[s].ret_args);
-        }
-        self.sequences[s].ret = None;
-        self.intern_args(s);
-        let call = self.sequences[s].stack[i].call;
-        self.slice(s, i, None, None)?;
+        };
+        self.slice(s, &c, None, None)?;
         self.end(s, ts, None, &end_args)?;
-        if let Some(call) = call {
+        if let Some(call) = c.call {
             let track = self.async_track(s, name, call)?;
-            self.slice(s, i, Some(track), None)?;
+            self.slice(s, &c, Some(track), None)?;
             self.end(s, ts, Some(track), &end_args)?;
             self.done.polls += 1;
         }
+        self.sequences[s].calls.recycle(c);
         end_args.clear();
         self.args.out = end_args;
         self.done.slices += 1;
@@ -1305,38 +1256,33 @@ impl<W: Write> Exporter<W> {
         Ok(uuid)
     }
 
-    /// Writes open call `i` of sequence `s` as a slice begin: on `track`
+    /// Writes call `c` of sequence `s` as a slice begin: on `track`
     /// (the thread's when `None`), with `mark` (an annotation name) true.
     fn slice(
         &mut self,
         s: usize,
-        i: usize,
+        c: &OpenCall,
         track: Option<u64>,
-        mark: Option<u32>,
+        mark_as: Option<u32>,
     ) -> std::io::Result<()> {
-        let (ts, name, call) = {
-            let c = &self.sequences[s].stack[i];
-            (c.ts, c.name, c.call)
-        };
-        let te = self.event_packet(s, ts, SLICE_BEGIN);
-        proto::uint(&mut self.packet, field::NAME_IID, u64::from(name) + 1);
+        let te = self.event_packet(s, c.ts, SLICE_BEGIN);
+        proto::uint(&mut self.packet, field::NAME_IID, u64::from(c.name) + 1);
         if let Some(track) = track {
             proto::uint(&mut self.packet, field::EVENT_TRACK_UUID, track);
         }
-        if let (Some(call), None) = (call, track) {
+        if let (Some(call), None) = (c.call, track) {
             // The polls of one call, joined across threads.
             let p = self.sequences[s].process;
-            let flow = mix(mix(self.processes[p].track ^ 0xF10, u64::from(name)), call);
+            let flow = mix(
+                mix(self.processes[p].track ^ 0xF10, u64::from(c.name)),
+                call,
+            );
             proto::fixed64(&mut self.packet, field::FLOW_IDS, flow);
         }
-        if let Some(id) = mark {
-            let a = proto::begin(&mut self.packet, field::ANNOTATIONS);
-            proto::uint(&mut self.packet, field::ARG_NAME_IID, u64::from(id) + 1);
-            proto::uint(&mut self.packet, field::ARG_BOOL, 1);
-            proto::end(&mut self.packet, a);
+        if let Some(id) = mark_as {
+            mark(&mut self.packet, id);
         }
-        self.packet
-            .extend_from_slice(&self.sequences[s].stack[i].args);
+        self.packet.extend_from_slice(&c.args);
         proto::end(&mut self.packet, te);
         self.flush_packet()
     }
@@ -1352,9 +1298,9 @@ impl<W: Write> Exporter<W> {
         self.flush_packet()
     }
 
-    /// Open call `i` of sequence `s` lost its exit: written, begun and
-    /// never ended, on the thread's no-exit track, and removed.
-    fn no_exit(&mut self, s: usize, i: usize) -> std::io::Result<()> {
+    /// Call `c` of sequence `s` lost its exit: written, begun and never
+    /// ended, on the thread's no-exit track.
+    fn no_exit(&mut self, s: usize, c: OpenCall) -> std::io::Result<()> {
         let track = mix(self.sequences[s].track, 0x4E4F_4558);
         if !self.sequences[s].no_exit_described {
             self.sequences[s].no_exit_described = true;
@@ -1364,11 +1310,8 @@ impl<W: Write> Exporter<W> {
         }
         let id = self.arg_names.id("exit_not_in_trace");
         self.intern_arg(s, id);
-        self.slice(s, i, Some(track), Some(id))?;
-        let seq = &mut self.sequences[s];
-        let call = seq.stack.remove(i);
-        seq.stack.push(call);
-        seq.open -= 1;
+        self.slice(s, &c, Some(track), Some(id))?;
+        self.sequences[s].calls.recycle(c);
         self.done.no_exit += 1;
         Ok(())
     }
@@ -1398,11 +1341,10 @@ impl<W: Write> Exporter<W> {
     /// and never ended.
     fn finish(&mut self) -> std::io::Result<()> {
         for s in 0..self.sequences.len() {
-            for i in 0..self.sequences[s].open {
-                self.slice(s, i, None, None)?;
+            for c in self.sequences[s].calls.drain() {
+                self.slice(s, &c, None, None)?;
                 self.done.open += 1;
             }
-            self.sequences[s].open = 0;
         }
         self.out.flush()
     }
