@@ -1,12 +1,14 @@
 //! `tape export`: a trace in the formats other tools open. `perfetto`
 //! writes Perfetto's protobuf trace (`tape_ctf::output::perfetto`), which
-//! the Perfetto UI (ui.perfetto.dev) and trace_processor open, streamed: a
+//! the Perfetto UI (ui.perfetto.dev) and trace_processor open; `chrome` the
+//! JSON trace event format (`tape_ctf::output::chrome`). Both streamed: a
 //! trace of any length in bounded memory.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use tape_ctf::merge::FastMerge;
+use tape_ctf::output::chrome;
 use tape_ctf::output::perfetto::{self, CounterSpec, Exported};
 
 use crate::{open, say, warn_formats, Failure};
@@ -16,6 +18,9 @@ use crate::{open, say, warn_formats, Failure};
 pub(crate) enum ExportFormat {
     /// Perfetto's protobuf trace (TracePacket/TrackEvent).
     Perfetto,
+    /// The Chrome JSON trace event format (legacy: for tools that read
+    /// only that).
+    Chrome,
 }
 
 /// `--counter EVENT.FIELD`: the field after the last dot, the event (a
@@ -62,6 +67,7 @@ pub(crate) fn export(
         let out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
         match format {
             ExportFormat::Perfetto => perfetto::export(&mut merge, &traces, &opts, out),
+            ExportFormat::Chrome => chrome::export(&mut merge, &traces, &opts, out),
         }
     } else {
         let file = std::fs::File::create(output)
@@ -69,6 +75,7 @@ pub(crate) fn export(
         let out = std::io::BufWriter::with_capacity(1 << 20, file);
         match format {
             ExportFormat::Perfetto => perfetto::export(&mut merge, &traces, &opts, out),
+            ExportFormat::Chrome => chrome::export(&mut merge, &traces, &opts, out),
         }
     };
     let (done, failed) = match result {

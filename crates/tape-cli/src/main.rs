@@ -28,7 +28,7 @@ use tape_ctf::decode::plan::{Discard, Sink};
 use tape_ctf::decode::stream::{open_streams, FastStream, LostByCause, TracePlan, LOSS_CAUSES};
 use tape_ctf::merge::{FastMerge, Step};
 use tape_ctf::metadata::read::{find_traces, TraceDir};
-use tape_ctf::output::json::JsonSink;
+use tape_ctf::output::json_value::JsonSink;
 use tape_ctf::output::text::parallel::{render_merged, Piece, Render, Seconds, Threads, TimeText};
 
 mod export;
@@ -192,8 +192,9 @@ enum Command {
         filter: Option<String>,
     },
     /// Export traces for other tools: `perfetto` (Perfetto's protobuf
-    /// trace: open it in ui.perfetto.dev or trace_processor). Streamed: a
-    /// trace of any length in bounded memory.
+    /// trace: open it in ui.perfetto.dev or trace_processor) or `chrome`
+    /// (the JSON trace event format). Streamed: a trace of any length in
+    /// bounded memory.
     Export {
         /// Trace directories (or trees of them).
         #[arg(required = true)]

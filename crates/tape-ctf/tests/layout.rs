@@ -20,7 +20,7 @@ use std::path::Path;
 /// of `tape show` writes text or JSON lines. (Next: one output trait that
 /// the reader and the parallel parts call, so these live in the outputs.)
 const KNOWN: &[&str] = &[
-    "decode -> output::json",
+    "decode -> output::json_value",
     "decode -> output::text",
     "output::text -> output::json",
 ];
@@ -30,7 +30,9 @@ const HELPERS: &[&str] = &[
     "output",
     "output::calls",
     "output::event_text",
+    "output::export",
     "output::function",
+    "output::json_value",
 ];
 
 /// A unit's stage: its order, and whether it is an output.

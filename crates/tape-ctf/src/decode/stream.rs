@@ -18,7 +18,7 @@ use crate::decode::plan::{
 };
 use crate::decode::{ClockConv, DecodeError, Value};
 use crate::metadata::read::TraceDir;
-use crate::output::json::JsonSink;
+use crate::output::json_value::JsonSink;
 use crate::output::text::line::{Lit, TextBuf, TextProgram};
 use crate::output::text::parallel::TimeText;
 use crate::output::text::sink::{TextSink, HIDDEN};

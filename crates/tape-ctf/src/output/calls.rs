@@ -171,7 +171,8 @@ mod tests {
     #[test]
     fn calls_pair_up_and_what_is_lost_is_said() {
         // (script, what it gives): the module docs' example and its edges.
-        let cases: &[(&[(bool, u32, u32)], &[&str])] = &[
+        type Script = &'static [(bool, u32, u32)];
+        let cases: &[(Script, &[&str])] = &[
             (
                 &[
                     (true, 0, 1),

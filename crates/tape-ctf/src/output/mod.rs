@@ -6,11 +6,14 @@
 //! never uses another output (`tests/layout.rs`).
 
 pub(crate) mod calls;
+pub mod chrome;
 pub mod event_text;
+pub mod export;
 pub mod ftrace;
 pub mod function;
 pub mod graph;
 pub mod json;
+pub mod json_value;
 pub mod latency;
 pub mod perfetto;
 pub mod profile;

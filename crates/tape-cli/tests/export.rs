@@ -1,4 +1,5 @@
-//! `tape export --format perfetto` against what `tape show` reads from the
+//! `tape export` (`--format perfetto`, `--format chrome`) against what
+//! `tape show` reads from the
 //! same trace, the file decoded with Perfetto's own schema
 //! (`scripts/perfetto-summary.py`: the `perfetto` package's
 //! `perfetto_trace_pb2`, trace_processor's rules for interning, defaults
@@ -355,8 +356,10 @@ fn role(name: &str) -> Option<(String, &str)> {
 }
 
 fn expected_calls(events: &[Value]) -> BTreeMap<i64, Calls> {
-    let mut by_thread: BTreeMap<i64, (Calls, Vec<(u64, String, Value, Value)>, Option<Value>)> =
-        BTreeMap::new();
+    /// Per thread: what it gives, its open calls (depth, function, entry
+    /// time, args), the return value read for the next exit.
+    type Thread = (Calls, Vec<(u64, String, Value, Value)>, Option<Value>);
+    let mut by_thread: BTreeMap<i64, Thread> = BTreeMap::new();
     for e in events.iter().filter(|e| e.get("lost").is_none()) {
         let tid = e["packet_context"]["tid"].as_i64().unwrap();
         let (calls, stack, ret) = by_thread.entry(tid).or_default();
@@ -661,4 +664,164 @@ fn tempdir(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// `tape export --format chrome` of `trace`: its JSON, checked to be one
+/// object with `traceEvents`, and its time origin.
+fn chrome(trace: &Path, dir: &Path, args: &[&str]) -> (Vec<Value>, u64) {
+    let mut all = vec!["--format", "chrome"];
+    all.extend(args);
+    let (file, _) = export(trace, dir, &all);
+    let v: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+    let origin = v["otherData"]["tape_time_origin_ns"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    (v["traceEvents"].as_array().unwrap().clone(), origin)
+}
+
+/// A Chrome time (microseconds after the origin, three decimals) in ns.
+fn chrome_ns(v: &Value, origin: u64) -> u64 {
+    origin + (v.as_f64().unwrap() * 1000.0).round() as u64
+}
+
+#[test]
+fn chrome_json_holds_every_event_with_tape_shows_fields() {
+    let dir = tempdir("chrome-readme");
+    let trace = record("quickstart", &[], &[], &dir.join("t"));
+    let (events, origin) = chrome(
+        &trace,
+        &dir,
+        &["--counter", "quickstart.request.done.bytes"],
+    );
+    let shown = show(&trace);
+    let names: BTreeMap<i64, String> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .map(|e| {
+            (
+                e["tid"].as_i64().unwrap(),
+                e["args"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let got: Vec<Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "i")
+        .map(|e| {
+            let tid = e["tid"].as_i64().unwrap();
+            json!([
+                chrome_ns(&e["ts"], origin),
+                tid,
+                names[&tid],
+                e["name"],
+                e["args"]
+            ])
+        })
+        .collect();
+    let want: Vec<Value> = shown
+        .iter()
+        .map(|e| {
+            let pc = &e["packet_context"];
+            json!([e["time_ns"], pc["tid"], pc["thread_name"], e["name"], {"fields": e["fields"]}])
+        })
+        .collect();
+    assert_eq!(got, want);
+    let counters: Vec<Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .map(|e| json!([chrome_ns(&e["ts"], origin), e["name"], e["args"]["value"]]))
+        .collect();
+    let want: Vec<Value> = shown
+        .iter()
+        .filter(|e| e["name"] == "quickstart.request.done")
+        .map(|e| {
+            json!([
+                e["time_ns"],
+                "quickstart.request.done.bytes",
+                e["fields"]["bytes"]
+            ])
+        })
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(counters, want);
+}
+
+#[test]
+fn chrome_json_calls_are_complete_events_that_nest() {
+    for (tag, env) in [
+        ("chrome-calls", vec![("TAPE_TRACE", "fn.*,app.*")]),
+        (
+            "chrome-overwrite",
+            vec![
+                ("TAPE_TRACE", "fn.*,app.*"),
+                ("TAPE_TRACE_BUFSZ", "16K"),
+                ("TAPE_TRACE_PACKETSZ", "1K"),
+            ],
+        ),
+    ] {
+        let dir = tempdir(tag);
+        let requests = if tag == "chrome-calls" { "5" } else { "3000" };
+        let trace = record("traced", &["--requests", requests], &env, &dir.join("t"));
+        let (events, origin) = chrome(&trace, &dir, &[]);
+        let want = expected_calls(&show(&trace));
+        let mut got: BTreeMap<i64, Calls> = BTreeMap::new();
+        for e in events.iter().filter(|e| e["ph"] != "M") {
+            let tid = e["tid"].as_i64().unwrap_or(0);
+            let c = got.entry(tid).or_default();
+            let (name, ts) = (e["name"].clone(), chrome_ns(&e["ts"], origin));
+            match e["ph"].as_str().unwrap() {
+                "X" => {
+                    let end = ts + (e["dur"].as_f64().unwrap() * 1000.0).round() as u64;
+                    c.slices.push(json!([name, ts, end]));
+                }
+                "B" => c.open.push(json!([name, ts])),
+                "i" if e["args"]["exit_not_in_trace"] == true => c.no_exit.push(json!([name, ts])),
+                "i" if e["args"]["entry_not_in_trace"] == true => {
+                    c.no_entry.push(json!([name, ts]))
+                }
+                _ => {}
+            }
+        }
+        got.retain(|_, c| *c != Calls::default());
+        for c in got.values_mut() {
+            c.slices.sort_by_key(|s| (s[2].as_u64(), s[1].as_u64()));
+        }
+        let want: BTreeMap<i64, Calls> = want
+            .into_iter()
+            .map(|(tid, mut c)| {
+                for s in &mut c.slices {
+                    s.as_array_mut().unwrap().truncate(3);
+                }
+                c.slices.sort_by_key(|s| (s[2].as_u64(), s[1].as_u64()));
+                (tid, c)
+            })
+            .filter(|(_, c)| *c != Calls::default())
+            .collect();
+        assert_eq!(got, want, "{tag}");
+        // Slices of a thread nest: each starts after the one enclosing
+        // it and ends before it ends.
+        for c in got.values() {
+            let mut spans: Vec<(u64, u64)> = c
+                .slices
+                .iter()
+                .map(|s| (s[1].as_u64().unwrap(), s[2].as_u64().unwrap()))
+                .collect();
+            spans.sort_by_key(|&(b, e)| (b, std::cmp::Reverse(e)));
+            let mut open: Vec<u64> = Vec::new();
+            for (b, e) in spans {
+                while open.last().is_some_and(|&end| end <= b) {
+                    open.pop();
+                }
+                if let Some(&end) = open.last() {
+                    assert!(
+                        e <= end,
+                        "{tag}: a slice {b}..{e} overlaps its parent ending {end}"
+                    );
+                }
+                open.push(e);
+            }
+        }
+    }
 }

@@ -1,0 +1,130 @@
+//! What the exports (`perfetto`, `chrome`) share: their options (counter
+//! tracks), what they report having written, and what they read of a
+//! trace's `env`.
+
+use std::sync::Arc;
+
+use crate::metadata::read::TraceDir;
+use crate::EnvValue;
+
+/// A counter track asked for: `--counter EVENT.FIELD`.
+#[derive(Clone)]
+pub struct CounterSpec {
+    /// The track's name (what the user wrote).
+    pub name: String,
+    /// Which events (by name) the field is read from.
+    pub event: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    /// The payload field (top level, an integer, enum or float).
+    pub field: String,
+}
+
+/// What the export writes.
+#[derive(Clone, Default)]
+pub struct Options {
+    /// Counter tracks.
+    pub counters: Vec<CounterSpec>,
+}
+
+/// What was written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Exported {
+    /// Events read.
+    pub events: u64,
+    /// Slices with a begin and an end (on threads' tracks).
+    pub slices: u64,
+    /// Of those, async polls (also drawn on their calls' async tracks).
+    pub polls: u64,
+    /// Calls still open when the trace ends (begun, never ended).
+    pub open: u64,
+    /// Calls whose exit is not in the trace, moved to no-exit tracks.
+    pub no_exit: u64,
+    /// Exits whose entry is not in the trace (instants).
+    pub no_entry: u64,
+    /// Instants for other events.
+    pub instants: u64,
+    /// Counter values.
+    pub counter_values: u64,
+    /// Events lost, as the trace counts them (`lost events` instants).
+    pub lost: u64,
+    /// Events without a time (given their thread's last one).
+    pub untimed: u64,
+    /// Times outside Perfetto's (before the clock's origin: written as 0).
+    pub clamped: u64,
+    /// Threads (packet sequences).
+    pub threads: u64,
+    /// Packets written.
+    pub packets: u64,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+/// Checks `specs` against the traces' classes: each must name a top-level
+/// payload field of at least one event it selects, and that field must be
+/// a number. The error names the spec.
+pub fn check_counters(traces: &[TraceDir], specs: &[CounterSpec]) -> Result<(), String> {
+    for spec in specs {
+        let mut events = 0;
+        let mut numeric = 0;
+        for class in traces.iter().flat_map(|t| t.trace.events.iter()) {
+            if !(spec.event)(&class.name) {
+                continue;
+            }
+            events += 1;
+            let f = class.fields.as_ref().and_then(|s| {
+                s.fields
+                    .iter()
+                    .find(|f| crate::metadata::shown_name(&f.name) == spec.field)
+            });
+            if let Some(f) = f {
+                let trace = traces.iter().find(|t| t.trace.events.contains(class));
+                if matches!(
+                    resolve(trace.map_or(&traces[0].trace, |t| &t.trace), &f.ty),
+                    crate::Type::Integer(_) | crate::Type::Enum(_) | crate::Type::Float(_)
+                ) {
+                    numeric += 1;
+                }
+            }
+        }
+        if events == 0 {
+            return Err(format!(
+                "--counter {}: no event of the trace is named like {:?}",
+                spec.name,
+                spec.name.rsplit_once('.').map_or("", |(e, _)| e)
+            ));
+        }
+        if numeric == 0 {
+            return Err(format!(
+                "--counter {}: none of the {events} event(s) it names has a numeric field {:?}",
+                spec.name, spec.field
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A type with its names followed (at most 64: a name cannot loop).
+fn resolve<'a>(trace: &'a crate::Trace, mut ty: &'a crate::Type) -> &'a crate::Type {
+    for _ in 0..64 {
+        let crate::Type::Named(name) = ty else { break };
+        match trace.aliases.iter().find(|(n, _)| n == name) {
+            Some((_, t)) => ty = t,
+            None => break,
+        }
+    }
+    ty
+}
+
+/// An env entry of a trace, as an integer.
+pub(crate) fn env_int(trace: &crate::Trace, name: &str) -> Option<i64> {
+    trace.env.iter().find_map(|(n, v)| match v {
+        EnvValue::Int(i) if n == name => Some(*i),
+        _ => None,
+    })
+}
+
+pub(crate) fn env_str<'a>(trace: &'a crate::Trace, name: &str) -> Option<&'a str> {
+    trace.env.iter().find_map(|(n, v)| match v {
+        EnvValue::Str(s) if n == name => Some(s.as_str()),
+        _ => None,
+    })
+}
