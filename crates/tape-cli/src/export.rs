@@ -83,10 +83,13 @@ pub(crate) fn export(
         Err(e) if to_stdout => return Err(crate::output_error(e)),
         Err(e) => {
             // A partial file is not a trace: removed (and its space freed,
-            // when the disk was full).
-            let _ = std::fs::remove_file(output);
+            // when the disk was full); only a regular file (never a device
+            // such as /dev/full, or a pipe).
+            if std::fs::symlink_metadata(output).is_ok_and(|m| m.file_type().is_file()) {
+                let _ = std::fs::remove_file(output);
+            }
             return Err(Failure::Error(format!(
-                "cannot write {}: {e} (the partial file was removed)",
+                "cannot write {}: {e} (a partial file is removed)",
                 output.display()
             )));
         }

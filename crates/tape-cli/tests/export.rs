@@ -825,3 +825,55 @@ fn chrome_json_calls_are_complete_events_that_nest() {
         }
     }
 }
+
+#[test]
+fn a_full_disk_and_a_closed_pipe_end_the_export_cleanly() {
+    let dir = tempdir("hostile");
+    let trace = record("quickstart", &[], &[], &dir.join("t"));
+    // Far more than a pipe holds (64 KiB): the reader leaves mid-export.
+    let env = [("TAPE_TRACE", "fn.*,app.*"), ("TAPE_TRACE_BUFSZ", "64M")];
+    let big = record("traced", &["--requests", "20000"], &env, &dir.join("big"));
+    for format in ["perfetto", "chrome"] {
+        // /dev/full: every write fails with ENOSPC; the error names the
+        // file, and the device is not removed.
+        let out = Command::new(TAPE)
+            .arg("export")
+            .arg(&trace)
+            .args(["--format", format, "-o", "/dev/full"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{format}: {err}");
+        assert!(
+            err.contains("cannot write /dev/full") && err.contains("space"),
+            "{format}: {err}"
+        );
+        assert!(Path::new("/dev/full").exists());
+        // A reader that goes away: a quiet end, no panic.
+        let mut child = Command::new(TAPE)
+            .arg("export")
+            .arg(&big)
+            .args(["--format", format, "-o", "-"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 16];
+        std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{format}: {err}");
+        assert!(!err.contains("panicked"), "{format}: {err}");
+        // It did stop early: no summary of a complete export.
+        assert!(!err.contains("tape export:"), "{format}: {err}");
+    }
+    // Not a trace: an error naming it.
+    let out = Command::new(TAPE)
+        .args(["export", "/nonexistent/trace", "-o"])
+        .arg(dir.join("x"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/trace"));
+}
