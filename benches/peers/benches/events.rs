@@ -1,0 +1,325 @@
+//! One event with the same three fields (`a: u64`, `b: u64`, a 16-byte
+//! `&str`), side by side in one run: a tape tracepoint (disabled, enabled),
+//! `tracing::info!` with no subscriber, with the minimal subscriber
+//! (`tracing_subscriber::registry()`), with a layer that records what tape
+//! records (a timestamp and the fields, into a thread-local ring), with
+//! `tracing-subscriber`'s fmt layer writing to a file, `tracing-chrome` and
+//! `tracing-perfetto` (files), and a `fastrace` event under a root span;
+//! next to an empty loop and a bare `rdtsc`.
+//!
+//! ```text
+//! cargo bench --manifest-path benches/peers/Cargo.toml --bench events
+//! ```
+//!
+//! Method as `traced.rs` (its module docs): rows alternate in rounds, a
+//! row's sample times `ITERS` events in a loop unrolled 8 times, the table
+//! gives the median and minimum ticks per event, ns, and the ratio of the
+//! median to tape's enabled row. Each `tracing` row runs with its
+//! subscriber as this thread's default (`with_default`), so a callsite's
+//! interest is "sometimes" and every event asks the subscriber: the cost a
+//! program with more than one subscriber pays; a single global subscriber
+//! caches the answer (a few ticks less). Files go to a scratch directory,
+//! removed at the end.
+
+use std::hint::black_box;
+use std::io::Write as _;
+use std::sync::Mutex;
+use std::time::Instant;
+
+const ITERS: u64 = 1 << 14;
+const ROUNDS: usize = 15;
+const UNROLL: u64 = 8;
+/// The string field: 16 bytes.
+const TEXT: &str = "GET /index.html";
+
+#[inline(always)]
+fn ticks() -> u64 {
+    // SAFETY: RDTSC exists on every x86_64 CPU and has no preconditions.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+tape::tracepoint! {
+    /// The event of every row.
+    pub fn request(a: u64, b: u64, s: &str) = "bench.peers.request";
+    /// Never enabled.
+    pub fn request_off(a: u64, b: u64, s: &str) = "bench.peers.off";
+}
+
+#[inline(never)]
+fn tape_on(x: u64) {
+    request(x, x ^ 7, black_box(TEXT));
+}
+
+#[inline(never)]
+fn tape_off(x: u64) {
+    request_off(x, x ^ 7, black_box(TEXT));
+}
+
+#[inline(never)]
+fn tracing_event(x: u64) {
+    let s = black_box(TEXT);
+    tracing::info!(a = x, b = x ^ 7, s);
+}
+
+#[inline(never)]
+fn fastrace_event(x: u64) {
+    let s = black_box(TEXT);
+    fastrace::local::LocalSpan::add_event(fastrace::Event::new("request").with_properties(|| {
+        [
+            ("a", x.to_string()),
+            ("b", (x ^ 7).to_string()),
+            ("s", s.to_owned()),
+        ]
+    }));
+}
+
+/// A layer that records what tape records for an event: a timestamp and
+/// the fields (two integers, the string's first 16 bytes), into a ring of
+/// this thread's (preallocated; the oldest overwritten).
+struct Record;
+
+const SLOTS: usize = 1 << 14;
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    t: u64,
+    a: u64,
+    b: u64,
+    s: [u8; 16],
+}
+
+thread_local! {
+    static RING: std::cell::RefCell<(Vec<Slot>, usize)> =
+        std::cell::RefCell::new((vec![Slot::default(); SLOTS], 0));
+}
+
+struct Fields(Slot);
+
+impl tracing::field::Visit for Fields {
+    fn record_u64(&mut self, f: &tracing::field::Field, v: u64) {
+        match f.name() {
+            "a" => self.0.a = v,
+            "b" => self.0.b = v,
+            _ => {}
+        }
+    }
+    fn record_str(&mut self, _: &tracing::field::Field, v: &str) {
+        let n = v.len().min(16);
+        self.0.s[..n].copy_from_slice(&v.as_bytes()[..n]);
+    }
+    fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Record {
+    fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let mut f = Fields(Slot {
+            t: ticks(),
+            ..Slot::default()
+        });
+        e.record(&mut f);
+        RING.with(|r| {
+            let mut r = r.borrow_mut();
+            let i = r.1;
+            r.0[i] = f.0;
+            r.1 = (i + 1) % SLOTS;
+        });
+    }
+}
+
+/// Calls `f` for `from..to`, unrolled `UNROLL` times.
+#[inline(always)]
+fn unrolled(f: &dyn Fn(u64), from: u64, to: u64) {
+    let mut i = from;
+    while i < to {
+        f(i);
+        f(i + 1);
+        f(i + 2);
+        f(i + 3);
+        f(i + 4);
+        f(i + 5);
+        f(i + 6);
+        f(i + 7);
+        i += UNROLL;
+    }
+}
+
+/// One timed loop of `f`: (ticks, ns).
+#[inline(never)]
+fn timed(f: &dyn Fn(u64)) -> (u64, u64) {
+    let start = Instant::now();
+    let t0 = ticks();
+    unrolled(f, 0, ITERS);
+    let t1 = ticks();
+    (t1 - t0, start.elapsed().as_nanos() as u64)
+}
+
+/// Times `f` with `dispatch` as this thread's subscriber.
+fn with_subscriber(dispatch: &tracing::Dispatch, f: &dyn Fn(u64)) -> (u64, u64) {
+    tracing::dispatcher::with_default(dispatch, || timed(f))
+}
+
+/// fastrace records events only under a span: a root every
+/// `FASTRACE_BATCH` events (its queue holds 10240 before it drops), inside
+/// the timed loop.
+const FASTRACE_BATCH: u64 = 4096;
+
+#[inline(never)]
+fn timed_fastrace() -> (u64, u64) {
+    let start = Instant::now();
+    let t0 = ticks();
+    let mut i = 0;
+    while i < ITERS {
+        let root = fastrace::Span::root("root", fastrace::prelude::SpanContext::random());
+        let guard = root.set_local_parent();
+        let span = fastrace::local::LocalSpan::enter_with_local_parent("batch");
+        unrolled(&fastrace_event, i, i + FASTRACE_BATCH);
+        i += FASTRACE_BATCH;
+        drop(span);
+        drop(guard);
+        drop(root);
+    }
+    let t1 = ticks();
+    (t1 - t0, start.elapsed().as_nanos() as u64)
+}
+
+/// A reporter that drops the spans.
+struct Drop;
+
+impl fastrace::collector::Reporter for Drop {
+    fn report(&mut self, spans: Vec<fastrace::prelude::SpanRecord>) {
+        black_box(spans);
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let scratch = std::env::temp_dir().join(format!("tape-peers-events-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("scratch directory");
+    let _g = tape::Config::new()
+        .enable("bench.peers.request")
+        .dir(&scratch)
+        .control(false)
+        .shared_rings(false)
+        .init()
+        .expect("tape");
+    _g.disarm();
+
+    use tracing_subscriber::layer::SubscriberExt;
+    let none = tracing::Dispatch::none();
+    let registry = tracing::Dispatch::new(tracing_subscriber::registry());
+    let recorded = tracing::Dispatch::new(tracing_subscriber::registry().with(Record));
+    let fmt_file = std::fs::File::create(scratch.join("fmt.log")).expect("fmt file");
+    let fmt = tracing::Dispatch::new(
+        tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(Mutex::new(fmt_file)),
+        ),
+    );
+    let (chrome_layer, chrome_guard) = tracing_chrome::ChromeLayerBuilder::new()
+        .file(scratch.join("chrome.json"))
+        .build();
+    let chrome = tracing::Dispatch::new(tracing_subscriber::registry().with(chrome_layer));
+    let perfetto_file = std::fs::File::create(scratch.join("trace.pftrace")).expect("file");
+    let perfetto = tracing::Dispatch::new(tracing_subscriber::registry().with(
+        tracing_perfetto::PerfettoLayer::new(Mutex::new(perfetto_file)),
+    ));
+    fastrace::set_reporter(Drop, fastrace::collector::Config::default());
+
+    type Row = (&'static str, Box<dyn Fn() -> (u64, u64)>);
+    let rows: Vec<Row> = vec![
+        (
+            "empty loop (baseline)",
+            Box::new(|| {
+                timed(&|x| {
+                    black_box(x);
+                })
+            }),
+        ),
+        (
+            "bare rdtsc (baseline)",
+            Box::new(|| {
+                timed(&|x| {
+                    black_box(ticks() ^ x);
+                })
+            }),
+        ),
+        ("tape tracepoint, disabled", Box::new(|| timed(&tape_off))),
+        ("tape tracepoint, enabled", Box::new(|| timed(&tape_on))),
+        (
+            "tracing::info!, no subscriber",
+            Box::new(move || with_subscriber(&none, &tracing_event)),
+        ),
+        (
+            "tracing::info!, registry (minimal subscriber)",
+            Box::new(move || with_subscriber(&registry, &tracing_event)),
+        ),
+        (
+            "tracing::info!, registry + a layer recording time and fields",
+            Box::new(move || with_subscriber(&recorded, &tracing_event)),
+        ),
+        (
+            "tracing::info!, fmt layer to a file",
+            Box::new(move || with_subscriber(&fmt, &tracing_event)),
+        ),
+        (
+            "tracing::info!, tracing-chrome (file, writer thread)",
+            Box::new(move || with_subscriber(&chrome, &tracing_event)),
+        ),
+        (
+            "tracing::info!, tracing-perfetto (file)",
+            Box::new(move || with_subscriber(&perfetto, &tracing_event)),
+        ),
+        (
+            "fastrace event (a root span per 4096)",
+            Box::new(timed_fastrace),
+        ),
+    ];
+    let tape_row = 3;
+    let mut per: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
+    let (mut all_ticks, mut all_ns) = (0u128, 0u128);
+    for round in 0..=ROUNDS {
+        for (i, (_, run)) in rows.iter().enumerate() {
+            let (t, ns) = run();
+            if round > 0 {
+                per[i].push(t as f64 / ITERS as f64);
+                all_ticks += u128::from(t);
+                all_ns += u128::from(ns);
+            }
+        }
+        fastrace::flush();
+    }
+    let ghz = all_ticks as f64 / all_ns as f64;
+    let tape = median(&mut per[tape_row].clone());
+    println!("| row | ticks/event (median) | ns/event | ticks/event (min) | × tape enabled |");
+    println!("|---|--:|--:|--:|--:|");
+    for (i, (name, _)) in rows.iter().enumerate() {
+        let min = per[i].iter().copied().fold(f64::INFINITY, f64::min);
+        let m = median(&mut per[i]);
+        println!(
+            "| {name} | {m:.2} | {:.2} | {min:.2} | {:.2} |",
+            m / ghz,
+            m / tape
+        );
+    }
+    println!(
+        "\nTicks are TSC ticks; ns = ticks / {ghz:.3}. {ROUNDS} rounds of {ITERS} events a row, \
+         rows alternating; each row includes its loop (the empty-loop row)."
+    );
+    // The rows did their work: tape recorded, the layer's ring was
+    // written, the files grew.
+    drop(chrome_guard);
+    assert!(RING.with(|r| r.borrow().0.iter().any(|s| s.t != 0)));
+    for f in ["fmt.log", "chrome.json", "trace.pftrace"] {
+        let len = std::fs::metadata(scratch.join(f)).map_or(0, |m| m.len());
+        assert!(len > 0, "{f} is empty");
+    }
+    let s = tape::stats();
+    assert!(s.recorded > 0);
+    let _ = std::io::stdout().flush();
+    let _ = std::fs::remove_dir_all(&scratch);
+}
