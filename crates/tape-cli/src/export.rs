@@ -11,7 +11,8 @@ use tape_ctf::merge::FastMerge;
 use tape_ctf::output::chrome;
 use tape_ctf::output::perfetto::{self, CounterSpec, Exported};
 
-use crate::{open, say, warn_formats, Failure};
+use crate::time::Bound;
+use crate::{first_time, globs, open, say, warn_formats, Failure};
 
 /// `tape export --format`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -52,16 +53,35 @@ pub(crate) fn export(
     format: ExportFormat,
     output: &Path,
     counters: &[String],
+    events: &[String],
+    (begin, end): (Option<&str>, Option<&str>),
 ) -> Result<(), Failure> {
+    let bound = |option: &str, v: Option<&str>| v.map(|v| Bound::parse(option, v)).transpose();
+    let (begin, end) = (bound("--begin", begin)?, bound("--end", end)?);
     let traces = open(paths)?;
     warn_formats(&traces);
+    // A time of day is on the date of the trace's first time.
+    let first = [begin, end]
+        .iter()
+        .any(|b| matches!(b, Some(Bound::TimeOfDay(_))))
+        .then(|| first_time(&traces))
+        .flatten();
+    let events = globs("--events", events)?.map(|g| {
+        std::sync::Arc::new(move |name: &str| g.is_match(name))
+            as std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>
+    });
     let counters = counters
         .iter()
         .map(|c| counter(c))
         .collect::<Result<Vec<_>, _>>()?;
     perfetto::check_counters(&traces, &counters)?;
     let mut merge = FastMerge::new(&traces)?;
-    let opts = perfetto::Options { counters };
+    let opts = perfetto::Options {
+        counters,
+        begin: begin.map(|b| b.resolve(first)),
+        end: end.map(|b| b.resolve(first)),
+        events,
+    };
     let to_stdout = output == Path::new("-");
     let result = if to_stdout {
         let out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());

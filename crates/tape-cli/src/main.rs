@@ -210,6 +210,16 @@ enum Command {
         /// repeatable).
         #[arg(long = "counter", value_name = "EVENT.FIELD")]
         counters: Vec<String>,
+        /// Only events whose name matches this glob (repeatable).
+        #[arg(long = "events", value_name = "GLOB")]
+        events: Vec<String>,
+        /// Only events at or after this time (the forms of `tape show
+        /// --begin`); calls cut by the range are marked as such.
+        #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+        begin: Option<String>,
+        /// Only events at or before this time.
+        #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+        end: Option<String>,
     },
     /// Validate traces: exit 1 at the first problem.
     Check {
@@ -442,7 +452,17 @@ fn main() -> ExitCode {
             format,
             output,
             counters,
-        } => export::export(&paths, format, &output, &counters),
+            events,
+            begin,
+            end,
+        } => export::export(
+            &paths,
+            format,
+            &output,
+            &counters,
+            &events,
+            (begin.as_deref(), end.as_deref()),
+        ),
         Command::Check { paths } => check(&paths),
         Command::Stats { paths, filter } => stats(&paths, filter.as_deref()),
         Command::Ctl { pid, command } => ctl(pid, &command),

@@ -877,3 +877,42 @@ fn a_full_disk_and_a_closed_pipe_end_the_export_cleanly() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/trace"));
 }
+
+#[test]
+fn a_time_range_and_event_names_select_what_tape_show_selects() {
+    let dir = tempdir("range");
+    let trace = record("quickstart", &[], &[], &dir.join("t"));
+    let all = show(&trace);
+    let at = |i: usize| {
+        let ns = all[i]["time_ns"].as_i64().unwrap();
+        format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+    };
+    let (begin, end) = (at(20), at(all.len() - 30));
+    let options = [
+        "--begin",
+        &begin,
+        "--end",
+        &end,
+        "--events",
+        "quickstart.request.{start,done}",
+    ];
+    let (file, _) = export(&trace, &dir, &options);
+    let Some(s) = summary(&file) else { return };
+    let out = Command::new(TAPE)
+        .args(["show", "--format", "json"])
+        .args(options)
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let want: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| expected_instant(&serde_json::from_str(l).unwrap()))
+        .collect();
+    assert!(
+        want.len() > 20 && want.len() < all.len() - 50,
+        "{}",
+        want.len()
+    );
+    assert_eq!(instants(&s), want);
+}

@@ -264,7 +264,14 @@ pub fn export<W: Write>(
     while let Some(step) = merge.next() {
         match step {
             Err(e) => failed = Some(e),
-            Ok(Step::Lost(s, n, t)) => x.lost(s, n, t)?,
+            Ok(Step::Lost(s, n, t)) if opts.in_range(t) => x.lost(s, n, t)?,
+            Ok(Step::Lost(..)) => {}
+            Ok(Step::Event(s, t)) if !opts.wants(s, t) => {
+                // Not exported: stepped over.
+                if let Err(e) = s.emit(&mut crate::decode::plan::Discard) {
+                    merge.fail(e);
+                }
+            }
             Ok(Step::Event(s, t)) => match x.event(s, t) {
                 Ok(()) => {}
                 Err(Failure::Decode(e)) => merge.fail(e),

@@ -23,6 +23,37 @@ pub struct CounterSpec {
 pub struct Options {
     /// Counter tracks.
     pub counters: Vec<CounterSpec>,
+    /// Only events (and losses) at or after this time (ns).
+    pub begin: Option<i128>,
+    /// Only events (and losses) at or before this time (ns).
+    pub end: Option<i128>,
+    /// Only events whose name it accepts (none: all).
+    pub events: Option<Arc<dyn Fn(&str) -> bool + Send + Sync>>,
+}
+
+impl Options {
+    /// Whether an event or loss at `t` is in the time range (one without
+    /// a time is, when there is no range).
+    pub fn in_range(&self, t: Option<i128>) -> bool {
+        match t {
+            Some(t) => self.begin.is_none_or(|b| t >= b) && self.end.is_none_or(|e| t <= e),
+            None => self.begin.is_none() && self.end.is_none(),
+        }
+    }
+
+    /// Whether the event at `stream`'s head is exported: in the range, of
+    /// a name accepted.
+    pub(crate) fn wants(
+        &self,
+        stream: &crate::decode::stream::FastStream,
+        t: Option<i128>,
+    ) -> bool {
+        self.in_range(t)
+            && self
+                .events
+                .as_ref()
+                .is_none_or(|f| stream.class().is_some_and(|c| f(&c.name)))
+    }
 }
 
 /// What was written.

@@ -634,7 +634,14 @@ pub fn export<W: Write>(
     while let Some(step) = merge.next() {
         match step {
             Err(e) => failed = Some(e),
-            Ok(Step::Lost(s, n, t)) => x.lost(s, n, t)?,
+            Ok(Step::Lost(s, n, t)) if opts.in_range(t) => x.lost(s, n, t)?,
+            Ok(Step::Lost(..)) => {}
+            Ok(Step::Event(s, t)) if !opts.wants(s, t) => {
+                // Not exported: stepped over.
+                if let Err(e) = s.emit(&mut crate::decode::plan::Discard) {
+                    merge.fail(e);
+                }
+            }
             Ok(Step::Event(s, t)) => {
                 if let Err(e) = x.event(s, t) {
                     match e {
