@@ -68,7 +68,7 @@ pub(crate) fn export(
         .flatten();
     let events = globs("--events", events)?.map(|g| {
         std::sync::Arc::new(move |name: &str| g.is_match(name))
-            as std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>
+            as tape_ctf::output::export::NameFilter
     });
     let counters = counters
         .iter()

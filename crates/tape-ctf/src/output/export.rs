@@ -13,10 +13,13 @@ pub struct CounterSpec {
     /// The track's name (what the user wrote).
     pub name: String,
     /// Which events (by name) the field is read from.
-    pub event: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    pub event: NameFilter,
     /// The payload field (top level, an integer, enum or float).
     pub field: String,
 }
+
+/// A test of an event's name.
+pub type NameFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// What the export writes.
 #[derive(Clone, Default)]
@@ -28,7 +31,7 @@ pub struct Options {
     /// Only events (and losses) at or before this time (ns).
     pub end: Option<i128>,
     /// Only events whose name it accepts (none: all).
-    pub events: Option<Arc<dyn Fn(&str) -> bool + Send + Sync>>,
+    pub events: Option<NameFilter>,
 }
 
 impl Options {
