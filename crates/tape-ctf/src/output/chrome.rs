@@ -40,10 +40,10 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::decode::plan::Sink;
 use crate::decode::stream::FastStream;
 use crate::decode::DecodeError;
-use crate::merge::{FastMerge, Step};
+use crate::merge::FastMerge;
 use crate::metadata::read::TraceDir;
 use crate::output::calls::{CallStack, OpenCall};
-use crate::output::export::{env_int, env_str, Exported, Options};
+use crate::output::export::{process, run, stream_key, time, Export, Exported, Failure, Options};
 use crate::output::function::{kind, Kind, Names, ThreadOf};
 use crate::output::json_value::JsonSink;
 use crate::{Base, Enum};
@@ -215,15 +215,14 @@ struct Exporter<W: Write> {
     done: Exported,
 }
 
-/// Writes every event `merge` gives as a Chrome JSON trace into `out` (see
-/// the module docs); errors as [`crate::output::perfetto::export`]'s.
+/// Writes every event `merge` gives (that `opts` selects) as a Chrome JSON
+/// trace into `out`; errors as [`crate::output::perfetto::export`]'s.
 pub fn export<W: Write>(
     merge: &mut FastMerge,
     traces: &[TraceDir],
     opts: &Options,
     out: W,
 ) -> std::io::Result<(Exported, Option<DecodeError>)> {
-    merge.keep_packet_values();
     let mut x = Exporter {
         out,
         line: Vec::with_capacity(4096),
@@ -244,54 +243,14 @@ pub fn export<W: Write>(
         done: Exported::default(),
     };
     for (i, t) in traces.iter().enumerate() {
-        let pid = env_int(&t.trace, "pid")
-            .or_else(|| env_int(&t.trace, "vpid"))
-            .unwrap_or(1_000_000 + i as i64);
-        let name = env_str(&t.trace, "program")
-            .or_else(|| env_str(&t.trace, "procname"))
-            .map(str::to_owned)
-            .unwrap_or_else(|| {
-                t.dir
-                    .file_name()
-                    .map_or("trace".into(), |n| n.to_string_lossy().into_owned())
-            });
+        let (pid, name) = process(i, t);
         x.processes.push((pid, name, false));
         x.process_of_dir.insert(t.dir.clone(), i);
     }
     x.out
         .write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
-    let mut failed = None;
-    while let Some(step) = merge.next() {
-        match step {
-            Err(e) => failed = Some(e),
-            Ok(Step::Lost(s, n, t)) if opts.in_range(t) => x.lost(s, n, t)?,
-            Ok(Step::Lost(..)) => {}
-            Ok(Step::Event(s, t)) if !opts.wants(s, t) => {
-                // Not exported: stepped over.
-                if let Err(e) = s.emit(&mut crate::decode::plan::Discard) {
-                    merge.fail(e);
-                }
-            }
-            Ok(Step::Event(s, t)) => match x.event(s, t) {
-                Ok(()) => {}
-                Err(Failure::Decode(e)) => merge.fail(e),
-                Err(Failure::Write(e)) => return Err(e),
-            },
-        }
-    }
-    x.finish()?;
+    let failed = run(merge, opts, &mut x)?;
     Ok((x.done, failed))
-}
-
-enum Failure {
-    Decode(DecodeError),
-    Write(std::io::Error),
-}
-
-impl From<std::io::Error> for Failure {
-    fn from(e: std::io::Error) -> Failure {
-        Failure::Write(e)
-    }
 }
 
 /// Appends `s` as a JSON string.
@@ -341,11 +300,7 @@ impl<W: Write> Exporter<W> {
             .unwrap_or(0);
         let (tid, name) = self.threads.of(stream);
         // Not said (tid 0): a thread per stream, numbered after the others.
-        let key = if tid == 0 {
-            -(stream.path().as_os_str().as_encoded_bytes().as_ptr() as i64 & i64::MAX)
-        } else {
-            tid
-        };
+        let key = if tid == 0 { stream_key(stream) } else { tid };
         if let Some(&t) = self.thread_of.get(&(p, key)) {
             return Ok(t);
         }
@@ -394,27 +349,92 @@ impl<W: Write> Exporter<W> {
         Ok(self.list.len() - 1)
     }
 
+    /// The time of an event at `t` on thread `th` (see
+    /// [`time`]); the first is the origin.
     fn time(&mut self, th: usize, t: Option<i128>) -> u64 {
-        let ts = match t {
-            Some(t) => u64::try_from(t).unwrap_or_else(|_| {
-                self.done.clamped += 1;
-                if t < 0 {
-                    0
-                } else {
-                    u64::MAX
-                }
-            }),
-            None => {
-                self.done.untimed += 1;
-                self.list[th].last_ts
-            }
-        };
-        self.list[th].last_ts = ts;
+        let ts = time(t, &mut self.list[th].last_ts, &mut self.done);
         // Times are after the first event's (the merge gives it first).
         self.origin.get_or_insert(ts);
         ts
     }
 
+    fn exit(&mut self, th: usize, ts: u64, name: u32, fname: &str) -> std::io::Result<()> {
+        let depth = self.read.depth;
+        while let Some(c) = self.list[th].calls.unexited_before_exit(depth) {
+            self.no_exit(th, c)?;
+        }
+        let mut exit = std::mem::take(&mut self.exit_args);
+        exit.clear();
+        exit.extend_from_slice(&self.args);
+        let mut ret = Vec::new();
+        self.list[th].calls.take_ret(name, &mut ret);
+        let Some(c) = self.list[th].calls.exit(depth, name) else {
+            self.start("i", fname, th, ts);
+            self.line
+                .extend_from_slice(b",\"s\":\"t\",\"args\":{\"entry_not_in_trace\":true");
+            self.scopes("exit", &exit);
+            self.scopes("ret", &ret);
+            self.line.extend_from_slice(b"}}");
+            self.exit_args = exit;
+            self.done.no_entry += 1;
+            return self.flush_line();
+        };
+        self.start("X", fname, th, c.ts);
+        let dur = ts.saturating_sub(c.ts);
+        let _ = write!(
+            self.line,
+            ",\"dur\":{}.{:03},\"args\":{{",
+            dur / 1000,
+            dur % 1000
+        );
+        let empty = self.line.len();
+        self.scopes("entry", &c.args);
+        self.scopes("exit", &exit);
+        self.scopes("ret", &ret);
+        if self.line.len() > empty && self.line[empty] == b',' {
+            self.line.remove(empty);
+        }
+        self.line.extend_from_slice(b"}}");
+        self.flush_line()?;
+        if let Some(call) = c.call {
+            for (ph, at) in [("b", c.ts), ("e", ts)] {
+                self.start(ph, fname, th, at);
+                let _ = write!(self.line, ",\"cat\":\"async\",\"id\":\"{call:#x}\"}}");
+                self.flush_line()?;
+            }
+            self.done.polls += 1;
+        }
+        self.list[th].calls.recycle(c);
+        self.exit_args = exit;
+        self.done.slices += 1;
+        Ok(())
+    }
+
+    /// Appends `,"NAME":{SCOPES}` when `scopes` is not empty.
+    fn scopes(&mut self, name: &str, scopes: &[u8]) {
+        if scopes.is_empty() {
+            return;
+        }
+        let _ = write!(self.line, ",\"{name}\":{{");
+        self.line.extend_from_slice(scopes);
+        self.line.push(b'}');
+    }
+
+    /// Call `c` lost its exit: an instant at its entry, marked.
+    fn no_exit(&mut self, th: usize, c: OpenCall) -> std::io::Result<()> {
+        let fname = self.names.name(c.name).to_owned();
+        self.start("i", &fname, th, c.ts);
+        self.line
+            .extend_from_slice(b",\"s\":\"t\",\"args\":{\"exit_not_in_trace\":true");
+        self.scopes("entry", &c.args);
+        self.line.extend_from_slice(b"}}");
+        self.list[th].calls.recycle(c);
+        self.done.no_exit += 1;
+        self.flush_line()
+    }
+}
+
+impl<W: Write> Export for Exporter<W> {
     fn event(&mut self, stream: &mut FastStream, t: Option<i128>) -> Result<(), Failure> {
         self.done.events += 1;
         let (sc, ec) = stream.class_index().unwrap_or((0, 0));
@@ -504,81 +524,6 @@ impl<W: Write> Exporter<W> {
             self.done.counter_values += 1;
         }
         Ok(())
-    }
-
-    fn exit(&mut self, th: usize, ts: u64, name: u32, fname: &str) -> std::io::Result<()> {
-        let depth = self.read.depth;
-        while let Some(c) = self.list[th].calls.unexited_before_exit(depth) {
-            self.no_exit(th, c)?;
-        }
-        let mut exit = std::mem::take(&mut self.exit_args);
-        exit.clear();
-        exit.extend_from_slice(&self.args);
-        let mut ret = Vec::new();
-        self.list[th].calls.take_ret(name, &mut ret);
-        let Some(c) = self.list[th].calls.exit(depth, name) else {
-            self.start("i", fname, th, ts);
-            self.line
-                .extend_from_slice(b",\"s\":\"t\",\"args\":{\"entry_not_in_trace\":true");
-            self.scopes("exit", &exit);
-            self.scopes("ret", &ret);
-            self.line.extend_from_slice(b"}}");
-            self.exit_args = exit;
-            self.done.no_entry += 1;
-            return self.flush_line();
-        };
-        self.start("X", fname, th, c.ts);
-        let dur = ts.saturating_sub(c.ts);
-        let _ = write!(
-            self.line,
-            ",\"dur\":{}.{:03},\"args\":{{",
-            dur / 1000,
-            dur % 1000
-        );
-        let empty = self.line.len();
-        self.scopes("entry", &c.args);
-        self.scopes("exit", &exit);
-        self.scopes("ret", &ret);
-        if self.line.len() > empty && self.line[empty] == b',' {
-            self.line.remove(empty);
-        }
-        self.line.extend_from_slice(b"}}");
-        self.flush_line()?;
-        if let Some(call) = c.call {
-            for (ph, at) in [("b", c.ts), ("e", ts)] {
-                self.start(ph, fname, th, at);
-                let _ = write!(self.line, ",\"cat\":\"async\",\"id\":\"{call:#x}\"}}");
-                self.flush_line()?;
-            }
-            self.done.polls += 1;
-        }
-        self.list[th].calls.recycle(c);
-        self.exit_args = exit;
-        self.done.slices += 1;
-        Ok(())
-    }
-
-    /// Appends `,"NAME":{SCOPES}` when `scopes` is not empty.
-    fn scopes(&mut self, name: &str, scopes: &[u8]) {
-        if scopes.is_empty() {
-            return;
-        }
-        let _ = write!(self.line, ",\"{name}\":{{");
-        self.line.extend_from_slice(scopes);
-        self.line.push(b'}');
-    }
-
-    /// Call `c` lost its exit: an instant at its entry, marked.
-    fn no_exit(&mut self, th: usize, c: OpenCall) -> std::io::Result<()> {
-        let fname = self.names.name(c.name).to_owned();
-        self.start("i", &fname, th, c.ts);
-        self.line
-            .extend_from_slice(b",\"s\":\"t\",\"args\":{\"exit_not_in_trace\":true");
-        self.scopes("entry", &c.args);
-        self.line.extend_from_slice(b"}}");
-        self.list[th].calls.recycle(c);
-        self.done.no_exit += 1;
-        self.flush_line()
     }
 
     fn lost(&mut self, stream: &FastStream, n: u64, t: Option<i128>) -> std::io::Result<()> {

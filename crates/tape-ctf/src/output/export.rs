@@ -162,3 +162,116 @@ pub(crate) fn env_str<'a>(trace: &'a crate::Trace, name: &str) -> Option<&'a str
         _ => None,
     })
 }
+
+/// Why an export's step failed: the event could not be decoded (its
+/// stream ends there, the others go on), or the output could not be
+/// written (the export stops).
+pub(crate) enum Failure {
+    Decode(crate::decode::DecodeError),
+    Write(std::io::Error),
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Failure {
+        Failure::Write(e)
+    }
+}
+
+/// An export: what it does with each event and loss, and at the end.
+pub(crate) trait Export {
+    /// The event at `stream`'s head, at `t` (to be emitted).
+    fn event(
+        &mut self,
+        stream: &mut crate::decode::stream::FastStream,
+        t: Option<i128>,
+    ) -> Result<(), Failure>;
+    /// `n` events lost in `stream`, reported at `t`.
+    fn lost(
+        &mut self,
+        stream: &crate::decode::stream::FastStream,
+        n: u64,
+        t: Option<i128>,
+    ) -> std::io::Result<()>;
+    /// After the last event: what is still open, the trailer, the flush.
+    fn finish(&mut self) -> std::io::Result<()>;
+}
+
+/// Runs `x` over every event and loss `merge` gives that `opts` selects,
+/// then finishes it. A stream that cannot be decoded further ends there
+/// and the others go on (as in `tape show`): the first such error is
+/// returned after the output is complete. An error writing stops it.
+pub(crate) fn run(
+    merge: &mut crate::merge::FastMerge,
+    opts: &Options,
+    x: &mut impl Export,
+) -> std::io::Result<Option<crate::decode::DecodeError>> {
+    use crate::merge::Step;
+    merge.keep_packet_values();
+    let mut failed = None;
+    while let Some(step) = merge.next() {
+        match step {
+            Err(e) => failed = Some(e),
+            Ok(Step::Lost(s, n, t)) if opts.in_range(t) => x.lost(s, n, t)?,
+            Ok(Step::Lost(..)) => {}
+            Ok(Step::Event(s, t)) if !opts.wants(s, t) => {
+                // Not exported: stepped over.
+                if let Err(e) = s.emit(&mut crate::decode::plan::Discard) {
+                    merge.fail(e);
+                }
+            }
+            Ok(Step::Event(s, t)) => match x.event(s, t) {
+                Ok(()) => {}
+                Err(Failure::Decode(e)) => merge.fail(e),
+                Err(Failure::Write(e)) => return Err(e),
+            },
+        }
+    }
+    x.finish()?;
+    Ok(failed)
+}
+
+/// The process a trace stands for: its pid and program (tape's `env`,
+/// LTTng's `vpid`/`procname`), else a made-up pid past any real one and
+/// the trace directory's name.
+pub(crate) fn process(i: usize, t: &TraceDir) -> (i64, String) {
+    let pid = env_int(&t.trace, "pid")
+        .or_else(|| env_int(&t.trace, "vpid"))
+        .unwrap_or(1_000_000 + i as i64);
+    let name = env_str(&t.trace, "program")
+        .or_else(|| env_str(&t.trace, "procname"))
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            t.dir
+                .file_name()
+                .map_or("trace".into(), |n| n.to_string_lossy().into_owned())
+        });
+    (pid, name)
+}
+
+/// A key for a stream whose packets do not say their thread (tid 0): its
+/// own thread, apart from every real one (negative).
+pub(crate) fn stream_key(stream: &crate::decode::stream::FastStream) -> i64 {
+    -(stream.path().as_os_str().as_encoded_bytes().as_ptr() as i64 & i64::MAX)
+}
+
+/// An event's time in an export: ns, unsigned; an event with no time takes
+/// its thread's `last` (0 at first), a time outside `u64` is clamped (both
+/// counted in `done`).
+pub(crate) fn time(t: Option<i128>, last: &mut u64, done: &mut Exported) -> u64 {
+    let ts = match t {
+        Some(t) => u64::try_from(t).unwrap_or_else(|_| {
+            done.clamped += 1;
+            if t < 0 {
+                0
+            } else {
+                u64::MAX
+            }
+        }),
+        None => {
+            done.untimed += 1;
+            *last
+        }
+    };
+    *last = ts;
+    ts
+}

@@ -60,11 +60,11 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use crate::decode::plan::Sink;
 use crate::decode::stream::FastStream;
 use crate::decode::DecodeError;
-use crate::merge::{FastMerge, Step};
+use crate::merge::FastMerge;
 use crate::metadata::read::TraceDir;
 use crate::output::calls::{CallStack, OpenCall};
 pub use crate::output::export::{check_counters, CounterSpec, Exported, Options};
-use crate::output::export::{env_int, env_str};
+use crate::output::export::{env_int, process, run, stream_key, time, Export, Failure};
 use crate::output::function::{kind, Kind, Names, ThreadOf};
 use crate::{Base, Enum};
 
@@ -618,53 +618,20 @@ struct Exporter<W: Write> {
     done: Exported,
 }
 
-/// Writes every event `merge` gives as a Perfetto trace into `out`. A
-/// stream that cannot be decoded further ends there and the others go on
-/// (as in `tape show`): its error is returned with the counts after the
-/// file is complete. An error writing `out` stops the export.
+/// Writes every event `merge` gives (that `opts` selects) as a Perfetto
+/// trace into `out`. A stream that cannot be decoded further ends there
+/// and the others go on (as in `tape show`): its error is returned with
+/// the counts after the file is complete. An error writing `out` stops
+/// the export.
 pub fn export<W: Write>(
     merge: &mut FastMerge,
     traces: &[TraceDir],
     opts: &Options,
     out: W,
 ) -> std::io::Result<(Exported, Option<DecodeError>)> {
-    merge.keep_packet_values();
     let mut x = Exporter::new(traces, opts, out);
-    let mut failed = None;
-    while let Some(step) = merge.next() {
-        match step {
-            Err(e) => failed = Some(e),
-            Ok(Step::Lost(s, n, t)) if opts.in_range(t) => x.lost(s, n, t)?,
-            Ok(Step::Lost(..)) => {}
-            Ok(Step::Event(s, t)) if !opts.wants(s, t) => {
-                // Not exported: stepped over.
-                if let Err(e) = s.emit(&mut crate::decode::plan::Discard) {
-                    merge.fail(e);
-                }
-            }
-            Ok(Step::Event(s, t)) => {
-                if let Err(e) = x.event(s, t) {
-                    match e {
-                        Failure::Decode(e) => merge.fail(e),
-                        Failure::Write(e) => return Err(e),
-                    }
-                }
-            }
-        }
-    }
-    x.finish()?;
+    let failed = run(merge, opts, &mut x)?;
     Ok((x.done, failed))
-}
-
-enum Failure {
-    Decode(DecodeError),
-    Write(std::io::Error),
-}
-
-impl From<std::io::Error> for Failure {
-    fn from(e: std::io::Error) -> Failure {
-        Failure::Write(e)
-    }
 }
 
 impl<W: Write> Exporter<W> {
@@ -672,18 +639,7 @@ impl<W: Write> Exporter<W> {
         let mut processes = Vec::new();
         let mut process_of_dir = HashMap::default();
         for (i, t) in traces.iter().enumerate() {
-            // A trace without a pid (not tape's) gets one of its own.
-            let pid = env_int(&t.trace, "pid")
-                .or_else(|| env_int(&t.trace, "vpid"))
-                .unwrap_or(1_000_000 + i as i64);
-            let name = env_str(&t.trace, "program")
-                .or_else(|| env_str(&t.trace, "procname"))
-                .map(str::to_owned)
-                .unwrap_or_else(|| {
-                    t.dir
-                        .file_name()
-                        .map_or("trace".into(), |n| n.to_string_lossy().into_owned())
-                });
+            let (pid, name) = process(i, t);
             processes.push(Process {
                 pid,
                 name,
@@ -721,27 +677,10 @@ impl<W: Write> Exporter<W> {
         }
     }
 
-    /// The file's time of an event at `t` on sequence `s`: ns, unsigned
-    /// (Perfetto's timestamps are); an event with no time takes its
-    /// thread's last one (0 at first), and a time before the clock's origin
-    /// is 0 (both counted).
+    /// The file's time of an event at `t` on sequence `s` (see
+    /// [`time`]).
     fn time(&mut self, s: usize, t: Option<i128>) -> u64 {
-        let ts = match t {
-            Some(t) => u64::try_from(t).unwrap_or_else(|_| {
-                self.done.clamped += 1;
-                if t < 0 {
-                    0
-                } else {
-                    u64::MAX
-                }
-            }),
-            None => {
-                self.done.untimed += 1;
-                self.sequences[s].last_ts
-            }
-        };
-        self.sequences[s].last_ts = ts;
-        ts
+        time(t, &mut self.sequences[s].last_ts, &mut self.done)
     }
 
     /// Writes `self.packet` as one `Trace.packet`.
@@ -856,8 +795,7 @@ impl<W: Write> Exporter<W> {
         // A trace that does not say its threads (tid 0, `<...>`): a
         // sequence per stream, named by its file.
         let (tid, name) = if tid == 0 {
-            let key = stream.path().as_os_str().as_encoded_bytes().as_ptr() as i64;
-            (-(key & i64::MAX), "")
+            (stream_key(stream), "")
         } else {
             (tid, name)
         };
@@ -997,51 +935,6 @@ impl<W: Write> Exporter<W> {
         let te = proto::begin(&mut self.packet, field::TRACK_EVENT);
         proto::uint(&mut self.packet, field::TYPE, kind);
         te
-    }
-
-    fn event(&mut self, stream: &mut FastStream, t: Option<i128>) -> Result<(), Failure> {
-        self.done.events += 1;
-        let c = self.class(stream);
-        let s = self.sequence(stream)?;
-        let ts = self.time(s, t);
-        if !self.clock_written {
-            self.clock_snapshot(ts)?;
-        }
-        let slice = !matches!(self.classes[c].kind, Kind::Other);
-        self.args.reset(slice);
-        self.args.counter_fields.clear();
-        for &i in &self.classes[c].counters {
-            let f: Box<str> = self.counters[i].field.as_str().into();
-            self.args.counter_fields.push((f, i));
-        }
-        let mut sink = Args {
-            sink: &mut self.args,
-            names: &mut self.arg_names,
-        };
-        stream.emit(&mut sink).map_err(Failure::Decode)?;
-        let name = self.classes[c].name;
-        match self.classes[c].kind {
-            Kind::Entry(_) => self.entry(s, ts, name)?,
-            Kind::Exit(_) => self.exit(s, ts, name)?,
-            Kind::Ret(_) => {
-                self.sequences[s].calls.set_ret(name, &self.args.out);
-                self.intern_args(s);
-            }
-            Kind::Other => {
-                self.intern_event(s, name);
-                self.intern_args(s);
-                let te = self.event_packet(s, ts, INSTANT);
-                proto::uint(&mut self.packet, field::NAME_IID, u64::from(name) + 1);
-                self.packet.extend_from_slice(&self.args.out);
-                proto::end(&mut self.packet, te);
-                self.flush_packet()?;
-                self.done.instants += 1;
-            }
-        }
-        if !self.args.counter_values.is_empty() {
-            self.counter_values(s, ts)?;
-        }
-        Ok(())
     }
 
     /// Writes the counter values the sink read, on their tracks.
@@ -1199,6 +1092,53 @@ impl<W: Write> Exporter<W> {
         self.slice(s, &c, Some(track), Some(id))?;
         self.sequences[s].calls.recycle(c);
         self.done.no_exit += 1;
+        Ok(())
+    }
+}
+
+impl<W: Write> Export for Exporter<W> {
+    fn event(&mut self, stream: &mut FastStream, t: Option<i128>) -> Result<(), Failure> {
+        self.done.events += 1;
+        let c = self.class(stream);
+        let s = self.sequence(stream)?;
+        let ts = self.time(s, t);
+        if !self.clock_written {
+            self.clock_snapshot(ts)?;
+        }
+        let slice = !matches!(self.classes[c].kind, Kind::Other);
+        self.args.reset(slice);
+        self.args.counter_fields.clear();
+        for &i in &self.classes[c].counters {
+            let f: Box<str> = self.counters[i].field.as_str().into();
+            self.args.counter_fields.push((f, i));
+        }
+        let mut sink = Args {
+            sink: &mut self.args,
+            names: &mut self.arg_names,
+        };
+        stream.emit(&mut sink).map_err(Failure::Decode)?;
+        let name = self.classes[c].name;
+        match self.classes[c].kind {
+            Kind::Entry(_) => self.entry(s, ts, name)?,
+            Kind::Exit(_) => self.exit(s, ts, name)?,
+            Kind::Ret(_) => {
+                self.sequences[s].calls.set_ret(name, &self.args.out);
+                self.intern_args(s);
+            }
+            Kind::Other => {
+                self.intern_event(s, name);
+                self.intern_args(s);
+                let te = self.event_packet(s, ts, INSTANT);
+                proto::uint(&mut self.packet, field::NAME_IID, u64::from(name) + 1);
+                self.packet.extend_from_slice(&self.args.out);
+                proto::end(&mut self.packet, te);
+                self.flush_packet()?;
+                self.done.instants += 1;
+            }
+        }
+        if !self.args.counter_values.is_empty() {
+            self.counter_values(s, ts)?;
+        }
         Ok(())
     }
 
