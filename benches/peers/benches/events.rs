@@ -11,10 +11,7 @@
 //! cargo bench --manifest-path benches/peers/Cargo.toml --bench events
 //! ```
 //!
-//! Method as `traced.rs` (its module docs): rows alternate in rounds, a
-//! row's sample times `ITERS` events in a loop unrolled 8 times, the table
-//! gives the median and minimum ticks per event, ns, and the ratio of the
-//! median to tape's enabled row. Each `tracing` row runs with its
+//! Method: the harness's (`src/lib.rs`), ratios to tape's enabled row. Each `tracing` row runs with its
 //! subscriber as this thread's default (`with_default`), so a callsite's
 //! interest is "sometimes" and every event asks the subscriber: the cost a
 //! program with more than one subscriber pays; a single global subscriber
@@ -26,17 +23,11 @@ use std::io::Write as _;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use tape_peers::{ticks, unrolled, Row};
+
 const ITERS: u64 = 1 << 14;
-const ROUNDS: usize = 15;
-const UNROLL: u64 = 8;
 /// The string field: 16 bytes.
 const TEXT: &str = "GET /index.html";
-
-#[inline(always)]
-fn ticks() -> u64 {
-    // SAFETY: RDTSC exists on every x86_64 CPU and has no preconditions.
-    unsafe { core::arch::x86_64::_rdtsc() }
-}
 
 tape::tracepoint! {
     /// The event of every row.
@@ -46,23 +37,26 @@ tape::tracepoint! {
 }
 
 #[inline(never)]
-fn tape_on(x: u64) {
+fn tape_on(x: u64) -> u64 {
     request(x, x ^ 7, black_box(TEXT));
+    x
 }
 
 #[inline(never)]
-fn tape_off(x: u64) {
+fn tape_off(x: u64) -> u64 {
     request_off(x, x ^ 7, black_box(TEXT));
+    x
 }
 
 #[inline(never)]
-fn tracing_event(x: u64) {
+fn tracing_event(x: u64) -> u64 {
     let s = black_box(TEXT);
     tracing::info!(a = x, b = x ^ 7, s);
+    x
 }
 
 #[inline(never)]
-fn fastrace_event(x: u64) {
+fn fastrace_event(x: u64) -> u64 {
     let s = black_box(TEXT);
     fastrace::local::LocalSpan::add_event(fastrace::Event::new("request").with_properties(|| {
         [
@@ -71,6 +65,7 @@ fn fastrace_event(x: u64) {
             ("s", s.to_owned()),
         ]
     }));
+    x
 }
 
 /// A layer that records what tape records for an event: a timestamp and
@@ -126,35 +121,12 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Record {
     }
 }
 
-/// Calls `f` for `from..to`, unrolled `UNROLL` times.
-#[inline(always)]
-fn unrolled(f: &dyn Fn(u64), from: u64, to: u64) {
-    let mut i = from;
-    while i < to {
-        f(i);
-        f(i + 1);
-        f(i + 2);
-        f(i + 3);
-        f(i + 4);
-        f(i + 5);
-        f(i + 6);
-        f(i + 7);
-        i += UNROLL;
-    }
-}
-
-/// One timed loop of `f`: (ticks, ns).
-#[inline(never)]
-fn timed(f: &dyn Fn(u64)) -> (u64, u64) {
-    let start = Instant::now();
-    let t0 = ticks();
-    unrolled(f, 0, ITERS);
-    let t1 = ticks();
-    (t1 - t0, start.elapsed().as_nanos() as u64)
+fn timed(f: &dyn Fn(u64) -> u64) -> (u64, u64) {
+    tape_peers::timed(f, ITERS)
 }
 
 /// Times `f` with `dispatch` as this thread's subscriber.
-fn with_subscriber(dispatch: &tracing::Dispatch, f: &dyn Fn(u64)) -> (u64, u64) {
+fn with_subscriber(dispatch: &tracing::Dispatch, f: &dyn Fn(u64) -> u64) -> (u64, u64) {
     tracing::dispatcher::with_default(dispatch, || timed(f))
 }
 
@@ -191,11 +163,6 @@ impl fastrace::collector::Reporter for Drop {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     let scratch = std::env::temp_dir().join(format!("tape-peers-events-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("scratch directory");
@@ -230,23 +197,11 @@ fn main() {
     ));
     fastrace::set_reporter(Drop, fastrace::collector::Config::default());
 
-    type Row = (&'static str, Box<dyn Fn() -> (u64, u64)>);
     let rows: Vec<Row> = vec![
-        (
-            "empty loop (baseline)",
-            Box::new(|| {
-                timed(&|x| {
-                    black_box(x);
-                })
-            }),
-        ),
+        ("empty loop (baseline)", Box::new(|| timed(&|x| x))),
         (
             "bare rdtsc (baseline)",
-            Box::new(|| {
-                timed(&|x| {
-                    black_box(ticks() ^ x);
-                })
-            }),
+            Box::new(|| timed(&|x| ticks() ^ x)),
         ),
         ("tape tracepoint, disabled", Box::new(|| timed(&tape_off))),
         ("tape tracepoint, enabled", Box::new(|| timed(&tape_on))),
@@ -279,37 +234,7 @@ fn main() {
             Box::new(timed_fastrace),
         ),
     ];
-    let tape_row = 3;
-    let mut per: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
-    let (mut all_ticks, mut all_ns) = (0u128, 0u128);
-    for round in 0..=ROUNDS {
-        for (i, (_, run)) in rows.iter().enumerate() {
-            let (t, ns) = run();
-            if round > 0 {
-                per[i].push(t as f64 / ITERS as f64);
-                all_ticks += u128::from(t);
-                all_ns += u128::from(ns);
-            }
-        }
-        fastrace::flush();
-    }
-    let ghz = all_ticks as f64 / all_ns as f64;
-    let tape = median(&mut per[tape_row].clone());
-    println!("| row | ticks/event (median) | ns/event | ticks/event (min) | × tape enabled |");
-    println!("|---|--:|--:|--:|--:|");
-    for (i, (name, _)) in rows.iter().enumerate() {
-        let min = per[i].iter().copied().fold(f64::INFINITY, f64::min);
-        let m = median(&mut per[i]);
-        println!(
-            "| {name} | {m:.2} | {:.2} | {min:.2} | {:.2} |",
-            m / ghz,
-            m / tape
-        );
-    }
-    println!(
-        "\nTicks are TSC ticks; ns = ticks / {ghz:.3}. {ROUNDS} rounds of {ITERS} events a row, \
-         rows alternating; each row includes its loop (the empty-loop row)."
-    );
+    tape_peers::run(&rows, ITERS, 3, "× tape enabled", &|| fastrace::flush());
     // The rows did their work: tape recorded, the layer's ring was
     // written, the files grew.
     drop(chrome_guard);

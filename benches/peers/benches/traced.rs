@@ -13,27 +13,19 @@
 //! cargo bench --manifest-path benches/peers/Cargo.toml --bench traced
 //! ```
 //!
-//! Method (as `crates/tape/benches/emit.rs`): a sample times `ITERS` calls
-//! in a loop unrolled 8 times with `rdtsc` and `Instant` around it; a row
-//! is one warm-up sample and `REPS` samples; the table gives the median and
-//! the minimum ticks per call, ns per call at the TSC rate measured over the
-//! run, and the ratio of the median to the bare `rdtsc` pair's. The rows
-//! alternate in rounds (every row once per round), so a noisy stretch of
-//! the machine touches every row alike. The peers are dependencies of this
-//! crate only (not a workspace member), so tape's build does not carry
-//! them.
+//! Method: the harness's (`src/lib.rs`), ratios to the bare `rdtsc`
+//! pair. The peers are dependencies of this crate only (not a workspace
+//! member), so tape's build does not carry them.
 
 use std::hint::black_box;
 use std::time::Instant;
 
-const ITERS: u64 = 1 << 18;
-const ROUNDS: usize = 15;
-const UNROLL: u64 = 8;
+use tape_peers::{ticks, unrolled, Row};
 
-#[inline(always)]
-fn ticks() -> u64 {
-    // SAFETY: RDTSC exists on every x86_64 CPU and has no preconditions.
-    unsafe { core::arch::x86_64::_rdtsc() }
+const ITERS: u64 = 1 << 18;
+
+fn timed(f: &dyn Fn(u64) -> u64) -> (u64, u64) {
+    tape_peers::timed(f, ITERS)
 }
 
 // The same body everywhere: a little arithmetic on an argument.
@@ -145,33 +137,6 @@ impl fastrace::collector::Reporter for Drop {
     }
 }
 
-/// Calls `f` for `from..to`, unrolled `UNROLL` times.
-#[inline(always)]
-fn unrolled(f: &dyn Fn(u64) -> u64, from: u64, to: u64) {
-    let mut i = from;
-    while i < to {
-        black_box(f(i));
-        black_box(f(i + 1));
-        black_box(f(i + 2));
-        black_box(f(i + 3));
-        black_box(f(i + 4));
-        black_box(f(i + 5));
-        black_box(f(i + 6));
-        black_box(f(i + 7));
-        i += UNROLL;
-    }
-}
-
-/// One timed loop of `f`: (ticks, ns).
-#[inline(never)]
-fn timed(f: &dyn Fn(u64) -> u64) -> (u64, u64) {
-    let start = Instant::now();
-    let t0 = ticks();
-    unrolled(f, 0, ITERS);
-    let t1 = ticks();
-    (t1 - t0, start.elapsed().as_nanos() as u64)
-}
-
 /// Calls under a root span collect at most 10240 spans (fastrace's
 /// `DEFAULT_SPAN_QUEUE_SIZE`; past it, spans are dropped without a word),
 /// so the fastrace row makes a new root every `FASTRACE_BATCH` calls, inside
@@ -197,11 +162,6 @@ fn timed_fastrace() -> (u64, u64) {
     (t1 - t0, start.elapsed().as_nanos() as u64)
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     // Latency snapshots (the first maxima) go to a scratch directory.
     let scratch = std::env::temp_dir().join(format!("tape-peers-{}", std::process::id()));
@@ -221,7 +181,6 @@ fn main() {
     let stamped = tracing::Dispatch::new(tracing_subscriber::registry().with(Stamps));
     fastrace::set_reporter(Drop, fastrace::collector::Config::default());
 
-    type Row = (&'static str, Box<dyn Fn() -> (u64, u64)>);
     let rows: Vec<Row> = vec![
         ("empty loop (baseline)", Box::new(|| timed(&|x| x))),
         (
@@ -263,36 +222,7 @@ fn main() {
             Box::new(timed_fastrace),
         ),
     ];
-    let mut per: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
-    let (mut all_ticks, mut all_ns) = (0u128, 0u128);
-    for round in 0..=ROUNDS {
-        for (i, (_, run)) in rows.iter().enumerate() {
-            let (t, ns) = run();
-            if round > 0 {
-                per[i].push(t as f64 / ITERS as f64);
-                all_ticks += u128::from(t);
-                all_ns += u128::from(ns);
-            }
-        }
-        fastrace::flush();
-    }
-    let ghz = all_ticks as f64 / all_ns as f64;
-    let pair = median(&mut per[2].clone());
-    println!("| row | ticks/call (median) | ns/call | ticks/call (min) | × rdtsc pair |");
-    println!("|---|--:|--:|--:|--:|");
-    for (i, (name, _)) in rows.iter().enumerate() {
-        let min = per[i].iter().copied().fold(f64::INFINITY, f64::min);
-        let m = median(&mut per[i]);
-        println!(
-            "| {name} | {m:.2} | {:.2} | {min:.2} | {:.2} |",
-            m / ghz,
-            m / pair
-        );
-    }
-    println!(
-        "\nTicks are TSC ticks; ns = ticks / {ghz:.3}. {ROUNDS} rounds of {ITERS} calls a row, rows \
-         alternating; each row includes the loop and the call's `black_box` (the empty-loop row)."
-    );
+    tape_peers::run(&rows, ITERS, 2, "× rdtsc pair", &|| fastrace::flush());
     // The layer did record (its ring was written).
     assert!(RING.with(|r| r.borrow().0.iter().any(|&(_, t)| t != 0)));
     tape::latency::set_on(false);

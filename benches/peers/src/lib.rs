@@ -1,1 +1,98 @@
-//! See `benches/traced.rs`.
+//! The harness of the peer benchmarks (`benches/traced.rs`: a traced
+//! call; `benches/events.rs`: an event with three fields; `run.sh`: both
+//! and the readers, in one table).
+//!
+//! Method (as `crates/tape/benches/emit.rs`): a sample times `ITERS` calls
+//! of a row's function in a loop unrolled 8 times, with `rdtsc` and
+//! `Instant` around it; a row is one warm-up sample and `ROUNDS` samples;
+//! the rows alternate in rounds (every row once per round), so a noisy
+//! stretch of the machine touches every row alike. The table gives the
+//! median and minimum ticks per call, ns per call at the TSC rate measured
+//! over the run, and the ratio of the median to a chosen row's.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+/// Rounds of every row.
+pub const ROUNDS: usize = 15;
+const UNROLL: u64 = 8;
+
+/// The time-stamp counter.
+#[inline(always)]
+pub fn ticks() -> u64 {
+    // SAFETY: RDTSC exists on every x86_64 CPU and has no preconditions.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// Calls `f` for `from..to`, unrolled `UNROLL` times (`to - from` a
+/// multiple of 8).
+#[inline(always)]
+pub fn unrolled(f: &dyn Fn(u64) -> u64, from: u64, to: u64) {
+    let mut i = from;
+    while i < to {
+        black_box(f(i));
+        black_box(f(i + 1));
+        black_box(f(i + 2));
+        black_box(f(i + 3));
+        black_box(f(i + 4));
+        black_box(f(i + 5));
+        black_box(f(i + 6));
+        black_box(f(i + 7));
+        i += UNROLL;
+    }
+}
+
+/// One timed loop of `iters` calls of `f`: (ticks, ns).
+#[inline(never)]
+pub fn timed(f: &dyn Fn(u64) -> u64, iters: u64) -> (u64, u64) {
+    let start = Instant::now();
+    let t0 = ticks();
+    unrolled(f, 0, iters);
+    let t1 = ticks();
+    (t1 - t0, start.elapsed().as_nanos() as u64)
+}
+
+/// A row: its name, and a sample of it (ticks, ns).
+pub type Row = (&'static str, Box<dyn Fn() -> (u64, u64)>);
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs `rows` in alternating rounds of `iters` calls each (`between`
+/// after every round) and prints their table, ratios to row `base`
+/// (column `ratio`); returns the TSC rate in GHz.
+pub fn run(rows: &[Row], iters: u64, base: usize, ratio: &str, between: &dyn Fn()) -> f64 {
+    let mut per: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
+    let (mut all_ticks, mut all_ns) = (0u128, 0u128);
+    for round in 0..=ROUNDS {
+        for (i, (_, sample)) in rows.iter().enumerate() {
+            let (t, ns) = sample();
+            if round > 0 {
+                per[i].push(t as f64 / iters as f64);
+                all_ticks += u128::from(t);
+                all_ns += u128::from(ns);
+            }
+        }
+        between();
+    }
+    let ghz = all_ticks as f64 / all_ns as f64;
+    let base = median(&mut per[base].clone());
+    println!("| row | ticks (median) | ns | ticks (min) | {ratio} |");
+    println!("|---|--:|--:|--:|--:|");
+    for (i, (name, _)) in rows.iter().enumerate() {
+        let min = per[i].iter().copied().fold(f64::INFINITY, f64::min);
+        let m = median(&mut per[i]);
+        println!(
+            "| {name} | {m:.2} | {:.2} | {min:.2} | {:.2} |",
+            m / ghz,
+            m / base
+        );
+    }
+    println!(
+        "\nTicks are TSC ticks; ns = ticks / {ghz:.3}. {ROUNDS} rounds of {iters} calls a row, rows \
+         alternating; each row includes its loop and the call's `black_box` (the empty-loop row)."
+    );
+    ghz
+}
