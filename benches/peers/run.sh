@@ -7,16 +7,20 @@
 # * an event with three fields (benches/events.rs): tape's tracepoint,
 #   `tracing::info!` through the minimal subscriber, a recording layer, the
 #   fmt layer to a file, tracing-chrome, tracing-perfetto; fastrace;
+#   LTTng-UST;
 # * a traced call (benches/traced.rs): #[tape::traced], #[tracing::instrument],
 #   #[fastrace::trace], latency sections;
 # * reading a trace: `tape show` against babeltrace2 on an LTTng-like trace
 #   of READER_EVENTS events (default 2 M; ../shared's generator), the median
 #   of 3 runs each, as ns per event.
 #
+# * LTTng-UST through its C API (benches/peers/lttng/, built when
+#   liblttng-ust-dev is installed), enabled in a snapshot session made here
+#   (lttng-tools), disabled; left out with a notice otherwise.
+#
 # Ratios are to tape's row of each group (its enabled tracepoint, its enabled
 # traced call, `tape show`). Baselines (empty loop, bare rdtsc) are measured
-# in the same run. LTTng-UST (C, through its tracepoint provider API) is not
-# measured yet: the row says so.
+# in the same run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 peers="$root/benches/peers"
@@ -27,7 +31,32 @@ trap 'rm -rf "$work"' EXIT
 
 echo "building the benches (release, fat LTO: a few minutes the first time)..." >&2
 cargo bench -q --manifest-path "$peers/Cargo.toml" --no-run 2>/dev/null
+# LTTng-UST's enabled row needs a session: a snapshot session (flight
+# recorder, as tape's overwrite mode) with the bench's event enabled, made
+# here when lttng-tools is installed (its session daemon started if none
+# runs), checked to have recorded, then destroyed.
+session=""
+if command -v lttng >/dev/null && pkg-config --exists lttng-ust 2>/dev/null; then
+    pgrep -x lttng-sessiond >/dev/null || lttng-sessiond --daemonize >/dev/null 2>&1 || true
+    session="tape-peers-$$"
+    if lttng create "$session" --snapshot --output="$work/lttng" >/dev/null \
+        && lttng enable-event -s "$session" -u bench:request >/dev/null \
+        && lttng start "$session" >/dev/null; then
+        export PEERS_LTTNG_SESSION=$session
+    else
+        echo "notice: no LTTng session could be made: its enabled row measures a disabled tracepoint" >&2
+        session=""
+    fi
+fi
 cargo bench -q --manifest-path "$peers/Cargo.toml" --bench events > "$work/events.txt"
+if [ -n "$session" ]; then
+    lttng snapshot record -s "$session" >/dev/null
+    recorded=$(babeltrace2 "$work/lttng" 2>/dev/null | grep -c 'bench:request' || true)
+    lttng destroy "$session" >/dev/null
+    unset PEERS_LTTNG_SESSION
+    [ "${recorded:-0}" -gt 0 ] || { echo "LTTng recorded no event: its row is not a measurement" >&2; exit 1; }
+    echo "LTTng-UST: $recorded events in the snapshot (the last sub-buffers)" >&2
+fi
 cargo bench -q --manifest-path "$peers/Cargo.toml" --bench traced > "$work/traced.txt"
 ghz=$(sed -n 's/.*ns = ticks \/ \([0-9.]*\)\..*/\1/p' "$work/events.txt" | head -1)
 
@@ -52,7 +81,6 @@ rows() {
 echo "| what | row | ticks (median) | ns | ticks (min) | × tape |"
 echo "|---|---|--:|--:|--:|--:|"
 rows "an event, 3 fields" "tape tracepoint, enabled" "$work/events.txt"
-echo "| an event, 3 fields | LTTng-UST tracepoint (C API) | | | | not measured yet |"
 rows "a traced call" "#[tape::traced], enabled" "$work/traced.txt"
 
 if [ "$readers" = 1 ]; then

@@ -4,7 +4,9 @@
 //! (`tracing_subscriber::registry()`), with a layer that records what tape
 //! records (a timestamp and the fields, into a thread-local ring), with
 //! `tracing-subscriber`'s fmt layer writing to a file, `tracing-chrome` and
-//! `tracing-perfetto` (files), and a `fastrace` event under a root span;
+//! `tracing-perfetto` (files), a `fastrace` event under a root span, and
+//! an LTTng-UST tracepoint through its C API (`lttng/`, built when
+//! liblttng-ust-dev is installed; enabled when `run.sh` made a session);
 //! next to an empty loop and a bare `rdtsc`.
 //!
 //! ```text
@@ -65,6 +67,37 @@ fn fastrace_event(x: u64) -> u64 {
             ("s", s.to_owned()),
         ]
     }));
+    x
+}
+
+// The same event through LTTng-UST's C API (`lttng/tp.c`, built when
+// liblttng-ust-dev is installed): enabled when `run.sh` has started a
+// session with `bench:request` enabled (`PEERS_LTTNG_SESSION` says so);
+// `bench:request_off` never is.
+#[cfg(lttng_ust)]
+extern "C" {
+    fn tape_peers_lttng_request(a: u64, b: u64, s: *const std::ffi::c_char);
+    fn tape_peers_lttng_request_off(a: u64, b: u64, s: *const std::ffi::c_char);
+}
+
+/// The string field, NUL-terminated for C.
+#[cfg(lttng_ust)]
+const CTEXT: &std::ffi::CStr = c"GET /index.html";
+
+#[cfg(lttng_ust)]
+#[inline(never)]
+fn lttng_on(x: u64) -> u64 {
+    // SAFETY: CTEXT is a NUL-terminated string that outlives the call; the
+    // function only reads it.
+    unsafe { tape_peers_lttng_request(x, x ^ 7, black_box(CTEXT).as_ptr()) };
+    x
+}
+
+#[cfg(lttng_ust)]
+#[inline(never)]
+fn lttng_off(x: u64) -> u64 {
+    // SAFETY: as in `lttng_on`.
+    unsafe { tape_peers_lttng_request_off(x, x ^ 7, black_box(CTEXT).as_ptr()) };
     x
 }
 
@@ -234,6 +267,23 @@ fn main() {
             Box::new(timed_fastrace),
         ),
     ];
+    #[allow(unused_mut)]
+    let mut rows = rows;
+    #[cfg(lttng_ust)]
+    {
+        rows.push((
+            "LTTng-UST tracepoint (C API), disabled",
+            Box::new(|| timed(&lttng_off)),
+        ));
+        let on = if std::env::var_os("PEERS_LTTNG_SESSION").is_some() {
+            "LTTng-UST tracepoint (C API), enabled (snapshot session)"
+        } else {
+            "LTTng-UST tracepoint (C API), no session (disabled)"
+        };
+        rows.push((on, Box::new(|| timed(&lttng_on))));
+    }
+    #[cfg(not(lttng_ust))]
+    println!("notice: liblttng-ust-dev is not installed: no LTTng-UST rows\n");
     tape_peers::run(&rows, ITERS, 3, "× tape enabled", &|| fastrace::flush());
     // The rows did their work: tape recorded, the layer's ring was
     // written, the files grew.
