@@ -610,7 +610,7 @@ fn show(traces: Vec<TraceDir>, sel: &Selection) -> Result<(), Failure> {
             seconds: sel.clock_seconds,
             ..LineTime::default()
         }),
-        Format::Json => Render::Json,
+        Format::Json => Render::Lines(tape_ctf::output::json::write_json_line),
     };
     if sel.format == Format::Json {
         streams.iter_mut().for_each(FastStream::render_json);

@@ -16,14 +16,10 @@ use std::path::Path;
 
 /// Uses against the layout that remain, `from -> to`: the stream reader
 /// renders each packet's context once, as babeltrace2 text or JSON, and
-/// holds the text programs of `tape show`'s hot loop; the parallel renderer
-/// of `tape show` writes text or JSON lines. (Next: one output trait that
-/// the reader and the parallel parts call, so these live in the outputs.)
-const KNOWN: &[&str] = &[
-    "decode -> output::json_value",
-    "decode -> output::text",
-    "output::text -> output::json",
-];
+/// holds the text programs of `tape show`'s hot loop. (Next: the reader
+/// calls an output's packet renderer through a trait, so these live in the
+/// outputs. The parallel renderer takes its line writer from the caller.)
+const KNOWN: &[&str] = &["decode -> output::json_value", "decode -> output::text"];
 
 /// The outputs' shared helpers (not outputs themselves).
 const HELPERS: &[&str] = &[

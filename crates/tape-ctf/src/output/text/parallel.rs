@@ -52,7 +52,6 @@ use crate::decode::stream::Shown;
 use crate::decode::stream::{FastStream, Next, PacketBuf, DELTA_PLACEHOLDER};
 use crate::decode::DecodeError;
 use crate::merge::tournament::{LoserTree, DONE};
-use crate::output::json::write_json_line;
 use crate::output::text::line::{delta_into, TextBuf};
 use crate::output::text::write_event_rest;
 
@@ -133,9 +132,15 @@ impl TimeText for Seconds {
 pub enum Render<T> {
     /// babeltrace2's text lines, times written with `T`.
     Text(T),
-    /// One JSON object a line.
-    Json,
+    /// Lines another output writes (`tape show --format json`:
+    /// `output::json::write_json_line`): the rendering runs here, in
+    /// parallel, without this module knowing the format.
+    Lines(LineWriter),
 }
+
+/// Writes the event at a stream's head (time `t`) as one line into `out`.
+pub type LineWriter =
+    fn(out: &mut Vec<u8>, t: Option<i128>, stream: &mut FastStream) -> Result<(), DecodeError>;
 
 // A text line is written with the delta placeholder `+?.?????????`, which
 // is also what babeltrace2 prints for the first event: the merge writes the
@@ -385,10 +390,10 @@ where
                             }
                             write_event_rest(&mut c.text, s)
                         }
-                        Render::Json => {
-                            let mut json = Vec::new();
-                            let r = write_json_line(&mut json, t, s);
-                            c.text.put(&json);
+                        Render::Lines(write) => {
+                            let mut line = Vec::new();
+                            let r = write(&mut line, t, s);
+                            c.text.put(&line);
                             r
                         }
                     };
