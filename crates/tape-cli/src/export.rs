@@ -11,8 +11,9 @@ use tape_ctf::merge::FastMerge;
 use tape_ctf::output::chrome;
 use tape_ctf::output::perfetto::{self, CounterSpec, Exported};
 
+use crate::show::first_time;
 use crate::time::Bound;
-use crate::{first_time, globs, open, say, warn_formats, Failure};
+use crate::{globs, open, say, warn_formats, Failure};
 
 /// `tape export --format`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

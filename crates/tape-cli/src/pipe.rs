@@ -49,7 +49,8 @@ use tape_ctf::output::text::line::TextBuf;
 use tape_ctf::output::text::parallel::TimeText;
 use tape_ctf::output::text::{write_event_rest, write_line_prefix};
 
-use crate::{output_error, Failure, Format, LineTime};
+use crate::show::LineTime;
+use crate::{output_error, Failure, Format};
 
 /// How long an event is held before it is printed (see the module docs).
 pub(crate) const WINDOW: Duration = Duration::from_millis(10);

@@ -1,0 +1,102 @@
+//! `tape check`: validates every packet and event; exit 1 at the first
+//! problem, with the file, packet offset and bit offset.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::output::*;
+use tape_ctf::decode::plan::Discard;
+use tape_ctf::merge::{FastMerge, Step};
+
+/// A stream's time in `tape check` (see there).
+#[derive(Default)]
+pub(crate) struct StreamTime {
+    last: Option<i128>,
+    packet: Option<u64>,
+    pending_end: Option<i128>,
+    backwards: u64,
+    first: String,
+}
+
+impl StreamTime {
+    pub(crate) fn advance(&mut self, t: Option<i128>, event: u64) {
+        let Some(t) = t else { return };
+        if let Some(last) = self.last.filter(|&l| t < l) {
+            if self.backwards == 0 {
+                self.first = format!("event {event}: {t} ns after {last} ns");
+            }
+            self.backwards += 1;
+        }
+        self.last = Some(t);
+    }
+}
+
+pub(crate) fn check(paths: &[PathBuf]) -> Result<(), Failure> {
+    let traces = open(paths)?;
+    for t in &traces {
+        for w in &t.warnings {
+            say!("tape: warning: {}/metadata: {w}", t.dir.display());
+        }
+        // Valid CTF (a stream with no packet), but its events, if it ever
+        // had any, are gone: worth a word.
+        for p in &t.streams {
+            if std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+                say!(
+                    "tape: warning: {}: the stream file is empty (0 bytes: no packet, no event)",
+                    p.display()
+                );
+            }
+        }
+    }
+    let mut merge = FastMerge::new(&traces)?;
+    let (mut events, mut lost) = (0u64, 0u64);
+    // Per stream, time as babeltrace2's muxer sees it (packet beginnings,
+    // events, packet ends): how often it went backwards, and where first.
+    // CTF 1.8 does not forbid it and real traces have it (ctf-testsuite
+    // stream/pass/lttng-modules-trace, which babeltrace 1.5 reads;
+    // babeltrace2 stops there): a warning, not an error.
+    let mut times: std::collections::HashMap<PathBuf, StreamTime> = Default::default();
+    while let Some(step) = merge.next() {
+        match step.map_err(|e| e.to_string())? {
+            Step::Event(stream, t) => {
+                let (packet, begin, end) = stream.packet_times();
+                let st = times.entry(stream.path().to_path_buf()).or_default();
+                if st.packet != Some(packet) {
+                    let previous_end = st.pending_end.take();
+                    st.advance(previous_end, events);
+                    st.advance(begin, events);
+                    st.packet = Some(packet);
+                    st.pending_end = end;
+                }
+                st.advance(t, events);
+                if let Err(e) = stream.emit(&mut Discard) {
+                    // Its stream ends; the error comes after the others.
+                    merge.fail(e);
+                    continue;
+                }
+                events += 1;
+            }
+            Step::Lost(_, n, _) => lost += n,
+        }
+    }
+    for st in times.values_mut() {
+        let end = st.pending_end.take();
+        st.advance(end, events);
+    }
+    let mut back: Vec<(PathBuf, u64, String)> = times
+        .into_iter()
+        .filter(|(_, st)| st.backwards > 0)
+        .map(|(p, st)| (p, st.backwards, st.first))
+        .collect();
+    back.sort();
+    for (path, n, first) in back {
+        say!(
+            "tape: warning: {}: time goes backwards {n} time(s) in this stream (first at {first})",
+            path.display()
+        );
+    }
+    print(&format!(
+        "ok: {} trace(s), {events} events, {lost} lost\n",
+        traces.len()
+    ))
+}

@@ -1,0 +1,45 @@
+//! `tape profile`: the function profiler's table
+//! (`tape_ctf::output::profile`).
+
+use std::path::PathBuf;
+
+use crate::output::*;
+use tape_ctf::decode::stream::open_streams;
+
+/// `tape profile --sort`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ProfileSort {
+    Hit,
+    Time,
+    Avg,
+    #[value(name = "self")]
+    SelfTime,
+    P99,
+    Max,
+    Name,
+}
+
+/// `tape profile PATHS`: the table, sorted by `sort`, per thread or for the
+/// process, in the kernel's layout with `ftrace`.
+pub(crate) fn profile(
+    paths: &[PathBuf],
+    per_thread: bool,
+    sort: ProfileSort,
+    ftrace: bool,
+) -> Result<(), Failure> {
+    let traces = open(paths)?;
+    let streams = open_streams(&traces)?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let p = tape_ctf::output::profile::gather_streams(streams, per_thread, cores)
+        .map_err(|e| e.to_string())?;
+    let by = match sort {
+        ProfileSort::Hit => tape_ctf::output::profile::SortBy::Hit,
+        ProfileSort::Time => tape_ctf::output::profile::SortBy::Time,
+        ProfileSort::Avg => tape_ctf::output::profile::SortBy::Avg,
+        ProfileSort::SelfTime => tape_ctf::output::profile::SortBy::SelfTime,
+        ProfileSort::P99 => tape_ctf::output::profile::SortBy::P99,
+        ProfileSort::Max => tape_ctf::output::profile::SortBy::Max,
+        ProfileSort::Name => tape_ctf::output::profile::SortBy::Name,
+    };
+    print(&p.table(by, ftrace))
+}
