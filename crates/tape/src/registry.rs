@@ -15,7 +15,7 @@
 //! | `app.net.*`      | a glob (`*`, `?`, `[..]`, `{a,b}`)         |
 //! | `/^app\.(rx|tx)$/` | a regex, between slashes                |
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::error::{Error, ErrorKind};
@@ -27,8 +27,11 @@ use crate::traced::function_of;
 pub static TRACEPOINTS: [&'static Tracepoint];
 
 struct Registry {
-    /// Sorted by name; the index is the id.
-    points: Vec<&'static Tracepoint>,
+    /// The link-time tracepoints sorted by name, then those registered at
+    /// run time ([`register`]) in their order; the index is the id.
+    points: Table,
+    /// How many are link-time (sorted) ones.
+    linked: usize,
     /// `printk!` sites, sorted; the index is the format id.
     printk_sites: Vec<&'static crate::printk::Site>,
     /// Names declared more than once (or too many tracepoints).
@@ -66,8 +69,10 @@ fn registry() -> &'static Registry {
         for (id, p) in points.iter().enumerate() {
             p.set_id(id as u16);
         }
+        let linked = points.len();
         Registry {
-            points,
+            points: Table::new(points),
+            linked,
             // Before any enable: `tape.printk` emits only once enabled.
             printk_sites: crate::printk::assign_ids(),
             duplicates: (!dups.is_empty())
@@ -85,9 +90,72 @@ pub fn check() -> Result<(), Error> {
     }
 }
 
-/// Every tracepoint, sorted by name (the index is the event id).
+/// Every tracepoint, the index its event id: the link-time ones sorted by
+/// name, then those registered at run time ([`register`]) in their order.
+/// A later call may return more (never fewer, never in another order).
 pub fn tracepoints() -> &'static [&'static Tracepoint] {
-    &registry().points
+    registry().points.as_slice()
+}
+
+/// The most tracepoints a process can have: event ids are 16-bit.
+pub const MAX_TRACEPOINTS: usize = u16::MAX as usize;
+
+/// An append-only table of tracepoints, read without a lock: a buffer of
+/// [`MAX_TRACEPOINTS`] entries allocated once (its pages touched only as
+/// they fill) and never freed or moved; `len` entries are set, and an
+/// entry never changes once `len` covers it.
+///
+/// ```text
+///   buf: [ p0 p1 ... p(linked-1) | d0 d1 ... d(k-1) | (unset) ... ]
+///          link-time, by name      run time           len = linked + k
+/// ```
+struct Table {
+    buf: *mut &'static Tracepoint,
+    /// Entries set. Stored with Release after the entry below it is
+    /// written (under [`CONTROL`]); loaded with Acquire by readers, which
+    /// then read only entries below it.
+    len: AtomicUsize,
+}
+
+// SAFETY: the buffer is shared read-only below `len` (entries are never
+// written again once published) and written only above it, by one writer
+// at a time (under `CONTROL`); `&'static Tracepoint` is Send and Sync.
+unsafe impl Send for Table {}
+// SAFETY: as above.
+unsafe impl Sync for Table {}
+
+impl Table {
+    fn new(points: Vec<&'static Tracepoint>) -> Table {
+        let mut buf = std::mem::ManuallyDrop::new(Vec::with_capacity(MAX_TRACEPOINTS));
+        buf.extend(points.into_iter().take(MAX_TRACEPOINTS));
+        Table {
+            buf: buf.as_mut_ptr(),
+            len: AtomicUsize::new(buf.len()),
+        }
+    }
+
+    fn as_slice(&self) -> &'static [&'static Tracepoint] {
+        let len = self.len.load(Ordering::Acquire);
+        // SAFETY: `buf` holds `MAX_TRACEPOINTS` entries' room, allocated
+        // once and never freed; the `len` first are initialised (written
+        // before the Release store of `len` this Acquire load read) and
+        // never written again, so a shared slice of them is valid for ever.
+        unsafe { std::slice::from_raw_parts(self.buf, len) }
+    }
+
+    /// Appends `p` (the caller holds `CONTROL`: one writer); its id.
+    fn push(&self, p: &'static Tracepoint) -> Option<usize> {
+        let len = self.len.load(Ordering::Relaxed);
+        if len >= MAX_TRACEPOINTS {
+            return None;
+        }
+        // SAFETY: `len < MAX_TRACEPOINTS`, inside the allocation; no reader
+        // reads index `len` before the store below publishes it, and no
+        // other writer runs (`CONTROL`).
+        unsafe { self.buf.add(len).write(p) };
+        self.len.store(len + 1, Ordering::Release);
+        Some(len)
+    }
 }
 
 /// Every `printk!` site, sorted (the index is the format id).
@@ -98,10 +166,56 @@ pub fn printk_sites() -> &'static [&'static crate::printk::Site] {
 /// The tracepoint named `name`.
 pub fn lookup(name: &str) -> Option<&'static Tracepoint> {
     let points = tracepoints();
-    points
+    let (linked, later) = points.split_at(registry().linked.min(points.len()));
+    linked
         .binary_search_by(|p| p.name().cmp(name))
         .ok()
-        .map(|i| points[i])
+        .map(|i| linked[i])
+        .or_else(|| later.iter().copied().find(|p| p.name() == name))
+}
+
+/// Registers a tracepoint made at run time (a `tracing` callsite's, or any
+/// whose name is known only then): it gets the next event id, the saves
+/// describe it from `desc` as they describe link-time ones, and it is
+/// enabled if the patterns applied so far (in order: the last that matches
+/// it wins) enable it, so `TAPE_TRACE='tracing.*'` takes in callsites seen
+/// later. Errors: the name is taken, or the 16-bit ids are all given.
+///
+/// What was sized before it does not grow with it: a ring made before it
+/// was registered does not count its events that a filter rejects (rings
+/// made after do), and typed probes cannot attach to it (untyped ones can).
+pub fn register(desc: &'static crate::point::TracepointDesc) -> Result<&'static Tracepoint, Error> {
+    let history = control();
+    if lookup(desc.name).is_some() {
+        return Err(Error::new(
+            ErrorKind::Duplicate,
+            format!("tracepoint {:?} is already registered", desc.name),
+        ));
+    }
+    let r = registry();
+    if tracepoints().len() >= MAX_TRACEPOINTS {
+        return Err(Error::new(
+            ErrorKind::Duplicate,
+            format!(
+                "cannot register {:?}: all {MAX_TRACEPOINTS} event ids are given",
+                desc.name
+            ),
+        ));
+    }
+    let p: &'static Tracepoint = Box::leak(Box::new(Tracepoint::new(desc)));
+    p.set_id(tracepoints().len() as u16);
+    let on = history
+        .iter()
+        .rev()
+        .find(|(pattern, _)| pattern.matches(p.name()))
+        .is_some_and(|(_, on)| *on);
+    if on {
+        p.set_enabled(true);
+    }
+    r.points
+        .push(p)
+        .expect("room checked above, under the lock");
+    Ok(p)
 }
 
 /// Whether tracing is on (ftrace's `tracing_on`). Written by
@@ -109,11 +223,14 @@ pub fn lookup(name: &str) -> Option<&'static Tracepoint> {
 /// see [`Tracepoint::sync_record`] for how RECORD follows it.
 static TRACING_ON: AtomicBool = AtomicBool::new(true);
 
-/// Orders the control plane's changes (one `enable` or `on` at a time);
-/// the state words stay right without it (triggers do not take it).
-static CONTROL: Mutex<()> = Mutex::new(());
+/// Orders the control plane's changes (one `enable` or `on` at a time, one
+/// [`register`]); the state words stay right without it (triggers do not
+/// take it). It holds the patterns applied so far, in order (each at most
+/// once: applied again, it moves to the end), for tracepoints registered
+/// later.
+static CONTROL: Mutex<Vec<(Pattern, bool)>> = Mutex::new(Vec::new());
 
-fn control() -> MutexGuard<'static, ()> {
+fn control() -> MutexGuard<'static, Vec<(Pattern, bool)>> {
     CONTROL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -278,14 +395,30 @@ impl Pattern {
         }
     }
 
-    /// Enables or disables what it selects; returns how many.
+    /// Enables or disables what it selects; returns how many. Kept (under
+    /// the lock that [`register`] takes) for tracepoints registered later.
     pub(crate) fn apply(&self, on: bool) -> Result<usize, Error> {
+        let mut history = control();
         let points = self.select()?;
-        let _c = control();
         for p in &points {
             p.set_enabled(on);
         }
+        history.retain(|(p, _)| p != self);
+        history.push((self.clone(), on));
         Ok(points.len())
+    }
+
+    /// Whether it selects a tracepoint named `name` (as [`Pattern::select`]
+    /// does, a traced function's by its function's name too); a pattern
+    /// that does not compile selects nothing.
+    fn matches(&self, name: &str) -> bool {
+        let function = function_of(name);
+        let test = |m: &dyn Fn(&str) -> bool| m(name) || function.is_some_and(m);
+        match self {
+            Pattern::Exact(n) => test(&|x| x == n),
+            Pattern::Glob(g) => glob(g).is_ok_and(|g| test(&|x| g.is_match(x))),
+            Pattern::Regex(r) => regex(r).is_ok_and(|r| test(&|x| r.is_match(x))),
+        }
     }
 }
 
