@@ -212,9 +212,23 @@ pub fn register(desc: &'static crate::point::TracepointDesc) -> Result<&'static 
     if on {
         p.set_enabled(true);
     }
-    r.points
-        .push(p)
-        .expect("room checked above, under the lock");
+    r.points.push(p).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Duplicate,
+            format!("cannot register {:?}: all event ids are given", desc.name),
+        )
+    })?;
+    // The shared rings' description (for a recovery, a recorder, a pipe)
+    // names it too; without it their readers could not decode its events.
+    crate::ring::shm::rewrite_template().map_err(|e| {
+        Error::new(
+            ErrorKind::Io,
+            format!(
+                "{:?} is registered, but the shared rings' metadata could not be rewritten: {e}",
+                desc.name
+            ),
+        )
+    })?;
     Ok(p)
 }
 

@@ -517,6 +517,19 @@ fn make_process_file(dir: &Path) -> io::Result<&'static ProcessHeader> {
     Ok(header)
 }
 
+/// Writes the metadata template again, when this process has shared rings:
+/// a tracepoint registered at run time ([`crate::registry::register`]) is
+/// then described to `tape recover`, `record` and `pipe` as the others.
+pub(crate) fn rewrite_template() -> io::Result<()> {
+    let made = MADE.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    match (made, process()) {
+        (Some((pid, dir)), Some(header)) if pid == std::process::id() => {
+            write_template(&dir, header)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The metadata text with holes, beside the rings (written whole, then
 /// renamed: a reader never sees half of it).
 fn write_template(dir: &Path, h: &ProcessHeader) -> io::Result<()> {
