@@ -208,6 +208,8 @@ impl Probe {
                 !this
             })
         });
+        drop(w);
+        registry::changed();
         found
     }
 }
@@ -354,7 +356,9 @@ pub fn attach_typed(
     priority: i32,
     callback: Box<dyn Any + Send + Sync>,
 ) -> Probe {
-    writer().attach(tp, priority, Kind::Typed(callback))
+    let probe = writer().attach(tp, priority, Kind::Typed(callback));
+    registry::changed();
+    probe
 }
 
 /// Attaches an untyped probe to one tracepoint.
@@ -363,7 +367,9 @@ pub fn attach_to(
     priority: i32,
     probe: impl Fn(&Event<'_>) + Send + Sync + 'static,
 ) -> Probe {
-    writer().attach(tp, priority, Kind::Untyped(Arc::new(probe)))
+    let probe = writer().attach(tp, priority, Kind::Untyped(Arc::new(probe)));
+    registry::changed();
+    probe
 }
 
 /// Attaches an untyped probe, at [`DEFAULT_PRIORITY`], to every tracepoint
@@ -385,12 +391,15 @@ pub fn attach_with_priority(
     let points = registry::select(pattern)?;
     let probe: Arc<Callback> = Arc::new(probe);
     let mut w = writer();
-    Ok(Probes(
+    let probes = Probes(
         points
             .into_iter()
             .map(|tp| w.attach(tp, priority, Kind::Untyped(probe.clone())))
             .collect(),
-    ))
+    );
+    drop(w);
+    registry::changed();
+    Ok(probes)
 }
 
 /// Waits until every probe call running when it was called has returned,

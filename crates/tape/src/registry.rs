@@ -15,7 +15,7 @@
 //! | `app.net.*`      | a glob (`*`, `?`, `[..]`, `{a,b}`)         |
 //! | `/^app\.(rx|tx)$/` | a regex, between slashes                |
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::error::{Error, ErrorKind};
@@ -232,6 +232,37 @@ pub fn register(desc: &'static crate::point::TracepointDesc) -> Result<&'static 
     Ok(p)
 }
 
+/// The function [`on_change`] set (a `fn()` as a pointer; null: none).
+static ON_CHANGE: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Sets `hook` to be called after each change the control plane makes to
+/// which tracepoints are enabled or have probes, a filter or triggers:
+/// patterns applied (by the program, `TAPE_TRACE` or `tape ctl`), probes
+/// attached or detached, filters and triggers set or cleared. It runs on
+/// the thread that made the change, after tape's locks are released, and
+/// may call tape (lookups, [`register`]). What changes on the emit path is
+/// not reported: a trigger's `enable_event`/`disable_event` (see
+/// [`crate::trigger::switches_events`]). `tape-tracing` uses it to have
+/// `tracing` ask again which callsites are wanted. One hook per process:
+/// a second call replaces the first.
+pub fn on_change(hook: fn()) {
+    // Release: pairs with the Acquire in `changed`.
+    ON_CHANGE.store(hook as *mut (), Ordering::Release);
+}
+
+/// Calls the [`on_change`] hook, if set (never with a lock of tape held).
+pub(crate) fn changed() {
+    // Acquire: pairs with the Release in `on_change`.
+    let p = ON_CHANGE.load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: a non-null ON_CHANGE was stored from a `fn()` by
+        // `on_change`; a fn pointer round-trips through a data pointer on
+        // every target Rust supports with `std`.
+        let hook: fn() = unsafe { std::mem::transmute::<*mut (), fn()>(p) };
+        hook();
+    }
+}
+
 /// Whether tracing is on (ftrace's `tracing_on`). Written by
 /// [`set_tracing`] and by triggers (`traceon`, `traceoff`), with no lock:
 /// see [`Tracepoint::sync_record`] for how RECORD follows it.
@@ -419,6 +450,8 @@ impl Pattern {
         }
         history.retain(|(p, _)| p != self);
         history.push((self.clone(), on));
+        drop(history);
+        changed();
         Ok(points.len())
     }
 

@@ -91,6 +91,62 @@ pub const fn call_desc(
     }
 }
 
+/// The description of a tracepoint of the class [`fn_poll`] named `name`
+/// (a `tracing` span's entry or exit, made at run time by `tape-tracing`).
+#[doc(hidden)]
+pub const fn poll_desc(
+    name: &'static str,
+    file: &'static str,
+    line: u32,
+    module_path: &'static str,
+) -> crate::TracepointDesc {
+    crate::TracepointDesc {
+        name,
+        file,
+        line,
+        module_path,
+        fast_path: false,
+        fields: &fn_poll::FIELDS,
+        fixed_size: fn_poll::FIXED_SIZE,
+        format: fn_poll::FORMAT,
+        class: Some(fn_poll::NAME),
+    }
+}
+
+/// Enters a call whose end is not a guard's scope but a later, separate
+/// call of [`leave_span`] on the same thread (a `tracing` span's enter and
+/// exit, `tape-tracing`): records `entry`, a tracepoint of the class
+/// [`fn_poll`], with the thread's depth and `call` (the span's id: every
+/// running interval of one span, on any thread, carries it), if `entry`
+/// is enabled. Returns the depth to give [`leave_span`], or `None` when
+/// nothing was recorded (then there is nothing to leave).
+#[inline]
+pub fn enter_span(entry: &'static Tracepoint, call: u64) -> Option<u32> {
+    let state = entry.state();
+    if !crate::point::is_active(state) {
+        return None;
+    }
+    let depth = deeper();
+    Poll::record(entry, state, depth, call);
+    Some(depth)
+}
+
+/// Leaves a call entered by [`enter_span`] (which returned `depth`):
+/// `exit` records `depth` and `call` if enabled, and the thread's depth
+/// goes back to `back_to` (the entry's depth, or that of an earlier call
+/// left out of order), or stays as it is (`None`: calls entered after it
+/// are still running).
+#[inline]
+pub fn leave_span(exit: &'static Tracepoint, depth: u32, call: u64, back_to: Option<u32>) {
+    if let Some(back_to) = back_to {
+        let _ = DEPTH.try_with(|d| d.set(back_to));
+    }
+    let state = exit.state();
+    if crate::point::is_active(state) {
+        Poll::record(exit, state, depth, call);
+    }
+}
+
 /// Call ids of async calls (0: none yet). Relaxed: it only hands out
 /// distinct numbers.
 static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);

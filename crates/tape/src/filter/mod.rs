@@ -1008,6 +1008,7 @@ pub fn set(pattern: &str, expr: &str) -> Result<usize, Error> {
     for (tp, f) in compiled {
         install(tp, Some(Box::leak(Box::new(f))));
     }
+    registry::changed();
     Ok(n)
 }
 
@@ -1015,7 +1016,9 @@ pub fn set(pattern: &str, expr: &str) -> Result<usize, Error> {
 /// how many had one.
 pub fn clear(pattern: &str) -> Result<usize, Error> {
     let points = registry::select(pattern)?;
-    Ok(points.into_iter().filter(|tp| install(tp, None)).count())
+    let n = points.into_iter().filter(|tp| install(tp, None)).count();
+    registry::changed();
+    Ok(n)
 }
 
 /// Puts `f` in place of `tp`'s filter; whether it had one.

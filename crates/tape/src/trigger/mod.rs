@@ -564,6 +564,16 @@ fn current(tp: &'static Tracepoint) -> &'static [&'static Trigger] {
     unsafe { &(*p).triggers }
 }
 
+/// Triggers set whose command is `enable_event` or `disable_event`.
+static EVENT_SWITCHES: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a trigger that enables or disables events is set somewhere: a
+/// tracepoint disabled now may then be enabled from the emit path, where
+/// no [`registry::on_change`] hook runs.
+pub fn switches_events() -> bool {
+    EVENT_SWITCHES.load(Ordering::Relaxed) != 0
+}
+
 /// Publishes `triggers` as the list of `tp` (none: no list, TRIGGER off).
 /// Called under [`WRITER`].
 fn install(tp: &'static Tracepoint, triggers: Vec<&'static Trigger>) {
@@ -571,6 +581,13 @@ fn install(tp: &'static Tracepoint, triggers: Vec<&'static Trigger>) {
         .iter()
         .filter(|t| matches!(t.command, Command::Snapshot))
         .count();
+    let switches = |list: &[&'static Trigger]| {
+        list.iter()
+            .filter(|t| matches!(t.command, Command::Event { .. }))
+            .count()
+    };
+    let switches_before = switches(current(tp));
+    let switches_after = switches(&triggers);
     let snapshots_after = triggers
         .iter()
         .filter(|t| matches!(t.command, Command::Snapshot))
@@ -591,6 +608,11 @@ fn install(tp: &'static Tracepoint, triggers: Vec<&'static Trigger>) {
             .unwrap_or_else(|e| e.into_inner())
             .push(unsafe { &*old });
     }
+    // Relaxed: read by `switches_events` as a hint for the next rebuild
+    // of interests, which the hook (`registry::changed`) asks for after
+    // the lock is released.
+    EVENT_SWITCHES.fetch_add(switches_after, Ordering::Relaxed);
+    EVENT_SWITCHES.fetch_sub(switches_before, Ordering::Relaxed);
     // Relaxed: the count only tells the trigger thread whether to poll
     // (under WRITER here); it is woken by `unpark` when one is added.
     if snapshots_after > snapshots_before {
@@ -660,6 +682,8 @@ pub fn set(pattern: &str, text: &str) -> Result<usize, Error> {
     for (tp, triggers) in plan {
         install(tp, triggers);
     }
+    drop(_w);
+    registry::changed();
     Ok(n)
 }
 
@@ -675,6 +699,8 @@ pub fn clear(pattern: &str) -> Result<usize, Error> {
             n += 1;
         }
     }
+    drop(_w);
+    registry::changed();
     Ok(n)
 }
 
