@@ -182,26 +182,25 @@ pub(crate) enum Kind {
 
 /// The kind of a class named `name` with the function tracer's class:
 /// `fn.app.io.read.entry` is the entry of `app::io::read`; a latency
-/// section's `latency.db.commit.entry` the entry of `latency::db::commit`.
+/// section's `latency.db.commit.entry` the entry of `latency::db::commit`;
+/// a `tracing` span's (`tape-tracing`) `tracing.app.info.request.entry`
+/// the entry of `tracing::app::info::request` (spans have no `.ret`).
 pub(crate) fn kind(name: &str) -> Kind {
-    let (rest, section) = match (name.strip_prefix("fn."), name.strip_prefix("latency.")) {
-        (Some(rest), _) => (rest, false),
-        (None, Some(rest)) => (rest, true),
-        (None, None) => return Kind::Other,
+    let (rest, prefix) = if let Some(rest) = name.strip_prefix("fn.") {
+        (rest, "")
+    } else if let Some(rest) = name.strip_prefix("latency.") {
+        (rest, "latency::")
+    } else if let Some(rest) = name.strip_prefix("tracing.") {
+        (rest, "tracing::")
+    } else {
+        return Kind::Other;
     };
-    let display = |f: &str| {
-        let f = f.replace('.', "::");
-        if section {
-            format!("latency::{f}")
-        } else {
-            f
-        }
-    };
+    let display = |f: &str| format!("{prefix}{}", f.replace('.', "::"));
     if let Some(f) = rest.strip_suffix(".entry") {
         Kind::Entry(display(f))
     } else if let Some(f) = rest.strip_suffix(".exit") {
         Kind::Exit(display(f))
-    } else if let Some(f) = rest.strip_suffix(".ret") {
+    } else if let Some(f) = rest.strip_suffix(".ret").filter(|_| prefix != "tracing::") {
         Kind::Ret(display(f))
     } else {
         Kind::Other
@@ -443,6 +442,41 @@ mod tests {
                 format!("{:?}", String::from_utf8_lossy(s)),
                 "{s:?}"
             );
+        }
+    }
+
+    #[test]
+    fn classes_are_told_by_their_names() {
+        let cases: &[(&str, &str)] = &[
+            ("fn.app.io.read.entry", "entry app::io::read"),
+            ("fn.app.io.read.exit", "exit app::io::read"),
+            ("fn.app.io.read.ret", "ret app::io::read"),
+            ("latency.db.commit.entry", "entry latency::db::commit"),
+            (
+                "tracing.app.info.request.entry",
+                "entry tracing::app::info::request",
+            ),
+            (
+                "tracing.app.info.request.exit",
+                "exit tracing::app::info::request",
+            ),
+            // A span's fields, an event, a `tracing` event named like a span's
+            // point (tape-tracing appends `_`), and names of no tracer.
+            ("tracing.app.info.request.new", "other"),
+            ("tracing.app.info.src/main.rs:3", "other"),
+            ("tracing.app.info.x.entry_", "other"),
+            ("tracing.app.info.x.ret", "other"),
+            ("app.net.rx", "other"),
+            ("fn.app.main", "other"),
+        ];
+        for &(name, want) in cases {
+            let got = match kind(name) {
+                Kind::Entry(f) => format!("entry {f}"),
+                Kind::Exit(f) => format!("exit {f}"),
+                Kind::Ret(f) => format!("ret {f}"),
+                Kind::Other => "other".to_owned(),
+            };
+            assert_eq!(got, want, "{name}");
         }
     }
 
