@@ -1,0 +1,123 @@
+//! A program instrumented with `tracing` (spans, events, an instrumented
+//! future that moves between threads), recorded into tape's rings through
+//! `tape-tracing` and saved as a tape trace at exit.
+//!
+//! ```text
+//! cargo build --release -p tape-tracing --example tracing_spans -p tape-cli --bin tape
+//! TAPE_TRACE='tracing.*' TAPE_TRACE_DIR=/tmp/t target/release/examples/tracing_spans
+//! target/release/tape graph /tmp/t/tracing_spans-*       # spans as function_graph calls
+//! target/release/tape export /tmp/t/tracing_spans-* --format perfetto -o spans.pftrace
+//! ```
+//!
+//! Two worker threads each serve `--requests N` requests (3 by default):
+//! a `request` span (fields `id`, then `status` recorded later) holding a
+//! `parse` span, an event, and a `#[tape::traced]` function (which nests
+//! under the spans: one depth for both). Then a future instrumented with a
+//! `fetch` span is polled once on each worker: one span, one call id, two
+//! running intervals on two threads.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use tracing::Instrument;
+use tracing_subscriber::prelude::*;
+
+#[tape::traced]
+fn checksum(line: &str) -> u64 {
+    line.bytes().map(u64::from).sum()
+}
+
+fn serve(worker: u64, i: u64) -> u64 {
+    let id = worker * 100 + i;
+    let span = tracing::info_span!(target: "app", "request", id, status = tracing::field::Empty);
+    let _in = span.enter();
+    let line = format!("GET /item/{id}");
+    let key = {
+        let _p = tracing::debug_span!(target: "app", "parse").entered();
+        let key = line.rsplit('/').next().and_then(|k| k.parse::<u64>().ok());
+        tracing::debug!(target: "app", key, "parsed");
+        key.unwrap_or(0)
+    };
+    let sum = checksum(&line);
+    if key % 2 == 0 {
+        tracing::info!(target: "app", key, sum, ok = true, "served");
+    } else {
+        tracing::warn!(target: "app", key, "odd key");
+    }
+    span.record("status", 200u64);
+    sum
+}
+
+/// A future that is pending at its first poll, ready at its second.
+struct TwoPolls(bool);
+
+impl Future for TwoPolls {
+    type Output = u64;
+    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<u64> {
+        tracing::info!(target: "app", second = self.0, "polled");
+        if self.0 {
+            Poll::Ready(7)
+        } else {
+            self.0 = true;
+            Poll::Pending
+        }
+    }
+}
+
+type Task = Pin<Box<dyn Future<Output = u64> + Send>>;
+
+/// Polls `task` once on this thread.
+fn poll_once(task: &Mutex<Task>) -> Poll<u64> {
+    let mut cx = Context::from_waker(Waker::noop());
+    task.lock().unwrap().as_mut().poll(&mut cx)
+}
+
+fn main() -> Result<(), tape::Error> {
+    let _tape = tape::init()?;
+    tracing_subscriber::registry()
+        .with(tape_tracing::layer())
+        .init();
+    let mut requests = 3u64;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--requests" => {
+                requests = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--requests N")
+            }
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    let fetch: Task = Box::pin(
+        TwoPolls(false).instrument(tracing::info_span!(target: "app", "fetch", item = 42u64)),
+    );
+    let fetch = Arc::new(Mutex::new(fetch));
+    // Each worker serves its requests, then polls the shared future: the
+    // first worker's poll is pending, the second's ready (they take turns).
+    let turn = Arc::new((Mutex::new(0u64), std::sync::Condvar::new()));
+    let workers: Vec<_> = (0..2u64)
+        .map(|w| {
+            let (fetch, turn) = (fetch.clone(), turn.clone());
+            std::thread::Builder::new()
+                .name(format!("worker-{w}"))
+                .spawn(move || {
+                    let sum: u64 = (0..requests).map(|i| serve(w, i)).sum();
+                    let (lock, cv) = &*turn;
+                    let mut t = cv.wait_while(lock.lock().unwrap(), |t| *t != w).unwrap();
+                    let polled = poll_once(&fetch);
+                    *t += 1;
+                    cv.notify_all();
+                    sum + matches!(polled, Poll::Ready(_)) as u64
+                })
+                .expect("spawn")
+        })
+        .collect();
+    for w in workers {
+        let _ = w.join();
+    }
+    Ok(())
+}

@@ -1,0 +1,330 @@
+//! `tracing` callsites and their tape tracepoints: made once, when
+//! `tracing` registers the callsite, and found at each event by the
+//! callsite's metadata address in a table read without a lock.
+//!
+//! ```text
+//! tracing::info!(target: "app::db", rows, "query")   at src/db.rs:42
+//!   event   tracing.app.db.info.src/db.rs:42          fields: rows, message
+//!
+//! tracing::info_span!(target: "app::db", "request", id)
+//!   span    tracing.app.db.info.request.entry         class fn_poll (depth, call)
+//!           tracing.app.db.info.request.exit          class fn_poll (depth, call)
+//!           tracing.app.db.info.request.new           fields: call, id    (Span::new)
+//!           tracing.app.db.info.request.record        fields: call, id    (Span::record)
+//! ```
+//!
+//! Names are `tracing.`, the target (`::` as `.`), the level, then an
+//! event's name (its place, `src/db.rs:42`, when it has none) or a span's.
+//! Two span callsites of one name share the entry and exit (one function
+//! to `tape graph`); each has its own `.new` and `.record`, the second
+//! named `request#2.new`, and so on. An event whose name ends as a span's
+//! tracepoints do (`.entry`, `.exit`) gets a `_` after it, so readers never
+//! take it for a span's.
+//!
+//! The table: [`SLOTS`] slots of leaked [`Callsite`]s, open addressing by
+//! a Fibonacci hash of the metadata's address; a slot is written once
+//! (under [`INSERT`], Release) and read with Acquire.
+
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use tape::field::{Field as TapeField, FieldDesc};
+use tape::{Tracepoint, TracepointDesc};
+use tracing_core::Metadata;
+
+use crate::value::{Value, MAX_FIELDS};
+
+/// Slots of the callsite table (a power of two).
+const SLOTS: usize = 1 << 13;
+
+/// Callsites that got no tracepoint (the table or the ids are full, or the
+/// name was taken): their events are not recorded.
+pub(crate) static UNREGISTERED: AtomicU64 = AtomicU64::new(0);
+
+/// A callsite's tracepoints.
+pub(crate) struct Callsite {
+    meta: usize,
+    /// An event's tracepoint, or a span's `.new` (its fields at creation).
+    pub(crate) main: &'static Tracepoint,
+    /// A span's tracepoints: `.record`, `.entry`, `.exit`.
+    pub(crate) span: Option<SpanPoints>,
+}
+
+/// A span callsite's other tracepoints.
+pub(crate) struct SpanPoints {
+    pub(crate) record: &'static Tracepoint,
+    pub(crate) entry: &'static Tracepoint,
+    pub(crate) exit: &'static Tracepoint,
+}
+
+impl Callsite {
+    /// Whether any of its tracepoints is enabled, or has probes, a filter
+    /// or triggers: what the user chose, whether tracing is on or off.
+    pub(crate) fn wanted(&self) -> bool {
+        let wanted = |tp: &Tracepoint| {
+            use tape::__private::{FILTER, PROBES, TRIGGER};
+            tp.is_enabled() || tp.state() & (PROBES | FILTER | TRIGGER) != 0
+        };
+        wanted(self.main)
+            || self
+                .span
+                .as_ref()
+                .is_some_and(|s| wanted(s.record) || wanted(s.entry) || wanted(s.exit))
+    }
+
+    /// Whether any of its tracepoints is active now (records, or has
+    /// probes, a filter or triggers).
+    pub(crate) fn active(&self) -> bool {
+        let active = |tp: &Tracepoint| tape::__private::is_active(tp.state());
+        active(self.main)
+            || self
+                .span
+                .as_ref()
+                .is_some_and(|s| active(s.record) || active(s.entry) || active(s.exit))
+    }
+}
+
+static TABLE: [AtomicPtr<Callsite>; SLOTS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
+/// Orders registrations (one writer of the table at a time).
+static INSERT: Mutex<()> = Mutex::new(());
+
+fn slot_of(meta: usize) -> usize {
+    // Fibonacci hashing of the address.
+    meta.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - SLOTS.trailing_zeros())
+}
+
+fn key(meta: &Metadata<'_>) -> usize {
+    meta as *const Metadata<'_> as usize
+}
+
+/// The tracepoints of the callsite whose metadata is `meta`, if made.
+#[inline]
+pub(crate) fn find(meta: &Metadata<'_>) -> Option<&'static Callsite> {
+    let key = key(meta);
+    let mut i = slot_of(key);
+    for _ in 0..SLOTS {
+        // Acquire: pairs with the Release store of `insert`: the callsite
+        // is whole.
+        let p = TABLE[i].load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null slot holds a `Callsite` leaked by `insert`,
+        // never freed or changed.
+        let c = unsafe { &*p };
+        if c.meta == key {
+            return Some(c);
+        }
+        i = (i + 1) % SLOTS;
+    }
+    None
+}
+
+/// The callsite of `meta`, registered now if no thread has yet (one that
+/// is hit while another thread registers it: `tracing` lets it through
+/// before the registration reached the layer).
+#[inline]
+pub(crate) fn find_or_register(meta: &'static Metadata<'static>) -> Option<&'static Callsite> {
+    find(meta).or_else(|| register(meta))
+}
+
+/// Adds `c` (the caller holds `INSERT`); false if the table is full.
+fn insert(c: Callsite) -> Option<&'static Callsite> {
+    let mut i = slot_of(c.meta);
+    for _ in 0..SLOTS {
+        if TABLE[i].load(Ordering::Relaxed).is_null() {
+            let c: &'static Callsite = Box::leak(Box::new(c));
+            // Release: pairs with the Acquire of `find`.
+            TABLE[i].store((c as *const Callsite).cast_mut(), Ordering::Release);
+            return Some(c);
+        }
+        i = (i + 1) % SLOTS;
+    }
+    None
+}
+
+/// `tracing.` + the target (`::` as `.`) + the level.
+fn prefix(meta: &Metadata<'_>) -> String {
+    let target = meta.target().replace("::", ".");
+    let level = meta.level().as_str().to_ascii_lowercase();
+    format!("tracing.{target}.{level}")
+}
+
+/// The tracepoint name of an event callsite (module docs).
+pub fn event_name(meta: &Metadata<'_>) -> String {
+    let name = meta.name().strip_prefix("event ").unwrap_or(meta.name());
+    let mut n = format!("{}.{name}", prefix(meta));
+    if n.ends_with(tape::traced::ENTRY) || n.ends_with(tape::traced::EXIT) {
+        n.push('_');
+    }
+    n
+}
+
+/// The name a span callsite's tracepoints start with (module docs).
+pub fn span_name(meta: &Metadata<'_>) -> String {
+    format!("{}.{}", prefix(meta), meta.name())
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// The descriptions of `meta`'s fields, `call` first for a span's: names
+/// made unique (a repeated one gets `_2`, `_3`, ...: CTF wants distinct
+/// names), at most [`MAX_FIELDS`] of the callsite's.
+fn fields(meta: &'static Metadata<'static>, call: bool) -> &'static [FieldDesc] {
+    let mut out: Vec<FieldDesc> = Vec::new();
+    let mut taken: Vec<&str> = Vec::new();
+    if call {
+        out.push(FieldDesc {
+            name: "call",
+            describe: <u64 as TapeField>::describe,
+        });
+        taken.push("call");
+    }
+    for f in meta.fields().iter().take(MAX_FIELDS) {
+        let mut name: &'static str = f.name();
+        let mut k = 2;
+        while taken.contains(&name) {
+            name = leak(format!("{}_{k}", f.name()));
+            k += 1;
+        }
+        taken.push(name);
+        out.push(FieldDesc {
+            name,
+            describe: <Value<'_> as TapeField>::describe,
+        });
+    }
+    Box::leak(out.into_boxed_slice())
+}
+
+fn desc(
+    meta: &'static Metadata<'static>,
+    name: String,
+    fields: &'static [FieldDesc],
+) -> &'static TracepointDesc {
+    Box::leak(Box::new(TracepointDesc {
+        name: leak(name),
+        file: meta.file().unwrap_or("?"),
+        line: meta.line().unwrap_or(0),
+        module_path: meta.module_path().unwrap_or(meta.target()),
+        fast_path: false,
+        fields,
+        fixed_size: 0,
+        format: None,
+        class: None,
+    }))
+}
+
+/// Registers `base` + each suffix, or, when one is taken, `base#2` + each,
+/// `base#3` + each, ...: the same `base#k` for all.
+fn register_unique<const N: usize>(
+    meta: &'static Metadata<'static>,
+    base: &str,
+    suffixes: [&str; N],
+    fields: &'static [FieldDesc],
+) -> Option<[&'static Tracepoint; N]> {
+    for k in 1..=64 {
+        let names = suffixes.map(|suffix| {
+            if k == 1 {
+                format!("{base}{suffix}")
+            } else {
+                format!("{base}#{k}{suffix}")
+            }
+        });
+        if names.iter().any(|n| tape::registry::lookup(n).is_some()) {
+            continue;
+        }
+        let mut out = [None; N];
+        for (o, name) in out.iter_mut().zip(names) {
+            *o = Some(tape::registry::register(desc(meta, name, fields)).ok()?);
+        }
+        return Some(out.map(|o| o.expect("set above")));
+    }
+    None
+}
+
+/// A span's entry or exit tracepoint, `name`: the one made for another
+/// callsite of the same name if there is one (of the class `fn_poll`),
+/// else a new one.
+fn span_point(meta: &'static Metadata<'static>, name: String) -> Option<&'static Tracepoint> {
+    if let Some(tp) = tape::registry::lookup(&name) {
+        let poll = tp.desc().class == Some("fn_poll");
+        return poll.then_some(tp);
+    }
+    let d: &'static TracepointDesc = Box::leak(Box::new(tape::traced::poll_desc(
+        leak(name),
+        meta.file().unwrap_or("?"),
+        meta.line().unwrap_or(0),
+        meta.module_path().unwrap_or(meta.target()),
+    )));
+    tape::registry::register(d).ok()
+}
+
+/// The tracepoints of `meta`'s callsite, made and registered the first
+/// time (with a lock and allocations; once per callsite). When they cannot
+/// be made, counted in [`UNREGISTERED`] and kept as a callsite that records
+/// nothing. `None` only when the table is full (then each call tries
+/// again, under the lock).
+pub(crate) fn register(meta: &'static Metadata<'static>) -> Option<&'static Callsite> {
+    if let Some(c) = find(meta) {
+        return Some(c);
+    }
+    let _g = INSERT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = find(meta) {
+        return Some(c);
+    }
+    let made = if meta.is_span() {
+        make_span(meta)
+    } else {
+        register_unique(meta, &event_name(meta), [""], fields(meta, false)).map(|[main]| Callsite {
+            meta: key(meta),
+            main,
+            span: None,
+        })
+    };
+    let made = made.unwrap_or_else(|| {
+        // Relaxed: a counter read back for display.
+        UNREGISTERED.fetch_add(1, Ordering::Relaxed);
+        // Kept, so its events find it and record nothing, without trying
+        // again at each one.
+        Callsite {
+            meta: key(meta),
+            main: &NOWHERE,
+            span: None,
+        }
+    });
+    insert(made)
+}
+
+/// The tracepoint of callsites that could get none: never registered,
+/// never enabled.
+static NOWHERE: Tracepoint = Tracepoint::new(&TracepointDesc {
+    name: "tracing.unregistered",
+    file: file!(),
+    line: line!(),
+    module_path: module_path!(),
+    fast_path: false,
+    fields: &[],
+    fixed_size: 0,
+    format: None,
+    class: None,
+});
+
+fn make_span(meta: &'static Metadata<'static>) -> Option<Callsite> {
+    let base = span_name(meta);
+    let entry = span_point(meta, format!("{base}{}", tape::traced::ENTRY))?;
+    let exit = span_point(meta, format!("{base}{}", tape::traced::EXIT))?;
+    let f = fields(meta, true);
+    let [main, record] = register_unique(meta, &base, [".new", ".record"], f)?;
+    Some(Callsite {
+        meta: key(meta),
+        main,
+        span: Some(SpanPoints {
+            record,
+            entry,
+            exit,
+        }),
+    })
+}

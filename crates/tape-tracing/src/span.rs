@@ -1,0 +1,138 @@
+//! `tracing` spans as tape's function tracer draws calls: each time a
+//! span is entered and exited on a thread is one running interval, an
+//! entry and an exit of the class `fn_poll` (depth, call), with the span's
+//! id as the call. A span entered on several threads, or across `.await`
+//! points (an instrumented future is entered at each poll), is one call
+//! with several intervals, joined by its id: `tape graph` prints the id,
+//! the Perfetto export draws the intervals on one async track joined by
+//! flows.
+//!
+//! ```text
+//! thread 1   |--request (call 7)--|            |--request (call 7)--|
+//! thread 2                  |--request (call 7)--|
+//!            enter          exit   enter       exit ...
+//! ```
+//!
+//! The depth is the function tracer's (`tape::traced`): a span entered
+//! inside a `#[tape::traced]` call nests under it. Entries that were
+//! recorded are kept on a per-thread stack (span id, depth, exit
+//! tracepoint) until their exit: [`MAX_OPEN`] at most; past it an entry
+//! is not recorded and is counted ([`crate::spans_not_recorded`]). The
+//! stack is a const-initialised `RefCell` with no destructor: usable at
+//! any point of the thread's life; re-entered (a signal handler entering a
+//! span while the thread is in here), the inner enter is not recorded and
+//! is counted.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tape::Tracepoint;
+
+/// The most spans one thread has entered (and recorded) at once.
+pub const MAX_OPEN: usize = 64;
+
+/// Span entries not recorded: the thread's stack was full or busy.
+pub(crate) static NOT_RECORDED: AtomicU64 = AtomicU64::new(0);
+
+/// A recorded entry waiting for its exit, or left out of order.
+#[derive(Clone, Copy)]
+struct Open {
+    id: u64,
+    depth: u32,
+    /// The exit's tracepoint; `None` once exited out of order (kept until
+    /// the entries above it are exited, so the depth goes back to it).
+    exit: Option<&'static Tracepoint>,
+}
+
+struct Stack {
+    len: usize,
+    open: [Open; MAX_OPEN],
+}
+
+thread_local! {
+    static STACK: RefCell<Stack> = const {
+        RefCell::new(Stack {
+            len: 0,
+            open: [Open { id: 0, depth: 0, exit: None }; MAX_OPEN],
+        })
+    };
+}
+
+/// Enters span `id` on this thread: records `entry` (if enabled) and keeps
+/// `exit` for [`exit`].
+#[inline]
+pub(crate) fn enter(id: u64, entry: &'static Tracepoint, exit: &'static Tracepoint) {
+    if !tape::__private::is_active(entry.state()) {
+        return;
+    }
+    let kept = STACK.try_with(|s| {
+        let Ok(mut s) = s.try_borrow_mut() else {
+            return false;
+        };
+        if s.len == MAX_OPEN {
+            return false;
+        }
+        let Some(depth) = tape::traced::enter_span(entry, id) else {
+            // Disabled since the test above: nothing to keep, nothing lost.
+            return true;
+        };
+        let at = s.len;
+        s.open[at] = Open {
+            id,
+            depth,
+            exit: Some(exit),
+        };
+        s.len += 1;
+        true
+    });
+    if kept != Ok(true) {
+        // Relaxed: a counter read back for display.
+        NOT_RECORDED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Exits span `id` on this thread: records its exit if its entry was
+/// recorded (the innermost open entry of that id). `tracing` exits spans
+/// in the reverse order of their entries, but a guard may be dropped out
+/// of order: such an exit is recorded at its entry's depth and the entry
+/// kept, exited, until those above it are exited; the depth then goes
+/// back to the lowest of them.
+///
+/// ```text
+/// enter a (depth 0)   stack: a
+/// enter b (depth 1)   stack: a b
+/// exit a              stack: a' b     a's exit at depth 0; depth stays 2
+/// exit b              stack:          b's exit at depth 1; depth back to 0
+/// ```
+#[inline]
+pub(crate) fn exit(id: u64) {
+    let _ = STACK.try_with(|s| {
+        let Ok(mut s) = s.try_borrow_mut() else {
+            return;
+        };
+        let len = s.len;
+        let Some(i) = s.open[..len]
+            .iter()
+            .rposition(|o| o.id == id && o.exit.is_some())
+        else {
+            return;
+        };
+        let o = s.open[i];
+        let back_to = if i + 1 == len {
+            // The innermost: it and the exited entries below it go.
+            let mut lowest = i;
+            while lowest > 0 && s.open[lowest - 1].exit.is_none() {
+                lowest -= 1;
+            }
+            s.len = lowest;
+            Some(s.open[lowest].depth)
+        } else {
+            s.open[i].exit = None;
+            None
+        };
+        drop(s);
+        if let Some(exit) = o.exit {
+            tape::traced::leave_span(exit, o.depth, id, back_to);
+        }
+    });
+}
