@@ -349,7 +349,15 @@ struct Calls {
 /// A function tracer class name's function and role: `fn.a.B.f.entry` ->
 /// (`a::B::f`, "entry").
 fn role(name: &str) -> Option<(String, &str)> {
-    // (`tape show` lines of losses have no name.)
+    // (`tape show` lines of losses have no name.) A `tracing` span's
+    // (tape-tracing) entry and exit: `tracing.app.info.request.entry` ->
+    // (`tracing::app::info::request`, "entry"); its other events are not
+    // calls.
+    if let Some(rest) = name.strip_prefix("tracing.") {
+        let (f, role) = rest.rsplit_once('.')?;
+        return matches!(role, "entry" | "exit")
+            .then(|| (format!("tracing::{}", f.replace('.', "::")), role));
+    }
     let rest = name.strip_prefix("fn.")?;
     let (f, role) = rest.rsplit_once('.')?;
     Some((f.replace('.', "::"), role))
@@ -468,8 +476,18 @@ fn calls_match(
     env: &[(&str, &str)],
     args: &[&str],
 ) -> Option<(Value, BTreeMap<i64, Calls>, String, PathBuf)> {
+    calls_match_of("traced", tag, env, args)
+}
+
+/// [`calls_match`] for example `example`.
+fn calls_match_of(
+    example: &str,
+    tag: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Option<(Value, BTreeMap<i64, Calls>, String, PathBuf)> {
     let dir = tempdir(tag);
-    let trace = record("traced", args, env, &dir.join("t"));
+    let trace = record(example, args, env, &dir.join("t"));
     let (file, said) = export(&trace, &dir, &[]);
     let s = summary(&file)?;
     let events = show(&trace);
@@ -541,6 +559,73 @@ fn traced_calls_are_slices_with_their_args_and_return_values() {
         by_call.iter().all(|p| p.len() == 2),
         "each call polled twice: {by_call:?}"
     );
+}
+
+#[test]
+fn tracing_spans_are_slices_on_their_threads_and_one_async_track_each() {
+    // tape-tracing's example: `request` and `parse` spans with a traced
+    // function inside, and a `fetch` span instrumenting a future polled
+    // on both workers, then entered on main when it is dropped.
+    let env = [("TAPE_TRACE", "tracing.*,fn.*")];
+    let Some((s, calls, _, _)) =
+        calls_match_of("tracing_spans", "spans", &env, &["--requests", "3"])
+    else {
+        return;
+    };
+    let count = |name: &str| -> usize {
+        calls
+            .values()
+            .flat_map(|c| &c.slices)
+            .filter(|sl| sl[0] == name)
+            .count()
+    };
+    assert_eq!(count("tracing::app::info::request"), 6);
+    assert_eq!(count("tracing::app::debug::parse"), 6);
+    assert_eq!(count("tracing_spans::checksum"), 6);
+    assert_eq!(count("tracing::app::info::fetch"), 3);
+    assert!(calls
+        .values()
+        .all(|c| c.no_exit.is_empty() && c.no_entry.is_empty() && c.open.is_empty()));
+    // Each span is one async track whose intervals are the threads' slices
+    // of its call, joined by one flow; `fetch` ran on three threads.
+    let tracks = s["tracks"].as_object().unwrap();
+    let threads = thread_tracks(&s);
+    let mut by_track: BTreeMap<String, Vec<(u64, u64, u64)>> = BTreeMap::new();
+    let mut by_flow: BTreeMap<u64, Vec<(u64, u64, u64)>> = BTreeMap::new();
+    for sl in s["slices"].as_array().unwrap() {
+        if !sl["name"].as_str().unwrap().starts_with("tracing::") {
+            continue;
+        }
+        let call = sl["args"]["call"].as_u64().unwrap();
+        let span = (
+            call,
+            sl["ts"].as_u64().unwrap(),
+            sl["dur"].as_u64().unwrap(),
+        );
+        let track = track_key(sl);
+        if threads.contains_key(&track) {
+            let ids = sl["flows"].as_array().unwrap();
+            assert_eq!(ids.len(), 1, "{sl}");
+            by_flow
+                .entry(ids[0].as_u64().unwrap())
+                .or_default()
+                .push(span);
+        } else {
+            assert_eq!(tracks[&track]["name"], sl["name"], "{sl}");
+            by_track.entry(track).or_default().push(span);
+        }
+    }
+    let mut a: Vec<_> = by_track.into_values().collect();
+    let mut b: Vec<_> = by_flow.into_values().collect();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 6 + 6 + 1, "one track per span");
+    assert!(
+        a.iter().all(|t| t.iter().all(|i| i.0 == t[0].0)),
+        "one call per track"
+    );
+    assert_eq!(a.iter().filter(|t| t.len() == 3).count(), 1, "fetch: {a:?}");
 }
 
 #[test]

@@ -186,6 +186,44 @@ fn each_thread_draws_the_calls_it_made() {
 }
 
 #[test]
+fn tracing_spans_draw_as_calls_nesting_with_traced_functions() {
+    // tape-tracing's example: per worker, `request` spans holding a
+    // `parse` span (with an event) and a traced function, then the
+    // `fetch` span of a future polled on each worker.
+    let dir = tempfile_dir("graph-spans");
+    let mut c = Command::new(pipeline::example("tracing_spans"));
+    c.args(["--requests", "2"])
+        .env("TAPE_TRACE", "tracing.app.*.entry,tracing.app.*.exit,fn.*");
+    let trace = run(c, &dir);
+    let tids = threads(&trace);
+    let per = graph(&trace, &[]);
+    let mut fetch = Vec::new();
+    for name in ["worker-0", "worker-1"] {
+        let lines: Vec<(String, Option<u64>)> =
+            per[&tids[name]].iter().map(|(_, c)| call_id(c)).collect();
+        let calls: Vec<&str> = lines.iter().map(|(c, _)| c.as_str()).collect();
+        let request = [
+            "tracing::app::info::request(call=N) {",
+            "  tracing::app::debug::parse(call=N);",
+            "  tracing_spans::checksum();",
+            "}",
+        ];
+        let mut want: Vec<&str> = request.iter().chain(&request).copied().collect();
+        want.push("tracing::app::info::fetch(call=N);");
+        assert_eq!(calls, want, "{name}");
+        // Each request and parse its own call; the fetch's the same on both.
+        let ids: Vec<u64> = lines.iter().filter_map(|(_, id)| *id).collect();
+        assert_eq!(ids.len(), 2 * 2 + 1, "{name}");
+        fetch.push(*ids.last().unwrap());
+    }
+    assert_eq!(
+        fetch[0], fetch[1],
+        "one future, one call, polled on both workers"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn max_depth_function_and_tail_options() {
     let dir = tempfile_dir("graph-options");
     let trace = record(&dir);
