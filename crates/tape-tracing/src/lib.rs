@@ -3,9 +3,12 @@
 //! `tracing` crate.
 //!
 //! ```no_run
+//! # fn main() -> Result<(), tape::Error> {
 //! use tracing_subscriber::prelude::*;
-//! let _tape = tape::init().unwrap(); // tape's rings; TAPE_TRACE='tracing.*' chooses what records
+//! let _tape = tape::init()?; // the rings; saves at the end of main
 //! tracing_subscriber::registry().with(tape_tracing::layer()).init();
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! **One tape tracepoint per `tracing` event callsite**, and four per span
