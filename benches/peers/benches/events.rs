@@ -3,7 +3,8 @@
 //! `tracing::info!` with no subscriber, with the minimal subscriber
 //! (`tracing_subscriber::registry()`), with a layer that records what tape
 //! records (a timestamp and the fields, into a thread-local ring), with
-//! `tracing-subscriber`'s fmt layer writing to a file, `tracing-chrome` and
+//! `tape-tracing`'s layer recording into tape's rings (and at a callsite
+//! tape does not want), `tracing-subscriber`'s fmt layer writing to a file, `tracing-chrome` and
 //! `tracing-perfetto` (files), a `fastrace` event under a root span, and
 //! an LTTng-UST tracepoint through its C API (`lttng/`, built when
 //! liblttng-ust-dev is installed; enabled when `run.sh` made a session);
@@ -54,6 +55,15 @@ fn tape_off(x: u64) -> u64 {
 fn tracing_event(x: u64) -> u64 {
     let s = black_box(TEXT);
     tracing::info!(a = x, b = x ^ 7, s);
+    x
+}
+
+/// The same event at a callsite tape-tracing's layer does not want
+/// (`tracing.events_off.*` is never enabled).
+#[inline(never)]
+fn tracing_event_off(x: u64) -> u64 {
+    let s = black_box(TEXT);
+    tracing::info!(target: "events_off", a = x, b = x ^ 7, s);
     x
 }
 
@@ -212,6 +222,12 @@ fn main() {
     let none = tracing::Dispatch::none();
     let registry = tracing::Dispatch::new(tracing_subscriber::registry());
     let recorded = tracing::Dispatch::new(tracing_subscriber::registry().with(Record));
+    // tape-tracing's callsites are registered as `tracing` registers them:
+    // enabled by pattern before they exist.
+    tape::enable_pattern("tracing.events.*").expect("pattern");
+    let tape_layer =
+        tracing::Dispatch::new(tracing_subscriber::registry().with(tape_tracing::layer()));
+    let tape_layer_off = tape_layer.clone();
     let fmt_file = std::fs::File::create(scratch.join("fmt.log")).expect("fmt file");
     let fmt = tracing::Dispatch::new(
         tracing_subscriber::registry().with(
@@ -249,6 +265,14 @@ fn main() {
         (
             "tracing::info!, registry + a layer recording time and fields",
             Box::new(move || with_subscriber(&recorded, &tracing_event)),
+        ),
+        (
+            "tracing::info!, registry + tape-tracing (into tape's rings)",
+            Box::new(move || with_subscriber(&tape_layer, &tracing_event)),
+        ),
+        (
+            "tracing::info!, registry + tape-tracing, callsite not enabled",
+            Box::new(move || with_subscriber(&tape_layer_off, &tracing_event_off)),
         ),
         (
             "tracing::info!, fmt layer to a file",
@@ -295,6 +319,11 @@ fn main() {
     }
     let s = tape::stats();
     assert!(s.recorded > 0);
+    // tape-tracing recorded: its callsite's tracepoint was made, enabled.
+    assert_eq!(tape_tracing::unregistered_callsites(), 0);
+    assert!(tape::registry::tracepoints()
+        .iter()
+        .any(|p| p.name().starts_with("tracing.events.info.") && p.is_recording()));
     let _ = std::io::stdout().flush();
     let _ = std::fs::remove_dir_all(&scratch);
 }

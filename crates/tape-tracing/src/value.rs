@@ -16,6 +16,7 @@
 //! external ring with typed values and no allocation.
 
 use std::fmt::Write as _;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tape::field::{enum_type, Encode, Field as TapeField, Layout};
@@ -129,34 +130,26 @@ impl TapeField for Value<'_> {
     }
 }
 
-/// The fields of one event, in their callsite's order.
-pub(crate) struct Values<'a>(pub(crate) &'a [Value<'a>]);
-
-// SAFETY: each value's encoding, one after the other: their max_size sum.
-unsafe impl Encode for Values<'_> {
-    #[inline]
-    fn max_size(&self) -> usize {
-        self.0.iter().map(Encode::max_size).sum()
-    }
-    #[inline]
-    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
-        let mut p = dst;
-        for v in self.0 {
-            // SAFETY: within the sum max_size() counts.
-            p = unsafe { v.encode(p) };
-        }
-        p
-    }
-}
-
 /// Where an event's values are gathered: kinds and numbers by field
-/// index, texts in one stack buffer.
+/// index, texts in one stack buffer, left uninitialised but for the bytes
+/// written (2 KiB zeroed per event would cost more than the event); then
+/// encoded from here, one [`Value`] at a time.
+///
+/// `repr(C)`, the buffer last: beside the zeroed `used`, LLVM merged the
+/// uninitialised buffer into one 2 KiB memset of zeros (seen in the
+/// machine code: three quarters of an event's instructions).
+#[repr(C)]
 pub(crate) struct Gather {
-    values: [Raw; MAX_FIELDS],
-    text: [u8; TEXT_BYTES],
+    /// The callsite's fields (at most [`MAX_FIELDS`]).
+    n: usize,
     used: usize,
+    values: [Raw; MAX_FIELDS],
+    /// `text[..used]` is written: whole UTF-8 characters.
+    text: [MaybeUninit<u8>; TEXT_BYTES],
 }
 
+/// A value as gathered: a text is its kind, its place and length in the
+/// buffer.
 #[derive(Clone, Copy)]
 enum Raw {
     None,
@@ -164,8 +157,13 @@ enum Raw {
     I64(i64),
     F64(f64),
     Bool(bool),
-    Text(u8, usize, usize),
+    Text(u8, u16, u16),
 }
+
+const _: () = assert!(
+    TEXT_BYTES <= u16::MAX as usize,
+    "a place in the text fits a u16"
+);
 
 impl Gather {
     fn put(&mut self, f: &Field, v: Raw) {
@@ -174,57 +172,106 @@ impl Gather {
         }
     }
 
-    /// Copies `s` into the buffer (cut at a character boundary when full).
-    fn text(&mut self, f: &Field, kind: u8, s: &str) {
+    /// The written bytes `at..at + len` as text.
+    fn str(&self, at: u16, len: u16) -> &str {
+        let (at, len) = (usize::from(at), usize::from(len));
+        let bytes = &self.text[at.min(self.used)..(at + len).min(self.used)];
+        // SAFETY: `text[..used]` is initialised (`copy` writes each byte
+        // below the `used` it returns, and `used` only grows), the slice
+        // lies in it (clamped to `used` above), and `MaybeUninit<u8>` has
+        // the layout of `u8`. Its bytes are whole UTF-8 characters: copied
+        // from `&str`s, cut only at character boundaries, and a place
+        // recorded by `text`/`format` starts and ends on such a boundary.
+        unsafe {
+            std::str::from_utf8_unchecked(&*(bytes as *const [MaybeUninit<u8>] as *const [u8]))
+        }
+    }
+
+    /// A gathered value as encoded.
+    #[inline]
+    fn value(&self, raw: Raw) -> Value<'_> {
+        match raw {
+            Raw::None => Value::None,
+            Raw::U64(x) => Value::U64(x),
+            Raw::I64(x) => Value::I64(x),
+            Raw::F64(x) => Value::F64(x),
+            Raw::Bool(x) => Value::Bool(x),
+            Raw::Text(kind, at, len) => Value::Text(kind, self.str(at, len)),
+        }
+    }
+
+    /// Copies the whole characters of `s` that fit into the buffer at
+    /// `used`; returns the bytes copied and whether `s` was cut.
+    fn copy(&mut self, s: &str) -> (usize, bool) {
         let room = TEXT_BYTES - self.used;
         let mut n = s.len().min(room);
         while !s.is_char_boundary(n) {
             n -= 1;
         }
-        if n < s.len() {
+        for (d, b) in self.text[self.used..self.used + n]
+            .iter_mut()
+            .zip(s.as_bytes())
+        {
+            d.write(*b);
+        }
+        self.used += n;
+        (n, n < s.len())
+    }
+
+    /// Copies `s` into the buffer (cut at a character boundary when full).
+    fn text(&mut self, f: &Field, kind: u8, s: &str) {
+        let start = self.used;
+        let (n, cut) = self.copy(s);
+        if cut {
+            // Relaxed: a counter read back for display.
             CUT.fetch_add(1, Ordering::Relaxed);
         }
-        self.text[self.used..self.used + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.put(f, Raw::Text(kind, self.used, n));
-        self.used += n;
+        self.put(f, Raw::Text(kind, start as u16, n as u16));
     }
 
     /// Formats `args` into the buffer.
     fn format(&mut self, f: &Field, kind: u8, args: std::fmt::Arguments<'_>) {
-        struct Cursor<'a> {
-            buf: &'a mut [u8],
-            at: usize,
-            cut: bool,
-        }
+        struct Cursor<'a>(&'a mut Gather, bool);
         impl std::fmt::Write for Cursor<'_> {
             fn write_str(&mut self, s: &str) -> std::fmt::Result {
-                let room = self.buf.len() - self.at;
-                let mut n = s.len().min(room);
-                while !s.is_char_boundary(n) {
-                    n -= 1;
-                }
-                self.buf[self.at..self.at + n].copy_from_slice(&s.as_bytes()[..n]);
-                self.at += n;
-                if n < s.len() {
-                    self.cut = true;
+                let (_, cut) = self.0.copy(s);
+                if cut {
+                    self.1 = true;
                     return Err(std::fmt::Error);
                 }
                 Ok(())
             }
         }
         let start = self.used;
-        let mut c = Cursor {
-            buf: &mut self.text[start..],
-            at: 0,
-            cut: false,
-        };
+        let mut c = Cursor(self, false);
         let _ = c.write_fmt(args);
-        let (n, cut) = (c.at, c.cut);
-        if cut {
+        if c.1 {
+            // Relaxed: a counter read back for display.
             CUT.fetch_add(1, Ordering::Relaxed);
         }
-        self.put(f, Raw::Text(kind, start, n));
-        self.used += n;
+        let n = self.used - start;
+        self.put(f, Raw::Text(kind, start as u16, n as u16));
+    }
+}
+
+// SAFETY: each value's encoding, one after the other: their max_size sum
+// (the same values, read twice from an unchanged `Gather`).
+unsafe impl Encode for Gather {
+    #[inline]
+    fn max_size(&self) -> usize {
+        self.values[..self.n]
+            .iter()
+            .map(|r| self.value(*r).max_size())
+            .sum()
+    }
+    #[inline]
+    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+        let mut p = dst;
+        for r in &self.values[..self.n] {
+            // SAFETY: within the sum max_size() counts.
+            p = unsafe { self.value(*r).encode(p) };
+        }
+        p
     }
 }
 
@@ -264,37 +311,22 @@ impl Visit for Gather {
 pub(crate) fn with_values(
     n: usize,
     visit: impl FnOnce(&mut dyn Visit),
-    emit: impl FnOnce(&Values<'_>),
+    emit: impl FnOnce(&Gather),
 ) {
     let mut g = Gather {
+        n: n.min(MAX_FIELDS),
         values: [Raw::None; MAX_FIELDS],
-        text: [0; TEXT_BYTES],
+        text: [MaybeUninit::uninit(); TEXT_BYTES],
         used: 0,
     };
     visit(&mut g);
-    let n = n.min(MAX_FIELDS);
-    let mut values = [Value::None; MAX_FIELDS];
-    for (v, raw) in values.iter_mut().zip(&g.values[..n]) {
-        *v = match *raw {
-            Raw::None => Value::None,
-            Raw::U64(x) => Value::U64(x),
-            Raw::I64(x) => Value::I64(x),
-            Raw::F64(x) => Value::F64(x),
-            Raw::Bool(x) => Value::Bool(x),
-            Raw::Text(kind, at, len) => Value::Text(
-                kind,
-                // The buffer holds whole characters (cut at boundaries).
-                std::str::from_utf8(&g.text[at..at + len]).unwrap_or(""),
-            ),
-        };
-    }
-    emit(&Values(&values[..n]));
+    emit(&g);
 }
 
 /// A span's fields after its id (the `call` its entries and exits carry).
 pub(crate) struct WithCall<'a> {
     pub(crate) call: u64,
-    pub(crate) values: &'a Values<'a>,
+    pub(crate) values: &'a Gather,
 }
 
 // SAFETY: the id's 8 bytes, then the values' encoding: their sum.

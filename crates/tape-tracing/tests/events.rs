@@ -5,6 +5,8 @@
 //! tape's patterns choose which callsites record, including callsites first
 //! hit after the pattern was applied; babeltrace2 reads the trace.
 
+mod support;
+
 use std::collections::BTreeMap;
 
 use tape_ctf::decode::Value;
@@ -52,15 +54,7 @@ fn field(v: &Value) -> (String, String) {
 
 #[test]
 fn events_of_every_value_type_are_recorded_typed_and_selected_by_pattern() {
-    let dir = std::env::temp_dir().join(format!("tape-tracing-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let g = tape::Config::new()
-        .dir(&dir)
-        .control(false)
-        .shared_rings(false)
-        .init()
-        .expect("init");
-    g.disarm();
+    let dir = support::tape_in("events");
     // Before any callsite is registered: the pattern takes them in later.
     tape::enable_pattern("tracing.app.*").unwrap();
 
@@ -142,31 +136,13 @@ fn events_of_every_value_type_are_recorded_typed_and_selected_by_pattern() {
     assert_eq!(events[2].1["n"], ("u64".to_owned(), "2".to_owned()));
 
     // babeltrace2 reads it (when installed; required in CI).
-    match std::process::Command::new("babeltrace2")
-        .arg(&trace)
-        .output()
-    {
-        Ok(out) => {
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            for want in [
-                "table = { kind = ( \"str\" : container = 5 ), value = { \"users\" } }",
-                "rows = { kind = ( \"u64\" : container = 1 ), value = { 42 } }",
-                "point = { kind = ( \"text\" : container = 8 ), value = { \"Point { x: 3 }\" } }",
-            ] {
-                assert!(text.contains(want), "{want} not in {text}");
-            }
-        }
-        Err(_) => {
-            assert!(
-                std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-                "babeltrace2 is not installed and TAPE_REQUIRE_TOOLS=1"
-            );
-            eprintln!("notice: babeltrace2 is not installed: its check is skipped");
+    if let Some(text) = support::babeltrace2(&trace) {
+        for want in [
+            "table = { kind = ( \"str\" : container = 5 ), value = { \"users\" } }",
+            "rows = { kind = ( \"u64\" : container = 1 ), value = { 42 } }",
+            "point = { kind = ( \"text\" : container = 8 ), value = { \"Point { x: 3 }\" } }",
+        ] {
+            assert!(text.contains(want), "{want} not in {text}");
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -4,6 +4,8 @@
 //! may be gone. Nothing panics, what was recorded before is saved whole,
 //! and the saved trace reads back (tape's reader and babeltrace2).
 
+mod support;
+
 use tracing_subscriber::layer::SubscriberExt;
 
 struct Late(tracing::Dispatch);
@@ -23,15 +25,7 @@ thread_local! {
 
 #[test]
 fn threads_exit_with_spans_open_and_trace_from_their_destructors() {
-    let dir = std::env::temp_dir().join(format!("tape-tracing-hostile-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let g = tape::Config::new()
-        .dir(&dir)
-        .control(false)
-        .shared_rings(false)
-        .init()
-        .expect("init");
-    g.disarm();
+    let dir = support::tape_in("hostile");
     tape::enable_pattern("tracing.h.*").unwrap();
     let dispatch =
         tracing::Dispatch::new(tracing_subscriber::registry().with(tape_tracing::layer()));
@@ -66,22 +60,6 @@ fn threads_exit_with_spans_open_and_trace_from_their_destructors() {
         .filter(|n| n.starts_with("tracing.h.info.") && n.contains("hostile.rs"))
         .count();
     assert!(events >= 8, "{names:?}");
-    match std::process::Command::new("babeltrace2")
-        .arg(&trace)
-        .output()
-    {
-        Ok(out) => assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(_) => {
-            assert!(
-                std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-                "babeltrace2 is not installed and TAPE_REQUIRE_TOOLS=1"
-            );
-            eprintln!("notice: babeltrace2 is not installed: its check is skipped");
-        }
-    }
+    support::babeltrace2(&trace);
     let _ = std::fs::remove_dir_all(&dir);
 }

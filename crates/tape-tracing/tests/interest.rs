@@ -7,6 +7,8 @@
 //! path; another layer beside it still sees what tape does not want.
 //! One test in its own binary: `tracing`'s interest cache is global.
 
+mod support;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -60,15 +62,7 @@ tape::tracepoint! {
 
 #[test]
 fn callsites_tape_does_not_want_are_never_asked_until_it_wants_them() {
-    let dir = std::env::temp_dir().join(format!("tape-tracing-interest-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let g = tape::Config::new()
-        .dir(&dir)
-        .control(false)
-        .shared_rings(false)
-        .init()
-        .expect("init");
-    g.disarm();
+    let dir = support::tape_in("interest");
 
     // The answers, asked directly: alone, and beside a layer with no filter.
     let seen = Arc::new(AtomicU64::new(0));

@@ -8,6 +8,8 @@
 //! fields are its `.new` event, and `Span::record`'s its `.record` event,
 //! with the same call.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -81,15 +83,7 @@ fn read(trace: &std::path::Path) -> Vec<Recorded> {
 
 #[test]
 fn spans_are_calls_that_keep_their_id_across_threads_and_polls() {
-    let dir = std::env::temp_dir().join(format!("tape-tracing-spans-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let g = tape::Config::new()
-        .dir(&dir)
-        .control(false)
-        .shared_rings(false)
-        .init()
-        .expect("init");
-    g.disarm();
+    let dir = support::tape_in("spans");
     tape::enable_pattern("tracing.t.*").unwrap();
     let dispatch =
         tracing::Dispatch::new(tracing_subscriber::registry().with(tape_tracing::layer()));

@@ -101,15 +101,11 @@ pub const fn poll_desc(
     module_path: &'static str,
 ) -> crate::TracepointDesc {
     crate::TracepointDesc {
-        name,
-        file,
-        line,
-        module_path,
-        fast_path: false,
         fields: &fn_poll::FIELDS,
         fixed_size: fn_poll::FIXED_SIZE,
         format: fn_poll::FORMAT,
         class: Some(fn_poll::NAME),
+        ..call_desc(name, file, line, module_path)
     }
 }
 
