@@ -12,7 +12,9 @@ fn the_readme_lines_are_the_doc_example() {
         .nth(1)
         .expect("the README's tape-tracing section");
     let block = section
-        .split("```rust\n")
+        // `rs`: a snippet, not one of the whole programs that tape's
+        // README test compiles (`rust` blocks).
+        .split("```rs\n")
         .nth(1)
         .and_then(|b| b.split("```").next())
         .expect("its rust block");
