@@ -5,11 +5,12 @@
 #   bash benches/peers/run.sh --no-readers
 #
 # * an event with three fields (benches/events.rs): tape's tracepoint,
-#   `tracing::info!` through the minimal subscriber, a recording layer, the
-#   fmt layer to a file, tracing-chrome, tracing-perfetto; fastrace;
-#   LTTng-UST;
-# * a traced call (benches/traced.rs): #[tape::traced], #[tracing::instrument],
-#   #[fastrace::trace], latency sections;
+#   `tracing::info!` through the minimal subscriber, a recording layer,
+#   tape-tracing's layer, the fmt layer to a file, tracing-chrome,
+#   tracing-perfetto; fastrace; LTTng-UST;
+# * a traced call (benches/traced.rs): #[tape::traced], #[tracing::instrument]
+#   (alone, with a timestamping layer, with tape-tracing), #[fastrace::trace],
+#   latency sections;
 # * reading a trace: `tape show` against babeltrace2 on an LTTng-like trace
 #   of READER_EVENTS events (default 2 M; ../shared's generator), the median
 #   of 3 runs each, as ns per event.

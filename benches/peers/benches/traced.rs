@@ -2,7 +2,8 @@
 //! disabled and enabled, `#[tracing::instrument]` with the minimal
 //! subscriber (`tracing_subscriber::registry()`, no layer), and with a
 //! layer that records what tape records (a timestamp at enter and at exit,
-//! into a thread-local ring), and
+//! into a thread-local ring), and through `tape-tracing`'s layer (the span's
+//! creation, entry and exit recorded into tape's rings), and
 //! `#[fastrace::trace]` under root spans with a reporter that drops what it
 //! gets; `tape::latency::section!` around the same body (the latency tracer
 //! off, on, on with the section's events recorded); next to an empty loop, a bare `rdtsc` and a bare `rdtsc` pair (what
@@ -179,6 +180,11 @@ fn main() {
     use tracing_subscriber::layer::SubscriberExt;
     let registry = tracing::Dispatch::new(tracing_subscriber::registry());
     let stamped = tracing::Dispatch::new(tracing_subscriber::registry().with(Stamps));
+    // tape-tracing: every span's tracepoints (`.new` at creation, then
+    // `.entry` and `.exit`), as `TAPE_TRACE='tracing.*'` would have them.
+    tape::enable_pattern("tracing.*").expect("pattern");
+    let tape_layer =
+        tracing::Dispatch::new(tracing_subscriber::registry().with(tape_tracing::layer()));
     fastrace::set_reporter(Drop, fastrace::collector::Config::default());
 
     let rows: Vec<Row> = vec![
@@ -218,13 +224,21 @@ fn main() {
             Box::new(move || with_subscriber(&stamped, &tracing_on)),
         ),
         (
+            "#[tracing::instrument], registry + tape-tracing (span new, entry, exit into tape's rings)",
+            Box::new(move || with_subscriber(&tape_layer, &tracing_on)),
+        ),
+        (
             "#[fastrace::trace], a root span per 8192 calls",
             Box::new(timed_fastrace),
         ),
     ];
     tape_peers::run(&rows, ITERS, 2, "× rdtsc pair", &|| fastrace::flush());
-    // The layer did record (its ring was written).
+    // The layer did record (its ring was written), and so did tape-tracing.
     assert!(RING.with(|r| r.borrow().0.iter().any(|&(_, t)| t != 0)));
+    assert_eq!(tape_tracing::unregistered_callsites(), 0);
+    assert!(tape::registry::tracepoints()
+        .iter()
+        .any(|p| p.name().ends_with(".tracing_on.entry") && p.is_recording()));
     tape::latency::set_on(false);
     let _ = std::fs::remove_dir_all(&scratch);
     let s = tape::stats();
