@@ -5,9 +5,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use tape_ctf::decode::json::JsonSink;
 use tape_ctf::decode::plan::Sink;
 use tape_ctf::metadata::read::{find_traces, TraceDir};
-use tape_ctf::output::json_value::JsonSink;
 
 /// Why a command stopped early.
 pub(crate) enum Failure {

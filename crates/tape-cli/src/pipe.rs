@@ -44,9 +44,9 @@ use std::time::{Duration, Instant};
 
 use tape_ctf::decode::plan::Discard;
 use tape_ctf::decode::stream::{FastStream, Next, TracePlan};
+use tape_ctf::decode::text::line::TextBuf;
+use tape_ctf::decode::text::TimeText;
 use tape_ctf::output::json::write_json_line;
-use tape_ctf::output::text::line::TextBuf;
-use tape_ctf::output::text::parallel::TimeText;
 use tape_ctf::output::text::{write_event_rest, write_line_prefix};
 
 use crate::show::LineTime;

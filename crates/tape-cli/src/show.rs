@@ -8,9 +8,10 @@ use crate::output::*;
 use crate::select::*;
 use crate::{symbols, time, Format};
 use tape_ctf::decode::stream::{open_streams, FastStream};
+use tape_ctf::decode::text::TimeText;
 use tape_ctf::merge::FastMerge;
 use tape_ctf::metadata::read::TraceDir;
-use tape_ctf::output::text::parallel::{render_merged, Piece, Render, Seconds, Threads, TimeText};
+use tape_ctf::output::text::parallel::{render_merged, Piece, Render, Seconds, Threads};
 
 /// The time of a line: `HH:MM:SS.nnnnnnnnn` in the local time zone, or
 /// seconds since the epoch. The broken-down time of the last second is
@@ -63,7 +64,7 @@ impl Second {
 }
 
 impl TimeText for LineTime {
-    fn write(&mut self, out: &mut tape_ctf::output::text::line::TextBuf, ns: i128) {
+    fn write(&mut self, out: &mut tape_ctf::decode::text::line::TextBuf, ns: i128) {
         if self.seconds || ns < 0 {
             // Before the epoch: `-S.nnnnnnnnn`, as babeltrace2 prints the
             // first such time (it prints the later ones as if after it).
@@ -76,9 +77,9 @@ impl TimeText for LineTime {
 
     /// `[HH:MM:SS.` as one store, then the nine digits.
     #[inline(always)]
-    fn open_line(&mut self, out: &mut tape_ctf::output::text::line::TextBuf, t: Option<i128>) {
+    fn open_line(&mut self, out: &mut tape_ctf::decode::text::line::TextBuf, t: Option<i128>) {
         let Some(ns) = t.filter(|&ns| !self.seconds && ns >= 0) else {
-            return tape_ctf::output::text::parallel::open_line(self, out, t);
+            return tape_ctf::decode::text::open_line(self, out, t);
         };
         let s = self.second(ns);
         match &s.word {

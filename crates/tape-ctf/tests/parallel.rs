@@ -16,10 +16,11 @@ use std::path::{Path, PathBuf};
 
 use tape_ctf::decode::plan::Discard;
 use tape_ctf::decode::stream::open_streams;
+use tape_ctf::decode::text::line::TextBuf;
+use tape_ctf::decode::text::TimeText;
 use tape_ctf::merge::{FastMerge, Step};
 use tape_ctf::metadata::read::find_traces;
-use tape_ctf::output::text::line::TextBuf;
-use tape_ctf::output::text::parallel::{render_merged, Piece, Render, Seconds, Threads, TimeText};
+use tape_ctf::output::text::parallel::{render_merged, Piece, Render, Seconds, Threads};
 use tape_ctf::output::text::{write_event_rest, write_line_prefix};
 use tape_ctf::EventClass;
 

@@ -16,8 +16,10 @@
 //! the file, the packet offset and the bit offset, never a panic or an
 //! allocation sized by an unchecked length.
 
+pub mod json;
 pub mod plan;
 pub mod stream;
+pub mod text;
 
 use std::path::PathBuf;
 

@@ -12,16 +12,16 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::decode::json::JsonSink;
 use crate::decode::plan::ValueSink;
 use crate::decode::plan::{
     self, Bits, Compiler, Discard, HeaderPlan, QuickHeader, ScopePlan, Sink, State, NONE,
 };
+use crate::decode::text::line::{Lit, TextBuf, TextProgram};
+use crate::decode::text::sink::{TextSink, HIDDEN};
+use crate::decode::text::TimeText;
 use crate::decode::{ClockConv, DecodeError, Value};
 use crate::metadata::read::TraceDir;
-use crate::output::json_value::JsonSink;
-use crate::output::text::line::{Lit, TextBuf, TextProgram};
-use crate::output::text::parallel::TimeText;
-use crate::output::text::sink::{TextSink, HIDDEN};
 use crate::{Clock, EnvValue, EventClass, Trace, Type};
 
 pub(crate) struct EventPlan {

@@ -37,6 +37,7 @@ use std::io::Write;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::decode::json::JsonSink;
 use crate::decode::plan::Sink;
 use crate::decode::stream::FastStream;
 use crate::decode::DecodeError;
@@ -45,7 +46,6 @@ use crate::metadata::read::TraceDir;
 use crate::output::calls::{CallStack, OpenCall};
 use crate::output::export::{process, run, stream_key, time, Export, Exported, Failure, Options};
 use crate::output::function::{kind, Kind, Names, ThreadOf};
-use crate::output::json_value::JsonSink;
 use crate::{Base, Enum};
 
 /// What the sink reads besides writing the JSON: the top-level `depth` and

@@ -194,7 +194,7 @@ impl FlatSink {
     fn natural(&self, out: &mut String, v: Flat) {
         let decimal = |out: &mut String, x: u64| {
             let mut buf = [0u8; 66];
-            let digits = crate::output::uint_text(&mut buf, x, crate::Base::Decimal);
+            let digits = crate::decode::text::uint_text(&mut buf, x, crate::Base::Decimal);
             out.push_str(std::str::from_utf8(digits).unwrap_or_default());
         };
         match v {

@@ -126,7 +126,7 @@ pub fn duration_text(s: &mut String, d: u128) {
     };
     let (usecs, rem) = (d / 1000, d % 1000);
     let mut buf = [0u8; 66];
-    let digits = crate::output::uint_text(&mut buf, usecs, crate::Base::Decimal);
+    let digits = crate::decode::text::uint_text(&mut buf, usecs, crate::Base::Decimal);
     // Digits, a point and three, " us ", padding: at most 20 + 4 + 4.
     let mut line = [b' '; 32];
     let mut len = digits.len();

@@ -1,10 +1,10 @@
 //! One JSON object a line (`tape show --format json`): an event's time,
 //! name, stream, packet context and scopes.
 
+use crate::decode::json::JsonSink;
 use crate::decode::plan::Sink as _;
 use crate::decode::stream::FastStream;
 use crate::decode::DecodeError;
-use crate::output::json_value::JsonSink;
 
 /// One event as a JSON object on its own line: time, name, stream, packet
 /// context and the event's scopes (`stream_context`, `context`, `fields`).

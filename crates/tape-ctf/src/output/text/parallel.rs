@@ -50,9 +50,10 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use crate::decode::plan::Discard;
 use crate::decode::stream::Shown;
 use crate::decode::stream::{FastStream, Next, PacketBuf, DELTA_PLACEHOLDER};
+use crate::decode::text::line::{delta_into, TextBuf};
+use crate::decode::text::TimeText;
 use crate::decode::DecodeError;
 use crate::merge::tournament::{LoserTree, DONE};
-use crate::output::text::line::{delta_into, TextBuf};
 use crate::output::text::write_event_rest;
 
 /// Chunks waiting to be merged per stream, at most: beyond them, only the
@@ -75,32 +76,6 @@ pub const CHUNK: usize = 4096;
 /// 256 KB of text and parts of 256 KB of packets measured as fast as
 /// larger ones on the 8-million-event traces, in half the memory.
 pub const CHUNK_TEXT: usize = 256 << 10;
-
-/// Writes the time of an event line (the `HH:MM:SS.nnnnnnnnn` of
-/// babeltrace2, or seconds since the epoch). Each worker has its own copy,
-/// so that it may keep a cache (the broken-down time of the last second).
-pub trait TimeText: Clone + Send {
-    /// Appends the text of time `ns` (ns since the epoch) to `out`.
-    fn write(&mut self, out: &mut TextBuf, ns: i128);
-
-    /// Starts a text line: `[` and the time `t`, or `??:??:??.?????????`
-    /// for an event without one. (An implementation that writes the
-    /// opening its own way falls back on [`open_line`].)
-    #[inline(always)]
-    fn open_line(&mut self, out: &mut TextBuf, t: Option<i128>) {
-        open_line(self, out, t);
-    }
-}
-
-/// [`TimeText::open_line`] as provided: `[`, then the time by `time`.
-#[inline(always)]
-pub fn open_line<T: TimeText>(time: &mut T, out: &mut TextBuf, t: Option<i128>) {
-    out.push(b'[');
-    match t {
-        Some(ns) => time.write(out, ns),
-        None => out.put(b"??:??:??.?????????"),
-    }
-}
 
 /// Deltas below this many ns (10 s) fit the placeholder `+?.?????????`;
 /// a line with a wider one is rewritten.

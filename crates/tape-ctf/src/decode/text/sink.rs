@@ -3,8 +3,8 @@
 //! enumerations as babeltrace2 2.0 prints them.
 
 use crate::decode::plan::Sink;
-use crate::output::text::line::TextBuf;
-use crate::output::uint_text;
+use crate::decode::text::line::TextBuf;
+use crate::decode::text::uint_text;
 use crate::{Base, Enum};
 
 /// Packet context fields babeltrace2 does not print.
@@ -299,7 +299,7 @@ pub(crate) fn text_enum(out: &mut TextBuf, v: i128, e: &Enum) {
 /// A floating point number as `%g`.
 pub(crate) fn text_float(out: &mut TextBuf, v: f64) {
     let mut s = String::new();
-    crate::output::text::float(&mut s, v);
+    crate::decode::text::float(&mut s, v);
     out.put(s.as_bytes());
 }
 
@@ -318,13 +318,13 @@ pub(crate) fn text_string_body(out: &mut TextBuf, s: &[u8]) {
         out.put(s);
     } else {
         let mut t = Vec::with_capacity(s.len() + 16);
-        crate::output::text::escape_into(&mut t, s);
+        crate::decode::text::escape_into(&mut t, s);
         out.put(&t);
     }
 }
 
 /// Whether `s` prints as it is between quotes (see
-/// [`crate::output::text::escape_into`]): no control character, no `"`, `\\`, `'`
+/// [`crate::decode::text::escape_into`]): no control character, no `"`, `\\`, `'`
 /// or `?` (8 bytes at a time). Bytes from 0x80 up print as they are. A
 /// `#` or `&` in the 8-byte words also answers no (the tests take two
 /// bytes at once); the caller then escapes exactly, byte by byte.
@@ -350,7 +350,7 @@ fn plain(s: &[u8]) -> bool {
     chunks
         .remainder()
         .iter()
-        .all(|&c| crate::output::text::plain_byte(c))
+        .all(|&c| crate::decode::text::plain_byte(c))
 }
 
 #[cfg(test)]

@@ -351,7 +351,7 @@ fn string_text(out: &mut TextBuf, rest: &[u8]) -> Option<usize> {
         }
     }
     let n = plan::nul(rest)?;
-    crate::output::text::sink::text_string_body(out, &rest[..n]);
+    crate::decode::text::sink::text_string_body(out, &rest[..n]);
     Some(n)
 }
 
@@ -545,7 +545,7 @@ impl TextProgram {
     /// render the event (see the module docs).
     #[inline]
     pub(crate) fn run(&self, b: &mut Bits<'_>, st: &mut State, out: &mut TextBuf) -> bool {
-        use crate::output::text::sink::{text_bits, text_enum, text_float};
+        use crate::decode::text::sink::{text_bits, text_enum, text_float};
         let (buf, end) = (b.buf, b.end);
         let mut pos = b.pos;
         let mut start = pos;
@@ -664,7 +664,7 @@ mod tests {
                     assert_eq!(n, None, "{s:?}");
                     continue;
                 }
-                crate::output::text::sink::text_string_body(&mut want, &s);
+                crate::decode::text::sink::text_string_body(&mut want, &s);
                 assert_eq!(n, Some(s.len()), "{s:?}");
                 assert_eq!(got.as_slice(), want.as_slice(), "{s:?}");
             }

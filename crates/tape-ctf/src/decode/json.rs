@@ -3,7 +3,7 @@
 //! once per packet, and the Chrome export's args (`output::chrome`).
 
 use crate::decode::plan::Sink;
-use crate::output::uint_text;
+use crate::decode::text::uint_text;
 use crate::{Base, Enum};
 
 /// Writes each scope as a JSON object member: `"NAME":{...}`, comma
