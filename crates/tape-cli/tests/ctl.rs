@@ -75,7 +75,7 @@ impl Program {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut first)
             .unwrap();
-        assert!(first.starts_with("pipeline: pid"), "{first:?}");
+        assert!(first.contains(": pid "), "{first:?}");
         let pid = child.id();
         Program {
             child,
@@ -719,4 +719,38 @@ fn triggers_set_through_tape_ctl_fire_and_read_back() {
     );
     assert!(!p.ok(&["status"]).contains("trigger: "));
     let _ = std::fs::remove_dir_all(&rt);
+}
+
+#[test]
+fn tracing_callsites_follow_tape_ctl_in_a_running_program() {
+    // tape-tracing's example, nothing enabled: its `tracing` callsites get
+    // `Interest::never`, cached by `tracing`. `tape ctl enable` must have
+    // `tracing` ask again (tape-tracing's hook), or nothing would record.
+    let runtime = runtime_dir("tracing");
+    let p = Program::start_with(
+        Command::new(pipeline::example("tracing_spans")),
+        &runtime,
+        &[("TAPE_SHM", "off")],
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(recorded(&p), 0, "nothing is enabled yet");
+    p.ok(&["enable", "tracing.app.*"]);
+    wait_until("tracing events recorded", || recorded(&p) > 50);
+    let dir = runtime.join("saved");
+    p.ok(&["save", dir.to_str().unwrap()]);
+    let text = shown_events(&runtime, "tracing.app.*", &dir);
+    for want in [
+        "tracing.app.info.request.entry",
+        "tracing.app.debug.parse.exit",
+        "tracing.app.info.request.record",
+    ] {
+        assert!(text.contains(want), "{want} not in:\n{text}");
+    }
+    // Disabled again: the count stops growing (give `tracing` the rebuild).
+    p.ok(&["disable", "tracing.app.*"]);
+    std::thread::sleep(Duration::from_millis(100));
+    let before = recorded(&p);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(recorded(&p), before, "still recording after disable");
+    let _ = std::fs::remove_dir_all(&runtime);
 }

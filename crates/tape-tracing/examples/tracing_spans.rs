@@ -14,7 +14,9 @@
 //! `parse` span, an event, and a `#[tape::traced]` function (which nests
 //! under the spans: one depth for both). Then a future instrumented with a
 //! `fetch` span is polled once on each worker: one span, one call id, two
-//! running intervals on two threads.
+//! running intervals on two threads. With `--seconds N` the workers serve
+//! requests for N seconds (one a millisecond each) instead, for `tape ctl`
+//! to enable and disable the callsites while it runs.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -80,18 +82,23 @@ fn main() -> Result<(), tape::Error> {
         .with(tape_tracing::layer())
         .init();
     let mut requests = 3u64;
+    let mut seconds = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
+        let mut number = || args.next().and_then(|v| v.parse().ok());
         match a.as_str() {
-            "--requests" => {
-                requests = args
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .expect("--requests N")
-            }
+            "--requests" => requests = number().expect("--requests N"),
+            "--seconds" => seconds = Some(number().expect("--seconds N")),
             other => panic!("unknown argument {other}"),
         }
     }
+    // `--seconds N`: serve for N seconds, a request a millisecond per
+    // worker, so that `tape ctl` can change what records meanwhile.
+    let until = seconds.map(|s| {
+        let pid = std::process::id();
+        println!("tracing_spans: pid {pid}; control it with: tape ctl {pid} status");
+        std::time::Instant::now() + std::time::Duration::from_secs(s)
+    });
     let fetch: Task = Box::pin(
         TwoPolls(false).instrument(tracing::info_span!(target: "app", "fetch", item = 42u64)),
     );
@@ -105,7 +112,16 @@ fn main() -> Result<(), tape::Error> {
             std::thread::Builder::new()
                 .name(format!("worker-{w}"))
                 .spawn(move || {
-                    let sum: u64 = (0..requests).map(|i| serve(w, i)).sum();
+                    let sum: u64 = match until {
+                        None => (0..requests).map(|i| serve(w, i)).sum(),
+                        Some(until) => (0..)
+                            .take_while(|_| std::time::Instant::now() < until)
+                            .map(|i| {
+                                std::thread::sleep(std::time::Duration::from_millis(1));
+                                serve(w, i)
+                            })
+                            .sum(),
+                    };
                     let (lock, cv) = &*turn;
                     let mut t = cv.wait_while(lock.lock().unwrap(), |t| *t != w).unwrap();
                     let polled = poll_once(&fetch);
