@@ -114,19 +114,7 @@ impl TapeField for Value<'_> {
             tape_ctf::Field::new("i128", string()),
             tape_ctf::Field::new("text", string()),
         ];
-        out.push(
-            name,
-            Type::Struct(Struct::new(vec![
-                tape_ctf::Field::new("kind", kind),
-                tape_ctf::Field::new(
-                    "value",
-                    Type::Variant {
-                        tag: "kind".into(),
-                        options,
-                    },
-                ),
-            ])),
-        );
+        out.push(name, Type::Struct(tape::field::tagged_union(kind, options)));
     }
 }
 

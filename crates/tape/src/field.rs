@@ -336,6 +336,21 @@ pub fn enum_type(container: Integer, labels: &[(&str, i128)]) -> Type {
     })
 }
 
+/// A tagged union as CTF writes one: `struct { kind; variant <kind> {
+/// options } value; }`, the variant's tag the enumeration `kind` before it.
+pub fn tagged_union(kind: Type, options: Vec<tape_ctf::Field>) -> Struct {
+    Struct::new(vec![
+        tape_ctf::Field::new("kind", kind),
+        tape_ctf::Field::new(
+            "value",
+            Type::Variant {
+                tag: "kind".into(),
+                options,
+            },
+        ),
+    ])
+}
+
 fn bool_type() -> Type {
     enum_type(Integer::unsigned(8), &[("false", 0), ("true", 1)])
 }

@@ -36,7 +36,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use tape_ctf::{Encoding, Float, Integer, Struct, Type};
+use tape_ctf::{Encoding, Float, Integer, Type};
 
 use crate::field::{enum_type, Encode, Field, Layout};
 
@@ -217,16 +217,7 @@ impl Field for Args<'_> {
             tape_ctf::Field::new("f64", Type::Float(Float::binary64())),
             tape_ctf::Field::new("str", Type::String(Encoding::Utf8)),
         ];
-        let arg = Struct::new(vec![
-            tape_ctf::Field::new("kind", kind),
-            tape_ctf::Field::new(
-                "value",
-                Type::Variant {
-                    tag: "kind".into(),
-                    options,
-                },
-            ),
-        ]);
+        let arg = crate::field::tagged_union(kind, options);
         out.push(
             name,
             Type::Sequence {
