@@ -121,6 +121,14 @@ pub(crate) fn find(meta: &Metadata<'_>) -> Option<&'static Callsite> {
     None
 }
 
+/// Whether `meta` is a hint (`tracing::enabled!`, `event_enabled!`): a
+/// question about events, with no event of its own. `tracing_core` keeps
+/// the kind private: a hint is neither an event nor a span, or is named
+/// `enabled <place>` as the macros name it.
+pub(crate) fn is_hint(meta: &Metadata<'_>) -> bool {
+    (!meta.is_event() && !meta.is_span()) || meta.name().starts_with("enabled ")
+}
+
 /// The callsite of `meta`, registered now if no thread has yet (one that
 /// is hit while another thread registers it: `tracing` lets it through
 /// before the registration reached the layer).

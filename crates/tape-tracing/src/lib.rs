@@ -181,7 +181,9 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
-        callsite::register(meta);
+        if !callsite::is_hint(meta) {
+            callsite::register(meta);
+        }
         // Unfiltered, the layer decides nothing for the others: whether
         // tape records is its tracepoints' state, read at each event.
         Interest::always()
@@ -250,6 +252,14 @@ impl<S> Filter<S> for TapeFilter {
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if callsite::is_hint(meta) {
+            // `tracing::enabled!`: asks whether events of a target and
+            // level would be recorded, with no event of its own. tape
+            // decides per event callsite, not per target: say yes, so that
+            // code guarded by it still reaches the event callsites, which
+            // answer for themselves (a "no" here would lose their events).
+            return Interest::always();
+        }
         match callsite::register(meta) {
             None => Interest::never(),
             Some(c) if c.wanted() => Interest::always(),

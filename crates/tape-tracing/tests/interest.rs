@@ -89,6 +89,19 @@ fn callsites_tape_does_not_want_are_never_asked_until_it_wants_them() {
     assert_eq!(interest(&alone), "never");
     drop(beside);
 
+    // `tracing::enabled!` (a hint, no event): yes, and no tracepoint made
+    // for it, so guarded events still reach their own callsites.
+    assert!(tracing::dispatcher::with_default(
+        &alone,
+        || tracing::enabled!(
+            target: "quiet",
+            tracing::Level::INFO
+        )
+    ));
+    assert!(!tape::registry::tracepoints()
+        .iter()
+        .any(|p| p.name().contains("enabled")));
+
     // Real callsites, through the global subscriber: tape alone.
     tracing::dispatcher::set_global_default(alone).unwrap();
     for n in 0..3u64 {
