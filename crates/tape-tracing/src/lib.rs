@@ -55,7 +55,9 @@
 //! ([`tape::registry::on_change`], `rebuild_interest_cache`). While a
 //! trigger that enables events is set, disabled callsites are asked at
 //! each event instead ("sometimes"), since a trigger switches them where
-//! no rebuild can run. An enabled event costs `tracing`'s dispatch, a
+//! no rebuild can run. `tracing::enabled!` (a hint, with no event of its
+//! own) is answered yes: tape decides per event callsite, not per target,
+//! and a no would lose the events it guards. An enabled event costs `tracing`'s dispatch, a
 //! lookup of its callsite (pointer hash, a table read without a lock), the
 //! visit of its fields into a stack buffer and tape's emit path: no
 //! allocation, lock or system call (a callsite's registration, once, takes
