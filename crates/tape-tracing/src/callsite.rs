@@ -58,29 +58,25 @@ pub(crate) struct SpanPoints {
 }
 
 impl Callsite {
+    /// Its tracepoints: the event's, or a span's four.
+    fn points(&self) -> impl Iterator<Item = &'static Tracepoint> + '_ {
+        let span = self.span.iter().flat_map(|s| [s.record, s.entry, s.exit]);
+        std::iter::once(self.main).chain(span)
+    }
+
     /// Whether any of its tracepoints is enabled, or has probes, a filter
     /// or triggers: what the user chose, whether tracing is on or off.
     pub(crate) fn wanted(&self) -> bool {
-        let wanted = |tp: &Tracepoint| {
-            use tape::__private::{FILTER, PROBES, TRIGGER};
-            tp.is_enabled() || tp.state() & (PROBES | FILTER | TRIGGER) != 0
-        };
-        wanted(self.main)
-            || self
-                .span
-                .as_ref()
-                .is_some_and(|s| wanted(s.record) || wanted(s.entry) || wanted(s.exit))
+        use tape::__private::{FILTER, PROBES, TRIGGER};
+        self.points()
+            .any(|tp| tp.is_enabled() || tp.state() & (PROBES | FILTER | TRIGGER) != 0)
     }
 
     /// Whether any of its tracepoints is active now (records, or has
     /// probes, a filter or triggers).
     pub(crate) fn active(&self) -> bool {
-        let active = |tp: &Tracepoint| tape::__private::is_active(tp.state());
-        active(self.main)
-            || self
-                .span
-                .as_ref()
-                .is_some_and(|s| active(s.record) || active(s.entry) || active(s.exit))
+        self.points()
+            .any(|tp| tape::__private::is_active(tp.state()))
     }
 }
 

@@ -199,23 +199,15 @@ fn spans_are_calls_that_keep_their_id_across_threads_and_polls() {
     }
 
     // The fields: at creation, then recorded.
-    let new = events
-        .iter()
-        .find(|e| e.name == span("info.outer.new"))
-        .unwrap();
+    let event = |name: &str| events.iter().find(|e| e.name == span(name)).unwrap();
+    let new = event("info.outer.new");
     assert_eq!(tagged(&new.fields["n"]), "1");
     assert_eq!(tagged(&new.fields["status"]), "none");
-    let rec = events
-        .iter()
-        .find(|e| e.name == span("info.outer.record"))
-        .unwrap();
+    let rec = event("info.outer.record");
     assert_eq!(uint(&rec.fields["call"]), outer.2);
     assert_eq!(tagged(&rec.fields["status"]), "200");
     assert_eq!(tagged(&rec.fields["n"]), "none");
-    let inner_new = events
-        .iter()
-        .find(|e| e.name == span("debug.inner.new"))
-        .unwrap();
+    let inner_new = event("debug.inner.new");
     assert_eq!(tagged(&inner_new.fields["s"]), "x");
     let _ = std::fs::remove_dir_all(&dir);
 }

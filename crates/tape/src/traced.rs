@@ -365,11 +365,7 @@ impl Poll {
 impl Drop for Poll {
     fn drop(&mut self) {
         if let Some(exit) = self.exit {
-            let _ = DEPTH.try_with(|d| d.set(self.depth));
-            let state = exit.state();
-            if crate::point::is_active(state) {
-                Poll::record(exit, state, self.depth, self.call);
-            }
+            leave_span(exit, self.depth, self.call, Some(self.depth));
         }
     }
 }

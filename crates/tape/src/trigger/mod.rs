@@ -577,21 +577,14 @@ pub fn switches_events() -> bool {
 /// Publishes `triggers` as the list of `tp` (none: no list, TRIGGER off).
 /// Called under [`WRITER`].
 fn install(tp: &'static Tracepoint, triggers: Vec<&'static Trigger>) {
-    let snapshots_before = current(tp)
-        .iter()
-        .filter(|t| matches!(t.command, Command::Snapshot))
-        .count();
-    let switches = |list: &[&'static Trigger]| {
-        list.iter()
-            .filter(|t| matches!(t.command, Command::Event { .. }))
-            .count()
+    let count = |list: &[&'static Trigger], of: fn(&Command) -> bool| {
+        list.iter().filter(|t| of(&t.command)).count()
     };
-    let switches_before = switches(current(tp));
-    let switches_after = switches(&triggers);
-    let snapshots_after = triggers
-        .iter()
-        .filter(|t| matches!(t.command, Command::Snapshot))
-        .count();
+    let snapshot: fn(&Command) -> bool = |c| matches!(c, Command::Snapshot);
+    let switch: fn(&Command) -> bool = |c| matches!(c, Command::Event { .. });
+    let (snapshots_before, snapshots_after) =
+        (count(current(tp), snapshot), count(&triggers, snapshot));
+    let (switches_before, switches_after) = (count(current(tp), switch), count(&triggers, switch));
     let new = if triggers.is_empty() {
         std::ptr::null_mut()
     } else {
