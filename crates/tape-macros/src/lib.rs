@@ -342,6 +342,7 @@ fn expand_class(c: Class) -> TokenStream2 {
     let (descs, fixed) = field_descs(&args);
     let n = descs.len();
     let payload = payload_tuple(&names);
+    let borrowed = borrowed_tuple(&names);
     let hit = hit_fn(
         &args,
         quote!(__tape_tp: &'static ::tape::Tracepoint,),
@@ -374,6 +375,18 @@ fn expand_class(c: Class) -> TokenStream2 {
             #[inline(never)]
             #[allow(clippy::too_many_arguments)]
             pub fn emit(__tape_state: u64, #(#names: #tys),*) {
+                if !::tape::__private::try_emit(__tape_state, &#borrowed) {
+                    emit_cold(__tape_state, #(#names),*);
+                }
+            }
+
+            /// Records an event of the class in the cases `try_emit`
+            /// declines (a jump from `emit`: the same arguments).
+            #[doc(hidden)]
+            #[cold]
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            pub fn emit_cold(__tape_state: u64, #(#names: #tys),*) {
                 ::tape::__private::emit(__tape_state, #payload);
             }
 
@@ -438,6 +451,7 @@ fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
         ),
         None => {
             let payload = payload_tuple(&names);
+            let borrowed = borrowed_tuple(&names);
             let (descs, fixed) = field_descs(&args);
             let hit = hit_fn(&args, quote!(), quote!(&TRACEPOINT));
             (
@@ -453,11 +467,23 @@ fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
                     /// Records an event: out of line, so that the site of a
                     /// disabled tracepoint is the load, the test and the
                     /// branch alone (no register the recording needs is
-                    /// saved on its way).
+                    /// saved on its way). A leaf in the common case
+                    /// (`try_emit`); the rest jumps to `__record_cold`.
                     #[doc(hidden)]
                     #[inline(never)]
                     #[allow(clippy::too_many_arguments)]
                     pub fn __record(__tape_state: u64, #(#names: #tys),*) {
+                        if !#private::try_emit(__tape_state, &#borrowed) {
+                            __record_cold(__tape_state, #(#names),*);
+                        }
+                    }
+
+                    /// Records an event in the cases `try_emit` declines.
+                    #[doc(hidden)]
+                    #[cold]
+                    #[inline(never)]
+                    #[allow(clippy::too_many_arguments)]
+                    pub fn __record_cold(__tape_state: u64, #(#names: #tys),*) {
                         #private::emit(__tape_state, #payload);
                     }
 
@@ -693,6 +719,10 @@ fn fields_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
                 0 #(+ ::tape::Encode::max_size(&self.#idents))*
             }
             #[inline(always)]
+            fn is_inline(&self) -> bool {
+                true #(&& ::tape::Encode::is_inline(&self.#idents))*
+            }
+            #[inline(always)]
             unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
                 let p = dst;
                 // SAFETY: the caller gave max_size() bytes, the sum of the
@@ -751,6 +781,13 @@ fn hit_fn(args: &[(Ident, Type)], extra: TokenStream2, tp: TokenStream2) -> Toke
 /// of fields is encodable (tuples implement `Encode` up to 12 elements).
 fn payload_tuple(names: &[&Ident]) -> TokenStream2 {
     let items: Vec<TokenStream2> = names.iter().map(|n| quote!(#n)).collect();
+    payload_tuple_of(&items)
+}
+
+/// The payload of borrowed arguments, `(&a, &b, ..)`: what `try_emit`
+/// encodes, leaving the arguments to the cold twin if it declines.
+fn borrowed_tuple(names: &[&Ident]) -> TokenStream2 {
+    let items: Vec<TokenStream2> = names.iter().map(|n| quote!(&#n)).collect();
     payload_tuple_of(&items)
 }
 

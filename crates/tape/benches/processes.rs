@@ -28,8 +28,11 @@
 //! tracepoint without the string), `ring-published` (the hand-written ring
 //! plus tape's re-entry flag and publication stores), `ring-odd` (51-byte
 //! events, as tape's), `ring-call` (its emit not inlined) and `ring-nul`
-//! (the string copied by tape's NUL-checking word loop). What they showed
-//! is in `RESULTS.md` ("Issue 23").
+//! (the string copied by tape's NUL-checking word loop), and `pair`: tape
+//! and the ring in one process, alternating blocks of 100 000 events,
+//! each pair of blocks' ns/event on stderr (a stretch in which the host
+//! slows both shows in both: which slowdowns are tape's own). What they
+//! showed is in `RESULTS.md` ("Issue 23").
 
 use std::cell::Cell;
 use std::hint::black_box;
@@ -59,9 +62,10 @@ fn main() {
         let ns = match kind {
             "tape" => child_tape(events),
             "tape-u64" => child_tape_u64(events),
+            "pair" => child_pair(events),
             k if k.starts_with("ring") => child_ring(k, events),
             _ => panic!(
-                "--child tape|tape-u64|ring|ring-odd|ring-call|ring-nul|ring-published [EVENTS]"
+                "--child tape|tape-u64|pair|ring|ring-odd|ring-call|ring-nul|ring-published [EVENTS]"
             ),
         };
         println!("{ns:.4}");
@@ -103,6 +107,62 @@ fn child_tape_u64(events: u64) -> f64 {
     time(events, |i| {
         request_u64(black_box(i), black_box(7), black_box(42))
     })
+}
+
+/// tape and the hand-written ring in one process, alternating blocks of
+/// 100 000 events (~2-3 ms each): prints on stderr each pair of blocks'
+/// ns/event (tape, ring); a stretch of the host's that slows both shows
+/// in both, a mode of tape's own only in tape's. Returns tape's overall
+/// ns/event over the ring's (a ratio, not ns).
+fn child_pair(events: u64) -> f64 {
+    init_tape();
+    setup_ring();
+    const BLOCK: u64 = 100_000;
+    #[inline(always)]
+    fn block(f: &mut impl FnMut(u64), i0: u64) -> f64 {
+        let t = Instant::now();
+        for i in i0..i0 + BLOCK {
+            f(i);
+        }
+        t.elapsed().as_nanos() as f64 / BLOCK as f64
+    }
+    let mut tape_ev = |i: u64| request(black_box(i), black_box(7), black_box(42), black_box(PATH));
+    let mut ring_ev = |i: u64| {
+        let (a, b, c, s) = (black_box(i), black_box(7), black_box(42), black_box(PATH));
+        ring_write(a, b, c, s, 2, StringCopy::Memcpy);
+    };
+    // Warm-up.
+    block(&mut tape_ev, 0);
+    block(&mut ring_ev, 0);
+    let (mut tt, mut rt) = (0.0, 0.0);
+    let mut lines = Vec::new();
+    for k in 0..events / BLOCK / 2 {
+        let (t, r) = if k % 2 == 0 {
+            let t = block(&mut tape_ev, k * BLOCK);
+            (t, block(&mut ring_ev, k * BLOCK))
+        } else {
+            let r = block(&mut ring_ev, k * BLOCK);
+            (block(&mut tape_ev, k * BLOCK), r)
+        };
+        tt += t;
+        rt += r;
+        lines.push(format!("{t:.2} {r:.2}"));
+    }
+    eprintln!("{}", lines.join("\n"));
+    tt / rt
+}
+
+/// Makes the hand-written ring (4 MiB, every page written once) and the
+/// publication of `ring-published`.
+fn setup_ring() {
+    let ring: &'static mut [u8] = Box::leak(vec![1u8; RING_SIZE].into_boxed_slice());
+    BASE.with(|b| b.set(ring.as_mut_ptr()));
+    let head: &'static Head = Box::leak(Box::new(Head {
+        written: AtomicU64::new(0),
+        last_ts: AtomicU64::new(0),
+        pos: AtomicU64::new(0),
+    }));
+    HEAD.with(|h| h.set(head));
 }
 
 /// The hand-written ring: 4 MiB, pre-faulted, reached through two
@@ -216,15 +276,7 @@ fn ring_published(a: u64, b: u64, c: u64, s: &str) {
 /// A hand-written ring variant (`kind`, see the module docs) on a 4 MiB
 /// pre-faulted ring.
 fn child_ring(kind: &str, events: u64) -> f64 {
-    // Pre-faulted: every page written once.
-    let ring: &'static mut [u8] = Box::leak(vec![1u8; RING_SIZE].into_boxed_slice());
-    BASE.with(|b| b.set(ring.as_mut_ptr()));
-    let head: &'static Head = Box::leak(Box::new(Head {
-        written: AtomicU64::new(0),
-        last_ts: AtomicU64::new(0),
-        pos: AtomicU64::new(0),
-    }));
-    HEAD.with(|h| h.set(head));
+    setup_ring();
     let args = |i: u64| (black_box(i), black_box(7), black_box(42), black_box(PATH));
     match kind {
         "ring" => time(events, |i| {

@@ -141,26 +141,42 @@ pub fn invariant_tsc() -> bool {
 /// The current counter value: the timestamp of an event.
 #[inline(always)]
 pub fn now() -> u64 {
+    if reads_counter() {
+        counter()
+    } else {
+        monotonic_ns()
+    }
+}
+
+/// Whether [`now`] reads the CPU's counter (the TSC, CNTVCT_EL0): one
+/// instruction, no call. The emit path's leaf records only then; with the
+/// fallback clock every event takes its out-of-line path.
+#[inline(always)]
+pub(crate) fn reads_counter() -> bool {
+    let s = SOURCE.load(Ordering::Relaxed);
+    (cfg!(target_arch = "x86_64") && s == TSC) || (cfg!(target_arch = "aarch64") && s == CNTVCT)
+}
+
+/// The CPU's counter, read inline: what [`now`] returns when
+/// [`reads_counter`]; on other CPUs the fallback clock.
+#[inline(always)]
+pub(crate) fn counter() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
-        if SOURCE.load(Ordering::Relaxed) == TSC {
-            // SAFETY: RDTSC is available on every x86_64 CPU and has no
-            // preconditions.
-            #[allow(unused_unsafe)]
-            return unsafe { core::arch::x86_64::_rdtsc() };
+        // SAFETY: RDTSC is available on every x86_64 CPU and has no
+        // preconditions.
+        #[allow(unused_unsafe)]
+        unsafe {
+            core::arch::x86_64::_rdtsc()
         }
-        monotonic_ns()
     }
     #[cfg(target_arch = "aarch64")]
     {
-        if SOURCE.load(Ordering::Relaxed) == CNTVCT {
-            let v: u64;
-            // SAFETY: CNTVCT_EL0 is readable from EL0 on Linux (the kernel
-            // enables it for the vDSO); the instruction has no side effects.
-            unsafe { core::arch::asm!("mrs {}, cntvct_el0", out(reg) v, options(nomem, nostack)) };
-            return v;
-        }
-        monotonic_ns()
+        let v: u64;
+        // SAFETY: CNTVCT_EL0 is readable from EL0 on Linux (the kernel
+        // enables it for the vDSO); the instruction has no side effects.
+        unsafe { core::arch::asm!("mrs {}, cntvct_el0", out(reg) v, options(nomem, nostack)) };
+        v
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
@@ -181,7 +197,10 @@ fn clock_ns(clock: libc::clockid_t) -> i128 {
     i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
 }
 
-#[inline]
+/// Out of line and cold: the fallback's call to `clock_gettime` would
+/// otherwise make every emit save registers around it, TSC or not.
+#[cold]
+#[inline(never)]
 fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC) as u64
 }

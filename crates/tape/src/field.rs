@@ -73,6 +73,17 @@ pub unsafe trait Encode {
     /// # Safety
     /// `dst` must be valid for writes of `max_size()` bytes.
     unsafe fn encode(&self, dst: *mut u8) -> *mut u8;
+
+    /// Whether [`encode`](Encode::encode) of this value runs inline,
+    /// calling no function (a long string's `memchr` and `memcpy`, a long
+    /// slice's `memcpy` are calls). The emit path records such a value in
+    /// a leaf function (no register saved, no frame) and sends the others
+    /// to its out-of-line path: the same event, a call and a frame more.
+    /// A hint for speed, never for correctness. Default: yes.
+    #[inline(always)]
+    fn is_inline(&self) -> bool {
+        true
+    }
 }
 
 /// Encodes `payload` into a stack buffer of `N` bytes and runs `f` on the
@@ -482,10 +493,8 @@ unsafe fn encode_str(bytes: &[u8], dst: *mut u8) -> *mut u8 {
         // SAFETY: forwarded from the caller: len + 1 bytes at dst.
         unsafe { copy_short_until_nul(bytes, dst) }
     } else {
-        let n = memchr::memchr(0, bytes).unwrap_or(bytes.len());
-        // SAFETY: n <= len bytes; no overlap (caller).
-        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
-        n
+        // SAFETY: forwarded from the caller.
+        unsafe { copy_long_until_nul(bytes, dst) }
     };
     // SAFETY: n <= len, so the NUL is the (n + 1)-th of at most len + 1 bytes.
     unsafe {
@@ -494,12 +503,32 @@ unsafe fn encode_str(bytes: &[u8], dst: *mut u8) -> *mut u8 {
     }
 }
 
+/// [`copy_short_until_nul`] for longer strings: `memchr`, then `memcpy`.
+/// Out of line: its calls would otherwise make every emit with a string
+/// save and restore the callee-saved registers, short string or not
+/// (issue 23: the `&str` emit's extra cost).
+///
+/// # Safety
+/// As [`copy_short_until_nul`].
+#[cold]
+#[inline(never)]
+unsafe fn copy_long_until_nul(src: &[u8], dst: *mut u8) -> usize {
+    let n = memchr::memchr(0, src).unwrap_or(src.len());
+    // SAFETY: n <= len bytes; no overlap (caller).
+    unsafe { ptr::copy_nonoverlapping(src.as_ptr(), dst, n) };
+    n
+}
+
 // SAFETY: writes at most len + 1 bytes: the bytes before the first NUL and
 // one NUL.
 unsafe impl Encode for &str {
     #[inline(always)]
     fn max_size(&self) -> usize {
         self.len() + 1
+    }
+    #[inline(always)]
+    fn is_inline(&self) -> bool {
+        self.len() <= SHORT_STRING
     }
     #[inline(always)]
     unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
@@ -515,35 +544,188 @@ unsafe impl Encode for &str {
 /// 16-byte string from ~60 to ~35 TSC ticks per event).
 const SHORT_STRING: usize = 64;
 
+/// Bytes of `w` that may be zero: `zero_bytes(w) & HIGH_BITS` has the
+/// high bit of each byte that is zero, and maybe of bytes after the first
+/// zero (the classic SWAR test): non-zero exactly when `w` has a zero
+/// byte. The mask is left to the caller, once for several words ORed.
+#[inline(always)]
+fn zero_bytes(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    w.wrapping_sub(ONES) & !w
+}
+
+/// The high bit of each byte: see [`zero_bytes`].
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
 /// Copies `src` to `dst` up to its first NUL (excluded); returns the number
 /// of bytes copied.
+///
+/// Words, not bytes, and one branch for the NUL. On x86_64 a string of 16
+/// to 64 bytes is two or four 16-byte blocks (SSE2, part of the
+/// architecture), from its start and ending at its end, overlapping in
+/// the middle, their NUL bytes found by one compare each. Otherwise (and
+/// on other CPUs) a string of 8 to 16 bytes is two words, the first from its start, the last ending at its
+/// end (overlapping the first); up to 32 bytes four (two from each end);
+/// a longer one whole words, then the last; a string of 4 to 7 bytes is two overlapping halves, a
+/// shorter one is copied byte by byte. A 16-byte string is two loads, two
+/// stores and one test. With an interior NUL the bytes after it are written too (inside
+/// `dst`'s `src.len()` bytes, past the returned count: the caller's NUL
+/// and next field go over them).
 ///
 /// # Safety
 /// `dst` must be valid for `src.len()` bytes of writes, not overlapping `src`.
 #[doc(hidden)] // public for `benches/processes.rs` (through `__private`)
 #[inline(always)]
 pub unsafe fn copy_short_until_nul(src: &[u8], dst: *mut u8) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
     let len = src.len();
-    let mut i = 0;
-    while i + 8 <= len {
-        // SAFETY: i + 8 <= len: the 8 bytes are inside `src`.
-        let w = unsafe { ptr::read_unaligned(src.as_ptr().add(i).cast::<u64>()) };
-        // A word with a zero byte (the classic SWAR test): finish bytewise.
-        if w.wrapping_sub(ONES) & !w & HIGHS != 0 {
-            break;
+    let s = src.as_ptr();
+    #[cfg(target_arch = "x86_64")]
+    if (16..=64).contains(&len) {
+        use core::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
+            _mm_setzero_si128, _mm_storeu_si128,
+        };
+        // One 16-byte block: copied; its bytes that are zero, as 0xff.
+        let block = |i: usize| -> __m128i {
+            // SAFETY: every caller below passes `i <= len - 16`: the block
+            // lies inside `src` and inside `dst`'s `len` writable bytes
+            // (caller); unaligned loads and stores; SSE2 is part of
+            // x86_64.
+            unsafe {
+                let v = _mm_loadu_si128(s.add(i).cast());
+                _mm_storeu_si128(dst.add(i).cast(), v);
+                _mm_cmpeq_epi8(v, _mm_setzero_si128())
+            }
+        };
+        // Blocks from the start and ending at the end, overlapping in the
+        // middle: every byte covered, no loop, one test.
+        // SAFETY: SSE2 is part of x86_64; the blocks are in bounds (above).
+        let any_zero = unsafe {
+            let zero = if len <= 32 {
+                _mm_or_si128(block(0), block(len - 16))
+            } else {
+                _mm_or_si128(
+                    _mm_or_si128(block(0), block(16)),
+                    _mm_or_si128(block(len - 32), block(len - 16)),
+                )
+            };
+            _mm_movemask_epi8(zero) != 0
+        };
+        if !any_zero {
+            return len;
         }
-        // SAFETY: i + 8 <= len bytes of `dst` are writable (caller).
-        unsafe { ptr::write_unaligned(dst.add(i).cast::<u64>(), w) };
-        i += 8;
+        return first_nul(src);
     }
+    if len >= 8 {
+        // One word: copied, and its zero bytes.
+        let word = |i: usize| {
+            // SAFETY: every caller below passes `i <= len - 8`: the word
+            // lies inside `src` and inside `dst`'s `len` writable bytes
+            // (caller); unaligned reads and writes.
+            unsafe {
+                let w = ptr::read_unaligned(s.add(i).cast::<u64>());
+                ptr::write_unaligned(dst.add(i).cast::<u64>(), w);
+                zero_bytes(w)
+            }
+        };
+        // Words from the start and words ending at the end, overlapping
+        // in the middle: every byte is covered, with no loop (a loop, kept
+        // scalar or vectorized, took registers the leaf then had to save).
+        let zero = if len <= 16 {
+            word(0) | word(len - 8)
+        } else if len <= 32 {
+            word(0) | word(8) | word(len - 16) | word(len - 8)
+        } else {
+            // Longer: whole words, then the last; one word at a time, a
+            // NUL ending the loop (which also keeps it scalar: unrolled or
+            // vectorized, it took registers the leaf then had to save).
+            let mut i = 0;
+            while i + 8 < len {
+                if word(i) & HIGH_BITS != 0 {
+                    return first_nul(src);
+                }
+                i += 8;
+            }
+            word(len - 8)
+        };
+        if zero & HIGH_BITS == 0 {
+            return len;
+        }
+        return first_nul(src);
+    }
+    if len >= 4 {
+        // SAFETY: 4 <= len: both halves lie inside `src` and `dst`.
+        let (a, b) = unsafe {
+            (
+                ptr::read_unaligned(s.cast::<u32>()),
+                ptr::read_unaligned(s.add(len - 4).cast::<u32>()),
+            )
+        };
+        // SAFETY: as above.
+        unsafe {
+            ptr::write_unaligned(dst.cast::<u32>(), a);
+            ptr::write_unaligned(dst.add(len - 4).cast::<u32>(), b);
+        }
+        // Both halves in one word: a zero byte in either is one in it.
+        if zero_bytes(u64::from(a) << 32 | u64::from(b)) & HIGH_BITS == 0 {
+            return len;
+        }
+        return first_nul(src);
+    }
+    let mut i = 0;
     while i < len && src[i] != 0 {
         // SAFETY: i < len bytes of `dst` are writable (caller).
         unsafe { *dst.add(i) = src[i] };
         i += 1;
     }
     i
+}
+
+/// Where the first NUL of `src` is (`src` has one: the word test saw it).
+/// Inline, though rare: a call here would make the emit path's leaf save
+/// registers on every event.
+#[inline(always)]
+fn first_nul(src: &[u8]) -> usize {
+    src.iter().position(|&b| b == 0).unwrap_or(src.len())
+}
+
+/// Slices whose elements take up to this many bytes are copied inline by
+/// [`copy_short`]; longer ones by `memcpy` (a call: the emit's out-of-line
+/// path, [`Encode::is_inline`]).
+const SHORT_SLICE: usize = 64;
+
+/// Copies `n` bytes from `src` to `dst` without a call: whole words from
+/// the start, the last one ending at `n` (overlapping the one before), as
+/// [`copy_short_until_nul`] without the NUL test.
+///
+/// # Safety
+/// `src` valid for `n` bytes of reads, `dst` for `n` bytes of writes, not
+/// overlapping.
+#[inline(always)]
+unsafe fn copy_short(src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY: every access below is at an offset `i <= n - its size`,
+    // inside both ranges (caller).
+    unsafe {
+        if n >= 8 {
+            let mut i = 0;
+            while i + 8 < n {
+                let w = ptr::read_unaligned(src.add(i).cast::<u64>());
+                ptr::write_unaligned(dst.add(i).cast::<u64>(), w);
+                i += 8;
+            }
+            let w = ptr::read_unaligned(src.add(n - 8).cast::<u64>());
+            ptr::write_unaligned(dst.add(n - 8).cast::<u64>(), w);
+        } else if n >= 4 {
+            let a = ptr::read_unaligned(src.cast::<u32>());
+            let b = ptr::read_unaligned(src.add(n - 4).cast::<u32>());
+            ptr::write_unaligned(dst.cast::<u32>(), a);
+            ptr::write_unaligned(dst.add(n - 4).cast::<u32>(), b);
+        } else {
+            for i in 0..n {
+                *dst.add(i) = *src.add(i);
+            }
+        }
+    }
 }
 
 impl Field for &str {
@@ -560,6 +742,10 @@ macro_rules! string_fields {
             #[inline(always)]
             fn max_size(&self) -> usize {
                 self.$bytes().len() + 1
+            }
+            #[inline(always)]
+            fn is_inline(&self) -> bool {
+                self.$bytes().len() <= SHORT_STRING
             }
             #[inline(always)]
             unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
@@ -618,6 +804,10 @@ unsafe impl<T: Element> Encode for &[T] {
         4 + size_of_val(*self)
     }
     #[inline(always)]
+    fn is_inline(&self) -> bool {
+        size_of_val(*self) <= SHORT_SLICE
+    }
+    #[inline(always)]
     unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
         let n = self.len().min(u32::MAX as usize);
         let bytes = n * size_of::<T>();
@@ -625,7 +815,12 @@ unsafe impl<T: Element> Encode for &[T] {
         // elements' bytes are their encoding (`Element`).
         unsafe {
             let p = put(dst, n as u32);
-            ptr::copy_nonoverlapping(self.as_ptr().cast::<u8>(), p, bytes);
+            let src = self.as_ptr().cast::<u8>();
+            if bytes <= SHORT_SLICE {
+                copy_short(src, p, bytes);
+            } else {
+                ptr::copy_nonoverlapping(src, p, bytes);
+            }
             p.add(bytes)
         }
     }
@@ -653,6 +848,10 @@ unsafe impl<T: Encode + ?Sized> Encode for &T {
         (**self).max_size()
     }
     #[inline(always)]
+    fn is_inline(&self) -> bool {
+        (**self).is_inline()
+    }
+    #[inline(always)]
     unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
         // SAFETY: forwarded from the caller.
         unsafe { (**self).encode(dst) }
@@ -677,6 +876,10 @@ unsafe impl<T: Encode> Encode for Option<T> {
     #[inline(always)]
     fn max_size(&self) -> usize {
         1 + self.as_ref().map_or(0, Encode::max_size)
+    }
+    #[inline(always)]
+    fn is_inline(&self) -> bool {
+        self.as_ref().is_none_or(Encode::is_inline)
     }
     #[inline(always)]
     unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
@@ -970,6 +1173,11 @@ macro_rules! tuple_encode {
                 0 $(+ $name.max_size())+
             }
             #[inline(always)]
+            fn is_inline(&self) -> bool {
+                let ($($name,)+) = self;
+                true $(&& $name.is_inline())+
+            }
+            #[inline(always)]
             unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
                 let ($($name,)+) = self;
                 let p = dst;
@@ -1039,5 +1247,70 @@ mod tests {
         for (got, want) in cases {
             assert_eq!(got, want);
         }
+    }
+
+    /// The word copies against a byte loop, on every length across their
+    /// cases (under 4, 4-7, 8-16, 17-32, longer, past the inline limit),
+    /// with no NUL and with one at every position, each at several
+    /// alignments; the bytes after the encoding are never touched.
+    #[test]
+    fn strings_and_slices_of_every_length_and_nul_position() {
+        for len in 0..=100usize {
+            for nul in std::iter::once(None).chain((0..len).map(Some)) {
+                for align in 0..8 {
+                    let mut src: Vec<u8> =
+                        (0..len + align).map(|i| b'a' + (i % 26) as u8).collect();
+                    if let Some(k) = nul {
+                        src[align + k] = 0;
+                    }
+                    let src = &src[align..];
+                    let text = std::str::from_utf8(src).unwrap();
+                    let want: Vec<u8> = src
+                        .iter()
+                        .copied()
+                        .take_while(|&b| b != 0)
+                        .chain([0])
+                        .collect();
+                    assert_eq!(
+                        bytes(text),
+                        want,
+                        "len {len}, NUL at {nul:?}, align {align}"
+                    );
+                    // Encoded into a bigger buffer: nothing past max_size().
+                    let mut buf = vec![0xeeu8; len + 1 + 16];
+                    // SAFETY: the buffer holds more than max_size() bytes.
+                    let end = unsafe { text.encode(buf.as_mut_ptr()) };
+                    assert_eq!(end as usize - buf.as_ptr() as usize, want.len());
+                    assert!(
+                        buf[len + 1..].iter().all(|&b| b == 0xee),
+                        "len {len}: wrote past the end"
+                    );
+                    if nul.is_none() {
+                        let seq: Vec<u8> = (len as u32)
+                            .to_ne_bytes()
+                            .iter()
+                            .chain(src)
+                            .copied()
+                            .collect();
+                        assert_eq!(bytes(src), seq, "slice of {len}, align {align}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// What the emit path's leaf takes: strings and slices up to 64 bytes,
+    /// a tuple only if all its fields are.
+    #[test]
+    fn inline_encodings() {
+        let short = "x".repeat(64);
+        let long = "x".repeat(65);
+        assert!(short.as_str().is_inline());
+        assert!(!long.as_str().is_inline());
+        assert!(!long.is_inline());
+        assert!((1u64, short.as_str(), &[0u32; 16][..]).is_inline());
+        assert!(!(1u64, short.as_str(), &[0u32; 17][..]).is_inline());
+        assert!(!(1u64, Some(long.as_str())).is_inline());
+        assert!((1u64, None::<&str>).is_inline());
     }
 }

@@ -500,8 +500,10 @@ fn forget_excess_exited() {
     });
 }
 
-/// Records one event. Called by the code `tracepoint!` generates, after the
-/// enable bit was seen in `state`.
+/// Records one event, after the enable bit was seen in `state`: every
+/// case (no ring yet, packet switch, drops, the fallback clock, long
+/// strings). The code `tracepoint!` generates tries [`try_emit`] first and
+/// comes here only when it declines.
 #[inline(always)]
 pub fn emit<P: Encode>(state: u64, payload: P) {
     let Some(l) = local() else {
@@ -528,6 +530,53 @@ pub fn emit<P: Encode>(state: u64, payload: P) {
     }
     compiler_fence(Ordering::SeqCst);
     l.busy.set(false);
+}
+
+/// Records one event in the common case, or declines (`false`, nothing
+/// touched) for [`emit`] to handle it: room in the packet, no emit of this
+/// thread interrupted, the CPU's counter as clock, fields encoded without
+/// a call ([`Encode::is_inline`]: a string of up to 64 bytes).
+///
+/// Calls nothing, so the function it is inlined into, the out-of-line
+/// `__record` of a tracepoint, is a leaf that saves no callee-saved
+/// register and sets up no frame; `__record` then tail-calls its cold twin
+/// (the same arguments: a jump) when this declines. Issue 23: the pushes,
+/// pops and frame that the calls on the rare paths forced on every event
+/// were most of the `&str` emit's cost over a hand-written ring.
+#[inline(always)]
+pub fn try_emit<P: Encode>(state: u64, payload: &P) -> bool {
+    let Some(l) = local() else {
+        return false;
+    };
+    if l.busy.get() {
+        return false;
+    }
+    l.busy.set(true);
+    // As in `emit`; the room is measured with `busy` set, so a handler's
+    // event cannot take it between the test and the writes.
+    compiler_fence(Ordering::SeqCst);
+    // `is_inline` first: it bounds a string's length, so the size needs no
+    // overflow test of its own.
+    let leaf = payload.is_inline() && clock::reads_counter() && fits(l, payload.max_size());
+    if leaf {
+        // SAFETY: `room >= size`, so `base + off .. + size` lies in the
+        // slot being written (`cap > 0` only while a ring is attached),
+        // which only this thread writes. The fields are written first,
+        // then the counter read: fewer values live across the read
+        // (`rdtsc` takes two registers), so no callee-saved one is needed.
+        // The id is written first too: `state` is then dead.
+        unsafe {
+            let p = l.base.get().add(l.off.get());
+            ptr::write_unaligned(p.cast::<u16>(), id_of(state));
+            let end = payload.encode(p.add(EVENT_HEADER_SIZE));
+            let ts = clock::counter();
+            ptr::write_unaligned(p.add(2).cast::<u64>(), ts);
+            publish(l, ts, end);
+        }
+    }
+    compiler_fence(Ordering::SeqCst);
+    l.busy.set(false);
+    leaf
 }
 
 /// The calling thread's writer state (`None` only in the thread's very
@@ -633,7 +682,19 @@ unsafe fn commit(l: &Local, state: u64, ts: u64, end: *mut u8) {
         let p = base.add(off);
         ptr::write_unaligned(p.cast::<u16>(), id_of(state));
         ptr::write_unaligned(p.add(2).cast::<u64>(), ts);
+        publish(l, ts, end);
     }
+}
+
+/// Publishes the event written from `base + off` to `end` (its header
+/// included), read at `ts`: the thread's offset, the ring's count, last
+/// timestamp and position.
+///
+/// # Safety
+/// As [`commit`], the header written.
+#[inline(always)]
+unsafe fn publish(l: &Local, ts: u64, end: *mut u8) {
+    let base = l.base.get();
     let new_off = end as usize - base as usize;
     l.off.set(new_off);
     // SAFETY: set with the ring (non-null by the caller's contract: the
@@ -644,6 +705,22 @@ unsafe fn commit(l: &Local, state: u64, ts: u64, end: *mut u8) {
     // Release: pairs with the Acquire in `snapshot`; publishes the bytes.
     head.pos
         .store(l.pos_base.get() | new_off as u64, Ordering::Release);
+}
+
+/// Whether an event whose fields take at most `fields` bytes fits in the
+/// slot being written: `off + header + fields <= cap`, each addition
+/// checked (a carry is "no"), so no state of `Local` passes by wrapping
+/// around; with no ring `cap` is 0. Fewer instructions than [`room`]'s
+/// saturating form, for the leaf.
+#[inline(always)]
+fn fits(l: &Local, fields: usize) -> bool {
+    match fields
+        .checked_add(EVENT_HEADER_SIZE)
+        .and_then(|size| size.checked_add(l.off.get()))
+    {
+        Some(end) => end <= l.cap.get(),
+        None => false,
+    }
 }
 
 /// Bytes left in the slot being written. Saturating: no state of `Local`
