@@ -694,9 +694,10 @@ fn first_nul(src: &[u8]) -> usize {
 /// path, [`Encode::is_inline`]).
 const SHORT_SLICE: usize = 64;
 
-/// Copies `n` bytes from `src` to `dst` without a call: whole words from
-/// the start, the last one ending at `n` (overlapping the one before), as
-/// [`copy_short_until_nul`] without the NUL test.
+/// Copies `n` bytes from `src` to `dst` without a call, as
+/// [`copy_short_until_nul`] without the NUL test: 16-byte blocks from the
+/// start and ending at the end (x86_64, 16 to 64 bytes), else whole words
+/// from the start, the last one ending at `n`.
 ///
 /// # Safety
 /// `src` valid for `n` bytes of reads, `dst` for `n` bytes of writes, not
@@ -704,8 +705,23 @@ const SHORT_SLICE: usize = 64;
 #[inline(always)]
 unsafe fn copy_short(src: *const u8, dst: *mut u8, n: usize) {
     // SAFETY: every access below is at an offset `i <= n - its size`,
-    // inside both ranges (caller).
+    // inside both ranges (caller); SSE2 is part of x86_64.
     unsafe {
+        #[cfg(target_arch = "x86_64")]
+        if (16..=64).contains(&n) {
+            use core::arch::x86_64::{_mm_loadu_si128, _mm_storeu_si128};
+            // Blocks from the start and ending at the end, as strings are
+            // copied: two up to 32 bytes, four up to 64.
+            let block =
+                |i: usize| _mm_storeu_si128(dst.add(i).cast(), _mm_loadu_si128(src.add(i).cast()));
+            block(0);
+            block(n - 16);
+            if n > 32 {
+                block(16);
+                block(n - 32);
+            }
+            return;
+        }
         if n >= 8 {
             let mut i = 0;
             while i + 8 < n {
