@@ -32,14 +32,17 @@
 //!
 //! The writer state (slot base, offset, capacity) lives in a const-initialised
 //! thread local with no destructor, so reaching it is one `fs:`-relative
-//! access. An emit checks `off + size <= capacity`, reads the clock, copies
-//! the event and publishes with one `Release` store of `head.pos` (plus
+//! access. An emit checks `off + size <= capacity`, copies the event, reads
+//! the clock and publishes with one `Release` store of `head.pos` (plus
 //! relaxed stores of the last timestamp and of the count of events written,
 //! on the same cache line). No lock, no atomic read-modify-write,
-//! no allocation, no syscall. Everything else is the cold path: creating the
-//! ring (the first event of a thread allocates, as the issue allows; call
-//! [`crate::register_thread`] earlier to avoid it), switching packets, and
-//! dropping.
+//! no allocation, no syscall. That common case is [`try_emit`], a leaf that
+//! calls no function (so a tracepoint's out-of-line `__record` saves no
+//! register and sets up no frame: issue 23); everything else is the cold
+//! path, [`emit`]: creating the ring (the first event of a thread
+//! allocates, as the issue allows; call [`crate::register_thread`] earlier
+//! to avoid it), switching packets, dropping, the fallback clock, and
+//! fields whose encoding calls `memcpy` (strings and slices over 64 bytes).
 //!
 //! # Modes and losses
 //!
