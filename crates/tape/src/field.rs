@@ -562,15 +562,15 @@ const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
 ///
 /// Words, not bytes, and one branch for the NUL. On x86_64 a string of 16
 /// to 64 bytes is two or four 16-byte blocks (SSE2, part of the
-/// architecture), from its start and ending at its end, overlapping in
-/// the middle, their NUL bytes found by one compare each. Otherwise (and
-/// on other CPUs) a string of 8 to 16 bytes is two words, the first from its start, the last ending at its
-/// end (overlapping the first); up to 32 bytes four (two from each end);
-/// a longer one whole words, then the last; a string of 4 to 7 bytes is two overlapping halves, a
-/// shorter one is copied byte by byte. A 16-byte string is two loads, two
-/// stores and one test. With an interior NUL the bytes after it are written too (inside
-/// `dst`'s `src.len()` bytes, past the returned count: the caller's NUL
-/// and next field go over them).
+/// architecture), from its start and ending at its end, overlapping in the
+/// middle, their NUL bytes found by one compare each. Otherwise (and on
+/// other CPUs) a string of 8 to 16 bytes is two words, the first from its
+/// start, the last ending at its end (overlapping the first); up to 32
+/// bytes four (two from each end); a longer one whole words, then the
+/// last; a string of 4 to 7 bytes is two overlapping halves, a shorter one
+/// is copied byte by byte. With an interior NUL the bytes after it are
+/// written too (inside `dst`'s `src.len()` bytes, past the returned count:
+/// the caller's NUL and next field go over them).
 ///
 /// # Safety
 /// `dst` must be valid for `src.len()` bytes of writes, not overlapping `src`.

@@ -404,7 +404,7 @@ impl Drop for ExitGuard {
         let _ = LOCAL.try_with(|l| {
             let r = l.ring.replace(ptr::null());
             l.head.set(ptr::null());
-            // No room (`room` saturates whatever the offset): every later
+            // No room (`fits` checks its addition): every later
             // emit takes the cold path, which sees `gone` and counts it.
             l.cap.set(0);
             l.gone.set(true);
@@ -520,9 +520,9 @@ pub fn emit<P: Encode>(state: u64, payload: P) {
     // handler on this thread sees them (same-thread ordering).
     compiler_fence(Ordering::SeqCst);
     let size = EVENT_HEADER_SIZE.saturating_add(payload.max_size());
-    if size <= room(l) {
+    if fits(l, size) {
         let ts = clock::now();
-        // SAFETY: `room >= size`, so `base + off .. + size` lies in the
+        // SAFETY: `fits(size)`: `base + off .. + size` lies in the
         // slot being written (`cap > 0` only while a ring is attached), which
         // only this thread writes.
         unsafe { write_event(l, state, ts, &payload) };
@@ -560,9 +560,11 @@ pub fn try_emit<P: Encode>(state: u64, payload: &P) -> bool {
     compiler_fence(Ordering::SeqCst);
     // `is_inline` first: it bounds a string's length, so the size needs no
     // overflow test of its own.
-    let leaf = payload.is_inline() && clock::reads_counter() && fits(l, payload.max_size());
+    let leaf = payload.is_inline()
+        && clock::reads_counter()
+        && fits(l, EVENT_HEADER_SIZE.saturating_add(payload.max_size()));
     if leaf {
-        // SAFETY: `room >= size`, so `base + off .. + size` lies in the
+        // SAFETY: `fits(size)`: `base + off .. + size` lies in the
         // slot being written (`cap > 0` only while a ring is attached),
         // which only this thread writes. The fields are written first,
         // then the counter read: fewer values live across the read
@@ -710,29 +712,15 @@ unsafe fn publish(l: &Local, ts: u64, end: *mut u8) {
         .store(l.pos_base.get() | new_off as u64, Ordering::Release);
 }
 
-/// Whether an event whose fields take at most `fields` bytes fits in the
-/// slot being written: `off + header + fields <= cap`, each addition
-/// checked (a carry is "no"), so no state of `Local` passes by wrapping
-/// around; with no ring `cap` is 0. Fewer instructions than [`room`]'s
-/// saturating form, for the leaf.
+/// Whether an event of `size` bytes (header included) fits in the slot
+/// being written: `off + size <= cap`, the addition checked (a carry is
+/// "no"), so no state of `Local` (a thread that is exiting, a ring that
+/// could not be created) passes by wrapping around; with no ring `cap` is
+/// 0 and every emit goes to the cold path, which counts it.
 #[inline(always)]
-fn fits(l: &Local, fields: usize) -> bool {
-    match fields
-        .checked_add(EVENT_HEADER_SIZE)
-        .and_then(|size| size.checked_add(l.off.get()))
-    {
-        Some(end) => end <= l.cap.get(),
-        None => false,
-    }
-}
-
-/// Bytes left in the slot being written. Saturating: no state of `Local`
-/// (a thread that is exiting, a ring that could not be created) makes the
-/// bounds check pass by wrapping around; with no ring, `cap` is 0 and the
-/// check sends every emit to the cold path, which counts it.
-#[inline(always)]
-fn room(l: &Local) -> usize {
-    l.cap.get().saturating_sub(l.off.get())
+fn fits(l: &Local, size: usize) -> bool {
+    size.checked_add(l.off.get())
+        .is_some_and(|end| end <= l.cap.get())
 }
 
 #[cold]
@@ -801,7 +789,7 @@ fn make_room(l: &Local, size: usize) -> Option<Option<u64>> {
         l.filtered.set(false);
         l.cap.set(ring.slot_size);
     }
-    if size <= room(l) {
+    if fits(l, size) {
         return Some(None);
     }
     if size > ring.slot_size {
@@ -847,7 +835,7 @@ pub(crate) fn emit_if<P: Encode, K: Fn(&[u8], &Ring) -> bool>(
     compiler_fence(Ordering::SeqCst);
     let size = EVENT_HEADER_SIZE.saturating_add(payload.max_size());
     let mut kept = false;
-    let room = if size <= room(l) {
+    let room = if fits(l, size) {
         Some(None)
     } else {
         make_room(l, size)
