@@ -193,23 +193,54 @@ enum StringCopy {
 /// the new offset and the timestamp.
 #[inline(always)]
 fn ring_write(a: u64, b: u64, c: u64, s: &str, len_bytes: usize, copy: StringCopy) -> (usize, u64) {
+    ring_write_ordered(a, b, c, s, len_bytes, copy, false)
+}
+
+/// `ring-late`: the hand-written ring with the counter read after the
+/// fields and the string are written (tape's order, chosen for its
+/// registers: `RESULTS.md`, "Issue 23").
+#[inline(always)]
+fn ring_late(a: u64, b: u64, c: u64, s: &str) {
+    ring_write_ordered(a, b, c, s, 2, StringCopy::Memcpy, true);
+}
+
+/// The TSC (0 on other CPUs).
+#[inline(always)]
+fn counter() -> u64 {
+    // SAFETY: rdtsc has no preconditions on x86_64.
+    #[cfg(target_arch = "x86_64")]
+    return unsafe { core::arch::x86_64::_rdtsc() };
+    #[cfg(not(target_arch = "x86_64"))]
+    return 0;
+}
+
+/// [`ring_write`], the counter read first or, with `counter_last`, after
+/// the fields and the string.
+#[inline(always)]
+fn ring_write_ordered(
+    a: u64,
+    b: u64,
+    c: u64,
+    s: &str,
+    len_bytes: usize,
+    copy: StringCopy,
+    counter_last: bool,
+) -> (usize, u64) {
     let need = 2 + 8 + 24 + len_bytes + s.len();
     let base = BASE.with(Cell::get);
     let mut off = OFF.with(Cell::get);
     if off + need > RING_SIZE {
         off = 0;
     }
-    // SAFETY: rdtsc has no preconditions on x86_64.
-    #[cfg(target_arch = "x86_64")]
-    let ts = unsafe { core::arch::x86_64::_rdtsc() };
-    #[cfg(not(target_arch = "x86_64"))]
-    let ts = 0u64;
+    let mut ts = if counter_last { 0 } else { counter() };
     // SAFETY: `base` is a live allocation of RING_SIZE bytes (leaked by
     // `child_ring`) and `off + need <= RING_SIZE`; unaligned writes.
     unsafe {
         let p = base.add(off);
         p.cast::<u16>().write_unaligned(7);
-        p.add(2).cast::<u64>().write_unaligned(ts);
+        if !counter_last {
+            p.add(2).cast::<u64>().write_unaligned(ts);
+        }
         p.add(10).cast::<u64>().write_unaligned(a);
         p.add(18).cast::<u64>().write_unaligned(b);
         p.add(26).cast::<u64>().write_unaligned(c);
@@ -225,40 +256,13 @@ fn ring_write(a: u64, b: u64, c: u64, s: &str, len_bytes: usize, copy: StringCop
                 tape::__private::copy_short_until_nul(s.as_bytes(), dst);
             }
         }
+        if counter_last {
+            ts = counter();
+            p.add(2).cast::<u64>().write_unaligned(ts);
+        }
     }
     OFF.with(|o| o.set(off + need));
     (off + need, ts)
-}
-
-/// `ring-late`: the hand-written ring with the counter read after the
-/// fields and the string are written (tape's order, chosen for its
-/// registers: `RESULTS.md`, "Issue 23").
-#[inline(always)]
-fn ring_late(a: u64, b: u64, c: u64, s: &str) {
-    let need = 2 + 8 + 24 + 2 + s.len();
-    let base = BASE.with(Cell::get);
-    let mut off = OFF.with(Cell::get);
-    if off + need > RING_SIZE {
-        off = 0;
-    }
-    // SAFETY: as in `ring_write`: `base` is a live allocation of RING_SIZE
-    // bytes and `off + need <= RING_SIZE`; unaligned writes; rdtsc has no
-    // preconditions on x86_64.
-    unsafe {
-        let p = base.add(off);
-        p.cast::<u16>().write_unaligned(7);
-        p.add(10).cast::<u64>().write_unaligned(a);
-        p.add(18).cast::<u64>().write_unaligned(b);
-        p.add(26).cast::<u64>().write_unaligned(c);
-        p.add(34).cast::<u16>().write_unaligned(s.len() as u16);
-        std::ptr::copy_nonoverlapping(s.as_ptr(), p.add(36), s.len());
-        #[cfg(target_arch = "x86_64")]
-        let ts = core::arch::x86_64::_rdtsc();
-        #[cfg(not(target_arch = "x86_64"))]
-        let ts = 0u64;
-        p.add(2).cast::<u64>().write_unaligned(ts);
-    }
-    OFF.with(|o| o.set(off + need));
 }
 
 /// `ring-odd`'s write, not inlined: a call per event (tape's emit with a
