@@ -48,8 +48,33 @@ pub(crate) fn check(paths: &[PathBuf]) -> Result<(), Failure> {
             }
         }
     }
+    // Losses a tape recorder counted outside any stream (`tape stats`
+    // names them), and rings a save left out: part of what was lost.
+    let mut outside = 0u64;
+    for t in &traces {
+        let env = |name: &str| t.trace.env.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        if !matches!(env("tracer_name"), Some(tape_ctf::EnvValue::Str(s)) if s == "tape") {
+            continue;
+        }
+        for name in crate::stats::ENV_LOSSES {
+            if let Some(tape_ctf::EnvValue::Int(n)) = env(name) {
+                outside = outside.saturating_add((*n).max(0) as u64);
+            }
+        }
+        if let Some(tape_ctf::EnvValue::Int(n @ 1..)) = env("events_skipped_ring_busy") {
+            let which = match env("tape_rings_skipped") {
+                Some(tape_ctf::EnvValue::Str(s)) => format!(": {s}"),
+                _ => String::new(),
+            };
+            say!(
+                "tape: warning: {}: the recorder left {n} event(s) out, in rings whose copy \
+                 another process held{which}",
+                t.dir.display()
+            );
+        }
+    }
     let mut merge = FastMerge::new(&traces)?;
-    let (mut events, mut lost) = (0u64, 0u64);
+    let (mut events, mut lost) = (0u64, outside);
     // Per stream, time as babeltrace2's muxer sees it (packet beginnings,
     // events, packet ends): how often it went backwards, and where first.
     // CTF 1.8 does not forbid it and real traces have it (ctf-testsuite

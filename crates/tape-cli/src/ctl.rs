@@ -15,6 +15,8 @@ pub(crate) fn ctl(pid: u32, command: &[String]) -> Result<(), Failure> {
 
 /// `tape ps`: one line per controllable process.
 pub(crate) fn ps() -> Result<(), Failure> {
+    // A directory another user could answer from lists nothing.
+    tape::control::client::check_dir().map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();
     let mut text = format!(
         "{:>8}  {:<16} {:>7} {:>7} {:>5} {:>10}\n",

@@ -156,7 +156,8 @@ pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failu
 
 /// The `env` entries in which tape's recorder counts the events it lost
 /// outside any stream.
-pub(crate) const ENV_LOSSES: [&str; 3] = [
+pub(crate) const ENV_LOSSES: [&str; 4] = [
+    "events_skipped_ring_busy",
     "events_dropped_ring_alloc",
     "events_dropped_without_ring",
     "events_lost_with_exited_threads",

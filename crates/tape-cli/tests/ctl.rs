@@ -422,14 +422,31 @@ fn a_process_of_another_user_refuses_the_connection() {
     let meta = std::fs::metadata(rt.join("tape")).unwrap();
     use std::os::unix::fs::MetadataExt;
     assert_eq!((meta.uid(), meta.mode() & 0o777), (NOBODY, 0o700));
-    // Root passes the directory's permissions, and is refused by the peer check.
+    // tape's client will not talk through another user's directory...
     let err = p.fails(&["status"]);
     assert!(
-        err.contains("refused: uid 0 may not control this process (only its user, uid 65534)"),
+        err.contains("is owned by uid 65534, not by this process's uid 0"),
         "{err}"
     );
-    let err = p.fails(&["enable", "pipeline.*"]);
-    assert!(err.contains("refused"), "{err}");
+    // ... and a client that does (root passes the directory's
+    // permissions) is refused by the server's peer check.
+    let raw = |request: &[u8]| {
+        use std::io::{Read, Write};
+        let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        c.write_all(request).unwrap();
+        let mut reply = String::new();
+        c.read_to_string(&mut reply).unwrap();
+        reply
+    };
+    let reply = raw(b"status\n\n");
+    assert!(
+        reply.starts_with("error Control\n")
+            && reply
+                .contains("refused: uid 0 may not control this process (only its user, uid 65534)"),
+        "{reply}"
+    );
+    let reply = raw(b"enable\npipeline.*\n\n");
+    assert!(reply.contains("refused"), "{reply}");
     let _ = p.child.kill();
     let out = p.child.wait_with_output_ref();
     assert!(

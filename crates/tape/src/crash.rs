@@ -750,15 +750,34 @@ fn dump_from_signal(sig: c_int, code: c_int, addr: u64, tid: i32) {
     }
     let mut rings_written = 0u32;
     // Rings the dump could not reach (their lock or copy claim held by the
-    // crashing thread) are missing from it; the streams written are whole.
+    // crashing thread, or a reader stopped in its copy) are missing from
+    // it, their events counted in `events_skipped_ring_busy`; the streams
+    // written are whole.
+    let mut skipped = 0u64;
     let _reached = ring::with_rings_for_crash(1000, |rings| {
         for r in rings {
-            if write_stream(dir, p, r) {
-                rings_written += 1;
+            match write_stream(dir, p, r) {
+                Some(true) => rings_written += 1,
+                Some(false) => {}
+                None => {
+                    skipped =
+                        skipped.saturating_add(r.written().saturating_sub(r.drops().overwritten))
+                }
             }
         }
     });
-    write_metadata(dir, p, sig, code, addr, tid, what);
+    write_metadata(
+        dir,
+        p,
+        &Happened {
+            sig,
+            code,
+            addr,
+            tid,
+            what,
+            skipped,
+        },
+    );
     // SAFETY: closing our own descriptors.
     unsafe {
         libc::close(dir);
@@ -781,8 +800,8 @@ fn dump_from_signal(sig: c_int, code: c_int, addr: u64, tid: i32) {
 }
 
 /// One ring's stream file, written from the ring's memory; whether it was
-/// written.
-fn write_stream(dir: c_int, p: &Prepared, r: &Arc<Ring>) -> bool {
+/// written, `None` if the ring's copy claim stayed held by another copier.
+fn write_stream(dir: c_int, p: &Prepared, r: &Arc<Ring>) -> Option<bool> {
     let tid = r.tid();
     let mut file = Buf::<96>::new();
     let name = save::truncate_utf8(&r.name, 255);
@@ -804,7 +823,7 @@ fn write_stream(dir: c_int, p: &Prepared, r: &Arc<Ring>) -> bool {
     };
     let head = ctx.head_size();
     if head > 512 {
-        return false;
+        return Some(false);
     }
     let mut fd: c_int = -1;
     let mut ok = true;
@@ -856,18 +875,29 @@ fn write_stream(dir: c_int, p: &Prepared, r: &Arc<Ring>) -> bool {
         // SAFETY: our own descriptor.
         unsafe { libc::close(fd) };
     }
-    walked && ok && fd >= 0
+    walked.then_some(ok && fd >= 0)
 }
 
-fn write_metadata(
-    dir: c_int,
-    p: &Prepared,
+/// What the dump's metadata says of the crash, and of the rings it lacks.
+struct Happened<'a> {
     sig: c_int,
     code: c_int,
     addr: u64,
     tid: i32,
-    what: &str,
-) {
+    what: &'a str,
+    /// Events in rings whose copy another copier held (not in the dump).
+    skipped: u64,
+}
+
+fn write_metadata(dir: c_int, p: &Prepared, h: &Happened<'_>) {
+    let Happened {
+        sig,
+        code,
+        addr,
+        tid,
+        what,
+        skipped,
+    } = *h;
     // SAFETY: `dir` is open; the name is a literal.
     let fd = unsafe {
         libc::openat(
@@ -905,6 +935,7 @@ fn write_metadata(
             Hole::DroppedNoRing => v.num(ring::DROPPED_NO_RING.load(Ordering::Relaxed).into()),
             Hole::DroppedNoMemory => v.num(ring::DROPPED_NO_MEMORY.load(Ordering::Relaxed).into()),
             Hole::LostExited => v.num(ring::EVENTS_LOST_EXITED.load(Ordering::Relaxed).into()),
+            Hole::SkippedBusy => v.num(skipped.into()),
             Hole::Date => v.put(date.bytes()).put(b"Z"),
             Hole::Mode => v.put(mode),
             Hole::Signal => v.num(sig.into()),

@@ -138,6 +138,10 @@ pub struct Recorder {
     progress: Progress,
     /// The owner's largest last timestamp seen.
     last_ts: Option<u64>,
+    /// A ring of the last turn whose copy claim another process held past
+    /// [`crate::ring::CLAIM_PATIENCE`] (its index, the holder): left for
+    /// the next turn.
+    busy: Option<(usize, u64)>,
 }
 
 /// The process file of a running process, mapped shared (the recorder
@@ -209,8 +213,7 @@ impl Recorder {
             }
         }
         let template_path = dir.join(shm::METADATA_FILE);
-        let template = std::fs::read_to_string(&template_path)
-            .map_err(|e| error(format!("{}: {e}", template_path.display())));
+        let template = recover::read_template(&template_path);
         let made = template.and_then(|t| {
             if let Some(out) = out {
                 std::fs::create_dir(out)
@@ -233,6 +236,7 @@ impl Recorder {
             streams: Vec::new(),
             progress: Progress::default(),
             last_ts: None,
+            busy: None,
         };
         r.write_metadata()?;
         Ok(r)
@@ -282,6 +286,7 @@ impl Recorder {
         mut sink: Option<&mut ChunkSink<'s>>,
     ) -> Result<bool, Error> {
         self.find_rings();
+        self.busy = None;
         let before = self.progress.bytes;
         for i in 0..self.streams.len() {
             if self.streams[i].done {
@@ -291,7 +296,10 @@ impl Recorder {
             // thread exited, nothing more will come; read it to its end.
             let gone = std::fs::symlink_metadata(&self.streams[i].source).is_err();
             let open = to_end || gone || sink.is_some();
-            self.take(i, open, sink.as_deref_mut())?;
+            if let Some(holder) = self.take(i, open, sink.as_deref_mut())? {
+                self.busy = Some((i, holder));
+                continue;
+            }
             if to_end || gone {
                 self.streams[i].done = true;
             }
@@ -353,13 +361,15 @@ impl Recorder {
         self.metadata_text().map(|m| m.text)
     }
 
-    /// Writes the new packets of stream `i` (to its file, or to `sink`).
+    /// Writes the new packets of stream `i` (to its file, or to `sink`);
+    /// `Some(pid)` when the ring's copy claim was held by that process
+    /// past [`crate::ring::CLAIM_PATIENCE`] (nothing taken).
     fn take<'s>(
         &mut self,
         i: usize,
         to_end: bool,
         mut sink: Option<&mut ChunkSink<'s>>,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<u64>, Error> {
         let s = &mut self.streams[i];
         let name = crate::save::truncate_utf8(&s.ring.name, 255).to_owned();
         let stream_name = s
@@ -392,75 +402,87 @@ impl Recorder {
             lost,
             ..
         } = s;
-        *next = ring.stream_packets(*next, to_end, |m: &PacketMeta, offset, content, end| {
-            if failed.is_some() {
-                return;
-            }
-            if let Some(sink) = sink.as_mut() {
-                let mut whole = *m;
-                whole.events = content.len();
-                ctx.packet_header(head, &whole, Drops::default());
-                let mut packet = Vec::with_capacity(head.len() + content.len());
-                packet.extend_from_slice(head);
-                packet.extend_from_slice(content);
-                bytes += content.len() as u64;
-                sink(Chunk {
-                    stream: i,
-                    name: &stream_name,
-                    packet: &packet,
-                    offset,
-                    committed_before: m.committed_before,
-                    dropped: m.dropped_at_close.total(),
-                });
-                return;
-            }
-            // Events between the last packet taken and this one were
-            // overwritten before the recorder could take them.
-            *overwritten += m.committed_before.saturating_sub(*position);
-            let d = Drops {
-                overwritten: *overwritten,
-                ..m.dropped_at_close
-            };
-            let end = end.unwrap_or_else(|| written.max(m.committed_before));
-            let mut put = |parts: &[&[u8]]| -> Result<(), Error> {
-                bytes += write_parts(file, path, parts)?;
-                Ok(())
-            };
-            if !*started {
-                *started = true;
-                if d.total() > 0 {
-                    // An empty packet without losses first, so that readers
-                    // report the first packet's (as a save writes it).
-                    ctx.leading_header(head, created.min(m.ts_begin), m);
-                    if let Err(e) = put(&[head]) {
-                        failed = Some(e);
-                        return;
+        let until = std::time::Instant::now() + crate::ring::CLAIM_PATIENCE;
+        let taken = ring.stream_packets(
+            *next,
+            to_end,
+            until,
+            |m: &PacketMeta, offset, content, end| {
+                if failed.is_some() {
+                    return;
+                }
+                if let Some(sink) = sink.as_mut() {
+                    let mut whole = *m;
+                    whole.events = content.len();
+                    ctx.packet_header(head, &whole, Drops::default());
+                    let mut packet = Vec::with_capacity(head.len() + content.len());
+                    packet.extend_from_slice(head);
+                    packet.extend_from_slice(content);
+                    bytes += content.len() as u64;
+                    sink(Chunk {
+                        stream: i,
+                        name: &stream_name,
+                        packet: &packet,
+                        offset,
+                        committed_before: m.committed_before,
+                        dropped: m.dropped_at_close.total(),
+                    });
+                    return;
+                }
+                // Events between the last packet taken and this one were
+                // overwritten before the recorder could take them.
+                *overwritten += m.committed_before.saturating_sub(*position);
+                let d = Drops {
+                    overwritten: *overwritten,
+                    ..m.dropped_at_close
+                };
+                let end = end.unwrap_or_else(|| written.max(m.committed_before));
+                let mut put = |parts: &[&[u8]]| -> Result<(), Error> {
+                    bytes += write_parts(file, path, parts)?;
+                    Ok(())
+                };
+                if !*started {
+                    *started = true;
+                    if d.total() > 0 {
+                        // An empty packet without losses first, so that readers
+                        // report the first packet's (as a save writes it).
+                        ctx.leading_header(head, created.min(m.ts_begin), m);
+                        if let Err(e) = put(&[head]) {
+                            failed = Some(e);
+                            return;
+                        }
                     }
                 }
-            }
-            // (A recording reads whole packets: `content` is all of them.)
-            let mut whole = *m;
-            whole.events = content.len();
-            ctx.packet_header(head, &whole, d);
-            if let Err(e) = put(&[head, content]) {
-                failed = Some(e);
-                return;
-            }
-            events += end - m.committed_before;
-            *position = end;
-            *lost = d;
-        });
+                // (A recording reads whole packets: `content` is all of them.)
+                let mut whole = *m;
+                whole.events = content.len();
+                ctx.packet_header(head, &whole, d);
+                if let Err(e) = put(&[head, content]) {
+                    failed = Some(e);
+                    return;
+                }
+                events += end - m.committed_before;
+                *position = end;
+                *lost = d;
+            },
+        );
         if let Some(e) = failed {
             return Err(e);
         }
         self.progress.bytes += bytes;
         self.progress.events += events;
-        let s = &self.streams[i];
+        let s = &mut self.streams[i];
+        match taken {
+            Ok(cursor) => s.next = cursor,
+            // Another copier (the program's own save) held the ring: the
+            // next turn takes it.
+            Err(holder) => return Ok(Some(holder)),
+        }
         if s.ring.written() > 0 {
             let lt = s.ring.last_ts();
             self.last_ts = Some(self.last_ts.map_or(lt, |t| t.max(lt)));
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Writes (or rewrites) the trace's metadata, its clock calibrated
@@ -483,18 +505,37 @@ impl Recorder {
             self.header.program(),
             env!("CARGO_PKG_VERSION")
         );
-        recover::fill_metadata(self.header, &self.template, &source, self.last_ts).map_err(|hole| {
-            error(format!(
-                "the metadata template has a hole {hole:?} a recording cannot fill"
-            ))
-        })
+        recover::fill_metadata(self.header, &self.template, &source, self.last_ts, 0).map_err(
+            |hole| {
+                error(format!(
+                    "the metadata template has a hole {hole:?} a recording cannot fill"
+                ))
+            },
+        )
     }
 
     /// Ends the recording: every ring read to its end (the open packets up
     /// to their last published event), the metadata rewritten, the
     /// process released.
     pub fn finish(mut self) -> Result<Progress, Error> {
-        let r = self.poll(true).and_then(|_| self.write_metadata());
+        // A ring held by another copier (the program's save) is tried
+        // again, a few turns; one still held is an error naming it.
+        let mut r = self.poll(true);
+        for _ in 0..3 {
+            if r.is_err() || self.busy.is_none() {
+                break;
+            }
+            r = self.poll(true);
+        }
+        if let (Ok(_), Some((i, holder))) = (&r, self.busy) {
+            r = Err(error(format!(
+                "the ring of {} stayed held by process {holder} (its copy claim) for {} s: \
+                 its last events are not in the recording",
+                self.stream_name(i),
+                4 * crate::ring::CLAIM_PATIENCE.as_secs()
+            )));
+        }
+        let r = r.and_then(|_| self.write_metadata());
         self.header.reader.store(0, Ordering::Release);
         r?;
         let mut lost = Drops::default();

@@ -163,7 +163,7 @@ pub(crate) fn alive(h: &ProcessHeader) -> bool {
 
 pub(crate) fn read_header(dir: &Path) -> Result<ProcessHeader, String> {
     let path = dir.join(shm::PROCESS_FILE);
-    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = shm::read_checked(&path, shm::PROCESS_FILE_MAX).map_err(|e| e.to_string())?;
     ProcessHeader::read(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -243,11 +243,10 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
         )));
     }
     let template_path = dir.join(shm::METADATA_FILE);
-    let template = std::fs::read_to_string(&template_path)
-        .map_err(|e| error(format!("{}: {e}", template_path.display())))?;
+    let template = read_template(&template_path)?;
     let names = shm::ring_files(dir).map_err(|e| error(format!("{}: {e}", dir.display())))?;
     let mut rings = Vec::new();
-    let mut unreadable = Vec::new();
+    let mut unreadable: Vec<String> = Vec::new();
     let mut unborn = 0;
     for p in &names {
         match Ring::open_recovered(p) {
@@ -270,22 +269,29 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
         dir.display(),
         env!("CARGO_PKG_VERSION")
     );
-    let filled = fill_metadata(&h, &template, &source, last_ts).map_err(|hole| {
+    // Checked before anything is written; filled again with the rings
+    // left out once the streams are written.
+    let filled = fill_metadata(&h, &template, &source, last_ts, 0).map_err(|hole| {
         error(format!(
             "{}: the value of {hole:?} has no place in a recovery (not a template of this tape)",
             template_path.display()
         ))
     })?;
-    let (metadata, how, last_event_ns) = (filled.text, filled.how, filled.last_event_ns);
+    let (how, last_event_ns) = (filled.how, filled.last_event_ns);
     let outside = filled.outside;
     let mut lost = Drops::default();
     let uuid = h.uuid;
     let filled = crate::save::write_atomically(out, |tmp| {
         let filled = crate::save::write_streams(tmp, &rings, &uuid)?;
+        let skipped = filled.skipped.iter().map(|s| s.events).sum();
+        let metadata = fill_metadata(&h, &template, &source, last_ts, skipped)
+            .map(|m| m.text)
+            .unwrap_or_default();
         crate::save::write_file(&tmp.join("metadata"), metadata.as_bytes())?;
         Ok(filled)
     })
     .map_err(|e| error(format!("recovering into {}: {}", out.display(), e.message)))?;
+    unreadable.extend(filled.skipped.iter().map(|s| s.describe()));
     for r in &rings {
         lost += r.drops();
     }
@@ -310,9 +316,22 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
 fn unborn_ring(p: &Path) -> bool {
     use std::io::Read as _;
     let mut head = [0u8; 64];
-    std::fs::File::open(p)
+    shm::open_checked(p, u64::MAX)
         .and_then(|mut f| f.read_exact(&mut head))
         .is_ok_and(|()| head.iter().all(|&b| b == 0))
+}
+
+/// The metadata template of a ring directory (regular, bounded, UTF-8).
+pub(crate) fn read_template(path: &Path) -> Result<String, Error> {
+    let bytes =
+        shm::read_checked(path, shm::METADATA_FILE_MAX).map_err(|e| error(e.to_string()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        error(format!(
+            "{}: not UTF-8 text (at byte {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })
 }
 
 /// A process's metadata text, its holes filled.
@@ -336,6 +355,7 @@ pub(crate) fn fill_metadata(
     template: &str,
     source: &str,
     last_ts: Option<u64>,
+    skipped_busy: u64,
 ) -> Result<Metadata, Hole> {
     use std::sync::atomic::Ordering::Relaxed;
     let (freq, offset_s, offset, how) = clock_of(h);
@@ -355,6 +375,7 @@ pub(crate) fn fill_metadata(
             Hole::DroppedNoRing => outside[0].to_string(),
             Hole::DroppedNoMemory => outside[1].to_string(),
             Hole::LostExited => outside[2].to_string(),
+            Hole::SkippedBusy => skipped_busy.to_string(),
             Hole::Date => crate::save::local_date(),
             Hole::Mode => {
                 if h.mode.load(Relaxed) == 1 {

@@ -1362,15 +1362,22 @@ impl Ring {
     /// saving thread was preempted: a fast writer laps a small ring in tens
     /// of microseconds), nothing would be left: the pin is tried again, a
     /// few times.
+    ///
+    /// One copy at a time (the gate holds one pin): the claim, held by
+    /// another save of this process or a reader in another process, is
+    /// waited for until `until` at most ([`Patience`]); past it the ring is
+    /// not copied ([`CopyError::Busy`], naming the holder), so that a
+    /// stopped reader never holds a save, an exit or the control thread.
     pub(crate) fn copy_packets<E>(
         &self,
         buf: &mut Vec<u8>,
         head: usize,
+        until: std::time::Instant,
         mut each: impl FnMut(&PacketMeta, &mut Vec<u8>) -> Result<(), E>,
     ) -> Result<(), CopyError<E>> {
-        // One copy at a time (the gate holds one pin): another save of
-        // this process, or a reader in another process.
-        self.take_claim(None);
+        if let Err(holder) = self.take_claim(Patience::Until(until)) {
+            return Err(CopyError::Busy(holder));
+        }
         let n = self.slots.len() as u64;
         let mut r = Ok(());
         for _ in 0..16 {
@@ -1405,26 +1412,32 @@ impl Ring {
     }
 
     /// Takes the gate's copy claim for this process, waiting for its
-    /// holder (yielding), at most `patience` tries if given (false then);
-    /// a holder found dead (a reader killed mid-copy) is replaced.
-    fn take_claim(&self, patience: Option<u32>) -> bool {
+    /// holder (yielding) as long as `patience` allows; `Err` names the
+    /// holder then. A holder found dead (a reader killed mid-copy) is
+    /// replaced.
+    fn take_claim(&self, patience: Patience) -> Result<(), u64> {
         let me = std::process::id();
         let mut tries = 0u32;
         loop {
             let holder = match self.gate.0.claim(me) {
-                gate::Claim::Taken => return true,
+                gate::Claim::Taken => return Ok(()),
                 gate::Claim::HeldBy(h) => h,
             };
-            tries += 1;
-            if patience.is_some_and(|p| tries >= p) {
-                return false;
+            tries = tries.saturating_add(1);
+            let out_of_patience = match patience {
+                Patience::Tries(p) => tries >= p,
+                // Read every 64 tries: a clock read is dearer than a yield.
+                Patience::Until(t) => tries % 64 == 1 && std::time::Instant::now() >= t,
+            };
+            if out_of_patience {
+                return Err(holder);
             }
             if tries % 64 == 0
                 && holder != u64::from(me)
                 && !u32::try_from(holder).is_ok_and(crate::save::process_exists)
                 && self.gate.0.break_claim(holder, me)
             {
-                return true;
+                return Ok(());
             }
             // SAFETY: sched_yield has no preconditions (async-signal-safe:
             // the crash dump takes the claim too).
@@ -1444,7 +1457,7 @@ impl Ring {
         tries: u32,
         mut each: impl FnMut(&PacketMeta, *const u8, usize),
     ) -> bool {
-        if !self.take_claim(Some(tries)) {
+        if self.take_claim(Patience::Tries(tries)).is_err() {
             return false;
         }
         let n = self.slots.len() as u64;
@@ -1478,18 +1491,25 @@ impl Ring {
     /// offset in it) on, or from the oldest packet still there if the
     /// owner overwrote `from`'s, the closed packets, oldest first, then
     /// with `open` the packet being written up to its last published
-    /// event, each handed to `each` in place with its metadata, the offset
-    /// its bytes start at, and, for a closed one, the count of events
-    /// committed up to its end. The slot stays pinned while `each` runs.
-    /// The packets read whole are consumed: in discard mode the owner may
-    /// reuse their slots. Returns the new cursor.
+    /// event, each handed to `each` with its metadata, the offset its
+    /// bytes start at, and, for a closed one, the count of events
+    /// committed up to its end. The packets read whole are consumed: in
+    /// discard mode the owner may reuse their slots. Returns the new
+    /// cursor, or `Err` with the holder of the copy claim if it was not
+    /// free by `until` (nothing read: the next turn tries again).
+    ///
+    /// The packets are copied out while the claim is held and handed to
+    /// `each` after it is released: what the reader does with them
+    /// (decode, print, write to a disk) never holds the program's saves,
+    /// and a reader stopped there (Ctrl-Z) holds nothing.
     pub(crate) fn stream_packets(
         &self,
         from: (u64, usize),
         open: bool,
+        until: std::time::Instant,
         mut each: impl FnMut(&PacketMeta, usize, &[u8], Option<u64>),
-    ) -> (u64, usize) {
-        self.take_claim(None);
+    ) -> Result<(u64, usize), u64> {
+        self.take_claim(Patience::Until(until))?;
         let n = self.slots.len() as u64;
         // Acquire: pairs with the Release stores of `write_event` / `switch`.
         let k0 = self.head.0.pos.load(Ordering::Acquire) >> 32;
@@ -1499,6 +1519,8 @@ impl Ring {
         let last_ts = self.head.0.last_ts.load(Ordering::Relaxed);
         let dropped_now = self.dropped.0.discarded.load();
         let mut cursor = (first, if first == from.0 { from.1 } else { 0 });
+        let mut copied: Vec<(PacketMeta, usize, std::ops::Range<usize>, Option<u64>)> = Vec::new();
+        let mut bytes: Vec<u8> = Vec::new();
         let mut k = first;
         while k < k1 || (open && k == k1) {
             let o = (k == k1).then_some((off1, last_ts, dropped_now));
@@ -1517,11 +1539,12 @@ impl Ring {
             };
             // SAFETY: the slot is pinned (closed) or written only beyond
             // `off1` (open): its first `m.events` bytes (at most a slot)
-            // do not change while `each` reads them (module docs of
-            // `gate`).
-            let bytes =
+            // do not change while we copy them (module docs of `gate`).
+            let packet =
                 unsafe { std::slice::from_raw_parts(self.slot_ptr(slot).cast_const(), m.events) };
-            each(&m, start, &bytes[start..], end);
+            let at = bytes.len();
+            bytes.extend_from_slice(&packet[start..]);
+            copied.push((m, start, at..bytes.len(), end));
             self.gate.0.advance();
             cursor = if k < k1 { (k + 1, 0) } else { (k, m.events) };
             k += 1;
@@ -1529,7 +1552,10 @@ impl Ring {
         self.gate.0.set_freed(cursor.0);
         self.gate.0.unpin();
         self.gate.0.release();
-        cursor
+        for (m, start, range, end) in &copied {
+            each(m, *start, &bytes[range.clone()], *end);
+        }
+        Ok(cursor)
     }
 
     /// The metadata of packet `k`, whose slot the caller pinned (or the
@@ -1651,10 +1677,29 @@ pub(crate) struct PacketMeta {
     pub events: usize,
 }
 
+/// How long [`Ring::take_claim`] waits for another copier.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Patience {
+    /// At most this many yields: the crash dump, in a signal handler,
+    /// whose own thread may hold the claim.
+    Tries(u32),
+    /// Until this time.
+    Until(std::time::Instant),
+}
+
+/// How long a save (or a reader's turn) waits for the copy claim of one
+/// ring held by another copier, all rings together: past it, the rings
+/// still held are left out (and counted).
+pub(crate) const CLAIM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Why [`Ring::copy_packets`] stopped.
 pub(crate) enum CopyError<E> {
     /// A packet's buffer could not be allocated.
     Memory(std::collections::TryReserveError),
+    /// Another copy (a reader stopped in the middle of its copy: Ctrl-Z
+    /// on `tape pipe`) held the ring past the save's patience: the process
+    /// id of the holder. Nothing was copied.
+    Busy(u64),
     /// The caller's `each` failed.
     Each(E),
 }

@@ -398,6 +398,8 @@ pub(crate) struct Filled {
     marks: Vec<(Arc<Ring>, u64)>,
     /// Some stream has events.
     pub(crate) events: bool,
+    /// Rings left out (their copy claim stayed held).
+    pub(crate) skipped: Vec<Skipped>,
     /// Stream files written.
     pub(crate) streams: usize,
 }
@@ -411,7 +413,28 @@ fn fill(dir: &Path) -> Result<Filled, SaveError> {
     let uuid = new_uuid();
     let filled = write_streams(dir, &ring::rings(), &uuid)?;
     // The clock is calibrated last: the longest span, the best frequency.
-    let meta = metadata(uuid).to_tsdl();
+    let mut t = metadata(uuid);
+    if !filled.skipped.is_empty() {
+        let events: u64 = filled.skipped.iter().map(|s| s.events).sum();
+        for (k, v) in t.env.iter_mut() {
+            if k == ENV_SKIPPED_BUSY {
+                *v = EnvValue::Int(i64::try_from(events).unwrap_or(i64::MAX));
+            }
+        }
+        let what: Vec<String> = filled.skipped.iter().map(Skipped::describe).collect();
+        t.env
+            .push(("tape_rings_skipped".into(), EnvValue::Str(what.join("; "))));
+        eprintln!(
+            "tape: the trace at {} lacks {} ring(s), {events} event(s): {} (waited {} s; \
+             a reader stopped in its copy, as `tape pipe` after Ctrl-Z? They stay for the \
+             next save)",
+            dir.display(),
+            filled.skipped.len(),
+            what.join("; "),
+            ring::CLAIM_PATIENCE.as_secs()
+        );
+    }
+    let meta = t.to_tsdl();
     write_file(&dir.join("metadata"), meta.as_bytes())?;
     Ok(filled)
 }
@@ -428,6 +451,10 @@ pub(crate) fn write_streams(
     let mut events = false;
     let mut names = Vec::new();
     let mut buf = Vec::new();
+    let mut skipped = Vec::new();
+    // Every ring's copy claim is waited for until then, no later (a stopped
+    // reader holding one never holds the save: `ring::CLAIM_PATIENCE`).
+    let until = std::time::Instant::now() + ring::CLAIM_PATIENCE;
     for r in rings {
         // Before the copy: an exited thread emits no more, so its copy holds
         // every event it kept. A thread that exits after this line may emit
@@ -447,8 +474,19 @@ pub(crate) fn write_streams(
         };
         let mut file = StreamFile::new(dir.join(&file_name), ctx, r.created_ts);
         let head = file.ctx.head_size();
-        match r.copy_packets(&mut buf, head, |m, b| file.packet(m, b)) {
+        match r.copy_packets(&mut buf, head, until, |m, b| file.packet(m, b)) {
             Ok(()) => {}
+            Err(CopyError::Busy(holder)) => {
+                // Not saved: the ring keeps its events for the next save.
+                marks.pop();
+                skipped.push(Skipped {
+                    tid: r.tid(),
+                    name: r.name.to_string(),
+                    holder,
+                    events: r.written().saturating_sub(r.drops().overwritten),
+                });
+                continue;
+            }
             Err(CopyError::Memory(e)) => {
                 return Err(SaveError::out_of_memory(format!(
                     "a packet of thread {} ({}): {e}",
@@ -471,7 +509,33 @@ pub(crate) fn write_streams(
         marks,
         events,
         streams: names.len(),
+        skipped,
     })
+}
+
+/// The `env` entry counting the events a save (or crash dump) left out
+/// because their ring's copy claim stayed held by another copier past
+/// [`ring::CLAIM_PATIENCE`] (a reader stopped in its copy); `tape stats`
+/// counts it with the losses outside any stream.
+pub(crate) const ENV_SKIPPED_BUSY: &str = "events_skipped_ring_busy";
+
+/// A ring a save left out: its copy claim stayed held by another copier.
+pub(crate) struct Skipped {
+    tid: u32,
+    name: String,
+    /// The process id in the claim.
+    holder: u64,
+    /// Events the ring held.
+    pub(crate) events: u64,
+}
+
+impl Skipped {
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "thread {} ({}): {} event(s), its copy held by process {}",
+            self.tid, self.name, self.events, self.holder
+        )
+    }
 }
 
 /// One ring's stream file, written packet by packet as the ring hands them
@@ -665,6 +729,8 @@ pub(crate) fn metadata_with(uuid: [u8; 16], clock: tape_ctf::Clock) -> Trace {
             "events_lost_with_exited_threads".into(),
             EnvValue::Int(ring::EVENTS_LOST_EXITED.load(Ordering::Relaxed) as i64),
         ),
+        // Set by the save or the crash dump that left rings out.
+        (ENV_SKIPPED_BUSY.into(), EnvValue::Int(0)),
         (
             "trace_creation_datetime".into(),
             EnvValue::Str(local_date()),

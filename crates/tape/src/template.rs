@@ -41,9 +41,12 @@ pub(crate) enum Hole {
     /// its last event was written.
     Source,
     LastEvent,
+    /// Events in rings left out, their copy claim held by another copier
+    /// (`save::ENV_SKIPPED_BUSY`).
+    SkippedBusy,
 }
 
-const HOLES: [Hole; 15] = [
+const HOLES: [Hole; 16] = [
     Hole::Freq,
     Hole::OffsetS,
     Hole::Offset,
@@ -59,6 +62,7 @@ const HOLES: [Hole; 15] = [
     Hole::Reason,
     Hole::Source,
     Hole::LastEvent,
+    Hole::SkippedBusy,
 ];
 
 impl Hole {
@@ -106,6 +110,7 @@ pub(crate) fn metadata(uuid: [u8; 16], extra: &[(&str, Hole)]) -> String {
             "events_dropped_without_ring" => Hole::DroppedNoRing,
             "events_dropped_ring_alloc" => Hole::DroppedNoMemory,
             "events_lost_with_exited_threads" => Hole::LostExited,
+            crate::save::ENV_SKIPPED_BUSY => Hole::SkippedBusy,
             "trace_creation_datetime" => Hole::Date,
             "mode" => Hole::Mode,
             _ => continue,
@@ -182,6 +187,7 @@ mod tests {
             Hole::DroppedNoRing,
             Hole::DroppedNoMemory,
             Hole::LostExited,
+            Hole::SkippedBusy,
             Hole::Date,
             Hole::Mode,
             Hole::Source,

@@ -3,8 +3,26 @@
 //! that does not exist, one of another user, one with no socket (not a tape
 //! program, `tape::init()` not called, `TAPE_CONTROL=off`), a stale socket
 //! (removed), a refusal.
+//!
+//! **Whom the client talks to.** The server checks its peer; the client
+//! checks its server just as much, since whoever answers is believed
+//! (`tape ctl PID off` answered `tracing_on: 0` by someone else would leave
+//! the program tracing). Before a command is sent:
+//!
+//! 1. the directory (`/tmp/tape-<uid>` is a name anyone can create first)
+//!    must be a real directory of this user with no access for group or
+//!    others ([`server::check_private`], the server's own check);
+//! 2. the socket file must be a socket owned by this user;
+//! 3. the connected server's credentials (`SO_PEERCRED`, taken by the
+//!    kernel when the server called `listen`) must carry this user's uid
+//!    and the pid asked for.
+//!
+//! Any failure refuses the exchange with a message naming the path and
+//! the owner found. The reply's text reaches the terminal with its control
+//! characters (escape sequences) shown as `\x1b`, never interpreted.
 
 use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -46,6 +64,18 @@ fn diagnose(pid: u32, path: &Path, connect: Option<std::io::Error>) -> Error {
             }
         ));
     }
+    // Root may signal anyone, so kill(pid, 0) does not tell another
+    // user's process: its owner does.
+    let owner = std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| m.uid());
+    if let Some(uid) = owner.filter(|&u| u != server::euid() && !path.exists()) {
+        return control_error(format!(
+            "process {pid}{name} belongs to uid {uid}: only that user can control it (its socket \
+             would be in that user's directory, not in {})",
+            socket_dir().display()
+        ));
+    }
     if !alive && errno == Some(libc::EPERM) && !path.exists() {
         return control_error(format!(
             "process {pid}{name} belongs to another user: only its own user can control it \
@@ -75,6 +105,23 @@ fn diagnose(pid: u32, path: &Path, connect: Option<std::io::Error>) -> Error {
     }
 }
 
+/// The control directory, if it exists, checked as the server checks it
+/// (module docs): a directory of this user that no one else may enter.
+pub fn check_dir() -> Result<(), Error> {
+    let dir = socket_dir();
+    match std::fs::symlink_metadata(&dir) {
+        Err(_) => Ok(()),
+        Ok(m) => server::check_private(&m, server::euid()).map_err(|why| {
+            control_error(format!(
+                "control directory {}: {why}; not talking through it (another user may have \
+                 made it to answer in the programs' place: remove it, or set XDG_RUNTIME_DIR \
+                 to a directory of yours)",
+                dir.display()
+            ))
+        }),
+    }
+}
+
 /// Sends one command to process `pid` and returns its text; an error
 /// reply comes back as the [`Error`] the process gave.
 pub fn request(pid: u32, words: &[String]) -> Result<String, Error> {
@@ -85,10 +132,37 @@ pub fn request(pid: u32, words: &[String]) -> Result<String, Error> {
         ));
     }
     let path = socket_of(pid);
-    if !path.exists() {
+    let own = server::euid();
+    check_dir()?;
+    let Ok(m) = std::fs::symlink_metadata(&path) else {
         return Err(diagnose(pid, &path, None));
+    };
+    if !m.file_type().is_socket() || m.uid() != own {
+        return Err(control_error(format!(
+            "{} is {} owned by uid {}, not a socket of this user (uid {own}): refusing it",
+            path.display(),
+            if m.file_type().is_socket() {
+                "a socket"
+            } else {
+                "not a socket"
+            },
+            m.uid()
+        )));
     }
     let mut stream = UnixStream::connect(&path).map_err(|e| diagnose(pid, &path, Some(e)))?;
+    let (peer_pid, peer_uid) = server::peer(&stream).map_err(|e| {
+        control_error(format!(
+            "{}: cannot read the server's credentials: {e}",
+            path.display()
+        ))
+    })?;
+    if peer_uid != own || u32::try_from(peer_pid).ok() != Some(pid) {
+        return Err(control_error(format!(
+            "{} is served by process {peer_pid} of uid {peer_uid}, not by process {pid} of uid \
+             {own}: refusing to talk to it",
+            path.display()
+        )));
+    }
     let _ = stream.set_read_timeout(Some(REPLY_TIMEOUT));
     let _ = stream.set_write_timeout(Some(server::REQUEST_TIMEOUT));
     let mut req = words.join("\n");
@@ -97,7 +171,13 @@ pub fn request(pid: u32, words: &[String]) -> Result<String, Error> {
     stream.write_all(req.as_bytes()).map_err(io)?;
     let mut reply = Vec::new();
     stream.read_to_end(&mut reply).map_err(io)?;
-    let reply = String::from_utf8_lossy(&reply);
+    let reply = printable(&String::from_utf8_lossy(&reply));
+    if reply.is_empty() {
+        return Err(control_error(format!(
+            "process {pid} closed the connection without a reply (it exited, or its control \
+             thread ended, during the command)"
+        )));
+    }
     let (status, text) = reply.split_once('\n').unwrap_or((&reply, ""));
     if status == "ok" {
         return Ok(text.to_owned());
@@ -112,6 +192,20 @@ pub fn request(pid: u32, words: &[String]) -> Result<String, Error> {
         "process {pid} sent a reply that is not tape's: {:?}",
         reply.chars().take(80).collect::<String>()
     )))
+}
+
+/// `text` with every control character but newline and tab shown as an
+/// escape (`\x1b`; `\x9b` for C1 ones), so that a reply cannot drive the terminal.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A process that answers `tape ps`.
@@ -149,8 +243,9 @@ pub fn processes() -> Vec<Process> {
             let line = request(pid, &["ps".to_owned()]).ok()?;
             let f: Vec<&str> = line.trim_end().split('\t').collect();
             match f.as_slice() {
-                [p, name, on, enabled, rings, bytes] => Some(Process {
-                    pid: p.parse().ok()?,
+                // A row for the pid asked, or none.
+                [p, name, on, enabled, rings, bytes] if p.parse() == Ok(pid) => Some(Process {
+                    pid,
                     name: (*name).to_owned(),
                     tracing_on: *on == "1",
                     enabled: enabled.parse().ok()?,

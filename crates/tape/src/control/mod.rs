@@ -52,6 +52,11 @@ fn command_error(message: String) -> Error {
     Error::new(ErrorKind::Command, message)
 }
 
+/// `p` from the root (this process's working directory before it).
+fn absolute(p: &std::path::Path) -> std::path::PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
 /// Runs one command (its words, as `tape ctl` sends them) and returns
 /// its text.
 pub fn execute(words: &[String]) -> Result<String, Error> {
@@ -104,8 +109,10 @@ pub fn execute(words: &[String]) -> Result<String, Error> {
             ))),
         },
         "save" => match args.as_slice() {
-            [] => crate::save::save().map(|d| format!("{}\n", d.display())),
-            [dir] => crate::save::save_to(dir).map(|d| format!("{}\n", d.display())),
+            // The path said whole: a relative one is the program's, from
+            // its working directory, not the client's.
+            [] => crate::save::save().map(|d| format!("{}\n", absolute(&d).display())),
+            [dir] => crate::save::save_to(dir).map(|d| format!("{}\n", absolute(&d).display())),
             _ => Err(command_error("`save` takes one directory at most".into())),
         },
         "stats" => no_args("stats").map(|_| stats()),

@@ -20,9 +20,18 @@
 //!
 //! **Protocol** (one command per connection): the client sends the
 //! command's words, one per line, then an empty line; the server answers
-//! `ok` or `error KIND` on the first line, then the text, and closes.
-//! Requests are bounded (64 KiB, 5 s to arrive), so a client that stalls
-//! or floods cannot hold the thread.
+//! `ok` or `error KIND` on the first line, then the text, and closes. A
+//! request cut by the end of its stream before its empty line is refused,
+//! not executed.
+//!
+//! **Bounds.** A request must arrive whole within 5 s of the connection
+//! (one deadline for the request, not per read: a client sending a byte
+//! every few seconds is cut off at 5 s) and hold at most 64 KiB. Each
+//! connection is served on a thread of its own (`tape-ctl-conn`, at most
+//! [`MAX_CONNECTIONS`] at once; one more is answered "busy" at once), so
+//! a stalled or slow client delays no other; the commands themselves run
+//! one at a time, a command waiting at most [`EXECUTE_WAIT`] for the one
+//! before it. A reply is given 5 s to be taken.
 //!
 //! **Life.** [`start`] (called by [`crate::init`] unless
 //! `TAPE_CONTROL=off`) removes the sockets of processes that no longer
@@ -37,16 +46,26 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind};
 
 /// Largest request accepted.
 pub const MAX_REQUEST: usize = 64 << 10;
-/// How long a request may take to arrive.
+/// How long a request may take to arrive (from the connection), and a
+/// reply to be taken.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections served at once; one more is answered "busy".
+pub const MAX_CONNECTIONS: usize = 16;
+/// How long a command waits for the command before it to end.
+pub const EXECUTE_WAIT: Duration = Duration::from_secs(60);
+
+/// Connections being served (their threads).
+static SERVING: AtomicUsize = AtomicUsize::new(0);
+/// Commands run one at a time.
+static EXECUTING: Mutex<()> = Mutex::new(());
 
 static SOCKET: OnceLock<PathBuf> = OnceLock::new();
 /// The socket path as a C string, for the `atexit` handler.
@@ -148,7 +167,7 @@ pub fn check_peer(peer_uid: u32, own_uid: u32) -> Result<(), String> {
 }
 
 /// Credentials of the peer of a connected Unix socket: (pid, uid).
-fn peer(stream: &UnixStream) -> std::io::Result<(i32, u32)> {
+pub(crate) fn peer(stream: &UnixStream) -> std::io::Result<(i32, u32)> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
@@ -268,13 +287,44 @@ fn bind_and_serve() -> Result<PathBuf, Error> {
 fn serve(listener: UnixListener) {
     for conn in listener.incoming() {
         let Ok(stream) = conn else { continue };
-        // A command that panics (it should not) must not end the thread.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle(stream)));
+        let deadline = Instant::now() + REQUEST_TIMEOUT;
+        // Relaxed: a count of threads, read and changed only as a bound.
+        if SERVING.fetch_add(1, Ordering::Relaxed) >= MAX_CONNECTIONS {
+            SERVING.fetch_sub(1, Ordering::Relaxed);
+            refuse_busy(stream);
+            continue;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("tape-ctl-conn".into())
+            .spawn(move || {
+                // A command that panics (it should not) must not take the
+                // count with it.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    handle(stream, deadline)
+                }));
+                SERVING.fetch_sub(1, Ordering::Relaxed);
+            });
+        if spawned.is_err() {
+            // No thread to be had: nothing is answered, the client sees the
+            // connection close.
+            SERVING.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
-fn handle(mut stream: UnixStream) {
-    let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
+/// Answers a connection past [`MAX_CONNECTIONS`] without waiting for it.
+fn refuse_busy(stream: UnixStream) {
+    let _ = stream.set_nonblocking(true);
+    let _ = (&stream).write_all(
+        format!(
+            "error Control\nbusy: {MAX_CONNECTIONS} control connections are being served; try \
+             again\n"
+        )
+        .as_bytes(),
+    );
+}
+
+fn handle(mut stream: UnixStream, deadline: Instant) {
     let _ = stream.set_write_timeout(Some(REQUEST_TIMEOUT));
     let own = euid();
     let reply = match peer(&stream) {
@@ -295,10 +345,9 @@ fn handle(mut stream: UnixStream) {
                 }
                 Err(("Control", why))
             }
-            Ok(()) => match read_request(&mut stream) {
+            Ok(()) => match read_request(&mut stream, deadline) {
                 Err(why) => Err(("Command", why)),
-                Ok(words) => crate::control::execute(&words)
-                    .map_err(|e| (kind_name(e.kind()), e.message().to_owned())),
+                Ok(words) => execute_in_turn(&words),
             },
         },
     };
@@ -310,6 +359,7 @@ fn handle(mut stream: UnixStream) {
     // Close gently: a request left unread (a refused peer's) would make
     // the close a reset, and the client would lose the reply.
     let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
     let mut rest = [0u8; 4096];
     let mut drained = 0;
     while drained < MAX_REQUEST {
@@ -320,18 +370,66 @@ fn handle(mut stream: UnixStream) {
     }
 }
 
-/// Reads the words of one request (one a line, ended by an empty line).
-fn read_request(stream: &mut UnixStream) -> Result<Vec<String>, String> {
+/// Runs a command when the one before it is done, waiting at most
+/// [`EXECUTE_WAIT`].
+fn execute_in_turn(words: &[String]) -> Result<String, (&'static str, String)> {
+    let until = Instant::now() + EXECUTE_WAIT;
+    let _turn = loop {
+        match EXECUTING.try_lock() {
+            Ok(g) => break g,
+            Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err((
+                    "Control",
+                    format!(
+                        "busy: the command before this one has run for more than {} s",
+                        EXECUTE_WAIT.as_secs()
+                    ),
+                ))
+            }
+        }
+    };
+    crate::control::execute(words).map_err(|e| (kind_name(e.kind()), e.message().to_owned()))
+}
+
+/// Reads the words of one request (one a line, ended by an empty line),
+/// whole by `deadline`.
+fn read_request(stream: &mut UnixStream, deadline: Instant) -> Result<Vec<String>, String> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
         if buf.ends_with(b"\n\n") || buf == b"\n" {
             break;
         }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "the request did not arrive whole within {} s ({} bytes came)",
+                REQUEST_TIMEOUT.as_secs(),
+                buf.len()
+            ));
+        }
+        let _ = stream.set_read_timeout(Some(left));
         match stream.read(&mut chunk) {
-            Ok(0) => break,
+            Ok(0) => {
+                return Err(format!(
+                    "the request ended after {} bytes without its empty line: not executed",
+                    buf.len()
+                ))
+            }
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue; // the deadline above says how long is left
+            }
             Err(e) => return Err(format!("the request did not arrive: {e}")),
         }
         if buf.len() > MAX_REQUEST {

@@ -135,8 +135,20 @@ pub(crate) fn unshared(e: &io::Error) {
     if let Some(p) = process() {
         p.unshared_rings.fetch_add(1, Ordering::Relaxed);
     }
-    if UNSHARED_WHY.set(e.to_string()).is_ok() && crate::config::shared_rings_asked() {
-        eprintln!("tape: rings in private memory, not shared (TAPE_SHM): {e}");
+    // A directory that is not this user's (another user made it first,
+    // to turn the rings' sharing off or to read them) is said at once,
+    // whatever was asked: it is an attack, not a lack of room.
+    let hostile = e.kind() == io::ErrorKind::PermissionDenied;
+    if UNSHARED_WHY.set(e.to_string()).is_ok() && (hostile || crate::config::shared_rings_asked()) {
+        eprintln!(
+            "tape: rings in private memory, not shared (TAPE_SHM): {e}{}",
+            if hostile {
+                " (if another user made it, remove it: until then `tape recover` has nothing \
+                 to recover after a crash, and `tape pipe`/`record` cannot attach)"
+            } else {
+                ""
+            }
+        );
     }
 }
 
@@ -149,6 +161,65 @@ pub(crate) fn unshared_why() -> Option<&'static str> {
 pub(crate) const PROCESS_FILE: &str = "process";
 /// Name of the metadata text with holes ([`crate::template`]).
 pub(crate) const METADATA_FILE: &str = "metadata-template";
+/// Largest process file read (it is one page).
+pub(crate) const PROCESS_FILE_MAX: u64 = 4096;
+/// Largest metadata template read (a program with tens of thousands of
+/// tracepoints has a few MiB).
+pub(crate) const METADATA_FILE_MAX: u64 = 64 << 20;
+
+/// Opens a file of a shared-ring directory for reading as a hostile
+/// directory may hold it: no symbolic link followed (`O_NOFOLLOW`), no
+/// wait on a FIFO or a device (`O_NONBLOCK`), and then only a regular file
+/// of this user's of at most `max` bytes; the error names the path and
+/// what it is.
+pub(crate) fn open_checked(path: &Path, max: u64) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    let named = |e: String| io::Error::other(format!("{}: {e}", path.display()));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => named("is a symbolic link: not followed".into()),
+            _ => named(e.to_string()),
+        })?;
+    let m = f.metadata().map_err(|e| named(e.to_string()))?;
+    if !m.file_type().is_file() {
+        return Err(named("not a regular file".into()));
+    }
+    let own = crate::control::server::euid();
+    if m.uid() != own {
+        return Err(named(format!(
+            "owned by uid {}, not this user ({own})",
+            m.uid()
+        )));
+    }
+    if m.len() > max {
+        return Err(named(format!(
+            "{} bytes, more than the {max} expected",
+            m.len()
+        )));
+    }
+    Ok(f)
+}
+
+/// The whole of a file of a shared-ring directory, read as
+/// [`open_checked`] opens it, `max` bytes at most (a file that grows while
+/// read is cut there and refused).
+pub(crate) fn read_checked(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let f = open_checked(path, max)?;
+    let mut bytes = Vec::new();
+    f.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::other(format!(
+            "{}: grew past the {max} bytes expected while read",
+            path.display()
+        )));
+    }
+    Ok(bytes)
+}
+
 /// First bytes of the process file.
 pub(crate) const PROCESS_MAGIC: [u8; 8] = *b"TAPEPROC";
 /// Layout version of [`ProcessHeader`].
@@ -437,7 +508,7 @@ fn set_aside_earlier(dir: &Path) {
     if std::fs::symlink_metadata(dir).is_err() {
         return;
     }
-    let earlier = std::fs::read(dir.join(PROCESS_FILE))
+    let earlier = read_checked(&dir.join(PROCESS_FILE), PROCESS_FILE_MAX)
         .ok()
         .and_then(|b| ProcessHeader::read(&b).ok())
         .map_or(0, |h| h.start_time);
@@ -751,7 +822,8 @@ impl Mapping {
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(shared)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            // No wait on a FIFO planted in place of a ring file.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| named(e.to_string()))?;
         let meta = f.metadata().map_err(|e| named(e.to_string()))?;
