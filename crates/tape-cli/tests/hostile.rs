@@ -154,6 +154,43 @@ fn adversarial_metadata_is_a_clean_error() {
     }
 }
 
+/// Metadata of 400,000 comments on one line (2.8 MB; babeltrace2 reads
+/// it in 0.2 s): read in linear time (the lexer once looked back to the
+/// line's start after each comment: 50 s), and the position of an error
+/// after them is right.
+#[test]
+fn many_comments_are_read_in_linear_time() {
+    let dir = trace("comments-400000", "struct { uint8_t x; }", 7);
+    let comments = "/* c */".repeat(400_000);
+    let meta =
+        format!("{HEAD}{comments}event {{ name = \"e\"; fields := struct {{ uint8_t x; }}; }};\n");
+    std::fs::write(dir.join("metadata"), &meta).unwrap();
+    let start = Instant::now();
+    let (code, err) = tape(&["check", dir.to_str().unwrap()], Stdio::null());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    // An error after them names its line and column (the comments' bytes,
+    // the last of two lines, two spaces, then the error).
+    let two_lines = "/* a\nb */".repeat(2);
+    std::fs::write(
+        dir.join("metadata"),
+        format!("{HEAD}{comments}{two_lines}  @"),
+    )
+    .unwrap();
+    let (code, err) = tape(&["check", dir.to_str().unwrap()], Stdio::null());
+    assert_eq!(code, Some(1), "{err}");
+    let line = HEAD.lines().count() + 1 + 2;
+    let column = "b */".len() + 2 + 1;
+    assert!(
+        err.contains(&format!("line {line}, column {column}")),
+        "{err}"
+    );
+}
+
 /// The deepest nesting allowed decodes everywhere, on the worker threads
 /// of `tape show` too (their stacks are smaller than the main thread's).
 #[test]

@@ -59,15 +59,16 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
                 let end = text[i + 2..]
                     .find("*/")
                     .ok_or_else(|| err(line, col, "unterminated comment".into()))?;
-                for &x in &b[i..i + 2 + end + 2] {
+                // Only the comment's own bytes are looked at: linear in the
+                // text, however many comments it has.
+                let after = i + 2 + end + 2;
+                for (at, &x) in b[i..after].iter().enumerate() {
                     if x == b'\n' {
                         line += 1;
+                        line_start = i + at + 1;
                     }
                 }
-                i += 2 + end + 2;
-                if let Some(nl) = text[..i].rfind('\n') {
-                    line_start = nl + 1;
-                }
+                i = after;
             }
             b'/' if b.get(i + 1) == Some(&b'/') => {
                 while i < b.len() && b[i] != b'\n' {
