@@ -191,6 +191,43 @@ fn many_comments_are_read_in_linear_time() {
     );
 }
 
+/// A traced call whose depth is damaged (a flipped bit: 3,925,868,544) is
+/// a clear error from `tape graph` and `tape profile`, naming the stream
+/// and the position, not an abort allocating 44 GB or 800 MB of
+/// indentation; a depth within the limit draws.
+#[test]
+fn a_damaged_call_depth_is_a_clear_error() {
+    for (name, depth, ok) in [
+        ("depth-ok", 3u32, true),
+        ("depth-flipped", 3_925_868_544, false),
+    ] {
+        let dir = trace(name, "struct { uint8_t x; }", 0);
+        let meta = format!(
+            "{HEAD}typealias integer {{ size = 32; align = 8; signed = false; }} := uint32_t;\n\
+             event {{ name = \"fn.app.f.entry\"; id = 0; fields := struct {{ uint32_t depth; }}; }};\n"
+        );
+        std::fs::write(dir.join("metadata"), meta).unwrap();
+        let mut stream = Vec::new();
+        for d in [0, depth] {
+            stream.extend_from_slice(&d.to_le_bytes());
+        }
+        std::fs::write(dir.join("stream"), stream).unwrap();
+        let d = dir.to_str().unwrap();
+        for cmd in ["graph", "profile"] {
+            let (code, err) = tape(&[cmd, d], Stdio::null());
+            if ok {
+                assert_eq!(code, Some(0), "{name}: tape {cmd}: {err}");
+            } else {
+                assert_eq!(code, Some(1), "{name}: tape {cmd}: {err}");
+                assert!(
+                    err.contains("depth 3925868544") && err.contains("stream: packet at byte 0"),
+                    "{name}: tape {cmd}: {err}"
+                );
+            }
+        }
+    }
+}
+
 /// The deepest nesting allowed decodes everywhere, on the worker threads
 /// of `tape show` too (their stacks are smaller than the main thread's).
 #[test]

@@ -585,7 +585,7 @@ impl FastStream {
         &self.plan
     }
 
-    fn err(&self, message: impl Into<String>) -> DecodeError {
+    pub(crate) fn err(&self, message: impl Into<String>) -> DecodeError {
         DecodeError {
             file: self.path.clone(),
             packet_offset: self.packet_offset,

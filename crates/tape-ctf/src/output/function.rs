@@ -168,6 +168,28 @@ pub(crate) fn depth_only(
     }
 }
 
+/// The deepest traced call the graph draws and the profile counts: both
+/// keep state per depth (and the graph indents by it), so a depth read
+/// from a damaged trace (a flipped bit: 3,925,868,544) is an error naming
+/// the event, not gigabytes of memory or of indentation. Real programs'
+/// traced calls nest in the tens or hundreds.
+pub(crate) const MAX_CALL_DEPTH: u32 = 10_000;
+
+/// `depth`, or an error at `stream`'s event if it is deeper than
+/// [`MAX_CALL_DEPTH`].
+pub(crate) fn checked_depth(
+    stream: &crate::decode::stream::FastStream,
+    depth: u32,
+) -> Result<u32, crate::decode::DecodeError> {
+    if depth > MAX_CALL_DEPTH {
+        return Err(stream.err(format!(
+            "a traced call at depth {depth}, deeper than the {MAX_CALL_DEPTH} a reader follows \
+             (a damaged trace?)"
+        )));
+    }
+    Ok(depth)
+}
+
 /// What an event class is to the graph: a traced function's entry or exit
 /// (its displayed name), or anything else (a comment).
 #[derive(Clone)]

@@ -454,10 +454,13 @@ impl Graph {
         let th = self.thread(tid);
         th.depth = i64::from(p.depth);
         let d = p.depth as usize;
-        if th.open.len() <= d {
-            th.open.resize(d + 1, None);
+        // A damaged depth keeps no state (`function::MAX_CALL_DEPTH`).
+        if p.depth <= crate::output::function::MAX_CALL_DEPTH {
+            if th.open.len() <= d {
+                th.open.resize(d + 1, None);
+            }
+            th.open[d] = Some((p.func, p.t));
         }
-        th.open[d] = Some((p.func, p.t));
     }
 
     /// The queue is too long behind an undecided entry: decide it.
@@ -881,6 +884,7 @@ impl Feed {
                         sink.depth
                     }
                 };
+                let depth = crate::output::function::checked_depth(stream, depth)?;
                 let (tid, comm) = self.threads.of(stream);
                 let func = &self.funcs[id as usize];
                 let mut extra = self.text.as_str();

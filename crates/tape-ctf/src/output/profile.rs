@@ -210,6 +210,9 @@ impl Profile {
 
     /// [`Profile::entry`] of function index `f`.
     pub fn entry_of(&mut self, tid: i64, f: u32, depth: u32, t: i128) {
+        if depth > crate::output::function::MAX_CALL_DEPTH {
+            return; // a damaged depth: no state for it (see there)
+        }
         let th = self.threads.get(tid);
         let d = depth as usize;
         if th.open.len() <= d {
@@ -461,13 +464,14 @@ fn read_stream(
                 };
                 let mut sink = crate::output::function::DepthSink::default();
                 s.emit(&mut sink)?;
+                let depth = crate::output::function::checked_depth(s, sink.depth)?;
                 let (Some(t), tid) = (t, threads.of(s).0) else {
                     continue;
                 };
                 if entry {
-                    p.entry_of(tid, f, sink.depth, t);
+                    p.entry_of(tid, f, depth, t);
                 } else {
-                    p.exit_of(tid, f, sink.depth, t);
+                    p.exit_of(tid, f, depth, t);
                 }
             }
         }
