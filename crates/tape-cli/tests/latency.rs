@@ -399,3 +399,55 @@ fn tape_ctl_shows_resets_and_sets_the_latency_tracer_of_a_running_program() {
     drop(child);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A worst case that ends a few milliseconds before the program does (it
+/// neither waits for the snapshots nor prints the table): its snapshot is
+/// taken at the exit, not lost with the `tape-trigger` thread's next poll
+/// (checked to be missing before, in 5 runs of 5).
+#[test]
+fn a_worst_case_just_before_the_exit_still_gets_its_snapshot() {
+    let dir = temp("late");
+    let out = example(&dir)
+        .args([
+            "--requests",
+            "60",
+            "--worst-request",
+            "59",
+            "--worst-ms",
+            "30",
+            "--no-wait",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let snapshots = std::fs::read_dir(dir.join("traces"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with("-latency"))
+        .expect("the latency snapshots' directory")
+        .path();
+    let worst = std::fs::read_dir(&snapshots)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("request_handle")
+        })
+        .filter_map(|e| {
+            let meta = std::fs::read_to_string(e.path().join("metadata")).ok()?;
+            let at = meta.find("tape_latency_ns = ")?;
+            let digits: String = meta[at + 18..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse::<u64>().ok()
+        })
+        .max()
+        .expect("a snapshot of request.handle");
+    assert!(
+        worst >= 30_000_000,
+        "the worst snapshot kept is {worst} ns, not the 30 ms one"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -702,3 +702,58 @@ fn bad_files_in_ring_directories_block_and_flood_nothing() {
     drop(p);
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// Trace directories a program saved into `dir`.
+fn traces_in(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| e.path().join("metadata").exists())
+            .count()
+    })
+}
+
+/// A snapshot trigger without a count on an event hit a million times a
+/// second takes at most one snapshot a second (the requests between share
+/// one); one with a count whose saves fail says so a few times, then
+/// counts.
+#[test]
+fn snapshot_triggers_are_held_to_a_rate_and_their_failures_to_a_few_lines() {
+    let base = base("snap");
+    let saved = base.join("saved");
+    let mut c = flight_command(&base, "overwrite");
+    c.env("TAPE_TRIGGER", "flight.event snapshot").args([
+        "--threads",
+        "1",
+        "--seconds",
+        "2.5",
+        "--pace",
+        "50",
+    ]);
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // One at the first hit, one a second after (2.5 s), the requests
+    // pending at the exit, and the exit's own save if anything came after.
+    let n = traces_in(&saved);
+    assert!(
+        (2..=5).contains(&n),
+        "{n} traces in 2.5 s:\n{}",
+        text(&out.stderr)
+    );
+
+    // Every save fails (the trace directory lies under a regular file).
+    let file = base.join("file");
+    std::fs::write(&file, b"").unwrap();
+    let mut c = flight_command(&base, "overwrite");
+    c.env("TAPE_TRIGGER", "flight.event snapshot:500")
+        .env("TAPE_TRACE_DIR", file.join("traces"))
+        .args(["--threads", "1", "--seconds", "1", "--pace", "50"]);
+    let out = c.output().unwrap();
+    let err = text(&out.stderr);
+    let said = err
+        .lines()
+        .filter(|l| l.starts_with("tape: snapshot trigger"))
+        .count();
+    assert!((1..=8).contains(&said), "{said} lines:\n{err}");
+    assert!(err.contains("further failures are counted"), "{err}");
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -19,6 +19,9 @@
 //! reply (the wakeup pair `request`'s maximum, from arrive to reply).
 //! The latency tracer is on and the pair set up unless the environment
 //! says otherwise (`TAPE_LATENCY`, `TAPE_WAKEUP`, `TAPE_TRACE`).
+//! `--no-wait` ends as soon as the workers are done, without waiting for
+//! the snapshots (`tape::latency::wait_for_snapshots`) nor printing the
+//! table: tape takes the pending snapshots at the exit.
 //!
 //! It prints its pid first; at the end, each worker's thread id, then
 //! `tape ctl`'s latency table.
@@ -51,6 +54,9 @@ struct Args {
     slow_reply: u64,
     slow_reply_wait: Duration,
     forever: bool,
+    /// End at once, without waiting for the snapshots nor printing the
+    /// table (as a program that knows nothing of them).
+    no_wait: bool,
 }
 
 fn args() -> Args {
@@ -62,6 +68,7 @@ fn args() -> Args {
         slow_reply: 452,
         slow_reply_wait: Duration::from_millis(40),
         forever: false,
+        no_wait: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -78,6 +85,7 @@ fn args() -> Args {
             "--slow-reply" => a.slow_reply = value(),
             "--slow-reply-ms" => a.slow_reply_wait = Duration::from_millis(value()),
             "--forever" => a.forever = true,
+            "--no-wait" => a.no_wait = true,
             other => panic!("unknown argument {other}"),
         }
     }
@@ -152,6 +160,9 @@ fn main() -> Result<(), tape::Error> {
     drop(queues);
     for w in workers {
         w.join().unwrap();
+    }
+    if a.no_wait {
+        return Ok(());
     }
     if !tape::latency::wait_for_snapshots(Duration::from_secs(10)) {
         eprintln!("latency: snapshots still pending after 10 s");

@@ -702,6 +702,9 @@ extern "C" fn save_at_process_exit() {
 /// The save at the end of the program (see [`Guard`]).
 fn save_at_end() {
     use std::io::Write;
+    // Snapshots asked for in the program's last milliseconds (a trigger,
+    // the latency tracer's worst case) are taken before the last save.
+    crate::trigger::take_pending_at_exit();
     let mut err = std::io::stderr();
     if !crate::save::unsaved() {
         if crate::save::saves() == 0 {

@@ -443,11 +443,13 @@ pub fn status() -> String {
     if ts.snapshots_asked > 0 || ts.unchecked > 0 {
         let _ = writeln!(
             out,
-            "trigger snapshots: {} asked, {} saved, {} failed{}; conditions not tested (event \
-             too big): {}",
+            "trigger snapshots: {} asked, {} saved, {} failed, {} merged, {} dropped{}; \
+             conditions not tested (event too big): {}",
             ts.snapshots_asked,
             ts.snapshots_saved,
             ts.snapshots_failed,
+            ts.snapshots_merged,
+            ts.snapshots_dropped,
             ts.last_snapshot
                 .as_ref()
                 .map_or_else(String::new, |p| format!(", last {}", p.display())),

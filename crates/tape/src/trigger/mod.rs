@@ -195,7 +195,11 @@ impl Trigger {
                 // the request below is the one the thread acts on.
                 LAST_SNAPSHOT_EVENT.store(usize::from(tp.id()), Ordering::Relaxed);
                 // Release: pairs with the Acquire in the trigger thread.
-                SNAPSHOTS_ASKED.fetch_add(1, Ordering::Release);
+                if self.left().is_some() {
+                    COUNTED_ASKED.fetch_add(1, Ordering::Release);
+                } else {
+                    UNCOUNTED_ASKED.fetch_add(1, Ordering::Release);
+                }
             }
             Command::StackTrace => stack::record(),
         }
@@ -715,8 +719,16 @@ pub struct Stats {
     pub snapshots_asked: u64,
     /// Snapshots saved.
     pub snapshots_saved: u64,
-    /// Snapshots that failed (the reason went to stderr).
+    /// Snapshots that failed (the reason went to stderr, for the first
+    /// [`FAILURES_SAID`]).
     pub snapshots_failed: u64,
+    /// Requests of triggers without a count taken by the snapshot of an
+    /// earlier request (at most one such snapshot per
+    /// [`SNAPSHOT_INTERVAL`]: the requests in between share the next one).
+    pub snapshots_merged: u64,
+    /// Requests of triggers without a count not taken: past
+    /// [`MAX_UNCOUNTED_SNAPSHOTS`] (said once on stderr).
+    pub snapshots_dropped: u64,
     /// The latest snapshot's directory.
     pub last_snapshot: Option<PathBuf>,
     /// `tape.stacktrace` events recorded, and those dropped (the ring's
@@ -730,9 +742,12 @@ pub fn stats() -> Stats {
     Stats {
         fired: FIRED.load(Ordering::Relaxed),
         unchecked: UNCHECKED.load(Ordering::Relaxed),
-        snapshots_asked: SNAPSHOTS_ASKED.load(Ordering::Relaxed),
+        snapshots_asked: COUNTED_ASKED.load(Ordering::Relaxed)
+            + UNCOUNTED_ASKED.load(Ordering::Relaxed),
         snapshots_saved: w.saved,
         snapshots_failed: w.failed,
+        snapshots_merged: w.merged,
+        snapshots_dropped: w.dropped,
         last_snapshot: w.last.clone(),
         stacktraces: stack::RECORDED.load(Ordering::Relaxed),
     }
@@ -743,22 +758,52 @@ pub fn stats() -> Stats {
 
 /// Snapshot triggers set, over all events (the thread polls while > 0).
 static SNAPSHOT_TRIGGERS: AtomicUsize = AtomicUsize::new(0);
-/// Snapshots asked for (by firings) and taken (by the thread).
-static SNAPSHOTS_ASKED: AtomicU64 = AtomicU64::new(0);
+/// Snapshots asked for by firings of triggers with a count (`snapshot:3`:
+/// each is taken) and without one (`snapshot`: at most one per
+/// [`SNAPSHOT_INTERVAL`], [`MAX_UNCOUNTED_SNAPSHOTS`] in all).
+static COUNTED_ASKED: AtomicU64 = AtomicU64::new(0);
+static UNCOUNTED_ASKED: AtomicU64 = AtomicU64::new(0);
 static LAST_SNAPSHOT_EVENT: AtomicUsize = AtomicUsize::new(0);
+
+/// The least time between two snapshots of triggers without a count: the
+/// requests in between share the next one (a snapshot saves the rings as
+/// they are then, which holds what each request wanted). A trigger with a
+/// count takes a snapshot per firing, as many as its count.
+pub const SNAPSHOT_INTERVAL: Duration = Duration::from_secs(1);
+/// Snapshots that triggers without a count take in a process's life; the
+/// requests past it are counted ([`Stats::snapshots_dropped`]) and said
+/// once on stderr. (Crash dumps have `crash::MAX_DUMPS`.)
+pub const MAX_UNCOUNTED_SNAPSHOTS: u64 = 100;
+/// Failed snapshots said on stderr; later ones are counted only.
+pub const FAILURES_SAID: u64 = 8;
 
 #[derive(Default)]
 struct WorkerState {
-    taken: u64,
+    /// Requests handled (taken, merged, dropped), of each kind.
+    counted_taken: u64,
+    uncounted_taken: u64,
+    /// Snapshots of triggers without a count taken, and when the last was.
+    uncounted_saved: u64,
+    uncounted_last: Option<std::time::Instant>,
+    /// Snapshots being saved now (their requests marked taken).
+    saving: u32,
     saved: u64,
     failed: u64,
+    merged: u64,
+    dropped: u64,
     last: Option<PathBuf>,
 }
 
 static WORKER_STATE: Mutex<WorkerState> = Mutex::new(WorkerState {
-    taken: 0,
+    counted_taken: 0,
+    uncounted_taken: 0,
+    uncounted_saved: 0,
+    uncounted_last: None,
+    saving: 0,
     saved: 0,
     failed: 0,
+    merged: 0,
+    dropped: 0,
     last: None,
 });
 /// The `tape-trigger` thread (none if it could not be started).
@@ -791,7 +836,7 @@ pub(crate) fn worker_wake() {
 
 fn worker() {
     loop {
-        take_snapshots();
+        take_snapshots(false);
         crate::latency::take_snapshots();
         if SNAPSHOT_TRIGGERS.load(Ordering::Relaxed) > 0 || crate::latency::polling() {
             std::thread::sleep(SNAPSHOT_POLL);
@@ -803,15 +848,50 @@ fn worker() {
     }
 }
 
-/// Takes the snapshots asked for and not yet taken, one trace each.
-fn take_snapshots() {
-    // Acquire: pairs with the Release increment in `Trigger::fire`.
-    let asked = SNAPSHOTS_ASKED.load(Ordering::Acquire);
+/// Takes the snapshots asked for and not yet taken: one trace per request
+/// of a trigger with a count; for those without, one trace for all the
+/// requests pending, at most one per [`SNAPSHOT_INTERVAL`] (with
+/// `at_exit`, the last pending is taken now) and
+/// [`MAX_UNCOUNTED_SNAPSHOTS`] in all. A request is marked taken before
+/// its save, so two threads taking snapshots (this one and the exit)
+/// never take the same.
+fn take_snapshots(at_exit: bool) {
     loop {
-        let taken = worker_state().taken;
-        if taken >= asked {
+        // Acquire: pairs with the Release increments in `Trigger::fire`.
+        let counted = COUNTED_ASKED.load(Ordering::Acquire);
+        let uncounted = UNCOUNTED_ASKED.load(Ordering::Acquire);
+        let mut w = worker_state();
+        if w.counted_taken < counted {
+            w.counted_taken += 1;
+        } else if w.uncounted_taken < uncounted {
+            let pending = uncounted - w.uncounted_taken;
+            let since = w.uncounted_last.map(|t| t.elapsed());
+            let turn = uncounted_turn(w.uncounted_saved, since, at_exit);
+            if turn == Turn::Drop {
+                w.uncounted_taken = uncounted;
+                if w.dropped == 0 {
+                    eprintln!(
+                        "tape: snapshot triggers without a count took their \
+                         {MAX_UNCOUNTED_SNAPSHOTS} snapshots: further requests are counted, \
+                         not saved (`tape ctl PID status`; give the trigger a count, or \
+                         `tape ctl PID save`)"
+                    );
+                }
+                w.dropped += pending;
+                return;
+            }
+            if turn == Turn::Later {
+                return; // the next poll takes them
+            }
+            w.uncounted_taken = uncounted;
+            w.uncounted_saved += 1;
+            w.uncounted_last = Some(std::time::Instant::now());
+            w.merged += pending - 1;
+        } else {
             return;
         }
+        w.saving += 1;
+        drop(w);
         let r = crate::save::save();
         let id = LAST_SNAPSHOT_EVENT.load(Ordering::Relaxed);
         let event = registry::tracepoints()
@@ -819,7 +899,7 @@ fn take_snapshots() {
             .find(|t| usize::from(t.id()) == id)
             .map_or("?", |t| t.name());
         let mut w = worker_state();
-        w.taken += 1;
+        w.saving -= 1;
         match r {
             Ok(dir) => {
                 w.saved += 1;
@@ -828,10 +908,51 @@ fn take_snapshots() {
             }
             Err(e) => {
                 w.failed += 1;
-                eprintln!("tape: snapshot trigger on {event}: {e}");
+                if w.failed <= FAILURES_SAID {
+                    eprintln!(
+                        "tape: snapshot trigger on {event}: {e}{}",
+                        if w.failed == FAILURES_SAID {
+                            " (further failures are counted, not said: `tape ctl PID status`)"
+                        } else {
+                            ""
+                        }
+                    );
+                }
             }
         }
     }
+}
+
+/// What to do with the pending requests of triggers without a count.
+#[derive(Debug, PartialEq, Eq)]
+enum Turn {
+    /// One snapshot for all of them, now.
+    Take,
+    /// Not yet: the last one was less than [`SNAPSHOT_INTERVAL`] ago.
+    Later,
+    /// Never: [`MAX_UNCOUNTED_SNAPSHOTS`] were taken.
+    Drop,
+}
+
+/// The turn of requests of triggers without a count, when `saved`
+/// snapshots of theirs were taken, the last `since` ago (the exit does
+/// not wait for the interval).
+fn uncounted_turn(saved: u64, since: Option<Duration>, at_exit: bool) -> Turn {
+    if saved >= MAX_UNCOUNTED_SNAPSHOTS {
+        Turn::Drop
+    } else if !at_exit && since.is_some_and(|s| s < SNAPSHOT_INTERVAL) {
+        Turn::Later
+    } else {
+        Turn::Take
+    }
+}
+
+/// At the program's end (before its last save): the snapshots still asked
+/// for, of triggers and of the latency tracer, are taken now rather than
+/// lost with the `tape-trigger` thread.
+pub(crate) fn take_pending_at_exit() {
+    take_snapshots(true);
+    crate::latency::take_snapshots();
 }
 
 /// Blocks until every snapshot asked for so far is taken (or `timeout`
@@ -839,14 +960,46 @@ fn take_snapshots() {
 /// snapshots before going on.
 pub fn wait_for_snapshots(timeout: Duration) -> bool {
     let deadline = std::time::Instant::now() + timeout;
-    let asked = SNAPSHOTS_ASKED.load(Ordering::Acquire);
+    let counted = COUNTED_ASKED.load(Ordering::Acquire);
+    let uncounted = UNCOUNTED_ASKED.load(Ordering::Acquire);
     loop {
-        if worker_state().taken >= asked {
+        let w = worker_state();
+        if w.counted_taken >= counted && w.uncounted_taken >= uncounted && w.saving == 0 {
             return true;
         }
+        drop(w);
         if std::time::Instant::now() >= deadline {
             return false;
         }
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (snapshots taken, time since the last, at the exit) -> the turn.
+    #[test]
+    fn triggers_without_a_count_are_held_to_a_rate_and_a_cap() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (0, None, false, Turn::Take),
+            (1, Some(ms(10)), false, Turn::Later),
+            (1, Some(ms(999)), false, Turn::Later),
+            (1, Some(ms(1000)), false, Turn::Take),
+            (1, Some(ms(10)), true, Turn::Take),
+            (99, Some(ms(5000)), false, Turn::Take),
+            (100, Some(ms(5000)), false, Turn::Drop),
+            (100, None, true, Turn::Drop),
+            (u64::MAX, None, false, Turn::Drop),
+        ];
+        for (saved, since, at_exit, turn) in cases {
+            assert_eq!(
+                uncounted_turn(saved, since, at_exit),
+                turn,
+                "{saved} taken, {since:?} ago, at exit {at_exit}"
+            );
+        }
     }
 }
