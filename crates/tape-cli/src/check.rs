@@ -32,16 +32,38 @@ impl StreamTime {
 }
 
 pub(crate) fn check(paths: &[PathBuf]) -> Result<(), Failure> {
+    let (traces, events, lost) = verify(paths, true, false)?;
+    print(&format!(
+        "ok: {traces} trace(s), {events} events, {lost} lost\n"
+    ))
+}
+
+/// Reads every packet and event of `paths`, saying the warnings with
+/// `warn`; (traces, events, lost), or the first problem. `strict`: time
+/// going backwards in a stream is a problem too (CTF allows it, but
+/// babeltrace2's muxer stops there: a trace tape writes never has it).
+pub(crate) fn verify(
+    paths: &[PathBuf],
+    warn: bool,
+    strict: bool,
+) -> Result<(usize, u64, u64), Failure> {
+    macro_rules! warning {
+        ($($t:tt)*) => {
+            if warn {
+                say!($($t)*);
+            }
+        };
+    }
     let traces = open(paths)?;
     for t in &traces {
         for w in &t.warnings {
-            say!("tape: warning: {}/metadata: {w}", t.dir.display());
+            warning!("tape: warning: {}/metadata: {w}", t.dir.display());
         }
         // Valid CTF (a stream with no packet), but its events, if it ever
         // had any, are gone: worth a word.
         for p in &t.streams {
             if std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
-                say!(
+                warning!(
                     "tape: warning: {}: the stream file is empty (0 bytes: no packet, no event)",
                     p.display()
                 );
@@ -56,8 +78,8 @@ pub(crate) fn check(paths: &[PathBuf]) -> Result<(), Failure> {
         if !matches!(env("tracer_name"), Some(tape_ctf::EnvValue::Str(s)) if s == "tape") {
             continue;
         }
-        for name in crate::stats::ENV_LOSSES {
-            if let Some(tape_ctf::EnvValue::Int(n)) = env(name) {
+        for (k, v) in &t.trace.env {
+            if let (true, tape_ctf::EnvValue::Int(n)) = (crate::stats::is_env_loss(k), v) {
                 outside = outside.saturating_add((*n).max(0) as u64);
             }
         }
@@ -66,7 +88,7 @@ pub(crate) fn check(paths: &[PathBuf]) -> Result<(), Failure> {
                 Some(tape_ctf::EnvValue::Str(s)) => format!(": {s}"),
                 _ => String::new(),
             };
-            say!(
+            warning!(
                 "tape: warning: {}: the recorder left {n} event(s) out, in rings whose copy \
                  another process held{which}",
                 t.dir.display()
@@ -114,14 +136,18 @@ pub(crate) fn check(paths: &[PathBuf]) -> Result<(), Failure> {
         .map(|(p, st)| (p, st.backwards, st.first))
         .collect();
     back.sort();
+    if let (true, Some((path, n, first))) = (strict, back.first()) {
+        return Err(Failure::Error(format!(
+            "{}: time goes backwards {n} time(s) in this stream (first at {first}): \
+             babeltrace2 stops there",
+            path.display()
+        )));
+    }
     for (path, n, first) in back {
-        say!(
+        warning!(
             "tape: warning: {}: time goes backwards {n} time(s) in this stream (first at {first})",
             path.display()
         );
     }
-    print(&format!(
-        "ok: {} trace(s), {events} events, {lost} lost\n",
-        traces.len()
-    ))
+    Ok((traces.len(), events, lost))
 }

@@ -58,12 +58,19 @@ impl ValueFilter {
         let mut fit = 0usize;
         let mut uses_common = false;
         let mut seen = 0usize;
+        let mut warned: Vec<String> = Vec::new();
         for class in classes {
             seen += 1;
             match Filter::for_reader(&class.name, &payload(class), text) {
                 Ok(f) => {
                     fit += 1;
                     uses_common |= f.uses_common();
+                    for w in f.warnings() {
+                        if !warned.contains(w) {
+                            eprintln!("tape: warning: --filter: {w}");
+                            warned.push(w.clone());
+                        }
+                    }
                 }
                 Err(e) => {
                     first_error.get_or_insert_with(|| e.message().to_owned());

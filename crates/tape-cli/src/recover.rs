@@ -64,6 +64,9 @@ pub(crate) fn recover(
     for u in &r.unreadable {
         crate::say!("tape recover: left out {u}");
     }
+    // What was written is read back whole, as `tape check` reads it: a
+    // recovery is said to succeed only if its trace reads.
+    let verified = crate::check::verify(std::slice::from_ref(&r.trace), false, true);
     let mut text = format!(
         "recovered process {} ({}) into {}\n  streams: {}\n  lost in rings: {}{}\n  lost outside rings: {}\n  last event: {}\n  clock: {}\n",
         r.pid,
@@ -90,7 +93,26 @@ pub(crate) fn recover(
         text.push_str(&format!("  {}\n", unshared_text(r.unshared)));
     }
     out.write_all(text.as_bytes()).map_err(output_error)?;
-    out.flush().map_err(output_error)
+    out.flush().map_err(output_error)?;
+    if let Err(e) = verified {
+        let why = match e {
+            Failure::Error(m) => m,
+            Failure::Closed => "its output closed".into(),
+        };
+        return Err(Failure::Error(format!(
+            "tape recover: the trace written at {} does not read back (the rings were damaged \
+             or tampered with): {why}",
+            r.trace.display()
+        )));
+    }
+    if !r.unreadable.is_empty() {
+        return Err(Failure::Error(format!(
+            "tape recover: {} ring file(s) left out (above): the trace at {} lacks their events",
+            r.unreadable.len(),
+            r.trace.display()
+        )));
+    }
+    Ok(())
 }
 
 /// `tape ps --dead`: the shared rings of dead processes.
@@ -161,12 +183,16 @@ pub(crate) fn record(
         .transpose()
         .map_err(|e| e.to_string())?;
     let duration = match duration {
-        Some(d) if !(d.is_finite() && d > 0.0) => {
-            return Err(Failure::Error(format!(
-                "--duration {d}: a positive number of seconds"
-            )))
-        }
-        d => d.map(std::time::Duration::from_secs_f64),
+        None => None,
+        Some(d) => match std::time::Duration::try_from_secs_f64(d) {
+            Ok(t) if d > 0.0 => Some(t),
+            _ => {
+                return Err(Failure::Error(format!(
+                    "--duration {d}: a positive number of seconds, at most {}",
+                    std::time::Duration::MAX.as_secs()
+                )))
+            }
+        },
     };
     let dir = tape::recover::find(target).map_err(|e| e.to_string())?;
     let mut r = tape::record::Recorder::attach(&dir, &output).map_err(|e| e.to_string())?;
@@ -197,7 +223,11 @@ pub(crate) fn record(
                 break "the process exited";
             }
         }
-        if r.poll(false).map_err(|e| e.to_string())? {
+        let polled = match r.poll(false) {
+            Ok(p) => p,
+            Err(e) => return Err(r.end_after_error(e).to_string().into()),
+        };
+        if polled {
             idle = std::time::Duration::from_millis(1);
         } else {
             idle = (idle * 2).min(std::time::Duration::from_millis(20));

@@ -81,10 +81,9 @@ pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failu
             k == "tracer_name" && matches!(v, tape_ctf::EnvValue::Str(s) if s == "tape")
         });
         for (k, v) in t.trace.env.iter().filter(|_| tape) {
-            if let (Some(name), tape_ctf::EnvValue::Int(n)) =
-                (ENV_LOSSES.iter().find(|n| **n == k), v)
-            {
-                *outside.entry(name).or_default() += (*n).max(0);
+            if let (true, tape_ctf::EnvValue::Int(n)) = (is_env_loss(k), v) {
+                let e = outside.entry(k.as_str()).or_default();
+                *e = e.saturating_add((*n).max(0));
             }
         }
     }
@@ -156,12 +155,20 @@ pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failu
 
 /// The `env` entries in which tape's recorder counts the events it lost
 /// outside any stream.
-pub(crate) const ENV_LOSSES: [&str; 4] = [
+pub(crate) const ENV_LOSSES: [&str; 5] = [
     "events_skipped_ring_busy",
+    "events_not_written",
     "events_dropped_ring_alloc",
     "events_dropped_without_ring",
     "events_lost_with_exited_threads",
 ];
+
+/// Whether the `env` entry `k` of a tape trace counts events lost
+/// outside any stream: the recorder's own ([`ENV_LOSSES`]) and those of
+/// the layers above it (`events_lost_*`, `tape::losses`).
+pub(crate) fn is_env_loss(k: &str) -> bool {
+    ENV_LOSSES.contains(&k) || k.starts_with("events_lost_")
+}
 
 /// `f` applied to every job, on as many threads as there are cores (each
 /// takes the next job left), results in job order.

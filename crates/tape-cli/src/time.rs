@@ -99,8 +99,23 @@ fn date(b: &[u8]) -> Result<(i64, i32, i32), ParseError> {
     if !(1..=12).contains(&m) {
         return Err((5, "month out of range 01-12"));
     }
-    if !(1..=31).contains(&d) {
-        return Err((8, "day out of range 01-31"));
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let days = match m {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if !(1..=days).contains(&d) {
+        return Err((
+            8,
+            match days {
+                28 => "day out of range 01-28 (February of a common year)",
+                29 => "day out of range 01-29 (February of a leap year)",
+                30 => "day out of range 01-30 for this month",
+                _ => "day out of range 01-31",
+            },
+        ));
     }
     Ok((y, m as i32, d as i32))
 }
@@ -232,6 +247,15 @@ mod tests {
         for (text, want) in ok {
             assert_eq!(parse(text), Ok(*want), "{text}");
         }
+        // The last days of months, leap years included, are dates.
+        for text in [
+            "2028-02-29 00:00",
+            "2000-02-29 00:00",
+            "2026-04-30 00:00",
+            "2026-12-31 23:59",
+        ] {
+            assert!(parse(text).is_ok(), "{text}");
+        }
         let bad: &[(&str, usize)] = &[
             ("", 0),
             ("1.2.3", 3),
@@ -244,6 +268,11 @@ mod tests {
             ("10:00:00.", 9),
             ("10:00:00,5", 8),
             ("2026-13-01 10:00", 5),
+            ("2026-02-30 00:00", 8),
+            ("2026-02-29 00:00", 8),
+            ("2026-04-31 00:00", 8),
+            ("2026-11-00 00:00", 8),
+            ("2100-02-29 00:00", 8),
             ("2026-1-01 10:00", 6),
             ("2026-11-24T10:00", 10),
             ("2026-11-24 10", 13),

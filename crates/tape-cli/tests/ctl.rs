@@ -447,6 +447,17 @@ fn a_process_of_another_user_refuses_the_connection() {
     );
     let reply = raw(b"enable\npipeline.*\n\n");
     assert!(reply.contains("refused"), "{reply}");
+    // Root looking in its own directory is told whose the process is, not
+    // that it is not a tape program.
+    let own = base.join("root-run");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = tape(&own, &["ctl", &p.pid.to_string(), "status"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("belongs to uid 65534"),
+        "{err}"
+    );
     let _ = p.child.kill();
     let out = p.child.wait_with_output_ref();
     assert!(

@@ -757,3 +757,402 @@ fn snapshot_triggers_are_held_to_a_rate_and_their_failures_to_a_few_lines() {
     assert!(err.contains("further failures are counted"), "{err}");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// The smaller findings: a duration too long for a clock, a filter
+/// constant outside its field's type, a date that does not exist, a
+/// relative `save` directory, a request to a process that exits.
+#[test]
+fn smaller_findings_are_clear_errors_or_warnings() {
+    let base = base("small");
+    let (p, _) = program(&base, 1, 30.0, "50");
+    let pid = p.0.id().to_string();
+    let (out, _) = tape(
+        &base,
+        &["record", &pid, "-o", "x", "--duration", "1e30"],
+        SAVE_BOUND,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("a positive number of seconds, at most"),
+        "{}",
+        text(&out.stderr)
+    );
+    // `thread` is a u32.
+    let (out, _) = tape(
+        &base,
+        &[
+            "ctl",
+            &pid,
+            "filter",
+            "flight.event",
+            "thread == 4294967296",
+        ],
+        SAVE_BOUND,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("warning: ")
+            && text(&out.stdout).contains("is outside `thread`'s type (u32"),
+        "{}",
+        text(&out.stdout)
+    );
+    // A relative directory is the program's: said whole.
+    let (out, _) = tape(&base, &["ctl", &pid, "save", "relative-trace"], SAVE_BOUND);
+    let said = text(&out.stdout);
+    assert!(
+        said.trim().starts_with('/') && said.trim().ends_with("/relative-trace"),
+        "{said}"
+    );
+    let _ = std::fs::remove_dir_all(said.trim());
+    let (out, _) = tape(
+        &base,
+        &["show", "--begin", "2026-02-30 00:00", said.trim()],
+        SAVE_BOUND,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("day out of range 01-28"),
+        "{}",
+        text(&out.stderr)
+    );
+    drop(p);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Runs `tape record PID -o out` until it fails on a full disk (`fsize`:
+/// a file size limit standing for it, every write past it failing as
+/// ENOSPC would; else the trace directory is on a small tmpfs); then the
+/// trace must end at whole packets (tape check and babeltrace2 read it)
+/// and count the events taken and not written.
+fn record_onto_a_full_disk(base: &Path, out: &Path, fsize: Option<u64>) {
+    use std::os::unix::process::CommandExt;
+    let (p, _) = program(base, 2, 30.0, "");
+    let mut c = Command::new(TAPE);
+    c.args(["record", &p.0.id().to_string(), "-o", out.to_str().unwrap()])
+        .env("TAPE_SHM_DIR", base)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(limit) = fsize {
+        // SAFETY: setrlimit and signal are async-signal-safe; nothing else
+        // runs between fork and exec.
+        unsafe {
+            c.pre_exec(move || {
+                let l = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                libc::setrlimit(libc::RLIMIT_FSIZE, &l);
+                // EFBIG, not a SIGXFSZ death: as a full disk's ENOSPC.
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    }
+    let start = Instant::now();
+    let mut child = c.spawn().unwrap();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "tape record never filled the disk"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(status.code(), Some(1), "{err}");
+    let counted: u64 = err
+        .split(" event(s) taken from the rings and not written")
+        .next()
+        .and_then(|s| s.rsplit("; ").next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count of the events not written: {err}"));
+    assert!(counted > 0, "{err}");
+    assert!(
+        err.contains("counted in its metadata as events_not_written"),
+        "{err}"
+    );
+    assert_eq!(
+        env_value(out, "events_not_written"),
+        Some(counted.to_string())
+    );
+    let (check, _) = tape(base, &["check", out.to_str().unwrap()], SAVE_BOUND * 4);
+    assert!(
+        check.status.success(),
+        "tape check: {}",
+        text(&check.stderr)
+    );
+    let (stats, _) = tape(base, &["stats", out.to_str().unwrap()], SAVE_BOUND * 4);
+    assert!(
+        text(&stats.stdout).contains("events_not_written"),
+        "{}",
+        text(&stats.stdout)
+    );
+    match Command::new("babeltrace2")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+    {
+        Ok(bt) => assert!(bt.status.success(), "babeltrace2: {}", text(&bt.stderr)),
+        Err(e) => required_or_skip(&format!("babeltrace2 cannot run ({e})")),
+    }
+    drop(p);
+}
+
+#[test]
+fn a_recording_onto_a_full_disk_ends_at_whole_packets_and_counts_the_rest() {
+    let base = base("full");
+    record_onto_a_full_disk(&base, &base.join("out"), Some(256 << 10));
+    if !is_root() {
+        eprintln!("NOTICE: skipped the tmpfs case of a full disk (it mounts one: root only)");
+        let _ = std::fs::remove_dir_all(&base);
+        return;
+    }
+    // A real full disk: a 1 MiB tmpfs (the metadata is then rewritten in
+    // place: no new file fits).
+    let mnt = base.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=1m",
+            "tmpfs",
+            mnt.to_str().unwrap(),
+        ])
+        .status();
+    if !mounted.is_ok_and(|s| s.success()) {
+        required_or_skip("mount -t tmpfs refused (a container without the right)");
+        let _ = std::fs::remove_dir_all(&base);
+        return;
+    }
+    let out = mnt.join("out");
+    let r = std::panic::catch_unwind(|| record_onto_a_full_disk(&base, &out, None));
+    let _ = Command::new("umount").arg(&mnt).status();
+    if let Err(e) = r {
+        std::panic::resume_unwind(e);
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A copy of the dead process's ring directory `dir`, named `name` beside
+/// it, for one tampering.
+fn copy_dir(dir: &Path, name: &str) -> PathBuf {
+    let to = dir.with_file_name(name);
+    let _ = std::fs::remove_dir_all(&to);
+    std::fs::create_dir_all(&to).unwrap();
+    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o700)).unwrap();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+    to
+}
+
+/// The ring file's parts: (head_at, dropped_at, gate_at, metas_at,
+/// mem_at), from its header.
+fn parts(ring: &Path) -> [u64; 5] {
+    let b = std::fs::read(ring).unwrap();
+    let word = |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().unwrap());
+    [word(40), word(48), word(56), word(64), word(72)]
+}
+
+fn poke(path: &Path, at: u64, bytes: &[u8]) {
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(bytes, at).unwrap();
+}
+
+/// A dead process's rings tampered with, each way on its own copy:
+/// `tape recover` either writes a trace that reads back whole (tape check,
+/// babeltrace2) and exits 0, or exits non-zero saying what it left out or
+/// why the trace does not read: never "recovered" for a trace that does
+/// not read. Counts saturate; a ring whose header was zeroed is not an
+/// empty ring "being made".
+#[test]
+fn a_tampered_recovery_never_claims_success_it_did_not_achieve() {
+    let base = base("tamper");
+    let mut c = flight_command(&base, "overwrite");
+    c.args(["--threads", "2"]);
+    let mut dead = Reaped(c.spawn().unwrap());
+    let dir = user_dir(&base).join(dead.0.id().to_string());
+    wait_for_rings(&dir, 2);
+    std::thread::sleep(Duration::from_millis(100));
+    let _ = dead.0.kill();
+    let _ = dead.0.wait();
+    let rings = ring_paths(&dir);
+    let recover = |d: &Path, n: &str| {
+        let out = base.join(format!("rec-{n}"));
+        let (o, took) = tape(
+            &base,
+            &["recover", d.to_str().unwrap(), "-o", out.to_str().unwrap()],
+            SAVE_BOUND * 4,
+        );
+        assert!(took < SAVE_BOUND * 2, "{n}: recover took {took:?}");
+        assert!(
+            o.status.code().is_some_and(|c| c <= 1),
+            "{n}: {}",
+            text(&o.stderr)
+        );
+        if o.status.success() {
+            let (check, _) = tape(&base, &["check", out.to_str().unwrap()], SAVE_BOUND * 4);
+            assert!(
+                check.status.success(),
+                "{n}: recovered (exit 0) but tape check fails: {}",
+                text(&check.stderr)
+            );
+            if let Ok(bt) = Command::new("babeltrace2")
+                .arg(&out)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .output()
+            {
+                assert!(
+                    bt.status.success(),
+                    "{n}: recovered (exit 0) but babeltrace2 fails: {}",
+                    text(&bt.stderr)
+                );
+            }
+        }
+        (
+            o.status.success(),
+            format!("{}{}", text(&o.stdout), text(&o.stderr)),
+            out,
+        )
+    };
+    let (ok, said, _) = recover(&dir, "clean");
+    assert!(ok, "the untouched rings: {said}");
+
+    // A zeroed ring header: left out, said, exit non-zero.
+    let d = copy_dir(&dir, "zeroed");
+    poke(&d.join(rings[0].file_name().unwrap()), 0, &[0u8; 4096]);
+    let (ok, said, _) = recover(&d, "zeroed");
+    assert!(
+        !ok && said.contains("left out") && !said.contains("being made"),
+        "{said}"
+    );
+
+    // Drop counters of 2^63: summed, they saturate instead of wrapping.
+    let d = copy_dir(&dir, "huge");
+    let r = d.join(rings[0].file_name().unwrap());
+    let [_, dropped_at, gate_at, ..] = parts(&r);
+    for at in (dropped_at..gate_at.min(dropped_at + 64)).step_by(8) {
+        poke(&r, at, &(1u64 << 63).to_ne_bytes());
+    }
+    let (_, said, _) = recover(&d, "huge");
+    assert!(!said.contains("lost in rings: 0\n"), "{said}");
+
+    // An empty metadata template: an error, not a trace without metadata.
+    let d = copy_dir(&dir, "notemplate");
+    std::fs::write(d.join("metadata-template"), b"").unwrap();
+    let (ok, said, _) = recover(&d, "notemplate");
+    assert!(!ok, "{said}");
+
+    // Bytes of the head, the drop counters and the slots' metadata set at
+    // random (a fixed seed): whatever they hold, the rule holds.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for n in 0..24 {
+        let d = copy_dir(&dir, &format!("mut{n}"));
+        let r = d.join(rings[n % rings.len()].file_name().unwrap());
+        let [head_at, _, _, metas_at, mem_at] = parts(&r);
+        for _ in 0..1 + n % 3 {
+            let at = head_at + next() % (mem_at - head_at).min(4096);
+            let at = if n % 2 == 0 {
+                at
+            } else {
+                metas_at + next() % (mem_at - metas_at).min(256)
+            };
+            let value = match next() % 4 {
+                0 => u64::MAX,
+                1 => 0xffff_ffff,
+                2 => 0,
+                _ => next(),
+            };
+            poke(&r, at & !7, &value.to_ne_bytes());
+        }
+        recover(&d, &format!("mut{n}"));
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A ring file cut under its mappings (`truncate -s 4096`) while the
+/// program writes it and `tape pipe` reads it: neither dies of the SIGBUS.
+/// The reader (the program stopped meanwhile, so that it cannot mend the
+/// file first) ends that ring's stream and says why; the program restores
+/// the file's size, says so, goes on to its end, and its trace reads and
+/// counts the cut ring.
+#[test]
+fn a_ring_file_cut_under_the_program_and_its_reader_kills_neither() {
+    use std::io::Read;
+    let base = base("cut");
+    let (mut p, rings) = program_with(&base, 2, 3.0, "50", "trace");
+    let pid = p.0.id();
+    let mut pipe = Reaped(
+        Command::new(TAPE)
+            .args(["pipe", &pid.to_string()])
+            .env("TAPE_SHM_DIR", &base)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    signal(pid, libc::SIGSTOP);
+    let ring = ring_paths(&rings)[0].clone();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&ring)
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        pipe.0.try_wait().unwrap().is_none(),
+        "tape pipe died of the cut"
+    );
+    signal(pid, libc::SIGCONT);
+    std::thread::sleep(Duration::from_millis(200));
+    signal(pipe.0.id(), libc::SIGINT);
+    let status = pipe.0.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_ne!(
+        status.signal(),
+        Some(libc::SIGBUS),
+        "tape pipe died of SIGBUS"
+    );
+    let mut err = String::new();
+    pipe.0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("was cut while read"), "tape pipe said: {err}");
+
+    exits_within(&mut p, Duration::from_secs(3) + SAVE_BOUND * 2);
+    let mut err = String::new();
+    p.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(
+        err.contains("was cut while in use"),
+        "the program said: {err}"
+    );
+    let trace = base.join("saved");
+    let trace = std::fs::read_dir(&trace)
+        .unwrap()
+        .flatten()
+        .next()
+        .expect("the exit's trace")
+        .path();
+    assert_eq!(env_value(&trace, "tape_rings_cut").as_deref(), Some("1"));
+    let (check, _) = tape(&base, &["check", trace.to_str().unwrap()], SAVE_BOUND * 4);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -298,10 +298,13 @@ fn bad_directories_and_mutated_ring_files_are_errors_naming_them() {
             ],
             &base,
         );
-        assert!(r.status.success(), "{why}: {}", text(&r.stderr));
+        // The others are recovered, and the exit says one was left out.
+        assert_eq!(r.status.code(), Some(1), "{why}: {}", text(&r.stderr));
         let err = text(&r.stderr);
         assert!(
-            err.contains(rings[0].to_str().unwrap()) && err.contains(why),
+            err.contains(rings[0].to_str().unwrap())
+                && err.contains(why)
+                && err.contains("1 ring file(s) left out"),
             "{why}: {err}"
         );
         assert!(
@@ -310,10 +313,11 @@ fn bad_directories_and_mutated_ring_files_are_errors_naming_them() {
             text(&r.stdout)
         );
     }
-    // A ring the process was making when it died (its header not yet
-    // written): empty, said so, not an error.
+    // A ring the process was making when it died (nothing written yet,
+    // its header last): empty, said so, not an error. (One whose header
+    // alone is zero held events: left out, above's rule; issue 36.)
     let mut unborn = original[0].clone();
-    unborn[..4096].fill(0);
+    unborn.fill(0);
     std::fs::write(&rings[0], &unborn).unwrap();
     let out = base.join("unborn");
     let r = tape(

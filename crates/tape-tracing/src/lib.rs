@@ -35,8 +35,8 @@
 //! `Display` (`?x`, `%x`, errors, the message) formatted into a buffer on
 //! the stack, the one formatting there is; a field an event does not
 //! record is `none`. Strings share [`TEXT_BYTES`] bytes per event: past
-//! them, a value is cut (at a character boundary) and counted
-//! ([`cut_values`]).
+//! them, a value is cut (at a character boundary), ends with
+//! [`CUT_MARK`] (`…[cut]`) and is counted ([`cut_values`]).
 //!
 //! **Spans** ([`span`]) are drawn as traced calls: each enter/exit a
 //! running interval (class `fn_poll`: depth, call), the span's id the call,
@@ -80,7 +80,7 @@ use tracing_subscriber::layer::{Context, Filter, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 pub use callsite::{event_name, span_name};
-pub use value::TEXT_BYTES;
+pub use value::{CUT_MARK, TEXT_BYTES};
 
 /// Values cut so far (see the module docs).
 pub fn cut_values() -> u64 {
@@ -92,10 +92,18 @@ pub fn unregistered_callsites() -> u64 {
     callsite::UNREGISTERED.load(Ordering::Relaxed)
 }
 
-/// Span entries not recorded because the thread had [`span::MAX_OPEN`]
-/// recorded spans open, or was already inside the layer (re-entered).
+/// Span entries not recorded: the thread had [`span::MAX_OPEN`] recorded
+/// spans open, was already inside the layer (a signal handler entering a
+/// span), or was past the end of its life.
 pub fn spans_not_recorded() -> u64 {
     span::NOT_RECORDED.load(Ordering::Relaxed)
+}
+
+/// Span exits not recorded: their entry is not on the exiting thread's
+/// stack (not recorded, entered on another thread, or before the
+/// tracepoints were enabled).
+pub fn span_exits_not_recorded() -> u64 {
+    span::EXITS_NOT_RECORDED.load(Ordering::Relaxed)
 }
 
 /// The layer, unfiltered: it records what tape's tracepoints say, and
@@ -107,8 +115,11 @@ pub struct TapeLayer {
 }
 
 impl TapeLayer {
-    /// The layer.
+    /// The layer. Its loss counters are registered with tape
+    /// (`tape::losses`): every trace saved from then on counts, in its
+    /// `env`, the span entries and exits it could not record.
     pub fn new() -> TapeLayer {
+        span::register_losses();
         TapeLayer { _private: () }
     }
 }
@@ -238,8 +249,13 @@ where
         }
     }
 
-    fn on_exit(&self, id: &Id, _: Context<'_, S>) {
-        span::exit(id.into_u64());
+    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        let exit = ctx
+            .metadata(id)
+            .and_then(callsite::find)
+            .and_then(|c| c.span.as_ref())
+            .map(|s| s.exit);
+        span::exit(id.into_u64(), exit);
     }
 }
 

@@ -17,11 +17,27 @@
 //! inside a `#[tape::traced]` call nests under it. Entries that were
 //! recorded are kept on a per-thread stack (span id, depth, exit
 //! tracepoint) until their exit: [`MAX_OPEN`] at most; past it an entry
-//! is not recorded and is counted ([`crate::spans_not_recorded`]). The
-//! stack is a const-initialised `RefCell` with no destructor: usable at
-//! any point of the thread's life; re-entered (a signal handler entering a
-//! span while the thread is in here), the inner enter is not recorded and
-//! is counted.
+//! is not recorded (a thread that leaks entered guards fills its stack:
+//! its later spans are counted, not drawn; pushing the oldest out instead
+//! would leave the function tracer's depth wrong for the rest of the
+//! thread, since their exits could not restore it). The stack is a
+//! const-initialised `RefCell` with no destructor: usable at any point of
+//! the thread's life; re-entered (a signal handler entering a span while
+//! the thread is in here), the inner enter is not recorded.
+//!
+//! **What is not recorded is counted, in the trace.** Two counters,
+//! registered with tape (`tape::losses`) when the layer is made, reach
+//! every trace's `env`, where `tape stats` adds them to its losses:
+//!
+//! ```text
+//! events_lost_tracing_span_entries   entries not recorded (MAX_OPEN open, the
+//!                                    thread re-entered or past its end)
+//! events_lost_tracing_span_exits     exits whose tracepoint records but whose
+//!                                    entry is not on the thread's stack: its
+//!                                    entry not recorded, entered on another
+//!                                    thread or before the tracepoints were
+//!                                    enabled
+//! ```
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,8 +47,25 @@ use tape::Tracepoint;
 /// The most spans one thread has entered (and recorded) at once.
 pub const MAX_OPEN: usize = 64;
 
-/// Span entries not recorded: the thread's stack was full or busy.
+/// Span entries not recorded: the thread's stack was full, busy
+/// (re-entered) or gone.
 pub(crate) static NOT_RECORDED: AtomicU64 = AtomicU64::new(0);
+
+/// Span exits not recorded (module docs).
+pub(crate) static EXITS_NOT_RECORDED: AtomicU64 = AtomicU64::new(0);
+
+/// Registers the two counters with tape (once; names fixed, so it cannot
+/// fail but for a program registering these names itself).
+pub(crate) fn register_losses() {
+    for (name, counter) in [
+        ("events_lost_tracing_span_entries", &NOT_RECORDED),
+        ("events_lost_tracing_span_exits", &EXITS_NOT_RECORDED),
+    ] {
+        if let Err(e) = tape::losses::register(name, counter) {
+            eprintln!("tape-tracing: {e}");
+        }
+    }
+}
 
 /// A recorded entry waiting for its exit, or left out of order.
 #[derive(Clone, Copy)]
@@ -67,6 +100,7 @@ pub(crate) fn enter(id: u64, entry: &'static Tracepoint, exit: &'static Tracepoi
             return false;
         };
         if s.len == MAX_OPEN {
+            // Not recorded, counted (and its exit, when it comes).
             return false;
         }
         let Some(depth) = tape::traced::enter_span(entry, id) else {
@@ -102,7 +136,7 @@ pub(crate) fn enter(id: u64, entry: &'static Tracepoint, exit: &'static Tracepoi
 /// exit b              stack:          b's exit at depth 1; depth back to 0
 /// ```
 #[inline]
-pub(crate) fn exit(id: u64) {
+pub(crate) fn exit(id: u64, exit_tp: Option<&'static Tracepoint>) {
     let _ = STACK.try_with(|s| {
         let Ok(mut s) = s.try_borrow_mut() else {
             return;
@@ -112,6 +146,11 @@ pub(crate) fn exit(id: u64) {
             .iter()
             .rposition(|o| o.id == id && o.exit.is_some())
         else {
+            drop(s);
+            if exit_tp.is_some_and(|t| tape::__private::is_active(t.state())) {
+                // Relaxed: a counter read at a save.
+                EXITS_NOT_RECORDED.fetch_add(1, Ordering::Relaxed);
+            }
             return;
         };
         let o = s.open[i];

@@ -30,6 +30,9 @@ pub const TEXT_BYTES: usize = 2048;
 /// is 32).
 pub(crate) const MAX_FIELDS: usize = 32;
 
+/// What ends a value cut at [`TEXT_BYTES`]: the trace says it was cut.
+pub const CUT_MARK: &str = "…[cut]";
+
 /// Values cut because an event's strings passed [`TEXT_BYTES`].
 pub(crate) static CUT: AtomicU64 = AtomicU64::new(0);
 
@@ -189,21 +192,33 @@ impl Gather {
     }
 
     /// Copies the whole characters of `s` that fit into the buffer at
-    /// `used`; returns the bytes copied and whether `s` was cut.
+    /// `used`; returns the bytes copied and whether `s` was cut. A cut
+    /// text ends with [`CUT_MARK`] (when there is room for it), so that
+    /// the trace says it was cut.
     fn copy(&mut self, s: &str) -> (usize, bool) {
         let room = TEXT_BYTES - self.used;
-        let mut n = s.len().min(room);
+        let cut = s.len() > room;
+        let mut n = if cut {
+            room.saturating_sub(CUT_MARK.len())
+        } else {
+            s.len()
+        };
         while !s.is_char_boundary(n) {
             n -= 1;
         }
-        for (d, b) in self.text[self.used..self.used + n]
+        let mark = if cut && room >= CUT_MARK.len() {
+            CUT_MARK
+        } else {
+            ""
+        };
+        for (d, b) in self.text[self.used..self.used + n + mark.len()]
             .iter_mut()
-            .zip(s.as_bytes())
+            .zip(s.as_bytes()[..n].iter().chain(mark.as_bytes()))
         {
             d.write(*b);
         }
-        self.used += n;
-        (n, n < s.len())
+        self.used += n + mark.len();
+        (n + mark.len(), cut)
     }
 
     /// Copies `s` into the buffer (cut at a character boundary when full).

@@ -63,3 +63,97 @@ fn threads_exit_with_spans_open_and_trace_from_their_destructors() {
     support::babeltrace2(&trace);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What the layer cannot record reaches the trace: a thread that leaked
+/// 70 entered spans has its later spans counted as not recorded (entries
+/// and exits); an exit on another thread than its entry is counted; both
+/// in the trace's `env`. A value past the event's 2,048 bytes ends with
+/// the cut mark.
+#[test]
+fn what_the_layer_cannot_record_is_counted_in_the_trace() {
+    let dir = support::tape_in("lost");
+    tape::enable_pattern("tracing.lost.*").unwrap();
+    let dispatch =
+        tracing::Dispatch::new(tracing_subscriber::registry().with(tape_tracing::layer()));
+    let d = dispatch.clone();
+    std::thread::spawn(move || {
+        tracing::dispatcher::with_default(&d, || {
+            for i in 0..70u64 {
+                let span = tracing::info_span!(target: "lost", "leak", i);
+                std::mem::forget(span.enter());
+                std::mem::forget(span);
+            }
+            for _ in 0..3 {
+                let _s = tracing::info_span!(target: "lost", "after").entered();
+            }
+            let big = "x".repeat(3000);
+            tracing::info!(target: "lost", big = %big, "cut");
+        });
+    })
+    .join()
+    .unwrap();
+    // Entered on one thread, exited on another.
+    let span = tracing::dispatcher::with_default(
+        &dispatch,
+        || tracing::info_span!(target: "lost", "cross"),
+    );
+    let id = span.id().expect("an id");
+    let d = dispatch.clone();
+    let i = id.clone();
+    std::thread::spawn(move || d.enter(&i)).join().unwrap();
+    let before = tape_tracing::span_exits_not_recorded();
+    let d = dispatch.clone();
+    std::thread::spawn(move || d.exit(&id)).join().unwrap();
+    assert_eq!(tape_tracing::span_exits_not_recorded(), before + 1);
+
+    let trace = tape::save_to(dir.join("trace")).expect("save");
+    let traces = tape_ctf::metadata::read::find_traces(&trace).unwrap();
+    let mut names = Vec::new();
+    let mut cut = None;
+    for r in tape_ctf::merge::events(&traces).unwrap() {
+        if let tape_ctf::merge::Record::Event(e) = r.unwrap() {
+            if e.class.name.starts_with("tracing.lost.info.") && !e.class.name.contains("span") {
+                let text = format!("{:?}", e.payload());
+                if text.contains("xxxx") {
+                    cut = Some(text);
+                }
+            }
+            names.push(e.class.name.clone());
+        }
+    }
+    let count = |suffix: &str| names.iter().filter(|n| n.ends_with(suffix)).count();
+    assert_eq!(count("leak.entry"), 64, "{names:?}");
+    assert_eq!(count("after.entry"), 0, "{names:?}");
+    let cut = cut.expect("the event with the big value");
+    assert!(
+        cut.contains(&format!("x{}", tape_tracing::CUT_MARK)),
+        "{cut}"
+    );
+    let env = |k: &str| {
+        traces[0]
+            .trace
+            .env
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+    };
+    // 6 leaked entries and 3 "after" ones not recorded; the 3 exits of
+    // "after" and the cross-thread one. (Other tests of this binary may
+    // add theirs: at least.)
+    let int = |k: &str| match env(k) {
+        Some(tape_ctf::EnvValue::Int(n)) => n,
+        v => panic!("no {k}: {v:?}"),
+    };
+    assert!(
+        int("events_lost_tracing_span_entries") >= 9,
+        "{:?}",
+        traces[0].trace.env
+    );
+    assert!(
+        int("events_lost_tracing_span_exits") >= 4,
+        "{:?}",
+        traces[0].trace.env
+    );
+    support::babeltrace2(&trace);
+    let _ = std::fs::remove_dir_all(&dir);
+}

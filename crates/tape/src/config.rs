@@ -579,7 +579,11 @@ impl Config {
             p.apply(true).map_err(|e| named(*var, e))?;
         }
         for (pattern, expr, var) in &self.filters {
-            crate::filter::set(pattern, expr).map_err(|e| named(*var, e))?;
+            let (_, warnings) =
+                crate::filter::set_warned(pattern, expr).map_err(|e| named(*var, e))?;
+            for w in warnings {
+                eprintln!("tape: {}: warning: {w}", var.unwrap_or("filter"));
+            }
         }
         for (pattern, trigger, var) in &self.triggers {
             crate::trigger::set(pattern, trigger).map_err(|e| named(*var, e))?;

@@ -440,6 +440,11 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, _ctx: *mut c_voi
             )
         }
     };
+    // A ring file cut under its mapping: repaired, and the access retried
+    // (`ring::cut`), before anything here touches a ring.
+    if sig == libc::SIGBUS && code > 0 && crate::ring::cut::on_sigbus(addr as usize) {
+        return;
+    }
     match DUMPING.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst) {
         Ok(_) => {
             let panic_abort =
@@ -936,6 +941,7 @@ fn write_metadata(dir: c_int, p: &Prepared, h: &Happened<'_>) {
             Hole::DroppedNoMemory => v.num(ring::DROPPED_NO_MEMORY.load(Ordering::Relaxed).into()),
             Hole::LostExited => v.num(ring::EVENTS_LOST_EXITED.load(Ordering::Relaxed).into()),
             Hole::SkippedBusy => v.num(skipped.into()),
+            Hole::NotWritten => v.num(0),
             Hole::Date => v.put(date.bytes()).put(b"Z"),
             Hole::Mode => v.put(mode),
             Hole::Signal => v.num(sig.into()),

@@ -67,6 +67,7 @@ mod error;
 pub mod field;
 pub mod filter;
 pub mod latency;
+pub mod losses;
 pub mod point;
 pub mod printk;
 pub mod probe;

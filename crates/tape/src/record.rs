@@ -87,6 +87,8 @@ struct Stream {
     started: bool,
     /// Read to its end: nothing more will come.
     done: bool,
+    /// Bytes of whole packets in the stream file.
+    len: u64,
     uuid: [u8; 16],
     head: Vec<u8>,
 }
@@ -142,6 +144,12 @@ pub struct Recorder {
     /// [`crate::ring::CLAIM_PATIENCE`] (its index, the holder): left for
     /// the next turn.
     busy: Option<(usize, u64)>,
+    /// Events taken from the rings and not written (a write failed: a
+    /// full disk): the trace's `events_not_written`.
+    not_written: u64,
+    /// Bytes of the metadata file as written last (rewritten in place
+    /// when a full disk refuses a new file).
+    metadata_len: std::cell::Cell<u64>,
 }
 
 /// The process file of a running process, mapped shared (the recorder
@@ -237,6 +245,8 @@ impl Recorder {
             progress: Progress::default(),
             last_ts: None,
             busy: None,
+            not_written: 0,
+            metadata_len: std::cell::Cell::new(0),
         };
         r.write_metadata()?;
         Ok(r)
@@ -340,6 +350,7 @@ impl Recorder {
                 lost: Drops::default(),
                 started: false,
                 done: false,
+                len: 0,
                 uuid: self.header.uuid,
                 head: Vec::new(),
             });
@@ -400,8 +411,10 @@ impl Recorder {
             overwritten,
             started,
             lost,
+            len,
             ..
         } = s;
+        let mut not_written = 0u64;
         let until = std::time::Instant::now() + crate::ring::CLAIM_PATIENCE;
         let taken = ring.stream_packets(
             *next,
@@ -409,6 +422,9 @@ impl Recorder {
             until,
             |m: &PacketMeta, offset, content, end| {
                 if failed.is_some() {
+                    // Taken from the ring, never written: counted.
+                    let end = end.unwrap_or_else(|| written.max(m.committed_before));
+                    not_written += end.saturating_sub(m.committed_before);
                     return;
                 }
                 if let Some(sink) = sink.as_mut() {
@@ -437,9 +453,24 @@ impl Recorder {
                     ..m.dropped_at_close
                 };
                 let end = end.unwrap_or_else(|| written.max(m.committed_before));
+                // A packet is written whole or not at all: a write that
+                // fails (a full disk) is cut back to the last whole packet,
+                // so that the trace stays readable, and its events counted.
                 let mut put = |parts: &[&[u8]]| -> Result<(), Error> {
-                    bytes += write_parts(file, path, parts)?;
-                    Ok(())
+                    match write_parts(file, path, parts) {
+                        Ok(n) => {
+                            bytes += n;
+                            *len += n;
+                            Ok(())
+                        }
+                        Err(e) => {
+                            if let Some(f) = file.as_mut() {
+                                let _ = f.set_len(*len);
+                                let _ = std::io::Seek::seek(f, std::io::SeekFrom::Start(*len));
+                            }
+                            Err(e)
+                        }
+                    }
                 };
                 if !*started {
                     *started = true;
@@ -458,6 +489,7 @@ impl Recorder {
                 whole.events = content.len();
                 ctx.packet_header(head, &whole, d);
                 if let Err(e) = put(&[head, content]) {
+                    not_written += end.saturating_sub(m.committed_before);
                     failed = Some(e);
                     return;
                 }
@@ -466,6 +498,7 @@ impl Recorder {
                 *lost = d;
             },
         );
+        self.not_written += not_written;
         if let Some(e) = failed {
             return Err(e);
         }
@@ -476,7 +509,13 @@ impl Recorder {
             Ok(cursor) => s.next = cursor,
             // Another copier (the program's own save) held the ring: the
             // next turn takes it.
-            Err(holder) => return Ok(Some(holder)),
+            Err(crate::ring::StreamStop::Busy(holder)) => return Ok(Some(holder)),
+            // Its file was cut under the reader (said on stderr): the
+            // stream ends at the last packet written before.
+            Err(crate::ring::StreamStop::Cut) => {
+                s.done = true;
+                return Ok(None);
+            }
         }
         if s.ring.written() > 0 {
             let lt = s.ring.last_ts();
@@ -486,16 +525,61 @@ impl Recorder {
     }
 
     /// Writes (or rewrites) the trace's metadata, its clock calibrated
-    /// now.
+    /// now: a new file renamed into place, or, when that cannot be made
+    /// (a full disk), the old file overwritten in place, its size kept
+    /// (the text is written with room to spare: [`METADATA_SLACK`]).
     fn write_metadata(&self) -> Result<(), Error> {
         let Some(out) = &self.out else {
             return Ok(());
         };
         let m = self.metadata_text()?;
+        let path = out.join("metadata");
+        let old = self.metadata_len.get();
+        let size = old.max(m.text.len() as u64 + METADATA_SLACK);
+        let text = padded(&m.text, size);
         let tmp = out.join(".metadata.tmp");
-        std::fs::write(&tmp, m.text.as_bytes())
-            .and_then(|()| std::fs::rename(&tmp, out.join("metadata")))
-            .map_err(|e| error(format!("writing {}: {e}", out.join("metadata").display())))
+        let renamed = std::fs::write(&tmp, &text).and_then(|()| std::fs::rename(&tmp, &path));
+        match renamed {
+            Ok(()) => {
+                self.metadata_len.set(size);
+                Ok(())
+            }
+            Err(e) if old > 0 && (m.text.len() as u64) + 8 <= old => {
+                let _ = std::fs::remove_file(&tmp);
+                use std::io::Write as _;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|mut f| f.write_all(&padded(&m.text, old)))
+                    .map_err(|e2| error(format!("writing {}: {e}; in place: {e2}", path.display())))
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(error(format!("writing {}: {e}", path.display())))
+            }
+        }
+    }
+
+    /// After a failed turn (`poll`'s error: a full disk): the metadata
+    /// rewritten in place with the count of events taken and not
+    /// written (`events_not_written`), the process released; the error
+    /// said with that count.
+    pub fn end_after_error(self, e: Error) -> Error {
+        let meta = self.write_metadata();
+        self.header.reader.store(0, Ordering::Release);
+        let counted = match meta {
+            Ok(()) => "counted in its metadata as events_not_written".to_owned(),
+            Err(m) => format!("not counted in the trace: {m}"),
+        };
+        Error::new(
+            e.kind(),
+            format!(
+                "{}; the trace ends at each stream's last whole packet; {} event(s) taken from \
+                 the rings and not written ({counted})",
+                e.message(),
+                self.not_written
+            ),
+        )
     }
 
     fn metadata_text(&self) -> Result<recover::Metadata, Error> {
@@ -505,13 +589,19 @@ impl Recorder {
             self.header.program(),
             env!("CARGO_PKG_VERSION")
         );
-        recover::fill_metadata(self.header, &self.template, &source, self.last_ts, 0).map_err(
-            |hole| {
-                error(format!(
-                    "the metadata template has a hole {hole:?} a recording cannot fill"
-                ))
-            },
+        recover::fill_metadata(
+            self.header,
+            &self.template,
+            &source,
+            self.last_ts,
+            0,
+            self.not_written,
         )
+        .map_err(|hole| {
+            error(format!(
+                "the metadata template has a hole {hole:?} a recording cannot fill"
+            ))
+        })
     }
 
     /// Ends the recording: every ring read to its end (the open packets up
@@ -526,6 +616,11 @@ impl Recorder {
                 break;
             }
             r = self.poll(true);
+        }
+        if let Err(e) = r {
+            // A write failed (a full disk): the streams end at their last
+            // whole packet; the metadata says what was not written.
+            return Err(self.end_after_error(e));
         }
         if let (Ok(_), Some((i, holder))) = (&r, self.busy) {
             r = Err(error(format!(
@@ -555,6 +650,23 @@ impl Drop for Recorder {
             .reader
             .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed);
     }
+}
+
+/// Bytes of room left in the metadata file beyond its text (a comment of
+/// spaces), so that a rewrite in place fits.
+const METADATA_SLACK: u64 = 4096;
+
+/// `text` then a comment of spaces up to `size` bytes in all (at least
+/// the comment's marks).
+fn padded(text: &str, size: u64) -> Vec<u8> {
+    let mut v = text.as_bytes().to_vec();
+    let room = (size as usize).saturating_sub(v.len());
+    if room >= 5 {
+        v.extend_from_slice(b"\n/*");
+        v.resize(v.len() + room - 5, b' ');
+        v.extend_from_slice(b"*/");
+    }
+    v
 }
 
 /// Writes `parts` at the end of the stream file at `path` (created at

@@ -271,7 +271,7 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
     );
     // Checked before anything is written; filled again with the rings
     // left out once the streams are written.
-    let filled = fill_metadata(&h, &template, &source, last_ts, 0).map_err(|hole| {
+    let filled = fill_metadata(&h, &template, &source, last_ts, 0, 0).map_err(|hole| {
         error(format!(
             "{}: the value of {hole:?} has no place in a recovery (not a template of this tape)",
             template_path.display()
@@ -284,7 +284,7 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
     let filled = crate::save::write_atomically(out, |tmp| {
         let filled = crate::save::write_streams(tmp, &rings, &uuid)?;
         let skipped = filled.skipped.iter().map(|s| s.events).sum();
-        let metadata = fill_metadata(&h, &template, &source, last_ts, skipped)
+        let metadata = fill_metadata(&h, &template, &source, last_ts, skipped, 0)
             .map(|m| m.text)
             .unwrap_or_default();
         crate::save::write_file(&tmp.join("metadata"), metadata.as_bytes())?;
@@ -304,7 +304,7 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
         unreadable,
         unshared: h.unshared_rings.load(std::sync::atomic::Ordering::Relaxed),
         lost,
-        lost_outside: outside.iter().sum(),
+        lost_outside: outside.iter().fold(0u64, |a, &n| a.saturating_add(n)),
         last_event_ns,
         clock: how,
     })
@@ -315,10 +315,21 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
 /// file's pages are, before any event).
 fn unborn_ring(p: &Path) -> bool {
     use std::io::Read as _;
-    let mut head = [0u8; 64];
-    shm::open_checked(p, u64::MAX)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok_and(|()| head.iter().all(|&b| b == 0))
+    // A ring being made has every byte zero (the header is written after
+    // the pages): one whose header is zero but whose body is not was
+    // damaged, and its events and losses are not to be called empty.
+    let Ok(f) = shm::open_checked(p, u64::MAX) else {
+        return false;
+    };
+    let mut buf = vec![0u8; 1 << 16];
+    let mut r = f.take(64 << 20);
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) if buf[..n].iter().all(|&b| b == 0) => {}
+            _ => return false,
+        }
+    }
 }
 
 /// The metadata template of a ring directory (regular, bounded, UTF-8).
@@ -356,6 +367,7 @@ pub(crate) fn fill_metadata(
     source: &str,
     last_ts: Option<u64>,
     skipped_busy: u64,
+    not_written: u64,
 ) -> Result<Metadata, Hole> {
     use std::sync::atomic::Ordering::Relaxed;
     let (freq, offset_s, offset, how) = clock_of(h);
@@ -372,10 +384,13 @@ pub(crate) fn fill_metadata(
             Hole::Freq => freq.to_string(),
             Hole::OffsetS => offset_s.to_string(),
             Hole::Offset => offset.to_string(),
-            Hole::DroppedNoRing => outside[0].to_string(),
-            Hole::DroppedNoMemory => outside[1].to_string(),
-            Hole::LostExited => outside[2].to_string(),
-            Hole::SkippedBusy => skipped_busy.to_string(),
+            // Counts read from the process file may be anything: at most
+            // i64::MAX, the largest an `env` integer holds.
+            Hole::DroppedNoRing => env_count(outside[0]),
+            Hole::DroppedNoMemory => env_count(outside[1]),
+            Hole::LostExited => env_count(outside[2]),
+            Hole::SkippedBusy => env_count(skipped_busy),
+            Hole::NotWritten => env_count(not_written),
             Hole::Date => crate::save::local_date(),
             Hole::Mode => {
                 if h.mode.load(Relaxed) == 1 {
@@ -395,6 +410,12 @@ pub(crate) fn fill_metadata(
         last_event_ns,
         outside,
     })
+}
+
+/// A count as an `env` value: saturated at `i64::MAX` (TSDL's readers,
+/// babeltrace2 and tape's, take signed 64-bit integers).
+fn env_count(n: u64) -> String {
+    n.min(i64::MAX as u64).to_string()
 }
 
 /// The clock of the dead process: (freq, offset_s, offset, how).

@@ -107,6 +107,7 @@ use crate::config::{self, Mode};
 use crate::field::Encode;
 use crate::point::id_of;
 
+pub(crate) mod cut;
 mod gate;
 pub(crate) mod shm;
 use gate::Gate;
@@ -1307,6 +1308,15 @@ impl Ring {
         self.filtered_events.load(Ordering::Relaxed)
     }
 
+    /// Whether the ring's file was cut under its mapping while this
+    /// process read it ([`cut`]).
+    pub(crate) fn is_cut(&self) -> bool {
+        match &self.backing {
+            Backing::Shared(m) | Backing::Other(m) => m.is_cut(),
+            Backing::Heap(..) => false,
+        }
+    }
+
     /// Kernel thread id of the owner.
     pub(crate) fn tid(&self) -> u32 {
         self.tid.load(Ordering::Relaxed)
@@ -1508,8 +1518,9 @@ impl Ring {
         open: bool,
         until: std::time::Instant,
         mut each: impl FnMut(&PacketMeta, usize, &[u8], Option<u64>),
-    ) -> Result<(u64, usize), u64> {
-        self.take_claim(Patience::Until(until))?;
+    ) -> Result<(u64, usize), StreamStop> {
+        self.take_claim(Patience::Until(until))
+            .map_err(StreamStop::Busy)?;
         let n = self.slots.len() as u64;
         // Acquire: pairs with the Release stores of `write_event` / `switch`.
         let k0 = self.head.0.pos.load(Ordering::Acquire) >> 32;
@@ -1552,6 +1563,11 @@ impl Ring {
         self.gate.0.set_freed(cursor.0);
         self.gate.0.unpin();
         self.gate.0.release();
+        if self.is_cut() {
+            // The file was cut under the copy: what was copied may be the
+            // zero pages put in its place (`cut`), not events.
+            return Err(StreamStop::Cut);
+        }
         for (m, start, range, end) in &copied {
             each(m, *start, &bytes[range.clone()], *end);
         }
@@ -1633,7 +1649,13 @@ impl Drops {
 
     /// Every cause, summed.
     pub fn total(&self) -> u64 {
-        self.overwritten + self.full + self.big + self.busy + self.saving
+        // Saturating: counts read from a damaged or hostile ring file
+        // (`tape recover`) may be anything.
+        self.overwritten
+            .saturating_add(self.full)
+            .saturating_add(self.big)
+            .saturating_add(self.busy)
+            .saturating_add(self.saving)
     }
 
     /// The causes with their names, in the order the trace's packet context
@@ -1653,11 +1675,11 @@ impl Drops {
 
 impl std::ops::AddAssign for Drops {
     fn add_assign(&mut self, d: Drops) {
-        self.overwritten += d.overwritten;
-        self.full += d.full;
-        self.big += d.big;
-        self.busy += d.busy;
-        self.saving += d.saving;
+        self.overwritten = self.overwritten.saturating_add(d.overwritten);
+        self.full = self.full.saturating_add(d.full);
+        self.big = self.big.saturating_add(d.big);
+        self.busy = self.busy.saturating_add(d.busy);
+        self.saving = self.saving.saturating_add(d.saving);
     }
 }
 
@@ -1675,6 +1697,17 @@ pub(crate) struct PacketMeta {
     pub dropped_at_close: Drops,
     /// Bytes of events copied.
     pub events: usize,
+}
+
+/// Why [`Ring::stream_packets`] took nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StreamStop {
+    /// Another copier (this process id) held the ring past the patience
+    /// given: the next turn tries again.
+    Busy(u64),
+    /// The ring's file was cut under its mapping ([`cut`]): nothing more
+    /// can be read from it.
+    Cut,
 }
 
 /// How long [`Ring::take_claim`] waits for another copier.

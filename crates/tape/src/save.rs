@@ -92,8 +92,8 @@ pub fn save() -> Result<PathBuf, Error> {
         match write_files(&target) {
             Err(e) if e.kind == io::ErrorKind::AlreadyExists && n < 1000 => continue,
             Err(e) => return Err(e.into_error()),
-            Ok(events) => {
-                say_if_empty(&target, events);
+            Ok(written) => {
+                say_if_empty(&target, written);
                 return Ok(target);
             }
         }
@@ -104,8 +104,8 @@ pub fn save() -> Result<PathBuf, Error> {
 /// Saves the trace as the directory `dir`, which must not exist yet.
 pub fn save_to(dir: impl AsRef<Path>) -> Result<PathBuf, Error> {
     let dir = dir.as_ref();
-    let events = write_files(dir).map_err(|e| e.into_error())?;
-    say_if_empty(dir, events);
+    let written = write_files(dir).map_err(|e| e.into_error())?;
+    say_if_empty(dir, written);
     Ok(dir.to_path_buf())
 }
 
@@ -149,14 +149,21 @@ pub(crate) fn saves() -> u64 {
 
 /// Why a trace has no events, in words a newcomer can act on.
 pub(crate) fn why_empty() -> String {
-    let enabled = registry::tracepoints()
-        .iter()
-        .filter(|p| p.is_enabled())
-        .count();
     let mut lost = ring::Drops::default();
     for r in ring::rings() {
         lost += r.drops();
     }
+    why_empty_with(lost)
+}
+
+/// [`why_empty`] for a trace that states the losses `lost` (those it
+/// wrote, not the rings' now: a ring made after the save's copy has its
+/// own).
+fn why_empty_with(lost: ring::Drops) -> String {
+    let enabled = registry::tracepoints()
+        .iter()
+        .filter(|p| p.is_enabled())
+        .count();
     match enabled {
         0 if std::env::var_os("TAPE_TRACE").is_some() && !config::initialised() => {
             "TAPE_TRACE is set, but tape::init() was not called (it reads the TAPE_TRACE* \
@@ -225,15 +232,23 @@ impl SaveError {
 static SAVE_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Says on stderr why the trace at `target` has no events, if so.
-fn say_if_empty(target: &Path, events: bool) {
-    if !events {
+fn say_if_empty(target: &Path, written: Written) {
+    if !written.events {
         let _ = writeln!(
             io::stderr(),
             "tape: the trace {} has no events: {}",
             target.display(),
-            why_empty()
+            why_empty_with(written.lost)
         );
     }
+}
+
+/// What a save wrote: whether some stream has events, and the losses its
+/// streams state (summed).
+#[derive(Clone, Copy)]
+struct Written {
+    events: bool,
+    lost: ring::Drops,
 }
 
 thread_local! {
@@ -260,14 +275,14 @@ pub(crate) fn save_crash(target: &Path, what: &str, tid: i32) -> Result<(), Erro
 }
 
 /// Writes the trace at `target`; whether it has events.
-fn write_files(target: &Path) -> Result<bool, SaveError> {
+fn write_files(target: &Path) -> Result<Written, SaveError> {
     let was = SAVING.try_with(|s| s.replace(true)).unwrap_or(false);
     let r = write_files_marked(target);
     let _ = SAVING.try_with(|s| s.set(was));
     r
 }
 
-fn write_files_marked(target: &Path) -> Result<bool, SaveError> {
+fn write_files_marked(target: &Path) -> Result<Written, SaveError> {
     let outside = ring::lost_outside_rings();
     write_atomically(target, fill).map(|saved| {
         for (r, upto) in &saved.marks {
@@ -276,7 +291,10 @@ fn write_files_marked(target: &Path) -> Result<bool, SaveError> {
         ring::release_saved(&saved.complete);
         SAVED_OUTSIDE.store(outside, Ordering::Relaxed);
         SAVES.fetch_add(1, Ordering::Relaxed);
-        saved.events
+        Written {
+            events: saved.events,
+            lost: saved.lost,
+        }
     })
 }
 
@@ -400,6 +418,8 @@ pub(crate) struct Filled {
     pub(crate) events: bool,
     /// Rings left out (their copy claim stayed held).
     pub(crate) skipped: Vec<Skipped>,
+    /// The losses the streams state, summed.
+    pub(crate) lost: ring::Drops,
     /// Stream files written.
     pub(crate) streams: usize,
 }
@@ -452,6 +472,7 @@ pub(crate) fn write_streams(
     let mut names = Vec::new();
     let mut buf = Vec::new();
     let mut skipped = Vec::new();
+    let mut lost = ring::Drops::default();
     // Every ring's copy claim is waited for until then, no later (a stopped
     // reader holding one never holds the save: `ring::CLAIM_PATIENCE`).
     let until = std::time::Instant::now() + ring::CLAIM_PATIENCE;
@@ -497,6 +518,7 @@ pub(crate) fn write_streams(
             Err(CopyError::Each(e)) => return Err(e),
         }
         events |= file.events;
+        lost += file.losses.last().unwrap_or_default();
         if file.finish()? {
             names.push(file_name);
         }
@@ -510,6 +532,7 @@ pub(crate) fn write_streams(
         events,
         streams: names.len(),
         skipped,
+        lost,
     })
 }
 
@@ -518,6 +541,10 @@ pub(crate) fn write_streams(
 /// [`ring::CLAIM_PATIENCE`] (a reader stopped in its copy); `tape stats`
 /// counts it with the losses outside any stream.
 pub(crate) const ENV_SKIPPED_BUSY: &str = "events_skipped_ring_busy";
+
+/// The `env` entry counting the events a recording (`tape record`) took
+/// from the rings and could not write (a full disk); 0 in a save.
+pub(crate) const ENV_NOT_WRITTEN: &str = "events_not_written";
 
 /// A ring a save left out: its copy claim stayed held by another copier.
 pub(crate) struct Skipped {
@@ -731,6 +758,7 @@ pub(crate) fn metadata_with(uuid: [u8; 16], clock: tape_ctf::Clock) -> Trace {
         ),
         // Set by the save or the crash dump that left rings out.
         (ENV_SKIPPED_BUSY.into(), EnvValue::Int(0)),
+        (ENV_NOT_WRITTEN.into(), EnvValue::Int(0)),
         (
             "trace_creation_datetime".into(),
             EnvValue::Str(local_date()),
@@ -759,6 +787,19 @@ pub(crate) fn metadata_with(uuid: [u8; 16], clock: tape_ctf::Clock) -> Trace {
         if let Ok(d @ 0..) = i64::try_from(d) {
             t.env.push((name.into(), EnvValue::Int(d)));
         }
+    }
+    // Ring files of this process cut under their mappings and repaired
+    // (`ring::cut`): their events before the cut are lost.
+    let cut = crate::ring::cut::REPAIRED.load(Ordering::Relaxed);
+    if cut > 0 {
+        t.env.push((
+            "tape_rings_cut".into(),
+            EnvValue::Int(cut.min(i64::MAX as u64) as i64),
+        ));
+    }
+    // Losses counted by layers above tape (`crate::losses`).
+    for (name, n) in crate::losses::values() {
+        t.env.push((name.into(), EnvValue::Int(n)));
     }
     let _ = EXTRA_ENV.try_with(|e| t.env.extend(e.borrow().iter().cloned()));
     if let Some((what, tid)) = CRASH.lock().unwrap_or_else(|e| e.into_inner()).clone() {
@@ -881,14 +922,18 @@ impl Context<'_> {
         put(&PACKET_MAGIC.to_ne_bytes());
         put(self.uuid);
         put(&0u32.to_ne_bytes());
-        for v in [begin, end, bits, bits, seq, lost.total()] {
+        // Counts at most i64::MAX: a damaged ring's (recovered) may be
+        // anything, and babeltrace2 takes u64::MAX for "unknown" (it
+        // aborts on such a discarded count).
+        let count = |n: u64| n.min(i64::MAX as u64);
+        for v in [begin, end, bits, bits, seq, count(lost.total())] {
             put(&v.to_ne_bytes());
         }
         put(&self.tid.to_ne_bytes());
         put(self.name.as_bytes());
         put(&[0]);
         for (_, n) in lost.by_cause() {
-            put(&n.to_ne_bytes());
+            put(&count(n).to_ne_bytes());
         }
     }
 }

@@ -44,9 +44,11 @@ pub(crate) enum Hole {
     /// Events in rings left out, their copy claim held by another copier
     /// (`save::ENV_SKIPPED_BUSY`).
     SkippedBusy,
+    /// Events a recording took and could not write (`record`).
+    NotWritten,
 }
 
-const HOLES: [Hole; 16] = [
+const HOLES: [Hole; 17] = [
     Hole::Freq,
     Hole::OffsetS,
     Hole::Offset,
@@ -63,6 +65,7 @@ const HOLES: [Hole; 16] = [
     Hole::Source,
     Hole::LastEvent,
     Hole::SkippedBusy,
+    Hole::NotWritten,
 ];
 
 impl Hole {
@@ -105,12 +108,19 @@ pub(crate) fn metadata(uuid: [u8; 16], extra: &[(&str, Hole)]) -> String {
         num(Hole::Offset),
     );
     let mut t = crate::save::metadata_with(uuid, clock);
+    // A layer's loss counters (`crate::losses`) live in the process's
+    // memory: a recovery or a crash dump cannot know them, and says
+    // nothing rather than a stale count.
+    t.env.retain(|(k, _)| {
+        !k.starts_with(crate::losses::PREFIX) || k == "events_lost_with_exited_threads"
+    });
     for (k, v) in t.env.iter_mut() {
         let h = match k.as_str() {
             "events_dropped_without_ring" => Hole::DroppedNoRing,
             "events_dropped_ring_alloc" => Hole::DroppedNoMemory,
             "events_lost_with_exited_threads" => Hole::LostExited,
             crate::save::ENV_SKIPPED_BUSY => Hole::SkippedBusy,
+            crate::save::ENV_NOT_WRITTEN => Hole::NotWritten,
             "trace_creation_datetime" => Hole::Date,
             "mode" => Hole::Mode,
             _ => continue,
@@ -188,6 +198,7 @@ mod tests {
             Hole::DroppedNoMemory,
             Hole::LostExited,
             Hole::SkippedBusy,
+            Hole::NotWritten,
             Hole::Date,
             Hole::Mode,
             Hole::Source,

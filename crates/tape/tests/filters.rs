@@ -304,6 +304,24 @@ fn integer_comparisons_at_the_edges() {
                     let expr = format!("x {op} {k}");
                     let f = Filter::for_fields("t", &st, &expr)
                         .unwrap_or_else(|e| panic!("{expr}: {e}"));
+                    // A constant outside the type is a warning (the
+                    // comparison is the same for every event), with its
+                    // position; `&` tests bits and is never warned.
+                    let outside = !(min..=max).contains(&k) && op != "&";
+                    assert_eq!(
+                        !f.warnings().is_empty(),
+                        outside,
+                        "{expr} on {bits} bits, signed {signed}: {:?}",
+                        f.warnings()
+                    );
+                    if outside {
+                        assert!(
+                            f.warnings()[0].contains("is outside `x`'s type")
+                                && f.warnings()[0].contains('^'),
+                            "{:?}",
+                            f.warnings()
+                        );
+                    }
                     let want = match op {
                         "==" => v == k,
                         "!=" => v != k,

@@ -119,8 +119,14 @@ pub fn execute(words: &[String]) -> Result<String, Error> {
         "filter" => match args.as_slice() {
             [pattern, "--clear"] => crate::filter::clear(pattern)
                 .map(|n| format!("cleared the filter of {n} tracepoint{}\n", plural(n))),
-            [pattern, expr] => crate::filter::set(pattern, expr)
-                .map(|n| format!("set the filter of {n} tracepoint{} to: {expr}\n", plural(n))),
+            [pattern, expr] => crate::filter::set_warned(pattern, expr).map(|(n, warnings)| {
+                let mut text =
+                    format!("set the filter of {n} tracepoint{} to: {expr}\n", plural(n));
+                for w in warnings {
+                    text.push_str(&format!("warning: {w}\n"));
+                }
+                text
+            }),
             _ => Err(command_error(
                 "`filter` takes a tracepoint pattern and one expression (quote it), such as \
                  `filter app.net.rx 'len > 1400'`, or a pattern and --clear"

@@ -347,6 +347,14 @@ pub struct Filter {
     /// The first step (or [`TRUE`] / [`FALSE`]).
     entry: u32,
     uses_cpu: bool,
+    /// See [`Filter::warnings`].
+    warnings: Vec<String>,
+}
+
+thread_local! {
+    /// The warnings of the filter being compiled on this thread (gathered
+    /// by the comparisons' compiler, moved into the filter at its end).
+    static WARNINGS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The common fields of an event, given by the emitting thread.
@@ -443,7 +451,31 @@ impl Filter {
         Filter::build(event, fields, text, &failing(event, text), true)
     }
 
+    /// What in the expression is legal but surely not meant: a constant
+    /// outside its field's type. Each names the position, as an error
+    /// does; `tape ctl`, `TAPE_FILTER` and the readers' `--filter` print
+    /// them.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
     fn build(
+        event: &str,
+        fields: &Struct,
+        text: &str,
+        fail: &impl Fn(usize, String) -> Error,
+        reader: bool,
+    ) -> Result<Filter, Error> {
+        WARNINGS.with(|w| w.borrow_mut().clear());
+        let r = Filter::build_inner(event, fields, text, fail, reader);
+        let warnings = WARNINGS.with(|w| std::mem::take(&mut *w.borrow_mut()));
+        r.map(|mut f| {
+            f.warnings = warnings;
+            f
+        })
+    }
+
+    fn build_inner(
         event: &str,
         fields: &Struct,
         text: &str,
@@ -465,6 +497,7 @@ impl Filter {
             steps: Vec::new(),
             entry: FALSE,
             uses_cpu: false,
+            warnings: Vec::new(),
         };
         f.entry = f.compile(&expr, fields, 0, fail, reader, TRUE, FALSE)?;
         if reader {
@@ -999,17 +1032,29 @@ static REPLACED: Mutex<Vec<&'static Filter>> = Mutex::new(Vec::new());
 /// match. The expression is checked against each tracepoint's fields
 /// before any filter is set; returns how many tracepoints got it.
 pub fn set(pattern: &str, expr: &str) -> Result<usize, Error> {
+    set_warned(pattern, expr).map(|(n, _)| n)
+}
+
+/// [`set`], and the [`Filter::warnings`] of the filters set (each once,
+/// naming its tracepoint).
+pub fn set_warned(pattern: &str, expr: &str) -> Result<(usize, Vec<String>), Error> {
     let points = registry::select(pattern)?;
     let compiled: Vec<(&'static Tracepoint, Filter)> = points
         .iter()
         .map(|tp| Filter::new(tp, expr).map(|f| (*tp, f)))
         .collect::<Result<_, _>>()?;
     let n = compiled.len();
+    let mut warnings: Vec<String> = Vec::new();
     for (tp, f) in compiled {
+        for w in f.warnings() {
+            if !warnings.contains(w) {
+                warnings.push(w.clone());
+            }
+        }
         install(tp, Some(Box::leak(Box::new(f))));
     }
     registry::changed();
-    Ok(n)
+    Ok((n, warnings))
 }
 
 /// Removes the filter of every tracepoint that `pattern` selects; returns
@@ -1625,6 +1670,33 @@ fn compile_cmp(
         }
     };
     let rhs = check(&shown, &leaf, labels, op, op_at, value, value_at, fail)?;
+    // A constant outside the field's type makes the comparison the same
+    // for every event (`worker == 256` on a u8: never true): a warning,
+    // with the position, since the comparison is still well defined.
+    let bits = match t {
+        Type::Integer(i) => Some((i.size, i.signed)),
+        Type::Enum(e) => Some((e.container.size, e.container.signed)),
+        _ => None,
+    };
+    if let (Some((size @ 1..=64, signed)), Rhs::Int(v), false) = (bits, &rhs, op == Op::And) {
+        let (lo, hi) = if signed {
+            (-(1i128 << (size - 1)), (1i128 << (size - 1)) - 1)
+        } else {
+            (0, (1i128 << size) - 1)
+        };
+        if !(lo..=hi).contains(v) {
+            let e = fail(
+                value_at,
+                format!(
+                    "{v} is outside `{shown}`'s type ({}{size}: {lo} to {hi}): `{shown} {} {v}` \
+                     is the same for every event",
+                    if signed { "i" } else { "u" },
+                    op.text()
+                ),
+            );
+            WARNINGS.with(|w| w.borrow_mut().push(e.message().to_owned()));
+        }
+    }
     Ok(Cmp {
         common: None,
         path: go.into_boxed_slice(),

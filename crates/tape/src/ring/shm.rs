@@ -722,6 +722,9 @@ pub(crate) struct Mapping {
     owns_file: std::sync::atomic::AtomicBool,
     /// Counted in [`SHARED_BYTES`] (a ring file of this process).
     counted: bool,
+    /// Its slot in the table of mappings a cut file is answered for
+    /// ([`super::cut`]), if it got one.
+    cut_slot: Option<usize>,
 }
 
 // SAFETY: the mapping is plain memory owned by this value; sharing it
@@ -788,6 +791,14 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(fail(io::Error::last_os_error()));
         }
+        // Listed for a cut of the file (`super::cut`): its inode, to know
+        // it again at its path.
+        // SAFETY: an all-zero stat is a valid value to be overwritten.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `fd` is open; `st` is valid for writing.
+        let cut_slot = (unsafe { libc::fstat(fd, &mut st) } == 0)
+            .then(|| super::cut::add(p as usize, len, &c, st.st_dev, st.st_ino, true))
+            .flatten();
         // SAFETY: the mapping holds its own reference to the file.
         unsafe { libc::close(fd) };
         let ptr = NonNull::new(p.cast::<u8>()).expect("mmap does not return null on success");
@@ -808,6 +819,7 @@ impl Mapping {
             path: path.to_path_buf(),
             owns_file: std::sync::atomic::AtomicBool::new(true),
             counted: false,
+            cut_slot,
         })
     }
 
@@ -863,12 +875,16 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(named(io::Error::last_os_error().to_string()));
         }
+        let cut_slot = cstring(path)
+            .ok()
+            .and_then(|c| super::cut::add(p as usize, len, &c, meta.dev(), meta.ino(), false));
         Ok(Mapping {
             ptr: NonNull::new(p.cast::<u8>()).expect("mmap does not return null on success"),
             len,
             path: path.to_path_buf(),
             owns_file: std::sync::atomic::AtomicBool::new(false),
             counted: false,
+            cut_slot,
         })
     }
 
@@ -886,6 +902,12 @@ impl Mapping {
     #[cfg(test)]
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether its file was cut under it while read (`super::cut`): its
+    /// pages are zeros since.
+    pub(crate) fn is_cut(&self) -> bool {
+        self.cut_slot.is_some_and(super::cut::is_cut)
     }
 }
 
@@ -906,6 +928,10 @@ impl Mapping {
     pub(crate) fn detach_after_fork(&self) -> bool {
         self.owns_file
             .store(false, std::sync::atomic::Ordering::Relaxed);
+        if let Some(i) = self.cut_slot {
+            // The file is the parent's: nothing of it to repair here.
+            super::cut::remove(i);
+        }
         let (addr, len) = (self.ptr.as_ptr(), self.len);
         let anon = |at: *mut libc::c_void, fixed: libc::c_int| {
             // SAFETY: an anonymous private mapping; with MAP_FIXED it
@@ -941,6 +967,9 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        if let Some(i) = self.cut_slot {
+            super::cut::remove(i);
+        }
         // SAFETY: the mapping was made by `create` with this length and is
         // unmapped only here; nothing borrows from it past its owner.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
