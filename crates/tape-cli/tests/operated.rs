@@ -166,6 +166,20 @@ fn ring_paths(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// `tape ARGS` (a reader: pipe, record) for the program under `base`, its
+/// output thrown away, its stderr to `stderr`.
+fn spawn_reader(base: &Path, args: &[String], stderr: Stdio) -> Reaped {
+    Reaped(
+        Command::new(TAPE)
+            .args(args)
+            .env("TAPE_SHM_DIR", base)
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// A stopped process (a `sleep`, SIGSTOPped): the holder of a claim that
 /// is alive and never lets go.
 fn stopped_process() -> Reaped {
@@ -244,15 +258,7 @@ fn stopped_pipe_and_record_hold_neither_saves_nor_exit() {
         }
         // Output thrown away: the reader spends its time reading and
         // decoding, where a Ctrl-Z most likely finds it.
-        let r = Reaped(
-            Command::new(TAPE)
-                .args(&args)
-                .env("TAPE_SHM_DIR", &base)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let r = spawn_reader(&base, &args, Stdio::null());
         std::thread::sleep(Duration::from_millis(200));
         for round in 0..20 {
             signal(r.0.id(), libc::SIGSTOP);
@@ -633,16 +639,20 @@ fn bad_files_in_ring_directories_block_and_flood_nothing() {
     let _ = dead.0.kill();
     let _ = dead.0.wait();
     mkfifo(&dir.join("ring-1-0"));
-    let (out, took) = tape(
-        &base,
-        &[
-            "recover",
-            dir.to_str().unwrap(),
-            "-o",
-            base.join("rec1").to_str().unwrap(),
-        ],
-        SAVE_BOUND * 2,
-    );
+    let recover_into = |name: &str| {
+        let out = base.join(name);
+        tape(
+            &base,
+            &[
+                "recover",
+                dir.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+            ],
+            SAVE_BOUND * 2,
+        )
+    };
+    let (out, took) = recover_into("rec1");
     assert!(took < SAVE_BOUND, "recover with a FIFO ring took {took:?}");
     assert!(
         text(&out.stderr).contains("ring-1-0") && text(&out.stderr).contains("not a regular file"),
@@ -652,16 +662,7 @@ fn bad_files_in_ring_directories_block_and_flood_nothing() {
     let template = dir.join("metadata-template");
     std::fs::remove_file(&template).unwrap();
     std::os::unix::fs::symlink("/dev/zero", &template).unwrap();
-    let (out, took) = tape(
-        &base,
-        &[
-            "recover",
-            dir.to_str().unwrap(),
-            "-o",
-            base.join("rec2").to_str().unwrap(),
-        ],
-        SAVE_BOUND * 2,
-    );
+    let (out, took) = recover_into("rec2");
     assert!(took < SAVE_BOUND && !out.status.success(), "{took:?}");
     assert!(
         text(&out.stderr).contains("metadata-template")
@@ -1095,15 +1096,7 @@ fn a_ring_file_cut_under_the_program_and_its_reader_kills_neither() {
     let base = base("cut");
     let (mut p, rings) = program_with(&base, 2, 3.0, "50", "trace");
     let pid = p.0.id();
-    let mut pipe = Reaped(
-        Command::new(TAPE)
-            .args(["pipe", &pid.to_string()])
-            .env("TAPE_SHM_DIR", &base)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut pipe = spawn_reader(&base, &["pipe".to_owned(), pid.to_string()], Stdio::piped());
     std::thread::sleep(Duration::from_millis(300));
     signal(pid, libc::SIGSTOP);
     let ring = ring_paths(&rings)[0].clone();

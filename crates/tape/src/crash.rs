@@ -771,18 +771,15 @@ fn dump_from_signal(sig: c_int, code: c_int, addr: u64, tid: i32) {
             }
         }
     });
-    write_metadata(
-        dir,
-        p,
-        &Happened {
-            sig,
-            code,
-            addr,
-            tid,
-            what,
-            skipped,
-        },
-    );
+    let happened = Happened {
+        sig,
+        code,
+        addr,
+        tid,
+        what,
+        skipped,
+    };
+    write_metadata(dir, p, &happened);
     // SAFETY: closing our own descriptors.
     unsafe {
         libc::close(dir);
@@ -894,15 +891,7 @@ struct Happened<'a> {
     skipped: u64,
 }
 
-fn write_metadata(dir: c_int, p: &Prepared, h: &Happened<'_>) {
-    let Happened {
-        sig,
-        code,
-        addr,
-        tid,
-        what,
-        skipped,
-    } = *h;
+fn write_metadata(dir: c_int, p: &Prepared, happened: &Happened<'_>) {
     // SAFETY: `dir` is open; the name is a literal.
     let fd = unsafe {
         libc::openat(
@@ -931,24 +920,25 @@ fn write_metadata(dir: c_int, p: &Prepared, h: &Happened<'_>) {
     let mut ok = true;
     for (i, piece) in p.pieces.iter().enumerate() {
         ok = ok && write_all(fd, piece);
-        let Some(h) = p.holes.get(i) else { continue };
+        let Some(hole) = p.holes.get(i) else { continue };
+        let h = happened;
         let mut v = Buf::<64>::new();
-        match h {
+        match hole {
             Hole::Freq => v.num(freq.into()),
             Hole::OffsetS => v.num(offset_s.into()),
             Hole::Offset => v.num(offset.into()),
             Hole::DroppedNoRing => v.num(ring::DROPPED_NO_RING.load(Ordering::Relaxed).into()),
             Hole::DroppedNoMemory => v.num(ring::DROPPED_NO_MEMORY.load(Ordering::Relaxed).into()),
             Hole::LostExited => v.num(ring::EVENTS_LOST_EXITED.load(Ordering::Relaxed).into()),
-            Hole::SkippedBusy => v.num(skipped.into()),
+            Hole::SkippedBusy => v.num(h.skipped.into()),
             Hole::NotWritten => v.num(0),
             Hole::Date => v.put(date.bytes()).put(b"Z"),
             Hole::Mode => v.put(mode),
-            Hole::Signal => v.num(sig.into()),
-            Hole::Code => v.num(code.into()),
-            Hole::Addr => v.num(addr.into()),
-            Hole::Tid => v.num(tid.into()),
-            Hole::Reason => v.put(what.as_bytes()),
+            Hole::Signal => v.num(h.sig.into()),
+            Hole::Code => v.num(h.code.into()),
+            Hole::Addr => v.num(h.addr.into()),
+            Hole::Tid => v.num(h.tid.into()),
+            Hole::Reason => v.put(h.what.as_bytes()),
             Hole::Source | Hole::LastEvent => &mut v,
         };
         ok = ok && write_all(fd, v.bytes());
