@@ -436,6 +436,10 @@ fn exported_calls(s: &Value) -> BTreeMap<i64, Calls> {
             let c = out.get_mut(tid).unwrap();
             if sl["dur"].is_null() {
                 c.open.push(json!([name, begin]));
+            } else if sl["args"]["exit_not_in_trace"] == true {
+                // Begun early (a call inside it began in the same ns) and
+                // found without an exit: ended where that showed, marked.
+                c.no_exit.push(json!([name, begin]));
             } else {
                 let end = begin.as_u64().unwrap() + sl["dur"].as_u64().unwrap();
                 c.slices.push(json!([name, begin, end, sl["args"]]));
@@ -460,8 +464,10 @@ fn exported_calls(s: &Value) -> BTreeMap<i64, Calls> {
         }
     }
     for c in out.values_mut() {
-        // The file holds slices by begin time; show's model by end.
-        c.slices.sort_by_key(|s| (s[2].as_u64(), s[1].as_u64()));
+        // The file holds slices by begin time; show's model by end (ties,
+        // nested calls within one clock tick, by their text).
+        c.slices
+            .sort_by_key(|s| (s[2].as_u64(), s[1].as_u64(), s.to_string()));
         c.no_exit.sort_by_key(|s| s[1].as_u64());
         c.open.sort_by_key(|s| s[1].as_u64());
     }
@@ -493,7 +499,8 @@ fn calls_match_of(
     let events = show(&trace);
     let mut want = expected_calls(&events);
     for c in want.values_mut() {
-        c.slices.sort_by_key(|s| (s[2].as_u64(), s[1].as_u64()));
+        c.slices
+            .sort_by_key(|s| (s[2].as_u64(), s[1].as_u64(), s.to_string()));
         c.no_exit.sort_by_key(|s| s[1].as_u64());
     }
     let got = exported_calls(&s);
@@ -871,7 +878,8 @@ fn chrome_json_calls_are_complete_events_that_nest() {
         }
         got.retain(|_, c| *c != Calls::default());
         for c in got.values_mut() {
-            c.slices.sort_by_key(|s| (s[2].as_u64(), s[1].as_u64()));
+            c.slices
+                .sort_by_key(|s| (s[2].as_u64(), s[1].as_u64(), s.to_string()));
         }
         let want: BTreeMap<i64, Calls> = want
             .into_iter()
@@ -879,7 +887,8 @@ fn chrome_json_calls_are_complete_events_that_nest() {
                 for s in &mut c.slices {
                     s.as_array_mut().unwrap().truncate(3);
                 }
-                c.slices.sort_by_key(|s| (s[2].as_u64(), s[1].as_u64()));
+                c.slices
+                    .sort_by_key(|s| (s[2].as_u64(), s[1].as_u64(), s.to_string()));
                 (tid, c)
             })
             .filter(|(_, c)| *c != Calls::default())

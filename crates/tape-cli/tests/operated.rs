@@ -329,9 +329,13 @@ fn a_crash_dump_counts_the_ring_a_stopped_reader_holds() {
 fn spoofer(path: &Path, reply: &str, uid: Option<u32>) -> Option<Reaped> {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
-    const SERVER: &str = "import socket, sys\n\
+    // A path ending in `/` is a directory: the socket is `<its pid>.sock`
+    // there (the server is then the process asked for).
+    const SERVER: &str = "import os, socket, sys\n\
+        p = sys.argv[1]\n\
+        p = p + str(os.getpid()) + '.sock' if p.endswith('/') else p\n\
         s = socket.socket(socket.AF_UNIX)\n\
-        s.bind(sys.argv[1]); s.listen(8)\n\
+        s.bind(p); s.listen(8)\n\
         print('ready', flush=True)\n\
         while True:\n\
         \x20   c, _ = s.accept()\n\
@@ -422,6 +426,18 @@ fn the_client_believes_no_server_but_the_process_itself() {
     assert!(!out.contains('\x1b') && !ps.contains('\x1b'));
     drop(s);
     let _ = std::fs::remove_file(&sock);
+
+    // The process itself, ending the connection without a word (as one
+    // exiting in the middle of a command): said so, not "not tape's".
+    let Some(s) = spoofer(Path::new(&format!("{}/", ctl_dir.display())), "", None) else {
+        return;
+    };
+    let (ok, out, _) = ctl_and_ps(&base, s.0.id());
+    assert!(
+        !ok && out.contains("closed the connection without a reply"),
+        "{out}"
+    );
+    drop(s);
 
     // A directory others may enter (mode 777, as `mkdir -m 777` leaves it).
     std::fs::set_permissions(&ctl_dir, std::fs::Permissions::from_mode(0o777)).unwrap();

@@ -37,6 +37,9 @@ pub(crate) struct OpenCall {
     pub(crate) call: Option<u64>,
     /// Its arguments, in the output's encoding.
     pub(crate) args: Vec<u8>,
+    /// Its begin was written already (an output that writes a call when
+    /// its exit comes may begin an enclosing one early: Perfetto's).
+    pub(crate) begun: bool,
 }
 
 /// One thread's open calls and the return value read for the next exit.
@@ -80,7 +83,13 @@ impl CallStack {
             name,
             call,
             args: buf,
+            begun: false,
         });
+    }
+
+    /// The calls open now, outermost first.
+    pub(crate) fn open_mut(&mut self) -> &mut [OpenCall] {
+        &mut self.stack
     }
 
     /// The call an exit of `name` at `depth` ends (after the unexited ones

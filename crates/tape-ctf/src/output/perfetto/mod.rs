@@ -32,7 +32,12 @@
 //!   and never ended, with `exit_not_in_trace`; calls still open when the
 //!   trace ends stay on the thread's track, begun and never ended; an exit
 //!   whose entry is not in the trace is an instant with
-//!   `entry_not_in_trace`. Nothing is dropped.
+//!   `entry_not_in_trace`. Nothing is dropped. Calls entered in the same
+//!   nanosecond (a call and the first it makes): trace_processor keeps the
+//!   file's order between events of one time, so the enclosing ones are
+//!   begun when the inner slice is written, before it, and ended at their
+//!   exit (one found without an exit then ends on the thread's track where
+//!   that shows, marked `exit_not_in_trace`).
 //! * **Async calls**: each poll of an `async fn` is a slice on the thread
 //!   that polled it (nested in what that thread ran) and on the call's own
 //!   async track (a child of the process, named by the function: the UI
@@ -967,7 +972,7 @@ impl<W: Write> Exporter<W> {
         let depth = self.args.depth;
         // Calls open at this depth or deeper lost their exits.
         while let Some(c) = self.sequences[s].calls.unexited_before_entry(depth) {
-            self.no_exit(s, c)?;
+            self.no_exit(s, c, ts)?;
         }
         self.intern_event(s, name);
         self.intern_args(s);
@@ -981,7 +986,7 @@ impl<W: Write> Exporter<W> {
     fn exit(&mut self, s: usize, ts: u64, name: u32) -> std::io::Result<()> {
         let depth = self.args.depth;
         while let Some(c) = self.sequences[s].calls.unexited_before_exit(depth) {
-            self.no_exit(s, c)?;
+            self.no_exit(s, c, ts)?;
         }
         // The exit's own fields (besides depth) and the return value are
         // the end's args.
@@ -1003,7 +1008,10 @@ impl<W: Write> Exporter<W> {
             self.done.no_entry += 1;
             return self.flush_packet();
         };
-        self.slice(s, &c, None, None)?;
+        self.begin_ties(s, c.ts)?;
+        if !c.begun {
+            self.slice(s, &c, None, None)?;
+        }
         self.end(s, ts, None, &end_args)?;
         if let Some(call) = c.call {
             let track = self.async_track(s, name, call)?;
@@ -1015,6 +1023,27 @@ impl<W: Write> Exporter<W> {
         end_args.clear();
         self.args.out = end_args;
         self.done.slices += 1;
+        Ok(())
+    }
+
+    /// Begins now the open calls of sequence `s` that began at `ts`, the
+    /// time of a call about to be written inside them: trace_processor
+    /// keeps the file's order between events of the same time, and a
+    /// slice written at its exit would otherwise come before its parent's
+    /// begin, and be drawn around it. Their ends come at their exits.
+    fn begin_ties(&mut self, s: usize, ts: u64) -> std::io::Result<()> {
+        let n = self.sequences[s].calls.open_mut().len();
+        for i in 0..n {
+            let open = &self.sequences[s].calls.open_mut()[i];
+            if open.begun || open.ts != ts {
+                continue;
+            }
+            let mut a = std::mem::take(&mut self.sequences[s].calls.open_mut()[i]);
+            let r = self.slice(s, &a, None, None);
+            a.begun = true;
+            self.sequences[s].calls.open_mut()[i] = a;
+            r?;
+        }
         Ok(())
     }
 
@@ -1078,8 +1107,20 @@ impl<W: Write> Exporter<W> {
     }
 
     /// Call `c` of sequence `s` lost its exit: written, begun and never
-    /// ended, on the thread's no-exit track.
-    fn no_exit(&mut self, s: usize, c: OpenCall) -> std::io::Result<()> {
+    /// ended, on the thread's no-exit track; one begun already on the
+    /// thread's track ([`Exporter::begin_ties`]) is ended there at `at`,
+    /// when its loss shows, marked.
+    fn no_exit(&mut self, s: usize, c: OpenCall, at: u64) -> std::io::Result<()> {
+        if c.begun {
+            let id = self.arg_names.id("exit_not_in_trace");
+            self.intern_arg(s, id);
+            let te = self.event_packet(s, at, SLICE_END);
+            mark(&mut self.packet, id);
+            proto::end(&mut self.packet, te);
+            self.sequences[s].calls.recycle(c);
+            self.done.no_exit += 1;
+            return self.flush_packet();
+        }
         let track = mix(self.sequences[s].track, 0x4E4F_4558);
         if !self.sequences[s].no_exit_described {
             self.sequences[s].no_exit_described = true;
@@ -1168,6 +1209,10 @@ impl<W: Write> Export for Exporter<W> {
     fn finish(&mut self) -> std::io::Result<()> {
         for s in 0..self.sequences.len() {
             for c in self.sequences[s].calls.drain() {
+                if c.begun {
+                    self.sequences[s].calls.recycle(c);
+                    continue;
+                }
                 self.slice(s, &c, None, None)?;
                 self.done.open += 1;
             }
