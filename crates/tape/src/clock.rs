@@ -328,7 +328,6 @@ pub(crate) fn ctf_clock() -> tape_ctf::Clock {
     let freq = frequency_hz();
     let rt = pair(libc::CLOCK_REALTIME);
     let (offset_s, offset) = offsets(rt.counter, rt.ns, freq);
-    crate::ring::shm::calibrate_now();
     clock_description(freq, offset_s, offset)
 }
 

@@ -76,6 +76,7 @@ pub mod recover;
 pub mod registry;
 pub mod ring;
 pub mod save;
+mod sys;
 mod template;
 pub mod traced;
 pub mod trigger;

@@ -181,13 +181,13 @@ impl Recorder {
     }
 
     fn attach_to(dir: &Path, out: Option<&Path>) -> Result<Recorder, Error> {
-        let copy = recover::read_header(dir).map_err(|e| {
+        let copy = crate::ring::dirs::read_header(dir).map_err(|e| {
             error(format!(
                 "{} is not a directory of shared rings: {e}",
                 dir.display()
             ))
         })?;
-        if !recover::alive(&copy) {
+        if !crate::ring::dirs::alive(&copy) {
             return Err(error(format!(
                 "process {} ({}) is not running: `tape recover {}` rebuilds its trace",
                 copy.pid,
@@ -203,7 +203,7 @@ impl Recorder {
                 .compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
             {
                 Ok(_) => break,
-                Err(other) if other != me && crate::save::process_exists(other) => {
+                Err(other) if other != me && crate::sys::process_exists(other) => {
                     return Err(error(format!(
                         "process {} is already read by tape record or tape pipe (pid \
                          {other}): one reader per process",
@@ -272,7 +272,7 @@ impl Recorder {
 
     /// Whether the process still runs.
     pub fn process_alive(&self) -> bool {
-        recover::alive(self.header)
+        crate::ring::dirs::alive(self.header)
     }
 
     /// Takes the packets closed since the last turn (the open ones too

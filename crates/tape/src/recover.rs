@@ -50,121 +50,16 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, ErrorKind};
+pub(crate) use crate::ring::dirs::{alive, describe, read_header};
+pub use crate::ring::dirs::{parse_age, ring_dirs, RingDir};
 use crate::ring::shm::{self, ProcessHeader};
 use crate::ring::{Drops, Ring};
 use crate::template::Hole;
 
 fn error(message: String) -> Error {
     Error::new(ErrorKind::Io, message)
-}
-
-/// The shared rings a process left, alive or dead.
-#[derive(Clone, Debug)]
-pub struct RingDir {
-    /// The directory.
-    pub dir: PathBuf,
-    /// The process's id.
-    pub pid: u32,
-    /// Its program's name.
-    pub program: String,
-    /// The process still runs (same pid, same start time).
-    pub alive: bool,
-    /// Ring files in it.
-    pub rings: usize,
-    /// Bytes of its files.
-    pub bytes: u64,
-    /// When a file of it was last changed.
-    pub modified: SystemTime,
-}
-
-/// Every ring directory of this user (under `$TAPE_SHM_DIR`, `/dev/shm`
-/// or `$XDG_RUNTIME_DIR`), newest first. A directory without a readable
-/// process file is listed with pid 0 and program `?`.
-pub fn ring_dirs() -> Result<Vec<RingDir>, Error> {
-    let user = shm::user_dir().map_err(|e| error(format!("shared rings: {e}")))?;
-    let entries = match std::fs::read_dir(&user) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(error(format!("{}: {e}", user.display()))),
-    };
-    let m =
-        std::fs::symlink_metadata(&user).map_err(|e| error(format!("{}: {e}", user.display())))?;
-    crate::control::server::check_private(&m, crate::control::server::euid())
-        .map_err(|why| error(format!("{}: {why}", user.display())))?;
-    let mut all: Vec<RingDir> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| {
-            e.file_name().to_str().is_some_and(|n| {
-                n.split('-')
-                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-            })
-        })
-        .map(|e| describe(&e.path()))
-        .collect();
-    all.sort_by_key(|d| std::cmp::Reverse(d.modified));
-    Ok(all)
-}
-
-/// What a ring directory holds.
-fn describe(dir: &Path) -> RingDir {
-    let header = read_header(dir).ok();
-    let (mut rings, mut bytes) = (0, 0);
-    let mut modified = std::fs::symlink_metadata(dir)
-        .and_then(|m| m.modified())
-        .unwrap_or(SystemTime::UNIX_EPOCH);
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let Ok(m) = e.metadata() else { continue };
-            bytes += m.len();
-            if let Ok(t) = m.modified() {
-                modified = modified.max(t);
-            }
-            if e.file_name()
-                .to_str()
-                .is_some_and(|n| n.starts_with("ring-"))
-            {
-                rings += 1;
-            }
-        }
-    }
-    // Without a process file (one being made, or lost), the name tells
-    // the pid, and a process of that pid counts as alive.
-    let named = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.split('-').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    RingDir {
-        dir: dir.to_path_buf(),
-        pid: header.as_ref().map_or(named, |h| h.pid),
-        program: header.as_ref().map_or_else(|| "?".into(), |h| h.program()),
-        alive: header
-            .as_ref()
-            .map_or_else(|| crate::save::process_exists(named), alive),
-        rings,
-        bytes,
-        modified,
-    }
-}
-
-/// Whether the process a process file describes still runs: its pid
-/// exists with the same start time (a reused pid is another process).
-/// A zombie (dead, not yet reaped by its parent) is dead.
-pub(crate) fn alive(h: &ProcessHeader) -> bool {
-    crate::save::process_exists(h.pid)
-        && shm::start_time(h.pid) == h.start_time
-        && !shm::zombie(h.pid)
-}
-
-pub(crate) fn read_header(dir: &Path) -> Result<ProcessHeader, String> {
-    let path = dir.join(shm::PROCESS_FILE);
-    let bytes = shm::read_checked(&path, shm::PROCESS_FILE_MAX).map_err(|e| e.to_string())?;
-    ProcessHeader::read(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The ring directory `what` names: a directory path, or a pid (the
@@ -422,7 +317,7 @@ fn env_count(n: u64) -> String {
 fn clock_of(h: &ProcessHeader) -> (u64, i64, i64, String) {
     let source = u8::try_from(h.clock_source).unwrap_or(0);
     let anchor = (h.anchor_counter, i128::from(h.anchor_mono_ns as i64));
-    let same_boot = h.boot_id != [0; 40] && h.boot_id == shm::boot_id();
+    let same_boot = h.boot_id != [0; 40] && h.boot_id == crate::sys::boot_id();
     if same_boot {
         if let Some((mono, real)) = crate::clock::pairs_of_source(source) {
             if let Some(freq) = crate::clock::frequency(anchor, mono) {
@@ -487,68 +382,6 @@ pub fn remove(dir: &Path) -> Result<(), Error> {
         )));
     }
     std::fs::remove_dir_all(dir).map_err(|e| error(format!("{}: {e}", dir.display())))
-}
-
-/// Limits of the dead directories kept (module docs).
-const KEEP_SIZE: u64 = 1 << 30;
-const KEEP_AGE: Duration = Duration::from_secs(7 * 86_400);
-
-/// Removes the dead processes' directories beyond the size and age kept
-/// (`TAPE_SHM_KEEP_SIZE`, `TAPE_SHM_KEEP_AGE`), oldest first, saying so on
-/// stderr; called when a process makes its directory. Best effort.
-pub(crate) fn limit_dead() {
-    let size = std::env::var("TAPE_SHM_KEEP_SIZE")
-        .ok()
-        .and_then(|v| crate::config::parse_size("TAPE_SHM_KEEP_SIZE", &v).ok())
-        .map_or(KEEP_SIZE, |s| s as u64);
-    let age = std::env::var("TAPE_SHM_KEEP_AGE")
-        .ok()
-        .and_then(|v| parse_age(&v))
-        .unwrap_or(KEEP_AGE);
-    let Ok(dirs) = ring_dirs() else { return };
-    let now = SystemTime::now();
-    let mut total = 0u64;
-    // Newest first: the oldest go once the newer ones fill the size.
-    for d in dirs
-        .iter()
-        .filter(|d| !d.alive && d.pid != std::process::id())
-    {
-        let old = now.duration_since(d.modified).unwrap_or_default();
-        total += d.bytes;
-        let why = if old > age {
-            format!("older than TAPE_SHM_KEEP_AGE ({}s)", age.as_secs())
-        } else if total > size {
-            format!("beyond TAPE_SHM_KEEP_SIZE ({size} bytes of dead processes' rings)")
-        } else {
-            continue;
-        };
-        if std::fs::remove_dir_all(&d.dir).is_ok() {
-            total -= d.bytes;
-            eprintln!(
-                "tape: removed the rings of dead process {} ({}) at {}: {why}",
-                d.pid,
-                d.program,
-                d.dir.display()
-            );
-        }
-    }
-}
-
-/// `7d`, `12h`, `30m`, `90s` or seconds.
-pub fn parse_age(v: &str) -> Option<Duration> {
-    let v = v.trim();
-    let (num, unit) = match v.char_indices().last()? {
-        (i, c @ ('d' | 'h' | 'm' | 's')) => (&v[..i], c),
-        _ => (v, 's'),
-    };
-    let n: u64 = num.parse().ok()?;
-    let secs = match unit {
-        'd' => n.checked_mul(86_400)?,
-        'h' => n.checked_mul(3600)?,
-        'm' => n.checked_mul(60)?,
-        _ => n,
-    };
-    Some(Duration::from_secs(secs))
 }
 
 #[cfg(test)]

@@ -108,6 +108,7 @@ use crate::field::Encode;
 use crate::point::id_of;
 
 pub(crate) mod cut;
+pub(crate) mod dirs;
 mod gate;
 pub(crate) mod shm;
 use gate::Gate;
@@ -1444,7 +1445,7 @@ impl Ring {
             }
             if tries % 64 == 0
                 && holder != u64::from(me)
-                && !u32::try_from(holder).is_ok_and(crate::save::process_exists)
+                && !u32::try_from(holder).is_ok_and(crate::sys::process_exists)
                 && self.gate.0.break_claim(holder, me)
             {
                 return Ok(());

@@ -385,26 +385,12 @@ fn remove_stale_temporaries(parent: &Path) {
         let dead = if pid == me {
             their_nonce != nonce
         } else {
-            !process_exists(pid)
+            !crate::sys::process_exists(pid)
         };
         if dead && e.file_type().is_ok_and(|t| t.is_dir()) {
             let _ = fs::remove_dir_all(e.path());
         }
     }
-}
-
-/// Whether process `pid` exists (`kill(pid, 0)`: only `ESRCH` says no; a
-/// process of another user exists).
-pub(crate) fn process_exists(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    if pid <= 0 {
-        return true;
-    }
-    // SAFETY: signal 0 sends nothing; it only checks that `pid` exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// What [`write_streams`] wrote.
@@ -699,7 +685,11 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SaveError> {
 
 /// The CTF description of this process's tracepoints.
 pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
-    metadata_with(uuid, crate::clock::ctf_clock())
+    let clock = crate::clock::ctf_clock();
+    // The shared rings' process file gets the calibration too: the longer
+    // its span, the better the frequency a recovery computes.
+    ring::shm::calibrate_now();
+    metadata_with(uuid, clock)
 }
 
 /// [`metadata`] with a given clock (the crash dump prepares its text with

@@ -69,7 +69,7 @@ fn diagnose(pid: u32, path: &Path, connect: Option<std::io::Error>) -> Error {
     let owner = std::fs::metadata(format!("/proc/{pid}"))
         .ok()
         .map(|m| m.uid());
-    if let Some(uid) = owner.filter(|&u| u != server::euid() && !path.exists()) {
+    if let Some(uid) = owner.filter(|&u| u != crate::sys::euid() && !path.exists()) {
         return control_error(format!(
             "process {pid}{name} belongs to uid {uid}: only that user can control it (its socket \
              would be in that user's directory, not in {})",
@@ -111,7 +111,7 @@ pub fn check_dir() -> Result<(), Error> {
     let dir = socket_dir();
     match std::fs::symlink_metadata(&dir) {
         Err(_) => Ok(()),
-        Ok(m) => server::check_private(&m, server::euid()).map_err(|why| {
+        Ok(m) => crate::sys::check_private(&m, crate::sys::euid()).map_err(|why| {
             control_error(format!(
                 "control directory {}: {why}; not talking through it (another user may have \
                  made it to answer in the programs' place: remove it, or set XDG_RUNTIME_DIR \
@@ -132,7 +132,7 @@ pub fn request(pid: u32, words: &[String]) -> Result<String, Error> {
         ));
     }
     let path = socket_of(pid);
-    let own = server::euid();
+    let own = crate::sys::euid();
     check_dir()?;
     let Ok(m) = std::fs::symlink_metadata(&path) else {
         return Err(diagnose(pid, &path, None));

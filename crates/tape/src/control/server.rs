@@ -42,7 +42,7 @@
 use std::ffi::CString;
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -51,6 +51,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind};
+use crate::sys::ensure_private_dir;
+pub use crate::sys::{check_private, euid};
 
 /// Largest request accepted.
 pub const MAX_REQUEST: usize = 64 << 10;
@@ -87,12 +89,6 @@ pub fn refused() -> u64 {
     REFUSED.load(Ordering::Relaxed)
 }
 
-/// The process's effective uid.
-pub fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 /// Where the sockets of this user's processes are:
 /// `$XDG_RUNTIME_DIR/tape` when that variable is an absolute path, else
 /// `/tmp/tape-<uid>`.
@@ -106,53 +102,6 @@ pub fn socket_dir() -> PathBuf {
 /// The socket of process `pid`.
 pub fn socket_of(pid: u32) -> PathBuf {
     socket_dir().join(format!("{pid}.sock"))
-}
-
-/// Creates `dir` (mode 0700) if needed and checks it is private to this
-/// user: a directory, not a link, owned by the effective uid, no access for
-/// group or others.
-pub fn ensure_private_dir(dir: &Path) -> Result<(), Error> {
-    let fail = |why: String| {
-        Error::new(
-            ErrorKind::Control,
-            format!("control directory {}: {why}", dir.display()),
-        )
-    };
-    if let Err(e) = std::fs::DirBuilder::new()
-        .mode(0o700)
-        .recursive(false)
-        .create(dir)
-    {
-        if e.kind() != std::io::ErrorKind::AlreadyExists {
-            return Err(fail(format!("cannot be created: {e}")));
-        }
-    }
-    let m = std::fs::symlink_metadata(dir).map_err(|e| fail(format!("cannot be read: {e}")))?;
-    check_private(&m, euid()).map_err(fail)
-}
-
-/// The directory check on its metadata (separate, to be tested with any
-/// owner and mode).
-pub fn check_private(m: &std::fs::Metadata, uid: u32) -> Result<(), String> {
-    if m.file_type().is_symlink() {
-        return Err("is a symbolic link; it must be a directory of this user's".into());
-    }
-    if !m.is_dir() {
-        return Err("is not a directory".into());
-    }
-    if m.uid() != uid {
-        return Err(format!(
-            "is owned by uid {}, not by this process's uid {uid}",
-            m.uid()
-        ));
-    }
-    if m.mode() & 0o077 != 0 {
-        return Err(format!(
-            "has mode {:o}: group or others may enter it; it must be 700",
-            m.mode() & 0o777
-        ));
-    }
-    Ok(())
 }
 
 /// The peer check: `Ok` if the connecting uid is the process's own.
@@ -212,7 +161,7 @@ pub fn remove_stale(dir: &Path, own_too: bool) -> usize {
         let stale = if pid == own {
             own_too
         } else {
-            !crate::save::process_exists(pid)
+            !crate::sys::process_exists(pid)
         };
         if stale && std::fs::remove_file(e.path()).is_ok() {
             n += 1;
@@ -252,7 +201,7 @@ pub fn start() -> Result<PathBuf, Error> {
 
 fn bind_and_serve() -> Result<PathBuf, Error> {
     let dir = socket_dir();
-    ensure_private_dir(&dir)?;
+    ensure_private_dir(&dir, "control directory")?;
     remove_stale(&dir, true);
     let path = socket_of(std::process::id());
     let listener = UnixListener::bind(&path).map_err(|e| {
@@ -493,32 +442,6 @@ mod tests {
         let e = check_peer(0, 1000).unwrap_err();
         assert!(e.contains("uid 0") && e.contains("uid 1000"), "{e}");
         assert!(check_peer(1001, 1000).is_err());
-    }
-
-    #[test]
-    fn the_directory_must_be_private() {
-        let base = std::env::temp_dir().join(format!("tape-dir-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(&base).unwrap();
-        let private = base.join("private");
-        ensure_private_dir(&private).unwrap();
-        let m = std::fs::symlink_metadata(&private).unwrap();
-        assert_eq!(m.mode() & 0o777, 0o700);
-        assert!(check_private(&m, euid()).is_ok());
-        let e = check_private(&m, euid() + 1).unwrap_err();
-        assert!(e.contains("owned by uid"), "{e}");
-        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let e = ensure_private_dir(&private).unwrap_err();
-        assert!(e.message().contains("mode 755"), "{e}");
-        let link = base.join("link");
-        std::os::unix::fs::symlink(&private, &link).unwrap();
-        let e = ensure_private_dir(&link).unwrap_err();
-        assert!(e.message().contains("symbolic link"), "{e}");
-        let file = base.join("file");
-        std::fs::write(&file, b"").unwrap();
-        let e = ensure_private_dir(&file).unwrap_err();
-        assert!(e.message().contains("not a directory"), "{e}");
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

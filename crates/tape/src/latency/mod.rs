@@ -504,7 +504,7 @@ fn thread_name(tid: u32) -> String {
 /// Thread `tid`'s nice, scheduling policy and real-time priority, from
 /// `/proc/self/task/TID/stat` fields 19, 41 and 40 (0s when it is gone).
 fn sched_of(tid: u32) -> (i64, i64, i64) {
-    use crate::ring::shm::{stat_field, stat_fields};
+    use crate::sys::{stat_field, stat_fields};
     let Some(f) = stat_fields(&format!("/proc/self/task/{tid}/stat")) else {
         return (0, 0, 0);
     };

@@ -41,7 +41,7 @@
 //! should not print.
 //!
 //! Only this user can read the rings: the directory is 0700 and checked as
-//! the control socket's is ([`crate::control::server::ensure_private_dir`]),
+//! the control socket's is ([`crate::sys::ensure_private_dir`]),
 //! the files 0600; readers open only files of this user.
 //!
 //! A normal exit removes the directory; a death leaves it. A forked child
@@ -187,7 +187,7 @@ pub(crate) fn open_checked(path: &Path, max: u64) -> io::Result<std::fs::File> {
     if !m.file_type().is_file() {
         return Err(named("not a regular file".into()));
     }
-    let own = crate::control::server::euid();
+    let own = crate::sys::euid();
     if m.uid() != own {
         return Err(named(format!(
             "owned by uid {}, not this user ({own})",
@@ -344,17 +344,6 @@ pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
-/// This boot's id, NUL-padded (zeros if it cannot be read).
-pub(crate) fn boot_id() -> [u8; 40] {
-    let mut id = [0u8; 40];
-    if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
-        let s = s.trim().as_bytes();
-        let n = s.len().min(40);
-        id[..n].copy_from_slice(&s[..n]);
-    }
-    id
-}
-
 /// The ring files in a process's directory `dir`, in name order.
 pub(crate) fn ring_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)?
@@ -368,37 +357,6 @@ pub(crate) fn ring_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
         .collect();
     v.sort();
     Ok(v)
-}
-
-/// The fields of a `/proc/.../stat` file from field 3 on (the command, in
-/// parentheses, may hold spaces: fields are counted after its closing
-/// one), or `None` if it cannot be read.
-pub(crate) fn stat_fields(path: &str) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(path).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    Some(rest.split_whitespace().map(str::to_owned).collect())
-}
-
-/// Field `n` (numbered as in proc(5), 3 or more) of `fields`, from
-/// [`stat_fields`].
-pub(crate) fn stat_field<T: std::str::FromStr>(fields: &[String], n: usize) -> Option<T> {
-    fields.get(n.checked_sub(3)?)?.parse().ok()
-}
-
-/// Whether process `pid` is dead and not reaped yet (state `Z` or `X` in
-/// `/proc/PID/stat`).
-pub(crate) fn zombie(pid: u32) -> bool {
-    stat_fields(&format!("/proc/{pid}/stat"))
-        .and_then(|f| stat_field::<String>(&f, 3))
-        .is_some_and(|st| st == "Z" || st == "X")
-}
-
-/// The start time of process `pid` in clock ticks since boot
-/// (`/proc/PID/stat` field 22), or 0 if it cannot be read.
-pub(crate) fn start_time(pid: u32) -> u64 {
-    stat_fields(&format!("/proc/{pid}/stat"))
-        .and_then(|f| stat_field(&f, 22))
-        .unwrap_or(0)
 }
 
 /// The directory made for this process's rings, and the process it is
@@ -459,11 +417,11 @@ pub(crate) fn user_dir() -> io::Result<PathBuf> {
             }
         },
     };
-    Ok(base.join(format!("tape-{}", crate::control::server::euid())))
+    Ok(base.join(format!("tape-{}", crate::sys::euid())))
 }
 
 fn private(d: &Path) -> io::Result<()> {
-    crate::control::server::ensure_private_dir(d)
+    crate::sys::ensure_private_dir(d, "ring directory")
         .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e.message().to_owned()))
 }
 
@@ -479,7 +437,7 @@ pub(crate) fn process_dir() -> io::Result<PathBuf> {
         }
     }
     private(&user)?;
-    crate::recover::limit_dead();
+    super::dirs::limit_dead();
     let dir = user.join(me.to_string());
     set_aside_earlier(&dir);
     private(&dir)?;
@@ -548,8 +506,8 @@ fn make_process_file(dir: &Path) -> io::Result<&'static ProcessHeader> {
         header_size: size_of::<ProcessHeader>() as u32,
         pid: std::process::id(),
         clock_source: u32::from(crate::clock::source_code()),
-        start_time: start_time(std::process::id()),
-        boot_id: boot_id(),
+        start_time: crate::sys::start_time(std::process::id()),
+        boot_id: crate::sys::boot_id(),
         uuid: crate::save::new_uuid(),
         program,
         anchor_counter: counter,
@@ -842,11 +800,11 @@ impl Mapping {
         if !meta.file_type().is_file() {
             return Err(named("not a regular file".into()));
         }
-        if meta.uid() != crate::control::server::euid() {
+        if meta.uid() != crate::sys::euid() {
             return Err(named(format!(
                 "owned by uid {}, not this user ({})",
                 meta.uid(),
-                crate::control::server::euid()
+                crate::sys::euid()
             )));
         }
         let len = usize::try_from(meta.len()).map_err(|_| named("too large".into()))?;
