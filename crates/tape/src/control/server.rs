@@ -1,5 +1,7 @@
-//! The control socket: a Unix stream socket per process, served by one
-//! thread (`tape-ctl`), reachable by the process's own user only.
+//! The control socket: a Unix stream socket per process, accepted by one
+//! thread (`tape-ctl`) and each connection served on a thread of its own
+//! (`tape-ctl-conn`, bounded below), reachable by the process's own user
+//! only.
 //!
 //! ```text
 //!   $XDG_RUNTIME_DIR/tape/        (else /tmp/tape-<uid>/)   mode 0700, owned by the user
