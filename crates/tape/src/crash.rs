@@ -764,10 +764,7 @@ fn dump_from_signal(sig: c_int, code: c_int, addr: u64, tid: i32) {
             match write_stream(dir, p, r) {
                 Some(true) => rings_written += 1,
                 Some(false) => {}
-                None => {
-                    skipped =
-                        skipped.saturating_add(r.written().saturating_sub(r.drops().overwritten))
-                }
+                None => skipped = skipped.saturating_add(r.held()),
             }
         }
     });

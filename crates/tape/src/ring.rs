@@ -1342,6 +1342,12 @@ impl Ring {
         self.head.0.written.load(Ordering::Relaxed)
     }
 
+    /// Events the ring holds now: written, less those overwritten since
+    /// (saturating: the two are read one after the other).
+    pub(crate) fn held(&self) -> u64 {
+        self.written().saturating_sub(self.drops().overwritten)
+    }
+
     /// Events written or dropped since the ring was created: it grows with
     /// every emit that reached the ring.
     pub(crate) fn accounted(&self) -> u64 {

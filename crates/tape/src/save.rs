@@ -490,7 +490,7 @@ pub(crate) fn write_streams(
                     tid: r.tid(),
                     name: r.name.to_string(),
                     holder,
-                    events: r.written().saturating_sub(r.drops().overwritten),
+                    events: r.held(),
                 });
                 continue;
             }
