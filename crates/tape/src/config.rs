@@ -33,23 +33,14 @@
 //! switch).
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::{Error, ErrorKind};
+use crate::knobs::{self, bad, check_geometry};
+pub use crate::knobs::{mode, parse_size, set_buffer_size, trace_dir, Mode, DEFAULT_BUFFER_SIZE};
 use crate::registry::{self, Pattern};
-use crate::ring::MIN_PACKET_SIZE;
-
-/// What a ring does when it is full.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Flight recorder: the oldest packet is overwritten; the ring holds the
-    /// newest events.
-    Overwrite,
-    /// New events are dropped (and counted); the ring keeps the oldest.
-    Discard,
-}
+pub use crate::ring::set_mode;
 
 /// The variables read by [`Config::from_env`] (`TAPE_TRACE_DIR` apart: a
 /// path, taken as bytes).
@@ -68,139 +59,6 @@ const ALL_VARS: [&str; 13] = [
     "TAPE_TRACE_CLOCK",
     "TAPE_CONTROL",
 ];
-
-/// Default ring size per thread.
-pub const DEFAULT_BUFFER_SIZE: usize = 1 << 20;
-
-// Control-plane globals, read relaxed by the cold paths of the rings (mode
-// at each packet switch, sizes at ring creation). Each is an independent
-// setting: no ordering with other memory is needed.
-static MODE: AtomicU8 = AtomicU8::new(0);
-static BUFFER_SIZE: AtomicUsize = AtomicUsize::new(DEFAULT_BUFFER_SIZE);
-static PACKET_SIZE: AtomicUsize = AtomicUsize::new(0);
-static DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
-
-/// Whether rings created from now on are made in shared files
-/// ([`Config::shared_rings`], `TAPE_SHM`): [`SHARED_OFF`], [`SHARED_AUTO`]
-/// (the default) or [`SHARED_ON`]. Read relaxed at ring creation.
-static SHARED_RINGS: AtomicU8 = AtomicU8::new(SHARED_AUTO);
-const SHARED_OFF: u8 = 0;
-/// Shared where there is room; where there is not, private memory and no
-/// notice (`tape ctl status` says why).
-const SHARED_AUTO: u8 = 1;
-/// Asked for (`TAPE_SHM=on`): a ring that cannot be shared says why on
-/// stderr, once.
-const SHARED_ON: u8 = 2;
-
-/// Whether rings are made in shared files (see [`Config::shared_rings`]).
-pub(crate) fn shared_rings() -> bool {
-    SHARED_RINGS.load(Ordering::Relaxed) != SHARED_OFF
-}
-
-/// Whether shared rings were asked for explicitly (`TAPE_SHM=on`), so that
-/// a ring made in private memory instead is said on stderr.
-pub(crate) fn shared_rings_asked() -> bool {
-    SHARED_RINGS.load(Ordering::Relaxed) == SHARED_ON
-}
-
-/// The current mode.
-pub fn mode() -> Mode {
-    if MODE.load(Ordering::Relaxed) == 1 {
-        Mode::Discard
-    } else {
-        Mode::Overwrite
-    }
-}
-
-/// Switches the mode of every ring, at once (it takes effect at each ring's
-/// next packet switch).
-pub fn set_mode(mode: Mode) {
-    MODE.store(u8::from(mode == Mode::Discard), Ordering::Relaxed);
-    if let Some(p) = crate::ring::shm::process() {
-        p.mode
-            .store(u32::from(mode == Mode::Discard), Ordering::Relaxed);
-    }
-}
-
-/// Sets the ring size (and packet size, `None` for the default) of rings
-/// created from now on.
-pub fn set_buffer_size(buffer: usize, packet: Option<usize>) -> Result<(), Error> {
-    let packet = check_geometry(buffer, packet, "buffer size")?;
-    BUFFER_SIZE.store(buffer, Ordering::Relaxed);
-    PACKET_SIZE.store(packet, Ordering::Relaxed);
-    // A thread whose ring could not be allocated tries again at this size.
-    crate::ring::GEOMETRY.fetch_add(1, Ordering::Relaxed);
-    Ok(())
-}
-
-/// (ring bytes, packet bytes) for a new ring.
-pub(crate) fn ring_geometry() -> (usize, usize) {
-    let b = BUFFER_SIZE.load(Ordering::Relaxed);
-    let p = PACKET_SIZE.load(Ordering::Relaxed);
-    (b, if p == 0 { default_packet(b) } else { p })
-}
-
-fn default_packet(buffer: usize) -> usize {
-    (buffer / 16).clamp(4096, 1 << 20).min(buffer / 2)
-}
-
-fn check_geometry(buffer: usize, packet: Option<usize>, what: &str) -> Result<usize, Error> {
-    let p = packet.unwrap_or_else(|| default_packet(buffer));
-    if buffer < 2 * MIN_PACKET_SIZE
-        || p < MIN_PACKET_SIZE
-        || p > buffer / 2
-        || p > u32::MAX as usize
-    {
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!(
-                "{what}: a ring of {buffer} bytes with packets of {p} bytes is not possible: \
-                 packets must be at least {MIN_PACKET_SIZE} bytes and the ring must hold two"
-            ),
-        ));
-    }
-    if let Some(memory) = physical_memory().filter(|&m| buffer as u64 > m) {
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!(
-                "{what}: a ring of {buffer} bytes per thread is more than this machine's \
-                 memory ({memory} bytes)"
-            ),
-        ));
-    }
-    Ok(p)
-}
-
-/// The machine's physical memory in bytes, if the system says.
-fn physical_memory() -> Option<u64> {
-    // SAFETY: sysconf has no preconditions; it returns -1 for an unknown name.
-    let (pages, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    let (pages, page) = (u64::try_from(pages).ok()?, u64::try_from(page).ok()?);
-    pages.checked_mul(page).filter(|&m| m > 0)
-}
-
-/// The directory where [`crate::save()`] creates traces: the one
-/// configured ([`Config::dir`], `TAPE_TRACE_DIR` read by [`init`]), else
-/// `TAPE_TRACE_DIR` (read now: a program may save without `init`), else
-/// `$HOME/tape-traces`.
-pub fn trace_dir() -> PathBuf {
-    if let Some(d) = DIR.lock().unwrap_or_else(|e| e.into_inner()).clone() {
-        return d;
-    }
-    match std::env::var_os("TAPE_TRACE_DIR") {
-        Some(d) if !d.is_empty() => return PathBuf::from(d),
-        _ => {}
-    }
-    match std::env::var_os("HOME") {
-        Some(h) if !h.is_empty() => Path::new(&h).join("tape-traces"),
-        _ => PathBuf::from("tape-traces"),
-    }
-}
 
 /// Which clock to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -554,15 +412,8 @@ impl Config {
         crate::clock::init(self.clock == ClockChoice::Monotonic);
         set_buffer_size(self.buffer_size, self.packet_size)?;
         set_mode(self.mode);
-        SHARED_RINGS.store(
-            match self.shared_rings {
-                None => SHARED_AUTO,
-                Some(true) => SHARED_ON,
-                Some(false) => SHARED_OFF,
-            },
-            Ordering::Relaxed,
-        );
-        *DIR.lock().unwrap_or_else(|e| e.into_inner()) = self.dir.clone();
+        knobs::set_shared_rings(self.shared_rings);
+        knobs::set_dir(self.dir.clone());
         let patterns: Vec<(Pattern, Option<&str>)> = self
             .enable
             .iter()
@@ -603,7 +454,7 @@ impl Config {
         if let Some(on) = self.latency.on {
             crate::latency::set_on(on);
         }
-        INITIALISED.store(true, Ordering::Relaxed);
+        knobs::set_initialised();
         crate::crash::install(self.dump);
         if self.control {
             // The program goes on without control; it is told why.
@@ -637,12 +488,6 @@ pub fn init() -> Result<Guard, Error> {
     Config::from_env()?.init()
 }
 
-/// Whether [`Config::init`] (or [`init`]) has run.
-static INITIALISED: AtomicBool = AtomicBool::new(false);
-
-pub(crate) fn initialised() -> bool {
-    INITIALISED.load(Ordering::Relaxed)
-}
 
 /// Guards alive and armed: `exit()` saves when there is one
 /// ([`save_at_process_exit`]). Relaxed: a count, read at exit.
@@ -724,37 +569,6 @@ fn save_at_end() {
         Ok(p) => writeln!(err, "tape: trace saved to {}", p.display()),
         Err(e) => writeln!(err, "tape: could not save the trace: {e}"),
     };
-}
-
-fn bad(var: &str, value: &str, at: usize, what: &str, accepted: &str) -> Error {
-    Error::new(
-        ErrorKind::Config,
-        format!("{var}={value:?}: at byte {at}: {what}; accepted: {accepted}"),
-    )
-}
-
-/// Parses `1048576`, `512K`, `4M`, `1G` (also `KB`, `KiB`, lowercase);
-/// an error names `var` (the variable or option it came from) and the
-/// position.
-pub fn parse_size(var: &str, v: &str) -> Result<usize, Error> {
-    const ACCEPTED: &str = "a size in bytes such as 1048576, 512K, 4M or 1G";
-    let s = v.trim();
-    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 {
-        return Err(bad(var, v, 0, "expected a number", ACCEPTED));
-    }
-    let n: usize = s[..digits]
-        .parse()
-        .map_err(|_| bad(var, v, 0, "number too large", ACCEPTED))?;
-    let mult: usize = match s[digits..].to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(bad(var, v, digits, "unknown unit", ACCEPTED)),
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| bad(var, v, 0, "size too large", ACCEPTED))
 }
 
 /// The `;`-separated items of `v` (a `;` inside a quoted string does not

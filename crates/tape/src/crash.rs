@@ -85,7 +85,7 @@ use crate::ring::{self, PacketMeta, Ring};
 use crate::save::{self, Context};
 use crate::template::{self, Hole};
 
-crate::tracepoint! {
+tape_macros::tracepoint! {
     /// The program crashed: the signal (0 for a panic) and its `si_code`,
     /// the faulting address (0 if none), and what happened.
     pub fn crash_event(signal: i32, code: i32, addr: u64, what: &str) = "tape.crash";
@@ -197,7 +197,7 @@ fn prepare() {
         ],
     );
     let (pieces, holes) = template::cut(&text);
-    let dir = crate::config::trace_dir();
+    let dir = crate::knobs::trace_dir();
     let dir = CString::new(dir.as_os_str().as_bytes()).unwrap_or_else(|_| c"/tmp".to_owned());
     let program = save::program_name().into_bytes();
     let p = Box::new(Prepared {
@@ -264,7 +264,7 @@ fn on_panic(info: &PanicHookInfo<'_>) {
         return;
     }
     record(0, 0, 0, &what, true);
-    let parent = crate::config::trace_dir();
+    let parent = crate::knobs::trace_dir();
     let program = save::program_name();
     let pid = std::process::id();
     let mut target = parent.join(format!("{program}-crash-{pid}"));
@@ -910,9 +910,9 @@ fn write_metadata(dir: c_int, p: &Prepared, happened: &Happened<'_>) {
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     let mut date = Buf::<32>::new();
     utc_date(&mut date, ts.tv_sec);
-    let mode: &[u8] = match crate::config::mode() {
-        crate::config::Mode::Overwrite => b"overwrite",
-        crate::config::Mode::Discard => b"discard",
+    let mode: &[u8] = match crate::knobs::mode() {
+        crate::knobs::Mode::Overwrite => b"overwrite",
+        crate::knobs::Mode::Discard => b"discard",
     };
     let mut ok = true;
     for (i, piece) in p.pieces.iter().enumerate() {

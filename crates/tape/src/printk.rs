@@ -91,7 +91,7 @@ pub(crate) fn assign_ids() -> Vec<&'static Site> {
     sites
 }
 
-crate::tracepoint! {
+tape_macros::tracepoint! {
     /// One `printk!`: its format id and raw arguments.
     pub fn printk_event(site: u32, args: Args<'_>) = "tape.printk";
 }

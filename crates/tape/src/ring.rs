@@ -103,7 +103,7 @@ use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, Orderi
 use std::sync::{Arc, Mutex};
 
 use crate::clock;
-use crate::config::{self, Mode};
+use crate::knobs::{self, Mode};
 use crate::field::Encode;
 use crate::point::id_of;
 
@@ -111,6 +111,7 @@ pub(crate) mod cut;
 pub(crate) mod dirs;
 mod gate;
 pub(crate) mod shm;
+pub mod threads;
 use gate::Gate;
 
 /// Bytes of the event header: `u16 id`, `u64 timestamp` (packed; the
@@ -118,8 +119,7 @@ use gate::Gate;
 pub(crate) const EVENT_HEADER_SIZE: usize = 10;
 const _: () = assert!(EVENT_HEADER_SIZE == size_of::<u16>() + size_of::<u64>());
 
-/// Smallest slot: room for an event header and a few fields.
-pub(crate) const MIN_PACKET_SIZE: usize = 256;
+pub(crate) use crate::knobs::MIN_PACKET_SIZE;
 
 /// A cache-line aligned wrapper, so the writer's hot atomics do not share a
 /// line with what other threads read.
@@ -344,10 +344,17 @@ pub(crate) static DROPPED_NO_RING: AtomicU64 = AtomicU64::new(0);
 /// reported by `tape::stats()` and in the trace's `env` block.
 pub(crate) static DROPPED_NO_MEMORY: AtomicU64 = AtomicU64::new(0);
 
-/// Bumped by every change of the ring geometry, so that a thread whose ring
-/// could not be allocated tries again only when the size changed (not at
-/// every event). Relaxed: an independent setting.
-pub(crate) static GEOMETRY: AtomicU64 = AtomicU64::new(1);
+use crate::knobs::GEOMETRY;
+
+/// Switches the mode of every ring, at once (it takes effect at each ring's
+/// next packet switch), and says so in the shared rings' process file.
+pub fn set_mode(mode: Mode) {
+    knobs::set_mode(mode);
+    if let Some(p) = shm::process() {
+        p.mode
+            .store(u32::from(mode == Mode::Discard), Ordering::Relaxed);
+    }
+}
 
 /// The owner thread's writer state. Plain `Cell`s: only this thread touches
 /// them, and a signal handler on this thread is kept out by `busy`.
@@ -802,7 +809,7 @@ fn make_room(l: &Local, size: usize) -> Option<Option<u64>> {
     let n = ring.slots.len() as u64;
     // Discard mode: full once every slot was used, unless a reader that
     // streams the ring (`tape record`) consumed the packet to reuse.
-    if next >= n && config::mode() == Mode::Discard && next - n >= ring.gate.0.freed() {
+    if next >= n && knobs::mode() == Mode::Discard && next - n >= ring.gate.0.freed() {
         bump(&ring.dropped.0.discarded.full);
         return None;
     }
@@ -886,7 +893,7 @@ fn switch(l: &Local, ring: &Ring, ts: u64) -> bool {
     if !ring.gate.0.enter(next, next.checked_sub(n)) {
         return false;
     }
-    if next >= n && config::mode() == Mode::Overwrite {
+    if next >= n && knobs::mode() == Mode::Overwrite {
         // Packet `next - n` is gone: every event before the oldest packet
         // left, `next - n + 1` (in slot `(next + 1) % n`), was overwritten.
         // (In discard mode a slot is reused only once a reader consumed
@@ -914,7 +921,7 @@ fn switch(l: &Local, ring: &Ring, ts: u64) -> bool {
 /// be allocated.
 fn attach(l: &Local) -> bool {
     let generation = GEOMETRY.load(Ordering::Relaxed);
-    let (size, packet) = config::ring_geometry();
+    let (size, packet) = knobs::ring_geometry();
     let Some(ring) = Ring::new(size, packet) else {
         l.failed.set(generation);
         return false;
@@ -945,7 +952,7 @@ fn attach(l: &Local) -> bool {
         .unwrap_or_else(|e| e.into_inner())
         .push(ring.clone());
     // After the push: see `threads::apply_to`.
-    crate::control::threads::apply_to(&ring);
+    threads::apply_to(&ring);
     true
 }
 
@@ -1248,7 +1255,7 @@ impl Ring {
     /// file unless `TAPE_SHM=off` (and if it can be made), else the
     /// heap; `None` if the memory is not there.
     fn region(layout: &RegionLayout, tid: u32) -> Option<Backing> {
-        if config::shared_rings() {
+        if knobs::shared_rings() {
             static SEQ: AtomicU64 = AtomicU64::new(0);
             let seq = SEQ.fetch_add(1, Ordering::Relaxed);
             let made = shm::process_dir()
@@ -1792,3 +1799,96 @@ pub(crate) fn rejected(id: usize) -> u64 {
             .map(|c| c.load(Ordering::Relaxed))
             .sum::<u64>()
 }
+
+/// What the rings hold and lost: per thread, summed, and the events dropped
+/// where no ring could count them.
+///
+/// Exact once the threads are quiet (and always for the calling thread's
+/// own ring): another thread's counters are read one after the other while
+/// it may be emitting. For each thread, `emitted = recorded + lost +
+/// filtered`, where `lost` is [`Drops::total`]; in overwrite mode with
+/// nothing else lost or filtered, `emitted = recorded + overwritten`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Rings (threads) recording.
+    pub rings: usize,
+    /// Losses by cause, summed over rings.
+    pub drops: Drops,
+    /// Events in the rings now (what a save would write), summed.
+    pub recorded: u64,
+    /// Per ring, in the order the threads created them.
+    pub threads: Vec<ThreadStats>,
+    /// Events dropped with no ring to count them in (thread exit, re-entry
+    /// during ring creation).
+    pub dropped_without_ring: u64,
+    /// Events dropped because their thread's ring could not be allocated.
+    pub dropped_ring_alloc: u64,
+    /// Rings of exited threads kept for the next save.
+    pub exited_rings: usize,
+    /// Events of exited threads whose ring was freed unsaved (beyond
+    /// [`MAX_EXITED_RINGS`]).
+    pub lost_with_exited_rings: u64,
+}
+
+/// One thread's ring: what it holds and what it lost, by cause.
+///
+/// A ring is counted from its creation (the thread's first enabled event or
+/// [`register_thread`]) until a save has written it after its thread
+/// exited; then its figures leave [`stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Thread name when the ring was created (`thread` when unnamed).
+    pub name: String,
+    /// The thread has exited (the ring waits for a save).
+    pub exited: bool,
+    /// Events in the ring now: what a save would write.
+    pub recorded: u64,
+    /// Events lost, by cause.
+    pub drops: Drops,
+    /// Events not recorded because the thread filter left the thread out
+    /// (`tape ctl PID threads`; not losses).
+    pub filtered: u64,
+    /// Bytes of events in the ring now.
+    pub bytes: u64,
+}
+
+impl ThreadStats {
+    /// Events the thread emitted while enabled: recorded, lost and filtered.
+    pub fn emitted(&self) -> u64 {
+        self.recorded + self.drops.total() + self.filtered
+    }
+}
+
+/// Current counters of every ring.
+pub fn stats() -> Stats {
+    let rings = rings();
+    let mut s = Stats {
+        rings: rings.len(),
+        dropped_without_ring: DROPPED_NO_RING.load(std::sync::atomic::Ordering::Relaxed),
+        dropped_ring_alloc: DROPPED_NO_MEMORY.load(std::sync::atomic::Ordering::Relaxed),
+        lost_with_exited_rings: EVENTS_LOST_EXITED.load(std::sync::atomic::Ordering::Relaxed),
+        ..Stats::default()
+    };
+    for r in &rings {
+        let drops = r.drops();
+        let t = ThreadStats {
+            tid: r.tid(),
+            name: r.name.clone(),
+            exited: r.exited(),
+            // `overwritten` is read before `written`: both only grow, so
+            // the difference never underflows.
+            recorded: r.written().saturating_sub(drops.overwritten),
+            drops,
+            filtered: r.filtered_events(),
+            bytes: r.bytes(),
+        };
+        s.exited_rings += usize::from(t.exited);
+        s.recorded += t.recorded;
+        s.drops += drops;
+        s.threads.push(t);
+    }
+    s
+}
+

@@ -62,7 +62,7 @@ use std::sync::Arc;
 
 use tape_ctf::{ByteOrder, EnvValue, EventClass, Field, Integer, StreamClass, Struct, Trace, Type};
 
-use crate::config;
+use crate::knobs;
 use crate::error::{Error, ErrorKind};
 use crate::registry;
 use crate::ring::{self, CopyError, PacketMeta, Ring};
@@ -73,7 +73,7 @@ pub const PACKET_MAGIC: u32 = 0xC1FC_1FC1;
 /// Size of the packet header: magic, uuid, stream_id.
 const PACKET_HEADER_SIZE: usize = 4 + 16 + 4;
 
-/// Saves the trace into a new directory under [`config::trace_dir`], named
+/// Saves the trace into a new directory under [`knobs::trace_dir`], named
 /// `<program>-YYYY-MM-DD-HH-MM-SS` (with `-2`, `-3`... if taken), and
 /// returns its path. Threads may go on emitting meanwhile.
 ///
@@ -81,7 +81,7 @@ const PACKET_HEADER_SIZE: usize = 4 + 16 + 4;
 /// a notice on stderr that says why it is empty (nothing enabled, nothing
 /// hit, `TAPE_TRACE` set but [`crate::init`] never called...).
 pub fn save() -> Result<PathBuf, Error> {
-    let parent = config::trace_dir();
+    let parent = knobs::trace_dir();
     let stem = format!("{}-{}", program_name(), local_date());
     for n in 1.. {
         let target = if n == 1 {
@@ -165,7 +165,7 @@ fn why_empty_with(lost: ring::Drops) -> String {
         .filter(|p| p.is_enabled())
         .count();
     match enabled {
-        0 if std::env::var_os("TAPE_TRACE").is_some() && !config::initialised() => {
+        0 if std::env::var_os("TAPE_TRACE").is_some() && !knobs::initialised() => {
             "TAPE_TRACE is set, but tape::init() was not called (it reads the TAPE_TRACE* \
              variables)"
                 .into()
@@ -727,9 +727,9 @@ pub(crate) fn metadata_with(uuid: [u8; 16], clock: tape_ctf::Clock) -> Trace {
         (
             "mode".into(),
             EnvValue::Str(
-                match config::mode() {
-                    config::Mode::Overwrite => "overwrite",
-                    config::Mode::Discard => "discard",
+                match knobs::mode() {
+                    knobs::Mode::Overwrite => "overwrite",
+                    knobs::Mode::Discard => "discard",
                 }
                 .into(),
             ),
@@ -756,7 +756,7 @@ pub(crate) fn metadata_with(uuid: [u8; 16], clock: tape_ctf::Clock) -> Trace {
     ];
     // Where the program's code was: `tape.stacktrace` addresses are
     // symbolised against it at read time.
-    let exe = crate::trigger::executable();
+    let exe = crate::sys::executable();
     t.env.extend([
         ("tape_exe".into(), EnvValue::Str(exe.path.clone())),
         ("tape_exe_base".into(), EnvValue::Int(exe.base as i64)),

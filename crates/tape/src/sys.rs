@@ -2,11 +2,14 @@
 //! process's uid, whether a process exists, its state and start time in
 //! `/proc`, the boot's id, and private directories (a directory of this
 //! user's that no one else may enter: the control sockets', the shared
-//! rings'). Plain functions over `libc` and `std::fs`, importing nothing of
+//! rings'), and the running executable (its path, load bias and build id,
+//! for symbolising the stack traces a trigger records). Plain functions over `libc` and `std::fs`, importing nothing of
 //! tape but its error type.
 
+use std::ffi::{c_int, c_void};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::Path;
+use std::sync::OnceLock;
 
 use crate::error::{Error, ErrorKind};
 
@@ -117,6 +120,89 @@ pub fn check_private(m: &std::fs::Metadata, uid: u32) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The running executable, as a reader needs it to symbolise addresses:
+/// its path, its load bias (0 unless position-independent) and its GNU
+/// build id in hex (empty if it has none).
+#[derive(Clone, Debug)]
+pub struct Executable {
+    /// `/proc/self/exe`'s target.
+    pub path: String,
+    /// What was added to the ELF's addresses when it was loaded.
+    pub base: u64,
+    /// The `NT_GNU_BUILD_ID` note, in hex.
+    pub build_id: String,
+}
+
+/// The running executable (computed once).
+pub fn executable() -> &'static Executable {
+    static EXE: OnceLock<Executable> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let path = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let mut found = (0u64, String::new());
+        // SAFETY: `first_object` matches dl_iterate_phdr's callback type and
+        // only writes through `data`, which points to `found`, alive for the
+        // call.
+        unsafe {
+            libc::dl_iterate_phdr(Some(first_object), (&raw mut found).cast::<c_void>());
+        }
+        Executable {
+            path,
+            base: found.0,
+            build_id: found.1,
+        }
+    })
+}
+
+/// dl_iterate_phdr's callback: the first object is the executable; takes
+/// its load bias and build id, and stops.
+extern "C" fn first_object(
+    info: *mut libc::dl_phdr_info,
+    _size: usize,
+    data: *mut c_void,
+) -> c_int {
+    // SAFETY: dl_iterate_phdr passes a valid info; `data` is the
+    // `(u64, String)` that `executable` passed.
+    let (info, out) = unsafe { (&*info, &mut *data.cast::<(u64, String)>()) };
+    out.0 = info.dlpi_addr;
+    for i in 0..usize::from(info.dlpi_phnum) {
+        // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
+        let ph = unsafe { &*info.dlpi_phdr.add(i) };
+        if ph.p_type != libc::PT_NOTE {
+            continue;
+        }
+        let start = (info.dlpi_addr + ph.p_vaddr) as *const u8;
+        // SAFETY: a PT_NOTE segment is loaded (it lies in a PT_LOAD), so its
+        // p_memsz bytes at its address are mapped and readable.
+        let notes = unsafe { std::slice::from_raw_parts(start, ph.p_memsz as usize) };
+        if let Some(id) = build_id(notes) {
+            out.1 = id;
+            break;
+        }
+    }
+    1
+}
+
+/// The GNU build id among ELF notes, in hex.
+fn build_id(mut notes: &[u8]) -> Option<String> {
+    let word = |b: &[u8], at: usize| -> Option<usize> {
+        Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize)
+    };
+    let pad = |n: usize| (n + 3) & !3;
+    while notes.len() >= 12 {
+        let (namesz, descsz, kind) = (word(notes, 0)?, word(notes, 4)?, word(notes, 8)?);
+        let name = notes.get(12..12 + namesz)?;
+        let desc_at = 12 + pad(namesz);
+        let desc = notes.get(desc_at..desc_at + descsz)?;
+        if kind == 3 && name == b"GNU\0" {
+            return Some(desc.iter().map(|b| format!("{b:02x}")).collect());
+        }
+        notes = notes.get(desc_at + pad(descsz)..)?;
+    }
+    None
 }
 
 #[cfg(test)]

@@ -54,14 +54,14 @@ use std::cell::Cell;
 
 use crate::point::Tracepoint;
 
-tape::tracepoint! {
+tape_macros::tracepoint! {
     /// A traced function's entry or exit (`#[tape::traced]`): its call
     /// depth among the thread's traced calls.
     #[format("depth={depth}")]
     pub class fn_call(depth: u32) {}
 }
 
-tape::tracepoint! {
+tape_macros::tracepoint! {
     /// An `async fn`'s poll, entry or exit (`#[tape::traced]` on an async
     /// function): the depth, and the call it belongs to (one id per call,
     /// given at its first recorded poll, shared by all its polls).
@@ -77,8 +77,8 @@ pub const fn call_desc(
     file: &'static str,
     line: u32,
     module_path: &'static str,
-) -> crate::TracepointDesc {
-    crate::TracepointDesc {
+) -> crate::point::TracepointDesc {
+    crate::point::TracepointDesc {
         name,
         file,
         line,
@@ -99,8 +99,8 @@ pub const fn poll_desc(
     file: &'static str,
     line: u32,
     module_path: &'static str,
-) -> crate::TracepointDesc {
-    crate::TracepointDesc {
+) -> crate::point::TracepointDesc {
+    crate::point::TracepointDesc {
         fields: &fn_poll::FIELDS,
         fixed_size: fn_poll::FIXED_SIZE,
         format: fn_poll::FORMAT,
@@ -226,7 +226,7 @@ impl Call {
     /// Records the call's return value with `tp` (the function's `.ret`
     /// tracepoint), before the exit, if the call's entry was recorded.
     #[inline(always)]
-    pub fn returned<P: crate::Encode>(&self, tp: &'static Tracepoint, payload: &P) {
+    pub fn returned<P: crate::field::Encode>(&self, tp: &'static Tracepoint, payload: &P) {
         if self.exit.is_some() {
             let state = tp.state();
             if crate::point::is_active(state) {
@@ -242,7 +242,7 @@ impl Call {
 /// have no typed probe).
 #[doc(hidden)]
 #[inline(never)]
-pub fn record_payload<P: crate::Encode>(tp: &'static Tracepoint, state: u64, payload: &P) {
+pub fn record_payload<P: crate::field::Encode>(tp: &'static Tracepoint, state: u64, payload: &P) {
     use crate::point::{FILTER, PROBES, RECORD, TRIGGER};
     if state & TRIGGER != 0 {
         crate::trigger::hit(tp, state, payload);

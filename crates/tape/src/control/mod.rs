@@ -33,11 +33,11 @@
 
 pub mod client;
 pub mod server;
-pub mod threads;
+pub use crate::ring::threads;
 
 use std::fmt::Write as _;
 
-use crate::config::{self, Mode};
+use crate::knobs::{self, Mode};
 use crate::error::{Error, ErrorKind};
 use crate::registry::{self, Pattern};
 
@@ -360,12 +360,12 @@ fn kib(bytes: usize) -> String {
 }
 
 fn buffer(size: &str, packet: Option<&str>) -> Result<String, Error> {
-    let b = config::parse_size("buffer SIZE", size)?;
+    let b = knobs::parse_size("buffer SIZE", size)?;
     let p = packet
-        .map(|p| config::parse_size("buffer PACKET", p))
+        .map(|p| knobs::parse_size("buffer PACKET", p))
         .transpose()?;
-    config::set_buffer_size(b, p)?;
-    let (b, p) = config::ring_geometry();
+    knobs::set_buffer_size(b, p)?;
+    let (b, p) = knobs::ring_geometry();
     let existing = crate::ring::rings().iter().filter(|r| !r.exited()).count();
     Ok(format!(
         "buffer_size_kb: {} per thread, packets of {} KiB, for the rings of threads that record \
@@ -383,7 +383,7 @@ fn buffer(size: &str, packet: Option<&str>) -> Result<String, Error> {
 }
 
 fn set_mode(mode: Mode) -> String {
-    config::set_mode(mode);
+    crate::ring::set_mode(mode);
     format!("mode: {} (each ring at its next packet)\n", mode_name(mode))
 }
 
@@ -396,7 +396,7 @@ fn mode_name(mode: Mode) -> &'static str {
 
 /// The `status` text.
 pub fn status() -> String {
-    let s = crate::stats();
+    let s = crate::ring::stats();
     let points = registry::tracepoints();
     let enabled: Vec<&str> = points
         .iter()
@@ -404,10 +404,10 @@ pub fn status() -> String {
         .map(|p| p.name())
         .collect();
     let probed = points.iter().filter(|p| p.has_probes()).count();
-    let (b, p) = config::ring_geometry();
+    let (b, p) = knobs::ring_geometry();
     let mut out = String::new();
     let _ = writeln!(out, "tracing_on: {}", u8::from(registry::tracing_on()));
-    let _ = writeln!(out, "mode: {}", mode_name(config::mode()));
+    let _ = writeln!(out, "mode: {}", mode_name(knobs::mode()));
     let _ = writeln!(
         out,
         "buffer_size_kb: {} per thread, packets of {} KiB",
@@ -499,11 +499,11 @@ pub fn status() -> String {
         "control socket: {}",
         server::socket_path().map_or_else(|| "none".into(), |p| p.display().to_string())
     );
-    let _ = writeln!(out, "trace directory: {}", config::trace_dir().display());
+    let _ = writeln!(out, "trace directory: {}", knobs::trace_dir().display());
     let _ = writeln!(
         out,
         "shared rings: {}",
-        match (config::shared_rings(), crate::ring::shm::current_dir()) {
+        match (knobs::shared_rings(), crate::ring::shm::current_dir()) {
             (_, Some(d)) => match crate::ring::shm::process()
                 .map_or(0, |p| p.reader.load(std::sync::atomic::Ordering::Relaxed))
             {
@@ -531,7 +531,7 @@ pub fn status() -> String {
 
 /// The `stats` text: per thread, like `per_cpu/cpuN/stats`.
 pub fn stats() -> String {
-    let s = crate::stats();
+    let s = crate::ring::stats();
     let mut out = String::new();
     for t in &s.threads {
         let _ = writeln!(
@@ -663,7 +663,7 @@ fn type_name(t: &tape_ctf::Type) -> String {
 /// One line for `tape ps`: pid, program, enabled events, rings and their
 /// bytes, tab-separated.
 fn ps_line() -> String {
-    let s = crate::stats();
+    let s = crate::ring::stats();
     let enabled = registry::tracepoints()
         .iter()
         .filter(|p| p.is_enabled())

@@ -486,7 +486,7 @@ fn log<'a>(taker: &'a mut Taker, t: &'static Tracker) -> &'a mut Log {
 
 /// Where a process's latency snapshots go.
 pub fn snapshot_dir() -> PathBuf {
-    crate::config::trace_dir().join(format!(
+    crate::knobs::trace_dir().join(format!(
         "{}-{}-latency",
         crate::save::program_name(),
         std::process::id()

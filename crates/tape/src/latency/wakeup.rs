@@ -170,7 +170,7 @@ fn ends(
     what: &str,
     pattern: &str,
     path: &str,
-) -> Result<Vec<(&'static crate::Tracepoint, Key)>, Error> {
+) -> Result<Vec<(&'static crate::point::Tracepoint, Key)>, Error> {
     let points = registry::select(pattern)
         .map_err(|e| Error::new(e.kind(), format!("{what}: {}", e.message())))?;
     if points.is_empty() {
@@ -244,7 +244,7 @@ pub fn wakeup(name: &str, from: &str, to: &str, key: &str) -> Result<(), Error> 
         probes: Mutex::new(Vec::new()),
     }));
     let tid = || crate::ring::with_current(|r| r.map_or(0, |r| r.tid()));
-    let attach = |points: Vec<(&'static crate::Tracepoint, Key)>, start: bool| {
+    let attach = |points: Vec<(&'static crate::point::Tracepoint, Key)>, start: bool| {
         points
             .into_iter()
             .map(|(tp, k)| {

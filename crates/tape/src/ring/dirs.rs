@@ -131,7 +131,7 @@ const KEEP_AGE: Duration = Duration::from_secs(7 * 86_400);
 pub(crate) fn limit_dead() {
     let size = std::env::var("TAPE_SHM_KEEP_SIZE")
         .ok()
-        .and_then(|v| crate::config::parse_size("TAPE_SHM_KEEP_SIZE", &v).ok())
+        .and_then(|v| crate::knobs::parse_size("TAPE_SHM_KEEP_SIZE", &v).ok())
         .map_or(KEEP_SIZE, |s| s as u64);
     let age = std::env::var("TAPE_SHM_KEEP_AGE")
         .ok()

@@ -139,7 +139,7 @@ pub(crate) fn unshared(e: &io::Error) {
     // to turn the rings' sharing off or to read them) is said at once,
     // whatever was asked: it is an attack, not a lack of room.
     let hostile = e.kind() == io::ErrorKind::PermissionDenied;
-    if UNSHARED_WHY.set(e.to_string()).is_ok() && (hostile || crate::config::shared_rings_asked()) {
+    if UNSHARED_WHY.set(e.to_string()).is_ok() && (hostile || crate::knobs::shared_rings_asked()) {
         eprintln!(
             "tape: rings in private memory, not shared (TAPE_SHM): {e}{}",
             if hostile {
@@ -271,7 +271,7 @@ pub(crate) struct ProcessHeader {
     /// names is whole even if the process died while writing the next.
     pub calib: [Calibration; 2],
     pub calib_at: AtomicU32,
-    /// 0: overwrite, 1: discard (`config::set_mode` keeps it current).
+    /// 0: overwrite, 1: discard (`ring::set_mode` keeps it current).
     pub mode: AtomicU32,
     /// Mirrors of `ring::DROPPED_NO_RING`, `ring::DROPPED_NO_MEMORY`,
     /// `ring::EVENTS_LOST_EXITED`, added to with them
@@ -515,7 +515,7 @@ fn make_process_file(dir: &Path) -> io::Result<&'static ProcessHeader> {
         calib: Default::default(),
         calib_at: AtomicU32::new(0),
         mode: AtomicU32::new(u32::from(
-            crate::config::mode() == crate::config::Mode::Discard,
+            crate::knobs::mode() == crate::knobs::Mode::Discard,
         )),
         dropped_no_ring: AtomicU64::new(0),
         dropped_no_memory: AtomicU64::new(0),
@@ -620,7 +620,7 @@ fn shared_cap(dir: &Path) -> usize {
     *CAP.get_or_init(|| {
         if let Some(v) = std::env::var("TAPE_SHM_MAX")
             .ok()
-            .and_then(|v| crate::config::parse_size("TAPE_SHM_MAX", &v).ok())
+            .and_then(|v| crate::knobs::parse_size("TAPE_SHM_MAX", &v).ok())
         {
             return v;
         }
