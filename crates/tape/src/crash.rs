@@ -185,7 +185,7 @@ pub fn install(mode: Dump) {
 }
 
 fn prepare() {
-    let uuid = save::new_uuid();
+    let uuid = crate::sys::new_uuid();
     let text = template::metadata(
         uuid,
         &[
@@ -195,11 +195,12 @@ fn prepare() {
             ("tape_crash_tid", Hole::Tid),
             ("tape_crash_reason", Hole::Reason),
         ],
+        &crate::save::counts(),
     );
     let (pieces, holes) = template::cut(&text);
     let dir = crate::knobs::trace_dir();
     let dir = CString::new(dir.as_os_str().as_bytes()).unwrap_or_else(|_| c"/tmp".to_owned());
-    let program = save::program_name().into_bytes();
+    let program = crate::sys::program_name().into_bytes();
     let p = Box::new(Prepared {
         dir,
         program,
@@ -265,7 +266,7 @@ fn on_panic(info: &PanicHookInfo<'_>) {
     }
     record(0, 0, 0, &what, true);
     let parent = crate::knobs::trace_dir();
-    let program = save::program_name();
+    let program = crate::sys::program_name();
     let pid = std::process::id();
     let mut target = parent.join(format!("{program}-crash-{pid}"));
     let mut n = 2;
@@ -803,7 +804,7 @@ fn dump_from_signal(sig: c_int, code: c_int, addr: u64, tid: i32) {
 fn write_stream(dir: c_int, p: &Prepared, r: &Arc<Ring>) -> Option<bool> {
     let tid = r.tid();
     let mut file = Buf::<96>::new();
-    let name = save::truncate_utf8(&r.name, 255);
+    let name = crate::sys::truncate_utf8(&r.name, 255);
     for c in name.bytes().take(32) {
         file.put(&[if c.is_ascii_alphanumeric() || c == b'-' || c == b'_' {
             c

@@ -68,6 +68,7 @@ pub mod field;
 pub mod filter;
 mod knobs;
 pub mod latency;
+mod metadata;
 pub mod losses;
 pub mod point;
 pub mod printk;

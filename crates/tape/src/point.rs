@@ -96,12 +96,45 @@ pub struct TracepointDesc {
 pub struct Tracepoint {
     state: AtomicU64,
     desc: &'static TracepointDesc,
-    /// The attached probes (null: none), owned by [`crate::probe`].
-    pub(crate) probes: AtomicPtr<crate::probe::List>,
-    /// The event filter (null: none), owned by [`crate::filter`].
-    pub(crate) filter: AtomicPtr<crate::filter::Filter>,
-    /// The triggers (null: none), owned by [`crate::trigger`].
-    pub(crate) triggers: AtomicPtr<crate::trigger::List>,
+    /// The attached probes (null: none): a `probe::List`, owned by
+    /// [`crate::probe`].
+    pub(crate) probes: Slot,
+    /// The event filter (null: none): a `filter::Filter`, owned by
+    /// [`crate::filter`].
+    pub(crate) filter: Slot,
+    /// The triggers (null: none): a `trigger::List`, owned by
+    /// [`crate::trigger`].
+    pub(crate) triggers: Slot,
+}
+
+/// What a feature above hangs on a tracepoint (its probes, its filter, its
+/// triggers): a pointer, null for none. The tracepoint only carries it, so
+/// that the model does not import the features; the one module that owns a
+/// slot (named at each field) gives it its type, publishes, swaps and frees
+/// it, and says what each ordering pairs with.
+#[derive(Debug)]
+pub(crate) struct Slot(AtomicPtr<()>);
+
+impl Slot {
+    const fn empty() -> Slot {
+        Slot(AtomicPtr::new(std::ptr::null_mut()))
+    }
+
+    /// The pointer, as the owner's type.
+    #[inline(always)]
+    pub(crate) fn load<T>(&self, order: Ordering) -> *mut T {
+        self.0.load(order).cast()
+    }
+
+    /// Publishes `new`.
+    pub(crate) fn store<T>(&self, new: *mut T, order: Ordering) {
+        self.0.store(new.cast(), order);
+    }
+
+    /// Publishes `new`, returning the pointer it replaces.
+    pub(crate) fn swap<T>(&self, new: *mut T, order: Ordering) -> *mut T {
+        self.0.swap(new.cast(), order).cast()
+    }
 }
 
 impl Tracepoint {
@@ -110,9 +143,9 @@ impl Tracepoint {
         Tracepoint {
             state: AtomicU64::new(0),
             desc,
-            probes: AtomicPtr::new(std::ptr::null_mut()),
-            filter: AtomicPtr::new(std::ptr::null_mut()),
-            triggers: AtomicPtr::new(std::ptr::null_mut()),
+            probes: Slot::empty(),
+            filter: Slot::empty(),
+            triggers: Slot::empty(),
         }
     }
 
@@ -263,6 +296,29 @@ pub fn records_only(state: u64) -> bool {
 #[inline(always)]
 pub(crate) fn id_of(state: u64) -> u16 {
     (state & ID_MASK) as u16
+}
+
+/// The prefix of the names of traced functions' tracepoints
+/// (`#[tape::traced]`, see [`crate::traced`]): `fn.<module path>.<function>`
+/// then one of the suffixes below. The registry selects a function's
+/// tracepoints by its name; the model keeps the rule so that both read it.
+pub const PREFIX: &str = "fn.";
+/// The suffix of an entry's name.
+pub const ENTRY: &str = ".entry";
+/// The suffix of an exit's name.
+pub const EXIT: &str = ".exit";
+/// The suffix of a return value's name (`#[tape::traced(ret)]`).
+pub const RET: &str = ".ret";
+
+/// The function a traced call's tracepoint name stands for: `fn.a.b.f`
+/// for `fn.a.b.f.entry` and `fn.a.b.f.exit`; `None` for other names.
+pub fn function_of(name: &str) -> Option<&str> {
+    if !name.starts_with(PREFIX) {
+        return None;
+    }
+    name.strip_suffix(ENTRY)
+        .or_else(|| name.strip_suffix(EXIT))
+        .or_else(|| name.strip_suffix(RET))
 }
 
 #[cfg(test)]

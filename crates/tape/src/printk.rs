@@ -34,62 +34,11 @@
 //! `f32`/`f64` (as `f64`) and strings. At most 255 arguments; placeholders
 //! are `{}` and `{:spec}` (`{:#x}`, `{:08}`, `{:.2}`).
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use tape_ctf::{Encoding, Float, Integer, Type};
 
 use crate::field::{enum_type, Encode, Field, Layout};
 
-/// One `printk!` call site.
-#[derive(Debug)]
-pub struct Site {
-    /// The format, as written.
-    pub fmt: &'static str,
-    /// Source file.
-    pub file: &'static str,
-    /// Source line.
-    pub line: u32,
-    id: AtomicU32,
-}
-
-/// Not yet given an id.
-const NO_ID: u32 = u32::MAX;
-
-impl Site {
-    /// A site (used by `printk!`).
-    pub const fn new(fmt: &'static str, file: &'static str, line: u32) -> Site {
-        Site {
-            fmt,
-            file,
-            line,
-            id: AtomicU32::new(NO_ID),
-        }
-    }
-
-    /// The format id (valid once the registry is built, which enabling
-    /// `tape.printk` does).
-    pub fn id(&self) -> u32 {
-        // Relaxed: written once, under the registry's `OnceLock`, before
-        // `tape.printk` can be enabled (its enable goes through the same
-        // registry); an emit that saw the enable bit sees the id.
-        self.id.load(Ordering::Relaxed)
-    }
-}
-
-/// Every `printk!` site of the binary.
-#[linkme::distributed_slice]
-pub static SITES: [&'static Site];
-
-/// The sites sorted by file, line and format: the index is the id. Called
-/// by the registry when it is built.
-pub(crate) fn assign_ids() -> Vec<&'static Site> {
-    let mut sites: Vec<&'static Site> = SITES.iter().copied().collect();
-    sites.sort_by_key(|s| (s.file, s.line, s.fmt));
-    for (i, s) in sites.iter().enumerate() {
-        s.id.store(i as u32, Ordering::Relaxed);
-    }
-    sites
-}
+pub use crate::registry::{PrintkSite as Site, PRINTK_SITES as SITES};
 
 tape_macros::tracepoint! {
     /// One `printk!`: its format id and raw arguments.
@@ -107,7 +56,7 @@ pub fn enabled() -> bool {
 #[inline(never)]
 pub fn emit(site: &'static Site, args: &[Arg<'_>]) {
     let id = site.id();
-    if id != NO_ID {
+    if id != crate::registry::NO_PRINTK_ID {
         printk_event(id, Args(args));
     }
 }

@@ -297,7 +297,7 @@ impl Writer {
     /// Publishes a new list for `tp`, made by `change` from the current
     /// one (dead entries dropped), and sets or clears PROBES.
     fn republish(&mut self, tp: &'static Tracepoint, change: impl FnOnce(&mut Vec<Arc<Entry>>)) {
-        let old = tp.probes.load(Ordering::Acquire);
+        let old = tp.probes.load::<List>(Ordering::Acquire);
         let mut entries: Vec<Arc<Entry>> = if old.is_null() {
             Vec::new()
         } else {
@@ -324,7 +324,7 @@ impl Writer {
         // SeqCst: in one total order with the callers' counter increments
         // and list loads (module docs); also Release, so a caller's Acquire
         // load sees the list's contents.
-        tp.probes.store(new, Ordering::SeqCst);
+        tp.probes.store::<List>(new, Ordering::SeqCst);
         tp.update(PROBES, !new.is_null());
         if !old.is_null() {
             // SAFETY: `old` came from Box::into_raw here, under this lock,
@@ -514,7 +514,7 @@ pub fn call(
         // SeqCst: before the list load, in one order with synchronize's
         // list store and counter reads (module docs).
         counter.fetch_add(1, Ordering::SeqCst);
-        let list = tp.probes.load(Ordering::SeqCst);
+        let list = tp.probes.load::<List>(Ordering::SeqCst);
         if !list.is_null() {
             // SAFETY: the list was published before this load and is freed
             // only by a synchronize whose wait sees this thread's counter
@@ -602,7 +602,7 @@ fn panicked(tp: &'static Tracepoint, e: &Entry) {
 /// writer lock so the list cannot be freed meanwhile.
 fn with_list<R>(tp: &'static Tracepoint, f: impl FnOnce(&List) -> R) -> R {
     let _w = writer();
-    let p = tp.probes.load(Ordering::Acquire);
+    let p = tp.probes.load::<List>(Ordering::Acquire);
     if p.is_null() {
         return f(&List {
             entries: Box::new([]),

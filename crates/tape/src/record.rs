@@ -331,7 +331,7 @@ impl Recorder {
             let Ok(ring) = Ring::open_live(&p) else {
                 continue;
             };
-            let base = format!("{}-{}", crate::save::sanitize(&ring.name), ring.tid());
+            let base = format!("{}-{}", crate::sys::sanitize(&ring.name), ring.tid());
             let out = self.out.clone().unwrap_or_default();
             let mut path = out.join(&base);
             let mut n = 2;
@@ -382,7 +382,7 @@ impl Recorder {
         mut sink: Option<&mut ChunkSink<'s>>,
     ) -> Result<Option<u64>, Error> {
         let s = &mut self.streams[i];
-        let name = crate::save::truncate_utf8(&s.ring.name, 255).to_owned();
+        let name = crate::sys::truncate_utf8(&s.ring.name, 255).to_owned();
         let stream_name = s
             .path
             .file_name()

@@ -286,7 +286,7 @@ pub(crate) fn fill_metadata(
             Hole::LostExited => env_count(outside[2]),
             Hole::SkippedBusy => env_count(skipped_busy),
             Hole::NotWritten => env_count(not_written),
-            Hole::Date => crate::save::local_date(),
+            Hole::Date => crate::sys::local_date(),
             Hole::Mode => {
                 if h.mode.load(Relaxed) == 1 {
                     "discard".into()

@@ -15,16 +15,68 @@
 //! | `app.net.*`      | a glob (`*`, `?`, `[..]`, `{a,b}`)         |
 //! | `/^app\.(rx|tx)$/` | a regex, between slashes                |
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::error::{Error, ErrorKind};
 use crate::point::Tracepoint;
-use crate::traced::function_of;
+use crate::point::{function_of, EXIT, RET};
 
 /// Every tracepoint of the binary (filled at link time by `tracepoint!`).
 #[linkme::distributed_slice]
 pub static TRACEPOINTS: [&'static Tracepoint];
+
+/// One `printk!` call site (see [`crate::printk`]), registered at link
+/// time as tracepoints are; its id is its index among the sorted sites.
+#[derive(Debug)]
+pub struct PrintkSite {
+    /// The format, as written.
+    pub fmt: &'static str,
+    /// Source file.
+    pub file: &'static str,
+    /// Source line.
+    pub line: u32,
+    id: AtomicU32,
+}
+
+/// Not yet given an id.
+pub(crate) const NO_PRINTK_ID: u32 = u32::MAX;
+
+impl PrintkSite {
+    /// A site (used by `printk!`).
+    pub const fn new(fmt: &'static str, file: &'static str, line: u32) -> PrintkSite {
+        PrintkSite {
+            fmt,
+            file,
+            line,
+            id: AtomicU32::new(NO_PRINTK_ID),
+        }
+    }
+
+    /// The format id (valid once the registry is built, which enabling
+    /// `tape.printk` does).
+    pub fn id(&self) -> u32 {
+        // Relaxed: written once, under the registry's `OnceLock`, before
+        // `tape.printk` can be enabled (its enable goes through the same
+        // registry); an emit that saw the enable bit sees the id.
+        self.id.load(Ordering::Relaxed)
+    }
+}
+
+/// Every `printk!` site of the binary (filled at link time by `printk!`).
+#[linkme::distributed_slice]
+pub static PRINTK_SITES: [&'static PrintkSite];
+
+/// The sites sorted by file, line and format: the index is the id. Called
+/// when the registry is built.
+fn assign_printk_ids() -> Vec<&'static PrintkSite> {
+    let mut sites: Vec<&'static PrintkSite> = PRINTK_SITES.iter().copied().collect();
+    sites.sort_by_key(|s| (s.file, s.line, s.fmt));
+    for (i, s) in sites.iter().enumerate() {
+        s.id.store(i as u32, Ordering::Relaxed);
+    }
+    sites
+}
 
 struct Registry {
     /// The link-time tracepoints sorted by name, then those registered at
@@ -33,7 +85,7 @@ struct Registry {
     /// How many are link-time (sorted) ones.
     linked: usize,
     /// `printk!` sites, sorted; the index is the format id.
-    printk_sites: Vec<&'static crate::printk::Site>,
+    printk_sites: Vec<&'static PrintkSite>,
     /// Names declared more than once (or too many tracepoints).
     duplicates: Option<Error>,
 }
@@ -74,7 +126,7 @@ fn registry() -> &'static Registry {
             points: Table::new(points),
             linked,
             // Before any enable: `tape.printk` emits only once enabled.
-            printk_sites: crate::printk::assign_ids(),
+            printk_sites: assign_printk_ids(),
             duplicates: (!dups.is_empty())
                 .then(|| Error::new(ErrorKind::Duplicate, dups.join("; "))),
         }
@@ -159,7 +211,7 @@ impl Table {
 }
 
 /// Every `printk!` site, sorted (the index is the format id).
-pub fn printk_sites() -> &'static [&'static crate::printk::Site] {
+pub fn printk_sites() -> &'static [&'static PrintkSite] {
     &registry().printk_sites
 }
 
@@ -220,7 +272,7 @@ pub fn register(desc: &'static crate::point::TracepointDesc) -> Result<&'static 
     })?;
     // The shared rings' description (for a recovery, a recorder, a pipe)
     // names it too; without it their readers could not decode its events.
-    crate::ring::shm::rewrite_template().map_err(|e| {
+    registered().map_err(|e| {
         Error::new(
             ErrorKind::Io,
             format!(
@@ -230,6 +282,39 @@ pub fn register(desc: &'static crate::point::TracepointDesc) -> Result<&'static 
         )
     })?;
     Ok(p)
+}
+
+/// The function [`on_register`] set (a `fn() -> io::Result<()>` as a
+/// pointer; null: none).
+static ON_REGISTER: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Sets `hook` to be called after each tracepoint [`register`] adds, on the
+/// registering thread: the shared rings (a floor above) set it when they
+/// make their metadata template, which must then name the new tracepoint.
+/// An error of the hook is [`register`]'s.
+pub(crate) fn on_register(hook: fn() -> std::io::Result<()>) {
+    ON_REGISTER.store(hook as *mut (), Ordering::Relaxed);
+    // SeqCst fence: pairs with the one in `registered`. Either this
+    // store is seen there (the hook runs after the push), or the push is
+    // seen by what the caller reads next (the template, written after this
+    // returns, names the new tracepoint): never neither.
+    std::sync::atomic::fence(Ordering::SeqCst);
+}
+
+/// Calls the [`on_register`] hook, if set.
+fn registered() -> std::io::Result<()> {
+    // SeqCst fence: pairs with the one in `on_register` (the push of the
+    // new tracepoint is before it).
+    std::sync::atomic::fence(Ordering::SeqCst);
+    let p = ON_REGISTER.load(Ordering::Relaxed);
+    if p.is_null() {
+        return Ok(());
+    }
+    // SAFETY: a non-null ON_REGISTER was stored from a `fn() ->
+    // io::Result<()>` by `on_register`; a fn pointer round-trips through a
+    // data pointer on every target Rust supports with `std`.
+    let hook = unsafe { std::mem::transmute::<*mut (), fn() -> std::io::Result<()>>(p) };
+    hook()
 }
 
 /// The function [`on_change`] set (a `fn()` as a pointer; null: none).
@@ -411,8 +496,8 @@ impl Pattern {
             let by_function = function.is_some_and(matches);
             if !exits
                 && by_function
-                && (p.name().ends_with(crate::traced::EXIT)
-                    || p.name().ends_with(crate::traced::RET))
+                && (p.name().ends_with(EXIT)
+                    || p.name().ends_with(RET))
             {
                 return false;
             }

@@ -60,7 +60,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tape_ctf::{ByteOrder, EnvValue, EventClass, Field, Integer, StreamClass, Struct, Trace, Type};
+use tape_ctf::{EnvValue, Trace};
+
+use crate::metadata::Counts;
+use crate::sys::{local_date, new_uuid, program_name, sanitize, truncate_utf8};
 
 use crate::knobs;
 use crate::error::{Error, ErrorKind};
@@ -522,15 +525,7 @@ pub(crate) fn write_streams(
     })
 }
 
-/// The `env` entry counting the events a save (or crash dump) left out
-/// because their ring's copy claim stayed held by another copier past
-/// [`ring::CLAIM_PATIENCE`] (a reader stopped in its copy); `tape stats`
-/// counts it with the losses outside any stream.
-pub(crate) const ENV_SKIPPED_BUSY: &str = "events_skipped_ring_busy";
-
-/// The `env` entry counting the events a recording (`tape record`) took
-/// from the rings and could not write (a full disk); 0 in a save.
-pub(crate) const ENV_NOT_WRITTEN: &str = "events_not_written";
+use crate::metadata::ENV_SKIPPED_BUSY;
 
 /// A ring a save left out: its copy claim stayed held by another copier.
 pub(crate) struct Skipped {
@@ -689,111 +684,21 @@ pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
     // The shared rings' process file gets the calibration too: the longer
     // its span, the better the frequency a recovery computes.
     ring::shm::calibrate_now();
-    metadata_with(uuid, clock)
+    crate::metadata::describe(uuid, clock, &counts())
 }
 
-/// [`metadata`] with a given clock (the crash dump prepares its text with
-/// placeholders, and fills in the clock when it runs).
-pub(crate) fn metadata_with(uuid: [u8; 16], clock: tape_ctf::Clock) -> Trace {
-    let u8_ = || Type::Integer(Integer::unsigned(8));
-    let u32_ = || Type::Integer(Integer::unsigned(32));
-    let u64_ = || Type::Integer(Integer::unsigned(64));
-    let ts = || Type::Integer(Integer::unsigned(64).mapped(&clock.name));
-    let mut t = Trace::new(uuid);
-    t.byte_order = ByteOrder::native();
-    t.packet_header = Some(Struct::new(vec![
-        Field::new("magic", u32_()),
-        Field::new(
-            "uuid",
-            Type::Array {
-                element: Box::new(u8_()),
-                len: 16,
-            },
-        ),
-        Field::new("stream_id", u32_()),
-    ]));
-    t.env = vec![
-        ("tracer_name".into(), EnvValue::Str("tape".into())),
-        ("tracer_major".into(), EnvValue::Int(version_part(0))),
-        ("tracer_minor".into(), EnvValue::Int(version_part(1))),
-        ("tracer_patchlevel".into(), EnvValue::Int(version_part(2))),
-        ("hostname".into(), EnvValue::Str(hostname())),
-        ("program".into(), EnvValue::Str(program_name())),
-        ("pid".into(), EnvValue::Int(i64::from(std::process::id()))),
-        (
-            "clock_source".into(),
-            EnvValue::Str(crate::clock::source().name().into()),
-        ),
-        (
-            "mode".into(),
-            EnvValue::Str(
-                match knobs::mode() {
-                    knobs::Mode::Overwrite => "overwrite",
-                    knobs::Mode::Discard => "discard",
-                }
-                .into(),
-            ),
-        ),
-        (
-            "events_dropped_without_ring".into(),
-            EnvValue::Int(ring::DROPPED_NO_RING.load(Ordering::Relaxed) as i64),
-        ),
-        (
-            "events_dropped_ring_alloc".into(),
-            EnvValue::Int(ring::DROPPED_NO_MEMORY.load(Ordering::Relaxed) as i64),
-        ),
-        (
-            "events_lost_with_exited_threads".into(),
-            EnvValue::Int(ring::EVENTS_LOST_EXITED.load(Ordering::Relaxed) as i64),
-        ),
-        // Set by the save or the crash dump that left rings out.
-        (ENV_SKIPPED_BUSY.into(), EnvValue::Int(0)),
-        (ENV_NOT_WRITTEN.into(), EnvValue::Int(0)),
-        (
-            "trace_creation_datetime".into(),
-            EnvValue::Str(local_date()),
-        ),
-    ];
-    // Where the program's code was: `tape.stacktrace` addresses are
-    // symbolised against it at read time.
-    let exe = crate::sys::executable();
-    t.env.extend([
-        ("tape_exe".into(), EnvValue::Str(exe.path.clone())),
-        ("tape_exe_base".into(), EnvValue::Int(exe.base as i64)),
-        (
-            "tape_exe_build_id".into(),
-            EnvValue::Str(exe.build_id.clone()),
-        ),
-    ]);
-    // Where the trace clock (realtime) is on the system's other clocks, for
-    // readers that merge with traces kept in them (Perfetto's BOOTTIME).
-    for (name, clock) in [
-        ("tape_realtime_minus_boottime_ns", libc::CLOCK_BOOTTIME),
-        ("tape_realtime_minus_monotonic_ns", libc::CLOCK_MONOTONIC),
-    ] {
-        // Written only when positive (a clock set before the boot would
-        // give a negative one, which not every TSDL reader takes).
-        let d = crate::clock::realtime_minus(clock);
-        if let Ok(d @ 0..) = i64::try_from(d) {
-            t.env.push((name.into(), EnvValue::Int(d)));
-        }
-    }
-    // Ring files of this process cut under their mappings and repaired
-    // (`ring::cut`): their events before the cut are lost.
-    let cut = crate::ring::cut::REPAIRED.load(Ordering::Relaxed);
-    if cut > 0 {
-        t.env.push((
-            "tape_rings_cut".into(),
-            EnvValue::Int(cut.min(i64::MAX as u64) as i64),
-        ));
-    }
+/// What the metadata's `env` counts now: the losses outside the rings, the
+/// ring files cut, the losses of the layers above, and what this save and
+/// a crash add.
+pub(crate) fn counts() -> Counts {
+    let mut more: Vec<(String, EnvValue)> = Vec::new();
     // Losses counted by layers above tape (`crate::losses`).
     for (name, n) in crate::losses::values() {
-        t.env.push((name.into(), EnvValue::Int(n)));
+        more.push((name.into(), EnvValue::Int(n)));
     }
-    let _ = EXTRA_ENV.try_with(|e| t.env.extend(e.borrow().iter().cloned()));
+    let _ = EXTRA_ENV.try_with(|e| more.extend(e.borrow().iter().cloned()));
     if let Some((what, tid)) = CRASH.lock().unwrap_or_else(|e| e.into_inner()).clone() {
-        t.env.extend([
+        more.extend([
             ("tape_crash_signal".into(), EnvValue::Int(0)),
             ("tape_crash_code".into(), EnvValue::Int(0)),
             ("tape_crash_addr".into(), EnvValue::Int(0)),
@@ -801,71 +706,15 @@ pub(crate) fn metadata_with(uuid: [u8; 16], clock: tape_ctf::Clock) -> Trace {
             ("tape_crash_reason".into(), EnvValue::Str(what)),
         ]);
     }
-    t.streams.push(StreamClass {
-        id: Some(0),
-        packet_context: Some(Struct::new(
-            vec![
-                Field::new("timestamp_begin", ts()),
-                Field::new("timestamp_end", ts()),
-                Field::new("content_size", u64_()),
-                Field::new("packet_size", u64_()),
-                Field::new("packet_seq_num", u64_()),
-                Field::new("events_discarded", u64_()),
-                Field::new("tid", u32_()),
-                Field::new("thread_name", Type::String(tape_ctf::Encoding::Utf8)),
-            ]
-            .into_iter()
-            .chain(
-                ring::Drops::default()
-                    .by_cause()
-                    .map(|(cause, _)| Field::new(format!("lost_{cause}"), u64_())),
-            )
-            .collect(),
-        )),
-        event_header: Some(Struct::new(vec![
-            Field::new("id", Type::Integer(Integer::unsigned(16))),
-            Field::new("timestamp", ts()),
-        ])),
-        event_context: None,
-    });
-    for (id, site) in registry::printk_sites().iter().enumerate() {
-        t.env
-            .push((format!("tape_printk_{id}"), EnvValue::Str(site.fmt.into())));
-        t.env.push((
-            format!("tape_printk_at_{id}"),
-            EnvValue::Str(format!("{}:{}", site.file, site.line)),
-        ));
+    Counts {
+        dropped_without_ring: ring::DROPPED_NO_RING.load(Ordering::Relaxed),
+        dropped_ring_alloc: ring::DROPPED_NO_MEMORY.load(Ordering::Relaxed),
+        lost_with_exited_threads: ring::EVENTS_LOST_EXITED.load(Ordering::Relaxed),
+        // Ring files of this process cut under their mappings and repaired
+        // (`ring::cut`): their events before the cut are lost.
+        rings_cut: crate::ring::cut::REPAIRED.load(Ordering::Relaxed),
+        more,
     }
-    for (id, p) in registry::tracepoints().iter().enumerate() {
-        let mut layout = crate::field::Layout::default();
-        for f in p.desc().fields {
-            (f.describe)(f.name, &mut layout);
-        }
-        // Read-time display (see the `format` module docs): the format,
-        // the class and the hints, for any reader to find in `env`.
-        if let Some(f) = p.desc().format {
-            t.env
-                .push((format!("tape_format_{id}"), EnvValue::Str(f.into())));
-        }
-        if let Some(c) = p.desc().class {
-            t.env
-                .push((format!("tape_class_{id}"), EnvValue::Str(c.into())));
-        }
-        if !layout.hints.is_empty() {
-            let hints: Vec<String> = layout
-                .hints
-                .iter()
-                .map(|(path, hint)| format!("{path}:{hint}"))
-                .collect();
-            t.env
-                .push((format!("tape_hints_{id}"), EnvValue::Str(hints.join(";"))));
-        }
-        let mut e = EventClass::new(p.name(), id as u64, Struct::new(layout.fields));
-        e.stream_id = Some(0);
-        t.events.push(e);
-    }
-    t.clocks.push(clock);
-    t
 }
 
 pub(crate) struct Context<'a> {
@@ -926,111 +775,6 @@ impl Context<'_> {
             put(&count(n).to_ne_bytes());
         }
     }
-}
-
-pub(crate) fn truncate_utf8(s: &str, max: usize) -> &str {
-    let s = s.split('\0').next().unwrap_or("");
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
-pub(crate) fn sanitize(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .take(32)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() {
-        "thread".into()
-    } else {
-        s
-    }
-}
-
-fn version_part(i: usize) -> i64 {
-    env!("CARGO_PKG_VERSION")
-        .split('.')
-        .nth(i)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0)
-}
-
-/// The program's name (file name of argv[0]).
-pub(crate) fn program_name() -> String {
-    std::env::args_os()
-        .next()
-        .and_then(|a| {
-            Path::new(&a)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-        })
-        .map(|n| sanitize(&n))
-        .unwrap_or_else(|| "program".into())
-}
-
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: buf is valid for buf.len() bytes; gethostname NUL-terminates
-    // within that length when it succeeds (we also cap at the first NUL).
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
-/// Local date and time as `YYYY-MM-DD-HH-MM-SS` (DPDK's directory naming).
-pub(crate) fn local_date() -> String {
-    // SAFETY: time(NULL) has no preconditions.
-    local_date_of(unsafe { libc::time(std::ptr::null_mut()) })
-}
-
-/// [`local_date`] of `now` (seconds since the epoch).
-pub(crate) fn local_date_of(now: libc::time_t) -> String {
-    // SAFETY: an all-zero `tm` is a valid value of this plain C struct.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: both pointers are valid; localtime_r is the thread-safe variant.
-    if unsafe { libc::localtime_r(&now, &mut tm) }.is_null() {
-        return format!("{now}");
-    }
-    format!(
-        "{:04}-{:02}-{:02}-{:02}-{:02}-{:02}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec
-    )
-}
-
-/// A random (version 4) UUID from the standard library's OS-seeded hasher.
-pub(crate) fn new_uuid() -> [u8; 16] {
-    use std::hash::{BuildHasher, Hasher};
-    let mut out = [0u8; 16];
-    for (i, chunk) in out.chunks_mut(8).enumerate() {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u64(i as u64);
-        h.write_u128(crate::clock::realtime_ns() as u128);
-        h.write_u32(std::process::id());
-        chunk.copy_from_slice(&h.finish().to_ne_bytes());
-    }
-    out[6] = (out[6] & 0x0f) | 0x40;
-    out[8] = (out[8] & 0x3f) | 0x80;
-    out
 }
 
 /// `rename(from, to)` that fails with `AlreadyExists` instead of replacing.

@@ -205,6 +205,108 @@ fn build_id(mut notes: &[u8]) -> Option<String> {
     None
 }
 
+/// `s` up to its first NUL, cut to at most `max` bytes on a character
+/// boundary.
+pub(crate) fn truncate_utf8(s: &str, max: usize) -> &str {
+    let s = s.split('\0').next().unwrap_or("");
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// `name` as a file name: its first 32 characters, each not in
+/// `[A-Za-z0-9_-]` made `_` (`thread` when empty).
+pub(crate) fn sanitize(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .take(32)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "thread".into()
+    } else {
+        s
+    }
+}
+
+/// The program's name (file name of argv[0]).
+pub(crate) fn program_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .map(|n| sanitize(&n))
+        .unwrap_or_else(|| "program".into())
+}
+
+/// The machine's host name (`unknown` if the system does not say).
+pub(crate) fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is valid for buf.len() bytes; gethostname NUL-terminates
+    // within that length when it succeeds (we also cap at the first NUL).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Local date and time as `YYYY-MM-DD-HH-MM-SS` (DPDK's directory naming).
+pub(crate) fn local_date() -> String {
+    // SAFETY: time(NULL) has no preconditions.
+    local_date_of(unsafe { libc::time(std::ptr::null_mut()) })
+}
+
+/// [`local_date`] of `now` (seconds since the epoch).
+pub(crate) fn local_date_of(now: libc::time_t) -> String {
+    // SAFETY: an all-zero `tm` is a valid value of this plain C struct.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid; localtime_r is the thread-safe variant.
+    if unsafe { libc::localtime_r(&now, &mut tm) }.is_null() {
+        return format!("{now}");
+    }
+    format!(
+        "{:04}-{:02}-{:02}-{:02}-{:02}-{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
+/// A random (version 4) UUID from the standard library's OS-seeded hasher.
+pub(crate) fn new_uuid() -> [u8; 16] {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = [0u8; 16];
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(i as u64);
+        h.write_u128(crate::clock::realtime_ns() as u128);
+        h.write_u32(std::process::id());
+        chunk.copy_from_slice(&h.finish().to_ne_bytes());
+    }
+    out[6] = (out[6] & 0x0f) | 0x40;
+    out[8] = (out[8] & 0x3f) | 0x80;
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 //! handler that may not allocate, and the recovery of a dead process's
 //! shared rings ([`crate::recover`]), in another process that does not
 //! have the tracepoints. Both take the text made by
-//! [`crate::save::metadata_with`] with a **sentinel** in place of each
+//! [`crate::metadata::describe`] with a **sentinel** in place of each
 //! value (a number no real value has, a word no real text has) and put the
 //! values in at the end: the crash dump cuts the text at the sentinels
 //! when it is installed ([`cut`]), the recovery replaces them in the text
@@ -19,6 +19,8 @@
 //! ```
 
 use tape_ctf::EnvValue;
+
+use crate::metadata::Counts;
 
 /// A value of the metadata filled in when the trace is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +44,7 @@ pub(crate) enum Hole {
     Source,
     LastEvent,
     /// Events in rings left out, their copy claim held by another copier
-    /// (`save::ENV_SKIPPED_BUSY`).
+    /// (`metadata::ENV_SKIPPED_BUSY`).
     SkippedBusy,
     /// Events a recording took and could not write (`record`).
     NotWritten,
@@ -100,14 +102,14 @@ fn value(h: Hole) -> EnvValue {
 /// The metadata text of this process's trace with holes for the clock, the
 /// losses outside the rings, the date and the mode, and for the `env`
 /// entries `extra` adds.
-pub(crate) fn metadata(uuid: [u8; 16], extra: &[(&str, Hole)]) -> String {
+pub(crate) fn metadata(uuid: [u8; 16], extra: &[(&str, Hole)], counts: &Counts) -> String {
     let num = |h: Hole| sentinel(h).parse::<i64>().unwrap_or(0);
     let clock = crate::clock::clock_description(
         num(Hole::Freq) as u64,
         num(Hole::OffsetS),
         num(Hole::Offset),
     );
-    let mut t = crate::save::metadata_with(uuid, clock);
+    let mut t = crate::metadata::describe(uuid, clock, counts);
     // A layer's loss counters (`crate::losses`) live in the process's
     // memory: a recovery or a crash dump cannot know them, and says
     // nothing rather than a stale count.
@@ -119,8 +121,8 @@ pub(crate) fn metadata(uuid: [u8; 16], extra: &[(&str, Hole)]) -> String {
             "events_dropped_without_ring" => Hole::DroppedNoRing,
             "events_dropped_ring_alloc" => Hole::DroppedNoMemory,
             "events_lost_with_exited_threads" => Hole::LostExited,
-            crate::save::ENV_SKIPPED_BUSY => Hole::SkippedBusy,
-            crate::save::ENV_NOT_WRITTEN => Hole::NotWritten,
+            crate::metadata::ENV_SKIPPED_BUSY => Hole::SkippedBusy,
+            crate::metadata::ENV_NOT_WRITTEN => Hole::NotWritten,
             "trace_creation_datetime" => Hole::Date,
             "mode" => Hole::Mode,
             _ => continue,
@@ -188,6 +190,7 @@ mod tests {
                 ("tape_source", Hole::Source),
                 ("tape_last_event", Hole::LastEvent),
             ],
+            &Counts::default(),
         );
         let (_, holes) = cut(&text);
         for h in [

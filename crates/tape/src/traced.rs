@@ -147,14 +147,7 @@ pub fn leave_span(exit: &'static Tracepoint, depth: u32, call: u64, back_to: Opt
 /// distinct numbers.
 static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// The prefix of their names.
-pub const PREFIX: &str = "fn.";
-/// The suffix of an entry's name.
-pub const ENTRY: &str = ".entry";
-/// The suffix of an exit's name.
-pub const EXIT: &str = ".exit";
-/// The suffix of a return value's name (`#[tape::traced(ret)]`).
-pub const RET: &str = ".ret";
+pub use crate::point::{function_of, ENTRY, EXIT, PREFIX, RET};
 
 thread_local! {
     /// The thread's depth among recorded traced calls. Const-initialised
@@ -384,17 +377,6 @@ impl<F: std::future::Future> std::future::Future for Polls<F> {
         let body = unsafe { self.map_unchecked_mut(|p| &mut p.body) };
         body.poll(cx)
     }
-}
-
-/// The function a traced call's tracepoint name stands for: `fn.a.b.f`
-/// for `fn.a.b.f.entry` and `fn.a.b.f.exit`; `None` for other names.
-pub fn function_of(name: &str) -> Option<&str> {
-    if !name.starts_with(PREFIX) {
-        return None;
-    }
-    name.strip_suffix(ENTRY)
-        .or_else(|| name.strip_suffix(EXIT))
-        .or_else(|| name.strip_suffix(RET))
 }
 
 /// The length of [`name`]'s result (for the array it is built in).

@@ -672,7 +672,7 @@ fn ps_line() -> String {
     format!(
         "{}\t{}\t{}\t{}\t{}\t{}\n",
         std::process::id(),
-        crate::save::program_name(),
+        crate::sys::program_name(),
         u8::from(registry::tracing_on()),
         enabled,
         s.rings,

@@ -1071,7 +1071,7 @@ fn install(tp: &'static Tracepoint, f: Option<&'static Filter>) -> bool {
     let new = f.map_or(std::ptr::null_mut(), |f| (f as *const Filter).cast_mut());
     // Release: pairs with the Acquire in `emit_filtered`; the filter is
     // whole before a thread can see it.
-    let old = tp.filter.swap(new, Ordering::AcqRel);
+    let old = tp.filter.swap::<Filter>(new, Ordering::AcqRel);
     tp.update(FILTER, !new.is_null());
     if old.is_null() {
         return false;
@@ -1086,7 +1086,7 @@ fn install(tp: &'static Tracepoint, f: Option<&'static Filter>) -> bool {
 
 /// The filter of `tp`, if it has one.
 pub fn get(tp: &'static Tracepoint) -> Option<&'static Filter> {
-    let p = tp.filter.load(Ordering::Acquire);
+    let p = tp.filter.load::<Filter>(Ordering::Acquire);
     // SAFETY: filters are leaked when set, never freed.
     (!p.is_null()).then(|| unsafe { &*p })
 }

@@ -455,7 +455,7 @@ pub(crate) fn take_snapshots() {
         let l = log(taker, r.tracker);
         l.thread = Some((r.tid, thread.clone()));
         let n = l.saved + 1;
-        let dir = snapshot_dir().join(format!("{}-{n}", crate::save::sanitize(r.tracker.name)));
+        let dir = snapshot_dir().join(format!("{}-{n}", crate::sys::sanitize(r.tracker.name)));
         match save_snapshot(&dir, &r, ns, &thread) {
             Ok(()) => {
                 l.saved = n;
@@ -488,7 +488,7 @@ fn log<'a>(taker: &'a mut Taker, t: &'static Tracker) -> &'a mut Log {
 pub fn snapshot_dir() -> PathBuf {
     crate::knobs::trace_dir().join(format!(
         "{}-{}-latency",
-        crate::save::program_name(),
+        crate::sys::program_name(),
         std::process::id()
     ))
 }

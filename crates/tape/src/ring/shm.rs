@@ -442,6 +442,9 @@ pub(crate) fn process_dir() -> io::Result<PathBuf> {
     set_aside_earlier(&dir);
     private(&dir)?;
     let header = make_process_file(&dir)?;
+    // Before the template is written: a tracepoint registered from now on
+    // rewrites it (see `registry::on_register`).
+    crate::registry::on_register(rewrite_template);
     write_template(&dir, header)?;
     if made.is_none() {
         // SAFETY: `extern "C"` functions valid for the life of the
@@ -497,7 +500,7 @@ fn make_process_file(dir: &Path) -> io::Result<&'static ProcessHeader> {
     let m = Mapping::create(&dir.join(PROCESS_FILE), 4096)?;
     let (counter, mono) = crate::clock::anchor();
     let mut program = [0u8; 64];
-    let name = crate::save::program_name();
+    let name = crate::sys::program_name();
     let k = name.len().min(63);
     program[..k].copy_from_slice(&name.as_bytes()[..k]);
     let h = ProcessHeader {
@@ -508,7 +511,7 @@ fn make_process_file(dir: &Path) -> io::Result<&'static ProcessHeader> {
         clock_source: u32::from(crate::clock::source_code()),
         start_time: crate::sys::start_time(std::process::id()),
         boot_id: crate::sys::boot_id(),
-        uuid: crate::save::new_uuid(),
+        uuid: crate::sys::new_uuid(),
         program,
         anchor_counter: counter,
         anchor_mono_ns: mono as i64 as u64,
@@ -547,8 +550,8 @@ fn make_process_file(dir: &Path) -> io::Result<&'static ProcessHeader> {
 }
 
 /// Writes the metadata template again, when this process has shared rings:
-/// a tracepoint registered at run time ([`crate::registry::register`]) is
-/// then described to `tape recover`, `record` and `pipe` as the others.
+/// a tracepoint registered at run time ([`crate::registry::register`],
+/// which calls this as its `on_register` hook) is then described to `tape recover`, `record` and `pipe` as the others.
 pub(crate) fn rewrite_template() -> io::Result<()> {
     let made = MADE.lock().unwrap_or_else(|e| e.into_inner()).clone();
     match (made, process()) {
@@ -570,6 +573,12 @@ fn write_template(dir: &Path, h: &ProcessHeader) -> io::Result<()> {
             ("tape_source", crate::template::Hole::Source),
             ("tape_last_event", crate::template::Hole::LastEvent),
         ],
+        // The counts are holes, filled in by the reader, but for the ring
+        // files cut so far.
+        &crate::metadata::Counts {
+            rings_cut: super::cut::REPAIRED.load(std::sync::atomic::Ordering::Relaxed),
+            ..Default::default()
+        },
     );
     let tmp = dir.join(format!(".{METADATA_FILE}.tmp"));
     let _ = std::fs::remove_file(&tmp);

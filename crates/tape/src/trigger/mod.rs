@@ -295,7 +295,7 @@ static UNCHECKED: AtomicU64 = AtomicU64::new(0);
 #[doc(hidden)]
 #[inline(never)]
 pub fn hit<P: Encode>(tp: &'static Tracepoint, state: u64, payload: P) {
-    let p = tp.triggers.load(Ordering::Acquire);
+    let p = tp.triggers.load::<List>(Ordering::Acquire);
     if p.is_null() {
         // Removed since the state word was read.
         if state & FILTER != 0 {
@@ -560,7 +560,7 @@ fn compile(tp: &'static Tracepoint, spec: &Spec<'_>, text: &str) -> Result<Trigg
 }
 
 fn current(tp: &'static Tracepoint) -> &'static [&'static Trigger] {
-    let p = tp.triggers.load(Ordering::Acquire);
+    let p = tp.triggers.load::<List>(Ordering::Acquire);
     if p.is_null() {
         return &[];
     }
@@ -596,7 +596,7 @@ fn install(tp: &'static Tracepoint, triggers: Vec<&'static Trigger>) {
     };
     // Release: pairs with the Acquire in `hit`; the list is whole before a
     // thread can see it.
-    let old = tp.triggers.swap(new, Ordering::AcqRel);
+    let old = tp.triggers.swap::<List>(new, Ordering::AcqRel);
     tp.update(TRIGGER, !new.is_null());
     if !old.is_null() {
         // SAFETY: lists are leaked when published, never freed.
