@@ -70,7 +70,7 @@
 //! sees it, prints the dump and exits. The crashed process waits for it at
 //! most [`DUMP_WAIT`].
 //!
-//! This is the second home of real `unsafe` (after `ring.rs`): the signal
+//! This is the second home of real `unsafe` (after `ring/`): the signal
 //! handler and the raw system calls, each block with its argument.
 
 use std::ffi::{c_int, c_void, CString};

@@ -21,7 +21,7 @@
 //! started to overwrite (the gate's word says which packet it entered
 //! last, even if it died before publishing it) to the one it was writing,
 //! up to the last event it published. An event is published by one store
-//! after its bytes (`ring.rs`): a death between the two leaves the event
+//! after its bytes (`ring/emit.rs`): a death between the two leaves the event
 //! unpublished, so the trace holds only whole events, never a torn one.
 //! The losses are the ring's own counters (every cause, as a save writes
 //! them) and the events overwritten before the oldest packet.

@@ -426,18 +426,19 @@ fn private(d: &Path) -> io::Result<()> {
 }
 
 /// The directory of this process's ring files (created 0700 and checked),
-/// with its process file and metadata template, made with it.
-pub(crate) fn process_dir() -> io::Result<PathBuf> {
+/// with its process file and metadata template, made with it; `true` the
+/// first time (the caller then copies the losses counted so far into the
+/// process file and limits the dead processes' rings).
+pub(crate) fn process_dir() -> io::Result<(PathBuf, bool)> {
     let user = user_dir()?;
     let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
     let me = std::process::id();
     if let Some((pid, dir)) = made.as_ref() {
         if *pid == me {
-            return Ok(dir.clone());
+            return Ok((dir.clone(), false));
         }
     }
     private(&user)?;
-    super::dirs::limit_dead();
     let dir = user.join(me.to_string());
     set_aside_earlier(&dir);
     private(&dir)?;
@@ -457,7 +458,7 @@ pub(crate) fn process_dir() -> io::Result<PathBuf> {
     // Release: pairs with the Acquire of `process()`: the header is whole.
     PROCESS.store(std::ptr::from_ref(header).cast_mut(), Ordering::Release);
     *made = Some((me, dir.clone()));
-    Ok(dir)
+    Ok((dir, true))
 }
 
 /// A directory of this pid left by an earlier process (it died, and its
@@ -533,17 +534,6 @@ fn make_process_file(dir: &Path) -> io::Result<&'static ProcessHeader> {
         std::ptr::write(p, h);
         &*p
     };
-    // Losses counted before the file existed (a loss counted while this
-    // runs may be missing from the file: rings are rarely made while the
-    // process already loses events outside them).
-    use crate::ring::Outside;
-    for (o, c) in [
-        (Outside::NoRing, &header.dropped_no_ring),
-        (Outside::NoMemory, &header.dropped_no_memory),
-        (Outside::Exited, &header.lost_exited),
-    ] {
-        c.store(o.count(), Ordering::Relaxed);
-    }
     std::mem::forget(m);
     calibrate(header);
     Ok(header)
@@ -1005,7 +995,7 @@ mod tests {
     fn the_process_directory_is_private() {
         let base = private_tmp("dir");
         std::env::set_var("TAPE_SHM_DIR", &base);
-        let dir = process_dir().unwrap();
+        let (dir, _) = process_dir().unwrap();
         std::env::remove_var("TAPE_SHM_DIR");
         assert!(dir.ends_with(std::process::id().to_string()));
         for d in [&dir, &dir.parent().unwrap().to_path_buf()] {

@@ -39,7 +39,7 @@ fn filter() -> std::sync::MutexGuard<'static, Option<Filter>> {
 /// Applies the current filter to a new ring, under the filter's lock (a
 /// `set` either finished before, and this sees it, or starts after, and
 /// finds the ring in the registry, where it was put first).
-pub(crate) fn apply_to(ring: &crate::ring::Ring) {
+pub(crate) fn apply_to(ring: &super::buffer::Ring) {
     let f = filter();
     let out = f
         .as_ref()
@@ -82,7 +82,7 @@ pub fn set(words: &[&str]) -> Result<String, Error> {
         }
     }
     let mut guard = filter();
-    for r in crate::ring::rings() {
+    for r in super::list::rings() {
         r.set_filtered(!f.selects(r.tid(), &r.name));
     }
     *guard = Some(f);
@@ -93,7 +93,7 @@ pub fn set(words: &[&str]) -> Result<String, Error> {
 /// Lets every thread record again.
 pub fn clear() -> String {
     let mut guard = filter();
-    for r in crate::ring::rings() {
+    for r in super::list::rings() {
         r.set_filtered(false);
     }
     *guard = None;
@@ -103,7 +103,7 @@ pub fn clear() -> String {
 
 /// The filter and each thread's state, one line each.
 pub fn describe() -> String {
-    let rings = crate::ring::rings();
+    let rings = super::list::rings();
     let mut out = match filter().as_ref() {
         None => "threads: all\n".to_owned(),
         Some(f) => format!("threads: {}\n", f.words.join(" ")),
@@ -128,7 +128,7 @@ pub(crate) fn summary() -> String {
     match filter().as_ref() {
         None => "all".into(),
         Some(f) => {
-            let rings = crate::ring::rings();
+            let rings = super::list::rings();
             let live: Vec<_> = rings.iter().filter(|r| !r.exited()).collect();
             let on = live.iter().filter(|r| !r.is_filtered()).count();
             format!(
