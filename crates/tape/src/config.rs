@@ -458,7 +458,7 @@ impl Config {
         crate::crash::install(self.dump);
         if self.control {
             // The program goes on without control; it is told why.
-            if let Err(e) = crate::control::server::start() {
+            if let Err(e) = crate::control::server::start(crate::control::execute) {
                 eprintln!("tape: no control socket (`tape ctl` cannot reach this process): {e}");
             }
         }
@@ -553,7 +553,7 @@ fn save_at_end() {
     use std::io::Write;
     // Snapshots asked for in the program's last milliseconds (a trigger,
     // the latency tracer's worst case) are taken before the last save.
-    crate::trigger::take_pending_at_exit();
+    crate::snapshot::take_pending_at_exit();
     let mut err = std::io::stderr();
     if !crate::save::unsaved() {
         if crate::save::saves() == 0 {

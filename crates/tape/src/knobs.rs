@@ -145,7 +145,7 @@ fn physical_memory() -> Option<u64> {
 }
 
 /// The directory where [`crate::save()`] creates traces: the one
-/// configured ([`Config::dir`], `TAPE_TRACE_DIR` read by [`init`]), else
+/// configured ([`crate::Config::dir`], `TAPE_TRACE_DIR` read by [`crate::init`]), else
 /// `TAPE_TRACE_DIR` (read now: a program may save without `init`), else
 /// `$HOME/tape-traces`.
 pub fn trace_dir() -> PathBuf {

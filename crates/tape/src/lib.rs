@@ -47,6 +47,25 @@
 //!   buffer_size_kb, snapshot, stats) as commands over a socket reachable by
 //!   the process's own user, and as library functions.
 //!
+//! ## Floors
+//!
+//! The files of this crate stand on floors; each uses only its own floor
+//! and those below it, and no two files use each other, even through
+//! others (`tests/layout.rs` fails on an import that goes up, naming the
+//! file, the line and both floors). Where a lower floor must reach a
+//! higher one, the higher registers a hook (`registry::on_change`,
+//! `registry::on_register`, the snapshot thread's services, the control
+//! server's commands).
+//!
+//! | floor | modules | what they are |
+//! |---|---|---|
+//! | control | `config`, [`control`], [`crash`], [`recover`], [`record`] | the composition root (the environment, the builder, the guard), `tape ctl`, dump on crash, readers of shared rings |
+//! | features | [`probe`], [`filter`], [`trigger`], [`traced`](mod@traced), [`latency`], [`printk`](mod@printk), `snapshot` | what runs at a tracepoint or beside the rings |
+//! | storage | [`ring`], [`mod@save`] | per-thread rings, the emit path, snapshots, shared ring files, trace directories |
+//! | schema | `metadata`, `template` | the CTF description of a trace, and the same with holes |
+//! | model | [`point`], [`registry`] | the tracepoint and its state word; the set of them, `printk!` sites |
+//! | base | `error`, `sys`, `knobs`, [`clock`], [`field`], [`losses`] | errors, OS helpers, the settings every floor reads, time, field types |
+//!
 //! ## Guarantees
 //!
 //! The emit path never locks, allocates (except a thread's very first event,
@@ -78,6 +97,7 @@ pub mod recover;
 pub mod registry;
 pub mod ring;
 pub mod save;
+mod snapshot;
 mod sys;
 mod template;
 pub mod traced;

@@ -42,7 +42,7 @@
 //! enable bit sees the id in the same load). A probe list is published with
 //! its own Release store, which the cold path reads with Acquire.
 
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use crate::field::FieldDesc;
 
@@ -249,14 +249,14 @@ impl Tracepoint {
 
     /// Makes RECORD equal WANTED while tracing is on, with no lock: a
     /// trigger's `traceoff` and a control thread's `enable` may race. Each
-    /// writer stores its change (WANTED here, TRACING_ON in the registry)
+    /// writer stores its change (WANTED here, TRACING_ON below)
     /// before it syncs, and syncs again until TRACING_ON read after its
     /// read-modify-write is what it used: all SeqCst, so whichever writer
     /// acts last in that order sees the final value, and a writer that
     /// wrote from a stale one sees the change and writes again.
     pub(crate) fn sync_record(&self) {
         loop {
-            let tracing = crate::registry::tracing_on_now();
+            let tracing = tracing_on_now();
             let _ = self
                 .state
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
@@ -271,7 +271,7 @@ impl Tracepoint {
                         s & !ACTIVE
                     })
                 });
-            if crate::registry::tracing_on_now() == tracing {
+            if tracing_on_now() == tracing {
                 return;
             }
         }
@@ -298,8 +298,31 @@ pub(crate) fn id_of(state: u64) -> u16 {
     (state & ID_MASK) as u16
 }
 
+/// Whether tracing is on (ftrace's `tracing_on`). Written by
+/// `registry::set_tracing` and by triggers (`traceon`, `traceoff`), with no
+/// lock: see [`Tracepoint::sync_record`] for how RECORD follows it.
+static TRACING_ON: AtomicBool = AtomicBool::new(true);
+
+/// Whether tracing is on: enabled tracepoints record.
+pub fn tracing_on() -> bool {
+    TRACING_ON.load(Ordering::Relaxed)
+}
+
+/// [`tracing_on`] in the SeqCst order of [`Tracepoint::sync_record`].
+pub(crate) fn tracing_on_now() -> bool {
+    TRACING_ON.load(Ordering::SeqCst)
+}
+
+/// Sets [`tracing_on`], returning the previous setting; the caller then
+/// syncs every tracepoint's RECORD bit.
+pub(crate) fn swap_tracing_on(on: bool) -> bool {
+    // SeqCst: before every sync that follows, in the order sync_record
+    // relies on.
+    TRACING_ON.swap(on, Ordering::SeqCst)
+}
+
 /// The prefix of the names of traced functions' tracepoints
-/// (`#[tape::traced]`, see [`crate::traced`]): `fn.<module path>.<function>`
+/// (`#[tape::traced]`, see [`crate::traced`](mod@crate::traced)): `fn.<module path>.<function>`
 /// then one of the suffixes below. The registry selects a function's
 /// tracepoints by its name; the model keeps the rule so that both read it.
 pub const PREFIX: &str = "fn.";

@@ -15,7 +15,7 @@
 //! | `app.net.*`      | a glob (`*`, `?`, `[..]`, `{a,b}`)         |
 //! | `/^app\.(rx|tx)$/` | a regex, between slashes                |
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::error::{Error, ErrorKind};
@@ -26,7 +26,7 @@ use crate::point::{function_of, EXIT, RET};
 #[linkme::distributed_slice]
 pub static TRACEPOINTS: [&'static Tracepoint];
 
-/// One `printk!` call site (see [`crate::printk`]), registered at link
+/// One `printk!` call site (see [`crate::printk`](mod@crate::printk)), registered at link
 /// time as tracepoints are; its id is its index among the sorted sites.
 #[derive(Debug)]
 pub struct PrintkSite {
@@ -348,11 +348,6 @@ pub(crate) fn changed() {
     }
 }
 
-/// Whether tracing is on (ftrace's `tracing_on`). Written by
-/// [`set_tracing`] and by triggers (`traceon`, `traceoff`), with no lock:
-/// see [`Tracepoint::sync_record`] for how RECORD follows it.
-static TRACING_ON: AtomicBool = AtomicBool::new(true);
-
 /// Orders the control plane's changes (one `enable` or `on` at a time, one
 /// [`register`]); the state words stay right without it (triggers do not
 /// take it). It holds the patterns applied so far, in order (each at most
@@ -364,15 +359,8 @@ fn control() -> MutexGuard<'static, Vec<(Pattern, bool)>> {
     CONTROL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Whether tracing is on: enabled tracepoints record.
-pub fn tracing_on() -> bool {
-    TRACING_ON.load(Ordering::Relaxed)
-}
-
-/// [`tracing_on`] in the SeqCst order of [`Tracepoint::sync_record`].
-pub(crate) fn tracing_on_now() -> bool {
-    TRACING_ON.load(Ordering::SeqCst)
-}
+pub use crate::point::tracing_on;
+pub(crate) use crate::point::tracing_on_now;
 
 /// Turns tracing on or off (ftrace's `tracing_on`): off stops every
 /// tracepoint from recording without forgetting which are enabled; on
@@ -387,8 +375,7 @@ pub fn set_tracing(on: bool) -> bool {
 /// `traceon` / `traceoff` trigger runs on the emitting thread. Costs one
 /// read-modify-write per tracepoint.
 pub(crate) fn switch_tracing(on: bool) -> bool {
-    // SeqCst: before every sync below, in the order sync_record relies on.
-    let was = TRACING_ON.swap(on, Ordering::SeqCst);
+    let was = crate::point::swap_tracing_on(on);
     for p in tracepoints() {
         p.sync_record();
     }

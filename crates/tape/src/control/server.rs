@@ -187,15 +187,24 @@ extern "C" fn remove_socket_at_exit() {
     }
 }
 
-/// Starts the control thread (once per process). The program goes on if
-/// it cannot: the error says why (an unsafe directory, a bind failure),
-/// and [`crate::init`] prints it.
-pub fn start() -> Result<PathBuf, Error> {
+/// What runs a request's words: [`crate::control::execute`], handed over
+/// by the composition root (`config`), so that the socket's code does not
+/// import the commands it serves.
+pub type Execute = fn(&[String]) -> Result<String, Error>;
+
+/// The commands the server runs, set by the first [`start`].
+static EXECUTE: OnceLock<Execute> = OnceLock::new();
+
+/// Starts the control thread (once per process), serving each request with
+/// `execute`. The program goes on if it cannot: the error says why (an
+/// unsafe directory, a bind failure), and [`crate::init`] prints it.
+pub fn start(execute: Execute) -> Result<PathBuf, Error> {
     static STARTED: Mutex<Option<Result<PathBuf, Error>>> = Mutex::new(None);
     let mut started = STARTED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(r) = started.as_ref() {
         return r.clone();
     }
+    let _ = EXECUTE.set(execute);
     let r = bind_and_serve();
     *started = Some(r.clone());
     r
@@ -343,7 +352,10 @@ fn execute_in_turn(words: &[String]) -> Result<String, (&'static str, String)> {
             }
         }
     };
-    crate::control::execute(words).map_err(|e| (kind_name(e.kind()), e.message().to_owned()))
+    let Some(execute) = EXECUTE.get() else {
+        return Err(("Control", "no commands are served".to_owned()));
+    };
+    execute(words).map_err(|e| (kind_name(e.kind()), e.message().to_owned()))
 }
 
 /// Reads the words of one request (one a line, ended by an empty line),

@@ -46,7 +46,7 @@
 
 mod parse;
 
-pub use parse::{parse, Expr, Literal, Op, Step, SyntaxError};
+pub use parse::{parse, Expr, Literal, Op, Step, SyntaxError, MAX_DEPTH, MAX_TERMS};
 
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -61,13 +61,6 @@ use crate::registry;
 /// Fields of one struct a walk can remember (sequence lengths, variant
 /// tags); wider structs cannot be filtered on past this member.
 const MAX_MEMBERS: usize = 64;
-
-/// Deepest nesting of an expression (parentheses and `!`).
-pub const MAX_DEPTH: usize = 64;
-
-/// Most comparisons in one expression (the kernel refuses "too many terms"
-/// past its own limit).
-pub const MAX_TERMS: usize = 4096;
 
 /// How the bytes of a value are laid out.
 #[derive(Clone, Debug)]

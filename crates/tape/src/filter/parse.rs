@@ -17,6 +17,13 @@
 //! at a byte of the user's text, which a generated parser would make
 //! harder, not easier.
 
+/// Deepest nesting of an expression (parentheses and `!`).
+pub const MAX_DEPTH: usize = 64;
+
+/// Most comparisons in one expression (the kernel refuses "too many terms"
+/// past its own limit).
+pub const MAX_TERMS: usize = 4096;
+
 /// A comparison operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -183,10 +190,10 @@ impl Parser<'_> {
     fn unary(&mut self) -> Result<Expr, SyntaxError> {
         self.skip_ws();
         self.depth += 1;
-        if self.depth > super::MAX_DEPTH {
+        if self.depth > MAX_DEPTH {
             return Err(self.err(format!(
                 "the expression nests deeper than {} (parentheses and `!`)",
-                super::MAX_DEPTH
+                MAX_DEPTH
             )));
         }
         let e = self.unary_inner();
@@ -223,10 +230,10 @@ impl Parser<'_> {
     fn cmp(&mut self) -> Result<Expr, SyntaxError> {
         self.skip_ws();
         self.terms += 1;
-        if self.terms > super::MAX_TERMS {
+        if self.terms > MAX_TERMS {
             return Err(self.err(format!(
                 "too many comparisons: at most {} in one filter",
-                super::MAX_TERMS
+                MAX_TERMS
             )));
         }
         let field_at = self.i;

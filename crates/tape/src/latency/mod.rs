@@ -43,7 +43,7 @@
 //! tracing_max_latency`) sets every maximum back to zero.
 //!
 //! **Snapshots.** The tape-trigger thread takes the requests every
-//! [`crate::trigger::SNAPSHOT_POLL`] while the tracer is on. Of the
+//! [`crate::snapshot::SNAPSHOT_POLL`] while the tracer is on. Of the
 //! requests of one tracker taken together it keeps the largest (the others
 //! are counted as superseded); then it saves the rings (every thread's, as
 //! a `snapshot` trigger does) into a new trace whose metadata's `env`
@@ -65,16 +65,19 @@
 //! the taker counts as lost ([`Stats::lost`]), never reads torn.
 
 mod section;
+mod tracker;
 mod wakeup;
 
 pub use crate::__latency_section as section;
 pub use section::{Section, Site};
+pub use tracker::{Kind, QUEUE};
+use tracker::{take, Slot, Taken, Tracker, NEXT, ON, THRESH, THRESH_NS};
 pub use wakeup::{pair_stats, remove_wakeup, wakeup, PairStats};
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -86,226 +89,26 @@ use crate::error::{Error, ErrorKind};
 #[linkme::distributed_slice]
 pub static SECTIONS: [&'static Site];
 
-/// Whether the latency tracer is on. Relaxed everywhere: an independent
-/// switch (a section started just before it goes on is not measured).
-pub(crate) static ON: AtomicBool = AtomicBool::new(false);
-/// `tracing_thresh` in clock ticks (0: report new maxima only) and as set
-/// in ns (for display). Relaxed: independent settings.
-static THRESH: AtomicU64 = AtomicU64::new(0);
-static THRESH_NS: AtomicU64 = AtomicU64::new(0);
 /// Snapshots kept on disk per tracker.
 static KEEP: AtomicUsize = AtomicUsize::new(DEFAULT_KEEP);
 
 /// Snapshots kept per tracker unless [`set_keep`] says otherwise.
 pub const DEFAULT_KEEP: usize = 4;
 
-/// Slots of the request queue (see the module docs).
-pub const QUEUE: usize = 64;
-
-/// What a tracker measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// A [`section!`]'s guard.
-    Section,
-    /// A [`wakeup`] pair of events.
-    Wakeup,
-}
-
-impl Kind {
-    /// Its name, as the tracer is named in a snapshot's header.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Section => "section",
-            Kind::Wakeup => "wakeup",
-        }
-    }
-}
-
-/// One maximum being kept: a section's or a wakeup pair's.
-pub(crate) struct Tracker {
-    pub(crate) name: &'static str,
-    kind: Kind,
-    started_at: &'static str,
-    ended_at: &'static str,
-    /// The largest latency seen, in clock ticks (`tracing_max_latency`).
-    /// Raised with a Relaxed compare-and-swap: it orders nothing else
-    /// (the request carries the details).
-    max: AtomicU64,
-    /// Latencies reported (new maxima, or above the threshold). Relaxed: a
-    /// counter.
-    asked: AtomicU64,
-}
-
-impl Tracker {
-    pub(crate) const fn new(
-        name: &'static str,
-        kind: Kind,
-        started_at: &'static str,
-        ended_at: &'static str,
-    ) -> Tracker {
-        Tracker {
-            name,
-            kind,
-            started_at,
-            ended_at,
-            max: AtomicU64::new(0),
-            asked: AtomicU64::new(0),
-        }
-    }
-
-    /// A latency from clock value `start` to `end`, measured on the calling
-    /// thread (`from_tid`: the thread where a wakeup pair's first event
-    /// was, 0 for a section): reported if it is a new maximum, or above
-    /// the threshold when one is set.
-    #[inline(always)]
-    pub(crate) fn measured(&'static self, start: u64, end: u64, from_tid: u32) {
-        let d = end.saturating_sub(start);
-        if d <= self.max.load(Ordering::Relaxed) {
-            let thresh = THRESH.load(Ordering::Relaxed);
-            if thresh == 0 || d <= thresh {
-                return;
-            }
-        }
-        self.report(d, start, end, from_tid);
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn report(&'static self, d: u64, start: u64, end: u64, from_tid: u32) {
-        let thresh = THRESH.load(Ordering::Relaxed);
-        if thresh != 0 && d <= thresh {
-            return;
-        }
-        let mut cur = self.max.load(Ordering::Relaxed);
-        let new_max = loop {
-            if d <= cur {
-                break false;
-            }
-            match self
-                .max
-                .compare_exchange_weak(cur, d, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => break true,
-                Err(now) => cur = now,
-            }
-        };
-        if thresh == 0 && !new_max {
-            return;
-        }
-        self.asked.fetch_add(1, Ordering::Relaxed);
-        let tid = crate::ring::with_current(|r| r.map_or(0, |r| r.tid()));
-        push(self, d, start, end, tid, from_tid);
-    }
-}
-
-// ---------------------------------------------------------------------------
-// The request queue.
-
-struct Request {
-    /// `2n + 1` while ticket `n` writes the slot, `2n + 2` once written.
-    seq: AtomicU64,
-    tracker: AtomicPtr<Tracker>,
-    latency: AtomicU64,
-    start: AtomicU64,
-    end: AtomicU64,
-    /// The reporting thread's id (high half) and the first event's (low).
-    tids: AtomicU64,
-}
-
-#[allow(clippy::declare_interior_mutable_const)]
-const EMPTY: Request = Request {
-    seq: AtomicU64::new(0),
-    tracker: AtomicPtr::new(std::ptr::null_mut()),
-    latency: AtomicU64::new(0),
-    start: AtomicU64::new(0),
-    end: AtomicU64::new(0),
-    tids: AtomicU64::new(0),
-};
-
-static REQUESTS: [Request; QUEUE] = [EMPTY; QUEUE];
-/// Tickets given out. Relaxed: it only hands out slots; the slot's `seq`
-/// publishes.
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-fn push(t: &'static Tracker, d: u64, start: u64, end: u64, tid: u32, from_tid: u32) {
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let r = &REQUESTS[(n % QUEUE as u64) as usize];
-    r.seq.store(2 * n + 1, Ordering::Relaxed);
-    // The odd mark is visible before any field changes: pairs with the
-    // taker's Acquire fence between its field loads and its second `seq`
-    // load (a taker that read a changed field sees the mark change).
-    fence(Ordering::Release);
-    r.tracker
-        .store(t as *const Tracker as *mut Tracker, Ordering::Relaxed);
-    r.latency.store(d, Ordering::Relaxed);
-    r.start.store(start, Ordering::Relaxed);
-    r.end.store(end, Ordering::Relaxed);
-    r.tids.store(
-        u64::from(tid) << 32 | u64::from(from_tid),
-        Ordering::Relaxed,
-    );
-    // Publishes the fields: pairs with the taker's Acquire load of `seq`.
-    r.seq.store(2 * n + 2, Ordering::Release);
-}
-
-/// A request as taken.
-#[derive(Clone, Copy)]
-struct Taken {
-    tracker: &'static Tracker,
-    latency: u64,
-    start: u64,
-    end: u64,
-    tid: u32,
-    from_tid: u32,
-}
-
-enum Slot {
-    Ready(Taken),
-    NotYet,
-    Lost,
-}
-
-fn take(n: u64) -> Slot {
-    let r = &REQUESTS[(n % QUEUE as u64) as usize];
-    let s1 = r.seq.load(Ordering::Acquire);
-    if s1 < 2 * n + 2 {
-        return Slot::NotYet;
-    }
-    if s1 > 2 * n + 2 {
-        return Slot::Lost;
-    }
-    let tracker = r.tracker.load(Ordering::Relaxed);
-    let taken = (
-        r.latency.load(Ordering::Relaxed),
-        r.start.load(Ordering::Relaxed),
-        r.end.load(Ordering::Relaxed),
-        r.tids.load(Ordering::Relaxed),
-    );
-    fence(Ordering::Acquire);
-    if r.seq.load(Ordering::Relaxed) != s1 || tracker.is_null() {
-        return Slot::Lost;
-    }
-    // SAFETY: trackers are statics (sections) or leaked (wakeup pairs):
-    // a pointer written into a slot stays valid for the process's life.
-    let tracker = unsafe { &*tracker };
-    Slot::Ready(Taken {
-        tracker,
-        latency: taken.0,
-        start: taken.1,
-        end: taken.2,
-        tid: (taken.3 >> 32) as u32,
-        from_tid: taken.3 as u32,
-    })
-}
-
 // ---------------------------------------------------------------------------
 // Settings.
+
+/// The snapshot thread's service of the latency tracer.
+static SERVICE: crate::snapshot::Service = crate::snapshot::Service {
+    take: |_| take_snapshots(),
+    polling,
+};
 
 /// Turns the latency tracer on or off (sections measured, snapshots taken).
 pub fn set_on(on: bool) {
     ON.store(on, Ordering::Relaxed);
     if on {
-        crate::trigger::worker_wake();
+        crate::snapshot::wake(&SERVICE);
     }
 }
 
@@ -571,7 +374,7 @@ fn save_snapshot(dir: &std::path::Path, r: &Taken, ns: u64, thread: &str) -> Res
 pub fn wait_for_snapshots(timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     let upto = NEXT.load(Ordering::Relaxed);
-    crate::trigger::worker_wake();
+    crate::snapshot::wake(&SERVICE);
     loop {
         if taken_upto() >= upto {
             return true;

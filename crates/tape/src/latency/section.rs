@@ -17,7 +17,7 @@
 //! A section's name is unique in the program, as a tracepoint's is (two
 //! sites with one name are the registry's duplicate error).
 
-use crate::latency::{Kind, Tracker, ON};
+use super::tracker::{Kind, Tracker, ON};
 use crate::point::Tracepoint;
 use crate::traced::Call;
 

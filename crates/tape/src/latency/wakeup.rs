@@ -25,7 +25,7 @@ use std::sync::Mutex;
 
 use crate::error::{Error, ErrorKind};
 use crate::filter::Key;
-use crate::latency::{Kind, Tracker, ON};
+use super::tracker::{Kind, Tracker, ON};
 use crate::probe::{Event, Probe};
 use crate::registry;
 

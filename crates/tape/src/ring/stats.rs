@@ -30,14 +30,14 @@ pub struct Stats {
     /// Rings of exited threads kept for the next save.
     pub exited_rings: usize,
     /// Events of exited threads whose ring was freed unsaved (beyond
-    /// [`MAX_EXITED_RINGS`]).
+    /// [`super::MAX_EXITED_RINGS`]).
     pub lost_with_exited_rings: u64,
 }
 
 /// One thread's ring: what it holds and what it lost, by cause.
 ///
 /// A ring is counted from its creation (the thread's first enabled event or
-/// [`register_thread`]) until a save has written it after its thread
+/// [`crate::register_thread`]) until a save has written it after its thread
 /// exited; then its figures leave [`stats`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ThreadStats {

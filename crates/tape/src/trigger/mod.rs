@@ -64,7 +64,7 @@ use std::cell::Cell;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind};
@@ -81,9 +81,7 @@ pub const MAX_PER_EVENT: usize = 64;
 /// when they are not recorded.
 pub const STACK_PAYLOAD: usize = 1024;
 
-/// How often the `tape-trigger` thread looks for snapshot requests while
-/// a snapshot trigger is set.
-pub const SNAPSHOT_POLL: Duration = Duration::from_millis(5);
+pub use crate::snapshot::SNAPSHOT_POLL;
 
 /// The commands, for messages.
 const COMMANDS: &str = "traceon, traceoff, snapshot, stacktrace, enable_event:PATTERN, \
@@ -806,46 +804,19 @@ static WORKER_STATE: Mutex<WorkerState> = Mutex::new(WorkerState {
     dropped: 0,
     last: None,
 });
-/// The `tape-trigger` thread (none if it could not be started).
-static WORKER: OnceLock<Option<std::thread::Thread>> = OnceLock::new();
-
 fn worker_state() -> std::sync::MutexGuard<'static, WorkerState> {
     WORKER_STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Starts the `tape-trigger` thread (once) and wakes it.
-pub(crate) fn worker_wake() {
-    let t = WORKER.get_or_init(|| {
-        match std::thread::Builder::new()
-            .name("tape-trigger".into())
-            .spawn(worker)
-        {
-            Ok(h) => Some(h.thread().clone()),
-            Err(e) => {
-                eprintln!(
-                    "tape: cannot start the trigger thread (snapshots will not be taken): {e}"
-                );
-                None
-            }
-        }
-    });
-    if let Some(t) = t {
-        t.unpark();
-    }
-}
+/// The snapshot thread's service of the triggers.
+static SERVICE: crate::snapshot::Service = crate::snapshot::Service {
+    take: take_snapshots,
+    polling: || SNAPSHOT_TRIGGERS.load(Ordering::Relaxed) > 0,
+};
 
-fn worker() {
-    loop {
-        take_snapshots(false);
-        crate::latency::take_snapshots();
-        if SNAPSHOT_TRIGGERS.load(Ordering::Relaxed) > 0 || crate::latency::polling() {
-            std::thread::sleep(SNAPSHOT_POLL);
-        } else {
-            // Woken by the next snapshot trigger set (requests still
-            // pending were taken just above).
-            std::thread::park();
-        }
-    }
+/// Starts the snapshot thread (once) and wakes it for the triggers.
+pub(crate) fn worker_wake() {
+    crate::snapshot::wake(&SERVICE);
 }
 
 /// Takes the snapshots asked for and not yet taken: one trace per request
@@ -945,14 +916,6 @@ fn uncounted_turn(saved: u64, since: Option<Duration>, at_exit: bool) -> Turn {
     } else {
         Turn::Take
     }
-}
-
-/// At the program's end (before its last save): the snapshots still asked
-/// for, of triggers and of the latency tracer, are taken now rather than
-/// lost with the `tape-trigger` thread.
-pub(crate) fn take_pending_at_exit() {
-    take_snapshots(true);
-    crate::latency::take_snapshots();
 }
 
 /// Blocks until every snapshot asked for so far is taken (or `timeout`
