@@ -1,20 +1,25 @@
 //! Decoding straight into text: the pieces of babeltrace2's text format
 //! that the stream reader ([`crate::decode::stream`]) writes while it
 //! decodes, so `tape show`'s hot loop turns an event's bytes into its line
-//! without a value tree: the line programs compiled from the decode plans
-//! ([`line`]: `TextBuf`, `TextProgram`), the value sink that writes a
+//! without a value tree: the text buffer written with wide stores
+//! ([`buf`]: `TextBuf`), how integers, enumerations, floats and strings
+//! are written into it ([`value`]), the line programs compiled from the
+//! decode plans ([`line`]: `TextProgram`), the value sink that writes a
 //! scope's text ([`sink`]: `TextSink`, for the packet context and the
-//! classes a program does not cover), how numbers, floats and strings are
-//! written, and how a line's time is ([`TimeText`], chosen by the caller).
+//! classes a program does not cover), and how a line's time is
+//! ([`TimeText`], chosen by the caller). Each uses only those before it
+//! in this list (and this file's number and string helpers).
 //! The outputs (`crate::output::text`, its parallel renderer, `tape
 //! show`'s JSON) build on them; nothing here uses an output.
 
+pub mod buf;
 pub mod line;
 pub mod sink;
+pub mod value;
 
 use std::fmt::Write;
 
-use crate::decode::text::line::TextBuf;
+use crate::decode::text::buf::TextBuf;
 use crate::Base;
 
 /// C's `%g`: six significant digits, the shorter of fixed and exponent.
