@@ -7,4 +7,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TAPE_DIFF_N=${N:-1000} TAPE_DIFF_SEED=${SEED:-1} \
-    cargo test -q --profile opt -p tape-cli --test differential -- --nocapture
+    cargo test -q --profile opt -p tape-cli --test it differential -- --nocapture

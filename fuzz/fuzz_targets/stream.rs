@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// Shared with the corpus replay test in `crates/tape-ctf/tests/fuzz_corpus.rs`.
+/// Shared with the corpus replay test in `crates/tape-ctf/tests/it/fuzz_corpus.rs`.
 const METADATA: &str = include_str!("../stream-metadata.tsdl");
 
 fn dir() -> &'static PathBuf {

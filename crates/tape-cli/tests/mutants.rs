@@ -12,8 +12,11 @@
 //!   words. Any other disagreement fails the test with the mutant kept on
 //!   disk to look at.
 //!
-//! `TAPE_MUTANTS=N` sets the number of mutants (default 2,100); the seed
-//! is fixed, so a run is repeatable.
+//! `TAPE_MUTANTS=N` sets the number of mutants; the seed is fixed, so a
+//! run is repeatable. The default, 500 (about 100 s on 2 cores), keeps the
+//! README's test command short; CI runs 2,100 (`.ci/run`), as this test
+//! always did before the test command was halved (issue 37). The first 500
+//! mutants are the same in both runs.
 
 #[path = "../../tape-ctf/tests/support/shared.rs"]
 mod shared;
@@ -358,7 +361,7 @@ fn mutants_tape_agrees_with_itself_and_with_babeltrace2() {
     let total: usize = std::env::var("TAPE_MUTANTS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2100);
+        .unwrap_or(500);
     let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mutants");
     let _ = std::fs::remove_dir_all(&work);
     // The mutants, made up front from one seeded generator (repeatable).

@@ -1,5 +1,5 @@
 //! The disabled-cost contract, as a program to disassemble: a disabled
-//! tracepoint in a loop and in a small function. `tests/disabled_cost.rs`
+//! tracepoint in a loop and in a small function. `tests/it/disabled_cost.rs`
 //! builds this example, runs `objdump` on it and checks that each site is
 //! one load of the state word, a test and a branch, with everything that
 //! records an event out of line (no call, no register save, no clock read

@@ -1,4 +1,4 @@
-//! The program `tape-cli/tests/filter_table.rs` drives: it emits the two
+//! The program `tape-cli/tests/it/filter_table.rs` drives: it emits the two
 //! rows of the shared filter table (`tests/support/filter_table.rs`, an
 //! event with a field of every type) each time it reads `emit` on stdin,
 //! on a thread named `filt-rows`, and answers `emitted`; the test sets the

@@ -51,7 +51,7 @@
 //!
 //! The files of this crate stand on floors; each uses only its own floor
 //! and those below it, and no two files use each other, even through
-//! others (`tests/layout.rs` fails on an import that goes up, naming the
+//! others (`tests/it/layout.rs` fails on an import that goes up, naming the
 //! file, the line and both floors). Where a lower floor must reach a
 //! higher one, the higher registers a hook (`registry::on_change`,
 //! `registry::on_register`, the snapshot thread's services, the control

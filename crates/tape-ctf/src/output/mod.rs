@@ -6,7 +6,7 @@
 //! `export`). The text pieces the stream reader writes while it decodes
 //! (numbers, strings, line programs, JSON values) are the decode stage's
 //! (`crate::decode::text`, `crate::decode::json`). An output never uses
-//! another output (`tests/layout.rs`).
+//! another output (`tests/it/layout.rs`).
 
 pub(crate) mod calls;
 pub mod chrome;

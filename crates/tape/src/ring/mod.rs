@@ -17,7 +17,7 @@
 //!
 //! Each file uses only the ones listed after it in this order: `stats`,
 //! `emit`, `lifecycle`, `threads`, `list`, `snapshot`, `buffer`,
-//! `outside`, `dirs`, `shm`, `gate`, `cut` (`tests/layout.rs` keeps it so).
+//! `outside`, `dirs`, `shm`, `gate`, `cut` (`tests/it/layout.rs` keeps it so).
 //!
 //! # Layout
 //!

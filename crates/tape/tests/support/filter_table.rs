@@ -1,7 +1,7 @@
 //! The filter table shared by the three places a filter runs: in the
 //! process (`tape/tests/filters.rs`, on the bytes a probe sees, and set on
 //! the tracepoint), through `tape ctl PID filter` on a running program
-//! (`tape-cli/tests/filter_table.rs`, driving `examples/filter_rows.rs`),
+//! (`tape-cli/tests/it/filter_table.rs`, driving `examples/filter_rows.rs`),
 //! and at read time (`tape show --filter` on a trace of the same rows).
 //! One table, so the three select the same rows.
 //!

@@ -5,10 +5,8 @@
 //! bound, that the program's saves, its exit and `tape ctl` still complete,
 //! and that what a save could not copy is counted in the trace.
 
-#[path = "support/flight.rs"]
-mod flight;
-#[path = "support/pipeline.rs"]
-mod pipeline;
+use crate::flight;
+use crate::pipeline;
 
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};

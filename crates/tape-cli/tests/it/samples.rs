@@ -4,8 +4,7 @@
 //! aside: tape prints them in order as `[LOST n EVENTS]` lines, where
 //! babeltrace2 prints warnings on stderr; their counts must agree.
 
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use crate::shared;
 
 use std::process::Command;
 

@@ -3,8 +3,7 @@
 //! (every line valid JSON, same events as the text), and bad options as
 //! clear errors with exit status 1.
 
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use crate::shared;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -7,10 +7,8 @@
 //! in `tape/tests/filters.rs`. Invalid expressions get the same reason and
 //! caret from `tape ctl` and from `tape show`.
 
-#[path = "support/pipeline.rs"]
-mod pipeline;
-#[path = "../../tape/tests/support/filter_table.rs"]
-mod table;
+use crate::pipeline;
+use crate::filter_table_rows as table;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;

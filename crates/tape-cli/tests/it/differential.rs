@@ -14,11 +14,9 @@
 //! the number of traces (default 300), `TAPE_DIFF_SEED` the first seed;
 //! `scripts/differential.sh` runs any number.
 
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use crate::shared;
 
-#[path = "support/gen.rs"]
-mod gen;
+use crate::gen;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

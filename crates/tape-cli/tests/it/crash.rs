@@ -6,10 +6,8 @@
 //! accepts and babeltrace2 reads with no warning, holding the events up to
 //! the crash and, last in the crashing thread's stream, `tape.crash`.
 
-#[path = "support/pipeline.rs"]
-mod pipeline;
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use crate::pipeline;
+use crate::shared;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};

@@ -10,8 +10,7 @@
 //! one of them starts to conform (update the list) or if any other trace
 //! deviates.
 
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use crate::shared;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -20,7 +20,7 @@
 //! x86_64 only (the contract is checked where CI runs); unoptimised builds
 //! are skipped with a notice, since the contract is about optimised code.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -15,8 +15,7 @@
 //! * `tape ctl PID latency` from another process shows, resets, sets a
 //!   threshold and a pair, and refuses bad input with errors naming it.
 
-#[path = "support/pipeline.rs"]
-mod pipeline;
+use crate::pipeline;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

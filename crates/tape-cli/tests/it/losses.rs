@@ -8,8 +8,7 @@
 //! `lost_<cause>` packet fields give the same counts; `events_discarded`
 //! (their sum) is what babeltrace2 reports.
 
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use crate::shared;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,8 +4,7 @@
 //! babeltrace2's verdict (checked when babeltrace2 is installed). Where
 //! babeltrace2 is wrong by the specification the row says so and why.
 
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use crate::shared;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -11,10 +11,8 @@
 //!   their rings: `[LOST n EVENTS]` lines whose counts are exactly the
 //!   events missing from each thread's numbers.
 
-#[path = "support/flight.rs"]
-mod flight;
-#[path = "support/pipeline.rs"]
-mod pipeline;
+use crate::flight;
+use crate::pipeline;
 
 use std::collections::BTreeMap;
 use std::io::BufRead;

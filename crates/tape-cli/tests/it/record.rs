@@ -13,12 +13,9 @@
 //!   rings to the next (its claim broken) and the program's own save at
 //!   exit works; `--duration` ends a recording of a running process.
 
-#[path = "support/flight.rs"]
-mod flight;
-#[path = "support/pipeline.rs"]
-mod pipeline;
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use crate::flight;
+use crate::pipeline;
+use crate::shared;
 
 use std::collections::BTreeMap;
 use std::path::Path;

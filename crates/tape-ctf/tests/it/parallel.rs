@@ -6,11 +6,9 @@
 //! traces, the DPDK and LTTng samples, a generated 4-stream trace of many
 //! chunks, and seeded mutations of the samples (errors mid-stream).
 
-#[path = "support/shared.rs"]
-mod shared;
+use crate::shared;
 
-#[path = "support/mutate.rs"]
-mod mutate;
+use crate::mutate;
 
 use std::path::{Path, PathBuf};
 

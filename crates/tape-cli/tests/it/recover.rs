@@ -9,12 +9,9 @@
 //! --dead`, `tape recover --clean`, a running process refused, bad
 //! directories and mutated ring files named in errors, never a panic.
 
-#[path = "support/flight.rs"]
-mod flight;
-#[path = "support/pipeline.rs"]
-mod pipeline;
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use crate::flight;
+use crate::pipeline;
+use crate::shared;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

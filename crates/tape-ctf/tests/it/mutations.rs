@@ -7,11 +7,9 @@
 //! This is the always-on, deterministic companion of the cargo-fuzz targets
 //! in `fuzz/`.
 
-#[path = "support/shared.rs"]
-mod shared;
+use crate::shared;
 
-#[path = "support/mutate.rs"]
-mod mutate;
+use crate::mutate;
 use mutate::{mutate, Rng};
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -13,10 +13,8 @@
 //! perfetto==0.59.1`, as `.ci/run` does): without it the tests print a
 //! notice and skip, and fail under `TAPE_REQUIRE_TOOLS=1`.
 
-#[path = "support/gen.rs"]
-mod gen;
-#[path = "support/pipeline.rs"]
-mod pipeline;
+use crate::gen;
+use crate::pipeline;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,8 +5,7 @@
 //! in that format are undone first: thousands separators (`2,118,208`),
 //! grouped hexadecimal (`0x55bf:39b7:0000`).
 
-#[path = "support/shared.rs"]
-mod shared;
+use crate::shared;
 
 use std::path::PathBuf;
 

@@ -5,8 +5,7 @@
 //! size of the `tape` child processes (this file's only test, so the only
 //! children of this process), on traces of 40,000 and 400,000 events.
 
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use crate::shared;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -21,7 +21,7 @@
 //! crate's files, and are left out. A lower floor that must reach a higher
 //! one does so through a hook the higher floor registers (see `hooks`).
 //!
-//! `TAPE_LAYOUT_PRINT=1 cargo test -p tape --test layout -- --nocapture`
+//! `TAPE_LAYOUT_PRINT=1 cargo test -p tape --test it layout -- --nocapture`
 //! prints every edge with its floors.
 
 use std::collections::{BTreeMap, BTreeSet};

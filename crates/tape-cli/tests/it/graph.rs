@@ -5,10 +5,9 @@
 //! are the calls the program made, in ftrace's function_graph layout,
 //! with a duration on every leaf and closing line and on no other. The
 //! layout itself, column by column, is tested against golden files in
-//! tape-ctf (`tests/graph.rs`).
+//! tape-ctf (`tests/it/graph.rs`).
 
-#[path = "support/pipeline.rs"]
-mod pipeline;
+use crate::pipeline;
 
 use std::collections::BTreeMap;
 use std::path::Path;

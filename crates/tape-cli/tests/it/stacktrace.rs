@@ -4,8 +4,7 @@
 //! the executable the trace names, and refuses (saying why) when that file
 //! is no longer the binary that ran.
 
-#[path = "support/pipeline.rs"]
-mod pipeline;
+use crate::pipeline;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

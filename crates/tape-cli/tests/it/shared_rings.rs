@@ -6,8 +6,7 @@
 //! `kill -9` leaves it; the trace the program saves is the same as with
 //! private rings.
 
-#[path = "support/pipeline.rs"]
-mod pipeline;
+use crate::pipeline;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -4,10 +4,8 @@
 //! `save` leaves (read by babeltrace2 with no warning), bad input, dead and
 //! foreign processes, and the refusal of another user.
 
-#[path = "support/pipeline.rs"]
-mod pipeline;
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use crate::pipeline;
+use crate::shared;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;

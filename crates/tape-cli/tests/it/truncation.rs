@@ -9,12 +9,9 @@
 //!   stopped, status 1;
 //! * the clean cut is a valid trace: babeltrace2 prints the same lines.
 
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use crate::shared;
 
-#[path = "../../tape-ctf/tests/support/mutate.rs"]
-#[allow(dead_code)] // its generator only
-mod mutate;
+use crate::mutate;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

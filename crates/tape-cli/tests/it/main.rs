@@ -1,0 +1,42 @@
+//! tape-cli's integration tests, one module per file, in one binary:
+//! linking one test binary per file against tape and tape-ctf took most
+//! of the test command's time (issue 37). The helpers they share are
+//! declared once, here. The mutation run (`tests/mutants.rs`) stays a
+//! binary of its own: it runs for minutes, and its many processes would
+//! crowd the timed tests here.
+
+#[path = "../../../tape/tests/support/filter_table.rs"]
+mod filter_table_rows;
+#[path = "../support/flight.rs"]
+mod flight;
+#[path = "../support/gen.rs"]
+mod gen;
+#[path = "../../../tape-ctf/tests/support/mutate.rs"]
+#[allow(dead_code)] // its generator only
+mod mutate;
+#[path = "../support/pipeline.rs"]
+mod pipeline;
+#[path = "../../../tape-ctf/tests/support/shared.rs"]
+mod shared;
+
+mod bounded;
+mod conformance;
+mod crash;
+mod ctl;
+mod differential;
+mod export;
+mod filter_table;
+mod graph;
+mod hostile;
+mod latency;
+mod losses;
+mod operated;
+mod pipe;
+mod reader_table;
+mod record;
+mod recover;
+mod samples;
+mod shared_rings;
+mod show_options;
+mod stacktrace;
+mod truncation;
