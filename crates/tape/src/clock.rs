@@ -324,7 +324,7 @@ pub(crate) fn frequency(from: (u64, i128), to: (u64, i128)) -> Option<u64> {
 }
 
 /// The CTF clock description of the trace being saved now.
-pub(crate) fn ctf_clock() -> tape_ctf::Clock {
+pub(crate) fn ctf_clock() -> tape_ctf_model::Clock {
     let freq = frequency_hz();
     let rt = pair(libc::CLOCK_REALTIME);
     let (offset_s, offset) = offsets(rt.counter, rt.ns, freq);
@@ -350,8 +350,8 @@ pub(crate) fn frequency_hz() -> u64 {
 }
 
 /// The CTF description of tape's clock with these values.
-pub(crate) fn clock_description(freq: u64, offset_s: i64, offset: i64) -> tape_ctf::Clock {
-    let mut c = tape_ctf::Clock::new("tape", freq);
+pub(crate) fn clock_description(freq: u64, offset_s: i64, offset: i64) -> tape_ctf_model::Clock {
+    let mut c = tape_ctf_model::Clock::new("tape", freq);
     c.description = Some(format!(
         "tape trace clock ({}), calibrated against CLOCK_MONOTONIC, offset from CLOCK_REALTIME",
         source().name()
@@ -420,7 +420,7 @@ pub(crate) fn civil_utc(secs: i64) -> [i64; 6] {
 
 /// Converts a counter value to nanoseconds since the epoch with a clock
 /// description (what a CTF reader computes).
-pub fn to_realtime_ns(clock: &tape_ctf::Clock, value: u64) -> i128 {
+pub fn to_realtime_ns(clock: &tape_ctf_model::Clock, value: u64) -> i128 {
     let f = i128::from(clock.freq);
     i128::from(clock.offset_s) * 1_000_000_000
         + (i128::from(clock.offset) + i128::from(value)) * 1_000_000_000 / f
@@ -442,7 +442,7 @@ mod tests {
         for (counter, rt, freq) in cases {
             let (s, o) = offsets(counter, rt, freq);
             assert!(o >= 0 && (o as u64) < freq, "offset {o} out of range");
-            let mut c = tape_ctf::Clock::new("t", freq);
+            let mut c = tape_ctf_model::Clock::new("t", freq);
             c.offset_s = s;
             c.offset = o;
             let back = to_realtime_ns(&c, counter);

@@ -300,7 +300,7 @@ pub fn print_last_events(
     let mut text = String::new();
     tape_ctf::output::ftrace::render(
         &mut merge,
-        |_: &tape_ctf::EventClass, _: Option<i128>| true,
+        |_: &tape_ctf_model::EventClass, _: Option<i128>| true,
         |_| true,
         |chunk| {
             text.push_str(chunk);

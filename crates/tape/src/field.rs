@@ -49,7 +49,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ptr;
 use std::time::Duration;
 
-use tape_ctf::{Encoding, Enum, EnumEntry, Float, Integer, Struct, Type};
+use tape_ctf_model::{Encoding, Enum, EnumEntry, Float, Integer, Struct, Type};
 
 /// Encoding into a reserved area of an event. Implemented by every
 /// [`Field`] and by tuples of them (the payload of an event).
@@ -144,7 +144,7 @@ pub trait Field: Encode {
 #[derive(Debug, Default)]
 pub struct Layout {
     /// The CTF fields, in order.
-    pub fields: Vec<tape_ctf::Field>,
+    pub fields: Vec<tape_ctf_model::Field>,
     /// `(path, hint)`: `flags(A=0x1,B=0x2)`, `ipv4`, `ipv6`, `duration`.
     pub hints: Vec<(String, String)>,
 }
@@ -152,7 +152,7 @@ pub struct Layout {
 impl Layout {
     /// Appends one CTF field.
     pub fn push(&mut self, name: &str, ty: Type) {
-        self.fields.push(tape_ctf::Field::new(name, ty));
+        self.fields.push(tape_ctf_model::Field::new(name, ty));
     }
 
     /// Appends a hint for the field at `path`.
@@ -349,10 +349,10 @@ pub fn enum_type(container: Integer, labels: &[(&str, i128)]) -> Type {
 
 /// A tagged union as CTF writes one: `struct { kind; variant <kind> {
 /// options } value; }`, the variant's tag the enumeration `kind` before it.
-pub fn tagged_union(kind: Type, options: Vec<tape_ctf::Field>) -> Struct {
+pub fn tagged_union(kind: Type, options: Vec<tape_ctf_model::Field>) -> Struct {
     Struct::new(vec![
-        tape_ctf::Field::new("kind", kind),
-        tape_ctf::Field::new(
+        tape_ctf_model::Field::new("kind", kind),
+        tape_ctf_model::Field::new(
             "value",
             Type::Variant {
                 tag: "kind".into(),
@@ -851,7 +851,7 @@ impl<T: Element> Field for &[T] {
             name,
             Type::Sequence {
                 element: Box::new(T::sequence_element_type()),
-                length: tape_ctf::escape_name(&len),
+                length: tape_ctf_model::escape_name(&len),
             },
         );
     }
@@ -918,10 +918,10 @@ impl<T: Field> Field for Option<T> {
         out.push(
             name,
             Type::Variant {
-                tag: tape_ctf::escape_name(&tag),
+                tag: tape_ctf_model::escape_name(&tag),
                 options: vec![
-                    tape_ctf::Field::new("none", Type::Struct(Struct::default())),
-                    tape_ctf::Field::new("some", some),
+                    tape_ctf_model::Field::new("none", Type::Struct(Struct::default())),
+                    tape_ctf_model::Field::new("some", some),
                 ],
             },
         );

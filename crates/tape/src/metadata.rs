@@ -18,8 +18,8 @@
 //! event.header    { id u16; timestamp u64 }                       (packed, byte aligned)
 //! ```
 
-use tape_ctf::decode::stream::LOSS_CAUSES;
-use tape_ctf::{ByteOrder, EnvValue, EventClass, Field, Integer, StreamClass, Struct, Trace, Type};
+use tape_ctf_model::LOSS_CAUSES;
+use tape_ctf_model::{ByteOrder, EnvValue, EventClass, Field, Integer, StreamClass, Struct, Trace, Type};
 
 use crate::knobs;
 use crate::registry;
@@ -54,7 +54,7 @@ pub(crate) struct Counts {
 
 /// The CTF description of this process's tracepoints, with `clock` and the
 /// `env` entries that count (the save's, or a template's placeholders).
-pub(crate) fn describe(uuid: [u8; 16], clock: tape_ctf::Clock, counts: &Counts) -> Trace {
+pub(crate) fn describe(uuid: [u8; 16], clock: tape_ctf_model::Clock, counts: &Counts) -> Trace {
     let u8_ = || Type::Integer(Integer::unsigned(8));
     let u32_ = || Type::Integer(Integer::unsigned(32));
     let u64_ = || Type::Integer(Integer::unsigned(64));
@@ -156,7 +156,7 @@ pub(crate) fn describe(uuid: [u8; 16], clock: tape_ctf::Clock, counts: &Counts) 
                 Field::new("packet_seq_num", u64_()),
                 Field::new("events_discarded", u64_()),
                 Field::new("tid", u32_()),
-                Field::new("thread_name", Type::String(tape_ctf::Encoding::Utf8)),
+                Field::new("thread_name", Type::String(tape_ctf_model::Encoding::Utf8)),
             ]
             .into_iter()
             .chain(

@@ -34,7 +34,7 @@
 //! `f32`/`f64` (as `f64`) and strings. At most 255 arguments; placeholders
 //! are `{}` and `{:spec}` (`{:#x}`, `{:08}`, `{:.2}`).
 
-use tape_ctf::{Encoding, Float, Integer, Type};
+use tape_ctf_model::{Encoding, Float, Integer, Type};
 
 use crate::field::{enum_type, Encode, Field, Layout};
 
@@ -161,17 +161,17 @@ impl Field for Args<'_> {
             &[("u64", 0), ("i64", 1), ("f64", 2), ("str", 3)],
         );
         let options = vec![
-            tape_ctf::Field::new("u64", Type::Integer(Integer::unsigned(64))),
-            tape_ctf::Field::new("i64", Type::Integer(Integer::signed(64))),
-            tape_ctf::Field::new("f64", Type::Float(Float::binary64())),
-            tape_ctf::Field::new("str", Type::String(Encoding::Utf8)),
+            tape_ctf_model::Field::new("u64", Type::Integer(Integer::unsigned(64))),
+            tape_ctf_model::Field::new("i64", Type::Integer(Integer::signed(64))),
+            tape_ctf_model::Field::new("f64", Type::Float(Float::binary64())),
+            tape_ctf_model::Field::new("str", Type::String(Encoding::Utf8)),
         ];
         let arg = crate::field::tagged_union(kind, options);
         out.push(
             name,
             Type::Sequence {
                 element: Box::new(Type::Struct(arg)),
-                length: tape_ctf::escape_name(&len),
+                length: tape_ctf_model::escape_name(&len),
             },
         );
     }

@@ -114,7 +114,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use tape_ctf::decode::plan::{Sink, StructPlan};
 
-pub use tape_ctf::decode::Value;
+pub use tape_ctf_model::Value;
 
 use crate::error::{Error, ErrorKind};
 use crate::field::Encode;
@@ -715,7 +715,7 @@ impl<'a> Event<'a> {
 /// own metadata text, parsed back: escaped names, sequence lengths and
 /// all), by id, with its decode plan compiled on first use.
 type Described = (
-    Option<tape_ctf::Struct>,
+    Option<tape_ctf_model::Struct>,
     OnceLock<Result<StructPlan, String>>,
 );
 
@@ -756,7 +756,7 @@ fn described(tp: &'static Tracepoint) -> Result<&'static Described, Error> {
 /// language type-checks against them).
 pub(crate) fn described_fields(
     tp: &'static Tracepoint,
-) -> Result<&'static tape_ctf::Struct, Error> {
+) -> Result<&'static tape_ctf_model::Struct, Error> {
     described(tp)?.0.as_ref().ok_or_else(|| {
         Error::new(
             ErrorKind::Decode,
@@ -770,7 +770,7 @@ fn plan(tp: &'static Tracepoint) -> Result<&'static StructPlan, Error> {
     let fields = described_fields(tp)?;
     described(tp)?
         .1
-        .get_or_init(|| StructPlan::new(fields, tape_ctf::ByteOrder::native()))
+        .get_or_init(|| StructPlan::new(fields, tape_ctf_model::ByteOrder::native()))
         .as_ref()
         .map_err(|e| {
             Error::new(

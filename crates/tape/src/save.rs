@@ -60,7 +60,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tape_ctf::{EnvValue, Trace};
+use tape_ctf_model::{EnvValue, Trace};
 
 use crate::metadata::Counts;
 use crate::sys::{local_date, new_uuid, program_name, sanitize, truncate_utf8};
@@ -116,7 +116,7 @@ pub fn save_to(dir: impl AsRef<Path>) -> Result<PathBuf, Error> {
 /// snapshot's `tape_latency_*`).
 pub(crate) fn save_to_with_env(
     dir: &Path,
-    env: Vec<(String, tape_ctf::EnvValue)>,
+    env: Vec<(String, tape_ctf_model::EnvValue)>,
 ) -> Result<PathBuf, Error> {
     EXTRA_ENV.with(|e| *e.borrow_mut() = env);
     let r = write_files(dir).map_err(|e| e.into_error());
@@ -127,7 +127,7 @@ pub(crate) fn save_to_with_env(
 thread_local! {
     /// Entries the next metadata written on this thread adds to its `env`
     /// (the metadata is built on the saving thread).
-    static EXTRA_ENV: std::cell::RefCell<Vec<(String, tape_ctf::EnvValue)>> =
+    static EXTRA_ENV: std::cell::RefCell<Vec<(String, tape_ctf_model::EnvValue)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 

@@ -18,7 +18,7 @@
 //!  env { ... mode = "tapehole07x"; events_dropped_without_ring = 9111111111111111103; ...
 //! ```
 
-use tape_ctf::EnvValue;
+use tape_ctf_model::EnvValue;
 
 use crate::metadata::Counts;
 
@@ -168,7 +168,7 @@ pub(crate) fn fill(text: &str, value: impl Fn(Hole) -> Option<String>) -> Result
         let Some(&h) = holes.get(i) else { continue };
         let v = value(h).ok_or(h)?;
         if h.is_text() {
-            let q = tape_ctf::quote(&v);
+            let q = tape_ctf_model::quote(&v);
             out.extend_from_slice(&q.as_bytes()[1..q.len() - 1]);
         } else {
             out.extend_from_slice(v.as_bytes());

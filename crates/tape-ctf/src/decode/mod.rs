@@ -23,7 +23,9 @@ pub mod text;
 
 use std::path::PathBuf;
 
-use crate::{Base, Clock};
+pub use tape_ctf_model::Value;
+
+use crate::Clock;
 
 /// A decoding error: where and what.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,54 +54,6 @@ impl std::fmt::Display for DecodeError {
 }
 
 impl std::error::Error for DecodeError {}
-
-/// A decoded value.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Value {
-    /// An unsigned integer and its display base.
-    UInt(u64, Base),
-    /// A signed integer and its display base.
-    SInt(i64, Base),
-    /// An enumeration: the integer and the labels whose range holds it.
-    Enum {
-        /// The value (signed containers are stored sign-extended).
-        value: i128,
-        /// Matching labels (none: an unknown value).
-        labels: Vec<String>,
-    },
-    /// An integer of more than 64 bits, in decimal (`-` and digits).
-    Wide(String),
-    /// A floating point number.
-    Float(f64),
-    /// A string, or an array/sequence of text bytes up to its first NUL.
-    Str(String),
-    /// A structure: fields in order, names as written in the metadata.
-    Struct(Vec<(String, Value)>),
-    /// An array or sequence.
-    Array(Vec<Value>),
-    /// A variant: the selected option's name and value.
-    Variant(String, Box<Value>),
-}
-
-impl Value {
-    /// The value as an unsigned integer (lengths, ids, sizes).
-    pub fn as_u64(&self) -> Option<u64> {
-        match self {
-            Value::UInt(v, _) => Some(*v),
-            Value::SInt(v, _) => u64::try_from(*v).ok(),
-            Value::Enum { value, .. } => u64::try_from(*value).ok(),
-            _ => None,
-        }
-    }
-
-    /// A field of a structure, by name as written.
-    pub fn field(&self, name: &str) -> Option<&Value> {
-        match self {
-            Value::Struct(f) => f.iter().find(|(n, _)| n == name).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-}
 
 /// Converts the values of a clock to ns since the clock's origin (§8):
 /// `offset_s * 1e9 + ns(offset) + ns(value)`, where `ns(x)` is computed as

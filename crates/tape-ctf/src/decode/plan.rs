@@ -1726,12 +1726,7 @@ pub(crate) fn min_bits(t: &Type) -> u64 {
     }
 }
 
-/// The causes of loss that tape's recorder counts apart, as its packet
-/// contexts name them (`lost_<cause>`, cumulative per stream like
-/// `events_discarded`, which is their sum). A stream whose packet context
-/// has all of these integer fields gets its losses by cause from
-/// `StreamCount::lost_by_cause` and `FastStream::lost_by_cause` ([`crate::decode::stream`]).
-pub const LOSS_CAUSES: [&str; 5] = ["overwritten", "full", "big", "busy", "saving"];
+pub use tape_ctf_model::LOSS_CAUSES;
 
 /// Builds [`Value`]s: each scope given to the sink becomes one struct in
 /// `scopes`.

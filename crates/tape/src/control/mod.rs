@@ -632,8 +632,8 @@ fn list(pattern: Option<&str>) -> Result<String, Error> {
 
 /// A CTF type in short: `u16`, `i64`, `f64`, `string`, `u8[16]`, `u32[]`,
 /// `enum u8`, `{len: u16, ...}`.
-fn type_name(t: &tape_ctf::Type) -> String {
-    use tape_ctf::Type;
+fn type_name(t: &tape_ctf_model::Type) -> String {
+    use tape_ctf_model::Type;
     match t {
         Type::Integer(i) => format!("{}{}", if i.signed { 'i' } else { 'u' }, i.size),
         Type::Float(f) => format!("f{}", f.exp_dig + f.mant_dig),

@@ -51,7 +51,7 @@ pub use parse::{parse, Expr, Literal, Op, Step, SyntaxError, MAX_DEPTH, MAX_TERM
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
-use tape_ctf::{Struct, Type};
+use tape_ctf_model::{Struct, Type};
 
 use crate::error::{Error, ErrorKind};
 use crate::field::Encode;
@@ -840,8 +840,8 @@ impl Capture {
     /// The common fields of the events that follow (their packet's).
     /// The common fields of the events that follow, from their packet's
     /// context (`tape_ctf`'s decoded value; none: not known).
-    pub fn set_packet(&mut self, packet: Option<&tape_ctf::decode::Value>) {
-        use tape_ctf::decode::Value;
+    pub fn set_packet(&mut self, packet: Option<&tape_ctf_model::Value>) {
+        use tape_ctf_model::Value;
         let (mut tid, mut thread, mut cpu) = (None, None, None);
         if let Some(Value::Struct(fields)) = packet {
             for (name, v) in fields {
@@ -950,15 +950,15 @@ impl tape_ctf::decode::plan::Sink for Capture {
         }
     }
 
-    fn uint(&mut self, v: u64, _: tape_ctf::Base, _: u32) {
+    fn uint(&mut self, v: u64, _: tape_ctf_model::Base, _: u32) {
         self.catch(Slot::UInt(v), None);
     }
 
-    fn sint(&mut self, v: i64, _: tape_ctf::Base, _: u32) {
+    fn sint(&mut self, v: i64, _: tape_ctf_model::Base, _: u32) {
         self.catch(Slot::SInt(v), None);
     }
 
-    fn enumeration(&mut self, v: i128, _: &tape_ctf::Enum) {
+    fn enumeration(&mut self, v: i128, _: &tape_ctf_model::Enum) {
         self.catch(Slot::Int(v), None);
     }
 
@@ -970,7 +970,7 @@ impl tape_ctf::decode::plan::Sink for Capture {
         self.catch(Slot::Empty, Some(s));
     }
 
-    fn wide(&mut self, _: &[u8], _: bool, _: u32, _: tape_ctf::Base) {
+    fn wide(&mut self, _: &[u8], _: bool, _: u32, _: tape_ctf_model::Base) {
         // Wider than 64 bits: not comparable (the field is refused when
         // the filter is compiled).
         self.context_field = None;
@@ -1623,7 +1623,7 @@ fn compile_cmp(
         Type::Array { element, .. } | Type::Sequence { element, .. }
             if reader
                 && matches!(&**element, Type::Integer(i) if i.size == 8
-                    && i.encoding != tape_ctf::Encoding::None) =>
+                    && i.encoding != tape_ctf_model::Encoding::None) =>
         {
             (Leaf::Text(0), None)
         }
@@ -1639,7 +1639,7 @@ fn compile_cmp(
         Type::String(_) => (Leaf::Str, None),
         Type::Array { element, len }
             if matches!(&**element, Type::Integer(i) if i.size == 8
-                && i.encoding != tape_ctf::Encoding::None) =>
+                && i.encoding != tape_ctf_model::Encoding::None) =>
         {
             (Leaf::Text(*len as usize), None)
         }
@@ -1709,7 +1709,7 @@ fn compile_cmp(
 fn check(
     shown: &str,
     leaf: &Leaf,
-    labels: Option<&tape_ctf::Enum>,
+    labels: Option<&tape_ctf_model::Enum>,
     op: Op,
     op_at: usize,
     value: &Literal,

@@ -81,7 +81,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use tape_ctf::EnvValue;
+use tape_ctf_model::EnvValue;
 
 use crate::error::{Error, ErrorKind};
 

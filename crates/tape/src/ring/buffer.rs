@@ -593,9 +593,9 @@ impl Drops {
 
     /// The causes with their names, in the order the trace's packet context
     /// declares them (`lost_<cause>`): the names the reader looks for
-    /// (`tape_ctf::decode::stream::LOSS_CAUSES`).
+    /// (`tape_ctf_model::LOSS_CAUSES`).
     pub fn by_cause(&self) -> [(&'static str, u64); Drops::CAUSES] {
-        let [overwritten, full, big, busy, saving] = tape_ctf::decode::stream::LOSS_CAUSES;
+        let [overwritten, full, big, busy, saving] = tape_ctf_model::LOSS_CAUSES;
         [
             (overwritten, self.overwritten),
             (full, self.full),

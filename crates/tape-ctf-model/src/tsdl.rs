@@ -128,7 +128,7 @@ fn indent(out: &mut String, level: usize) {
 /// A TSDL string literal: quoted, with `"`, `\` and control characters escaped.
 ///
 /// ```
-/// assert_eq!(tape_ctf::quote("a \"b\""), r#""a \"b\"""#);
+/// assert_eq!(tape_ctf_model::quote("a \"b\""), r#""a \"b\"""#);
 /// ```
 pub fn quote(s: &str) -> String {
     let mut q = String::with_capacity(s.len() + 2);
