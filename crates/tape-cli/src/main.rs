@@ -31,6 +31,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod catching;
 mod check;
 mod ctl;
 mod export;

@@ -935,14 +935,20 @@ impl Capture {
     }
 }
 
-impl tape_ctf::decode::plan::Sink for Capture {
-    fn scope(&mut self, name: &'static str) {
+/// What a decoder hands a capture as it walks an event, in the order of
+/// the event's bytes (the reader's value sink, `tape_ctf::decode::plan::Sink`,
+/// calls each; `tape-cli` adapts one to the other, so the recorder does not
+/// depend on the reader).
+impl Capture {
+    /// A scope of the event starts (`"fields"`: the payload).
+    pub fn scope(&mut self, name: &'static str) {
         self.in_payload = name == "fields";
         self.depth = 0;
         self.len = 0;
     }
 
-    fn field(&mut self, name: &str) {
+    /// A struct member named `name` comes next.
+    pub fn field(&mut self, name: &str) {
         if self.in_payload {
             self.set(Step2::Member(name));
         } else if self.depth == 1 {
@@ -950,64 +956,77 @@ impl tape_ctf::decode::plan::Sink for Capture {
         }
     }
 
-    fn uint(&mut self, v: u64, _: tape_ctf_model::Base, _: u32) {
+    /// An unsigned integer.
+    pub fn uint(&mut self, v: u64, _: tape_ctf_model::Base, _: u32) {
         self.catch(Slot::UInt(v), None);
     }
 
-    fn sint(&mut self, v: i64, _: tape_ctf_model::Base, _: u32) {
+    /// A signed integer.
+    pub fn sint(&mut self, v: i64, _: tape_ctf_model::Base, _: u32) {
         self.catch(Slot::SInt(v), None);
     }
 
-    fn enumeration(&mut self, v: i128, _: &tape_ctf_model::Enum) {
+    /// An enumeration's integer.
+    pub fn enumeration(&mut self, v: i128, _: &tape_ctf_model::Enum) {
         self.catch(Slot::Int(v), None);
     }
 
-    fn float(&mut self, v: f64) {
+    /// A floating point number.
+    pub fn float(&mut self, v: f64) {
         self.catch(Slot::Float(v), None);
     }
 
-    fn string(&mut self, s: &[u8]) {
+    /// A string's bytes.
+    pub fn string(&mut self, s: &[u8]) {
         self.catch(Slot::Empty, Some(s));
     }
 
-    fn wide(&mut self, _: &[u8], _: bool, _: u32, _: tape_ctf_model::Base) {
+    /// An integer wider than 64 bits (not comparable).
+    pub fn wide(&mut self, _: &[u8], _: bool, _: u32, _: tape_ctf_model::Base) {
         // Wider than 64 bits: not comparable (the field is refused when
         // the filter is compiled).
         self.context_field = None;
     }
 
-    fn begin_struct(&mut self) {
+    /// A struct opens.
+    pub fn begin_struct(&mut self) {
         self.depth += 1;
     }
 
-    fn end_struct(&mut self) {
+    /// A struct closes.
+    pub fn end_struct(&mut self) {
         self.depth = self.depth.saturating_sub(1);
         self.len = self.len.min(self.depth);
     }
 
-    fn begin_array(&mut self, _: u64) {
+    /// An array or sequence opens.
+    pub fn begin_array(&mut self, _: u64) {
         self.depth += 1;
     }
 
-    fn item(&mut self, i: u64) {
+    /// Element `i` of the array comes next.
+    pub fn item(&mut self, i: u64) {
         if self.in_payload {
             self.set(Step2::Element(i));
         }
     }
 
-    fn end_array(&mut self) {
+    /// An array closes.
+    pub fn end_array(&mut self) {
         self.depth = self.depth.saturating_sub(1);
         self.len = self.len.min(self.depth);
     }
 
-    fn variant(&mut self, option: &str) {
+    /// A variant's chosen option comes next.
+    pub fn variant(&mut self, option: &str) {
         self.depth += 1;
         if self.in_payload {
             self.set(Step2::Option(option));
         }
     }
 
-    fn end_variant(&mut self) {
+    /// A variant closes.
+    pub fn end_variant(&mut self) {
         self.depth = self.depth.saturating_sub(1);
         self.len = self.len.min(self.depth);
     }
