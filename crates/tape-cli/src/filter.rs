@@ -17,8 +17,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tape::filter::{Capture, Filter};
-
-use crate::catching::Catching;
 use tape_ctf::decode::stream::FastStream;
 use tape_ctf::{EventClass, Struct};
 
@@ -128,7 +126,7 @@ impl ValueFilter {
             if self.uses_common {
                 cap.set_packet(s.packet_value.as_ref());
             }
-            match s.inspect(&mut Catching(cap)) {
+            match s.inspect(cap) {
                 Ok(()) => f.matches_captured(cap),
                 Err(_) => true,
             }

@@ -31,7 +31,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod catching;
 mod check;
 mod ctl;
 mod export;

@@ -10,9 +10,6 @@ use std::sync::{Arc, Mutex};
 
 use tape::filter::{Capture, Context, Filter};
 
-#[path = "../../tape-cli/src/catching.rs"]
-mod catching;
-
 #[path = "support/filter_table.rs"]
 mod table;
 
@@ -134,7 +131,7 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
             for (f, cap, got) in &mut compiled {
                 cap.clear();
                 cap.set_packet(s.packet_value.as_ref());
-                s.inspect(&mut catching::Catching(cap)).unwrap();
+                s.inspect(cap).unwrap();
                 got.push(f.matches_captured(cap));
             }
         }

@@ -935,20 +935,14 @@ impl Capture {
     }
 }
 
-/// What a decoder hands a capture as it walks an event, in the order of
-/// the event's bytes (the reader's value sink, `tape_ctf::decode::plan::Sink`,
-/// calls each; `tape-cli` adapts one to the other, so the recorder does not
-/// depend on the reader).
-impl Capture {
-    /// A scope of the event starts (`"fields"`: the payload).
-    pub fn scope(&mut self, name: &'static str) {
+impl tape_ctf::decode::plan::Sink for Capture {
+    fn scope(&mut self, name: &'static str) {
         self.in_payload = name == "fields";
         self.depth = 0;
         self.len = 0;
     }
 
-    /// A struct member named `name` comes next.
-    pub fn field(&mut self, name: &str) {
+    fn field(&mut self, name: &str) {
         if self.in_payload {
             self.set(Step2::Member(name));
         } else if self.depth == 1 {
@@ -956,77 +950,64 @@ impl Capture {
         }
     }
 
-    /// An unsigned integer.
-    pub fn uint(&mut self, v: u64, _: tape_ctf_model::Base, _: u32) {
+    fn uint(&mut self, v: u64, _: tape_ctf_model::Base, _: u32) {
         self.catch(Slot::UInt(v), None);
     }
 
-    /// A signed integer.
-    pub fn sint(&mut self, v: i64, _: tape_ctf_model::Base, _: u32) {
+    fn sint(&mut self, v: i64, _: tape_ctf_model::Base, _: u32) {
         self.catch(Slot::SInt(v), None);
     }
 
-    /// An enumeration's integer.
-    pub fn enumeration(&mut self, v: i128, _: &tape_ctf_model::Enum) {
+    fn enumeration(&mut self, v: i128, _: &tape_ctf_model::Enum) {
         self.catch(Slot::Int(v), None);
     }
 
-    /// A floating point number.
-    pub fn float(&mut self, v: f64) {
+    fn float(&mut self, v: f64) {
         self.catch(Slot::Float(v), None);
     }
 
-    /// A string's bytes.
-    pub fn string(&mut self, s: &[u8]) {
+    fn string(&mut self, s: &[u8]) {
         self.catch(Slot::Empty, Some(s));
     }
 
-    /// An integer wider than 64 bits (not comparable).
-    pub fn wide(&mut self, _: &[u8], _: bool, _: u32, _: tape_ctf_model::Base) {
+    fn wide(&mut self, _: &[u8], _: bool, _: u32, _: tape_ctf_model::Base) {
         // Wider than 64 bits: not comparable (the field is refused when
         // the filter is compiled).
         self.context_field = None;
     }
 
-    /// A struct opens.
-    pub fn begin_struct(&mut self) {
+    fn begin_struct(&mut self) {
         self.depth += 1;
     }
 
-    /// A struct closes.
-    pub fn end_struct(&mut self) {
+    fn end_struct(&mut self) {
         self.depth = self.depth.saturating_sub(1);
         self.len = self.len.min(self.depth);
     }
 
-    /// An array or sequence opens.
-    pub fn begin_array(&mut self, _: u64) {
+    fn begin_array(&mut self, _: u64) {
         self.depth += 1;
     }
 
-    /// Element `i` of the array comes next.
-    pub fn item(&mut self, i: u64) {
+    fn item(&mut self, i: u64) {
         if self.in_payload {
             self.set(Step2::Element(i));
         }
     }
 
-    /// An array closes.
-    pub fn end_array(&mut self) {
+    fn end_array(&mut self) {
         self.depth = self.depth.saturating_sub(1);
         self.len = self.len.min(self.depth);
     }
 
-    /// A variant's chosen option comes next.
-    pub fn variant(&mut self, option: &str) {
+    fn variant(&mut self, option: &str) {
         self.depth += 1;
         if self.in_payload {
             self.set(Step2::Option(option));
         }
     }
 
-    /// A variant closes.
-    pub fn end_variant(&mut self) {
+    fn end_variant(&mut self) {
         self.depth = self.depth.saturating_sub(1);
         self.len = self.len.min(self.depth);
     }
