@@ -37,6 +37,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod sink;
 mod tsdl;
 
 pub use tsdl::quote;

@@ -102,6 +102,7 @@ mod sys;
 mod template;
 pub mod traced;
 pub mod trigger;
+mod view;
 
 pub use config::{init, ClockChoice, Config, Guard, Mode};
 pub use error::{Error, ErrorKind};

@@ -110,9 +110,9 @@ use std::cell::Cell;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use tape_ctf::decode::plan::{Sink, StructPlan};
+use tape_ctf_model::sink::{Sink, ValueSink};
 
 pub use tape_ctf_model::Value;
 
@@ -675,29 +675,29 @@ impl<'a> Event<'a> {
         self.payload
     }
 
-    /// Sends the fields to a decoding sink (no allocation by the decoder
-    /// itself for flat events; see [`tape_ctf::decode::plan::Sink`]).
+    /// Sends the fields to a decoding sink, as one struct (see
+    /// [`tape_ctf_model::sink::Sink`]; the walk itself allocates nothing).
     pub fn decode<S: Sink>(&self, sink: &mut S) -> Result<(), Error> {
-        let plan = plan(self.tracepoint)?;
-        plan.decode(self.payload, sink).map(|_| ()).map_err(|e| {
-            Error::new(
-                ErrorKind::Decode,
-                format!("event {} could not be decoded {e}", self.name()),
-            )
-        })
+        let fields = described_fields(self.tracepoint)?;
+        crate::view::decode(fields, self.payload, sink)
+            .map(|_| ())
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Decode,
+                    format!("event {} could not be decoded: {e}", self.name()),
+                )
+            })
     }
 
     /// The fields and their values, in order, named as babeltrace2 names
     /// them (a sequence's length is a field of its own).
     pub fn fields(&self) -> Result<Vec<(String, Value)>, Error> {
-        let plan = plan(self.tracepoint)?;
-        match plan.value(self.payload) {
-            Ok(Value::Struct(fields)) => Ok(fields),
-            Ok(other) => Ok(vec![(String::new(), other)]),
-            Err(e) => Err(Error::new(
-                ErrorKind::Decode,
-                format!("event {} could not be decoded {e}", self.name()),
-            )),
+        let mut sink = ValueSink::default();
+        self.decode(&mut sink)?;
+        match sink.scopes.pop() {
+            Some(Value::Struct(fields)) => Ok(fields),
+            Some(other) => Ok(vec![(String::new(), other)]),
+            None => Ok(Vec::new()),
         }
     }
 
@@ -711,71 +711,28 @@ impl<'a> Event<'a> {
     }
 }
 
-/// Each tracepoint's fields as the trace describes them (from the trace's
-/// own metadata text, parsed back: escaped names, sequence lengths and
-/// all), by id, with its decode plan compiled on first use.
-type Described = (
-    Option<tape_ctf_model::Struct>,
-    OnceLock<Result<StructPlan, String>>,
-);
-
-fn described(tp: &'static Tracepoint) -> Result<&'static Described, Error> {
-    static TABLE: OnceLock<Result<Vec<Described>, String>> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        let text = crate::save::metadata([0; 16]).to_tsdl();
-        let parsed = tape_ctf::parse_metadata(&text).map_err(|e| e.to_string())?;
-        let mut by_id: Vec<Described> = (0..registry::tracepoints().len())
-            .map(|_| (None, OnceLock::new()))
-            .collect();
-        for e in parsed.trace.events {
-            if let Some(slot) = usize::try_from(e.id).ok().and_then(|i| by_id.get_mut(i)) {
-                slot.0 = Some(e.fields.unwrap_or_default());
-            }
-        }
-        Ok(by_id)
-    });
-    let table = table.as_ref().map_err(|e| {
-        Error::new(
-            ErrorKind::Decode,
-            format!("the fields of {} cannot be described: {e}", tp.name()),
-        )
-    })?;
-    let id = usize::from(tp.id());
-    table
-        .get(id)
-        .filter(|_| std::ptr::eq(registry::tracepoints()[id], tp))
-        .ok_or_else(|| {
-            Error::new(
-                ErrorKind::NotFound,
-                format!("tracepoint {} is not registered", tp.name()),
-            )
-        })
-}
-
 /// The fields of `tp` as a reader of the trace sees them (the filter
-/// language type-checks against them).
+/// language type-checks against them): [`crate::view::described`], made
+/// once per tracepoint.
 pub(crate) fn described_fields(
     tp: &'static Tracepoint,
 ) -> Result<&'static tape_ctf_model::Struct, Error> {
-    described(tp)?.0.as_ref().ok_or_else(|| {
-        Error::new(
-            ErrorKind::Decode,
-            format!("the metadata has no description of {}", tp.name()),
-        )
-    })
-}
-
-/// The decode plan of `tp`'s fields.
-fn plan(tp: &'static Tracepoint) -> Result<&'static StructPlan, Error> {
-    let fields = described_fields(tp)?;
-    described(tp)?
-        .1
-        .get_or_init(|| StructPlan::new(fields, tape_ctf_model::ByteOrder::native()))
-        .as_ref()
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::Decode,
-                format!("the fields of {} cannot be decoded: {e}", tp.name()),
-            )
-        })
+    static TABLE: Mutex<Vec<Option<&'static tape_ctf_model::Struct>>> = Mutex::new(Vec::new());
+    let id = usize::from(tp.id());
+    if !registry::tracepoints()
+        .get(id)
+        .is_some_and(|p| std::ptr::eq(*p, tp))
+    {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("tracepoint {} is not registered", tp.name()),
+        ));
+    }
+    let mut table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+    if table.len() <= id {
+        table.resize(id + 1, None);
+    }
+    // Leaked once per tracepoint: a description lives as long as its
+    // tracepoint, the whole process.
+    Ok(*table[id].get_or_insert_with(|| Box::leak(Box::new(crate::view::described(tp)))))
 }

@@ -23,6 +23,7 @@ pub mod text;
 
 use std::path::PathBuf;
 
+pub use tape_ctf_model::sink::wide_int;
 pub use tape_ctf_model::Value;
 
 use crate::Clock;
@@ -98,104 +99,3 @@ fn cycles_ns(freq: u64, x: i128) -> i128 {
     }
 }
 
-/// The text of an integer of any size: `v` holds the little-endian bytes
-/// of its two's complement on `bits` bits. Decimal (signed or not), or the
-/// forms babeltrace2 2.0 gives the integers it reads, extended to any
-/// size: `0x` and capital digits cut to whole nibbles, `0` and octal
-/// digits (a negative value cut to whole octal digits), `0b` and all
-/// `bits` digits. (Written here: no crate is needed for one conversion.)
-pub fn wide_int(v: &[u8], signed: bool, bits: u32, base: crate::Base) -> String {
-    use crate::Base;
-    let bits = bits.max(1);
-    let bit = |j: u32| {
-        v.get((j / 8) as usize)
-            .is_some_and(|b| b >> (j % 8) & 1 == 1)
-    };
-    let negative = signed && bit(bits - 1);
-    // `bits` bits, as 32-bit limbs, low first.
-    let limbs = |width: u32| -> Vec<u32> {
-        let mut l = vec![0u32; width.div_ceil(32) as usize];
-        for j in 0..width {
-            if bit(j) {
-                l[(j / 32) as usize] |= 1 << (j % 32);
-            }
-        }
-        l
-    };
-    // Digits of `l` in a power-of-two radix, most significant first, no
-    // leading zeros (at least one digit).
-    let pow2 = |width: u32, shift: u32| -> String {
-        let n = width.div_ceil(shift);
-        let mut s = String::new();
-        for k in (0..n).rev() {
-            let mut d = 0;
-            for i in 0..shift {
-                let j = k * shift + i;
-                if j < bits && bit(j) {
-                    d |= 1 << i;
-                }
-            }
-            if d != 0 || !s.is_empty() || k == 0 {
-                s.push(
-                    char::from_digit(d, 1 << shift)
-                        .expect("digit")
-                        .to_ascii_uppercase(),
-                );
-            }
-        }
-        s
-    };
-    match base {
-        Base::Binary => (0..bits).rev().fold(String::from("0b"), |mut s, j| {
-            s.push(if bit(j) { '1' } else { '0' });
-            s
-        }),
-        Base::Hexadecimal => format!("0x{}", pow2(bits, 4)),
-        Base::Octal => {
-            let digits = pow2(bits, 3);
-            format!("0{digits}")
-        }
-        Base::Decimal => {
-            let mut l = limbs(bits);
-            if negative {
-                // Two's complement on `bits` bits: invert and add one.
-                let top = bits % 32;
-                for x in &mut l {
-                    *x = !*x;
-                }
-                if top != 0 {
-                    *l.last_mut().expect("a limb") &= (1u32 << top) - 1;
-                }
-                for x in &mut l {
-                    let (y, carry) = x.overflowing_add(1);
-                    *x = y;
-                    if !carry {
-                        break;
-                    }
-                }
-            }
-            // Repeated division by 10^9, nine digits at a time.
-            let mut chunks = Vec::new();
-            while l.iter().any(|&x| x != 0) {
-                let mut rem = 0u64;
-                for x in l.iter_mut().rev() {
-                    let cur = (rem << 32) | u64::from(*x);
-                    *x = (cur / 1_000_000_000) as u32;
-                    rem = cur % 1_000_000_000;
-                }
-                chunks.push(rem);
-            }
-            let mut s = String::from(if negative { "-" } else { "" });
-            match chunks.split_last() {
-                None => s.push('0'),
-                Some((top, rest)) => {
-                    s.push_str(&top.to_string());
-                    for c in rest.iter().rev() {
-                        s.push_str(&format!("{c:09}"));
-                    }
-                }
-            }
-            s
-        }
-    }
-}

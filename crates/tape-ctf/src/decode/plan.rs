@@ -29,82 +29,9 @@
 
 use std::sync::Arc;
 
-use crate::decode::{wide_int, DecodeError, Value};
+use crate::decode::DecodeError;
 use crate::{Base, ByteOrder, Encoding, Enum, Struct, Type};
 
-/// Receives decoded values, depth first.
-pub trait Sink {
-    /// Whether the sink looks at values; when false, integers and floats
-    /// that nothing else needs (lengths, tags, clock, ids) are skipped over
-    /// unread, and an event whose scopes hold nothing needed is stepped
-    /// over whole, with no call to the sink.
-    const WANTS_VALUES: bool = true;
-
-    /// A struct member's name as shown (one leading `_` removed, §4.2.1),
-    /// before its value.
-    fn field(&mut self, name: &str);
-    /// A scope follows (`stream_context`, `context`, `fields`), as one struct.
-    #[inline]
-    fn scope(&mut self, name: &'static str) {
-        let _ = name;
-    }
-    /// The same as `field`, with the member's text prefix pre-rendered by the plan:
-    /// `sep` is `", NAME = "` (a text sink writes `sep[1..]` for the first
-    /// member). Sinks that do not print take the default.
-    #[inline]
-    fn field_with_text(&mut self, name: &str, sep: &[u8]) {
-        let _ = sep;
-        self.field(name);
-    }
-    /// An unsigned integer.
-    fn uint(&mut self, v: u64, base: Base, bits: u32);
-    /// A signed integer.
-    fn sint(&mut self, v: i64, base: Base, bits: u32);
-    /// An enumeration value and its type.
-    fn enumeration(&mut self, v: i128, e: &Enum);
-    /// A floating point number.
-    fn float(&mut self, v: f64);
-    /// A string (or a text array/sequence up to its NUL), as raw bytes.
-    fn string(&mut self, s: &[u8]);
-    /// An integer of more than 64 bits: the little-endian bytes of its
-    /// two's complement (`bits` of them meaningful).
-    fn wide(&mut self, v: &[u8], signed: bool, bits: u32, base: Base);
-    /// A struct starts.
-    fn begin_struct(&mut self);
-    /// A struct ends.
-    fn end_struct(&mut self);
-    /// An array or sequence of `len` elements starts.
-    fn begin_array(&mut self, len: u64);
-    /// Element `i` follows.
-    fn item(&mut self, i: u64);
-    /// The array ends.
-    fn end_array(&mut self);
-    /// A variant's selected option (its name as shown) follows.
-    fn variant(&mut self, option: &str);
-    /// The variant ends.
-    fn end_variant(&mut self);
-}
-
-/// A sink that keeps nothing (validation, skipping).
-pub struct Discard;
-
-impl Sink for Discard {
-    const WANTS_VALUES: bool = false;
-    fn field(&mut self, _: &str) {}
-    fn uint(&mut self, _: u64, _: Base, _: u32) {}
-    fn sint(&mut self, _: i64, _: Base, _: u32) {}
-    fn enumeration(&mut self, _: i128, _: &Enum) {}
-    fn float(&mut self, _: f64) {}
-    fn string(&mut self, _: &[u8]) {}
-    fn wide(&mut self, _: &[u8], _: bool, _: u32, _: Base) {}
-    fn begin_struct(&mut self) {}
-    fn end_struct(&mut self) {}
-    fn begin_array(&mut self, _: u64) {}
-    fn item(&mut self, _: u64) {}
-    fn end_array(&mut self) {}
-    fn variant(&mut self, _: &str) {}
-    fn end_variant(&mut self) {}
-}
 
 /// Well-known slots.
 pub(crate) const SLOT_MAGIC: usize = 0;
@@ -1726,89 +1653,8 @@ pub(crate) fn min_bits(t: &Type) -> u64 {
     }
 }
 
+pub use tape_ctf_model::sink::{Discard, Sink, ValueSink};
 pub use tape_ctf_model::LOSS_CAUSES;
-
-/// Builds [`Value`]s: each scope given to the sink becomes one struct in
-/// `scopes`.
-#[derive(Default)]
-pub struct ValueSink {
-    frames: Vec<Frame>,
-    names: Vec<String>,
-    /// The decoded scopes, in order.
-    pub scopes: Vec<Value>,
-}
-
-enum Frame {
-    Struct(Vec<(String, Value)>),
-    Array(Vec<Value>),
-    Variant(String, Option<Value>),
-}
-
-impl ValueSink {
-    fn value(&mut self, v: Value) {
-        match self.frames.last_mut() {
-            None => self.scopes.push(v),
-            Some(Frame::Struct(fields)) => {
-                let name = self.names.pop().unwrap_or_default();
-                fields.push((name, v));
-            }
-            Some(Frame::Array(items)) => items.push(v),
-            Some(Frame::Variant(_, slot)) => *slot = Some(v),
-        }
-    }
-}
-
-impl Sink for ValueSink {
-    fn field(&mut self, name: &str) {
-        self.names.push(name.to_owned());
-    }
-    fn uint(&mut self, v: u64, base: Base, _: u32) {
-        self.value(Value::UInt(v, base));
-    }
-    fn sint(&mut self, v: i64, base: Base, _: u32) {
-        self.value(Value::SInt(v, base));
-    }
-    fn enumeration(&mut self, v: i128, e: &Enum) {
-        let labels = e.labels(v).map(str::to_owned).collect();
-        self.value(Value::Enum { value: v, labels });
-    }
-    fn float(&mut self, v: f64) {
-        self.value(Value::Float(v));
-    }
-    fn string(&mut self, s: &[u8]) {
-        self.value(Value::Str(String::from_utf8_lossy(s).into_owned()));
-    }
-    fn wide(&mut self, v: &[u8], signed: bool, bits: u32, _: Base) {
-        let digits = wide_int(v, signed, bits, Base::Decimal);
-        self.value(Value::Wide(digits));
-    }
-    fn begin_struct(&mut self) {
-        self.frames.push(Frame::Struct(Vec::new()));
-    }
-    fn end_struct(&mut self) {
-        if let Some(Frame::Struct(f)) = self.frames.pop() {
-            self.value(Value::Struct(f));
-        }
-    }
-    fn begin_array(&mut self, len: u64) {
-        self.frames
-            .push(Frame::Array(Vec::with_capacity(len.min(1024) as usize)));
-    }
-    fn item(&mut self, _: u64) {}
-    fn end_array(&mut self) {
-        if let Some(Frame::Array(items)) = self.frames.pop() {
-            self.value(Value::Array(items));
-        }
-    }
-    fn variant(&mut self, option: &str) {
-        self.frames.push(Frame::Variant(option.to_owned(), None));
-    }
-    fn end_variant(&mut self) {
-        if let Some(Frame::Variant(name, Some(v))) = self.frames.pop() {
-            self.value(Value::Variant(name, Box::new(v)));
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

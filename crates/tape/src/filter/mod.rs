@@ -935,7 +935,7 @@ impl Capture {
     }
 }
 
-impl tape_ctf::decode::plan::Sink for Capture {
+impl tape_ctf_model::sink::Sink for Capture {
     fn scope(&mut self, name: &'static str) {
         self.in_payload = name == "fields";
         self.depth = 0;

@@ -106,6 +106,13 @@ static SERVICE: crate::snapshot::Service = crate::snapshot::Service {
 
 /// Turns the latency tracer on or off (sections measured, snapshots taken).
 pub fn set_on(on: bool) {
+    if on {
+        // The clock's calibration span first (at most `clock::MIN_CALIBRATION`
+        // after the program's start): a snapshot's save waits for it, and
+        // the first worst case must not wait with it until its threads
+        // are gone.
+        let _ = crate::clock::frequency_hz();
+    }
     ON.store(on, Ordering::Relaxed);
     if on {
         crate::snapshot::wake(&SERVICE);

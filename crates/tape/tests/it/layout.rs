@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | base | `error`, `sys`, `knobs`, `clock`, `field`, `losses` | errors, OS helpers, the settings every floor reads, time, field types |
 //! | model | `point`, `registry`, `hooks` | the tracepoint, its state word, the set of them |
-//! | schema | `metadata`, `template` | the CTF description of a trace |
+//! | schema | `metadata`, `template`, `view` | the CTF description of a trace, and an event read by it |
 //! | storage | `ring`, `save` | per-thread rings, the emit path, snapshots, trace directories |
 //! | features | `probe`, `filter`, `trigger`, `traced`, `latency`, `printk`, `snapshot` | what runs at a tracepoint or beside the rings |
 //! | control | `config`, `control`, `crash`, `recover`, `record` | starting, operating and ending the recorder |
@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[(&str, &[&str])] = &[
     ("base", &["error", "sys", "knobs", "clock", "field", "losses"]),
     ("model", &["point", "registry", "hooks"]),
-    ("schema", &["metadata", "template"]),
+    ("schema", &["metadata", "template", "view"]),
     ("storage", &["ring", "save"]),
     (
         "features",
