@@ -104,7 +104,7 @@ pub enum Dump {
 }
 
 /// Events of each thread that [`Dump::Text`] prints.
-pub const TEXT_EVENTS_PER_THREAD: usize = 16;
+pub use crate::dump_text::TEXT_EVENTS_PER_THREAD;
 
 /// Dumps made for panics, at most (a program that catches panics in a loop
 /// does not fill the disk).
@@ -287,59 +287,7 @@ fn on_panic(info: &PanicHookInfo<'_>) {
     }
 }
 
-/// Prints the last [`TEXT_EVENTS_PER_THREAD`] events of each thread of the
-/// trace at `dir`, in time order, as ftrace text (`tape show --format
-/// ftrace`'s lines).
-pub fn print_last_events(
-    dir: &std::path::Path,
-    out: &mut impl std::io::Write,
-) -> std::io::Result<()> {
-    let fail = |e: String| std::io::Error::other(e);
-    let trace = tape_ctf::metadata::read::open_trace(dir).map_err(|e| fail(e.to_string()))?;
-    let mut merge = tape_ctf::merge::FastMerge::new(&[trace]).map_err(fail)?;
-    let mut text = String::new();
-    tape_ctf::output::ftrace::render(
-        &mut merge,
-        |_: &tape_ctf_model::EventClass, _: Option<i128>| true,
-        |_| true,
-        |chunk| {
-            text.push_str(chunk);
-            true
-        },
-    )
-    .map_err(|e| fail(e.to_string()))?;
-    let lines: Vec<&str> = text.lines().collect();
-    let task = |l: &str| l.split_whitespace().next().unwrap_or("").to_owned();
-    let events: Vec<&str> = lines
-        .iter()
-        .copied()
-        .filter(|l| !l.starts_with('#'))
-        .collect();
-    let mut kept = vec![false; events.len()];
-    let mut per_task: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for (i, l) in events.iter().enumerate().rev() {
-        let n = per_task.entry(task(l)).or_insert(0);
-        if *n < TEXT_EVENTS_PER_THREAD {
-            *n += 1;
-            kept[i] = true;
-        }
-    }
-    writeln!(
-        out,
-        "tape: the last events of each thread ({} at most), from {}:",
-        TEXT_EVENTS_PER_THREAD,
-        dir.display()
-    )?;
-    for l in lines.iter().filter(|l| l.starts_with('#')) {
-        writeln!(out, "{l}")?;
-    }
-    for (l, k) in events.iter().zip(kept) {
-        if k {
-            writeln!(out, "{l}")?;
-        }
-    }
-    Ok(())
-}
+pub use crate::dump_text::print_last_events;
 
 /// The re-executed program of [`Dump::Text`]: a constructor, run before
 /// `main`, that prints the dump named by `TAPE_DUMP_SHOW` and exits.

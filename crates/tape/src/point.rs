@@ -27,7 +27,7 @@
 //! disabled path tests it alone (`state as i64 >= 0` after one relaxed
 //! load: one load, one `test`, one branch), so the four are tested at once
 //! without a mask that x86 cannot encode in an instruction. Every change
-//! recomputes it in the same read-modify-write ([`Tracepoint::update`]).
+//! recomputes it in the same read-modify-write (`Tracepoint::update`).
 //! The enabled path then tests `PROBES | FILTER | TRIGGER` on the register
 //! it already holds: clear, the event is only recorded (the path of a
 //! tracepoint with no probes, as before probes existed); set, the cold

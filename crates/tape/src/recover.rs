@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Recovery maps each ring file copy-on-write and copies its packets as a
-//! save does ([`crate::save`]): from the oldest packet the owner had not
+//! save does ([`crate::save`](mod@crate::save)): from the oldest packet the owner had not
 //! started to overwrite (the gate's word says which packet it entered
 //! last, even if it died before publishing it) to the one it was writing,
 //! up to the last event it published. An event is published by one store
@@ -45,7 +45,7 @@
 //! (default `7d`) are removed, each with a line on stderr.
 //!
 //! Only this user's directories are read: `tape-<uid>` is 0700 and checked
-//! ([`crate::control::server::ensure_private_dir`]'s check), and every file
+//! (`sys::ensure_private_dir`'s check), and every file
 //! must be owned by this user.
 
 use std::path::{Path, PathBuf};

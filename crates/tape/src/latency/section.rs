@@ -22,7 +22,7 @@ use crate::point::Tracepoint;
 use crate::traced::Call;
 
 /// A section's site: its tracepoints and its tracker. Made by
-/// [`section!`](crate::latency::section), one per use.
+/// `tape::latency::section!`, one per use.
 pub struct Site {
     pub(crate) tracker: Tracker,
     entry: &'static Tracepoint,

@@ -9,7 +9,7 @@
 //! | schema | `metadata`, `template`, `view` | the CTF description of a trace, and an event read by it |
 //! | storage | `ring`, `save` | per-thread rings, the emit path, snapshots, trace directories |
 //! | features | `probe`, `filter`, `trigger`, `traced`, `latency`, `printk`, `snapshot` | what runs at a tracepoint or beside the rings |
-//! | control | `config`, `control`, `crash`, `recover`, `record` | starting, operating and ending the recorder |
+//! | control | `config`, `control`, `crash`, `dump_text`, `recover`, `record` | starting, operating and ending the recorder |
 //! | top | `lib.rs` | the public face |
 //!
 //! Read from the source, comments and strings left out: every path that
@@ -37,7 +37,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         "features",
         &["probe", "filter", "trigger", "traced", "latency", "printk", "snapshot"],
     ),
-    ("control", &["config", "control", "crash", "recover", "record"]),
+    ("control", &["config", "control", "crash", "dump_text", "recover", "record"]),
     ("top", &[""]),
 ];
 
