@@ -1,0 +1,420 @@
+//! `#[traced]` and `#[notrace]`: the function and function_graph tracers'
+//! compile-time half. A traced function's body is wrapped in its entry
+//! and exit tracepoints (and an async function's polls); an `impl` or an
+//! inline module traces each function in it, `#[notrace]` leaving one out;
+//! `args(..)` and `ret` add the arguments and the return value.
+
+use proc_macro2::TokenStream as TokenStream2;
+use quote::{format_ident, quote, ToTokens};
+use syn::parse::{Parse, ParseStream};
+use syn::{Attribute, Ident, Type};
+
+use crate::tracepoints::*;
+
+/// `#[tape::traced(args(a, b), ret)]`: the arguments recorded with the
+/// entry (funcgraph-args), and the return value recorded before the exit
+/// (funcgraph-retval).
+#[derive(Default)]
+pub(crate) struct TracedOptions {
+    pub(crate) args: Vec<Ident>,
+    pub(crate) ret: bool,
+}
+
+impl TracedOptions {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.args.is_empty() && !self.ret
+    }
+}
+
+impl Parse for TracedOptions {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut o = TracedOptions::default();
+        while !input.is_empty() {
+            let word: Ident = input.parse()?;
+            match word.to_string().as_str() {
+                "ret" if !o.ret => o.ret = true,
+                "args" if o.args.is_empty() => {
+                    let inner;
+                    syn::parenthesized!(inner in input);
+                    let names = inner.parse_terminated(Ident::parse, syn::Token![,])?;
+                    if names.is_empty() {
+                        return Err(syn::Error::new_spanned(&word, "args(..) names no argument"));
+                    }
+                    o.args = names.into_iter().collect();
+                }
+                _ => {
+                    return Err(syn::Error::new_spanned(
+                        &word,
+                        "#[tape::traced] takes `args(NAME, ..)` and `ret` (each once): the \
+                         arguments recorded at the entry, the return value at the exit",
+                    ))
+                }
+            }
+            if !input.is_empty() {
+                input.parse::<syn::Token![,]>()?;
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// The options of a `#[traced(..)]` among `attrs`, removed (a method of a
+/// traced `impl` that asks for arguments or its return value).
+pub(crate) fn take_traced_options(attrs: &mut Vec<Attribute>) -> syn::Result<Option<TracedOptions>> {
+    let Some(i) = attrs.iter().position(|a| {
+        a.path()
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "traced")
+            && matches!(a.meta, syn::Meta::List(_))
+    }) else {
+        return Ok(None);
+    };
+    let a = attrs.remove(i);
+    a.parse_args::<TracedOptions>().map(Some)
+}
+
+/// Whether `attrs` hold `#[notrace]` / `#[tape::notrace]` (removed if so).
+pub(crate) fn take_notrace(attrs: &mut Vec<Attribute>) -> bool {
+    let before = attrs.len();
+    attrs.retain(|a| {
+        a.path()
+            .segments
+            .last()
+            .is_none_or(|s| s.ident != "notrace")
+    });
+    attrs.len() != before
+}
+
+/// Whether `attrs` already hold `#[traced]` (an item inside a traced
+/// module that asks for it again is traced once).
+pub(crate) fn has_traced(attrs: &[Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path()
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "traced")
+    })
+}
+
+pub(crate) fn traced_item(item: syn::Item) -> syn::Result<syn::Item> {
+    match item {
+        syn::Item::Fn(mut f) => {
+            if take_notrace(&mut f.attrs) {
+                return Ok(syn::Item::Fn(f));
+            }
+            let block = traced_block(&f.sig, "", &f.block, &TracedOptions::default())?;
+            f.block = Box::new(block);
+            Ok(syn::Item::Fn(f))
+        }
+        syn::Item::Impl(mut i) => {
+            // `impl Display for A` and `impl Debug for A` both have `fmt`:
+            // the trait is part of the name (`A.Display.fmt`).
+            let mut ty = impl_type_name(&i.self_ty)?;
+            if let Some(last) = i.trait_.as_ref().and_then(|(path, _)| path.segments.last()) {
+                ty = format!("{ty}.{}", last.ident.to_string().trim_start_matches("r#"));
+            }
+            for it in &mut i.items {
+                if let syn::ImplItem::Fn(m) = it {
+                    if take_notrace(&mut m.attrs) {
+                        continue;
+                    }
+                    let opts = match take_traced_options(&mut m.attrs)? {
+                        Some(o) => o,
+                        None if has_traced(&m.attrs) => continue,
+                        None => TracedOptions::default(),
+                    };
+                    m.block = traced_block(&m.sig, &ty, &m.block, &opts)?;
+                }
+            }
+            Ok(syn::Item::Impl(i))
+        }
+        syn::Item::Mod(mut m) => {
+            let Some((brace, items)) = m.content.take() else {
+                return Err(syn::Error::new_spanned(
+                    &m,
+                    "#[tape::traced] on a module needs its items inline (`mod m { .. }`): put \
+                     the attribute on the items of a module in another file",
+                ));
+            };
+            let mut out = Vec::with_capacity(items.len());
+            for it in items {
+                out.push(match it {
+                    syn::Item::Fn(ref f) if has_traced(&f.attrs) => it,
+                    syn::Item::Impl(ref i) if has_traced(&i.attrs) => it,
+                    syn::Item::Mod(ref n) if has_traced(&n.attrs) => it,
+                    syn::Item::Fn(_) | syn::Item::Impl(_) => traced_item(it)?,
+                    syn::Item::Mod(ref n) if n.content.is_some() => traced_item(it)?,
+                    other => other,
+                });
+            }
+            m.content = Some((brace, out));
+            Ok(syn::Item::Mod(m))
+        }
+        other => Err(syn::Error::new_spanned(
+            other,
+            "#[tape::traced] goes on a function, an `impl` block or an inline module",
+        )),
+    }
+}
+
+/// The name an `impl`'s type gives its methods: the last segment of its
+/// path, without generic arguments (`Reader` for `io::Reader<T>`).
+pub(crate) fn impl_type_name(ty: &Type) -> syn::Result<String> {
+    match ty {
+        Type::Path(p) => p
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string().trim_start_matches("r#").to_owned())
+            .ok_or_else(|| syn::Error::new_spanned(ty, "an impl of an empty path")),
+        Type::Reference(r) => impl_type_name(&r.elem),
+        Type::Paren(p) => impl_type_name(&p.elem),
+        Type::Group(g) => impl_type_name(&g.elem),
+        other => Err(syn::Error::new_spanned(
+            other,
+            "#[tape::traced] on an impl needs a named type (`impl Reader`, `impl<T> Trait for \
+             Wrapper<T>`): put it on the methods instead",
+        )),
+    }
+}
+
+/// The body of a traced function: its two tracepoints (named at compile
+/// time from `module_path!()`, `ty` and the function), then the call guard,
+/// then the original body. An `async fn` records each poll of its body as
+/// a call.
+pub(crate) fn traced_block(
+    sig: &syn::Signature,
+    ty: &str,
+    block: &syn::Block,
+    opts: &TracedOptions,
+) -> syn::Result<syn::Block> {
+    if let Some(c) = &sig.constness {
+        return Err(syn::Error::new_spanned(
+            c,
+            "a const fn cannot be traced (it may run at compile time): mark it #[tape::notrace]",
+        ));
+    }
+    let func = sig.ident.to_string().trim_start_matches("r#").to_owned();
+    let line = declaration_line(&sig.ident);
+    let t = quote!(::tape::traced);
+    let private = quote!(::tape::__private);
+    // An async fn's polls are of the class with the call id.
+    let class = if sig.asyncness.is_some() {
+        quote!(#t::fn_poll)
+    } else {
+        quote!(#t::fn_call)
+    };
+    // A tracepoint named from the function and `suffix`: `before` (its own
+    // field list, if any) and `layout` (fields, size, format, class).
+    let named = |tp: &Ident, suffix: TokenStream2, before: TokenStream2, layout: TokenStream2| {
+        let len = format_ident!("{tp}_LEN");
+        let name = format_ident!("{tp}_NAME");
+        let desc = format_ident!("{tp}_DESC");
+        quote! {
+            const #len: usize = #t::name_len(::core::module_path!(), #ty, #func, #suffix);
+            const #name: [u8; #len] =
+                #t::name::<#len>(::core::module_path!(), #ty, #func, #suffix);
+            #before
+            static #desc: ::tape::TracepointDesc = ::tape::TracepointDesc {
+                name: #t::as_str(&#name),
+                file: ::core::file!(),
+                line: #line,
+                module_path: ::core::module_path!(),
+                fast_path: false,
+                #layout
+            };
+            static #tp: ::tape::Tracepoint = ::tape::Tracepoint::new(&#desc);
+        }
+    };
+    // One of the class's (fn_call, fn_poll).
+    let point = |suffix: TokenStream2, tp: &Ident| {
+        named(
+            tp,
+            suffix,
+            quote!(),
+            quote! {
+                fields: &#class::FIELDS,
+                fixed_size: #class::FIXED_SIZE,
+                format: #class::FORMAT,
+                class: ::core::option::Option::Some(#class::NAME),
+            },
+        )
+    };
+    let entry = format_ident!("__TAPE_FN_ENTRY");
+    let exit = format_ident!("__TAPE_FN_EXIT");
+    let mut entry_point = point(quote!(#t::ENTRY), &entry);
+    let exit_point = point(quote!(#t::EXIT), &exit);
+    if let (Some(a), false) = (&sig.asyncness, opts.is_empty()) {
+        return Err(syn::Error::new_spanned(
+            a,
+            "args(..) and ret are not recorded for an async fn (its polls carry the call id)",
+        ));
+    }
+    // The types must be nameable in a static: no generic parameter, no
+    // `Self`, no `impl Trait`.
+    let generics: Vec<String> = sig
+        .generics
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            syn::GenericParam::Type(t) => Some(t.ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    let check = |ty: &Type, what: &str| -> syn::Result<()> {
+        let bad = ty.to_token_stream().into_iter().find_map(|tt| {
+            fn walk(tt: proc_macro2::TokenTree, g: &[String]) -> Option<String> {
+                match tt {
+                    proc_macro2::TokenTree::Ident(i)
+                        if i == "Self" || i == "impl" || g.iter().any(|n| i == n) =>
+                    {
+                        Some(i.to_string())
+                    }
+                    proc_macro2::TokenTree::Group(gr) => {
+                        gr.stream().into_iter().find_map(|t| walk(t, g))
+                    }
+                    _ => None,
+                }
+            }
+            walk(tt, &generics)
+        });
+        match bad {
+            Some(b) => Err(syn::Error::new_spanned(
+                ty,
+                format!(
+                    "{what}: a recorded type cannot use `{b}` (it is described once, in a \
+                     static): record a value of a concrete type"
+                ),
+            )),
+            None => Ok(()),
+        }
+    };
+    // The chosen arguments, by name, with their types.
+    let mut fields: Vec<(Ident, Type)> = Vec::new();
+    for name in &opts.args {
+        let ty = sig
+            .inputs
+            .iter()
+            .find_map(|a| match a {
+                syn::FnArg::Typed(pt) => match &*pt.pat {
+                    syn::Pat::Ident(pi) if pi.ident == *name => Some((*pt.ty).clone()),
+                    _ => None,
+                },
+                syn::FnArg::Receiver(_) => None,
+            })
+            .ok_or_else(|| {
+                syn::Error::new_spanned(
+                    name,
+                    format!("args({name}): the function has no argument `{name}` (by name, not a pattern; not self)"),
+                )
+            })?;
+        check(&ty, &format!("args({name})"))?;
+        fields.push((name.clone(), ty));
+    }
+    let depth_field = (format_ident!("depth"), syn::parse_quote!(u32));
+    let mut entry_fields = vec![depth_field];
+    entry_fields.extend(fields.iter().cloned());
+    let fields_of = |fs: &[(Ident, Type)]| {
+        let (descs, fixed) = field_descs(fs);
+        let n = descs.len();
+        (
+            quote!([::tape::FieldDesc; #n]),
+            quote!([#(#descs),*]),
+            fixed,
+        )
+    };
+    // One with its own fields.
+    let desc_of = |tp: &Ident, suffix: TokenStream2, fs: &[(Ident, Type)]| {
+        let fields_static = format_ident!("{tp}_FIELDS");
+        let (fty, fval, fixed) = fields_of(fs);
+        named(
+            tp,
+            suffix,
+            quote!(static #fields_static: #fty = #fval;),
+            quote! {
+                fields: &#fields_static,
+                fixed_size: #fixed,
+                format: ::core::option::Option::None,
+                class: ::core::option::Option::None,
+            },
+        )
+    };
+    let names: Vec<&Ident> = fields.iter().map(|(n, _)| n).collect();
+    let enter = if fields.is_empty() {
+        quote!(#t::enter(&#entry, &#exit))
+    } else {
+        entry_point = desc_of(&entry, quote!(#t::ENTRY), &entry_fields);
+        quote! {
+            #t::enter_with(&#entry, &#exit, |__tape_state, __tape_depth| {
+                #t::record_payload(&#entry, __tape_state, &(__tape_depth, #(&#names,)*));
+            })
+        }
+    };
+    let (ret_point, ret_register, body) = if sig.asyncness.is_some() {
+        (
+            quote!(),
+            quote!(),
+            quote! {
+                #t::Polls::new(&#entry, &#exit, async move #block).await
+            },
+        )
+    } else if opts.ret {
+        let ret_tp = format_ident!("__TAPE_FN_RET");
+        let out_ty: Type = match &sig.output {
+            syn::ReturnType::Type(_, t) if !matches!(&**t, Type::Tuple(u) if u.elems.is_empty()) => {
+                (**t).clone()
+            }
+            _ => {
+                return Err(syn::Error::new_spanned(
+                    &sig.ident,
+                    "ret: the function returns nothing to record",
+                ))
+            }
+        };
+        check(&out_ty, "ret")?;
+        let point = desc_of(
+            &ret_tp,
+            quote!(#t::RET),
+            &[(format_ident!("ret"), out_ty.clone())],
+        );
+        (
+            point,
+            quote! {
+                #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
+                #[linkme(crate = #private::linkme)]
+                static __TAPE_FN_RET_REGISTER: &::tape::Tracepoint = &#ret_tp;
+            },
+            quote! {
+                let __tape_call = #enter;
+                #[allow(unused_mut, clippy::redundant_closure_call)]
+                let __tape_ret: #out_ty = (move || -> #out_ty { #block })();
+                __tape_call.returned(&#ret_tp, &(&__tape_ret,));
+                __tape_ret
+            },
+        )
+    } else {
+        (
+            quote!(),
+            quote!(),
+            quote! {
+                let __tape_call = #enter;
+                #block
+            },
+        )
+    };
+    let out = quote! {{
+        #entry_point
+        #exit_point
+        #ret_point
+        #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
+        #[linkme(crate = #private::linkme)]
+        static __TAPE_FN_ENTRY_REGISTER: &::tape::Tracepoint = &#entry;
+        #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]
+        #[linkme(crate = #private::linkme)]
+        static __TAPE_FN_EXIT_REGISTER: &::tape::Tracepoint = &#exit;
+        #ret_register
+        #body
+    }};
+    syn::parse2(out)
+}
