@@ -3,10 +3,9 @@
 //!
 //! The crashed process writes the dump as a trace (`crash.rs`), then
 //! re-executes itself; the new process, the same binary, reads the dump
-//! here and prints it. It reads only what tape writes (`save.rs`'s
-//! packets, `metadata.rs`'s layout: a fixed packet header, a packet
-//! context with the thread's id and name, events of an id, a timestamp and
-//! fields) and decodes each event by its tracepoint's own description
+//! here and prints it. It reads only what tape writes (each packet's
+//! header and context by `metadata::PacketHead`, with the thread's id and
+//! name; events of an id, a timestamp and fields) and decodes each event by its tracepoint's own description
 //! ([`crate::view`]): the binary that crashed has the same tracepoints
 //! with the same ids. A tracepoint registered at run time (the `tracing`
 //! bridge's) is not there: its events end their packet's text with a
@@ -35,15 +34,14 @@ use std::path::Path;
 use tape_ctf_model::sink::ValueSink;
 use tape_ctf_model::{Base, Value};
 
+use crate::metadata::PacketHead;
+
 /// Events of each thread that the text prints.
 pub const TEXT_EVENTS_PER_THREAD: usize = 16;
 
 /// The two header lines, as ftrace's `trace` file has them.
 const HEADER: &str = "#           TASK-TID     TIMESTAMP  FUNCTION\n\
                       #              | |           |         |\n";
-
-/// Bytes of the packet header: magic, uuid, stream id (`metadata.rs`).
-const PACKET_HEADER: usize = 4 + 16 + 4;
 
 /// The clock of a dump, from its metadata: cycles to ns since the epoch.
 struct Clock {
@@ -137,23 +135,11 @@ fn stream_lines(b: &[u8], clock: &Clock) -> Vec<Line> {
     let mut packet = 0usize;
     while packet < b.len() {
         let Some(p) = b.get(packet..) else { break };
-        // Packet context after the header: begin, end, content size and
-        // packet size in bits, sequence number, discarded, tid, name.
-        let ctx = PACKET_HEADER;
-        let (Some(content_bits), Some(size_bits)) = (u64_at(p, ctx + 16), u64_at(p, ctx + 24)) else {
-            break;
-        };
-        let Some(tid) = word::<4>(p, ctx + 48).map(u32::from_ne_bytes) else {
-            break;
-        };
-        let name_at = ctx + 52;
-        let Some(name_len) = p.get(name_at..).and_then(|r| r.iter().position(|&c| c == 0)) else {
-            break;
-        };
-        let thread = String::from_utf8_lossy(&p[name_at..name_at + name_len]).into_owned();
-        let events_at = name_at + name_len + 1 + tape_ctf_model::LOSS_CAUSES.len() * 8;
-        let content = usize::try_from(content_bits / 8).unwrap_or(usize::MAX).min(p.len());
-        let size = usize::try_from(size_bits / 8).unwrap_or(0);
+        let Some(head) = PacketHead::read(p) else { break };
+        let (tid, thread) = (head.tid, head.thread_name.to_owned());
+        let events_at = PacketHead::size(head.thread_name);
+        let content = usize::try_from(head.content_bits / 8).unwrap_or(usize::MAX).min(p.len());
+        let size = usize::try_from(head.packet_bits / 8).unwrap_or(0);
         let mut at = events_at;
         while at < content {
             match event_line(&p[..content], at, clock, tid, &thread) {

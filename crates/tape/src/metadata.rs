@@ -17,6 +17,9 @@
 //!                   lost_<cause> u64 ... }                        (LOSS_CAUSES, in order)
 //! event.header    { id u16; timestamp u64 }                       (packed, byte aligned)
 //! ```
+//!
+//! The packet context is listed once (`CONTEXT`): its description, its
+//! size, its writer and its reader ([`PacketHead`]) all follow that list.
 
 use tape_ctf_model::LOSS_CAUSES;
 use tape_ctf_model::{ByteOrder, EnvValue, EventClass, Field, Integer, StreamClass, Struct, Trace, Type};
@@ -57,7 +60,6 @@ pub(crate) struct Counts {
 pub(crate) fn describe(uuid: [u8; 16], clock: tape_ctf_model::Clock, counts: &Counts) -> Trace {
     let u8_ = || Type::Integer(Integer::unsigned(8));
     let u32_ = || Type::Integer(Integer::unsigned(32));
-    let u64_ = || Type::Integer(Integer::unsigned(64));
     let ts = || Type::Integer(Integer::unsigned(64).mapped(&clock.name));
     let mut t = Trace::new(uuid);
     t.byte_order = ByteOrder::native();
@@ -147,25 +149,7 @@ pub(crate) fn describe(uuid: [u8; 16], clock: tape_ctf_model::Clock, counts: &Co
     t.env.extend(counts.more.iter().cloned());
     t.streams.push(StreamClass {
         id: Some(0),
-        packet_context: Some(Struct::new(
-            vec![
-                Field::new("timestamp_begin", ts()),
-                Field::new("timestamp_end", ts()),
-                Field::new("content_size", u64_()),
-                Field::new("packet_size", u64_()),
-                Field::new("packet_seq_num", u64_()),
-                Field::new("events_discarded", u64_()),
-                Field::new("tid", u32_()),
-                Field::new("thread_name", Type::String(tape_ctf_model::Encoding::Utf8)),
-            ]
-            .into_iter()
-            .chain(
-                LOSS_CAUSES
-                    .iter()
-                    .map(|cause| Field::new(format!("lost_{cause}"), u64_())),
-            )
-            .collect(),
-        )),
+        packet_context: Some(packet_context(&clock.name)),
         event_header: Some(Struct::new(vec![
             Field::new("id", Type::Integer(Integer::unsigned(16))),
             Field::new("timestamp", ts()),
@@ -212,10 +196,252 @@ pub(crate) fn describe(uuid: [u8; 16], clock: tape_ctf_model::Clock, counts: &Co
     t
 }
 
+/// Packet magic number (§5.1 of the CTF spec).
+pub const PACKET_MAGIC: u32 = 0xC1FC_1FC1;
+
+/// Bytes of the packet header: magic, uuid, stream id.
+pub(crate) const PACKET_HEADER_SIZE: usize = 4 + 16 + 4;
+
+/// How a packet context field is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    /// A clock value (`u64`, mapped to the trace's clock).
+    Clock,
+    /// A `u64`.
+    U64,
+    /// A `u32`.
+    U32,
+    /// A NUL-terminated string.
+    Text,
+}
+
+/// The packet context's fields before the losses by cause, in order: the
+/// one list the description ([`packet_context`]), the size, the writer and
+/// the reader of [`PacketHead`] follow (a test decodes what the writer
+/// wrote by the description).
+const CONTEXT: [(&str, Slot); 8] = [
+    ("timestamp_begin", Slot::Clock),
+    ("timestamp_end", Slot::Clock),
+    ("content_size", Slot::U64),
+    ("packet_size", Slot::U64),
+    ("packet_seq_num", Slot::U64),
+    ("events_discarded", Slot::U64),
+    ("tid", Slot::U32),
+    ("thread_name", Slot::Text),
+];
+
+/// The packet context's CTF description: [`CONTEXT`], then `lost_<cause>`
+/// for each of [`LOSS_CAUSES`], every `u64` clock value mapped to `clock`.
+fn packet_context(clock: &str) -> Struct {
+    let ty = |slot: Slot| match slot {
+        Slot::Clock => Type::Integer(Integer::unsigned(64).mapped(clock)),
+        Slot::U64 => Type::Integer(Integer::unsigned(64)),
+        Slot::U32 => Type::Integer(Integer::unsigned(32)),
+        Slot::Text => Type::String(tape_ctf_model::Encoding::Utf8),
+    };
+    Struct::new(
+        CONTEXT
+            .iter()
+            .map(|&(name, slot)| Field::new(name, ty(slot)))
+            .chain(
+                LOSS_CAUSES
+                    .iter()
+                    .map(|cause| Field::new(format!("lost_{cause}"), ty(Slot::U64))),
+            )
+            .collect(),
+    )
+}
+
+/// A packet's header and context, as every stream of tape's traces has
+/// them (`save`, the crash dump, `tape record`), and as the crash dump's
+/// text reads them back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PacketHead<'a> {
+    pub(crate) uuid: [u8; 16],
+    pub(crate) ts_begin: u64,
+    pub(crate) ts_end: u64,
+    /// Bits of the packet's header, context and events.
+    pub(crate) content_bits: u64,
+    /// Bits of the whole packet (the same: tape writes no padding).
+    pub(crate) packet_bits: u64,
+    pub(crate) seq: u64,
+    /// The stream's losses so far, all causes (their sum).
+    pub(crate) discarded: u64,
+    pub(crate) tid: u32,
+    pub(crate) thread_name: &'a str,
+    /// The stream's losses so far, by cause of [`LOSS_CAUSES`].
+    pub(crate) lost: [u64; LOSS_CAUSES.len()],
+}
+
+impl<'a> PacketHead<'a> {
+    /// Bytes of a packet's header and context for a thread named `name`.
+    pub(crate) fn size(name: &str) -> usize {
+        PACKET_HEADER_SIZE
+            + CONTEXT
+                .iter()
+                .map(|&(_, slot)| match slot {
+                    Slot::Clock | Slot::U64 => 8,
+                    Slot::U32 => 4,
+                    Slot::Text => name.len() + 1,
+                })
+                .sum::<usize>()
+            + LOSS_CAUSES.len() * 8
+    }
+
+    fn u64_of(&self, name: &str) -> u64 {
+        match name {
+            "timestamp_begin" => self.ts_begin,
+            "timestamp_end" => self.ts_end,
+            "content_size" => self.content_bits,
+            "packet_size" => self.packet_bits,
+            "packet_seq_num" => self.seq,
+            "events_discarded" => self.discarded,
+            _ => unreachable!("CONTEXT names no other u64 field"),
+        }
+    }
+
+    /// Writes the header and context into `out`, [`PacketHead::size`]
+    /// bytes.
+    pub(crate) fn write(&self, out: &mut [u8]) {
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
+        put(&PACKET_MAGIC.to_ne_bytes());
+        put(&self.uuid);
+        put(&0u32.to_ne_bytes());
+        for &(name, slot) in &CONTEXT {
+            match slot {
+                Slot::Clock | Slot::U64 => put(&self.u64_of(name).to_ne_bytes()),
+                Slot::U32 => put(&self.tid.to_ne_bytes()),
+                Slot::Text => {
+                    put(self.thread_name.as_bytes());
+                    put(&[0]);
+                }
+            }
+        }
+        for n in self.lost {
+            put(&n.to_ne_bytes());
+        }
+    }
+
+    /// Reads the header and context at the start of `b` (a packet of a
+    /// trace tape wrote); `None` when `b` is too short or not such a
+    /// packet.
+    pub(crate) fn read(b: &'a [u8]) -> Option<PacketHead<'a>> {
+        let u64_at = |at: usize| -> Option<u64> {
+            Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
+        };
+        if b.get(..4)? != PACKET_MAGIC.to_ne_bytes() {
+            return None;
+        }
+        let mut h = PacketHead {
+            uuid: b.get(4..20)?.try_into().ok()?,
+            ts_begin: 0,
+            ts_end: 0,
+            content_bits: 0,
+            packet_bits: 0,
+            seq: 0,
+            discarded: 0,
+            tid: 0,
+            thread_name: "",
+            lost: [0; LOSS_CAUSES.len()],
+        };
+        let mut at = PACKET_HEADER_SIZE;
+        for &(name, slot) in &CONTEXT {
+            match slot {
+                Slot::Clock | Slot::U64 => {
+                    let v = u64_at(at)?;
+                    at += 8;
+                    *match name {
+                        "timestamp_begin" => &mut h.ts_begin,
+                        "timestamp_end" => &mut h.ts_end,
+                        "content_size" => &mut h.content_bits,
+                        "packet_size" => &mut h.packet_bits,
+                        "packet_seq_num" => &mut h.seq,
+                        "events_discarded" => &mut h.discarded,
+                        _ => return None,
+                    } = v;
+                }
+                Slot::U32 => {
+                    h.tid = u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?);
+                    at += 4;
+                }
+                Slot::Text => {
+                    let len = b.get(at..)?.iter().position(|&c| c == 0)?;
+                    h.thread_name = std::str::from_utf8(&b[at..at + len]).ok()?;
+                    at += len + 1;
+                }
+            }
+        }
+        for n in &mut h.lost {
+            *n = u64_at(at)?;
+            at += 8;
+        }
+        Some(h)
+    }
+}
+
 fn version_part(i: usize) -> i64 {
     env!("CARGO_PKG_VERSION")
         .split('.')
         .nth(i)
         .and_then(|p| p.parse().ok())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tape_ctf_model::sink::ValueSink;
+    use tape_ctf_model::{Base, Value};
+
+    /// The writer, the size and the reader of a packet's context agree
+    /// with its description: what `write` wrote decodes, by the
+    /// description, to the values written.
+    #[test]
+    fn the_packet_context_is_written_as_it_is_described() {
+        let head = PacketHead {
+            uuid: [7; 16],
+            ts_begin: 11,
+            ts_end: 12,
+            content_bits: 13,
+            packet_bits: 14,
+            seq: 15,
+            discarded: 16,
+            tid: 17,
+            thread_name: "worker-3",
+            lost: [21, 22, 23, 24, 25],
+        };
+        let size = PacketHead::size(head.thread_name);
+        let mut bytes = vec![0xAAu8; size + 5];
+        head.write(&mut bytes[..size]);
+        assert_eq!(PacketHead::read(&bytes[..size]).as_ref(), Some(&head));
+        let mut sink = ValueSink::default();
+        let context = packet_context("tape");
+        let used = crate::view::decode(&context, &bytes[PACKET_HEADER_SIZE..], &mut sink).unwrap();
+        assert_eq!(PACKET_HEADER_SIZE + used, size);
+        let Some(Value::Struct(fields)) = sink.scopes.pop() else {
+            panic!("no struct");
+        };
+        let u = |v: u64| Value::UInt(v, Base::Decimal);
+        let mut want = vec![
+            ("timestamp_begin".to_owned(), u(11)),
+            ("timestamp_end".to_owned(), u(12)),
+            ("content_size".to_owned(), u(13)),
+            ("packet_size".to_owned(), u(14)),
+            ("packet_seq_num".to_owned(), u(15)),
+            ("events_discarded".to_owned(), u(16)),
+            ("tid".to_owned(), Value::UInt(17, Base::Decimal)),
+            ("thread_name".to_owned(), Value::Str("worker-3".into())),
+        ];
+        for (cause, n) in LOSS_CAUSES.iter().zip(21..) {
+            want.push((format!("lost_{cause}"), u(n)));
+        }
+        assert_eq!(fields, want);
+        // Not a packet of tape's: no head.
+        bytes[0] ^= 1;
+        assert_eq!(PacketHead::read(&bytes), None);
+    }
 }

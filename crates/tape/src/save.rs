@@ -62,7 +62,7 @@ use std::sync::Arc;
 
 use tape_ctf_model::{EnvValue, Trace};
 
-use crate::metadata::Counts;
+use crate::metadata::{Counts, PacketHead};
 use crate::sys::{local_date, new_uuid, program_name, sanitize, truncate_utf8};
 
 use crate::knobs;
@@ -70,11 +70,7 @@ use crate::error::{Error, ErrorKind};
 use crate::registry;
 use crate::ring::{self, CopyError, PacketMeta, Ring};
 
-/// Packet magic number (§5.1 of the CTF spec).
-pub const PACKET_MAGIC: u32 = 0xC1FC_1FC1;
-
-/// Size of the packet header: magic, uuid, stream_id.
-const PACKET_HEADER_SIZE: usize = 4 + 16 + 4;
+pub use crate::metadata::PACKET_MAGIC;
 
 /// Saves the trace into a new directory under [`knobs::trace_dir`], named
 /// `<program>-YYYY-MM-DD-HH-MM-SS` (with `-2`, `-3`... if taken), and
@@ -726,7 +722,7 @@ pub(crate) struct Context<'a> {
 impl Context<'_> {
     /// Bytes of a packet's header and context.
     pub(crate) fn head_size(&self) -> usize {
-        PACKET_HEADER_SIZE + 6 * 8 + 4 + self.name.len() + 1 + ring::Drops::CAUSES * 8
+        PacketHead::size(self.name)
     }
 
     /// The header of packet `m`, which loses `d` (`StreamLosses::packet`).
@@ -753,27 +749,23 @@ impl Context<'_> {
         events: usize,
     ) {
         let bits = ((self.head_size() + events) as u64) * 8;
-        let mut at = 0;
-        let mut put = |bytes: &[u8]| {
-            out[at..at + bytes.len()].copy_from_slice(bytes);
-            at += bytes.len();
-        };
-        put(&PACKET_MAGIC.to_ne_bytes());
-        put(self.uuid);
-        put(&0u32.to_ne_bytes());
         // Counts at most i64::MAX: a damaged ring's (recovered) may be
         // anything, and babeltrace2 takes u64::MAX for "unknown" (it
         // aborts on such a discarded count).
         let count = |n: u64| n.min(i64::MAX as u64);
-        for v in [begin, end, bits, bits, seq, count(lost.total())] {
-            put(&v.to_ne_bytes());
+        PacketHead {
+            uuid: *self.uuid,
+            ts_begin: begin,
+            ts_end: end,
+            content_bits: bits,
+            packet_bits: bits,
+            seq,
+            discarded: count(lost.total()),
+            tid: self.tid,
+            thread_name: self.name,
+            lost: lost.by_cause().map(|(_, n)| count(n)),
         }
-        put(&self.tid.to_ne_bytes());
-        put(self.name.as_bytes());
-        put(&[0]);
-        for (_, n) in lost.by_cause() {
-            put(&count(n).to_ne_bytes());
-        }
+        .write(out);
     }
 }
 
