@@ -105,6 +105,10 @@ pub struct Tracepoint {
     /// The triggers (null: none): a `trigger::List`, owned by
     /// [`crate::trigger`].
     pub(crate) triggers: Slot,
+    /// Its fields' description as a reader sees them (null: not made
+    /// yet): a `tape_ctf_model::Struct`, made once by the untyped probe
+    /// view ([`crate::probe`]) and never freed.
+    pub(crate) described: Slot,
 }
 
 /// What a feature above hangs on a tracepoint (its probes, its filter, its
@@ -135,6 +139,17 @@ impl Slot {
     pub(crate) fn swap<T>(&self, new: *mut T, order: Ordering) -> *mut T {
         self.0.swap(new.cast(), order).cast()
     }
+
+    /// Publishes `new` if the slot is empty: `Ok(new)`, or `Err` with
+    /// what another thread published first.
+    pub(crate) fn publish_once<T>(&self, new: *mut T) -> Result<*mut T, *mut T> {
+        // AcqRel on success: releases what `new` points to; Acquire on
+        // failure: pairs with the winner's release.
+        self.0
+            .compare_exchange(std::ptr::null_mut(), new.cast(), Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| new)
+            .map_err(|p| p.cast())
+    }
 }
 
 impl Tracepoint {
@@ -146,6 +161,7 @@ impl Tracepoint {
             probes: Slot::empty(),
             filter: Slot::empty(),
             triggers: Slot::empty(),
+            described: Slot::empty(),
         }
     }
 

@@ -713,11 +713,10 @@ impl<'a> Event<'a> {
 
 /// The fields of `tp` as a reader of the trace sees them (the filter
 /// language type-checks against them): [`crate::view::described`], made
-/// once per tracepoint.
+/// once per tracepoint and kept in its `described` slot.
 pub(crate) fn described_fields(
     tp: &'static Tracepoint,
 ) -> Result<&'static tape_ctf_model::Struct, Error> {
-    static TABLE: Mutex<Vec<Option<&'static tape_ctf_model::Struct>>> = Mutex::new(Vec::new());
     let id = usize::from(tp.id());
     if !registry::tracepoints()
         .get(id)
@@ -728,11 +727,22 @@ pub(crate) fn described_fields(
             format!("tracepoint {} is not registered", tp.name()),
         ));
     }
-    let mut table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
-    if table.len() <= id {
-        table.resize(id + 1, None);
+    // Acquire: pairs with the release of `publish_once` below.
+    let mut p = tp.described.load::<tape_ctf_model::Struct>(Ordering::Acquire);
+    if p.is_null() {
+        let new = Box::into_raw(Box::new(crate::view::described(tp)));
+        p = match tp.described.publish_once(new) {
+            Ok(p) => p,
+            Err(first) => {
+                // SAFETY: `new` came from `Box::into_raw` just above and
+                // was not published (another thread's was first).
+                drop(unsafe { Box::from_raw(new) });
+                first
+            }
+        };
     }
-    // Leaked once per tracepoint: a description lives as long as its
-    // tracepoint, the whole process.
-    Ok(*table[id].get_or_insert_with(|| Box::leak(Box::new(crate::view::described(tp)))))
+    // SAFETY: a published description is never freed nor written again
+    // (the slot only goes from null to it, once), so it lives as long as
+    // the tracepoint, the whole process.
+    Ok(unsafe { &*p })
 }
