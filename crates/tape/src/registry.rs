@@ -444,6 +444,14 @@ pub(crate) enum Pattern {
 }
 
 impl Pattern {
+    /// The pattern as written (`/regex/` with its slashes).
+    pub(crate) fn text(&self) -> String {
+        match self {
+            Pattern::Exact(t) | Pattern::Glob(t) => t.clone(),
+            Pattern::Regex(r) => format!("/{r}/"),
+        }
+    }
+
     pub(crate) fn parse(p: &str) -> Pattern {
         if p.len() >= 2 && p.starts_with('/') && p.ends_with('/') {
             Pattern::Regex(p[1..p.len() - 1].to_owned())
@@ -553,6 +561,67 @@ pub fn select(pattern: &str) -> Result<Vec<&'static Tracepoint>, Error> {
 /// only, as ftrace's function commands (`func:traceoff:5`) fire at entry.
 pub(crate) fn select_for_trigger(pattern: &str) -> Result<Vec<&'static Tracepoint>, Error> {
     Pattern::parse(pattern).select_functions(false)
+}
+
+/// The tracepoint names nearest to `pattern` (its text without the glob
+/// or regex characters, against the same length of each name: the edit
+/// distance), at most `n`, nearest first; for messages about a pattern
+/// that matches nothing.
+pub fn nearest(pattern: &str, n: usize) -> Vec<&'static str> {
+    let text: Vec<char> = pattern
+        .trim_matches('/')
+        .chars()
+        .filter(|c| !matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '^' | '$' | '\\'))
+        .collect();
+    let distance = |name: &str| -> usize {
+        let name: Vec<char> = name.chars().collect();
+        // The name's prefixes around the text's length: a glob's text is
+        // a prefix (`myap.` for `myapp.work.start`).
+        let lens = text.len().saturating_sub(2)..=(text.len() + 2).min(name.len());
+        lens.map(|k| edits(&text, &name[..k.min(name.len())]))
+            .min()
+            .unwrap_or(usize::MAX)
+    };
+    let mut all: Vec<(usize, &'static str)> = tracepoints()
+        .iter()
+        .map(|p| (distance(p.name()), p.name()))
+        .collect();
+    all.sort();
+    let mut out: Vec<&'static str> = Vec::new();
+    for (d, name) in all {
+        // Beyond a third of the text, nothing is near.
+        if out.len() == n || d > text.len().div_ceil(3).max(1) {
+            break;
+        }
+        out.push(name);
+    }
+    out
+}
+
+/// Levenshtein's distance between `a` and `b`.
+fn edits(a: &[char], b: &[char]) -> usize {
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// The enable patterns applied so far (by `TAPE_TRACE`, the program or
+/// `tape ctl`) that select no tracepoint now, in the order applied.
+pub(crate) fn enabling_nothing() -> Vec<String> {
+    let history = control().clone();
+    history
+        .iter()
+        .filter(|(p, on)| *on && p.select().map_or(true, |v| v.is_empty()))
+        .map(|(p, _)| p.text())
+        .collect()
 }
 
 /// Enables by pattern: an exact name, a glob, or `/regex/`; returns how many

@@ -169,9 +169,23 @@ fn why_empty_with(lost: ring::Drops) -> String {
              variables)"
                 .into()
         }
-        0 => "no tracepoint is enabled (nothing is by default: set TAPE_TRACE, such as \
-              TAPE_TRACE='app.*', and call tape::init(), or call tape::enable_pattern())"
-            .into(),
+        0 => match registry::enabling_nothing().first() {
+            Some(p) => {
+                let near = registry::nearest(p, 3);
+                format!(
+                    "no tracepoint is enabled: the pattern {p:?} (TAPE_TRACE, or given to \
+                     tape) matches no tracepoint{}",
+                    if near.is_empty() {
+                        " (`tape list` lists them)".to_owned()
+                    } else {
+                        format!("; nearest: {}", near.join(", "))
+                    }
+                )
+            }
+            None => "no tracepoint is enabled (nothing is by default: set TAPE_TRACE, such as \
+                     TAPE_TRACE='app.*', and call tape::init(), or call tape::enable_pattern())"
+                .into(),
+        },
         n if !registry::tracing_on() => format!(
             "{n} tracepoint{} enabled, but tracing is off (`tape ctl PID on`, or \
              tape::registry::set_tracing(true))",

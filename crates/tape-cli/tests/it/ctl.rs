@@ -296,6 +296,18 @@ fn bad_commands_patterns_and_sizes_are_clear_errors() {
             "no tracepoint is named \"pipeline.nope\"",
         ),
         (&["enable", "pipeline.["], "bad glob pattern \"pipeline.[\""),
+        // A pattern that matches nothing is refused (ftrace's set_event
+        // says EINVAL), with the nearest names.
+        (
+            &["enable", "pipline.*"],
+            "no tracepoint matches \"pipline.*\" (nearest: pipeline.sink.done, \
+             pipeline.source.made, pipeline.worker.done; `tape ctl PID list` lists them)",
+        ),
+        (
+            &["enable", "pipeline.sorce.made"],
+            "no tracepoint is named \"pipeline.sorce.made\" (nearest: pipeline.source.made",
+        ),
+        (&["disable", "zzz.*"], "no tracepoint matches \"zzz.*\" (`tape ctl PID list`"),
         (&["disable", "/(/"], "bad regex pattern \"(\""),
         (&["list", "a", "b"], "`list` takes one pattern at most"),
         (&["buffer"], "`buffer` takes SIZE [PACKET]"),
@@ -784,4 +796,30 @@ fn tracing_callsites_follow_tape_ctl_in_a_running_program() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(recorded(&p), before, "still recording after disable");
     let _ = std::fs::remove_dir_all(&runtime);
+}
+
+/// `TAPE_TRACE` with a typo: the program ends saying that the pattern
+/// matched nothing and naming the nearest tracepoints (issue 38), not
+/// "set TAPE_TRACE" as if it were unset.
+#[test]
+fn a_trace_pattern_that_matches_nothing_is_named_with_the_nearest_names() {
+    let rt = runtime_dir("typo");
+    let out = Command::new(pipeline::binary())
+        .args(["--seconds", "1"])
+        .env("XDG_RUNTIME_DIR", &rt)
+        .env("TAPE_TRACE_DIR", rt.join("traces"))
+        .env("TAPE_SHM", "off")
+        .env("TAPE_TRACE", "pipline.*")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "tape: no trace saved: nothing was recorded: no tracepoint is enabled: the pattern \
+             \"pipline.*\" (TAPE_TRACE, or given to tape) matches no tracepoint; nearest: \
+             pipeline.sink.done, pipeline.source.made, pipeline.worker.done"
+        ),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&rt);
 }

@@ -12,7 +12,7 @@
 //! |------------------------------|--------------------------------|--------------------------------------------------------|
 //! | `status`                     | (the tracing directory)        | tracing on/off, mode, sizes, enabled events, rings, losses, paths |
 //! | `on` / `off`                 | `tracing_on`                   | record / stop recording, keeping what is enabled       |
-//! | `enable PATTERN...`          | `set_event`                    | enable names, globs, `/regex/`                         |
+//! | `enable PATTERN...`          | `set_event`                    | enable names, globs, `/regex/`; a pattern that matches nothing is an error naming the nearest names (ftrace: `EINVAL`) |
 //! | `disable PATTERN...`         | `set_event` (`!event`)         | disable them                                           |
 //! | `list [PATTERN]`             | `available_events`             | each tracepoint, its state and its fields              |
 //! | `buffer SIZE [PACKET]`       | `buffer_size_kb`               | ring and packet size of rings created from now on      |
@@ -318,15 +318,34 @@ fn set_events(on: bool, patterns: &[&str]) -> Result<String, Error> {
         )));
     }
     let parsed: Vec<Pattern> = patterns.iter().map(|p| Pattern::parse(p)).collect();
-    // Every pattern selects (or fails) before any applies.
-    for p in &parsed {
-        p.select().map_err(|e| match e.kind() {
-            ErrorKind::NotFound => Error::new(
-                ErrorKind::NotFound,
-                format!("{} (`tape ctl PID list` lists them)", e.message()),
-            ),
-            _ => e,
-        })?;
+    // Every pattern selects (or fails) before any applies; one that
+    // matches nothing is an error, as ftrace's `set_event` refuses an
+    // unknown event.
+    let hint = |text: &str| {
+        let near = registry::nearest(text, 3);
+        if near.is_empty() {
+            "(`tape ctl PID list` lists them)".to_owned()
+        } else {
+            format!("(nearest: {}; `tape ctl PID list` lists them)", near.join(", "))
+        }
+    };
+    for (p, text) in parsed.iter().zip(patterns) {
+        match p.select() {
+            Ok(v) if v.is_empty() => {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!("no tracepoint matches {text:?} {}", hint(text)),
+                ))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!("{} {}", e.message(), hint(text)),
+                ))
+            }
+            Err(e) => return Err(e),
+        }
     }
     let mut out = String::new();
     for (p, text) in parsed.iter().zip(patterns) {
