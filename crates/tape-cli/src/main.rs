@@ -12,7 +12,7 @@
 //!   (shared by default) to a trace on disk (`tape::record`); `tape pipe PID`
 //!   prints its events as they come (`pipe.rs`); `tape recover
 //!   PID|DIR` rebuilds the trace of one that died (`tape::recover`), `tape
-//!   ps --dead` lists those, `tape recover --clean` removes them.
+//!   ps --dead` lists those, `tape recover --clean PID|--all` removes them.
 //!
 //! One file per subcommand (`show.rs`, `graph.rs`, `profile.rs`,
 //! `stats.rs`, `check.rs`, `export.rs`, `ctl.rs` with `ps`, `pipe.rs`,
@@ -236,10 +236,14 @@ enum Command {
         /// The trace to write (default: `<program>-recovered-<pid>` here).
         #[arg(short, long, value_name = "DIR")]
         output: Option<PathBuf>,
-        /// Remove the rings' directory instead: of TARGET, or of every
-        /// dead process.
+        /// Remove the rings' directory instead: of TARGET, or with --all
+        /// of every dead process of this user.
         #[arg(long)]
         clean: bool,
+        /// With --clean: every dead process's rings (without it, --clean
+        /// needs a TARGET).
+        #[arg(long, requires = "clean", conflicts_with = "target")]
+        all: bool,
     },
     /// Print a running process's events as they come (from its shared
     /// rings), in time order across threads, each once: ftrace's
@@ -378,7 +382,8 @@ fn main() -> ExitCode {
             target,
             output,
             clean,
-        } => recover::recover(target, output, clean),
+            all,
+        } => recover::recover(target, output, clean, all),
         Command::Record {
             target,
             output,

@@ -7,16 +7,27 @@ use std::time::SystemTime;
 
 use crate::{output_error, Failure};
 
-/// `tape recover [TARGET] [-o OUT]`, `tape recover --clean [TARGET]`.
+/// `tape recover [TARGET] [-o OUT]`, `tape recover --clean TARGET|--all`.
 pub(crate) fn recover(
     target: Option<String>,
     output: Option<PathBuf>,
     clean: bool,
+    all: bool,
 ) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     if clean {
         let dirs = match &target {
             Some(t) => vec![tape::recover::find(t).map_err(|e| e.to_string())?],
+            // Every dead process's rings, other programs' too: only when
+            // asked for by name (issue 38).
+            None if !all => {
+                return Err(Failure::Error(
+                    "tape recover --clean: name the dead process whose rings to remove (its \
+                     pid, or its rings' directory: `tape ps --dead` lists them), or give --all \
+                     to remove every dead process's rings of this user"
+                        .into(),
+                ))
+            }
             None => tape::recover::ring_dirs()
                 .map_err(|e| e.to_string())?
                 .into_iter()

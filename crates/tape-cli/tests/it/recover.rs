@@ -205,8 +205,20 @@ fn dead_processes_are_listed_cleaned_and_a_running_one_refused() {
         .unwrap()
         .as_secs_f64();
     assert!((now - secs).abs() < 60.0, "{last} vs now {now}");
+    // `--clean` alone removes nothing: it needs the process or --all.
+    let refused = tape(&["recover", "--clean"], &base);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains(
+            "tape recover --clean: name the dead process whose rings to remove (its pid, or its \
+             rings' directory: `tape ps --dead` lists them), or give --all"
+        ),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert!(dir.exists());
     // Cleaned: gone, and no longer listed.
-    let clean = tape(&["recover", "--clean"], &base);
+    let clean = tape(&["recover", "--clean", "--all"], &base);
     assert!(clean.status.success(), "{}", text(&clean.stderr));
     assert!(text(&clean.stdout).contains(dir.to_str().unwrap()));
     assert!(!dir.exists());
