@@ -8,6 +8,12 @@ mod support;
 
 use tracing_subscriber::layer::SubscriberExt;
 
+/// The two tests share the process's rings: a save frees the rings of
+/// threads that exited before it (their events are in that trace), so
+/// one test's save could take the other's exited threads. They run one
+/// after the other.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 struct Late(tracing::Dispatch);
 
 impl Drop for Late {
@@ -25,6 +31,7 @@ thread_local! {
 
 #[test]
 fn threads_exit_with_spans_open_and_trace_from_their_destructors() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = support::tape_in("hostile");
     tape::enable_pattern("tracing.h.*").unwrap();
     let dispatch =
@@ -71,6 +78,7 @@ fn threads_exit_with_spans_open_and_trace_from_their_destructors() {
 /// the cut mark.
 #[test]
 fn what_the_layer_cannot_record_is_counted_in_the_trace() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = support::tape_in("lost");
     tape::enable_pattern("tracing.lost.*").unwrap();
     let dispatch =
