@@ -43,4 +43,3 @@ pub mod output;
 
 pub use metadata::parse::{parse_metadata, ParseError, Parsed};
 pub use metadata::validate::validate;
-

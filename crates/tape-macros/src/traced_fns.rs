@@ -60,7 +60,9 @@ impl Parse for TracedOptions {
 
 /// The options of a `#[traced(..)]` among `attrs`, removed (a method of a
 /// traced `impl` that asks for arguments or its return value).
-pub(crate) fn take_traced_options(attrs: &mut Vec<Attribute>) -> syn::Result<Option<TracedOptions>> {
+pub(crate) fn take_traced_options(
+    attrs: &mut Vec<Attribute>,
+) -> syn::Result<Option<TracedOptions>> {
     let Some(i) = attrs.iter().position(|a| {
         a.path()
             .segments

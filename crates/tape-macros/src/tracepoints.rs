@@ -516,7 +516,11 @@ pub(crate) fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
 /// the event if enabled (through its filter, if it has one), fires its
 /// triggers, then calls the probes (which a filter does not concern). `extra` and `tp`
 /// are the class's tracepoint parameter and the tracepoint expression.
-pub(crate) fn hit_fn(args: &[(Ident, Type)], extra: TokenStream2, tp: TokenStream2) -> TokenStream2 {
+pub(crate) fn hit_fn(
+    args: &[(Ident, Type)],
+    extra: TokenStream2,
+    tp: TokenStream2,
+) -> TokenStream2 {
     let (names, tys) = split_args(args);
     let refs: Vec<TokenStream2> = names.iter().map(|n| quote!(&#n)).collect();
     let payload = payload_tuple_of(&refs);
@@ -622,4 +626,3 @@ mod tests {
         }
     }
 }
-

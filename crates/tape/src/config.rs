@@ -488,7 +488,6 @@ pub fn init() -> Result<Guard, Error> {
     Config::from_env()?.init()
 }
 
-
 /// Guards alive and armed: `exit()` saves when there is one
 /// ([`save_at_process_exit`]). Relaxed: a count, read at exit.
 static ARMED_GUARDS: AtomicUsize = AtomicUsize::new(0);

@@ -135,10 +135,14 @@ fn stream_lines(b: &[u8], clock: &Clock) -> Vec<Line> {
     let mut packet = 0usize;
     while packet < b.len() {
         let Some(p) = b.get(packet..) else { break };
-        let Some(head) = PacketHead::read(p) else { break };
+        let Some(head) = PacketHead::read(p) else {
+            break;
+        };
         let (tid, thread) = (head.tid, head.thread_name.to_owned());
         let events_at = PacketHead::size(head.thread_name);
-        let content = usize::try_from(head.content_bits / 8).unwrap_or(usize::MAX).min(p.len());
+        let content = usize::try_from(head.content_bits / 8)
+            .unwrap_or(usize::MAX)
+            .min(p.len());
         let size = usize::try_from(head.packet_bits / 8).unwrap_or(0);
         let mut at = events_at;
         while at < content {
@@ -152,7 +156,10 @@ fn stream_lines(b: &[u8], clock: &Clock) -> Vec<Line> {
                     lines.push(Line {
                         ns,
                         tid,
-                        text: format!("{:>16}-{:<7} <{why}: the rest of this packet is not shown>", thread, tid),
+                        text: format!(
+                            "{:>16}-{:<7} <{why}: the rest of this packet is not shown>",
+                            thread, tid
+                        ),
                     });
                     break;
                 }
@@ -167,8 +174,16 @@ fn stream_lines(b: &[u8], clock: &Clock) -> Vec<Line> {
 }
 
 /// The event at `at`: its line and where the next event starts.
-fn event_line(p: &[u8], at: usize, clock: &Clock, tid: u32, thread: &str) -> Result<(Line, usize), String> {
-    let id = word::<2>(p, at).map(u16::from_ne_bytes).ok_or("an event cut short")?;
+fn event_line(
+    p: &[u8],
+    at: usize,
+    clock: &Clock,
+    tid: u32,
+    thread: &str,
+) -> Result<(Line, usize), String> {
+    let id = word::<2>(p, at)
+        .map(u16::from_ne_bytes)
+        .ok_or("an event cut short")?;
     let ts = u64_at(p, at + 2).ok_or("an event cut short")?;
     let tp = crate::registry::tracepoints()
         .get(usize::from(id))
@@ -176,7 +191,8 @@ fn event_line(p: &[u8], at: usize, clock: &Clock, tid: u32, thread: &str) -> Res
         .ok_or_else(|| format!("event id {id}: a tracepoint this binary does not have"))?;
     let fields = crate::view::described(tp);
     let mut sink = ValueSink::default();
-    let used = crate::view::decode(&fields, &p[at + 10..], &mut sink).map_err(|e| format!("{}: {e}", tp.name()))?;
+    let used = crate::view::decode(&fields, &p[at + 10..], &mut sink)
+        .map_err(|e| format!("{}: {e}", tp.name()))?;
     let values = match sink.scopes.pop() {
         Some(Value::Struct(f)) => f,
         _ => Vec::new(),
@@ -185,7 +201,13 @@ fn event_line(p: &[u8], at: usize, clock: &Clock, tid: u32, thread: &str) -> Res
     let mut text = String::new();
     let _ = write!(text, "{thread:>16}-{tid:<7} ");
     let us = (ns + 500).div_euclid(1000);
-    let _ = write!(text, "{:>5}.{:06}: {}: ", us.div_euclid(1_000_000), us.rem_euclid(1_000_000), tp.name());
+    let _ = write!(
+        text,
+        "{:>5}.{:06}: {}: ",
+        us.div_euclid(1_000_000),
+        us.rem_euclid(1_000_000),
+        tp.name()
+    );
     match tp.desc().format {
         Some(f) => formatted(&mut text, f, &values),
         None => pairs(&mut text, &values),
@@ -249,7 +271,11 @@ fn text(v: &Value, spec: &str) -> String {
         } else {
             n.to_string()
         };
-        let width: String = spec.trim_start_matches('#').chars().filter(char::is_ascii_digit).collect();
+        let width: String = spec
+            .trim_start_matches('#')
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect();
         match width.parse::<usize>() {
             Ok(w) if width.starts_with('0') => format!("{digits:0>w$}"),
             Ok(w) => format!("{digits:>w$}"),
@@ -291,11 +317,24 @@ mod tests {
             ("flags".to_owned(), Value::UInt(255, Base::Decimal)),
             ("comm".to_owned(), Value::Str("bash".into())),
             ("_ids_len".to_owned(), Value::UInt(2, Base::Decimal)),
-            ("kind".to_owned(), Value::Enum { value: 1, labels: vec!["Checksum".into()] }),
+            (
+                "kind".to_owned(),
+                Value::Enum {
+                    value: 1,
+                    labels: vec!["Checksum".into()],
+                },
+            ),
         ];
         let mut s = String::new();
-        formatted(&mut s, "pid={pid:05} flags={flags:#x} comm={comm} kind={kind} {nope}", &values);
-        assert_eq!(s, "pid=00042 flags=0xff comm=bash kind=Checksum <no field nope>");
+        formatted(
+            &mut s,
+            "pid={pid:05} flags={flags:#x} comm={comm} kind={kind} {nope}",
+            &values,
+        );
+        assert_eq!(
+            s,
+            "pid=00042 flags=0xff comm=bash kind=Checksum <no field nope>"
+        );
         let mut s = String::new();
         pairs(&mut s, &values);
         assert_eq!(s, "pid=42 flags=255 comm=bash kind=Checksum");

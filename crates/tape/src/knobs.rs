@@ -104,7 +104,11 @@ fn default_packet(buffer: usize) -> usize {
     (buffer / 16).clamp(4096, 1 << 20).min(buffer / 2)
 }
 
-pub(crate) fn check_geometry(buffer: usize, packet: Option<usize>, what: &str) -> Result<usize, Error> {
+pub(crate) fn check_geometry(
+    buffer: usize,
+    packet: Option<usize>,
+    what: &str,
+) -> Result<usize, Error> {
     let p = packet.unwrap_or_else(|| default_packet(buffer));
     if buffer < 2 * MIN_PACKET_SIZE
         || p < MIN_PACKET_SIZE

@@ -22,7 +22,9 @@
 //! size, its writer and its reader ([`PacketHead`]) all follow that list.
 
 use tape_ctf_model::LOSS_CAUSES;
-use tape_ctf_model::{ByteOrder, EnvValue, EventClass, Field, Integer, StreamClass, Struct, Trace, Type};
+use tape_ctf_model::{
+    ByteOrder, EnvValue, EventClass, Field, Integer, StreamClass, Struct, Trace, Type,
+};
 
 use crate::knobs;
 use crate::registry;

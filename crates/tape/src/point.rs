@@ -146,7 +146,12 @@ impl Slot {
         // AcqRel on success: releases what `new` points to; Acquire on
         // failure: pairs with the winner's release.
         self.0
-            .compare_exchange(std::ptr::null_mut(), new.cast(), Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                std::ptr::null_mut(),
+                new.cast(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
             .map(|_| new)
             .map_err(|p| p.cast())
     }

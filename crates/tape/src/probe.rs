@@ -728,7 +728,9 @@ pub(crate) fn described_fields(
         ));
     }
     // Acquire: pairs with the release of `publish_once` below.
-    let mut p = tp.described.load::<tape_ctf_model::Struct>(Ordering::Acquire);
+    let mut p = tp
+        .described
+        .load::<tape_ctf_model::Struct>(Ordering::Acquire);
     if p.is_null() {
         let new = Box::into_raw(Box::new(crate::view::described(tp)));
         p = match tp.described.publish_once(new) {

@@ -489,11 +489,7 @@ impl Pattern {
         let keep = |p: &Tracepoint, matches: &dyn Fn(&str) -> bool| {
             let function = function_of(p.name());
             let by_function = function.is_some_and(matches);
-            if !exits
-                && by_function
-                && (p.name().ends_with(EXIT)
-                    || p.name().ends_with(RET))
-            {
+            if !exits && by_function && (p.name().ends_with(EXIT) || p.name().ends_with(RET)) {
                 return false;
             }
             matches(p.name()) || by_function

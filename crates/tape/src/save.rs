@@ -65,8 +65,8 @@ use tape_ctf_model::{EnvValue, Trace};
 use crate::metadata::{Counts, PacketHead};
 use crate::sys::{local_date, new_uuid, program_name, sanitize, truncate_utf8};
 
-use crate::knobs;
 use crate::error::{Error, ErrorKind};
+use crate::knobs;
 use crate::registry;
 use crate::ring::{self, CopyError, PacketMeta, Ring};
 

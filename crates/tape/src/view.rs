@@ -75,7 +75,11 @@ fn shown(name: &str) -> &str {
 /// `sink`, as one struct; returns the bytes taken. An error names the
 /// field and the byte where the event ends too early or is not what its
 /// description says.
-pub(crate) fn decode<S: Sink>(fields: &Struct, bytes: &[u8], sink: &mut S) -> Result<usize, String> {
+pub(crate) fn decode<S: Sink>(
+    fields: &Struct,
+    bytes: &[u8],
+    sink: &mut S,
+) -> Result<usize, String> {
     let mut w = Walk { bytes, at: 0 };
     w.strukt(fields, sink, 0)?;
     Ok(w.at)
@@ -119,7 +123,10 @@ impl Walk<'_> {
 
     fn int(&mut self, i: &Integer, what: &str) -> Result<Int, String> {
         if i.size == 0 || i.size > 64 || i.size % 8 != 0 {
-            return Err(format!("{what}: an integer of {} bits is not tape's", i.size));
+            return Err(format!(
+                "{what}: an integer of {} bits is not tape's",
+                i.size
+            ));
         }
         let n = (i.size / 8) as usize;
         let b = self.take(n, what)?;
@@ -222,19 +229,30 @@ impl Walk<'_> {
                 let n = match find(length) {
                     Some((_, Int::U(n), _)) => *n,
                     Some((_, Int::S(n), _)) if *n >= 0 => *n as u64,
-                    _ => return Err(format!("{name}: its length {length} is not an earlier field")),
+                    _ => {
+                        return Err(format!(
+                            "{name}: its length {length} is not an earlier field"
+                        ))
+                    }
                 };
                 self.elements(element, n, name, sink, depth)?;
                 Ok(None)
             }
             Type::Variant { tag, options } => {
                 let Some((_, v, Some(e))) = find(tag) else {
-                    return Err(format!("{name}: its tag {tag} is not an earlier enumeration"));
+                    return Err(format!(
+                        "{name}: its tag {tag} is not an earlier enumeration"
+                    ));
                 };
                 let label = e.labels(v.as_i128()).next().unwrap_or("");
-                let Some(option) = options.iter().find(|o| shown(&o.name) == label || o.name == label)
+                let Some(option) = options
+                    .iter()
+                    .find(|o| shown(&o.name) == label || o.name == label)
                 else {
-                    return Err(format!("{name}: no option for the tag's value {}", v.as_i128()));
+                    return Err(format!(
+                        "{name}: no option for the tag's value {}",
+                        v.as_i128()
+                    ));
                 };
                 sink.variant(shown(&option.name));
                 self.value(&option.ty, &option.name, &[], sink, depth + 1)?;
@@ -264,7 +282,8 @@ impl Walk<'_> {
                 return Ok(());
             }
         }
-        if n > self.bytes.len() as u64 && !matches!(element, Type::Struct(s) if s.fields.is_empty()) {
+        if n > self.bytes.len() as u64 && !matches!(element, Type::Struct(s) if s.fields.is_empty())
+        {
             return Err(format!(
                 "{name}: {n} elements cannot fit in the event's {} bytes",
                 self.bytes.len()
@@ -297,7 +316,17 @@ mod tests {
         let names: Vec<&str> = fields.fields.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(
             names,
-            ["port", "delta", "ratio", "ifname", "__ids_len", "ids", "__tag_tag", "tag", "_align"]
+            [
+                "port",
+                "delta",
+                "ratio",
+                "ifname",
+                "__ids_len",
+                "ids",
+                "__tag_tag",
+                "tag",
+                "_align"
+            ]
         );
         let payload = (3u16, -7i32, 0.5f64, "eth0", &[9u32, 10][..], Some(4u8), 1u8);
         let bytes = crate::field::with_encoded::<256, _, _>(&payload, |b| b.to_vec()).unwrap();
@@ -316,7 +345,10 @@ mod tests {
             got[5],
             (
                 "ids",
-                &Value::Array(vec![Value::UInt(9, Base::Decimal), Value::UInt(10, Base::Decimal)])
+                &Value::Array(vec![
+                    Value::UInt(9, Base::Decimal),
+                    Value::UInt(10, Base::Decimal)
+                ])
             )
         );
         assert_eq!(got[7].0, "tag");

@@ -307,7 +307,10 @@ fn bad_commands_patterns_and_sizes_are_clear_errors() {
             &["enable", "pipeline.sorce.made"],
             "no tracepoint is named \"pipeline.sorce.made\" (nearest: pipeline.source.made",
         ),
-        (&["disable", "zzz.*"], "no tracepoint matches \"zzz.*\" (`tape ctl PID list`"),
+        (
+            &["disable", "zzz.*"],
+            "no tracepoint matches \"zzz.*\" (`tape ctl PID list`",
+        ),
         (&["disable", "/(/"], "bad regex pattern \"(\""),
         (&["list", "a", "b"], "`list` takes one pattern at most"),
         (&["buffer"], "`buffer` takes SIZE [PACKET]"),

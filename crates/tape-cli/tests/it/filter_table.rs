@@ -7,8 +7,8 @@
 //! in `tape/tests/filters.rs`. Invalid expressions get the same reason and
 //! caret from `tape ctl` and from `tape show`.
 
-use crate::pipeline;
 use crate::filter_table_rows as table;
+use crate::pipeline;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;

@@ -98,4 +98,3 @@ fn cycles_ns(freq: u64, x: i128) -> i128 {
         ns as i128
     }
 }
-

@@ -32,7 +32,6 @@ use std::sync::Arc;
 use crate::decode::DecodeError;
 use crate::{Base, ByteOrder, Encoding, Enum, Struct, Type};
 
-
 /// Well-known slots.
 pub(crate) const SLOT_MAGIC: usize = 0;
 pub(crate) const SLOT_STREAM_ID: usize = 1;

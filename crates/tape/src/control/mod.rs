@@ -37,8 +37,8 @@ pub use crate::ring::threads;
 
 use std::fmt::Write as _;
 
-use crate::knobs::{self, Mode};
 use crate::error::{Error, ErrorKind};
+use crate::knobs::{self, Mode};
 use crate::registry::{self, Pattern};
 
 /// The commands, for help and error messages.
@@ -326,7 +326,10 @@ fn set_events(on: bool, patterns: &[&str]) -> Result<String, Error> {
         if near.is_empty() {
             "(`tape ctl PID list` lists them)".to_owned()
         } else {
-            format!("(nearest: {}; `tape ctl PID list` lists them)", near.join(", "))
+            format!(
+                "(nearest: {}; `tape ctl PID list` lists them)",
+                near.join(", ")
+            )
         }
     };
     for (p, text) in parsed.iter().zip(patterns) {

@@ -3,14 +3,12 @@
 //! constant's range), and made into comparisons over the payload's bytes,
 //! most of them "fast" (a fixed offset and a load), and a program of jumps.
 
-
 use tape_ctf_model::{Struct, Type};
 
 use super::layout::{fixed_offset, shape_of_struct, sibling, Go, Shape, MAX_MEMBERS};
 use super::parse::{parse, Expr, Literal, Op, Step, MAX_DEPTH};
 use crate::error::{Error, ErrorKind};
 use crate::point::Tracepoint;
-
 
 /// What a comparison reads at the end of its path.
 #[derive(Clone, Debug)]

@@ -70,8 +70,8 @@ mod wakeup;
 
 pub use crate::__latency_section as section;
 pub use section::{Section, Site};
-pub use tracker::{Kind, QUEUE};
 use tracker::{take, Slot, Taken, Tracker, NEXT, ON, THRESH, THRESH_NS};
+pub use tracker::{Kind, QUEUE};
 pub use wakeup::{pair_stats, remove_wakeup, wakeup, PairStats};
 
 use std::collections::{HashMap, VecDeque};

@@ -211,4 +211,3 @@ pub(super) fn take(n: u64) -> Slot {
         from_tid: taken.3 as u32,
     })
 }
-

@@ -23,9 +23,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use super::tracker::{Kind, Tracker, ON};
 use crate::error::{Error, ErrorKind};
 use crate::filter::Key;
-use super::tracker::{Kind, Tracker, ON};
 use crate::probe::{Event, Probe};
 use crate::registry;
 

@@ -127,14 +127,16 @@ pub(crate) mod snapshot;
 pub(crate) mod stats;
 pub mod threads;
 
-pub(crate) use buffer::Ring;
 pub use buffer::Drops;
-pub(crate) use emit::{emit_if, emit_tested, with_current};
+pub(crate) use buffer::Ring;
 pub use emit::{emit, try_emit};
+pub(crate) use emit::{emit_if, emit_tested, with_current};
 pub(crate) use lifecycle::has_ring;
 pub use lifecycle::register_thread;
-pub(crate) use list::{release_saved, rejected, rings, with_rings_for_crash};
+pub(crate) use list::{rejected, release_saved, rings, with_rings_for_crash};
 pub use list::{set_mode, MAX_EXITED_RINGS};
-pub(crate) use outside::{lost_outside_rings, DROPPED_NO_MEMORY, DROPPED_NO_RING, EVENTS_LOST_EXITED};
+pub(crate) use outside::{
+    lost_outside_rings, DROPPED_NO_MEMORY, DROPPED_NO_RING, EVENTS_LOST_EXITED,
+};
 pub(crate) use snapshot::{CopyError, PacketMeta, StreamStop, CLAIM_PATIENCE};
 pub use stats::{stats, Stats, ThreadStats};

@@ -29,15 +29,30 @@ use std::path::{Path, PathBuf};
 
 /// The floors, bottom first: a module's first path segment names its floor.
 const FLOORS: &[(&str, &[&str])] = &[
-    ("base", &["error", "sys", "knobs", "clock", "field", "losses"]),
+    (
+        "base",
+        &["error", "sys", "knobs", "clock", "field", "losses"],
+    ),
     ("model", &["point", "registry", "hooks"]),
     ("schema", &["metadata", "template", "view"]),
     ("storage", &["ring", "save"]),
     (
         "features",
-        &["probe", "filter", "trigger", "traced", "latency", "printk", "snapshot"],
+        &[
+            "probe", "filter", "trigger", "traced", "latency", "printk", "snapshot",
+        ],
     ),
-    ("control", &["config", "control", "crash", "dump_text", "recover", "record"]),
+    (
+        "control",
+        &[
+            "config",
+            "control",
+            "crash",
+            "dump_text",
+            "recover",
+            "record",
+        ],
+    ),
     ("top", &[""]),
 ];
 
@@ -88,7 +103,10 @@ fn tokens(src: &str) -> Vec<(Tok, usize)> {
                     i += 1;
                 }
             }
-        } else if c == 'r' && (next == Some('"') || next == Some('#')) && raw_string(&b, i).is_some() {
+        } else if c == 'r'
+            && (next == Some('"') || next == Some('#'))
+            && raw_string(&b, i).is_some()
+        {
             let end = raw_string(&b, i).unwrap();
             line += b[i..end].iter().filter(|&&c| c == '\n').count();
             i = end;
@@ -164,7 +182,12 @@ fn raw_string(b: &[char], i: usize) -> Option<usize> {
 
 /// The paths of a `use` tree starting at `toks[i]`, each with `prefix`
 /// before it; returns the index after the tree.
-fn use_tree(toks: &[(Tok, usize)], mut i: usize, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+fn use_tree(
+    toks: &[(Tok, usize)],
+    mut i: usize,
+    prefix: &[String],
+    out: &mut Vec<Vec<String>>,
+) -> usize {
     let mut path = prefix.to_vec();
     loop {
         match toks.get(i).map(|t| &t.0) {
@@ -264,10 +287,18 @@ fn uses(src: &Path) -> Vec<Use> {
         for (i, w) in toks.windows(3).enumerate() {
             if let (Tok::Ident(e), true) = (&w[0].0, toks[..i].len() > 0) {
                 if e == "macro_export" {
-                    if let Some(name) = toks[i..].windows(3).find_map(|w| match (&w[0].0, &w[1].0, &w[2].0) {
-                        (Tok::Ident(m), Tok::Punct('!'), Tok::Ident(name)) if m == "macro_rules" => Some(name.clone()),
-                        _ => None,
-                    }) {
+                    if let Some(name) =
+                        toks[i..]
+                            .windows(3)
+                            .find_map(|w| match (&w[0].0, &w[1].0, &w[2].0) {
+                                (Tok::Ident(m), Tok::Punct('!'), Tok::Ident(name))
+                                    if m == "macro_rules" =>
+                                {
+                                    Some(name.clone())
+                                }
+                                _ => None,
+                            })
+                    {
                         macros.insert(name, module_of(src, f));
                     }
                 }
@@ -283,7 +314,9 @@ fn uses(src: &Path) -> Vec<Use> {
         let children: BTreeSet<String> = toks
             .windows(3)
             .filter_map(|w| match (&w[0].0, &w[1].0, &w[2].0) {
-                (Tok::Ident(m), Tok::Ident(name), Tok::Punct(';')) if m == "mod" => Some(name.clone()),
+                (Tok::Ident(m), Tok::Ident(name), Tok::Punct(';')) if m == "mod" => {
+                    Some(name.clone())
+                }
                 _ => None,
             })
             .collect();
@@ -293,7 +326,11 @@ fn uses(src: &Path) -> Vec<Use> {
         let mut i = 0;
         while i < toks.len() {
             let (tok, line) = (&toks[i].0, toks[i].1);
-            let here: Vec<String> = module.iter().cloned().chain(inline.iter().map(|(m, _)| m.clone())).collect();
+            let here: Vec<String> = module
+                .iter()
+                .cloned()
+                .chain(inline.iter().map(|(m, _)| m.clone()))
+                .collect();
             let prev_is_path = i > 0 && toks[i - 1].0 == Tok::Path;
             let prev_is_dollar = i > 0 && toks[i - 1].0 == Tok::Punct('$');
             let mut paths = Vec::new();
@@ -312,7 +349,9 @@ fn uses(src: &Path) -> Vec<Use> {
                     continue;
                 }
                 Tok::Ident(k) if k == "mod" => {
-                    if let (Some((Tok::Ident(name), _)), Some((Tok::Punct('{'), _))) = (toks.get(i + 1), toks.get(i + 2)) {
+                    if let (Some((Tok::Ident(name), _)), Some((Tok::Punct('{'), _))) =
+                        (toks.get(i + 1), toks.get(i + 2))
+                    {
                         inline.push((name.clone(), depth + 1));
                     }
                     i += 1;
@@ -326,7 +365,11 @@ fn uses(src: &Path) -> Vec<Use> {
                     if !prev_is_path
                         && !prev_is_dollar
                         && toks.get(i + 1).is_some_and(|t| t.0 == Tok::Path)
-                        && (k == "crate" || k == "tape" || k == "super" || k == "self" || children.contains(k)) =>
+                        && (k == "crate"
+                            || k == "tape"
+                            || k == "super"
+                            || k == "self"
+                            || children.contains(k)) =>
                 {
                     let mut p = Vec::new();
                     let mut j = i;
@@ -355,7 +398,11 @@ fn uses(src: &Path) -> Vec<Use> {
                     _ => landing(src, &abs),
                 };
                 if to != module {
-                    all.push(Use { from: module.clone(), line, to });
+                    all.push(Use {
+                        from: module.clone(),
+                        line,
+                        to,
+                    });
                 }
             }
         }
@@ -365,7 +412,12 @@ fn uses(src: &Path) -> Vec<Use> {
 
 /// A path made absolute from the module `here` (the file `module`, inside
 /// its inline modules), or `None` for a path outside the crate.
-fn absolute(p: &[String], here: &[String], module: &[String], children: &BTreeSet<String>) -> Option<Vec<String>> {
+fn absolute(
+    p: &[String],
+    here: &[String],
+    module: &[String],
+    children: &BTreeSet<String>,
+) -> Option<Vec<String>> {
     let first = p.first()?;
     let mut base: Vec<String>;
     let mut rest = &p[..];
@@ -411,17 +463,31 @@ fn each_file_uses_only_its_floor_and_those_below_and_no_circle() {
     for f in &files {
         let m = module_of(&src, f);
         if floor(&m).is_none() {
-            problems.push(format!("{}: on no floor: add its module to FLOORS", f.display()));
+            problems.push(format!(
+                "{}: on no floor: add its module to FLOORS",
+                f.display()
+            ));
         }
     }
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for u in &uses {
         let (a, b) = (floor(&u.from), floor(&u.to));
         let file = file_of(&src, &u.from).unwrap();
-        let rel = file.strip_prefix(src.ancestors().nth(3).unwrap()).unwrap().display().to_string();
+        let rel = file
+            .strip_prefix(src.ancestors().nth(3).unwrap())
+            .unwrap()
+            .display()
+            .to_string();
         let floor_name = |f: Option<usize>| f.map_or("none", |f| FLOORS[f].0);
         if print {
-            println!("{rel}:{} {} ({}) -> {} ({})", u.line, name(&u.from), floor_name(a), name(&u.to), floor_name(b));
+            println!(
+                "{rel}:{} {} ({}) -> {} ({})",
+                u.line,
+                name(&u.from),
+                floor_name(a),
+                name(&u.to),
+                floor_name(b)
+            );
         }
         if let (Some(a), Some(b)) = (a, b) {
             if b > a {
@@ -438,9 +504,18 @@ fn each_file_uses_only_its_floor_and_those_below_and_no_circle() {
         edges.entry(name(&u.from)).or_default().insert(name(&u.to));
     }
     // Sanity: the scan sees uses it must (an empty graph passes everything).
-    assert!(edges.get("save").is_some_and(|t| t.contains("ring")), "{edges:?}");
-    assert!(edges.get("ring::emit").is_some_and(|t| t.contains("point")), "{edges:?}");
-    assert!(edges.get("lib").is_some_and(|t| t.contains("config")), "{edges:?}");
+    assert!(
+        edges.get("save").is_some_and(|t| t.contains("ring")),
+        "{edges:?}"
+    );
+    assert!(
+        edges.get("ring::emit").is_some_and(|t| t.contains("point")),
+        "{edges:?}"
+    );
+    assert!(
+        edges.get("lib").is_some_and(|t| t.contains("config")),
+        "{edges:?}"
+    );
     // No circle: a use `from -> to` where `to` reaches back to `from`.
     for (from, tos) in &edges {
         for to in tos {
@@ -449,11 +524,20 @@ fn each_file_uses_only_its_floor_and_those_below_and_no_circle() {
             }
         }
     }
-    assert!(problems.is_empty(), "{} against the layout:\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} against the layout:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }
 
 /// A path of uses from `a` to `b`, if there is one.
-fn path_between(edges: &BTreeMap<String, BTreeSet<String>>, a: &str, b: &str) -> Option<Vec<String>> {
+fn path_between(
+    edges: &BTreeMap<String, BTreeSet<String>>,
+    a: &str,
+    b: &str,
+) -> Option<Vec<String>> {
     let mut came: BTreeMap<String, String> = BTreeMap::new();
     let mut todo = std::collections::VecDeque::from([a.to_owned()]);
     let mut seen = BTreeSet::from([a.to_owned()]);
@@ -486,9 +570,18 @@ fn the_scanner_reads_uses_as_rustc_does() {
     assert_eq!(
         paths,
         vec![
-            vec!["crate", "a", "self"].into_iter().map(String::from).collect::<Vec<_>>(),
-            vec!["crate", "a", "B"].into_iter().map(String::from).collect(),
-            vec!["crate", "c", "d"].into_iter().map(String::from).collect(),
+            vec!["crate", "a", "self"]
+                .into_iter()
+                .map(String::from)
+                .collect::<Vec<_>>(),
+            vec!["crate", "a", "B"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            vec!["crate", "c", "d"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
         ]
     );
     assert_eq!(toks[end].0, Tok::Punct(';'));
@@ -500,6 +593,13 @@ fn the_scanner_reads_uses_as_rustc_does() {
         })
         .collect();
     assert!(!idents.contains(&"x") || idents.contains(&"f"));
-    assert!(!idents.contains(&"y") && !idents.contains(&"z"), "{idents:?}");
-    assert_eq!(idents.iter().filter(|s| **s == "crate").count(), 2, "{idents:?}");
+    assert!(
+        !idents.contains(&"y") && !idents.contains(&"z"),
+        "{idents:?}"
+    );
+    assert_eq!(
+        idents.iter().filter(|s| **s == "crate").count(),
+        2,
+        "{idents:?}"
+    );
 }

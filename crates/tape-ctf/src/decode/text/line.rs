@@ -48,14 +48,13 @@
 //! or odd in any way: the caller then cuts the text back and runs the
 //! general plan, which gives the same text or the exact error.
 
-pub use super::buf::{delta_into, Lit, TextBuf};
-use super::buf::NO_TEXT;
 #[cfg(test)]
 use super::buf::eight;
+use super::buf::NO_TEXT;
+pub use super::buf::{delta_into, Lit, TextBuf};
 use super::value::{text_bits, text_enum, text_float, text_string_body};
 use crate::decode::plan::{self, Bits, IntOp, IntVal, Op, ScopePlan, State};
 use crate::ByteOrder;
-
 
 /// Appends the text (between its quotes) of the NUL-terminated string
 /// that starts `rest`, and returns its length; `None` when `rest` has no
