@@ -290,16 +290,19 @@ impl<'a> PacketHead<'a> {
             + LOSS_CAUSES.len() * 8
     }
 
-    fn u64_of(&self, name: &str) -> u64 {
-        match name {
-            "timestamp_begin" => self.ts_begin,
-            "timestamp_end" => self.ts_end,
-            "content_size" => self.content_bits,
-            "packet_size" => self.packet_bits,
-            "packet_seq_num" => self.seq,
-            "events_discarded" => self.discarded,
-            _ => unreachable!("CONTEXT names no other u64 field"),
-        }
+    /// The `u64` field of [`CONTEXT`] named `name` (`None` for another
+    /// name): the one map from the list's names to this struct, for the
+    /// writer and the reader both.
+    fn u64_field(&mut self, name: &str) -> Option<&mut u64> {
+        Some(match name {
+            "timestamp_begin" => &mut self.ts_begin,
+            "timestamp_end" => &mut self.ts_end,
+            "content_size" => &mut self.content_bits,
+            "packet_size" => &mut self.packet_bits,
+            "packet_seq_num" => &mut self.seq,
+            "events_discarded" => &mut self.discarded,
+            _ => return None,
+        })
     }
 
     /// Writes the header and context into `out`, [`PacketHead::size`]
@@ -313,9 +316,13 @@ impl<'a> PacketHead<'a> {
         put(&PACKET_MAGIC.to_ne_bytes());
         put(&self.uuid);
         put(&0u32.to_ne_bytes());
+        let mut fields = self.clone();
         for &(name, slot) in &CONTEXT {
             match slot {
-                Slot::Clock | Slot::U64 => put(&self.u64_of(name).to_ne_bytes()),
+                Slot::Clock | Slot::U64 => {
+                    let v = fields.u64_field(name).map_or(0, |v| *v);
+                    put(&v.to_ne_bytes());
+                }
                 Slot::U32 => put(&self.tid.to_ne_bytes()),
                 Slot::Text => {
                     put(self.thread_name.as_bytes());
@@ -356,15 +363,7 @@ impl<'a> PacketHead<'a> {
                 Slot::Clock | Slot::U64 => {
                     let v = u64_at(at)?;
                     at += 8;
-                    *match name {
-                        "timestamp_begin" => &mut h.ts_begin,
-                        "timestamp_end" => &mut h.ts_end,
-                        "content_size" => &mut h.content_bits,
-                        "packet_size" => &mut h.packet_bits,
-                        "packet_seq_num" => &mut h.seq,
-                        "events_discarded" => &mut h.discarded,
-                        _ => return None,
-                    } = v;
+                    *h.u64_field(name)? = v;
                 }
                 Slot::U32 => {
                     h.tid = u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?);
