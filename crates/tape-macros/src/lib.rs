@@ -77,6 +77,21 @@ pub fn tracepoint(input: TokenStream) -> TokenStream {
     let items = syn::parse_macro_input!(input as Items);
     let mut out = TokenStream2::new();
     for item in items.0 {
+        let args = match &item {
+            Item::Event(d) => &d.args,
+            Item::Class(c) => &c.args,
+        };
+        let refused: Vec<_> = args
+            .iter()
+            .filter_map(|(_, ty)| tracepoints::owned_container(ty))
+            .collect();
+        if !refused.is_empty() {
+            refused
+                .iter()
+                .for_each(|e| out.extend(e.to_compile_error()));
+            out.extend(tracepoints::placeholder(&item));
+            continue;
+        }
         match item {
             Item::Event(d) => out.extend(expand(d, None)),
             Item::Class(c) => out.extend(expand_class(c)),
@@ -119,6 +134,7 @@ pub fn traced(attr: TokenStream, item: TokenStream) -> TokenStream {
         Err(e) => return e.to_compile_error().into(),
     };
     let item = syn::parse_macro_input!(item as syn::Item);
+    let untraced = item.clone();
     let out = match (&item, opts.is_empty()) {
         (_, true) => traced_item(item),
         (syn::Item::Fn(f), false) => {
@@ -136,7 +152,12 @@ pub fn traced(attr: TokenStream, item: TokenStream) -> TokenStream {
     };
     match out {
         Ok(out) => quote!(#out).into(),
-        Err(e) => e.to_compile_error().into(),
+        // The error, and the item as written: its callers raise nothing more.
+        Err(e) => {
+            let mut out = e.to_compile_error();
+            out.extend(quote!(#untraced));
+            out.into()
+        }
     }
 }
 

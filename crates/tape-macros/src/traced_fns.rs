@@ -265,6 +265,9 @@ pub(crate) fn traced_block(
         })
         .collect();
     let check = |ty: &Type, what: &str| -> syn::Result<()> {
+        if let Some(e) = crate::tracepoints::owned_container(ty) {
+            return Err(e);
+        }
         let bad = ty.to_token_stream().into_iter().find_map(|tt| {
             fn walk(tt: proc_macro2::TokenTree, g: &[String]) -> Option<String> {
                 match tt {
@@ -390,7 +393,7 @@ pub(crate) fn traced_block(
             quote! {
                 let __tape_call = #enter;
                 #[allow(unused_mut, clippy::redundant_closure_call)]
-                let __tape_ret: #out_ty = (move || -> #out_ty { #block })();
+                let __tape_ret: #out_ty = (move || -> #out_ty #block)();
                 __tape_call.returned(&#ret_tp, &(&__tape_ret,));
                 __tape_ret
             },
@@ -399,9 +402,14 @@ pub(crate) fn traced_block(
         (
             quote!(),
             quote!(),
-            quote! {
-                let __tape_call = #enter;
-                #block
+            // The body's statements, not the block: a block as the tail
+            // of ours would be "unnecessary braces" for a one-line body.
+            {
+                let stmts = &block.stmts;
+                quote! {
+                    let __tape_call = #enter;
+                    #(#stmts)*
+                }
             },
         )
     };

@@ -626,3 +626,80 @@ mod tests {
         }
     }
 }
+
+/// The error for an argument whose type is an owning container of the
+/// standard library (`Vec<T>`, `Box<T>`, a map...), or `None`.
+///
+/// Such a type is never a field, and the compiler's own error (the
+/// `Field` trait's note) would come once per use of the type in the
+/// expansion (the description, the encoder, the cold path, the
+/// triggers): four times the same text. Caught here by its name, it is
+/// said once, at the type, with what to declare instead; the caller then
+/// expands only the emit functions' signatures ([`placeholder`]), so that
+/// the calls in the user's code raise nothing more. Other types that are
+/// not fields (a struct without `#[derive(tape::Fields)]`) are left to
+/// the compiler.
+pub(crate) fn owned_container(ty: &Type) -> Option<syn::Error> {
+    let Type::Path(p) = ty else {
+        return None;
+    };
+    let last = p.path.segments.last()?;
+    let inner = match &last.arguments {
+        syn::PathArguments::AngleBracketed(a) => a.args.first().map(|g| quote!(#g).to_string()),
+        _ => None,
+    };
+    let inner = inner.unwrap_or_else(|| "T".to_owned());
+    let shown = quote!(#ty)
+        .to_string()
+        .replace(" < ", "<")
+        .replace(" >", ">")
+        .replace(" ,", ",");
+    let instead = match last.ident.to_string().as_str() {
+        "Vec" | "VecDeque" | "LinkedList" | "BinaryHeap" => format!(
+            "a {} is recorded as a slice; declare the field `&[{inner}]` and pass `&v` \
+             (a VecDeque: `v.make_contiguous()`)",
+            last.ident
+        ),
+        "Box" | "Rc" | "Arc" => format!(
+            "declare the field as what the {} holds, by reference (`&{inner}`), and pass `&*v`",
+            last.ident
+        ),
+        "HashMap" | "HashSet" | "BTreeMap" | "BTreeSet" => format!(
+            "a {} is not recorded whole; record its length (`usize`), or one event per entry",
+            last.ident
+        ),
+        _ => return None,
+    };
+    Some(syn::Error::new_spanned(
+        ty,
+        format!(
+            "`{shown}` is not a tracepoint field type: {instead}\n\
+             field types: u8..u64, i8..i64, usize, isize, f32, f64, bool, char, &str, \
+             String, &CStr, CString, [u8; N], [T; N] and &[T] of those numbers, bool or Hex, \
+             Option<T>, Ipv4Addr, Ipv6Addr, Duration, *const T, tape::Hex<T>, a \
+             #[derive(tape::Enum)] enum, a tape::flags! type, &S for a #[derive(tape::Fields)] \
+             struct S"
+        ),
+    ))
+}
+
+/// What stands for an item one of whose arguments is refused by
+/// [`owned_container`]: its emit functions with their signatures and an
+/// empty body (the user's calls type-check; nothing else is generated).
+pub(crate) fn placeholder(item: &Item) -> TokenStream2 {
+    let stub = |vis: &Visibility, ident: &Ident, args: &[(Ident, Type)]| {
+        let (names, tys) = split_args(args);
+        quote! {
+            #[allow(unused_variables, clippy::too_many_arguments)]
+            #vis fn #ident(#(#names: #tys),*) {}
+        }
+    };
+    match item {
+        Item::Event(d) => stub(&d.vis, &d.ident, &d.args),
+        Item::Class(c) => c
+            .events
+            .iter()
+            .map(|e| stub(&e.vis, &e.ident, &c.args))
+            .collect(),
+    }
+}

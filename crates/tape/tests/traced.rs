@@ -3,6 +3,10 @@
 //! function's name, and the depth and exits its calls record (returns,
 //! early returns, panics, async polls), read back through a probe.
 
+// No warning may come from tape's expansions (issue: a one-line body
+// `{ self.id }` warned "unnecessary braces" at the user's code).
+#![deny(unused_braces, unused_parens)]
+
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
@@ -244,4 +248,31 @@ fn a_trigger_set_by_a_functions_name_fires_at_its_entry_only() {
     assert_eq!(tape::trigger::list(exit).len(), 2);
     assert_eq!(tape::trigger::clear(&format!("fn.{m}.guarded")).unwrap(), 2);
     assert_eq!(guarded(2), 4);
+}
+
+/// A one-line body (`{ self.id }`), traced with and without its return
+/// value: the expansion adds no braces the compiler warns about
+/// (`unused_braces`, denied for this file), and the value is returned.
+struct Ident {
+    id: u64,
+}
+
+#[tape::traced]
+impl Ident {
+    fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+#[tape::traced(ret)]
+fn one_line(x: u64) -> u64 {
+    x
+}
+
+#[test]
+fn one_line_bodies_raise_no_warning() {
+    let m = m();
+    point(&format!("fn.{m}.Ident.id.entry"));
+    point(&format!("fn.{m}.one_line.ret"));
+    assert_eq!(Ident { id: 7 }.id() + one_line(1), 8);
 }
