@@ -339,10 +339,11 @@ fn main() -> ExitCode {
             let events = globs("--events", &events)?;
             let filter = filter
                 .map(|text| {
-                    let classes = traces.iter().flat_map(|t| t.trace.events.iter());
+                    let classes = filter::classes_of(&traces).into_iter();
                     filter::ValueFilter::new(
                         &text,
-                        classes.filter(|c| events.as_ref().is_none_or(|g| g.is_match(&c.name))),
+                        classes
+                            .filter(|(c, _)| events.as_ref().is_none_or(|g| g.is_match(&c.name))),
                     )
                 })
                 .transpose()?;

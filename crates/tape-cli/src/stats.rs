@@ -16,9 +16,7 @@ pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failu
     use std::fmt::Write as _;
     let traces = open(paths)?;
     let filter = filter
-        .map(|text| {
-            filter::ValueFilter::new(text, traces.iter().flat_map(|t| t.trace.events.iter()))
-        })
+        .map(|text| filter::ValueFilter::new(text, filter::classes_of(&traces).into_iter()))
         .transpose()?;
     let filtered = filter.as_ref().map(Filtered);
     let mut jobs = Vec::new();

@@ -107,10 +107,20 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
         .unwrap()
         .clone();
     let fields = class.fields.clone().unwrap();
+    // The Duration fields, as the trace's hints name them.
+    let formats = tape_ctf::metadata::formats::Formats::new(&trace.trace);
+    let hints = &formats.get(class.id).expect("hints").hints;
+    let durations = tape::filter::duration_paths(
+        hints
+            .iter()
+            .filter(|(_, h)| **h == tape_ctf::metadata::formats::Hint::Duration)
+            .map(|(p, _)| (p.as_str(), "duration")),
+    );
+    assert_eq!(durations, ["took"]);
     let mut compiled: Vec<(Filter, Capture, Vec<bool>)> = SELECTS
         .iter()
         .map(|(expr, ..)| {
-            let f = Filter::for_reader("test.filter.every", &fields, expr)
+            let f = Filter::for_reader_with("test.filter.every", &fields, &durations, expr)
                 .unwrap_or_else(|e| panic!("{expr}: {e}"));
             let c = Capture::new(&f);
             (f, c, Vec::new())
@@ -142,7 +152,8 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
     }
     for &(expr, ..) in INVALID {
         let live = Filter::new(&every::TRACEPOINT, expr).unwrap_err();
-        let read = Filter::for_reader("test.filter.every", &fields, expr).unwrap_err();
+        let read =
+            Filter::for_reader_with("test.filter.every", &fields, &durations, expr).unwrap_err();
         assert_eq!(live.message(), read.message(), "{expr}");
     }
     let _ = std::fs::remove_dir_all(&dir);

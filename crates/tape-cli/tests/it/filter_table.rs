@@ -131,6 +131,23 @@ fn the_same_rows_in_process_through_tape_ctl_and_at_read_time() {
     p.emit();
     let all = p.save("all");
     assert_eq!(shown(&all, None), (1, 1));
+    // What is printed can be typed back: each row's duration as the
+    // ftrace text prints it (`took=6.643us`) selects that row.
+    let ftrace = tape(&["show", "--format", "ftrace", all.to_str().unwrap()]);
+    let ftrace = String::from_utf8_lossy(&ftrace.stdout);
+    let printed: Vec<&str> = ftrace
+        .lines()
+        .filter_map(|l| l.split(" took=").nth(1)?.split_whitespace().next())
+        .collect();
+    assert_eq!(printed.len(), 2, "{ftrace}");
+    for (took, want) in printed.iter().zip([(1, 0), (0, 1)]) {
+        let expr = format!("took == {took}");
+        assert_eq!(
+            shown(&all, Some(&expr)),
+            want,
+            "tape show --filter {expr:?}"
+        );
+    }
 
     let mut before = (1, 1);
     for (k, &(expr, a, b)) in table::SELECTS.iter().enumerate() {

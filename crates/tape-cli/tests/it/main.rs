@@ -26,6 +26,7 @@ mod ctl;
 mod differential;
 mod export;
 mod filter_table;
+mod first_hour;
 mod graph;
 mod hostile;
 mod latency;

@@ -148,6 +148,10 @@ pub struct Filter {
     pub(super) uses_cpu: bool,
     /// See [`Filter::warnings`].
     pub(super) warnings: Vec<String>,
+    /// The paths of the fields that hold a `Duration` (nanoseconds shown
+    /// as `1.5ms`), as a filter names them: the fields a duration literal
+    /// (`took > 30us`) compares with. Read while compiling.
+    pub(super) durations: Vec<String>,
 }
 
 thread_local! {
@@ -215,6 +219,25 @@ pub(super) fn failing<'a>(event: &'a str, text: &'a str) -> impl Fn(usize, Strin
     }
 }
 
+/// The paths of `tp`'s `Duration` fields as a filter names them (their
+/// `duration` display hints).
+fn durations_of(tp: &'static Tracepoint) -> Vec<String> {
+    let mut layout = crate::field::Layout::default();
+    for f in tp.desc().fields {
+        (f.describe)(f.name, &mut layout);
+    }
+    duration_paths(layout.hints.iter().map(|(p, h)| (p.as_str(), h.as_str())))
+}
+
+/// The paths hinted `duration` among `(path, hint)` pairs, each name as a
+/// filter writes it (CTF's escape `_` dropped).
+pub fn duration_paths<'a>(hints: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<String> {
+    hints
+        .filter(|(_, hint)| *hint == "duration")
+        .map(|(path, _)| path.split('.').map(display).collect::<Vec<_>>().join("."))
+        .collect()
+}
+
 pub(super) fn display(name: &str) -> &str {
     name.strip_prefix('_').unwrap_or(name)
 }
@@ -237,6 +260,7 @@ pub(super) fn compile_cmp(
     value_at: usize,
     fail: &impl Fn(usize, String) -> Error,
     reader: bool,
+    durations: &[String],
 ) -> Result<Cmp, Error> {
     let shown: Vec<String> = path
         .iter()
@@ -246,6 +270,29 @@ pub(super) fn compile_cmp(
         })
         .collect();
     let shown = shown.join(".").replace(".[", "[");
+    // A duration (`30us`) is its nanoseconds, for a field that holds one.
+    let in_ns;
+    let value = match value {
+        Literal::Duration(ns) if durations.iter().any(|d| *d == shown) => {
+            in_ns = Literal::Int(*ns);
+            &in_ns
+        }
+        Literal::Duration(_) => {
+            return Err(fail(
+                value_at,
+                format!(
+                    "`{shown}` is not a duration field: a value with a unit (ns, us, µs, ms, s) \
+                     compares with a Duration (shown as `1.5ms`){}",
+                    if durations.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; the event's: {}", durations.join(", "))
+                    }
+                ),
+            ))
+        }
+        v => v,
+    };
     // The common fields.
     if let [Step::Name(n)] = path {
         let common = match n.as_str() {
@@ -514,6 +561,8 @@ pub(super) fn check(
             value_at,
             format!("`{shown}` is an integer: compare it with an integer"),
         )),
+        // `compile_cmp` turned the duration of a duration field into ns.
+        Literal::Duration(_) => Err(fail(value_at, format!("`{shown}` is not a duration field"))),
         Literal::Word(w) | Literal::Str(w) => match labels {
             Some(e) => e
                 .entries
@@ -598,7 +647,15 @@ impl Filter {
     /// Parses `text` and checks it against the fields of `tp`.
     pub fn new(tp: &'static Tracepoint, text: &str) -> Result<Filter, Error> {
         let fields = crate::probe::described_fields(tp)?;
-        Filter::for_fields(tp.name(), fields, text)
+        let event = tp.name();
+        Filter::build(
+            event,
+            fields,
+            &durations_of(tp),
+            text,
+            &failing(event, text),
+            false,
+        )
     }
 
     /// [`Filter::new`] against a description (any CTF event's fields).
@@ -614,7 +671,7 @@ impl Filter {
         text: &str,
         fail: &impl Fn(usize, String) -> Error,
     ) -> Result<Filter, Error> {
-        Filter::build(event, fields, text, fail, false)
+        Filter::build(event, fields, &[], text, fail, false)
     }
 
     /// A filter for a reader: `text` checked against an event class of
@@ -622,7 +679,19 @@ impl Filter {
     /// order), evaluated on the values a decoder hands to a [`Capture`](super::Capture)
     /// instead of on tape's encoded bytes.
     pub fn for_reader(event: &str, fields: &Struct, text: &str) -> Result<Filter, Error> {
-        Filter::build(event, fields, text, &failing(event, text), true)
+        Filter::for_reader_with(event, fields, &[], text)
+    }
+
+    /// [`Filter::for_reader`] knowing which fields hold a `Duration`
+    /// (their paths, from the trace's `duration` hints), which a duration
+    /// literal (`took > 30us`) then compares with.
+    pub fn for_reader_with(
+        event: &str,
+        fields: &Struct,
+        durations: &[String],
+        text: &str,
+    ) -> Result<Filter, Error> {
+        Filter::build(event, fields, durations, text, &failing(event, text), true)
     }
 
     /// What in the expression is legal but surely not meant: a constant
@@ -636,12 +705,13 @@ impl Filter {
     pub(super) fn build(
         event: &str,
         fields: &Struct,
+        durations: &[String],
         text: &str,
         fail: &impl Fn(usize, String) -> Error,
         reader: bool,
     ) -> Result<Filter, Error> {
         WARNINGS.with(|w| w.borrow_mut().clear());
-        let r = Filter::build_inner(event, fields, text, fail, reader);
+        let r = Filter::build_inner(event, fields, durations, text, fail, reader);
         let warnings = WARNINGS.with(|w| std::mem::take(&mut *w.borrow_mut()));
         r.map(|mut f| {
             f.warnings = warnings;
@@ -652,6 +722,7 @@ impl Filter {
     pub(super) fn build_inner(
         event: &str,
         fields: &Struct,
+        durations: &[String],
         text: &str,
         fail: &impl Fn(usize, String) -> Error,
         reader: bool,
@@ -672,8 +743,10 @@ impl Filter {
             entry: FALSE,
             uses_cpu: false,
             warnings: Vec::new(),
+            durations: durations.to_vec(),
         };
         f.entry = f.compile(&expr, fields, 0, fail, reader, TRUE, FALSE)?;
+        f.durations = Vec::new();
         if reader {
             f.number_slots();
             return Ok(f);
@@ -782,7 +855,16 @@ impl Filter {
                 value_at,
             } => {
                 let cmp = compile_cmp(
-                    fields, field, *field_at, *op, *op_at, value, *value_at, fail, reader,
+                    fields,
+                    field,
+                    *field_at,
+                    *op,
+                    *op_at,
+                    value,
+                    *value_at,
+                    fail,
+                    reader,
+                    &self.durations,
                 )?;
                 self.steps.push(Insn {
                     cmp,

@@ -52,6 +52,6 @@ mod layout;
 mod parse;
 
 pub use capture::Capture;
-pub use compile::{pointed, Context, Filter};
+pub use compile::{duration_paths, pointed, Context, Filter};
 pub use installed::{clear, emit_filtered, get, rejected, set, set_warned, Key};
 pub use parse::{parse, Expr, Literal, Op, Step, SyntaxError, MAX_DEPTH, MAX_TERMS};

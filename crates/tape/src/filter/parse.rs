@@ -80,7 +80,20 @@ pub enum Literal {
     Str(String),
     /// A bare word: an enum label, or a string.
     Word(String),
+    /// A duration with its unit, as tape prints one (`30us`, `6.643µs`,
+    /// `1.5ms`, `2s`, `100ns`): its nanoseconds, for a `Duration` field.
+    Duration(i128),
 }
+
+/// The units of a duration literal and their nanoseconds, longest suffix
+/// first (`ms` before `s`).
+const DURATION_UNITS: [(&str, f64); 5] = [
+    ("ns", 1.0),
+    ("us", 1e3),
+    ("µs", 1e3),
+    ("ms", 1e6),
+    ("s", 1e9),
+];
 
 /// The expression tree.
 #[derive(Clone, Debug, PartialEq)]
@@ -359,7 +372,18 @@ impl Parser<'_> {
                 {
                     end += 1;
                 }
+                // `µs`: the one unit whose letter is not ASCII.
+                if self.s[end..].starts_with("µs")
+                    && self.s[..end].ends_with(|c: char| c.is_ascii_digit() || c == '.')
+                {
+                    end += "µs".len();
+                }
                 let t = &self.s[self.i..end];
+                if let Some(ns) = duration(t) {
+                    let ns = ns.map_err(|why| self.err(format!("{t:?}: {why}")))?;
+                    self.i = end;
+                    return Ok(Literal::Duration(ns));
+                }
                 let (neg, digits) = match t.as_bytes()[0] {
                     b'-' => (true, &t[1..]),
                     b'+' => (false, &t[1..]),
@@ -404,6 +428,31 @@ impl Parser<'_> {
             }
         }
     }
+}
+
+/// A duration literal's nanoseconds: `None` when `t` is not a decimal
+/// number followed by a unit of [`DURATION_UNITS`]; an error when it is
+/// one but not a whole number of nanoseconds, or too large.
+fn duration(t: &str) -> Option<Result<i128, String>> {
+    if t.starts_with("0x") || t.starts_with("0X") {
+        return None;
+    }
+    let (number, scale) = DURATION_UNITS
+        .iter()
+        .find_map(|(unit, scale)| Some((t.strip_suffix(unit)?, *scale)))?;
+    let digits = number.strip_prefix(['-', '+']).unwrap_or(number);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let v: f64 = number.parse().ok()?;
+    let ns = v * scale;
+    Some(if ns.abs() > 1.8e19 {
+        Err("is longer than a u64 of nanoseconds".to_owned())
+    } else if (ns - ns.round()).abs() > 1e-3 {
+        Err("is not a whole number of nanoseconds".to_owned())
+    } else {
+        Ok(ns.round() as i128)
+    })
 }
 
 #[cfg(test)]
@@ -472,6 +521,21 @@ mod tests {
             shape(parse("flags & 4").unwrap()),
             cmp("flags", Op::And, Literal::Int(4))
         );
+        // Durations as tape prints them, to nanoseconds.
+        for (text, op, ns) in [
+            ("took > 30us", Op::Gt, 30_000),
+            ("took > 6.643µs", Op::Gt, 6_643),
+            ("took<1.5ms", Op::Lt, 1_500_000),
+            ("took >= 2s", Op::Ge, 2_000_000_000),
+            ("took == 100ns", Op::Eq, 100),
+            ("took != 0.000001s", Op::Ne, 1_000),
+        ] {
+            assert_eq!(
+                shape(parse(text).unwrap()),
+                cmp("took", op, Literal::Duration(ns)),
+                "{text}"
+            );
+        }
         let Expr::Cmp { field, .. } = parse("data[3] == 5").unwrap() else {
             panic!()
         };
@@ -492,6 +556,16 @@ mod tests {
             ("a. == 1", 2, "expected a member name"),
             ("a[x] == 1", 2, "expected an element index"),
             ("a == 12zz", 5, "is not a number"),
+            (
+                "a == 1.5ns",
+                5,
+                "\"1.5ns\": is not a whole number of nanoseconds",
+            ),
+            (
+                "a == 99999999999s",
+                5,
+                "is longer than a u64 of nanoseconds",
+            ),
             (&"(".repeat(100_000), 64, "nests deeper"),
             (&"a == 1 || ".repeat(5000), 40960, "too many comparisons"),
             (&"!".repeat(100_000), 64, "nests deeper"),

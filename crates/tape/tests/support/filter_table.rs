@@ -15,6 +15,7 @@
 #![allow(dead_code)]
 
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 #[derive(tape::Enum, Clone, Copy, Debug)]
 #[repr(u8)]
@@ -33,7 +34,7 @@ pub struct Hdr<'a> {
 tape::tracepoint! {
     pub fn every(
         a: u8, b: i16, c: u32, d: i64, e: f32, f: f64, g: bool, h: char, s: &str, q: &[u16],
-        comm: [u8; 8], op: Dir, hdr: &Hdr<'_>, opt: Option<u32>, ip: Ipv4Addr
+        comm: [u8; 8], op: Dir, hdr: &Hdr<'_>, opt: Option<u32>, ip: Ipv4Addr, took: Duration
     ) = "test.filter.every";
 }
 
@@ -64,6 +65,7 @@ pub fn emit_rows() {
         },
         Some(7),
         Ipv4Addr::new(10, 0, 0, 1),
+        Duration::from_nanos(6_643),
     );
     every(
         255,
@@ -85,6 +87,7 @@ pub fn emit_rows() {
         },
         None,
         Ipv4Addr::new(192, 168, 1, 1),
+        Duration::from_micros(1_500),
     );
 }
 
@@ -136,6 +139,14 @@ pub const SELECTS: &[(&str, bool, bool)] = &[
     ("ip[3] == 1", true, true),
     ("_q_len == 3", true, false),
     ("_opt_tag == none", false, true),
+    // A Duration as tape prints it (`took=6.643µs`), or in nanoseconds.
+    ("took > 30us", false, true),
+    ("took < 6.644µs", true, false),
+    ("took == 6.643µs", true, false),
+    ("took == 6643ns", true, false),
+    ("took == 6643", true, false),
+    ("took >= 1.5ms", false, true),
+    ("took > 0.001s", false, true),
     ("common_tid > 0", true, true),
     ("common_thread ~ \"fil*\"", true, true),
     ("common_cpu > 100000", false, false),
@@ -147,7 +158,7 @@ pub const SELECTS: &[(&str, bool, bool)] = &[
 
 /// (expression, part of the message, caret column)
 pub const INVALID: &[(&str, &str, usize)] = &[
-    ("lenn > 3", "no field `lenn` (fields: a, b, c, d, e, f, g, h, s, _q_len, q, comm, op, hdr, _opt_tag, opt, ip, common_tid, common_thread, common_cpu)", 0),
+    ("lenn > 3", "no field `lenn` (fields: a, b, c, d, e, f, g, h, s, _q_len, q, comm, op, hdr, _opt_tag, opt, ip, took, common_tid, common_thread, common_cpu)", 0),
     ("s > 3", "`s` is a string: it compares with ==, != or ~, not >", 2),
     ("c ~ \"x\"", "`c` is a number: `~` is for strings", 2),
     ("op == Sideways", "`op` has no label `Sideways` (labels: In, Out)", 6),
@@ -160,6 +171,8 @@ pub const INVALID: &[(&str, &str, usize)] = &[
     ("c == 2.5", "`c` is an integer: compare it with an integer", 5),
     ("s == 3", "`s` is a string: compare it with a string", 5),
     ("c == abc", "`c` is a number: compare it with a number, not `abc`", 5),
+    ("c > 30us", "`c` is not a duration field: a value with a unit (ns, us, µs, ms, s) compares with a Duration (shown as `1.5ms`); the event's: took", 4),
+    ("took > 1.5ns", "\"1.5ns\": is not a whole number of nanoseconds", 7),
     ("a == ", "expected a value", 5),
     ("a == 1 &&", "expected a field name", 9),
     ("é == 1", "expected a field name", 0),
