@@ -179,7 +179,8 @@ def main(path):
         "sequences": len(seqs),
         "slices": slices, "instants": instants, "counters": counters,
         "errors": errors,
-    }, sys.stdout)
+    }, sys.stdout, indent=1)
+    print()
     sys.exit(1 if errors else 0)
 
 

@@ -38,8 +38,12 @@ fn summary(file: &Path) -> Option<Value> {
             std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
             "Perfetto's schema is needed and TAPE_REQUIRE_TOOLS=1: {why}"
         );
-        eprintln!(
-            "notice: skipping the Perfetto decoding checks: {why}(pip install perfetto==0.59.1)"
+        crate::shared::skipped(
+            &format!(
+                "the Perfetto decoding checks of tape export ({})",
+                why.trim()
+            ),
+            "pip install perfetto==0.59.1",
         );
         return None;
     }

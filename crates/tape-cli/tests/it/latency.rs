@@ -86,7 +86,10 @@ fn babeltrace2_reads(trace: &Path) {
                 std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
                 "babeltrace2 is not installed and TAPE_REQUIRE_TOOLS=1"
             );
-            eprintln!("babeltrace2 not run ({e}): the snapshot's check by it is skipped");
+            crate::shared::skipped(
+                &format!("babeltrace2's reading of a latency snapshot ({e})"),
+                "apt-get install babeltrace2",
+            );
             return;
         }
     };

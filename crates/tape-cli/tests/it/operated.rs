@@ -369,7 +369,10 @@ fn required_or_skip(why: &str) {
         std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
         "{why}, and TAPE_REQUIRE_TOOLS=1"
     );
-    eprintln!("NOTICE: skipped: {why}");
+    crate::shared::skipped(
+        &format!("a check of tape ctl/record ({why})"),
+        "see .ci/run",
+    );
 }
 
 fn is_root() -> bool {
@@ -444,9 +447,9 @@ fn the_client_believes_no_server_but_the_process_itself() {
     std::fs::set_permissions(&ctl_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
 
     if !is_root() {
-        eprintln!(
-            "NOTICE: skipped the other-uid cases of the control client (they run as root, \
-             handing files and a server to uid {OTHER_UID})"
+        crate::shared::skipped(
+            "the other-uid cases of the control client",
+            &format!("they hand files and a server to uid {OTHER_UID}: run the tests as root"),
         );
         let _ = std::fs::remove_dir_all(&base);
         return;
@@ -923,7 +926,10 @@ fn a_recording_onto_a_full_disk_ends_at_whole_packets_and_counts_the_rest() {
     let base = base("full");
     record_onto_a_full_disk(&base, &base.join("out"), Some(256 << 10));
     if !is_root() {
-        eprintln!("NOTICE: skipped the tmpfs case of a full disk (it mounts one: root only)");
+        crate::shared::skipped(
+            "the tmpfs case of a full disk (tape record)",
+            "it mounts a tmpfs: run the tests as root",
+        );
         let _ = std::fs::remove_dir_all(&base);
         return;
     }

@@ -13,4 +13,5 @@ mod graph;
 mod layout;
 mod mutations;
 mod parallel;
+mod test_command;
 mod values;

@@ -7,11 +7,23 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "skipped.rs"]
+pub mod skipped;
+pub use skipped::skipped;
+
+/// The `shared` directory beside the repository (`TAPE_SHARED_DIR` names
+/// another: the test of the test command hides it so).
+pub fn shared_dir() -> PathBuf {
+    match std::env::var_os("TAPE_SHARED_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+    }
+}
+
 /// `../shared/ctf-suites/REL`, if present.
 pub fn suite(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/ctf-suites")
-        .join(rel);
+    let suites = shared_dir().join("ctf-suites");
+    let p = suites.join(rel);
     if p.exists() {
         return Some(p);
     }
@@ -20,7 +32,14 @@ pub fn suite(rel: &str) -> Option<PathBuf> {
         "{} is missing and TAPE_REQUIRE_TOOLS=1",
         p.display()
     );
-    eprintln!("NOTICE: {} not found: skipping", p.display());
+    eprintln!("NOTICE: {} is missing", p.display());
+    skipped(
+        &format!(
+            "the checks on the CTF conformance suites and sample traces ({} is missing)",
+            suites.display()
+        ),
+        "put the `shared` directory, which holds ctf-suites/, beside the repository",
+    );
     None
 }
 
@@ -36,7 +55,10 @@ pub fn babeltrace2(skipped: &str) -> bool {
             std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
             "babeltrace2 is not installed and TAPE_REQUIRE_TOOLS=1"
         );
-        eprintln!("NOTICE: babeltrace2 is not installed: {skipped} skipped");
+        self::skipped(
+            &format!("babeltrace2's side of {skipped}"),
+            "apt-get install babeltrace2",
+        );
     }
     ok
 }
@@ -62,9 +84,9 @@ pub fn generated_lttng_like(out: &Path, events: u32, streams: u32) -> Option<Pat
             )
         }
         _ => {
-            eprintln!(
-                "NOTICE: python3 could not run {}: skipping",
-                tools.display()
+            skipped(
+                &format!("the checks on traces made by {}", tools.display()),
+                "python3 must run it",
             );
             None
         }

@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "../../../tape-ctf/tests/support/skipped.rs"]
+mod skipped;
+
 /// tape recording into a fresh temporary directory named after `tag` (no
 /// control socket, no shared rings, no save at exit); the directory.
 pub fn tape_in(tag: &str) -> PathBuf {
@@ -40,7 +43,10 @@ pub fn babeltrace2(trace: &Path) -> Option<String> {
                 std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
                 "babeltrace2 is not installed and TAPE_REQUIRE_TOOLS=1"
             );
-            eprintln!("notice: babeltrace2 is not installed: its check is skipped");
+            skipped::skipped(
+                "babeltrace2's reading of the tape-tracing traces",
+                "apt-get install babeltrace2",
+            );
             None
         }
     }

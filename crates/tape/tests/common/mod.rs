@@ -7,6 +7,10 @@
 
 #![allow(dead_code)]
 
+#[path = "../../../tape-ctf/tests/support/skipped.rs"]
+pub mod skipped;
+pub use skipped::skipped;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -79,10 +83,9 @@ pub fn available(reader: Reader) -> bool {
             "{} is not installed and TAPE_REQUIRE_TOOLS=1",
             reader.command()
         );
-        eprintln!(
-            "NOTICE: {} is not installed: skipping this check (install it with apt-get install {})",
-            reader.command(),
-            reader.command()
+        skipped(
+            &format!("{}'s side of a check of tape's traces", reader.command()),
+            &format!("apt-get install {}", reader.command()),
         );
     }
     ok

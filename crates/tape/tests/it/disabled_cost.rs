@@ -267,9 +267,10 @@ fn example() -> Option<PathBuf> {
     let exe = std::env::current_exe().unwrap();
     let profile = exe.parent().and_then(Path::parent).unwrap();
     if profile.file_name().is_some_and(|p| p == "debug") {
-        eprintln!(
-            "NOTICE: disabled_cost skipped: an unoptimised build (the contract is about optimised \
-             code; run `cargo test --profile opt`)"
+        common::skipped(
+            "the disabled-cost contract (an unoptimised build: the contract is about optimised \
+             code)",
+            "run the tests with --profile opt",
         );
         return None;
     }
@@ -290,7 +291,10 @@ fn objdump_available() -> bool {
         !common::require_tools(),
         "objdump is missing and TAPE_REQUIRE_TOOLS=1 (apt-get install binutils)"
     );
-    eprintln!("NOTICE: disabled_cost skipped: objdump not installed (apt-get install binutils)");
+    common::skipped(
+        "the disabled-cost contract (objdump disassembles it)",
+        "apt-get install binutils",
+    );
     false
 }
 
