@@ -24,15 +24,31 @@
 //! reader took them (overwrite mode: counted exactly from the packets'
 //! event counts and the events the reader decoded), and events a thread
 //! dropped (discard mode when the reader falls a ring behind, too big,
-//! re-entrant). Events lost before the reader started are not reported:
-//! it starts with what the rings hold.
+//! re-entrant).
+//!
+//! **Consuming**, as `trace_pipe`: once a ring's events are printed (the
+//! line written out, not merely taken from the ring), the pipe moves the
+//! ring's *mark* past them (the gate's reader mark, in the shared ring,
+//! `ring/gate.rs`), so that the next `tape pipe` (or `tape record`)
+//! starts after them: two pipes in a row print disjoint events, together
+//! all of them. Events overwritten between the two are reported by the
+//! second as `[LOST n EVENTS]`. A pipe killed (SIGKILL) with lines held
+//! in its window leaves the mark before them: the next one prints them
+//! again if the ring still holds them, or reports them lost. The first
+//! reader of a ring starts with what it holds, and does not report what
+//! was lost before; neither do later ones report the drops (full, too
+//! big) of the time no reader ran, which the saves and `tape stats`
+//! count. Events `--events` leaves out are consumed too. Saves (`tape ctl
+//! save`, a crash dump, `tape recover`) are snapshots: they neither
+//! consume nor skip what a pipe consumed.
 //!
 //! `--format text` prints `tape show`'s lines (whose packet context states
 //! no losses: the `[LOST]` lines carry them), `json` its JSON objects,
 //! `ftrace` `trace_pipe`'s lines (no header: `trace_pipe` has none).
 //!
 //! One reader per process: `tape pipe` and `tape record` exclude each
-//! other (a second one is refused, naming the first). It blocks while the
+//! other (a second one is refused, naming the first); one after the other,
+//! each starts at the mark the one before left. It blocks while the
 //! threads are idle, and ends when the process exits, after printing its
 //! last events (or at Ctrl-C, after printing what it read).
 
@@ -62,6 +78,22 @@ struct Held {
     order: u64,
     /// Text: the line after its time and delta; JSON: the whole line.
     rest: Vec<u8>,
+    /// Its ring, and the chunk of that ring it came in.
+    ring: usize,
+    chunk: u64,
+}
+
+/// A chunk of a ring taken and not yet wholly printed: once its lines
+/// (and those of the chunks before it) are out, the ring's mark moves to
+/// its end, so that the next `tape pipe` starts after what this one
+/// printed.
+struct Pending {
+    id: u64,
+    /// The cursor after it, and the ring's events before that.
+    end: (u64, usize),
+    events: u64,
+    /// Its lines not printed yet.
+    unprinted: usize,
 }
 
 /// What the reader knows of a ring.
@@ -71,6 +103,8 @@ struct Ring {
     consumed: Option<u64>,
     /// The owner's drops seen so far.
     dropped: u64,
+    /// Its chunks not wholly printed, oldest first.
+    pending: std::collections::VecDeque<Pending>,
 }
 
 /// `tape pipe TARGET [--format text|json|ftrace] [--events GLOB]`.
@@ -126,7 +160,15 @@ pub(crate) fn pipe(
                 let ring = rings.entry(c.stream).or_default();
                 let name = c.name.to_owned();
                 let first = ring.consumed.is_none();
-                let consumed = *ring.consumed.get_or_insert(c.committed_before);
+                // After an earlier pipe's mark: what it printed is not
+                // printed again, and what was overwritten since is lost.
+                let consumed = *ring
+                    .consumed
+                    .get_or_insert(c.taken_before.unwrap_or(c.committed_before));
+                order += 1;
+                let chunk = order;
+                let mut lines = 0usize;
+                let ring_id = c.stream;
                 // Both lines at the first event's time (known once decoded).
                 let overwritten = if c.offset == 0 && c.committed_before > consumed {
                     c.committed_before - consumed
@@ -157,7 +199,14 @@ pub(crate) fn pipe(
                 let decoded = decode(stream, format, events.as_ref(), &mut symbols, |t, rest| {
                     lost_at.get_or_insert(t);
                     order += 1;
-                    held.push(Held { t, order, rest });
+                    lines += 1;
+                    held.push(Held {
+                        t,
+                        order,
+                        rest,
+                        ring: ring_id,
+                        chunk,
+                    });
                 });
                 let n = match decoded {
                     Ok(n) => n,
@@ -173,12 +222,21 @@ pub(crate) fn pipe(
                 for lost in [overwritten, dropped].into_iter().filter(|&n| n > 0) {
                     let t = lost_at.map_or(i128::MIN, |t| t - 1);
                     order += 1;
+                    lines += 1;
                     held.push(Held {
                         t,
                         order,
                         rest: lost_line(format, lost, t, &stream),
+                        ring: ring_id,
+                        chunk,
                     });
                 }
+                ring.pending.push_back(Pending {
+                    id: chunk,
+                    end: c.end,
+                    events: ring.consumed.unwrap_or(0),
+                    unprinted: lines,
+                });
             })
             .map_err(|e| e.to_string())?;
         if let Some(e) = failed.take() {
@@ -194,6 +252,7 @@ pub(crate) fn pipe(
         let ready = held.partition_point(|h| h.t <= horizon);
         let mut buf = TextBuf::new();
         let mut stamp = TextBuf::new();
+        let mut printed: Vec<(usize, u64)> = Vec::new();
         for h in held.drain(..ready) {
             if format == Format::Text && !h.rest.starts_with(b"[LOST") {
                 stamp.clear();
@@ -202,10 +261,27 @@ pub(crate) fn pipe(
                 last_printed = Some(h.t);
             }
             buf.put(&h.rest);
+            printed.push((h.ring, h.chunk));
         }
         if !buf.is_empty() {
             out.write_all(buf.as_slice()).map_err(output_error)?;
             out.flush().map_err(output_error)?;
+        }
+        // Out: the rings' marks move past the chunks wholly printed.
+        for (ring, chunk) in printed {
+            let pending = rings.get_mut(&ring).map(|r| &mut r.pending);
+            if let Some(p) = pending.and_then(|p| p.iter_mut().find(|p| p.id == chunk)) {
+                p.unprinted = p.unprinted.saturating_sub(1);
+            }
+        }
+        for (&i, ring) in &mut rings {
+            let mut last = None;
+            while ring.pending.front().is_some_and(|p| p.unprinted == 0) {
+                last = ring.pending.pop_front();
+            }
+            if let Some(p) = last {
+                reader.set_mark(i, p.end, p.events);
+            }
         }
         if ended {
             return Ok(());

@@ -45,7 +45,11 @@
 //!
 //! One reader per process at a time, this or `tape pipe` (the process
 //! file's `reader` word: a second one is refused, naming the first; one
-//! found dead is replaced); `tape ctl PID status` names it.
+//! found dead is replaced); `tape ctl PID status` names it. Both consume:
+//! each ring's *reader mark* (`ring/gate.rs`) says where the last reader
+//! stopped, and the next starts there, its losses counted from there (a
+//! recording moves the mark past what it wrote, a pipe past what it
+//! printed: [`Recorder::set_mark`]).
 //!
 //! `tape pipe` reads with the same walk ([`Recorder::poll_chunks`]), the
 //! open packets included at every turn: a cursor (packet, byte offset)
@@ -87,6 +91,8 @@ struct Stream {
     started: bool,
     /// Read to its end: nothing more will come.
     done: bool,
+    /// Events of the ring an earlier consuming reader took (its mark).
+    resumed: Option<u64>,
     /// Bytes of whole packets in the stream file.
     len: u64,
     uuid: [u8; 16],
@@ -110,6 +116,12 @@ pub struct Chunk<'a> {
     /// Events the owner dropped so far (full, too big, re-entrant,
     /// blocked by a save): all causes but overwriting, summed.
     pub dropped: u64,
+    /// The cursor after these events: what [`Recorder::set_mark`] takes
+    /// once they are consumed.
+    pub end: (u64, usize),
+    /// Events of the ring that an earlier consuming reader took (`None`:
+    /// no reader came before): where this one starts.
+    pub taken_before: Option<u64>,
 }
 
 /// Where a live reader's chunks go.
@@ -331,6 +343,9 @@ impl Recorder {
             let Ok(ring) = Ring::open_live(&p) else {
                 continue;
             };
+            // Where the last consuming reader stopped: this one starts
+            // there (its events are not taken twice, nor counted lost).
+            let mark = ring.reader_mark();
             let base = format!("{}-{}", crate::sys::sanitize(&ring.name), ring.tid());
             let out = self.out.clone().unwrap_or_default();
             let mut path = out.join(&base);
@@ -344,17 +359,27 @@ impl Recorder {
                 ring,
                 path,
                 file: None,
-                next: (0, 0),
-                position: 0,
+                next: mark.map_or((0, 0), |m| m.0),
+                position: mark.map_or(0, |m| m.1),
                 overwritten: 0,
                 lost: Drops::default(),
                 started: false,
                 done: false,
+                resumed: mark.map(|m| m.1),
                 len: 0,
                 uuid: self.header.uuid,
                 head: Vec::new(),
             });
             self.progress.streams = self.streams.len();
+        }
+    }
+
+    /// A live reader consumed ring `stream`'s events up to `cursor` (a
+    /// [`Chunk::end`]), `events` of the ring in all: the next consuming
+    /// reader starts there.
+    pub fn set_mark(&self, stream: usize, cursor: (u64, usize), events: u64) {
+        if let Some(s) = self.streams.get(stream) {
+            s.ring.set_reader_mark(cursor, events);
         }
     }
 
@@ -412,8 +437,10 @@ impl Recorder {
             started,
             lost,
             len,
+            resumed,
             ..
         } = s;
+        let taken_before = *resumed;
         let mut not_written = 0u64;
         let until = std::time::Instant::now() + crate::ring::CLAIM_PATIENCE;
         let taken = ring.stream_packets(
@@ -442,6 +469,12 @@ impl Recorder {
                         offset,
                         committed_before: m.committed_before,
                         dropped: m.dropped_at_close.total(),
+                        end: if end.is_some() {
+                            (m.seq + 1, 0)
+                        } else {
+                            (m.seq, offset + content.len())
+                        },
+                        taken_before,
                     });
                     return;
                 }
@@ -493,7 +526,8 @@ impl Recorder {
                     failed = Some(e);
                     return;
                 }
-                events += end - m.committed_before;
+                // (Not those of a packet an earlier reader began.)
+                events += end.saturating_sub(m.committed_before.max(*position));
                 *position = end;
                 *lost = d;
             },
@@ -504,9 +538,17 @@ impl Recorder {
         }
         self.progress.bytes += bytes;
         self.progress.events += events;
+        let recording = self.out.is_some();
         let s = &mut self.streams[i];
         match taken {
-            Ok(cursor) => s.next = cursor,
+            Ok(cursor) => {
+                s.next = cursor;
+                // A recording consumed what it wrote; a live reader says
+                // what it printed ([`Recorder::set_mark`]).
+                if recording {
+                    s.ring.set_reader_mark(cursor, s.position);
+                }
+            }
             // Another copier (the program's own save) held the ring: the
             // next turn takes it.
             Err(crate::ring::StreamStop::Busy(holder)) => return Ok(Some(holder)),

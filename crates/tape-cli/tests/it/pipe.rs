@@ -330,3 +330,100 @@ fn text_and_ftrace_lines_and_the_events_glob() {
         let _ = std::fs::remove_dir_all(&base);
     }
 }
+
+/// `tape pipe` consumes, as `trace_pipe` does: a pipe stopped (SIGTERM,
+/// as `timeout 1 tape pipe PID` stops it) leaves a mark in the rings
+/// after the last event it printed, and the next pipe starts there. Two
+/// pipes in a row print disjoint events whose union is every event the
+/// program emitted, with no loss reported.
+#[test]
+fn two_pipes_in_a_row_print_disjoint_events_whose_union_is_all() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let base = base("consumed");
+    let mut program = flight_command(&base, "overwrite")
+        .env("TAPE_TRACE_BUFSZ", "1M")
+        .args(["--seconds", "3", "--pace", "1"])
+        .spawn()
+        .unwrap();
+    wait_for_rings(&user_dir(&base).join(program.id().to_string()), 4);
+    let pid = program.id().to_string();
+    let pipe = || {
+        Command::new(TAPE)
+            .args(["pipe", &pid, "--format", "json"])
+            .env("TAPE_SHM_DIR", &base)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // The first for a second, then stopped as `timeout` stops it.
+    let first = pipe();
+    std::thread::sleep(Duration::from_secs(1));
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    // The second until the program ends.
+    let second = pipe().wait_with_output().unwrap();
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    let status = program.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(program.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    let total = pipeline::number_after(
+        err.lines().find(|l| l.starts_with("flight: ")).unwrap(),
+        "flight: ",
+    );
+    let lines = |out: &[u8]| -> Vec<(i128, serde_json::Value)> {
+        text(out)
+            .lines()
+            .map(|l| (0, serde_json::from_str(l).unwrap()))
+            .collect()
+    };
+    let (a, b) = (
+        by_stream(&lines(&first.stdout)),
+        by_stream(&lines(&second.stdout)),
+    );
+    let (mut seen_a, mut seen_b) = (0, 0);
+    for (stream, (seqs, lost)) in &a {
+        assert_eq!(*lost, 0, "{stream}: the first pipe reports losses");
+        seen_a += seqs.len();
+    }
+    let mut union = 0u64;
+    for stream in a
+        .keys()
+        .chain(b.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let none = (Vec::new(), 0);
+        let (sa, _) = a.get(stream).unwrap_or(&none);
+        let (sb, lost_b) = b.get(stream).unwrap_or(&none);
+        assert_eq!(*lost_b, 0, "{stream}: the second pipe reports losses");
+        seen_b += sb.len();
+        // Disjoint, and together every number from 0 on, once.
+        let mut all: Vec<u64> = sa.iter().chain(sb).copied().collect();
+        all.sort_unstable();
+        let n = all.len() as u64;
+        let wrong = all.iter().zip(0..).find(|(s, k)| **s != *k);
+        assert!(
+            wrong.is_none(),
+            "{stream}: not each event once: {} then {} events, the first amiss at {wrong:?}",
+            sa.len(),
+            sb.len()
+        );
+        // The first pipe's events come before the second's.
+        if let (Some(last_a), Some(first_b)) = (sa.iter().max(), sb.iter().min()) {
+            assert!(
+                last_a < first_b,
+                "{stream}: {last_a} printed by the first, {first_b} by the second"
+            );
+        }
+        union += n;
+    }
+    assert!(seen_a > 0 && seen_b > 0, "{seen_a} then {seen_b} events");
+    assert_eq!(
+        union, total,
+        "the two pipes together: {union} events of {total}"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}

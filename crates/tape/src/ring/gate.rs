@@ -61,12 +61,25 @@
 //! it consumed, so that a discard-mode owner reuses their slots instead of
 //! dropping (`ring.rs`, `make_room`).
 //!
+//! Last, the *reader's mark*: where the last reader that consumes the
+//! ring (`tape pipe`, `tape record`) stopped, so that the next one starts
+//! after it, as `trace_pipe` consumes what it printed. A cursor (packet,
+//! byte offset) and the ring's events before it, which a reader killed
+//! between two stores must not leave torn: two records, written in turn,
+//! and `which`, the one to read (1 or 2, 0 none), stored after the record
+//! it names. Only one reader at a time writes it (the process file's
+//! `reader` word); the next reads it after that one ended.
+//!
 //! ```text
-//!  gate (repr(C), in the ring's region)
+//!  gate (repr(C), in the ring's region; 64 bytes, within the 128 of its
+//!  CachePadded, so adding the mark moved nothing: files of builds before
+//!  it read as "no mark", zeros)
 //! +------------------+------------------+------------------------------+
 //! | word (above)     | claim: copier's  | freed: packets before this   |
 //! |                  | pid, 0 = none    | one were consumed by a reader|
 //! +------------------+------------------+------------------------------+
+//! | mark: which (0 none, 1, 2) | record 1: cursor, events | record 2: ... |
+//! +----------------------------+--------------------------+---------------+
 //! ```
 
 #[cfg(loom)]
@@ -95,7 +108,14 @@ pub(crate) struct Gate {
     /// after its copy of them; loaded `Acquire` by the owner's switch
     /// (the copy happens before the owner writes the slot again).
     freed: AtomicU64,
+    /// The reader's mark (module docs): `which`, then two records of
+    /// (cursor `packet << 32 | offset`, events before it).
+    mark: [AtomicU64; 5],
 }
+
+// The gate must fit the 64 bytes that every CachePadded gives it, so that
+// the ring's region keeps its layout (`RegionLayout`, `shm::VERSION`).
+const _: () = assert!(size_of::<Gate>() <= 64);
 
 /// What [`Gate::claim`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -114,6 +134,7 @@ impl Gate {
             word: AtomicU64::new(0),
             claim: AtomicU64::new(0),
             freed: AtomicU64::new(0),
+            mark: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 
@@ -155,6 +176,35 @@ impl Gate {
     pub(crate) fn set_freed(&self, k: u64) {
         // Release: pairs with the Acquire of `freed`.
         self.freed.fetch_max(k, Ordering::Release);
+    }
+
+    /// Reader: the last consuming reader stopped at `cursor` (`packet <<
+    /// 32 | offset`), with `events` of the ring before it.
+    pub(crate) fn set_mark(&self, cursor: u64, events: u64) {
+        // Acquire: pairs with the Release below, of an earlier reader.
+        let which = self.mark[0].load(Ordering::Acquire);
+        let next = if which == 1 { 2 } else { 1 };
+        let at = 1 + 2 * (next as usize - 1);
+        // Relaxed: ordered before `which` by its Release.
+        self.mark[at].store(cursor, Ordering::Relaxed);
+        self.mark[at + 1].store(events, Ordering::Relaxed);
+        // Release: pairs with the Acquire of `mark` (the next reader).
+        self.mark[0].store(next, Ordering::Release);
+    }
+
+    /// Reader: where the last consuming reader stopped (cursor, events
+    /// before it), if one did.
+    pub(crate) fn mark(&self) -> Option<(u64, u64)> {
+        // Acquire: pairs with the Release of `set_mark`.
+        let at = match self.mark[0].load(Ordering::Acquire) {
+            1 => 1,
+            2 => 3,
+            _ => return None,
+        };
+        Some((
+            self.mark[at].load(Ordering::Relaxed),
+            self.mark[at + 1].load(Ordering::Relaxed),
+        ))
     }
 
     /// Owner: packets before this one were consumed by a reader.
@@ -229,6 +279,7 @@ impl Gate {
         self.word.store(w & !PIN_MASK, Ordering::Relaxed);
         self.claim.store(0, Ordering::Relaxed);
         self.freed.store(0, Ordering::Relaxed);
+        self.mark[0].store(0, Ordering::Relaxed);
     }
 }
 

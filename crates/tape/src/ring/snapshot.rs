@@ -221,6 +221,21 @@ impl Ring {
         Ok(cursor)
     }
 
+    /// Where the last reader that consumed this ring stopped: the cursor
+    /// ([`Ring::stream_packets`]'s) and the ring's events before it, if a
+    /// reader did (the gate's mark).
+    pub(crate) fn reader_mark(&self) -> Option<((u64, usize), u64)> {
+        let (cursor, events) = self.gate.0.mark()?;
+        Some(((cursor >> 32, (cursor & 0xffff_ffff) as usize), events))
+    }
+
+    /// Records that a consuming reader took the ring's events up to
+    /// `cursor`, `events` of them in all (the next reader starts there).
+    pub(crate) fn set_reader_mark(&self, cursor: (u64, usize), events: u64) {
+        let offset = u64::try_from(cursor.1).unwrap_or(u64::MAX).min(0xffff_ffff);
+        self.gate.0.set_mark(cursor.0 << 32 | offset, events);
+    }
+
     /// The metadata of packet `k`, whose slot the caller pinned (or the
     /// open one, `open` = its length, the last timestamp and the drops
     /// now), and its slot.
