@@ -1,11 +1,15 @@
 //! What `tape show`, `graph` and `stats` print: the selection (event and
 //! stream globs, a time range, a value filter) and how losses are said.
 
+use std::collections::HashMap;
 use std::io::Write;
+use std::path::Path;
 
 use crate::output::*;
 use crate::{filter, Format};
-use tape_ctf::decode::stream::{open_streams, FastStream, LostByCause, LOSS_CAUSES};
+use tape_ctf::decode::stream::{
+    losses_by_stream, open_streams, FastStream, LostByCause, LOSS_CAUSES,
+};
 use tape_ctf::metadata::read::TraceDir;
 
 /// What `tape show` prints.
@@ -121,18 +125,34 @@ pub(crate) fn say_lost(lost: u64, traces: &[TraceDir], sel: &Selection) {
     }
 }
 
-/// Losses by cause of the streams `sel` shows, from their packet contexts
-/// (tape's traces), or `None` when some stream does not say.
+/// Losses by cause of the streams `sel` shows, from their trace's losses
+/// stream or their packet contexts (tape's traces), or `None` when some
+/// stream does not say.
 pub(crate) fn lost_by_cause(traces: &[TraceDir], sel: &Selection) -> Option<LostByCause> {
     let mut sum = LostByCause::default();
-    for mut stream in open_streams(traces).ok()? {
-        if !sel.stream_shown(stream.path()) {
-            continue;
+    for t in traces {
+        let side = losses_by_stream(t).ok()?;
+        for mut stream in open_streams(std::slice::from_ref(t)).ok()? {
+            if !sel.stream_shown(stream.path()) {
+                continue;
+            }
+            let causes = match &side {
+                Some(by_stream) => stream_losses(by_stream, stream.path()),
+                None => stream.lost_by_cause().ok()??,
+            };
+            sum.iter_mut().zip(causes).for_each(|(s, n)| *s += n);
         }
-        let causes = stream.lost_by_cause().ok()??;
-        sum.iter_mut().zip(causes).for_each(|(s, n)| *s += n);
     }
     Some(sum)
+}
+
+/// The losses by cause of the stream file `path` in its trace's losses
+/// stream (none: it lost nothing).
+pub(crate) fn stream_losses(by_stream: &HashMap<String, LostByCause>, path: &Path) -> LostByCause {
+    path.file_name()
+        .and_then(|n| by_stream.get(n.to_string_lossy().as_ref()))
+        .copied()
+        .unwrap_or_default()
 }
 
 /// `overwritten = 5, full = 2`: every cause, or those with losses.

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use crate::filter;
 use crate::output::*;
 use crate::select::*;
-use tape_ctf::decode::stream::{FastStream, LostByCause, TracePlan};
+use tape_ctf::decode::stream::{losses_by_stream, FastStream, LostByCause, TracePlan};
+
+use crate::select::stream_losses;
 
 /// Per stream, in file order: the streams need no merge to be counted,
 /// so they are counted on all cores at once.
@@ -20,13 +22,17 @@ pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failu
         .transpose()?;
     let filtered = filter.as_ref().map(Filtered);
     let mut jobs = Vec::new();
-    for t in &traces {
+    // Each trace's losses by cause per stream, from its losses stream
+    // (`None`: in the streams' own packet contexts, if anywhere).
+    let mut side = Vec::new();
+    for (k, t) in traces.iter().enumerate() {
         let plan = std::sync::Arc::new(
             TracePlan::new(&t.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?,
         );
-        jobs.extend(t.streams.iter().map(|p| (plan.clone(), p.clone())));
+        jobs.extend(t.streams.iter().map(|p| (plan.clone(), p.clone(), k)));
+        side.push(losses_by_stream(t)?);
     }
-    let counted = parallel_map(&jobs, |(plan, path)| {
+    let counted = parallel_map(&jobs, |(plan, path, _)| {
         FastStream::open(plan.clone(), path)
             .and_then(|mut s| match &filtered {
                 None => s.count(),
@@ -45,7 +51,7 @@ pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failu
     let (mut first, mut last): (Option<i128>, Option<i128>) = (None, None);
     let (mut total, mut lost_total) = (0u64, 0u64);
     let mut stopped = Vec::new();
-    for ((_, path), c) in jobs.iter().zip(counted) {
+    for ((_, path, k), c) in jobs.iter().zip(counted) {
         let mut c = c?;
         if let Some(e) = c.stopped.take() {
             stopped.push(e.to_string());
@@ -60,7 +66,11 @@ pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failu
         last = last.max(c.last);
         total += c.events;
         lost_total += c.lost;
-        if let Some(causes) = c.lost_by_cause {
+        let causes = match &side[*k] {
+            Some(by_stream) => Some(stream_losses(by_stream, path)),
+            None => c.lost_by_cause,
+        };
+        if let Some(causes) = causes {
             let sum = by_cause.get_or_insert_with(Default::default);
             sum.iter_mut().zip(causes).for_each(|(s, n)| *s += n);
         }

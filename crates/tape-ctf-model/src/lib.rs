@@ -42,12 +42,31 @@ mod tsdl;
 
 pub use tsdl::quote;
 
-/// The causes of loss that tape's recorder counts apart, as its packet
-/// contexts name them (`lost_<cause>`, cumulative per stream like
+/// The causes of loss that tape's recorder counts apart, as its traces
+/// name them (`lost_<cause>`, cumulative per stream like
 /// `events_discarded`, which is their sum), in the order they are declared.
-/// The recorder writes them; the reader finds a stream's losses by cause
-/// in the packet context fields of these names.
+/// The recorder writes them into the packets of the trace's *losses
+/// stream* ([`LOSSES_STREAM`]); the reader finds a stream's losses by
+/// cause there (or, in traces written before that stream, in the stream's
+/// own packet contexts).
 pub const LOSS_CAUSES: [&str; 5] = ["overwritten", "full", "big", "busy", "saving"];
+
+/// The losses stream of a tape trace: a stream file of this name, of
+/// stream class [`LOSSES_STREAM_ID`], with no events, whose packet
+/// contexts give a thread stream's losses by cause (`stream`: the thread
+/// stream's file name; `lost_<cause>`: cumulative; the last packet of a
+/// stream gives its totals). Apart, so that the event lines readers print
+/// with the packet context (babeltrace2: `{ tid = 7, thread_name = "rx"
+/// }`) do not carry five counters of zeros each. A trace that has it says
+/// so in its `env` ([`LOSSES_STREAM_ENV`] = the file's name); the file
+/// exists only when some stream lost events.
+pub const LOSSES_STREAM: &str = "losses";
+
+/// The stream class of [`LOSSES_STREAM`].
+pub const LOSSES_STREAM_ID: u64 = 1;
+
+/// The `env` entry naming a trace's [`LOSSES_STREAM`].
+pub const LOSSES_STREAM_ENV: &str = "tape_losses_stream";
 
 /// Byte order of a type or of the whole trace (§4.1.3 of the CTF spec).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

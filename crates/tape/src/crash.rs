@@ -708,9 +708,13 @@ fn dump_from_signal(sig: c_int, code: c_int, addr: u64, tid: i32) {
     // it, their events counted in `events_skipped_ring_busy`; the streams
     // written are whole.
     let mut skipped = 0u64;
+    // The losses stream, opened at the first stream that lost events, and
+    // its packets' time (non-decreasing: readers merge by time).
+    let mut losses_fd: c_int = -1;
+    let mut losses_ts = 0u64;
     let _reached = ring::with_rings_for_crash(1000, |rings| {
         for r in rings {
-            match write_stream(dir, p, r) {
+            match write_stream(dir, p, r, (&mut losses_fd, &mut losses_ts)) {
                 Some(true) => rings_written += 1,
                 Some(false) => {}
                 None => skipped = skipped.saturating_add(r.held()),
@@ -728,6 +732,9 @@ fn dump_from_signal(sig: c_int, code: c_int, addr: u64, tid: i32) {
     write_metadata(dir, p, &happened);
     // SAFETY: closing our own descriptors.
     unsafe {
+        if losses_fd >= 0 {
+            libc::close(losses_fd);
+        }
         libc::close(dir);
         libc::close(parent);
     }
@@ -747,9 +754,17 @@ fn dump_from_signal(sig: c_int, code: c_int, addr: u64, tid: i32) {
     }
 }
 
-/// One ring's stream file, written from the ring's memory; whether it was
-/// written, `None` if the ring's copy claim stayed held by another copier.
-fn write_stream(dir: c_int, p: &Prepared, r: &Arc<Ring>) -> Option<bool> {
+/// One ring's stream file, written from the ring's memory, and its packet
+/// of the losses stream (into its descriptor, opened in `dir` if it is -1,
+/// at a time not before the last one's) when it lost events; whether it
+/// was written, `None` if the ring's copy claim stayed held by another
+/// copier.
+fn write_stream(
+    dir: c_int,
+    p: &Prepared,
+    r: &Arc<Ring>,
+    (losses_fd, losses_ts): (&mut c_int, &mut u64),
+) -> Option<bool> {
     let tid = r.tid();
     let mut file = Buf::<96>::new();
     let name = crate::sys::truncate_utf8(&r.name, 255);
@@ -822,6 +837,33 @@ fn write_stream(dir: c_int, p: &Prepared, r: &Arc<Ring>) -> Option<bool> {
     if fd >= 0 {
         // SAFETY: our own descriptor.
         unsafe { libc::close(fd) };
+    }
+    let d = losses.last().unwrap_or_default();
+    if walked && ok && fd >= 0 && d.total() > 0 {
+        // The file's name as opened (ASCII: sanitized above).
+        let name = std::str::from_utf8(file.bytes()).unwrap_or("thread");
+        let size = save::losses_packet_size(name);
+        let mut packet = [0u8; 512];
+        if size <= packet.len() {
+            *losses_ts = (*losses_ts).max(losses.ts());
+            save::losses_packet(&mut packet[..size], &p.uuid, *losses_ts, name, d);
+            if *losses_fd < 0 {
+                let mut path = Buf::<16>::new();
+                path.put(tape_ctf_model::LOSSES_STREAM.as_bytes());
+                // SAFETY: `dir` is open, the name NUL-terminated.
+                *losses_fd = unsafe {
+                    libc::openat(
+                        dir,
+                        path.c(),
+                        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                        0o644,
+                    )
+                };
+            }
+            if *losses_fd >= 0 {
+                let _ = write_all(*losses_fd, &packet[..size]);
+            }
+        }
     }
     walked.then_some(ok && fd >= 0)
 }

@@ -10,21 +10,40 @@
 //!
 //! ```text
 //! packet.header   { magic u32; uuid u8[16]; stream_id u32 }
+//!
+//! stream 0, a file per thread (`<thread>-<tid>`):
 //! packet.context  { timestamp_begin u64; timestamp_end u64;       (clock-mapped)
 //!                   content_size u64; packet_size u64;            (bits)
 //!                   packet_seq_num u64; events_discarded u64;
-//!                   tid u32; thread_name string;
-//!                   lost_<cause> u64 ... }                        (LOSS_CAUSES, in order)
+//!                   tid u32; thread_name string }
 //! event.header    { id u16; timestamp u64 }                       (packed, byte aligned)
+//!
+//! stream 1, the losses stream (file `losses`, no events; only when some
+//! thread lost events):
+//! packet.context  { timestamp_begin u64; timestamp_end u64;
+//!                   content_size u64; packet_size u64;
+//!                   stream string;                                (a stream file's name)
+//!                   lost_<cause> u64 ... }                        (LOSS_CAUSES, in order)
 //! ```
 //!
-//! The packet context is listed once (`CONTEXT`): its description, its
-//! size, its writer and its reader ([`PacketHead`]) all follow that list.
+//! Readers print a thread stream's packet context on each of its event
+//! lines (babeltrace2: `{ tid = 7, thread_name = "rx" }`), so it holds
+//! what names the stream and no more: the losses by cause, exact and
+//! cumulative, go to a stream of their own, which prints nothing (its
+//! packets have no events), where `tape stats` and `tape show` read them
+//! (`LOSSES_STREAM` of `tape-ctf-model`). `events_discarded`, their sum,
+//! stays in each thread stream, where babeltrace2's discarded-events
+//! warnings read it. (The packet header cannot hold them: babeltrace2
+//! warns about every field there it does not know.)
+//!
+//! The packet contexts are listed once (`CONTEXT`, `LOSSES_CONTEXT`):
+//! their descriptions, sizes, writers and reader ([`PacketHead`],
+//! [`LossesPacket`]) all follow those lists.
 
-use tape_ctf_model::LOSS_CAUSES;
 use tape_ctf_model::{
     ByteOrder, EnvValue, EventClass, Field, Integer, StreamClass, Struct, Trace, Type,
 };
+use tape_ctf_model::{LOSSES_STREAM, LOSSES_STREAM_ENV, LOSSES_STREAM_ID, LOSS_CAUSES};
 
 use crate::knobs;
 use crate::registry;
@@ -149,13 +168,23 @@ pub(crate) fn describe(uuid: [u8; 16], clock: tape_ctf_model::Clock, counts: &Co
         ));
     }
     t.env.extend(counts.more.iter().cloned());
+    t.env.push((
+        LOSSES_STREAM_ENV.into(),
+        EnvValue::Str(LOSSES_STREAM.into()),
+    ));
     t.streams.push(StreamClass {
         id: Some(0),
-        packet_context: Some(packet_context(&clock.name)),
+        packet_context: Some(packet_context(&CONTEXT, &clock.name)),
         event_header: Some(Struct::new(vec![
             Field::new("id", Type::Integer(Integer::unsigned(16))),
             Field::new("timestamp", ts()),
         ])),
+        event_context: None,
+    });
+    t.streams.push(StreamClass {
+        id: Some(LOSSES_STREAM_ID),
+        packet_context: Some(packet_context(&LOSSES_CONTEXT, &clock.name)),
+        event_header: None,
         event_context: None,
     });
     for (id, site) in registry::printk_sites().iter().enumerate() {
@@ -215,13 +244,27 @@ enum Slot {
     U32,
     /// A NUL-terminated string.
     Text,
+    /// A `u64` per cause of [`LOSS_CAUSES`], named `lost_<cause>`.
+    Losses,
+}
+
+impl Slot {
+    /// Bytes of the field(s), for a string of `text` bytes.
+    fn size(self, text: usize) -> usize {
+        match self {
+            Slot::Clock | Slot::U64 => 8,
+            Slot::U32 => 4,
+            Slot::Text => text + 1,
+            Slot::Losses => 8 * LOSS_CAUSES.len(),
+        }
+    }
 }
 
 /// The packet context's fields before the losses by cause, in order: the
 /// one list the description ([`packet_context`]), the size, the writer and
 /// the reader of [`PacketHead`] follow (a test decodes what the writer
 /// wrote by the description).
-const CONTEXT: [(&str, Slot); 8] = [
+const CONTEXT: &[(&str, Slot)] = &[
     ("timestamp_begin", Slot::Clock),
     ("timestamp_end", Slot::Clock),
     ("content_size", Slot::U64),
@@ -232,26 +275,102 @@ const CONTEXT: [(&str, Slot); 8] = [
     ("thread_name", Slot::Text),
 ];
 
-/// The packet context's CTF description: [`CONTEXT`], then `lost_<cause>`
-/// for each of [`LOSS_CAUSES`], every `u64` clock value mapped to `clock`.
-fn packet_context(clock: &str) -> Struct {
-    let ty = |slot: Slot| match slot {
-        Slot::Clock => Type::Integer(Integer::unsigned(64).mapped(clock)),
-        Slot::U64 => Type::Integer(Integer::unsigned(64)),
-        Slot::U32 => Type::Integer(Integer::unsigned(32)),
-        Slot::Text => Type::String(tape_ctf_model::Encoding::Utf8),
-    };
-    Struct::new(
-        CONTEXT
-            .iter()
-            .map(|&(name, slot)| Field::new(name, ty(slot)))
-            .chain(
+/// The losses stream's packet context, in order ([`LossesPacket`]).
+const LOSSES_CONTEXT: &[(&str, Slot)] = &[
+    ("timestamp_begin", Slot::Clock),
+    ("timestamp_end", Slot::Clock),
+    ("content_size", Slot::U64),
+    ("packet_size", Slot::U64),
+    ("stream", Slot::Text),
+    ("lost_", Slot::Losses),
+];
+
+/// A packet context's CTF description from its list (`CONTEXT`,
+/// `LOSSES_CONTEXT`), every clock value mapped to `clock`.
+fn packet_context(list: &[(&str, Slot)], clock: &str) -> Struct {
+    let u = |bits| Type::Integer(Integer::unsigned(bits));
+    let mut fields = Vec::new();
+    for &(name, slot) in list {
+        match slot {
+            Slot::Clock => fields.push(Field::new(
+                name,
+                Type::Integer(Integer::unsigned(64).mapped(clock)),
+            )),
+            Slot::U64 => fields.push(Field::new(name, u(64))),
+            Slot::U32 => fields.push(Field::new(name, u(32))),
+            Slot::Text => fields.push(Field::new(
+                name,
+                Type::String(tape_ctf_model::Encoding::Utf8),
+            )),
+            Slot::Losses => fields.extend(
                 LOSS_CAUSES
                     .iter()
-                    .map(|cause| Field::new(format!("lost_{cause}"), ty(Slot::U64))),
-            )
-            .collect(),
-    )
+                    .map(|cause| Field::new(format!("{name}{cause}"), u(64))),
+            ),
+        }
+    }
+    Struct::new(fields)
+}
+
+/// Writes a packet header (magic, `uuid`, `stream_id`) with `put`.
+fn put_header(put: &mut impl FnMut(&[u8]), uuid: &[u8; 16], stream_id: u64) {
+    put(&PACKET_MAGIC.to_ne_bytes());
+    put(uuid);
+    put(&(stream_id as u32).to_ne_bytes());
+}
+
+/// One packet of the losses stream: a thread stream's losses by cause
+/// (cumulative) at a moment. Written by saves, crash dumps and
+/// recordings; no allocation (a crash dump writes it from a signal
+/// handler, into a buffer of [`LossesPacket::size`] bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LossesPacket<'a> {
+    pub(crate) uuid: [u8; 16],
+    /// The moment (clock value) the counts were read.
+    pub(crate) ts: u64,
+    /// The thread stream's file name.
+    pub(crate) stream: &'a str,
+    /// Its losses so far, by cause of [`LOSS_CAUSES`].
+    pub(crate) lost: [u64; LOSS_CAUSES.len()],
+}
+
+impl LossesPacket<'_> {
+    /// Bytes of the packet for a stream named `stream`.
+    pub(crate) fn size(stream: &str) -> usize {
+        PACKET_HEADER_SIZE
+            + LOSSES_CONTEXT
+                .iter()
+                .map(|&(_, slot)| slot.size(stream.len()))
+                .sum::<usize>()
+    }
+
+    /// Writes the packet into `out`, [`LossesPacket::size`] bytes.
+    pub(crate) fn write(&self, out: &mut [u8]) {
+        let bits = (Self::size(self.stream) * 8) as u64;
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
+        put_header(&mut put, &self.uuid, LOSSES_STREAM_ID);
+        for &(_, slot) in LOSSES_CONTEXT {
+            match slot {
+                Slot::Clock => put(&self.ts.to_ne_bytes()),
+                // content_size and packet_size: the whole packet.
+                Slot::U64 => put(&bits.to_ne_bytes()),
+                Slot::U32 => {}
+                Slot::Text => {
+                    put(self.stream.as_bytes());
+                    put(&[0]);
+                }
+                Slot::Losses => {
+                    for n in self.lost {
+                        put(&n.to_ne_bytes());
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A packet's header and context, as every stream of tape's traces has
@@ -271,8 +390,6 @@ pub(crate) struct PacketHead<'a> {
     pub(crate) discarded: u64,
     pub(crate) tid: u32,
     pub(crate) thread_name: &'a str,
-    /// The stream's losses so far, by cause of [`LOSS_CAUSES`].
-    pub(crate) lost: [u64; LOSS_CAUSES.len()],
 }
 
 impl<'a> PacketHead<'a> {
@@ -281,13 +398,8 @@ impl<'a> PacketHead<'a> {
         PACKET_HEADER_SIZE
             + CONTEXT
                 .iter()
-                .map(|&(_, slot)| match slot {
-                    Slot::Clock | Slot::U64 => 8,
-                    Slot::U32 => 4,
-                    Slot::Text => name.len() + 1,
-                })
+                .map(|&(_, slot)| slot.size(name.len()))
                 .sum::<usize>()
-            + LOSS_CAUSES.len() * 8
     }
 
     /// The `u64` field of [`CONTEXT`] named `name` (`None` for another
@@ -313,11 +425,9 @@ impl<'a> PacketHead<'a> {
             out[at..at + bytes.len()].copy_from_slice(bytes);
             at += bytes.len();
         };
-        put(&PACKET_MAGIC.to_ne_bytes());
-        put(&self.uuid);
-        put(&0u32.to_ne_bytes());
+        put_header(&mut put, &self.uuid, 0);
         let mut fields = self.clone();
-        for &(name, slot) in &CONTEXT {
+        for &(name, slot) in CONTEXT {
             match slot {
                 Slot::Clock | Slot::U64 => {
                     let v = fields.u64_field(name).map_or(0, |v| *v);
@@ -328,21 +438,20 @@ impl<'a> PacketHead<'a> {
                     put(self.thread_name.as_bytes());
                     put(&[0]);
                 }
+                Slot::Losses => {}
             }
-        }
-        for n in self.lost {
-            put(&n.to_ne_bytes());
         }
     }
 
     /// Reads the header and context at the start of `b` (a packet of a
-    /// trace tape wrote); `None` when `b` is too short or not such a
-    /// packet.
+    /// thread stream of a trace tape wrote); `None` when `b` is too short
+    /// or not such a packet (a losses stream's included).
     pub(crate) fn read(b: &'a [u8]) -> Option<PacketHead<'a>> {
         let u64_at = |at: usize| -> Option<u64> {
             Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
         };
-        if b.get(..4)? != PACKET_MAGIC.to_ne_bytes() {
+        // A thread stream's (stream class 0): not the losses stream's.
+        if b.get(..4)? != PACKET_MAGIC.to_ne_bytes() || b.get(20..24)? != [0; 4] {
             return None;
         }
         let mut h = PacketHead {
@@ -355,10 +464,9 @@ impl<'a> PacketHead<'a> {
             discarded: 0,
             tid: 0,
             thread_name: "",
-            lost: [0; LOSS_CAUSES.len()],
         };
         let mut at = PACKET_HEADER_SIZE;
-        for &(name, slot) in &CONTEXT {
+        for &(name, slot) in CONTEXT {
             match slot {
                 Slot::Clock | Slot::U64 => {
                     let v = u64_at(at)?;
@@ -374,11 +482,8 @@ impl<'a> PacketHead<'a> {
                     h.thread_name = std::str::from_utf8(&b[at..at + len]).ok()?;
                     at += len + 1;
                 }
+                Slot::Losses => {}
             }
-        }
-        for n in &mut h.lost {
-            *n = u64_at(at)?;
-            at += 8;
         }
         Some(h)
     }
@@ -413,14 +518,13 @@ mod tests {
             discarded: 16,
             tid: 17,
             thread_name: "worker-3",
-            lost: [21, 22, 23, 24, 25],
         };
         let size = PacketHead::size(head.thread_name);
         let mut bytes = vec![0xAAu8; size + 5];
         head.write(&mut bytes[..size]);
         assert_eq!(PacketHead::read(&bytes[..size]).as_ref(), Some(&head));
         let mut sink = ValueSink::default();
-        let context = packet_context("tape");
+        let context = packet_context(CONTEXT, "tape");
         let used = crate::view::decode(&context, &bytes[PACKET_HEADER_SIZE..], &mut sink).unwrap();
         assert_eq!(PACKET_HEADER_SIZE + used, size);
         let Some(Value::Struct(fields)) = sink.scopes.pop() else {
@@ -437,12 +541,41 @@ mod tests {
             ("tid".to_owned(), Value::UInt(17, Base::Decimal)),
             ("thread_name".to_owned(), Value::Str("worker-3".into())),
         ];
-        for (cause, n) in LOSS_CAUSES.iter().zip(21..) {
-            want.push((format!("lost_{cause}"), u(n)));
-        }
         assert_eq!(fields, want);
         // Not a packet of tape's: no head.
         bytes[0] ^= 1;
         assert_eq!(PacketHead::read(&bytes), None);
+
+        // A packet of the losses stream, likewise.
+        let p = LossesPacket {
+            uuid: [7; 16],
+            ts: 31,
+            stream: "worker-3-17",
+            lost: [21, 22, 23, 24, 25],
+        };
+        let size = LossesPacket::size(p.stream);
+        let mut bytes = vec![0xAAu8; size];
+        p.write(&mut bytes);
+        assert_eq!(u32::from_ne_bytes(bytes[20..24].try_into().unwrap()), 1);
+        assert_eq!(PacketHead::read(&bytes), None, "not a thread stream's");
+        let mut sink = ValueSink::default();
+        let context = packet_context(LOSSES_CONTEXT, "tape");
+        let used = crate::view::decode(&context, &bytes[PACKET_HEADER_SIZE..], &mut sink).unwrap();
+        assert_eq!(PACKET_HEADER_SIZE + used, size);
+        let Some(Value::Struct(fields)) = sink.scopes.pop() else {
+            panic!("no struct");
+        };
+        let bits = (size * 8) as u64;
+        let mut want = vec![
+            ("timestamp_begin".to_owned(), u(31)),
+            ("timestamp_end".to_owned(), u(31)),
+            ("content_size".to_owned(), u(bits)),
+            ("packet_size".to_owned(), u(bits)),
+            ("stream".to_owned(), Value::Str("worker-3-17".into())),
+        ];
+        for (cause, n) in LOSS_CAUSES.iter().zip(21..) {
+            want.push((format!("lost_{cause}"), u(n)));
+        }
+        assert_eq!(fields, want);
     }
 }

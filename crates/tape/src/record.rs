@@ -29,10 +29,11 @@
 //!   of events the recorder wrote, and written as the stream's
 //!   `lost_overwritten`.
 //!
-//! Every cause reaches the trace's packet context as a save writes it
-//! (`events_discarded` and `lost_<cause>`, cumulative per stream), so
-//! babeltrace2 reports the losses between the packets where they
-//! happened.
+//! Every cause reaches the trace as a save writes it: `events_discarded`
+//! (cumulative per stream) in the packet contexts, so babeltrace2 reports
+//! the losses between the packets where they happened, and the counts by
+//! cause in the losses stream, a packet appended each turn a stream's
+//! grew.
 //!
 //! A thread's ring whose file goes (the thread exited and its ring was
 //! saved and freed) is read to its end, open packet included (its owner
@@ -93,6 +94,10 @@ struct Stream {
     done: bool,
     /// Events of the ring an earlier consuming reader took (its mark).
     resumed: Option<u64>,
+    /// The losses the losses stream says of this stream so far, and when
+    /// the last packet written ended.
+    lost_said: Drops,
+    last_end: u64,
     /// Bytes of whole packets in the stream file.
     len: u64,
     uuid: [u8; 16],
@@ -162,6 +167,12 @@ pub struct Recorder {
     /// Bytes of the metadata file as written last (rewritten in place
     /// when a full disk refuses a new file).
     metadata_len: std::cell::Cell<u64>,
+    /// The trace's losses stream (made at the first loss), and its bytes
+    /// of whole packets.
+    losses: Option<File>,
+    losses_len: u64,
+    /// Its last packet's time (its packets' are non-decreasing).
+    losses_ts: u64,
 }
 
 /// The process file of a running process, mapped shared (the recorder
@@ -258,6 +269,9 @@ impl Recorder {
             last_ts: None,
             busy: None,
             not_written: 0,
+            losses: None,
+            losses_len: 0,
+            losses_ts: 0,
             metadata_len: std::cell::Cell::new(0),
         };
         r.write_metadata()?;
@@ -366,6 +380,8 @@ impl Recorder {
                 started: false,
                 done: false,
                 resumed: mark.map(|m| m.1),
+                lost_said: Drops::default(),
+                last_end: 0,
                 len: 0,
                 uuid: self.header.uuid,
                 head: Vec::new(),
@@ -438,6 +454,7 @@ impl Recorder {
             lost,
             len,
             resumed,
+            last_end,
             ..
         } = s;
         let taken_before = *resumed;
@@ -529,6 +546,7 @@ impl Recorder {
                 // (Not those of a packet an earlier reader began.)
                 events += end.saturating_sub(m.committed_before.max(*position));
                 *position = end;
+                *last_end = (*last_end).max(m.ts_end);
                 *lost = d;
             },
         );
@@ -563,7 +581,47 @@ impl Recorder {
             let lt = s.ring.last_ts();
             self.last_ts = Some(self.last_ts.map_or(lt, |t| t.max(lt)));
         }
+        if recording {
+            self.say_losses(i)?;
+        }
         Ok(None)
+    }
+
+    /// Appends to the trace's losses stream the losses of stream `i`, if
+    /// they grew since it last said them (whole packets only: a write cut
+    /// short, a full disk, is cut back, and the error returned).
+    fn say_losses(&mut self, i: usize) -> Result<(), Error> {
+        let Some(out) = self.out.clone() else {
+            return Ok(());
+        };
+        let s = &self.streams[i];
+        if s.lost == s.lost_said || s.lost.total() == 0 {
+            return Ok(());
+        }
+        let name = s
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let ts = self.losses_ts.max(s.last_end);
+        let mut packet = vec![0u8; crate::save::losses_packet_size(&name)];
+        crate::save::losses_packet(&mut packet, &s.uuid, ts, &name, s.lost);
+        let path = out.join(tape_ctf_model::LOSSES_STREAM);
+        match write_parts(&mut self.losses, &path, &[&packet]) {
+            Ok(n) => {
+                self.losses_len += n;
+                self.losses_ts = ts;
+                self.streams[i].lost_said = self.streams[i].lost;
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(f) = self.losses.as_mut() {
+                    let _ = f.set_len(self.losses_len);
+                    let _ = std::io::Seek::seek(f, std::io::SeekFrom::Start(self.losses_len));
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Writes (or rewrites) the trace's metadata, its clock calibrated

@@ -4,6 +4,7 @@
 //! <dir>/<program>-YYYY-MM-DD-HH-MM-SS/
 //!     metadata            TSDL text, "/* CTF 1.8 */" first
 //!     <thread>-<tid>      one stream file per thread: a sequence of packets
+//!     losses              the losses stream, when a thread lost events
 //! ```
 //!
 //! Each packet of a stream file:
@@ -15,8 +16,6 @@
 //! | timestamp_begin u64 | timestamp_end u64 | content_size u64 (bits)          |
 //! | packet_size u64 (bits) | packet_seq_num u64 | events_discarded u64         |
 //! | tid u32 | thread_name string (NUL terminated)                              |
-//! | lost_overwritten u64 | lost_full u64 | lost_big u64 | lost_busy u64       |
-//! | lost_saving u64                                                            |
 //! +---------------------------- events (copied from the ring) ----------------+
 //! | id u16 | timestamp u64 | fields | id u16 | timestamp u64 | fields | ...    |
 //! +----------------------------------------------------------------------------+
@@ -26,12 +25,14 @@
 //! metadata states. `events_discarded` is the stream's cumulative count of
 //! lost events at the end of the packet (full, too big, re-entrant, and
 //! overwritten or, for a save racing the writer, not copyable), so readers
-//! report the difference between consecutive packets. The `lost_<cause>`
-//! fields split it by cause, cumulative likewise, and sum to it
-//! (`tape stats` reports them): `overwritten` counts the events of the
-//! stream before the first packet saved (overwritten in the ring, or saved
-//! by an earlier save and overwritten since), the others the ring's drop
-//! counters when the packet was closed. When the first saved
+//! report the difference between consecutive packets. The losses stream
+//! (`losses`, stream class 1, no events: `metadata.rs`) splits each
+//! thread stream's count by cause, `lost_<cause>`, cumulative likewise
+//! and summing to it (`tape stats` reports them), in one packet per
+//! stream that lost events, named by its file: `overwritten` counts the
+//! events of the stream before the first packet saved (overwritten in the
+//! ring, or saved by an earlier save and overwritten since), the others
+//! the ring's drop counters when the last packet was closed. When the first saved
 //! packet already has losses, an empty packet with `events_discarded = 0`
 //! is written first, so that babeltrace2 reports them too.
 //!
@@ -62,7 +63,7 @@ use std::sync::Arc;
 
 use tape_ctf_model::{EnvValue, Trace};
 
-use crate::metadata::{Counts, PacketHead};
+use crate::metadata::{Counts, LossesPacket, PacketHead};
 use crate::sys::{local_date, new_uuid, program_name, sanitize, truncate_utf8};
 
 use crate::error::{Error, ErrorKind};
@@ -472,6 +473,11 @@ pub(crate) fn write_streams(
     let mut buf = Vec::new();
     let mut skipped = Vec::new();
     let mut lost = ring::Drops::default();
+    // The losses stream's packets: one per stream that lost events, each
+    // at its stream's last packet's end, made non-decreasing (a stream's
+    // packets must be: readers merge by time).
+    let mut losses: Vec<u8> = Vec::new();
+    let mut losses_ts = 0u64;
     // Every ring's copy claim is waited for until then, no later (a stopped
     // reader holding one never holds the save: `ring::CLAIM_PATIENCE`).
     let until = std::time::Instant::now() + ring::CLAIM_PATIENCE;
@@ -517,13 +523,25 @@ pub(crate) fn write_streams(
             Err(CopyError::Each(e)) => return Err(e),
         }
         events |= file.events;
-        lost += file.losses.last().unwrap_or_default();
+        let d = file.losses.last().unwrap_or_default();
+        lost += d;
+        let ts = file.losses.ts();
         if file.finish()? {
+            if d.total() > 0 {
+                losses_ts = losses_ts.max(ts);
+                let ts = losses_ts;
+                let at = losses.len();
+                losses.resize(at + losses_packet_size(&file_name), 0);
+                losses_packet(&mut losses[at..], uuid, ts, &file_name, d);
+            }
             names.push(file_name);
         }
         if exited {
             complete.push(r.clone());
         }
+    }
+    if !losses.is_empty() {
+        write_file(&dir.join(tape_ctf_model::LOSSES_STREAM), &losses)?;
     }
     Ok(Filled {
         complete,
@@ -580,6 +598,8 @@ pub(crate) struct StreamLosses {
     /// Losses of the last packet kept (every packet skipped has the same:
     /// so they are the stream's last).
     prev: Option<ring::Drops>,
+    /// The end of the last packet seen (the time of its losses).
+    ts: u64,
 }
 
 impl StreamLosses {
@@ -593,6 +613,7 @@ impl StreamLosses {
         created_ts: u64,
     ) -> (Option<u64>, Option<ring::Drops>) {
         let first = self.lost_before.is_none();
+        self.ts = self.ts.max(m.ts_end);
         let lost_before = *self.lost_before.get_or_insert(m.committed_before);
         let d = ring::Drops {
             overwritten: lost_before,
@@ -609,6 +630,11 @@ impl StreamLosses {
     /// The losses of the last packet kept.
     pub(crate) fn last(&self) -> Option<ring::Drops> {
         self.prev
+    }
+
+    /// The end of the last packet seen: when [`StreamLosses::last`] held.
+    pub(crate) fn ts(&self) -> u64 {
+        self.ts
     }
 }
 
@@ -777,10 +803,28 @@ impl Context<'_> {
             discarded: count(lost.total()),
             tid: self.tid,
             thread_name: self.name,
-            lost: lost.by_cause().map(|(_, n)| count(n)),
         }
         .write(out);
     }
+}
+
+/// Bytes of the losses stream's packet for the stream file `name`.
+pub(crate) fn losses_packet_size(name: &str) -> usize {
+    LossesPacket::size(name)
+}
+
+/// Writes into `out` ([`losses_packet_size`] bytes) the losses stream's
+/// packet saying that the stream file `name` lost `d` (cumulative) by
+/// `ts`.
+pub(crate) fn losses_packet(out: &mut [u8], uuid: &[u8; 16], ts: u64, name: &str, d: ring::Drops) {
+    LossesPacket {
+        uuid: *uuid,
+        ts,
+        stream: name,
+        // As `events_discarded`: at most i64::MAX.
+        lost: d.by_cause().map(|(_, n)| n.min(i64::MAX as u64)),
+    }
+    .write(out);
 }
 
 /// `rename(from, to)` that fails with `AlreadyExists` instead of replacing.

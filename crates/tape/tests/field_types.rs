@@ -292,8 +292,8 @@ fn every_field_type_reads_back_in_both_readers() {
 /// place the packet at the clock's origin. Checked on the raw stream file:
 /// header (24 bytes), then timestamp_begin, timestamp_end, content_size,
 /// packet_size, packet_seq_num, events_discarded (u64 each), tid (u32),
-/// thread_name (NUL-terminated), lost_overwritten .. lost_saving u64, then
-/// the first event: id u16, timestamp u64.
+/// thread_name (NUL-terminated), then the first event: id u16, timestamp
+/// u64.
 #[test]
 fn first_packet_begins_before_its_first_event() {
     let _g = tape::Config::new()
@@ -320,8 +320,8 @@ fn first_packet_begins_before_its_first_event() {
     let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
     let (begin, end, seq) = (u64_at(24), u64_at(32), u64_at(56));
     let name_end = 24 + 48 + 4 + b[76..].iter().position(|&c| c == 0).unwrap();
-    // After the name: the five `lost_<cause>` counters, then the event.
-    let first_ts = u64_at(name_end + 1 + 5 * 8 + 2);
+    // After the name: the event (its id, then its timestamp).
+    let first_ts = u64_at(name_end + 1 + 2);
     assert_eq!(seq, 1, "packet 0 is numbered 1");
     assert!(begin > 0, "timestamp_begin is 0");
     assert!(

@@ -39,6 +39,45 @@ fn temp(name: &str) -> PathBuf {
     d
 }
 
+/// The quickstart's trace as babeltrace2 prints it: each line's packet
+/// context names the stream (`tid`, `thread_name`) and carries no loss
+/// counter; tape show prints the same lines.
+#[test]
+fn the_quickstart_lines_carry_no_loss_counters() {
+    if !crate::shared::babeltrace2("the quickstart's lines as babeltrace2 prints them") {
+        return;
+    }
+    let dir = temp("lines");
+    let trace = quickstart(&dir);
+    let out = Command::new("babeltrace2").arg(&trace).output().unwrap();
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success() && err.is_empty(), "{err}");
+    assert!(text.lines().count() > 100, "{text}");
+    for line in text.lines() {
+        let context = line
+            .split(": { ")
+            .nth(1)
+            .and_then(|c| c.split(" }, {").next())
+            .unwrap_or_else(|| panic!("no packet context: {line}"));
+        let (tid, name) = context
+            .split_once(", thread_name = \"")
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(
+            tid.strip_prefix("tid = ")
+                .is_some_and(|t| t.parse::<u32>().is_ok())
+                && name.ends_with('"')
+                && !name.contains(','),
+            "a packet context of more than tid and thread_name: {line}"
+        );
+    }
+    let (rc, shown, _) = tape(&["show", trace.to_str().unwrap()]);
+    assert_eq!((rc, shown.as_str()), (0, text.as_ref()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Over all events, a filter that one event has the fields for but
 /// refuses (a label its enum lacks) is reported for that event, with its
 /// labels; not as the first event's missing field.

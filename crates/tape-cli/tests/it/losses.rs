@@ -4,9 +4,10 @@
 //! `tape stats`, `tape show` and babeltrace2.
 //!
 //! For every thread, `emitted = recorded + lost` in `tape::stats()`, cause
-//! by cause; the trace holds exactly the recorded events and its
-//! `lost_<cause>` packet fields give the same counts; `events_discarded`
-//! (their sum) is what babeltrace2 reports.
+//! by cause; the trace holds exactly the recorded events and its losses
+//! stream's `lost_<cause>` fields give the same counts; `events_discarded`
+//! (their sum) is what babeltrace2 reports, and its event lines carry no
+//! `lost_` field.
 
 use crate::shared;
 
@@ -222,7 +223,17 @@ fn every_cause_is_counted_exactly_in_stats_the_trace_and_the_readers() {
             .filter_map(|l| l.split(' ').next()?.parse::<u64>().ok())
             .sum();
         assert_eq!(reported, total, "{err}");
-        let lines = String::from_utf8_lossy(&out.stdout).lines().count() as u64;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines = text.lines().count() as u64;
         assert_eq!(lines, recorded);
+        // The losses stream prints nothing; the lines carry no counter.
+        assert!(!text.contains("lost_"), "a line carries a loss counter");
+        assert_eq!(
+            err.lines()
+                .filter(|l| !l.contains("Tracer discarded"))
+                .count(),
+            0,
+            "babeltrace2 warns: {err}"
+        );
     }
 }

@@ -150,7 +150,19 @@ pub fn streams_of(trace: &Path) -> BTreeMap<String, Stream> {
         let discarded = ctx["events_discarded"].as_u64().unwrap();
         s.first_discarded.get_or_insert(discarded);
         s.last_discarded = discarded;
-        s.lost_full = ctx["lost_full"].as_u64().unwrap();
+    }
+    // The losses by cause, from the trace's losses stream.
+    let t = tape_ctf::metadata::read::open_trace(trace).unwrap();
+    let by_stream = tape_ctf::decode::stream::losses_by_stream(&t)
+        .unwrap()
+        .expect("a tape trace declares its losses stream");
+    for (stream, s) in &mut all {
+        let name = stream.rsplit('/').next().unwrap();
+        let full = tape_ctf::LOSS_CAUSES
+            .iter()
+            .position(|c| *c == "full")
+            .unwrap();
+        s.lost_full = by_stream.get(name).map_or(0, |c| c[full]);
     }
     all
 }

@@ -42,7 +42,8 @@ pub(crate) const SLOT_TS_END: usize = 5;
 pub(crate) const SLOT_DISCARDED: usize = 6;
 pub(crate) const SLOT_SEQ_NUM: usize = 7;
 pub(crate) const SLOT_EVENT_ID: usize = 8;
-/// tape's `lost_<cause>` packet context fields ([`LOSS_CAUSES`]),
+/// tape's `lost_<cause>` packet context fields ([`LOSS_CAUSES`]: of its
+/// losses stream, or of each stream in traces made before that stream),
 /// in that order from this slot on.
 pub(crate) const SLOT_LOST: usize = 9;
 const FIRST_FREE_SLOT: usize = SLOT_LOST + LOSS_CAUSES.len();

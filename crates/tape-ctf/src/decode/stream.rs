@@ -8,6 +8,7 @@
 //! picks the stream with the earliest event, and [`FastStream::emit`]
 //! decodes the rest into a [`Sink`].
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -561,6 +562,20 @@ impl FastStream {
             self.packet_counts();
         }
         Ok(self.causes())
+    }
+
+    /// Calls `each` with every packet context of the stream, as a value
+    /// (the events are not read).
+    pub fn packet_contexts(&mut self, mut each: impl FnMut(&Value)) -> Result<(), DecodeError> {
+        self.values = true;
+        while self.next_packet < self.stop {
+            self.packet_prologue()?;
+            self.packet_counts();
+            if let Some(v) = &self.packet_value {
+                each(v);
+            }
+        }
+        Ok(())
     }
 
     /// Losses by cause between the first and the last packet read.
@@ -1376,6 +1391,54 @@ fn run_scope<S: Sink>(
     let r = plan::run_scope(scope, &mut b, state, sink);
     *pos = b.pos;
     r
+}
+
+/// The losses by cause of each stream of a tape trace, by the stream file's
+/// name, from its losses stream (the last packet of a stream gives its
+/// totals); a stream it does not name lost nothing. `None` when the trace
+/// declares no losses stream (another tracer's, or tape's before it: its
+/// streams' packet contexts may carry them, [`FastStream::lost_by_cause`]).
+pub fn losses_by_stream(t: &TraceDir) -> Result<Option<HashMap<String, LostByCause>>, String> {
+    if !t.declares_losses() {
+        return Ok(None);
+    }
+    let mut by_stream: HashMap<String, LostByCause> = HashMap::new();
+    let Some(path) = &t.losses else {
+        return Ok(Some(by_stream));
+    };
+    let plan = Arc::new(
+        TracePlan::new(&t.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?,
+    );
+    let mut s = FastStream::open(plan, path).map_err(|e| e.to_string())?;
+    let mut bad = None;
+    s.packet_contexts(|v| {
+        let Value::Struct(fields) = v else { return };
+        let field = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+        let Some(Value::Str(stream)) = field("stream") else {
+            bad.get_or_insert("a packet without its `stream`");
+            return;
+        };
+        let mut causes = LostByCause::default();
+        for (c, cause) in causes.iter_mut().zip(LOSS_CAUSES) {
+            match field(&format!("lost_{cause}")).and_then(Value::as_u64) {
+                Some(n) => *c = n,
+                None => {
+                    bad.get_or_insert("a packet without its `lost_<cause>` counts");
+                }
+            }
+        }
+        // Cumulative: the largest (the last) is the stream's total.
+        let total = by_stream.entry(stream.clone()).or_default();
+        total
+            .iter_mut()
+            .zip(causes)
+            .for_each(|(t, n)| *t = (*t).max(n));
+    })
+    .map_err(|e| e.to_string())?;
+    if let Some(why) = bad {
+        return Err(format!("{}: {why}", path.display()));
+    }
+    Ok(Some(by_stream))
 }
 
 /// Compiles the plans of `traces` and opens all their streams.

@@ -45,8 +45,24 @@ pub struct TraceDir {
     pub trace: Trace,
     /// Warnings from the metadata (unknown attributes...).
     pub warnings: Vec<ParseError>,
-    /// Stream files, sorted by name.
+    /// Stream files, sorted by name (a tape trace's losses stream apart).
     pub streams: Vec<PathBuf>,
+    /// A tape trace's losses stream (`LOSSES_STREAM`: losses by cause of
+    /// each stream, no events), when its `env` declares one and the file
+    /// exists (it does only when some stream lost events).
+    pub losses: Option<PathBuf>,
+}
+
+impl TraceDir {
+    /// Whether the trace declares a losses stream (tape's traces since
+    /// the losses left the printed packet context): its streams' losses
+    /// by cause are there, and a stream it does not name lost nothing.
+    pub fn declares_losses(&self) -> bool {
+        self.trace
+            .env
+            .iter()
+            .any(|(k, _)| k == crate::LOSSES_STREAM_ENV)
+    }
 }
 
 /// Finds every trace under `path` (a trace directory, or a tree of them as
@@ -116,11 +132,26 @@ pub fn open_trace(dir: &Path) -> Result<TraceDir, OpenError> {
         })
         .collect();
     streams.sort();
+    // A tape trace's losses stream is read apart (`env` names its file).
+    let losses_name = parsed.trace.env.iter().find_map(|(k, v)| match v {
+        crate::EnvValue::Str(name) if k == crate::LOSSES_STREAM_ENV => Some(name.clone()),
+        _ => None,
+    });
+    let mut losses = None;
+    if let Some(name) = losses_name {
+        if let Some(at) = streams
+            .iter()
+            .position(|p| p.file_name().is_some_and(|n| n == name.as_str()))
+        {
+            losses = Some(streams.remove(at));
+        }
+    }
     Ok(TraceDir {
         dir: dir.to_path_buf(),
         trace: parsed.trace,
         warnings: parsed.warnings,
         streams,
+        losses,
     })
 }
 

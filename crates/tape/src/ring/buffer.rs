@@ -591,7 +591,7 @@ impl Drops {
             .saturating_add(self.saving)
     }
 
-    /// The causes with their names, in the order the trace's packet context
+    /// The causes with their names, in the order the trace's losses stream
     /// declares them (`lost_<cause>`): the names the reader looks for
     /// (`tape_ctf_model::LOSS_CAUSES`).
     pub fn by_cause(&self) -> [(&'static str, u64); Drops::CAUSES] {

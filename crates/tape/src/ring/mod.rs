@@ -76,10 +76,10 @@
 //! Events larger than a slot are dropped (`big`); an emit that interrupts
 //! another on the same thread (a signal handler, a probe) is dropped
 //! (`busy`); so is an event that would overwrite a packet a save has yet to
-//! copy (`saving`, see "The snapshot"). Every cause reaches the trace's
-//! packet context, cumulative per stream as LTTng writes `events_discarded`:
-//! each in a field of its own (`lost_<cause>`, `metadata.rs`) and all in
-//! `events_discarded`, their sum.
+//! copy (`saving`, see "The snapshot"). Every cause reaches the trace,
+//! cumulative per stream as LTTng writes `events_discarded`: all in the
+//! packet context's `events_discarded`, and each in a field of its own in
+//! the trace's losses stream (`lost_<cause>`, `metadata.rs`).
 //!
 //! # The snapshot
 //!
