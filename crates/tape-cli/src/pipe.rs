@@ -113,7 +113,8 @@ pub(crate) fn pipe(
     format: Format,
     events: Option<globset::GlobSet>,
 ) -> Result<(), Failure> {
-    let dir = tape::recover::find(target).map_err(|e| e.to_string())?;
+    let dir =
+        tape::recover::find_running(target, crate::recover::STARTING).map_err(|e| e.to_string())?;
     let mut reader = tape::record::Recorder::attach_live(&dir).map_err(|e| e.to_string())?;
     let text = reader.metadata().map_err(|e| e.to_string())?;
     let trace = tape_ctf::parse_metadata(&text)

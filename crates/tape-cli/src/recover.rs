@@ -168,6 +168,10 @@ extern "C" fn stop_recording(_: libc::c_int) {
     STOP.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// How long `tape pipe` and `tape record` wait for a process that runs
+/// but has no shared rings yet (just started).
+pub(crate) const STARTING: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// SIGINT and SIGTERM end `tape record` and `tape pipe` at their next
 /// turn ([`stopped`]).
 pub(crate) fn catch_stop() {
@@ -205,7 +209,7 @@ pub(crate) fn record(
             }
         },
     };
-    let dir = tape::recover::find(target).map_err(|e| e.to_string())?;
+    let dir = tape::recover::find_running(target, STARTING).map_err(|e| e.to_string())?;
     let mut r = tape::record::Recorder::attach(&dir, &output).map_err(|e| e.to_string())?;
     catch_stop();
     crate::say!(

@@ -88,6 +88,32 @@ pub fn find(what: &str) -> Result<PathBuf, Error> {
         })
 }
 
+/// [`find`] for a reader of a running process (`tape pipe`, `tape
+/// record`): a process that runs but has not made its shared rings yet
+/// (started an instant ago: `prog & tape pipe $!`) is waited for, up to
+/// `patience`, then the error says that it runs.
+pub fn find_running(what: &str, patience: std::time::Duration) -> Result<PathBuf, Error> {
+    let until = std::time::Instant::now() + patience;
+    loop {
+        let e = match find(what) {
+            Ok(dir) => return Ok(dir),
+            Err(e) => e,
+        };
+        let running = what.parse::<u32>().is_ok_and(crate::sys::process_exists);
+        if !running {
+            return Err(e);
+        }
+        if std::time::Instant::now() >= until {
+            return Err(error(format!(
+                "{e} (process {what} runs, but made no shared rings within {} s: has it called \
+                 tape::init, and enabled a tracepoint?)",
+                patience.as_secs_f64()
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// What [`recover`] made.
 #[derive(Clone, Debug)]
 pub struct Recovered {

@@ -34,6 +34,7 @@ mod losses;
 mod operated;
 mod pipe;
 mod reader_table;
+mod readme_shell;
 mod record;
 mod recover;
 mod samples;
