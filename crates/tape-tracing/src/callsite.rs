@@ -21,18 +21,18 @@
 //! tracepoints do (`.entry`, `.exit`) gets a `_` after it, so readers never
 //! take it for a span's.
 //!
-//! The table: [`SLOTS`] slots of leaked [`Callsite`]s, open addressing by
+//! The table: `SLOTS` slots of leaked `Callsite`s, open addressing by
 //! a Fibonacci hash of the metadata's address; a slot is written once
-//! (under [`INSERT`], Release) and read with Acquire.
+//! (under `INSERT`, Release) and read with Acquire.
 
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use tape::field::{Field as TapeField, FieldDesc};
 use tape::{Tracepoint, TracepointDesc};
 use tracing_core::Metadata;
 
-use crate::value::{Value, MAX_FIELDS};
+use crate::value::{Gather, Kind, Value, MAX_FIELDS};
 
 /// Slots of the callsite table (a power of two).
 const SLOTS: usize = 1 << 13;
@@ -46,6 +46,8 @@ pub(crate) struct Callsite {
     meta: usize,
     /// An event's tracepoint, or a span's `.new` (its fields at creation).
     pub(crate) main: &'static Tracepoint,
+    /// The types of `main`'s fields, set at its first event ([`Typing`]).
+    pub(crate) main_kinds: Typing,
     /// A span's tracepoints: `.record`, `.entry`, `.exit`.
     pub(crate) span: Option<SpanPoints>,
 }
@@ -53,8 +55,66 @@ pub(crate) struct Callsite {
 /// A span callsite's other tracepoints.
 pub(crate) struct SpanPoints {
     pub(crate) record: &'static Tracepoint,
+    /// The types of `record`'s fields, set at its first event.
+    pub(crate) record_kinds: Typing,
     pub(crate) entry: &'static Tracepoint,
     pub(crate) exit: &'static Tracepoint,
+}
+
+/// The types of a tracepoint's fields (a [`Kind`] each), set once, by the
+/// first event to be recorded: `tracing` names a callsite's fields when
+/// it registers the callsite, but gives their types only with values.
+/// That event describes the tracepoint anew
+/// ([`tape::probe::describe_at_first_event`]) before it is recorded:
+/// `message = "worker started", worker = 0` in every reader, instead of a
+/// tagged value per field. A field the first event does not record stays
+/// tagged ([`Kind::Any`]); so do all when tape refuses the new description
+/// (a probe or filter read the old one first).
+pub(crate) struct Typing(OnceLock<Box<[Kind]>>);
+
+impl Typing {
+    fn new() -> Typing {
+        Typing(OnceLock::new())
+    }
+
+    /// The kinds of `tp`'s fields, set from `first` (the values of the
+    /// event about to be recorded, `call` before them for a span's) if no
+    /// event set them yet. Other threads at the same first event wait for
+    /// it (a registration's work: once per tracepoint).
+    pub(crate) fn kinds(&self, tp: &'static Tracepoint, call: bool, first: &Gather) -> &[Kind] {
+        self.0.get_or_init(|| {
+            let kinds = first.kinds();
+            let old = tp.desc().fields;
+            let own = &old[usize::from(call)..];
+            let mut fixed = if call { 8 } else { 0 };
+            let mut fields: Vec<FieldDesc> = old[..usize::from(call)]
+                .iter()
+                .map(|f| FieldDesc {
+                    name: f.name,
+                    describe: f.describe,
+                })
+                .collect();
+            for (f, kind) in own.iter().zip(&kinds) {
+                let (describe, size) = kind.describe();
+                fixed += size;
+                fields.push(FieldDesc {
+                    name: f.name,
+                    describe,
+                });
+            }
+            let fields: &'static [FieldDesc] = Box::leak(fields.into_boxed_slice());
+            match tape::probe::describe_at_first_event(tp, fields, fixed) {
+                Ok(true) => kinds.into_boxed_slice(),
+                Ok(false) => vec![Kind::Any; kinds.len()].into_boxed_slice(),
+                Err(e) => {
+                    // The description holds; the shared rings' metadata
+                    // (for a recovery, a recorder) did not take it.
+                    eprintln!("tape-tracing: {e}");
+                    kinds.into_boxed_slice()
+                }
+            }
+        })
+    }
 }
 
 impl Callsite {
@@ -285,6 +345,7 @@ pub(crate) fn register(meta: &'static Metadata<'static>) -> Option<&'static Call
         register_unique(meta, &event_name(meta), [""], fields(meta, false)).map(|[main]| Callsite {
             meta: key(meta),
             main,
+            main_kinds: Typing::new(),
             span: None,
         })
     };
@@ -296,6 +357,7 @@ pub(crate) fn register(meta: &'static Metadata<'static>) -> Option<&'static Call
         Callsite {
             meta: key(meta),
             main: &NOWHERE,
+            main_kinds: Typing::new(),
             span: None,
         }
     });
@@ -325,8 +387,10 @@ fn make_span(meta: &'static Metadata<'static>) -> Option<Callsite> {
     Some(Callsite {
         meta: key(meta),
         main,
+        main_kinds: Typing::new(),
         span: Some(SpanPoints {
             record,
+            record_kinds: Typing::new(),
             entry,
             exit,
         }),

@@ -29,12 +29,17 @@
 //! PID enable 'tracing.*.warn.*'`), filters, triggers and probes apply, and
 //! a pattern applied before a callsite is first hit still takes it in.
 //!
-//! **Values are recorded typed** ([`value`]): integers, floats, booleans
-//! and strings as they are; 128-bit integers as their decimal digits (CTF
-//! readers stop at 64 bits); values `tracing` only offers as `Debug` or
-//! `Display` (`?x`, `%x`, errors, the message) formatted into a buffer on
-//! the stack, the one formatting there is; a field an event does not
-//! record is `none`. Strings share [`TEXT_BYTES`] bytes per event: past
+//! **Values are recorded typed** ([`value`]): each field with the type its
+//! callsite's first recorded event gives it (`callsite::Typing`: the
+//! tracepoint is described anew then, before that event is written), so
+//! readers print `message = "query done", rows = 42`: integers, floats,
+//! booleans and strings as they are; 128-bit integers as their decimal
+//! digits (CTF readers stop at 64 bits); values `tracing` only offers as
+//! `Debug` or `Display` (`?x`, `%x`, errors, the message) formatted into a
+//! buffer on the stack, the one formatting there is. A field the first
+//! event does not record stays a tagged value (`none` when absent); a later
+//! value of another type is converted when it can be, else the event is
+//! counted ([`mistyped_events`]), not recorded. Strings share [`TEXT_BYTES`] bytes per event: past
 //! them, a value is cut (at a character boundary), ends with
 //! [`CUT_MARK`] (`…[cut]`) and is counted ([`cut_values`]).
 //!
@@ -73,6 +78,7 @@ pub mod value;
 
 use std::sync::atomic::Ordering;
 
+use callsite::Typing;
 use tape::Tracepoint;
 use tracing_core::span::{Attributes, Id, Record};
 use tracing_core::{Event, Interest, Metadata, Subscriber};
@@ -85,6 +91,13 @@ pub use value::{CUT_MARK, TEXT_BYTES};
 /// Values cut so far (see the module docs).
 pub fn cut_values() -> u64 {
     value::CUT.load(Ordering::Relaxed)
+}
+
+/// Events not recorded because a value did not fit its field's type (set
+/// by the callsite's first event): `events_lost_tracing_mistyped` in the
+/// trace (see [`value`]).
+pub fn mistyped_events() -> u64 {
+    value::MISTYPED.load(Ordering::Relaxed)
 }
 
 /// Callsites whose events are not recorded (no tracepoint could be made).
@@ -160,13 +173,19 @@ fn emit<P: tape::Encode>(tp: &'static Tracepoint, state: u64, payload: &P) {
     }
 }
 
-/// Records an event's fields on `tp` (active, state `state`).
+/// Records an event's fields on `tp` (active, state `state`), typed as
+/// `typing` says (set by its first event).
 #[inline(never)]
-fn record_event(tp: &'static Tracepoint, state: u64, event: &Event<'_>) {
+fn record_event(tp: &'static Tracepoint, typing: &Typing, state: u64, event: &Event<'_>) {
     value::with_values(
         event.metadata().fields().len(),
         |v| event.record(v),
-        |values| emit(tp, state, values),
+        |values| {
+            let kinds = typing.kinds(tp, false, values);
+            if values.fit(kinds) {
+                emit(tp, state, &value::Typed { values, kinds });
+            }
+        },
     );
 }
 
@@ -175,17 +194,21 @@ fn record_event(tp: &'static Tracepoint, state: u64, event: &Event<'_>) {
 #[inline(never)]
 fn record_span_fields(
     tp: &'static Tracepoint,
+    typing: &Typing,
     state: u64,
     id: &Id,
     n: usize,
     visit: impl FnOnce(&mut dyn tracing_core::field::Visit),
 ) {
     value::with_values(n, visit, |values| {
-        let payload = value::WithCall {
-            call: id.into_u64(),
-            values,
-        };
-        emit(tp, state, &payload)
+        let kinds = typing.kinds(tp, true, values);
+        if values.fit(kinds) {
+            let payload = value::WithCall {
+                call: id.into_u64(),
+                values: value::Typed { values, kinds },
+            };
+            emit(tp, state, &payload)
+        }
     });
 }
 
@@ -208,7 +231,7 @@ where
         };
         let state = c.main.state();
         if tape::__private::is_active(state) {
-            record_event(c.main, state, event);
+            record_event(c.main, &c.main_kinds, state, event);
         }
     }
 
@@ -219,7 +242,7 @@ where
         let state = c.main.state();
         if tape::__private::is_active(state) {
             let n = attrs.metadata().fields().len();
-            record_span_fields(c.main, state, id, n, |v| attrs.record(v));
+            record_span_fields(c.main, &c.main_kinds, state, id, n, |v| attrs.record(v));
         }
     }
 
@@ -236,7 +259,9 @@ where
         let state = s.record.state();
         if tape::__private::is_active(state) {
             let n = meta.fields().len();
-            record_span_fields(s.record, state, id, n, |v| values.record(v));
+            record_span_fields(s.record, &s.record_kinds, state, id, n, |v| {
+                values.record(v)
+            });
         }
     }
 

@@ -60,6 +60,7 @@ pub(crate) fn register_losses() {
     for (name, counter) in [
         ("events_lost_tracing_span_entries", &NOT_RECORDED),
         ("events_lost_tracing_span_exits", &EXITS_NOT_RECORDED),
+        ("events_lost_tracing_mistyped", &crate::value::MISTYPED),
     ] {
         if let Err(e) = tape::losses::register(name, counter) {
             eprintln!("tape-tracing: {e}");

@@ -1,15 +1,20 @@
-//! A `tracing` value as tape records it: each field a tagged value (a kind
-//! byte, then the value), gathered from a `tracing` visitor into one stack
-//! buffer and encoded by tape's emit path.
+//! A `tracing` event's values as tape records them: gathered from a
+//! `tracing` visitor into one stack buffer, made to fit the types the
+//! callsite's first event gave its fields (`Kind`, `Gather::fit`),
+//! and encoded by tape's emit path (`Typed`): each value as its type
+//! (`uint64`, `int64`, `double`, tape's `bool`, a string), but a field of
+//! `Kind::Any` (not recorded by the first event), which is a tagged
+//! value, a kind byte and then the value:
 //!
 //! ```text
-//! struct { enum : uint8_t { none, u64, i64, f64, bool, str, u128, i128, text } kind;
-//!          variant <kind> { struct {} none; uint64 u64; int64 i64; double f64;
-//!                           uint8 bool; string str; string u128; string i128;
-//!                           string text; } value; } rows;
+//! typed:   uint64 rows;  string message;  ...
+//! tagged:  struct { enum : uint8_t { none, u64, i64, f64, bool, str, u128, i128, text } kind;
+//!                   variant <kind> { struct {} none; uint64 u64; int64 i64; double f64;
+//!                                    uint8 bool; string str; string u128; string i128;
+//!                                    string text; } value; } status;
 //!
-//! bytes:  kind | value: 8 (u64, i64, f64), 1 (bool), 0 (none), or the
-//!                string's bytes and a NUL (str, u128, i128, text)
+//! bytes:   a typed value: 8 (u64, i64, f64), 1 (bool), or the string's bytes
+//!          and a NUL; a tagged one: the kind, then the same (0 for none)
 //! ```
 //!
 //! Written by hand: no crate records `tracing`'s visitor calls into an
@@ -35,6 +40,61 @@ pub const CUT_MARK: &str = "…[cut]";
 
 /// Values cut because an event's strings passed [`TEXT_BYTES`].
 pub(crate) static CUT: AtomicU64 = AtomicU64::new(0);
+
+/// Events not recorded because a value did not fit its field's type, as
+/// the callsite's first event set it ([`Kind`]): a field not recorded,
+/// or a value of a type that does not convert (a negative integer for a
+/// field first recorded as `u64`). `events_lost_tracing_mistyped` in the
+/// trace.
+pub(crate) static MISTYPED: AtomicU64 = AtomicU64::new(0);
+
+/// The type of a callsite's field in the trace, from the value its first
+/// event recorded (`tracing` gives a field's type only with a value; a
+/// callsite's code fixes it, but for values of `dyn Value`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    U64,
+    I64,
+    F64,
+    Bool,
+    /// A string, 128-bit integer digits, a formatted value (`?x`, `%x`,
+    /// an error, the message); later numbers of the field are formatted.
+    Text,
+    /// Not recorded by the first event: a tagged value ([`Value`]).
+    Any,
+}
+
+impl Kind {
+    /// The kind a first event's value gives its field.
+    fn of(raw: Raw) -> Kind {
+        match raw {
+            Raw::None => Kind::Any,
+            Raw::U64(_) => Kind::U64,
+            Raw::I64(_) => Kind::I64,
+            Raw::F64(_) => Kind::F64,
+            Raw::Bool(_) => Kind::Bool,
+            Raw::Text(..) => Kind::Text,
+        }
+    }
+
+    /// The field's description and its bytes always written.
+    pub(crate) fn describe(self) -> (fn(&str, &mut Layout), usize) {
+        match self {
+            Kind::U64 => (<u64 as TapeField>::describe, 8),
+            Kind::I64 => (<i64 as TapeField>::describe, 8),
+            Kind::F64 => (<f64 as TapeField>::describe, 8),
+            Kind::Bool => (
+                <bool as TapeField>::describe,
+                <bool as TapeField>::FIXED_SIZE,
+            ),
+            Kind::Text => (
+                <&'static str as TapeField>::describe,
+                <&'static str as TapeField>::FIXED_SIZE,
+            ),
+            Kind::Any => (<Value<'static> as TapeField>::describe, 1),
+        }
+    }
+}
 
 /// One recorded value.
 #[derive(Clone, Copy, Debug, Default)]
@@ -232,6 +292,54 @@ impl Gather {
         self.put(f, Raw::Text(kind, start as u16, n as u16));
     }
 
+    /// The kinds of the gathered values (a first event's: [`Kind::of`]).
+    pub(crate) fn kinds(&self) -> Vec<Kind> {
+        self.values[..self.n].iter().map(|r| Kind::of(*r)).collect()
+    }
+
+    /// Makes each value fit its field's kind (`kinds`, one per field):
+    /// integers of the other sign when in range, integers as floats when
+    /// exact, any number or boolean as text when the field is text.
+    /// False (the event is not recorded, and counted) when one does not.
+    pub(crate) fn fit(&mut self, kinds: &[Kind]) -> bool {
+        for i in 0..self.n.min(kinds.len()) {
+            let raw = self.values[i];
+            let fitted = match (kinds[i], raw) {
+                (Kind::Any, r) => Some(r),
+                (Kind::U64, Raw::U64(_))
+                | (Kind::I64, Raw::I64(_))
+                | (Kind::F64, Raw::F64(_))
+                | (Kind::Bool, Raw::Bool(_))
+                | (Kind::Text, Raw::Text(..)) => Some(raw),
+                (Kind::U64, Raw::I64(x)) => u64::try_from(x).ok().map(Raw::U64),
+                (Kind::I64, Raw::U64(x)) => i64::try_from(x).ok().map(Raw::I64),
+                (Kind::F64, Raw::U64(x)) => ((x as f64) as u64 == x).then_some(Raw::F64(x as f64)),
+                (Kind::F64, Raw::I64(x)) => ((x as f64) as i64 == x).then_some(Raw::F64(x as f64)),
+                (Kind::Text, Raw::U64(x)) => Some(self.format_at(i, format_args!("{x}"))),
+                (Kind::Text, Raw::I64(x)) => Some(self.format_at(i, format_args!("{x}"))),
+                (Kind::Text, Raw::F64(x)) => Some(self.format_at(i, format_args!("{x}"))),
+                (Kind::Text, Raw::Bool(x)) => Some(self.format_at(i, format_args!("{x}"))),
+                _ => None,
+            };
+            match fitted {
+                Some(r) => self.values[i] = r,
+                None => {
+                    // Relaxed: a counter read back for display.
+                    MISTYPED.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Formats `args` into the buffer: the text value it makes.
+    fn format_at(&mut self, _field: usize, args: std::fmt::Arguments<'_>) -> Raw {
+        let start = self.used;
+        let _ = std::fmt::Write::write_fmt(&mut TextCursor(self), args);
+        Raw::Text(TEXT, start as u16, (self.used - start) as u16)
+    }
+
     /// Formats `args` into the buffer.
     fn format(&mut self, f: &Field, kind: u8, args: std::fmt::Arguments<'_>) {
         struct Cursor<'a>(&'a mut Gather, bool);
@@ -254,6 +362,68 @@ impl Gather {
         }
         let n = self.used - start;
         self.put(f, Raw::Text(kind, start as u16, n as u16));
+    }
+}
+
+/// Writes formatted text into a [`Gather`]'s buffer, cut when full.
+struct TextCursor<'a>(&'a mut Gather);
+
+impl std::fmt::Write for TextCursor<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let (_, cut) = self.0.copy(s);
+        if cut {
+            // Relaxed: a counter read back for display.
+            CUT.fetch_add(1, Ordering::Relaxed);
+            return Err(std::fmt::Error);
+        }
+        Ok(())
+    }
+}
+
+/// A gathered event as its callsite's kinds type it (after
+/// [`Gather::fit`]): each value as its field's type, untagged; a
+/// [`Kind::Any`] field as a tagged [`Value`].
+pub(crate) struct Typed<'a> {
+    pub(crate) values: &'a Gather,
+    pub(crate) kinds: &'a [Kind],
+}
+
+impl Typed<'_> {
+    /// Field `i`'s value as encoded: plain, or tagged for `Any`.
+    #[inline]
+    fn each(&self, mut f: impl FnMut(&dyn Encode)) {
+        let g = self.values;
+        for (i, raw) in g.values[..g.n].iter().enumerate() {
+            let kind = self.kinds.get(i).copied().unwrap_or(Kind::Any);
+            match (kind, *raw) {
+                (Kind::Any, r) => f(&g.value(r)),
+                (_, Raw::U64(x)) => f(&x),
+                (_, Raw::I64(x)) => f(&x),
+                (_, Raw::F64(x)) => f(&x),
+                (_, Raw::Bool(x)) => f(&x),
+                (_, Raw::Text(_, at, len)) => f(&g.str(at, len)),
+                // `fit` leaves no `None` in a typed field.
+                (_, Raw::None) => f(&""),
+            }
+        }
+    }
+}
+
+// SAFETY: each field's encoding in turn (`each`, the same walk for both):
+// their max_size sum.
+unsafe impl Encode for Typed<'_> {
+    #[inline]
+    fn max_size(&self) -> usize {
+        let mut n = 0;
+        self.each(|e| n += e.max_size());
+        n
+    }
+    #[inline]
+    unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+        let mut p = dst;
+        // SAFETY: within the sum max_size() counts.
+        self.each(|e| p = unsafe { e.encode(p) });
+        p
     }
 }
 
@@ -314,7 +484,7 @@ impl Visit for Gather {
 pub(crate) fn with_values(
     n: usize,
     visit: impl FnOnce(&mut dyn Visit),
-    emit: impl FnOnce(&Gather),
+    emit: impl FnOnce(&mut Gather),
 ) {
     let mut g = Gather {
         n: n.min(MAX_FIELDS),
@@ -323,13 +493,13 @@ pub(crate) fn with_values(
         used: 0,
     };
     visit(&mut g);
-    emit(&g);
+    emit(&mut g);
 }
 
 /// A span's fields after its id (the `call` its entries and exits carry).
 pub(crate) struct WithCall<'a> {
     pub(crate) call: u64,
-    pub(crate) values: &'a Gather,
+    pub(crate) values: Typed<'a>,
 }
 
 // SAFETY: the id's 8 bytes, then the values' encoding: their sum.

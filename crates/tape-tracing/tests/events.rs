@@ -1,7 +1,10 @@
 //! `tracing` events through `TapeLayer`, saved by tape and read back: one
 //! tracepoint per callsite, named from its target and level and place;
-//! every `tracing` value type recorded typed (integers, floats, booleans,
-//! strings, 128-bit integers as digits, `Debug`/`Display`/errors as text);
+//! every `tracing` value type recorded with its own type, as the
+//! callsite's first event gives it (integers, floats, booleans, strings,
+//! 128-bit integers as digits, `Debug`/`Display`/errors as text), so that
+//! readers print `message = "query done", rows = 42`; a later value of
+//! another type converted when it can be, else the event counted;
 //! tape's patterns choose which callsites record, including callsites first
 //! hit after the pattern was applied; babeltrace2 reads the trace.
 
@@ -29,27 +32,18 @@ impl std::fmt::Display for Oops {
 
 impl std::error::Error for Oops {}
 
-/// A recorded field as the test compares it: its kind and value.
+/// A recorded field as the test compares it: its CTF type and value (a
+/// plain value, not a tagged one).
 fn field(v: &Value) -> (String, String) {
-    let Value::Struct(members) = v else {
-        panic!("{v:?}")
+    let (kind, value) = match v {
+        Value::UInt(x, _) => ("uint", x.to_string()),
+        Value::SInt(x, _) => ("int", x.to_string()),
+        Value::Float(x) => ("float", x.to_string()),
+        Value::Str(s) => ("string", s.clone()),
+        Value::Enum { labels, .. } => ("enum", labels.join("|")),
+        v => panic!("not a plain value: {v:?}"),
     };
-    let kind = match &members[0].1 {
-        Value::Enum { labels, .. } => labels.first().cloned().unwrap_or_default(),
-        v => panic!("{v:?}"),
-    };
-    let value = match &members[1].1 {
-        Value::Variant(_, inner) => match inner.as_ref() {
-            Value::UInt(x, _) => x.to_string(),
-            Value::SInt(x, _) => x.to_string(),
-            Value::Float(x) => x.to_string(),
-            Value::Str(s) => s.clone(),
-            Value::Struct(m) if m.is_empty() => String::new(),
-            v => format!("{v:?}"),
-        },
-        v => panic!("{v:?}"),
-    };
-    (kind, value)
+    (kind.to_owned(), value)
 }
 
 #[test]
@@ -84,6 +78,12 @@ fn events_of_every_value_type_are_recorded_typed_and_selected_by_pattern() {
         // Patterns applied after registration select too.
         tape::enable_pattern("tracing.other.*").unwrap();
         tracing::warn!(target: "other", n = 2u64, "selected now");
+        // A field whose type varies (a `dyn Value`): the first event types
+        // it (u64); a later i64 in range converts, a negative one or a
+        // string does not: those events are counted, not recorded.
+        for v in [&7u64 as &dyn tracing::Value, &8i64, &-1i64, &"x"] {
+            tracing::info!(target: "app::vary", v);
+        }
     });
     assert_eq!(tape_tracing::unregistered_callsites(), 0);
     assert_eq!(tape_tracing::cut_values(), 1);
@@ -104,24 +104,39 @@ fn events_of_every_value_type_are_recorded_typed_and_selected_by_pattern() {
         events.push((e.class.name.clone(), fields));
     }
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names.len(), 3, "{names:?}");
+    assert_eq!(names.len(), 5, "{names:?}");
     assert!(names[0].starts_with("tracing.app.db.info.") && names[0].contains("events.rs:"));
     assert!(names[1].starts_with("tracing.app.big.debug."));
     assert!(names[2].starts_with("tracing.other.warn."));
+    assert!(names[3].starts_with("tracing.app.vary.info.") && names[4] == names[3]);
+    assert_eq!(events[3].1["v"], ("uint".to_owned(), "7".to_owned()));
+    assert_eq!(events[4].1["v"], ("uint".to_owned(), "8".to_owned()));
+    assert_eq!(
+        tape_tracing::mistyped_events(),
+        2,
+        "the negative and the string"
+    );
+    let in_env = traces[0]
+        .trace
+        .env
+        .iter()
+        .find(|(k, _)| k == "events_lost_tracing_mistyped")
+        .map(|(_, v)| v.clone());
+    assert_eq!(in_env, Some(tape_ctf::EnvValue::Int(2)));
 
     let q = &events[0].1;
     let want: &[(&str, &str, &str)] = &[
-        ("rows", "u64", "42"),
-        ("delta", "i64", "-7"),
-        ("ratio", "f64", "0.25"),
-        ("ok", "bool", "1"),
-        ("table", "str", "users"),
-        ("big", "u128", "340282366920938463463374607431768211454"),
-        ("neg", "i128", "-170141183460469231731687303715884105727"),
-        ("point", "text", "Point { x: 3 }"),
-        ("shown", "text", "disk on fire"),
-        ("err", "text", "disk on fire"),
-        ("message", "text", "query done"),
+        ("rows", "uint", "42"),
+        ("delta", "int", "-7"),
+        ("ratio", "float", "0.25"),
+        ("ok", "enum", "true"),
+        ("table", "string", "users"),
+        ("big", "string", "340282366920938463463374607431768211454"),
+        ("neg", "string", "-170141183460469231731687303715884105727"),
+        ("point", "string", "Point { x: 3 }"),
+        ("shown", "string", "disk on fire"),
+        ("err", "string", "disk on fire"),
+        ("message", "string", "query done"),
     ];
     for &(name, kind, value) in want {
         assert_eq!(
@@ -131,20 +146,25 @@ fn events_of_every_value_type_are_recorded_typed_and_selected_by_pattern() {
         );
     }
     let (kind, long) = &events[1].1["long"];
-    assert_eq!(kind, "str");
+    assert_eq!(kind, "string");
     // Cut at a character boundary, and marked as cut.
     let kept = long
         .strip_suffix(tape_tracing::CUT_MARK)
         .expect("the cut mark");
     assert!(long.len() <= tape_tracing::TEXT_BYTES && kept.chars().all(|c| c == 'é'));
-    assert_eq!(events[2].1["n"], ("u64".to_owned(), "2".to_owned()));
+    assert_eq!(events[2].1["n"], ("uint".to_owned(), "2".to_owned()));
 
-    // babeltrace2 reads it (when installed; required in CI).
+    // babeltrace2 prints the values plain (when installed; required in CI).
     if let Some(text) = support::babeltrace2(&trace) {
         for want in [
-            "table = { kind = ( \"str\" : container = 5 ), value = { \"users\" } }",
-            "rows = { kind = ( \"u64\" : container = 1 ), value = { 42 } }",
-            "point = { kind = ( \"text\" : container = 8 ), value = { \"Point { x: 3 }\" } }",
+            "{ message = \"query done\", rows = 42, delta = -7, ratio = 0.25, \
+             ok = ( \"true\" : container = 1 ), table = \"users\", \
+             big = \"340282366920938463463374607431768211454\", \
+             neg = \"-170141183460469231731687303715884105727\", point = \"Point { x: 3 }\", \
+             shown = \"disk on fire\", err = \"disk on fire\" }",
+            "{ message = \"selected now\", n = 2 }",
+            "{ v = 7 }",
+            "{ v = 8 }",
         ] {
             assert!(text.contains(want), "{want} not in {text}");
         }

@@ -41,9 +41,15 @@ fn uint(v: &Value) -> u64 {
     }
 }
 
-/// A field of a tape-tracing value (kind, value) as text.
+/// A field of a tape-tracing value as text: plain (typed by the
+/// callsite's first event), or tagged (`none` when not recorded).
 fn tagged(v: &Value) -> String {
-    let Value::Struct(m) = v else { panic!("{v:?}") };
+    let m = match v {
+        Value::UInt(x, _) => return x.to_string(),
+        Value::Str(s) => return s.clone(),
+        Value::Struct(m) => m,
+        v => panic!("{v:?}"),
+    };
     match &m[1].1 {
         Value::Variant(_, inner) => match inner.as_ref() {
             Value::UInt(x, _) => x.to_string(),

@@ -109,6 +109,11 @@ pub struct Tracepoint {
     /// yet): a `tape_ctf_model::Struct`, made once by the untyped probe
     /// view ([`crate::probe`]) and never freed.
     pub(crate) described: Slot,
+    /// The description of a tracepoint registered at run time whose
+    /// fields were given at its first event (null: `desc`'s hold): a
+    /// leaked `TracepointDesc`, published once by
+    /// [`crate::probe::describe_at_first_event`] and never freed.
+    pub(crate) first_event_desc: Slot,
 }
 
 /// What a feature above hangs on a tracepoint (its probes, its filter, its
@@ -167,6 +172,7 @@ impl Tracepoint {
             filter: Slot::empty(),
             triggers: Slot::empty(),
             described: Slot::empty(),
+            first_event_desc: Slot::empty(),
         }
     }
 
@@ -177,9 +183,20 @@ impl Tracepoint {
         self.state.load(Ordering::Relaxed)
     }
 
-    /// The description.
+    /// The description (for a run-time tracepoint given its fields at
+    /// its first event, with those fields).
     pub fn desc(&self) -> &'static TracepointDesc {
-        self.desc
+        // Acquire: pairs with the Release of `describe_at_first_event`:
+        // the new description is whole.
+        let p = self
+            .first_event_desc
+            .load::<TracepointDesc>(Ordering::Acquire);
+        if p.is_null() {
+            return self.desc;
+        }
+        // SAFETY: a non-null slot holds a description leaked by
+        // `describe_at_first_event`, never freed nor written again.
+        unsafe { &*p }
     }
 
     /// The dotted name.

@@ -118,7 +118,7 @@ pub use tape_ctf_model::Value;
 
 use crate::error::{Error, ErrorKind};
 use crate::field::Encode;
-use crate::point::{Tracepoint, PROBES};
+use crate::point::{Tracepoint, TracepointDesc, PROBES};
 use crate::registry;
 
 /// The priority of [`attach`] and of `name::attach` (the kernel's
@@ -709,6 +709,77 @@ impl<'a> Event<'a> {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v)
     }
+}
+
+/// Gives `tp`, a tracepoint registered at run time
+/// ([`crate::registry::register`]), the description of its fields that
+/// its first event shows (`tape-tracing`: `tracing` names a callsite's
+/// fields but gives their types only with its values), in place of the
+/// one it was registered with: `fields` and their `fixed_size`. Its name,
+/// place, format and class stay.
+///
+/// The caller must not have recorded an event of `tp` yet, nor record one
+/// before this returns (its events must all follow one description).
+/// Refused (`Ok(false)`, the old description kept) when `tp` was described
+/// at its first event already, or when its old fields were read for a
+/// probe's untyped view or a filter (they would no longer match its
+/// events): the `described` slot, published here with the new fields,
+/// decides. Then the shared rings' metadata is rewritten (an error of that
+/// is returned; the new description holds).
+pub fn describe_at_first_event(
+    tp: &'static Tracepoint,
+    fields: &'static [crate::field::FieldDesc],
+    fixed_size: usize,
+) -> Result<bool, Error> {
+    let registered = registry::tracepoints()
+        .get(usize::from(tp.id()))
+        .is_some_and(|p| std::ptr::eq(*p, tp));
+    if !registered {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("tracepoint {} is not registered", tp.name()),
+        ));
+    }
+    if !tp
+        .first_event_desc
+        .load::<TracepointDesc>(Ordering::Acquire)
+        .is_null()
+    {
+        return Ok(false);
+    }
+    let old = tp.desc();
+    let new: &'static TracepointDesc = Box::leak(Box::new(TracepointDesc {
+        fields,
+        fixed_size,
+        ..*old
+    }));
+    // The fields as readers see them, from the new description: published
+    // first, so that no probe or filter reads the old ones after.
+    let mut layout = crate::field::Layout::default();
+    for f in fields {
+        (f.describe)(f.name, &mut layout);
+    }
+    let view = Box::into_raw(Box::new(crate::view::described_layout(layout)));
+    if tp.described.publish_once(view).is_err() {
+        // SAFETY: `view` came from `Box::into_raw` just above and was not
+        // published (another description was first).
+        drop(unsafe { Box::from_raw(view) });
+        return Ok(false);
+    }
+    // Release: pairs with the Acquire of `Tracepoint::desc`.
+    tp.first_event_desc
+        .store((new as *const TracepointDesc).cast_mut(), Ordering::Release);
+    registry::redescribed().map_err(|e| {
+        Error::new(
+            ErrorKind::Io,
+            format!(
+                "{} was described at its first event, but the shared rings' metadata could not \
+                 be rewritten: {e}",
+                tp.name()
+            ),
+        )
+    })?;
+    Ok(true)
 }
 
 /// The fields of `tp` as a reader of the trace sees them (the filter

@@ -301,6 +301,13 @@ pub(crate) fn on_register(hook: fn() -> std::io::Result<()>) {
     std::sync::atomic::fence(Ordering::SeqCst);
 }
 
+/// Tells the [`on_register`] hook that a registered tracepoint's fields
+/// were described anew (at its first event): the shared rings' metadata
+/// must say so before its events are written.
+pub(crate) fn redescribed() -> std::io::Result<()> {
+    registered()
+}
+
 /// Calls the [`on_register`] hook, if set.
 fn registered() -> std::io::Result<()> {
     // SeqCst fence: pairs with the one in `on_register` (the push of the

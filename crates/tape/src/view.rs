@@ -39,6 +39,11 @@ pub(crate) fn described(tp: &Tracepoint) -> Struct {
     for f in tp.desc().fields {
         (f.describe)(f.name, &mut layout);
     }
+    described_layout(layout)
+}
+
+/// [`described`] of the fields `layout` holds.
+pub(crate) fn described_layout(layout: crate::field::Layout) -> Struct {
     Struct::new(layout.fields.into_iter().map(escaped).collect())
 }
 
