@@ -406,6 +406,10 @@ pub struct EventClass {
     pub stream_id: Option<u64>,
     /// Log level, if any.
     pub loglevel: Option<i64>,
+    /// `model.emf.uri`: where the event is described or emitted (LTTng's
+    /// `TRACEPOINT_MODEL_EMF_URI`; tape: a `tracing` callsite's
+    /// `file:line`), if given.
+    pub emf_uri: Option<String>,
     /// The event context (`context := struct {...}`), if any.
     pub context: Option<Struct>,
     /// The payload (`fields := struct {...}`), if declared: an event whose
@@ -425,6 +429,7 @@ impl EventClass {
             id,
             stream_id: None,
             loglevel: None,
+            emf_uri: None,
             context: None,
             fields: Some(fields),
             id_given: true,

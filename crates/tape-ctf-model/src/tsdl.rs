@@ -97,6 +97,9 @@ pub(crate) fn write_trace(t: &Trace) -> String {
         if let Some(l) = e.loglevel {
             let _ = writeln!(out, "    loglevel = {l};");
         }
+        if let Some(u) = &e.emf_uri {
+            let _ = writeln!(out, "    model.emf.uri = {};", quote(u));
+        }
         if let Some(c) = &e.context {
             out.push_str("    context := ");
             write_struct(&mut out, c, 1);

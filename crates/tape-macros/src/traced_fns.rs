@@ -224,6 +224,8 @@ pub(crate) fn traced_block(
                 line: #line,
                 module_path: ::core::module_path!(),
                 fast_path: false,
+                loglevel: ::core::option::Option::None,
+                emf_uri: ::core::option::Option::None,
                 #layout
             };
             static #tp: ::tape::Tracepoint = ::tape::Tracepoint::new(&#desc);

@@ -475,6 +475,8 @@ pub(crate) fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
                 fixed_size: #fixed,
                 format: #format,
                 class: #class_name,
+                loglevel: ::core::option::Option::None,
+                emf_uri: ::core::option::Option::None,
             };
 
             #[#private::linkme::distributed_slice(#private::TRACEPOINTS)]

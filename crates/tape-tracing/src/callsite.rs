@@ -4,7 +4,10 @@
 //!
 //! ```text
 //! tracing::info!(target: "app::db", rows, "query")   at src/db.rs:42
-//!   event   tracing.app.db.info.src/db.rs:42          fields: rows, message
+//!   event   tracing.app.db.info                       fields: message, rows
+//!                                                     model.emf.uri "src/db.rs:42", loglevel 6
+//! tracing::info!(target: "app::db", name: "slow", ms)
+//!   event   tracing.app.db.info.slow                  fields: ms
 //!
 //! tracing::info_span!(target: "app::db", "request", id)
 //!   span    tracing.app.db.info.request.entry         class fn_poll (depth, call)
@@ -14,12 +17,18 @@
 //! ```
 //!
 //! Names are `tracing.`, the target (`::` as `.`), the level, then an
-//! event's name (its place, `src/db.rs:42`, when it has none) or a span's.
-//! Two span callsites of one name share the entry and exit (one function
-//! to `tape graph`); each has its own `.new` and `.record`, the second
-//! named `request#2.new`, and so on. An event whose name ends as a span's
-//! tracepoints do (`.entry`, `.exit`) gets a `_` after it, so readers never
-//! take it for a span's.
+//! event's own name if it was given one (`name: "slow"`) or a span's: not
+//! its place, so that a line added above a callsite does not rename its
+//! events. Callsites of one name share it ([`tape::registry::register_shared`]):
+//! each is an event class of its own (its id, its fields), its place in
+//! the metadata's `model.emf.uri` (`file:line`) and its level in
+//! `loglevel`, as LTTng writes both (`TRACE_ERR` 3, `TRACE_WARNING` 4,
+//! `TRACE_INFO` 6, `TRACE_DEBUG_LINE` 13 for debug, `TRACE_DEBUG` 14 for
+//! trace; `babeltrace2 --fields=loglevel,emf` prints them). Two span
+//! callsites of one name share the entry and exit (one function to `tape
+//! graph`) and the names of their `.new` and `.record`. An event whose
+//! name ends as a span's tracepoints do (`.entry`, `.exit`) gets a `_`
+//! after it, so readers never take it for a span's.
 //!
 //! The table: `SLOTS` slots of leaked `Callsite`s, open addressing by
 //! a Fibonacci hash of the metadata's address; a slot is written once
@@ -215,10 +224,14 @@ fn prefix(meta: &Metadata<'_>) -> String {
     format!("tracing.{target}.{level}")
 }
 
-/// The tracepoint name of an event callsite (module docs).
+/// The tracepoint name of an event callsite (module docs): its target and
+/// level, and its own name when it has one (`tracing` names the others
+/// `event <file>:<line>`).
 pub fn event_name(meta: &Metadata<'_>) -> String {
-    let name = meta.name().strip_prefix("event ").unwrap_or(meta.name());
-    let mut n = format!("{}.{name}", prefix(meta));
+    let mut n = match meta.name().strip_prefix("event ") {
+        Some(_) => prefix(meta),
+        None => format!("{}.{}", prefix(meta), meta.name()),
+    };
     if n.ends_with(tape::traced::ENTRY) || n.ends_with(tape::traced::EXIT) {
         n.push('_');
     }
@@ -263,50 +276,53 @@ fn fields(meta: &'static Metadata<'static>, call: bool) -> &'static [FieldDesc] 
     Box::leak(out.into_boxed_slice())
 }
 
+/// A `tracing` level as LTTng's log levels number it (module docs).
+pub fn loglevel(level: &tracing_core::Level) -> i32 {
+    match *level {
+        tracing_core::Level::ERROR => 3,
+        tracing_core::Level::WARN => 4,
+        tracing_core::Level::INFO => 6,
+        tracing_core::Level::DEBUG => 13,
+        _ => 14,
+    }
+}
+
 fn desc(
     meta: &'static Metadata<'static>,
     name: String,
     fields: &'static [FieldDesc],
 ) -> &'static TracepointDesc {
+    let file = meta.file().unwrap_or("?");
+    let line = meta.line().unwrap_or(0);
     Box::leak(Box::new(TracepointDesc {
         name: leak(name),
-        file: meta.file().unwrap_or("?"),
-        line: meta.line().unwrap_or(0),
+        file,
+        line,
         module_path: meta.module_path().unwrap_or(meta.target()),
         fast_path: false,
         fields,
         fixed_size: 0,
         format: None,
         class: None,
+        loglevel: Some(loglevel(meta.level())),
+        emf_uri: Some(leak(format!("{file}:{line}"))),
     }))
 }
 
-/// Registers `base` + each suffix, or, when one is taken, `base#2` + each,
-/// `base#3` + each, ...: the same `base#k` for all.
-fn register_unique<const N: usize>(
+/// Registers `base` + each suffix, names shared with the other callsites
+/// of the same name (module docs).
+fn register_shared<const N: usize>(
     meta: &'static Metadata<'static>,
     base: &str,
     suffixes: [&str; N],
     fields: &'static [FieldDesc],
 ) -> Option<[&'static Tracepoint; N]> {
-    for k in 1..=64 {
-        let names = suffixes.map(|suffix| {
-            if k == 1 {
-                format!("{base}{suffix}")
-            } else {
-                format!("{base}#{k}{suffix}")
-            }
-        });
-        if names.iter().any(|n| tape::registry::lookup(n).is_some()) {
-            continue;
-        }
-        let mut out = [None; N];
-        for (o, name) in out.iter_mut().zip(names) {
-            *o = Some(tape::registry::register(desc(meta, name, fields)).ok()?);
-        }
-        return Some(out.map(|o| o.expect("set above")));
+    let mut out = [None; N];
+    for (o, suffix) in out.iter_mut().zip(suffixes) {
+        let name = format!("{base}{suffix}");
+        *o = Some(tape::registry::register_shared(desc(meta, name, fields)).ok()?);
     }
-    None
+    Some(out.map(|o| o.expect("set above")))
 }
 
 /// A span's entry or exit tracepoint, `name`: the one made for another
@@ -342,7 +358,7 @@ pub(crate) fn register(meta: &'static Metadata<'static>) -> Option<&'static Call
     let made = if meta.is_span() {
         make_span(meta)
     } else {
-        register_unique(meta, &event_name(meta), [""], fields(meta, false)).map(|[main]| Callsite {
+        register_shared(meta, &event_name(meta), [""], fields(meta, false)).map(|[main]| Callsite {
             meta: key(meta),
             main,
             main_kinds: Typing::new(),
@@ -376,6 +392,8 @@ static NOWHERE: Tracepoint = Tracepoint::new(&TracepointDesc {
     fixed_size: 0,
     format: None,
     class: None,
+    loglevel: None,
+    emf_uri: None,
 });
 
 fn make_span(meta: &'static Metadata<'static>) -> Option<Callsite> {
@@ -383,7 +401,7 @@ fn make_span(meta: &'static Metadata<'static>) -> Option<Callsite> {
     let entry = span_point(meta, format!("{base}{}", tape::traced::ENTRY))?;
     let exit = span_point(meta, format!("{base}{}", tape::traced::EXIT))?;
     let f = fields(meta, true);
-    let [main, record] = register_unique(meta, &base, [".new", ".record"], f)?;
+    let [main, record] = register_shared(meta, &base, [".new", ".record"], f)?;
     Some(Callsite {
         meta: key(meta),
         main,

@@ -12,14 +12,16 @@
 //! ```
 //!
 //! **One tape tracepoint per `tracing` event callsite**, and four per span
-//! callsite, registered at run time ([`tape::registry::register`]) when
-//! `tracing` registers the callsite, named from its target, level and
-//! name ([`callsite`] draws them):
+//! callsite, registered at run time ([`tape::registry::register_shared`])
+//! when `tracing` registers the callsite, named from its target and level
+//! (and an event's own name, a span's name), its place as the metadata's
+//! `model.emf.uri` ([`callsite`] draws them):
 //!
 //! ```text
 //! tracing::info!(target: "app::db", rows, "query")   at src/db.rs:42
-//!   -> tracepoint  tracing.app.db.info.src/db.rs:42    (`::` becomes `.`)
-//!      fields      rows, message                        (names from its Metadata)
+//!   -> tracepoint  tracing.app.db.info                  (`::` becomes `.`)
+//!      fields      message, rows                        (names from its Metadata)
+//!      place       model.emf.uri "src/db.rs:42", loglevel 6
 //! tracing::info_span!(target: "app::db", "request", id)
 //!   -> tracing.app.db.info.request.entry / .exit       (each running interval)
 //!      tracing.app.db.info.request.new / .record       (call, id: its fields)

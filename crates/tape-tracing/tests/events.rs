@@ -93,6 +93,7 @@ fn events_of_every_value_type_are_recorded_typed_and_selected_by_pattern() {
     /// An event: its name, its fields by name as (kind, value).
     type Recorded = (String, BTreeMap<String, (String, String)>);
     let mut events: Vec<Recorded> = Vec::new();
+    let mut places = Vec::new();
     for r in tape_ctf::merge::events(&traces).unwrap() {
         let tape_ctf::merge::Record::Event(e) = r.unwrap() else {
             continue;
@@ -102,13 +103,32 @@ fn events_of_every_value_type_are_recorded_typed_and_selected_by_pattern() {
         };
         let fields = fields.iter().map(|(n, v)| (n.clone(), field(v))).collect();
         events.push((e.class.name.clone(), fields));
+        places.push((
+            e.class.loglevel,
+            e.class.emf_uri.clone().unwrap_or_default(),
+        ));
     }
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names.len(), 5, "{names:?}");
-    assert!(names[0].starts_with("tracing.app.db.info.") && names[0].contains("events.rs:"));
-    assert!(names[1].starts_with("tracing.app.big.debug."));
-    assert!(names[2].starts_with("tracing.other.warn."));
-    assert!(names[3].starts_with("tracing.app.vary.info.") && names[4] == names[3]);
+    // Named by target and level, the place in `model.emf.uri` and the
+    // level in `loglevel` (LTTng's numbers).
+    assert_eq!(
+        names,
+        [
+            "tracing.app.db.info",
+            "tracing.app.big.debug",
+            "tracing.other.warn",
+            "tracing.app.vary.info",
+            "tracing.app.vary.info"
+        ]
+    );
+    for ((level, uri), want) in places.iter().zip([6, 13, 4, 6, 6]) {
+        assert_eq!(*level, Some(want), "{uri}");
+        assert!(
+            uri.starts_with("crates/tape-tracing/tests/events.rs:"),
+            "{uri}"
+        );
+    }
     assert_eq!(events[3].1["v"], ("uint".to_owned(), "7".to_owned()));
     assert_eq!(events[4].1["v"], ("uint".to_owned(), "8".to_owned()));
     assert_eq!(

@@ -62,10 +62,7 @@ fn threads_exit_with_spans_open_and_trace_from_their_destructors() {
     let count = |suffix: &str| names.iter().filter(|n| n.ends_with(suffix)).count();
     assert_eq!(count("open.entry"), 8, "{names:?}");
     assert_eq!(count("open.exit"), 0, "{names:?}");
-    let events = names
-        .iter()
-        .filter(|n| n.starts_with("tracing.h.info.") && n.contains("hostile.rs"))
-        .count();
+    let events = names.iter().filter(|n| *n == "tracing.h.info").count();
     assert!(events >= 8, "{names:?}");
     support::babeltrace2(&trace);
     let _ = std::fs::remove_dir_all(&dir);
@@ -120,7 +117,7 @@ fn what_the_layer_cannot_record_is_counted_in_the_trace() {
     let mut cut = None;
     for r in tape_ctf::merge::events(&traces).unwrap() {
         if let tape_ctf::merge::Record::Event(e) = r.unwrap() {
-            if e.class.name.starts_with("tracing.lost.info.") && !e.class.name.contains("span") {
+            if e.class.name == "tracing.lost.info" {
                 let text = format!("{:?}", e.payload());
                 if text.contains("xxxx") {
                     cut = Some(text);

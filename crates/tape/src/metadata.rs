@@ -221,6 +221,8 @@ pub(crate) fn describe(uuid: [u8; 16], clock: tape_ctf_model::Clock, counts: &Co
         }
         let mut e = EventClass::new(p.name(), id as u64, Struct::new(layout.fields));
         e.stream_id = Some(0);
+        e.loglevel = p.desc().loglevel.map(i64::from);
+        e.emf_uri = p.desc().emf_uri.map(str::to_owned);
         t.events.push(e);
     }
     t.clocks.push(clock);

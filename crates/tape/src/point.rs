@@ -89,6 +89,14 @@ pub struct TracepointDesc {
     pub format: Option<&'static str>,
     /// The event class it belongs to, if any.
     pub class: Option<&'static str>,
+    /// Its log level, as LTTng numbers them (`loglevel` in the metadata:
+    /// 3 error, 4 warning, 6 info, 13 debug line, 14 debug), if it has one
+    /// (`tape-tracing`'s, from `tracing`'s level).
+    pub loglevel: Option<i32>,
+    /// Where it is emitted, as the metadata's `model.emf.uri` (LTTng's
+    /// `TRACEPOINT_MODEL_EMF_URI`), if said (`tape-tracing`: the
+    /// callsite's `file:line`, which its name leaves out).
+    pub emf_uri: Option<&'static str>,
 }
 
 /// A tracepoint: a description plus the state word read by the emit path.
@@ -396,6 +404,8 @@ mod tests {
         fixed_size: 24,
         format: None,
         class: None,
+        loglevel: None,
+        emf_uri: None,
     };
 
     #[test]

@@ -237,13 +237,44 @@ pub fn lookup(name: &str) -> Option<&'static Tracepoint> {
 /// was registered does not count its events that a filter rejects (rings
 /// made after do), and typed probes cannot attach to it (untyped ones can).
 pub fn register(desc: &'static crate::point::TracepointDesc) -> Result<&'static Tracepoint, Error> {
+    register_as(desc, false)
+}
+
+/// Names that several tracepoints registered at run time share
+/// ([`register_shared`]).
+static SHARED_NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+
+/// [`register`] for a tracepoint whose name other tracepoints registered
+/// this way share: CTF gives each an event class of its own (its id), told
+/// apart by their fields and `model.emf.uri`, as LTTng's callsites of one
+/// event are. `tape-tracing` names a callsite's events by target and level
+/// only (`tracing.app.db.info`), so that a line added above a callsite
+/// does not rename its events. Patterns select them all; [`lookup`] finds
+/// the first. A name a tracepoint took with [`register`] (or a link-time
+/// one) is not shared.
+pub fn register_shared(
+    desc: &'static crate::point::TracepointDesc,
+) -> Result<&'static Tracepoint, Error> {
+    register_as(desc, true)
+}
+
+fn register_as(
+    desc: &'static crate::point::TracepointDesc,
+    shared: bool,
+) -> Result<&'static Tracepoint, Error> {
     let history = control();
-    if lookup(desc.name).is_some() {
+    let mut names = SHARED_NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let taken = lookup(desc.name).is_some();
+    if taken && !(shared && names.contains(&desc.name)) {
         return Err(Error::new(
             ErrorKind::Duplicate,
             format!("tracepoint {:?} is already registered", desc.name),
         ));
     }
+    if shared && !taken {
+        names.push(desc.name);
+    }
+    drop(names);
     let r = registry();
     if tracepoints().len() >= MAX_TRACEPOINTS {
         return Err(Error::new(

@@ -88,6 +88,8 @@ pub const fn call_desc(
         fixed_size: fn_call::FIXED_SIZE,
         format: fn_call::FORMAT,
         class: Some(fn_call::NAME),
+        loglevel: None,
+        emf_uri: None,
     }
 }
 

@@ -37,6 +37,8 @@ fn desc(name: &str) -> &'static TracepointDesc {
         fixed_size: 8,
         format: None,
         class: None,
+        loglevel: None,
+        emf_uri: None,
     }))
 }
 
@@ -86,11 +88,30 @@ fn registered_tracepoints_are_selected_saved_and_read() {
     assert!(tape::lookup("reg.linked").is_some());
     assert_eq!(tape::tracepoints().len(), linked_count + cases.len());
 
-    // A taken name (run-time or link-time) is refused, naming it.
+    // A taken name (run-time or link-time) is refused, naming it; also
+    // to a registration that would share it.
     for name in ["dyn.a", "reg.linked"] {
         let e = tape::registry::register(desc(name)).unwrap_err();
         assert!(e.to_string().contains(name), "{e}");
+        let e = tape::registry::register_shared(desc(name)).unwrap_err();
+        assert!(e.to_string().contains(name), "{e}");
     }
+    // A shared name: each registration its own tracepoint (its own id),
+    // all selected by the name; lookup finds the first; a plain
+    // registration of it is refused.
+    let shared: Vec<&Tracepoint> = (0..3)
+        .map(|_| tape::registry::register_shared(desc("shared.x")).unwrap())
+        .collect();
+    assert!(shared[0].id() < shared[1].id() && shared[1].id() < shared[2].id());
+    assert_eq!(
+        tape::lookup("shared.x").map(|p| p.id()),
+        Some(shared[0].id())
+    );
+    assert!(tape::registry::register(desc("shared.x")).is_err());
+    assert_eq!(tape::enable_pattern("shared.x").unwrap(), 3);
+    assert!(shared.iter().all(|p| p.is_enabled()));
+    assert_eq!(tape::disable_pattern("shared.*").unwrap(), 3);
+    assert_eq!(tape::tracepoints().len(), linked_count + cases.len() + 3);
 
     // Patterns after select them, as any tracepoint.
     assert_eq!(tape::enable_pattern("other.*").unwrap(), 1);

@@ -55,6 +55,8 @@ fn a_late_tracepoint_is_in_the_shared_rings_metadata() {
         fixed_size: 8,
         format: None,
         class: None,
+        loglevel: None,
+        emf_uri: None,
     };
     let tp = tape::registry::register(&DESC).unwrap();
     let after = std::fs::read_to_string(&found[0]).unwrap();

@@ -1239,6 +1239,7 @@ impl Parser {
                     return Err(self.error_at(pos, "stream_id must be a non-negative integer"))
                 }
                 ("loglevel", Value::Int(n)) => e.loglevel = i64::try_from(n).ok(),
+                ("model.emf.uri", Value::Str(s)) => e.emf_uri = Some(s),
                 (k, _) => self.warn(pos, format!("unknown event attribute `{k}`")),
             }
         }
