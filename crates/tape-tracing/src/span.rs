@@ -13,6 +13,11 @@
 //!            enter          exit   enter       exit ...
 //! ```
 //!
+//! The call is `tracing`'s span id as `tracing-subscriber`'s registry makes
+//! it: a slot of its slab, the creating thread's shard and a generation,
+//! packed (`549755813889`: slot 1 of shard 2). Large, but what `tracing`
+//! and its other layers call the span, unique while it lives.
+//!
 //! The depth is the function tracer's (`tape::traced`): a span entered
 //! inside a `#[tape::traced]` call nests under it. Entries that were
 //! recorded are kept on a per-thread stack (span id, depth, exit

@@ -301,7 +301,28 @@ impl Gather {
     /// integers of the other sign when in range, integers as floats when
     /// exact, any number or boolean as text when the field is text.
     /// False (the event is not recorded, and counted) when one does not.
+    #[inline(always)]
     pub(crate) fn fit(&mut self, kinds: &[Kind]) -> bool {
+        // Every value of its field's type: the callsite's events but for
+        // values of `dyn Value`.
+        let as_is = self.values[..self.n].iter().zip(kinds).all(|(r, k)| {
+            matches!(
+                (k, r),
+                (Kind::Any, _)
+                    | (Kind::U64, Raw::U64(_))
+                    | (Kind::I64, Raw::I64(_))
+                    | (Kind::F64, Raw::F64(_))
+                    | (Kind::Bool, Raw::Bool(_))
+                    | (Kind::Text, Raw::Text(..))
+            )
+        });
+        as_is || self.convert(kinds)
+    }
+
+    /// [`Gather::fit`] for values of another type.
+    #[cold]
+    #[inline(never)]
+    fn convert(&mut self, kinds: &[Kind]) -> bool {
         for i in 0..self.n.min(kinds.len()) {
             let raw = self.values[i];
             let fitted = match (kinds[i], raw) {
@@ -389,40 +410,68 @@ pub(crate) struct Typed<'a> {
 }
 
 impl Typed<'_> {
-    /// Field `i`'s value as encoded: plain, or tagged for `Any`.
-    #[inline]
-    fn each(&self, mut f: impl FnMut(&dyn Encode)) {
-        let g = self.values;
-        for (i, raw) in g.values[..g.n].iter().enumerate() {
-            let kind = self.kinds.get(i).copied().unwrap_or(Kind::Any);
-            match (kind, *raw) {
-                (Kind::Any, r) => f(&g.value(r)),
-                (_, Raw::U64(x)) => f(&x),
-                (_, Raw::I64(x)) => f(&x),
-                (_, Raw::F64(x)) => f(&x),
-                (_, Raw::Bool(x)) => f(&x),
-                (_, Raw::Text(_, at, len)) => f(&g.str(at, len)),
-                // `fit` leaves no `None` in a typed field.
-                (_, Raw::None) => f(&""),
-            }
+    /// A field's value as encoded: plain (typed), or a tagged [`Value`]
+    /// for `Any`. `fit` leaves in a typed field only a value of its type.
+    /// (`kinds` has one kind per field: the callsite's.)
+    #[inline(always)]
+    fn field(&self, kind: Kind, raw: Raw) -> Field1<'_> {
+        match (kind, raw) {
+            (Kind::Any, r) => Field1::Tagged(self.values.value(r)),
+            (_, Raw::U64(x)) => Field1::Word(x),
+            (_, Raw::I64(x)) => Field1::Word(x as u64),
+            (_, Raw::F64(x)) => Field1::Word(x.to_bits()),
+            (_, Raw::Bool(x)) => Field1::Byte(u8::from(x)),
+            (_, Raw::Text(_, at, len)) => Field1::Str(self.values.str(at, len)),
+            (_, Raw::None) => Field1::Str(""),
         }
     }
 }
 
-// SAFETY: each field's encoding in turn (`each`, the same walk for both):
+/// One field as [`Typed`] encodes it.
+enum Field1<'a> {
+    /// 8 bytes (a `u64`, an `i64` or an `f64`'s bits, in the machine's
+    /// order, as those types encode).
+    Word(u64),
+    /// A `bool` (tape's: one byte, 0 or 1).
+    Byte(u8),
+    /// A string and its NUL.
+    Str(&'a str),
+    /// A tagged value.
+    Tagged(Value<'a>),
+}
+
+// SAFETY: each field's encoding in turn (`field`, the same for both):
 // their max_size sum.
 unsafe impl Encode for Typed<'_> {
     #[inline]
     fn max_size(&self) -> usize {
+        let g = self.values;
         let mut n = 0;
-        self.each(|e| n += e.max_size());
+        for (raw, kind) in g.values[..g.n].iter().zip(self.kinds) {
+            n += match self.field(*kind, *raw) {
+                Field1::Word(_) => 8,
+                Field1::Byte(_) => 1,
+                Field1::Str(s) => s.max_size(),
+                Field1::Tagged(v) => v.max_size(),
+            };
+        }
         n
     }
     #[inline]
     unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
+        let g = self.values;
         let mut p = dst;
-        // SAFETY: within the sum max_size() counts.
-        self.each(|e| p = unsafe { e.encode(p) });
+        for (raw, kind) in g.values[..g.n].iter().zip(self.kinds) {
+            // SAFETY: within the sum max_size() counts.
+            p = unsafe {
+                match self.field(*kind, *raw) {
+                    Field1::Word(x) => x.encode(p),
+                    Field1::Byte(b) => b.encode(p),
+                    Field1::Str(s) => s.encode(p),
+                    Field1::Tagged(v) => v.encode(p),
+                }
+            };
+        }
         p
     }
 }
