@@ -4,7 +4,7 @@
 //! without a value tree: the text buffer written with wide stores
 //! ([`buf`]: `TextBuf`), how integers, enumerations, floats and strings
 //! are written into it ([`value`]), the line programs compiled from the
-//! decode plans ([`line`]: `TextProgram`), the value sink that writes a
+//! decode plans ([`line`](mod@line): `TextProgram`), the value sink that writes a
 //! scope's text ([`sink`]: `TextSink`, for the packet context and the
 //! classes a program does not cover), and how a line's time is
 //! ([`TimeText`], chosen by the caller). Each uses only those before it
