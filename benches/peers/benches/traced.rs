@@ -224,7 +224,7 @@ fn main() {
             Box::new(move || with_subscriber(&stamped, &tracing_on)),
         ),
         (
-            "#[tracing::instrument], registry + tape-tracing (span new, entry, exit into tape's rings)",
+            "#[tracing::instrument], registry + tape-tracing (span new, entry, exit, close into tape's rings)",
             Box::new(move || with_subscriber(&tape_layer, &tracing_on)),
         ),
         (

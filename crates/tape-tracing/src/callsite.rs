@@ -14,6 +14,7 @@
 //!           tracing.app.db.info.request.exit          class fn_poll (depth, call)
 //!           tracing.app.db.info.request.new           fields: call, id    (Span::new)
 //!           tracing.app.db.info.request.record        fields: call, id    (Span::record)
+//!           tracing.app.db.info.request.close         fields: call        (the span closed)
 //! ```
 //!
 //! Names are `tracing.`, the target (`::` as `.`), the level, then an
@@ -68,6 +69,9 @@ pub(crate) struct SpanPoints {
     pub(crate) record_kinds: Typing,
     pub(crate) entry: &'static Tracepoint,
     pub(crate) exit: &'static Tracepoint,
+    /// `.close`: the span closed (its call ends; readers then know it was
+    /// entered once, or more).
+    pub(crate) close: &'static Tracepoint,
 }
 
 /// The types of a tracepoint's fields (a [`Kind`] each), set once, by the
@@ -129,7 +133,10 @@ impl Typing {
 impl Callsite {
     /// Its tracepoints: the event's, or a span's four.
     fn points(&self) -> impl Iterator<Item = &'static Tracepoint> + '_ {
-        let span = self.span.iter().flat_map(|s| [s.record, s.entry, s.exit]);
+        let span = self
+            .span
+            .iter()
+            .flat_map(|s| [s.record, s.entry, s.exit, s.close]);
         std::iter::once(self.main).chain(span)
     }
 
@@ -232,7 +239,8 @@ pub fn event_name(meta: &Metadata<'_>) -> String {
         Some(_) => prefix(meta),
         None => format!("{}.{}", prefix(meta), meta.name()),
     };
-    if n.ends_with(tape::traced::ENTRY) || n.ends_with(tape::traced::EXIT) {
+    if n.ends_with(tape::traced::ENTRY) || n.ends_with(tape::traced::EXIT) || n.ends_with(".close")
+    {
         n.push('_');
     }
     n
@@ -402,6 +410,11 @@ fn make_span(meta: &'static Metadata<'static>) -> Option<Callsite> {
     let exit = span_point(meta, format!("{base}{}", tape::traced::EXIT))?;
     let f = fields(meta, true);
     let [main, record] = register_shared(meta, &base, [".new", ".record"], f)?;
+    static CALL_ONLY: [FieldDesc; 1] = [FieldDesc {
+        name: "call",
+        describe: <u64 as TapeField>::describe,
+    }];
+    let [close] = register_shared(meta, &base, [".close"], &CALL_ONLY)?;
     Some(Callsite {
         meta: key(meta),
         main,
@@ -411,6 +424,7 @@ fn make_span(meta: &'static Metadata<'static>) -> Option<Callsite> {
             record_kinds: Typing::new(),
             entry,
             exit,
+            close,
         }),
     })
 }

@@ -284,6 +284,20 @@ where
             .map(|s| s.exit);
         span::exit(id.into_u64(), exit);
     }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(s) = ctx
+            .metadata(&id)
+            .and_then(callsite::find)
+            .and_then(|c| c.span.as_ref())
+        else {
+            return;
+        };
+        let state = s.close.state();
+        if tape::__private::is_active(state) {
+            emit(s.close, state, &id.into_u64());
+        }
+    }
 }
 
 impl<S> Filter<S> for TapeFilter {

@@ -446,7 +446,7 @@ impl<W: Write> Export for Exporter<W> {
                 let k = kind(&class_name);
                 let name = match &k {
                     Kind::Entry(f) | Kind::Exit(f) | Kind::Ret(f) => self.names.id(f),
-                    Kind::Other => self.names.id(&class_name),
+                    Kind::Close(_) | Kind::Other => self.names.id(&class_name),
                 };
                 let counters = (0..self.opts.counters.len())
                     .filter(|&i| (self.opts.counters[i].event)(&class_name))
@@ -497,7 +497,7 @@ impl<W: Write> Export for Exporter<W> {
                 self.args = args;
             }
             Kind::Exit(_) => self.exit(th, ts, name, &fname)?,
-            Kind::Other => {
+            Kind::Close(_) | Kind::Other => {
                 self.start("i", &fname, th, ts);
                 self.line.extend_from_slice(b",\"s\":\"t\",\"args\":{");
                 self.line.extend_from_slice(&self.args);

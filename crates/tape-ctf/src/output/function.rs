@@ -199,6 +199,9 @@ pub(crate) enum Kind {
     /// A traced function's return value (`#[tape::traced(ret)]`), recorded
     /// just before its exit: drawn on the exit's line.
     Ret(String),
+    /// A `tracing` span closed (`tape-tracing`'s `.close`, with its
+    /// `call`): no interval of that call follows.
+    Close(String),
     Other,
 }
 
@@ -206,7 +209,8 @@ pub(crate) enum Kind {
 /// `fn.app.io.read.entry` is the entry of `app::io::read`; a latency
 /// section's `latency.db.commit.entry` the entry of `latency::db::commit`;
 /// a `tracing` span's (`tape-tracing`) `tracing.app.info.request.entry`
-/// the entry of `tracing::app::info::request` (spans have no `.ret`).
+/// the entry of `tracing::app::info::request` (spans have no `.ret`, but
+/// a `.close`).
 pub(crate) fn kind(name: &str) -> Kind {
     let (rest, prefix) = if let Some(rest) = name.strip_prefix("fn.") {
         (rest, "")
@@ -224,6 +228,11 @@ pub(crate) fn kind(name: &str) -> Kind {
         Kind::Exit(display(f))
     } else if let Some(f) = rest.strip_suffix(".ret").filter(|_| prefix != "tracing::") {
         Kind::Ret(display(f))
+    } else if let Some(f) = rest
+        .strip_suffix(".close")
+        .filter(|_| prefix == "tracing::")
+    {
+        Kind::Close(display(f))
     } else {
         Kind::Other
     }
@@ -488,6 +497,12 @@ mod tests {
             ("tracing.app.info.src/main.rs:3", "other"),
             ("tracing.app.info.x.entry_", "other"),
             ("tracing.app.info.x.ret", "other"),
+            (
+                "tracing.app.info.request.close",
+                "close tracing::app::info::request",
+            ),
+            ("fn.app.conn.close", "other"),
+            ("app.conn.close", "other"),
             ("app.net.rx", "other"),
             ("fn.app.main", "other"),
         ];
@@ -496,6 +511,7 @@ mod tests {
                 Kind::Entry(f) => format!("entry {f}"),
                 Kind::Exit(f) => format!("exit {f}"),
                 Kind::Ret(f) => format!("ret {f}"),
+                Kind::Close(f) => format!("close {f}"),
                 Kind::Other => "other".to_owned(),
             };
             assert_eq!(got, want, "{name}");

@@ -793,6 +793,8 @@ impl Feed {
             Kind::Entry(f) => (Some(Role::Entry), Some(f)),
             Kind::Exit(f) => (Some(Role::Exit), Some(f)),
             Kind::Ret(f) => (Some(Role::Ret), Some(f)),
+            // A span's close draws nothing (its exit ended its interval).
+            Kind::Close(_) => return None,
             Kind::Other => (None, None),
         };
         let id = match func {

@@ -447,7 +447,7 @@ fn read_stream(
                         let r = match crate::output::function::kind(&class.name) {
                             Kind::Entry(f) => Role::Call(true, p.function(&f)),
                             Kind::Exit(f) => Role::Call(false, p.function(&f)),
-                            Kind::Ret(_) | Kind::Other => Role::Other,
+                            Kind::Ret(_) | Kind::Close(_) | Kind::Other => Role::Other,
                         };
                         if id < 1 << 16 {
                             if roles.len() <= id {

@@ -42,7 +42,13 @@
 //!   that polled it (nested in what that thread ran) and on the call's own
 //!   async track (a child of the process, named by the function: the UI
 //!   groups a function's calls), and the polls of one call are joined by a
-//!   flow, across threads.
+//!   flow, across threads. A `tracing` span (`tape-tracing`) says when it
+//!   closes (`.close`): its first interval's async part waits ([`Held`]);
+//!   a second interval draws it (async: the track, and a flow from it
+//!   through the others), the close drops it: a plain synchronous span is
+//!   one slice on its thread's track. A first interval whose close is not
+//!   in the trace is drawn as a poll at the end. (Memory: one held
+//!   interval per span exited once and not closed.)
 //! * **Clocks**: times are tape's (realtime ns, `timestamp_clock_id`
 //!   REALTIME by the packet defaults); a clock snapshot maps them to
 //!   BOOTTIME and MONOTONIC from the trace's `env`
@@ -72,6 +78,22 @@ pub use crate::output::export::{check_counters, CounterSpec, Exported, Options};
 use crate::output::export::{env_int, process, run, stream_key, time, Export, Failure};
 use crate::output::function::{kind, Kind, Names, ThreadOf};
 use crate::{Base, Enum};
+
+/// `slice`'s `mark_as` for a held first interval drawn late: no mark, but
+/// the flow of its call (its thread's slice was written without it).
+const HELD: u32 = u32::MAX;
+
+/// The first interval of a call that may turn out synchronous: what its
+/// async track's slice needs, kept until the call shows which it is.
+struct Held {
+    /// The sequence (thread) it ran on.
+    s: usize,
+    /// Its begin: time, name, args.
+    call: OpenCall,
+    /// Its end: time and args.
+    end_ts: u64,
+    end_args: Vec<u8>,
+}
 
 /// Field numbers of the messages written (Perfetto's `.proto` files).
 mod field {
@@ -616,6 +638,15 @@ struct Exporter<W: Write> {
     /// By (plan's address, stream class, event class).
     class_of: HashMap<(usize, usize, usize), usize>,
     async_known: HashSet<u64>,
+    /// Functions whose calls say when they end (a `tracing` span's
+    /// `.close`): their first interval's async part waits ([`Held`]).
+    closing: HashSet<u32>,
+    /// Calls of those with a second interval: async, drawn as such.
+    async_calls: HashSet<(u32, u64)>,
+    /// The async part of a closing function's call's first interval, until
+    /// a second interval (then drawn) or its close (then dropped: a plain
+    /// synchronous span is one slice on its thread's track).
+    held: HashMap<(u32, u64), Held>,
     counters: Vec<CounterSpec>,
     clock: Option<(i64, Option<i64>)>,
     clock_written: bool,
@@ -660,10 +691,20 @@ impl<W: Write> Exporter<W> {
             let boot = env_int(&t.trace, "tape_realtime_minus_boottime_ns")?;
             Some((boot, env_int(&t.trace, "tape_realtime_minus_monotonic_ns")))
         });
+        // The functions whose calls close (`tape-tracing`'s spans).
+        let mut event_names = Names::default();
+        let mut closing = HashSet::default();
+        for t in traces {
+            for e in &t.trace.events {
+                if let Kind::Close(f) = kind(&e.name) {
+                    closing.insert(event_names.id(&f));
+                }
+            }
+        }
         Exporter {
             out,
             packet: Vec::with_capacity(4096),
-            event_names: Names::default(),
+            event_names,
             arg_names: Names::default(),
             processes,
             process_of_dir,
@@ -674,6 +715,9 @@ impl<W: Write> Exporter<W> {
             classes: Vec::new(),
             class_of: HashMap::default(),
             async_known: HashSet::default(),
+            closing,
+            async_calls: HashSet::default(),
+            held: HashMap::default(),
             counters: opts.counters.clone(),
             clock,
             clock_written: false,
@@ -875,7 +919,9 @@ impl<W: Write> Exporter<W> {
         let class_name = stream.class().map_or(String::new(), |c| c.name.clone());
         let kind = kind(&class_name);
         let name = match &kind {
-            Kind::Entry(f) | Kind::Exit(f) | Kind::Ret(f) => self.event_names.id(f),
+            Kind::Entry(f) | Kind::Exit(f) | Kind::Ret(f) | Kind::Close(f) => {
+                self.event_names.id(f)
+            }
             Kind::Other => self.event_names.id(&class_name),
         };
         let counters = (0..self.counters.len())
@@ -977,10 +1023,33 @@ impl<W: Write> Exporter<W> {
         self.intern_event(s, name);
         self.intern_args(s);
         let call = self.args.call;
+        // A second interval of a closing function's call: it is async; its
+        // first interval's async part is drawn now.
+        if let Some(h) = call.and_then(|c| self.held.remove(&(name, c))) {
+            self.async_calls.insert((name, h.call.call.unwrap_or(0)));
+            self.draw_async(h)?;
+        }
         self.sequences[s]
             .calls
             .push(depth, ts, name, call, &self.args.out);
         Ok(())
+    }
+
+    /// Draws a held first interval on its call's async track.
+    fn draw_async(&mut self, h: Held) -> std::io::Result<()> {
+        let call = h.call.call.unwrap_or(0);
+        let track = self.async_track(h.s, h.call.name, call)?;
+        self.slice(h.s, &h.call, Some(track), Some(HELD))?;
+        self.end(h.s, h.end_ts, Some(track), &h.end_args)?;
+        self.done.polls += 1;
+        Ok(())
+    }
+
+    /// Whether an interval of `call` of function `name` on its thread's
+    /// track joins the call's other intervals by a flow: an async poll's,
+    /// but not a closing function's before it shows a second interval.
+    fn joined(&self, name: u32, call: u64) -> bool {
+        !self.closing.contains(&name) || self.async_calls.contains(&(name, call))
     }
 
     fn exit(&mut self, s: usize, ts: u64, name: u32) -> std::io::Result<()> {
@@ -1013,11 +1082,24 @@ impl<W: Write> Exporter<W> {
             self.slice(s, &c, None, None)?;
         }
         self.end(s, ts, None, &end_args)?;
+        let mut c = c;
         if let Some(call) = c.call {
-            let track = self.async_track(s, name, call)?;
-            self.slice(s, &c, Some(track), None)?;
-            self.end(s, ts, Some(track), &end_args)?;
-            self.done.polls += 1;
+            if self.joined(name, call) {
+                let track = self.async_track(s, name, call)?;
+                self.slice(s, &c, Some(track), None)?;
+                self.end(s, ts, Some(track), &end_args)?;
+                self.done.polls += 1;
+            } else {
+                // A closing function's first interval: its async part
+                // waits for the call to show whether it has more.
+                let held = Held {
+                    s,
+                    call: std::mem::take(&mut c),
+                    end_ts: ts,
+                    end_args: end_args.clone(),
+                };
+                self.held.insert((name, call), held);
+            }
         }
         self.sequences[s].calls.recycle(c);
         end_args.clear();
@@ -1078,8 +1160,11 @@ impl<W: Write> Exporter<W> {
         if let Some(track) = track {
             proto::uint(&mut self.packet, field::EVENT_TRACK_UUID, track);
         }
-        if let (Some(call), None) = (c.call, track) {
-            // The polls of one call, joined across threads.
+        let joined = c.call.is_some_and(|call| self.joined(c.name, call));
+        // The polls of one call, joined across threads: on the thread's
+        // track; a held first interval, drawn late, on its async track.
+        let held = track.is_some() && mark_as == Some(HELD);
+        if let (Some(call), true) = (c.call, (track.is_none() && joined) || held) {
             let p = self.sequences[s].process;
             let flow = mix(
                 mix(self.processes[p].track ^ 0xF10, u64::from(c.name)),
@@ -1087,7 +1172,7 @@ impl<W: Write> Exporter<W> {
             );
             proto::fixed64(&mut self.packet, field::FLOW_IDS, flow);
         }
-        if let Some(id) = mark_as {
+        if let Some(id) = mark_as.filter(|&id| id != HELD) {
             mark(&mut self.packet, id);
         }
         self.packet.extend_from_slice(&c.args);
@@ -1166,6 +1251,14 @@ impl<W: Write> Export for Exporter<W> {
                 self.sequences[s].calls.set_ret(name, &self.args.out);
                 self.intern_args(s);
             }
+            // The span's call ends: a first interval still held was its
+            // only one (its thread's slice says it all). Not drawn.
+            Kind::Close(_) => {
+                if let Some(call) = self.args.call {
+                    self.held.remove(&(name, call));
+                    self.async_calls.remove(&(name, call));
+                }
+            }
             Kind::Other => {
                 self.intern_event(s, name);
                 self.intern_args(s);
@@ -1205,8 +1298,14 @@ impl<W: Write> Export for Exporter<W> {
     }
 
     /// Calls still open at the end stay on their threads' tracks, begun
-    /// and never ended.
+    /// and never ended. First intervals still held (their calls did not
+    /// close in the trace) are drawn on their async tracks, as any poll.
     fn finish(&mut self) -> std::io::Result<()> {
+        let mut held: Vec<Held> = self.held.drain().map(|(_, h)| h).collect();
+        held.sort_by_key(|h| (h.call.ts, h.s));
+        for h in held {
+            self.draw_async(h)?;
+        }
         for s in 0..self.sequences.len() {
             for c in self.sequences[s].calls.drain() {
                 if c.begun {
