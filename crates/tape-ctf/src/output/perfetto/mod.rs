@@ -43,7 +43,7 @@
 //!   async track (a child of the process, named by the function: the UI
 //!   groups a function's calls), and the polls of one call are joined by a
 //!   flow, across threads. A `tracing` span (`tape-tracing`) says when it
-//!   closes (`.close`): its first interval's async part waits ([`Held`]);
+//!   closes (`.close`): its first interval's async part waits (`Held`);
 //!   a second interval draws it (async: the track, and a flow from it
 //!   through the others), the close drops it: a plain synchronous span is
 //!   one slice on its thread's track. A first interval whose close is not
