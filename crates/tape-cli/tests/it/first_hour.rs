@@ -114,3 +114,40 @@ fn a_filter_refused_names_the_event_that_has_its_fields() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `tracing` values arrive plain (tape-tracing's example): the same line
+/// in babeltrace2 and `tape show`, `message = "parsed", key = 0`, named by
+/// target and level.
+#[test]
+fn tracing_values_print_plain_in_both_readers() {
+    if !crate::shared::babeltrace2("tracing values as babeltrace2 prints them") {
+        return;
+    }
+    let dir = temp("tracing");
+    let out = Command::new(pipeline::example("tracing_spans"))
+        .env("TAPE_TRACE", "tracing.*")
+        .env("TAPE_TRACE_DIR", &dir)
+        .env("TAPE_CONTROL", "off")
+        .env("TAPE_SHM", "off")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trace = pipeline::only_trace(&dir);
+    let bt = Command::new("babeltrace2").arg(&trace).output().unwrap();
+    let bt = String::from_utf8_lossy(&bt.stdout).into_owned();
+    let (rc, shown, err) = tape(&["show", trace.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(shown, bt);
+    assert!(
+        bt.lines()
+            .any(|l| l.contains(" tracing.app.debug: { tid = ")
+                && l.ends_with(", { message = \"parsed\", key = 0 }")),
+        "{bt}"
+    );
+    assert!(!bt.contains("kind = ( \"text\""), "a tagged message: {bt}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
