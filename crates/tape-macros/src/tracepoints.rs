@@ -574,61 +574,6 @@ pub(crate) fn payload_tuple_of(items: &[TokenStream2]) -> TokenStream2 {
     quote!((#(#chunks,)*))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proc_macro2::Span;
-
-    #[test]
-    fn formats() {
-        let args: Vec<(Ident, Type)> = vec![
-            (format_ident!("pid"), syn::parse_quote!(i32)),
-            (format_ident!("hdr"), syn::parse_quote!(Hdr)),
-        ];
-        let ok = ["", "pid={pid}", "{pid:03} {hdr.len} {{literal}}", "}}{{"];
-        for f in ok {
-            assert!(
-                check_format(&LitStr::new(f, Span::call_site()), &args).is_ok(),
-                "{f}"
-            );
-        }
-        let bad = [
-            ("{prio}", "names no field"),
-            ("pid={pid", "with no `}`"),
-            ("pid}", "with no `{`"),
-            ("{}", "names no field"),
-        ];
-        for (f, why) in bad {
-            let e = check_format(&LitStr::new(f, Span::call_site()), &args).unwrap_err();
-            assert!(e.to_string().contains(why), "{f}: {e}");
-        }
-    }
-
-    #[test]
-    fn names() {
-        let ok = ["app.net.rx", "a.b", "crate_1.sub_sys.event2", "x.y.z.w"];
-        for n in ok {
-            assert!(
-                check_name(&LitStr::new(n, Span::call_site())).is_ok(),
-                "{n}"
-            );
-        }
-        let bad = [
-            ("rx", "has no dot"),
-            ("App.net", "does not start with a lowercase letter"),
-            ("app..rx", "empty word"),
-            ("app.rx.", "empty word"),
-            ("app.1rx", "does not start with a lowercase letter"),
-            ("app.net-rx", "other than a-z"),
-            ("app.nét", "other than a-z"),
-        ];
-        for (n, why) in bad {
-            let e = check_name(&LitStr::new(n, Span::call_site())).unwrap_err();
-            assert!(e.to_string().contains(why), "{n}: {e}");
-        }
-    }
-}
-
 /// The error for an argument whose type is an owning container of the
 /// standard library (`Vec<T>`, `Box<T>`, a map...), or `None`.
 ///
@@ -703,5 +648,60 @@ pub(crate) fn placeholder(item: &Item) -> TokenStream2 {
             .iter()
             .map(|e| stub(&e.vis, &e.ident, &c.args))
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proc_macro2::Span;
+
+    #[test]
+    fn formats() {
+        let args: Vec<(Ident, Type)> = vec![
+            (format_ident!("pid"), syn::parse_quote!(i32)),
+            (format_ident!("hdr"), syn::parse_quote!(Hdr)),
+        ];
+        let ok = ["", "pid={pid}", "{pid:03} {hdr.len} {{literal}}", "}}{{"];
+        for f in ok {
+            assert!(
+                check_format(&LitStr::new(f, Span::call_site()), &args).is_ok(),
+                "{f}"
+            );
+        }
+        let bad = [
+            ("{prio}", "names no field"),
+            ("pid={pid", "with no `}`"),
+            ("pid}", "with no `{`"),
+            ("{}", "names no field"),
+        ];
+        for (f, why) in bad {
+            let e = check_format(&LitStr::new(f, Span::call_site()), &args).unwrap_err();
+            assert!(e.to_string().contains(why), "{f}: {e}");
+        }
+    }
+
+    #[test]
+    fn names() {
+        let ok = ["app.net.rx", "a.b", "crate_1.sub_sys.event2", "x.y.z.w"];
+        for n in ok {
+            assert!(
+                check_name(&LitStr::new(n, Span::call_site())).is_ok(),
+                "{n}"
+            );
+        }
+        let bad = [
+            ("rx", "has no dot"),
+            ("App.net", "does not start with a lowercase letter"),
+            ("app..rx", "empty word"),
+            ("app.rx.", "empty word"),
+            ("app.1rx", "does not start with a lowercase letter"),
+            ("app.net-rx", "other than a-z"),
+            ("app.nét", "other than a-z"),
+        ];
+        for (n, why) in bad {
+            let e = check_name(&LitStr::new(n, Span::call_site())).unwrap_err();
+            assert!(e.to_string().contains(why), "{n}: {e}");
+        }
     }
 }

@@ -322,6 +322,8 @@ impl Gather {
     /// [`Gather::fit`] for values of another type.
     #[cold]
     #[inline(never)]
+    // By index: a conversion to text writes into `self` while the loop runs.
+    #[allow(clippy::needless_range_loop)]
     fn convert(&mut self, kinds: &[Kind]) -> bool {
         for i in 0..self.n.min(kinds.len()) {
             let raw = self.values[i];

@@ -174,7 +174,7 @@ pub(crate) fn describe(uuid: [u8; 16], clock: tape_ctf_model::Clock, counts: &Co
     ));
     t.streams.push(StreamClass {
         id: Some(0),
-        packet_context: Some(packet_context(&CONTEXT, &clock.name)),
+        packet_context: Some(packet_context(CONTEXT, &clock.name)),
         event_header: Some(Struct::new(vec![
             Field::new("id", Type::Integer(Integer::unsigned(16))),
             Field::new("timestamp", ts()),
@@ -183,7 +183,7 @@ pub(crate) fn describe(uuid: [u8; 16], clock: tape_ctf_model::Clock, counts: &Co
     });
     t.streams.push(StreamClass {
         id: Some(LOSSES_STREAM_ID),
-        packet_context: Some(packet_context(&LOSSES_CONTEXT, &clock.name)),
+        packet_context: Some(packet_context(LOSSES_CONTEXT, &clock.name)),
         event_header: None,
         event_context: None,
     });
@@ -533,7 +533,7 @@ mod tests {
             panic!("no struct");
         };
         let u = |v: u64| Value::UInt(v, Base::Decimal);
-        let mut want = vec![
+        let want = vec![
             ("timestamp_begin".to_owned(), u(11)),
             ("timestamp_end".to_owned(), u(12)),
             ("content_size".to_owned(), u(13)),

@@ -273,7 +273,7 @@ pub(super) fn compile_cmp(
     // A duration (`30us`) is its nanoseconds, for a field that holds one.
     let in_ns;
     let value = match value {
-        Literal::Duration(ns) if durations.iter().any(|d| *d == shown) => {
+        Literal::Duration(ns) if durations.contains(&shown) => {
             in_ns = Literal::Int(*ns);
             &in_ns
         }

@@ -285,7 +285,7 @@ fn uses(src: &Path) -> Vec<Use> {
     for f in &files {
         let toks = tokens(&std::fs::read_to_string(f).unwrap());
         for (i, w) in toks.windows(3).enumerate() {
-            if let (Tok::Ident(e), true) = (&w[0].0, toks[..i].len() > 0) {
+            if let (Tok::Ident(e), true) = (&w[0].0, i > 0) {
                 if e == "macro_export" {
                     if let Some(name) =
                         toks[i..]
@@ -420,7 +420,7 @@ fn absolute(
 ) -> Option<Vec<String>> {
     let first = p.first()?;
     let mut base: Vec<String>;
-    let mut rest = &p[..];
+    let mut rest = p;
     match first.as_str() {
         "crate" | "tape" => {
             base = Vec::new();

@@ -5,7 +5,6 @@
 //! configuration, its clock, its rings), as the module docs of each say.
 
 #[path = "../common/mod.rs"]
-#[allow(dead_code)] // the helpers of every test binary
 mod common;
 
 mod compile_fail;

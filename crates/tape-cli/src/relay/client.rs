@@ -1,0 +1,363 @@
+//! A producer's connection to a relay daemon: the control socket, on
+//! which commands go and replies come back in order, and the data socket,
+//! on which packets go with no reply (`wire.rs` has the bytes). Every read
+//! and write has a deadline ([`IO_TIMEOUT`]): a relay that stops answering
+//! is an error naming the command, never a hang.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use super::wire::{self, Get, LTTNG_OK};
+
+/// How long a connection, a command's write or its reply may take.
+pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where a relay daemon listens: `net://HOST[:CTRL[:DATA]]`, LTTng's URL
+/// form (control port 5342 and data port 5343 by default).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RelayUrl {
+    pub(crate) host: String,
+    pub(crate) control: u16,
+    pub(crate) data: u16,
+}
+
+impl RelayUrl {
+    /// Parses `net://HOST[:CTRL[:DATA]]` (also `net6://[HOST]...`); the
+    /// error names the part that is wrong.
+    pub(crate) fn parse(url: &str) -> Result<RelayUrl, String> {
+        let bad = |why: &str| format!("--relayd {url:?}: {why} (net://HOST[:CTRL[:DATA]])");
+        let rest = url
+            .strip_prefix("net://")
+            .or_else(|| url.strip_prefix("net6://"))
+            .ok_or_else(|| bad("not a net:// URL"))?;
+        let (host, ports) = if let Some(r) = rest.strip_prefix('[') {
+            let (h, p) = r.split_once(']').ok_or_else(|| bad("an unclosed `[`"))?;
+            (h, p.strip_prefix(':').unwrap_or(p))
+        } else {
+            match rest.split_once(':') {
+                Some((h, p)) => (h, p),
+                None => (rest, ""),
+            }
+        };
+        if host.is_empty() || host.contains('/') {
+            return Err(bad("no host"));
+        }
+        let mut ports = ports.split(':').filter(|p| !p.is_empty());
+        let mut port = |default: u16, which: &str| -> Result<u16, String> {
+            match ports.next() {
+                None => Ok(default),
+                Some(p) => p
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|&p| p > 0)
+                    .ok_or_else(|| bad(&format!("{which} port {p:?} is not a port number"))),
+            }
+        };
+        let control = port(5342, "the control")?;
+        let data = port(5343, "the data")?;
+        if ports.next().is_some() {
+            return Err(bad("more than two ports"));
+        }
+        Ok(RelayUrl {
+            host: host.to_owned(),
+            control,
+            data,
+        })
+    }
+}
+
+/// A connection to a relay daemon, its version agreed.
+pub(crate) struct Relay {
+    url: RelayUrl,
+    control: TcpStream,
+    data: TcpStream,
+    /// The protocol minor both sides use (the lower of the two).
+    pub(crate) minor: u32,
+}
+
+fn connect(url: &RelayUrl, port: u16, which: &str) -> Result<TcpStream, String> {
+    let fail = |e: &dyn std::fmt::Display| {
+        format!(
+            "cannot reach the relay daemon's {which} port at {}:{port}: {e} (is lttng-relayd \
+             running there?)",
+            url.host
+        )
+    };
+    let addrs = (url.host.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| fail(&e))?;
+    let mut last = None;
+    for a in addrs {
+        match TcpStream::connect_timeout(&a, IO_TIMEOUT) {
+            Ok(s) => {
+                s.set_read_timeout(Some(IO_TIMEOUT)).map_err(|e| fail(&e))?;
+                s.set_write_timeout(Some(IO_TIMEOUT))
+                    .map_err(|e| fail(&e))?;
+                s.set_nodelay(true).map_err(|e| fail(&e))?;
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(fail(
+        &last.map_or_else(|| "no address".to_owned(), |e| e.to_string()),
+    ))
+}
+
+impl Relay {
+    /// Connects both sockets and agrees on the version (the relayd's major
+    /// must be 2; the minor both use is the lower, at least 11: trace
+    /// chunks, which tape needs).
+    pub(crate) fn connect(url: &RelayUrl) -> Result<Relay, String> {
+        let control = connect(url, url.control, "control")?;
+        let data = connect(url, url.data, "data")?;
+        let mut r = Relay {
+            url: url.clone(),
+            control,
+            data,
+            minor: wire::MINOR,
+        };
+        let reply = r.call("VERSION", &wire::version(wire::MAJOR, wire::MINOR), 8)?;
+        let mut g = Get::new("VERSION", &reply);
+        let (major, minor) = (g.u32()?, g.u32()?);
+        if major != wire::MAJOR || minor < 11 {
+            return Err(format!(
+                "the relay daemon at {}:{} speaks protocol {major}.{minor}; tape speaks 2.11 to \
+                 2.{} (lttng-tools 2.11 or later)",
+                url.host,
+                url.control,
+                wire::MINOR
+            ));
+        }
+        r.minor = minor.min(wire::MINOR);
+        Ok(r)
+    }
+
+    /// Sends `cmd` on the control socket and reads a reply of `len` bytes.
+    fn call(&mut self, what: &str, cmd: &[u8], len: usize) -> Result<Vec<u8>, String> {
+        let fail = |e: std::io::Error| {
+            format!(
+                "the relay daemon at {}:{}, {what}: {e}",
+                self.url.host, self.url.control
+            )
+        };
+        self.control.write_all(cmd).map_err(fail)?;
+        let mut reply = vec![0; len];
+        self.control.read_exact(&mut reply).map_err(fail)?;
+        Ok(reply)
+    }
+
+    /// Reads `len` more bytes of a reply (a path after its length).
+    fn more(&mut self, what: &str, len: usize) -> Result<Vec<u8>, String> {
+        let mut b = vec![0; len];
+        self.control.read_exact(&mut b).map_err(|e| {
+            format!(
+                "the relay daemon at {}:{}, {what}: {e}",
+                self.url.host, self.url.control
+            )
+        })?;
+        Ok(b)
+    }
+
+    /// A reply's return code: `LTTNG_OK`, or an error naming `what`.
+    fn ok(&self, what: &str, code: u32) -> Result<(), String> {
+        if code == LTTNG_OK {
+            return Ok(());
+        }
+        Err(format!(
+            "the relay daemon at {}:{} refused {what} (code {code})",
+            self.url.host, self.url.control
+        ))
+    }
+
+    /// Creates a relay session; its directory on the relay's side (the
+    /// relayd's `HOST/NAME-DATE`).
+    pub(crate) fn create_session(&mut self, s: &wire::CreateSession<'_>) -> Result<String, String> {
+        wire::check_name("the session name", s.name, 255)?;
+        wire::check_name("the host name", s.hostname, 64)?;
+        let reply = self.call("CREATE_SESSION", &s.encode(), 16)?;
+        let mut g = Get::new("CREATE_SESSION", &reply);
+        let (_id, code, len) = (g.u64()?, g.u32()?, g.u32()?);
+        if len > wire::MAX_REPLY_PATH {
+            return Err(Get::new("CREATE_SESSION", &[]).path(len).unwrap_err());
+        }
+        let path = self.more("CREATE_SESSION", len as usize)?;
+        self.ok("CREATE_SESSION", code)?;
+        Get::new("CREATE_SESSION", &path).path(len)
+    }
+
+    /// Creates the session's trace chunk `id`.
+    pub(crate) fn create_trace_chunk(&mut self, id: u64, now_s: u64) -> Result<(), String> {
+        let reply = self.call(
+            "CREATE_TRACE_CHUNK",
+            &wire::create_trace_chunk(id, now_s),
+            4,
+        )?;
+        let code = Get::new("CREATE_TRACE_CHUNK", &reply).u32()?;
+        self.ok("CREATE_TRACE_CHUNK", code)
+    }
+
+    /// Closes trace chunk `id`: the relay's path of it.
+    pub(crate) fn close_trace_chunk(&mut self, id: u64, now_s: u64) -> Result<String, String> {
+        let reply = self.call("CLOSE_TRACE_CHUNK", &wire::close_trace_chunk(id, now_s), 8)?;
+        let mut g = Get::new("CLOSE_TRACE_CHUNK", &reply);
+        let (code, len) = (g.u32()?, g.u32()?);
+        if len > wire::MAX_REPLY_PATH {
+            return Err(Get::new("CLOSE_TRACE_CHUNK", &[]).path(len).unwrap_err());
+        }
+        let path = self.more("CLOSE_TRACE_CHUNK", len as usize)?;
+        self.ok("CLOSE_TRACE_CHUNK", code)?;
+        Get::new("CLOSE_TRACE_CHUNK", &path).path(len)
+    }
+
+    /// The data socket (packets go there with no reply).
+    #[allow(dead_code)] // the streaming slice uses it
+    pub(crate) fn data(&mut self) -> &mut TcpStream {
+        &mut self.data
+    }
+}
+
+#[cfg(test)]
+#[path = "../../../tape-ctf/tests/support/skipped.rs"]
+mod skipped;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Child, Command, Stdio};
+
+    #[test]
+    fn relay_urls_are_parsed_and_bad_ones_named() {
+        let ok = [
+            ("net://relay", ("relay", 5342, 5343)),
+            ("net://10.0.0.2:6000", ("10.0.0.2", 6000, 5343)),
+            ("net://h:6000:6001", ("h", 6000, 6001)),
+            ("net6://[::1]:7000:7001", ("::1", 7000, 7001)),
+        ];
+        for (url, (host, control, data)) in ok {
+            let want = RelayUrl {
+                host: host.to_owned(),
+                control,
+                data,
+            };
+            assert_eq!(RelayUrl::parse(url), Ok(want), "{url}");
+        }
+        for (url, why) in [
+            ("tcp://h", "not a net:// URL"),
+            ("net://", "no host"),
+            (
+                "net://h:99999",
+                "the control port \"99999\" is not a port number",
+            ),
+            ("net://h:1:x", "the data port \"x\" is not a port number"),
+            ("net://h:1:2:3", "more than two ports"),
+            ("net6://[::1", "an unclosed `[`"),
+        ] {
+            let e = RelayUrl::parse(url).unwrap_err();
+            assert!(e.contains(why) && e.contains(url), "{url}: {e}");
+        }
+    }
+
+    /// A free TCP port on loopback (bound, then released).
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    struct Daemon(Child);
+    impl Drop for Daemon {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// The real relay daemon (Debian's `lttng-relayd`) on loopback: tape's
+    /// version, session and trace chunk are taken, the session's directory
+    /// is where the relay says, and a refused name is an error that names
+    /// it. Skipped with a notice without `lttng-relayd` (a failure under
+    /// `TAPE_REQUIRE_TOOLS=1`).
+    #[test]
+    fn the_real_relay_daemon_takes_a_session_and_a_chunk() {
+        if Command::new("lttng-relayd")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(
+                std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+                "lttng-relayd is not installed and TAPE_REQUIRE_TOOLS=1"
+            );
+            skipped::skipped(
+                "the relay client against the real relay daemon",
+                "apt-get install lttng-tools",
+            );
+            return;
+        }
+        let out = std::env::temp_dir().join(format!("tape-relayd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let (c, d, l) = (free_port(), free_port(), free_port());
+        let tcp = |p: u16| format!("tcp://127.0.0.1:{p}");
+        let _daemon = Daemon(
+            Command::new("lttng-relayd")
+                .args(["-C", &tcp(c), "-D", &tcp(d), "-L", &tcp(l), "-o"])
+                .arg(&out)
+                .env("LTTNG_HOME", &out)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let url = RelayUrl::parse(&format!("net://127.0.0.1:{c}:{d}")).unwrap();
+        // It listens once it has started (bounded wait).
+        let start = std::time::Instant::now();
+        let mut relay = loop {
+            match Relay::connect(&url) {
+                Ok(r) => break r,
+                Err(e) if start.elapsed() < Duration::from_secs(10) => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(relay.minor, 13);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let session = wire::CreateSession {
+            name: "tape",
+            hostname: "tapehost",
+            live_timer_us: 1_000_000,
+            sessiond_uuid: [7; 16],
+            session_id: 1,
+            creation_time: now,
+        };
+        let path = relay.create_session(&session).unwrap();
+        assert!(path.starts_with("tapehost/tape-"), "{path}");
+        relay.create_trace_chunk(0, now).unwrap();
+        assert!(out.join(&path).is_dir(), "{}", out.join(&path).display());
+        relay.close_trace_chunk(0, now).unwrap();
+        // A name the relay would refuse is refused here, named.
+        let bad = wire::CreateSession {
+            name: "a/b",
+            ..session
+        };
+        let e = relay.create_session(&bad).unwrap_err();
+        assert!(e.contains("the session name \"a/b\""), "{e}");
+        drop(relay);
+        // Nothing listens there now: a clear error, not a hang.
+        drop(_daemon);
+        let e = Relay::connect(&url).err().unwrap();
+        assert!(
+            e.contains("cannot reach the relay daemon's control port"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
