@@ -211,10 +211,100 @@ impl Relay {
         Get::new("CLOSE_TRACE_CHUNK", &path).path(len)
     }
 
-    /// The data socket (packets go there with no reply).
-    #[allow(dead_code)] // the streaming slice uses it
-    pub(crate) fn data(&mut self) -> &mut TcpStream {
-        &mut self.data
+    /// Adds a stream of `channel` to the trace at `path`: its handle.
+    pub(crate) fn add_stream(
+        &mut self,
+        channel: &str,
+        path: &str,
+        chunk: u64,
+    ) -> Result<u64, String> {
+        wire::check_name("the channel", channel, 264)?;
+        if path.is_empty() || path.len() >= 255 || path.starts_with('/') || path.contains("..") {
+            return Err(format!(
+                "the trace path {path:?}: the relay daemon takes a relative path of fewer than \
+                 255 bytes, without `..`"
+            ));
+        }
+        let reply = self.call("ADD_STREAM", &wire::add_stream(channel, path, chunk), 12)?;
+        let mut g = Get::new("ADD_STREAM", &reply);
+        let (handle, code) = (g.u64()?, g.u32()?);
+        self.ok("ADD_STREAM", code)?;
+        Ok(handle)
+    }
+
+    /// Publishes the streams added so far to viewers.
+    pub(crate) fn streams_sent(&mut self) -> Result<(), String> {
+        let reply = self.call("STREAMS_SENT", &wire::streams_sent(), 4)?;
+        let code = Get::new("STREAMS_SENT", &reply).u32()?;
+        self.ok("STREAMS_SENT", code)
+    }
+
+    /// Appends metadata packets to the metadata stream `handle` (no reply).
+    pub(crate) fn send_metadata(&mut self, handle: u64, bytes: &[u8]) -> Result<(), String> {
+        let cmd = wire::send_metadata(handle, bytes);
+        if cmd.len() as u64 > wire::MAX_PAYLOAD {
+            return Err(format!(
+                "{} bytes of metadata in one command: the relay daemon takes at most {}",
+                bytes.len(),
+                wire::MAX_PAYLOAD
+            ));
+        }
+        self.control.write_all(&cmd).map_err(|e| {
+            format!(
+                "the relay daemon at {}:{}, SEND_METADATA: {e}",
+                self.url.host, self.url.control
+            )
+        })
+    }
+
+    /// Sends packet `net_seq_num` of stream `handle` on the data socket:
+    /// `content`, then `padding` zeros the relay adds (a whole packet).
+    pub(crate) fn send_packet(
+        &mut self,
+        handle: u64,
+        net_seq_num: u64,
+        content: &[u8],
+        padding: u32,
+    ) -> Result<(), String> {
+        let size = u32::try_from(content.len()).map_err(|_| {
+            format!(
+                "a packet of {} bytes: the relay takes at most 4 GiB",
+                content.len()
+            )
+        })?;
+        let header = wire::data_header(handle, net_seq_num, size, padding);
+        let fail = |e: std::io::Error| {
+            format!(
+                "the relay daemon at {}:{}, a data packet: {e}",
+                self.url.host, self.url.data
+            )
+        };
+        self.data.write_all(&header).map_err(fail)?;
+        self.data.write_all(content).map_err(fail)
+    }
+
+    /// Sends a packet's index entry (one per packet, keyed by its
+    /// `net_seq_num`; `packet_size_bits = 0`: a beacon).
+    pub(crate) fn send_index(&mut self, index: &wire::Index) -> Result<(), String> {
+        let reply = self.call("SEND_INDEX", &index.encode(self.minor), 4)?;
+        let code = Get::new("SEND_INDEX", &reply).u32()?;
+        self.ok("SEND_INDEX", code)
+    }
+
+    /// Closes stream `handle` after packet `last_net_seq_num` (`u64::MAX`:
+    /// it carried none).
+    pub(crate) fn close_stream(
+        &mut self,
+        handle: u64,
+        last_net_seq_num: u64,
+    ) -> Result<(), String> {
+        let reply = self.call(
+            "CLOSE_STREAM",
+            &wire::close_stream(handle, last_net_seq_num),
+            4,
+        )?;
+        let code = Get::new("CLOSE_STREAM", &reply).u32()?;
+        self.ok("CLOSE_STREAM", code)
     }
 }
 
@@ -259,6 +349,22 @@ mod tests {
         }
     }
 
+    /// A small trace's description: one stream class, one event (`v`).
+    const TSDL: &str = "/* CTF 1.8 */
+typealias integer { size = 32; align = 8; signed = false; } := uint32_t;
+typealias integer { size = 64; align = 8; signed = false; } := uint64_t;
+trace { major = 1; minor = 8; byte_order = le;
+    uuid = \"09090909-0909-0909-0909-090909090909\";
+    packet.header := struct { uint32_t magic; uint32_t stream_id; }; };
+clock { name = tape; freq = 1000000000; offset_s = 0; absolute = true; };
+typealias integer { size = 64; align = 8; signed = false; map = clock.tape.value; } := tape_ts;
+stream { id = 0;
+    packet.context := struct { tape_ts timestamp_begin; tape_ts timestamp_end;
+        uint64_t content_size; uint64_t packet_size; uint64_t events_discarded; };
+    event.header := struct { uint32_t id; tape_ts timestamp; }; };
+event { name = \"t.e\"; id = 0; stream_id = 0; fields := struct { uint32_t v; }; };
+";
+
     /// A free TCP port on loopback (bound, then released).
     fn free_port() -> u16 {
         std::net::TcpListener::bind("127.0.0.1:0")
@@ -278,11 +384,13 @@ mod tests {
 
     /// The real relay daemon (Debian's `lttng-relayd`) on loopback: tape's
     /// version, session and trace chunk are taken, the session's directory
-    /// is where the relay says, and a refused name is an error that names
+    /// is where the relay says; a small trace's metadata packet, data
+    /// packets and indexes go through, and babeltrace2 reads its events
+    /// back from the relay's disk; a refused name is an error that names
     /// it. Skipped with a notice without `lttng-relayd` (a failure under
     /// `TAPE_REQUIRE_TOOLS=1`).
     #[test]
-    fn the_real_relay_daemon_takes_a_session_and_a_chunk() {
+    fn the_real_relay_daemon_takes_a_session_its_streams_and_packets() {
         if Command::new("lttng-relayd")
             .arg("--version")
             .output()
@@ -342,7 +450,70 @@ mod tests {
         assert!(path.starts_with("tapehost/tape-"), "{path}");
         relay.create_trace_chunk(0, now).unwrap();
         assert!(out.join(&path).is_dir(), "{}", out.join(&path).display());
+        // A small CTF trace through it: its metadata as a packet, two data
+        // packets of two events each, an index per packet; the relay's
+        // disk then reads back in babeltrace2.
+        let trace = "tape/p-1";
+        let meta = relay.add_stream("metadata", trace, 0).unwrap();
+        let chan = relay.add_stream("chan_0", trace, 0).unwrap();
+        relay.streams_sent().unwrap();
+        let uuid = [9; 16];
+        relay
+            .send_metadata(meta, &wire::metadata_packet(&uuid, TSDL.as_bytes(), true))
+            .unwrap();
+        let t0 = now * 1_000_000_000;
+        for k in 0..2u64 {
+            let (begin, end) = (t0 + k * 1000, t0 + k * 1000 + 10);
+            let mut p = Vec::new();
+            p.extend_from_slice(&0xC1FC_1FC1u32.to_le_bytes());
+            p.extend_from_slice(&0u32.to_le_bytes());
+            for v in [begin, end, 80 * 8, 80 * 8, 0] {
+                p.extend_from_slice(&v.to_le_bytes());
+            }
+            for e in 0..2u64 {
+                p.extend_from_slice(&0u32.to_le_bytes());
+                p.extend_from_slice(&(begin + e).to_le_bytes());
+                p.extend_from_slice(&((k * 2 + e) as u32).to_le_bytes());
+            }
+            assert_eq!(p.len(), 80);
+            relay.send_packet(chan, k, &p, 0).unwrap();
+            relay
+                .send_index(&wire::Index {
+                    handle: chan,
+                    net_seq_num: k,
+                    packet_size_bits: 640,
+                    content_size_bits: 640,
+                    ts_begin: begin,
+                    ts_end: end,
+                    packet_seq_num: k,
+                    ..wire::Index::default()
+                })
+                .unwrap();
+        }
+        relay.close_stream(chan, 1).unwrap();
+        relay.close_stream(meta, u64::MAX).unwrap();
         relay.close_trace_chunk(0, now).unwrap();
+        // The relay's disk, read by babeltrace2 (its writes may trail the
+        // replies: a bounded wait).
+        let disk = out.join("tapehost");
+        let start = std::time::Instant::now();
+        let text = loop {
+            let o = Command::new("babeltrace2").arg(&disk).output();
+            let text = o.map_or_else(
+                |e| e.to_string(),
+                |o| String::from_utf8_lossy(&o.stdout).into_owned(),
+            );
+            if text.matches("t.e: { v = ").count() == 4 || start.elapsed() > Duration::from_secs(10)
+            {
+                break text;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let values: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split("t.e: { v = ").nth(1))
+            .collect();
+        assert_eq!(values, ["0 }", "1 }", "2 }", "3 }"], "{text}");
         // A name the relay would refuse is refused here, named.
         let bad = wire::CreateSession {
             name: "a/b",

@@ -237,6 +237,30 @@ impl Index {
     }
 }
 
+/// A CTF metadata packet (CTF 1.8 §7.1): a 37-byte header in the trace's
+/// byte order (`little`), then the TSDL `text`. babeltrace2 2.0.4 reads
+/// metadata sent in several pieces only as packets (plain text must come
+/// whole).
+pub(crate) fn metadata_packet(uuid: &[u8; 16], text: &[u8], little: bool) -> Vec<u8> {
+    let u32b = |v: u32| {
+        if little {
+            v.to_le_bytes()
+        } else {
+            v.to_be_bytes()
+        }
+    };
+    let bits = ((37 + text.len()) * 8) as u32;
+    let mut p = Vec::with_capacity(37 + text.len());
+    p.extend_from_slice(&u32b(0x75D1_1D57));
+    p.extend_from_slice(uuid);
+    p.extend_from_slice(&u32b(0)); // checksum
+    p.extend_from_slice(&u32b(bits)); // content size
+    p.extend_from_slice(&u32b(bits)); // packet size
+    p.extend_from_slice(&[0, 0, 0, 1, 8]); // compression, encryption, checksum scheme, 1.8
+    p.extend_from_slice(text);
+    p
+}
+
 /// `CLOSE_STREAM`: no packet after `last_net_seq_num` (`u64::MAX`: the
 /// stream carried none).
 pub(crate) fn close_stream(handle: u64, last_net_seq_num: u64) -> Vec<u8> {
@@ -408,6 +432,18 @@ mod tests {
         let words = |n: u64| -> String { (1..=n).map(|k| format!("{k:016x}")).collect() };
         assert_eq!(hex(&i.encode(4)), header(64, 13) + &words(8));
         assert_eq!(hex(&i.encode(13)), header(80, 13) + &words(10));
+        // A metadata packet: magic, uuid, sizes in bits, version 1.8.
+        let m = metadata_packet(&[1; 16], b"/* CTF 1.8 */", true);
+        assert_eq!(m.len(), 37 + 13);
+        assert_eq!(
+            hex(&m[..37]),
+            "571dd175".to_owned()
+                + &"01".repeat(16)
+                + "00000000"
+                + &hex(&400u32.to_le_bytes())
+                + &hex(&400u32.to_le_bytes())
+                + "0000000108"
+        );
         // A data packet's header.
         assert_eq!(
             hex(&data_header(3, 4, 100, 28)),
