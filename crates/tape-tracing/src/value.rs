@@ -20,7 +20,6 @@
 //! Written by hand: no crate records `tracing`'s visitor calls into an
 //! external ring with typed values and no allocation.
 
-use std::fmt::Write as _;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -338,10 +337,10 @@ impl Gather {
                 (Kind::I64, Raw::U64(x)) => i64::try_from(x).ok().map(Raw::I64),
                 (Kind::F64, Raw::U64(x)) => ((x as f64) as u64 == x).then_some(Raw::F64(x as f64)),
                 (Kind::F64, Raw::I64(x)) => ((x as f64) as i64 == x).then_some(Raw::F64(x as f64)),
-                (Kind::Text, Raw::U64(x)) => Some(self.format_at(i, format_args!("{x}"))),
-                (Kind::Text, Raw::I64(x)) => Some(self.format_at(i, format_args!("{x}"))),
-                (Kind::Text, Raw::F64(x)) => Some(self.format_at(i, format_args!("{x}"))),
-                (Kind::Text, Raw::Bool(x)) => Some(self.format_at(i, format_args!("{x}"))),
+                (Kind::Text, Raw::U64(x)) => Some(self.format_text(TEXT, format_args!("{x}"))),
+                (Kind::Text, Raw::I64(x)) => Some(self.format_text(TEXT, format_args!("{x}"))),
+                (Kind::Text, Raw::F64(x)) => Some(self.format_text(TEXT, format_args!("{x}"))),
+                (Kind::Text, Raw::Bool(x)) => Some(self.format_text(TEXT, format_args!("{x}"))),
                 _ => None,
             };
             match fitted {
@@ -356,35 +355,18 @@ impl Gather {
         true
     }
 
-    /// Formats `args` into the buffer: the text value it makes.
-    fn format_at(&mut self, _field: usize, args: std::fmt::Arguments<'_>) -> Raw {
+    /// Formats `args` into the buffer (cut, and counted, when full): the
+    /// text value of kind `kind` it makes.
+    fn format_text(&mut self, kind: u8, args: std::fmt::Arguments<'_>) -> Raw {
         let start = self.used;
         let _ = std::fmt::Write::write_fmt(&mut TextCursor(self), args);
-        Raw::Text(TEXT, start as u16, (self.used - start) as u16)
+        Raw::Text(kind, start as u16, (self.used - start) as u16)
     }
 
-    /// Formats `args` into the buffer.
+    /// Formats `args` into the buffer, as field `f`'s value.
     fn format(&mut self, f: &Field, kind: u8, args: std::fmt::Arguments<'_>) {
-        struct Cursor<'a>(&'a mut Gather, bool);
-        impl std::fmt::Write for Cursor<'_> {
-            fn write_str(&mut self, s: &str) -> std::fmt::Result {
-                let (_, cut) = self.0.copy(s);
-                if cut {
-                    self.1 = true;
-                    return Err(std::fmt::Error);
-                }
-                Ok(())
-            }
-        }
-        let start = self.used;
-        let mut c = Cursor(self, false);
-        let _ = c.write_fmt(args);
-        if c.1 {
-            // Relaxed: a counter read back for display.
-            CUT.fetch_add(1, Ordering::Relaxed);
-        }
-        let n = self.used - start;
-        self.put(f, Raw::Text(kind, start as u16, n as u16));
+        let v = self.format_text(kind, args);
+        self.put(f, v);
     }
 }
 

@@ -131,19 +131,11 @@ fn callsites_tape_does_not_want_are_never_asked_until_it_wants_them() {
     );
 
     let trace = tape::save().expect("save");
-    let traces = tape_ctf::metadata::read::find_traces(&trace).unwrap();
     let mut got = Vec::new();
-    for r in tape_ctf::merge::events(&traces).unwrap() {
-        let tape_ctf::merge::Record::Event(e) = r.unwrap() else {
-            panic!("a loss")
-        };
-        let name = &e.class.name;
+    for (name, fields) in support::events(&trace) {
         if let Some(rest) = name.strip_prefix("tracing.") {
             let target = rest.split('.').next().unwrap().to_owned();
-            let tape_ctf::decode::Value::Struct(f) = e.payload() else {
-                panic!()
-            };
-            let (_, n) = f.iter().find(|(n, _)| n == "n").unwrap();
+            let (_, n) = fields.iter().find(|(n, _)| n == "n").unwrap();
             got.push(format!("{target} {n:?}"));
         }
     }

@@ -6,7 +6,6 @@
 
 mod support;
 
-use tape_ctf::decode::Value;
 use tracing_subscriber::layer::SubscriberExt;
 
 #[test]
@@ -30,17 +29,10 @@ fn a_filter_set_before_the_first_event_keeps_the_tagged_fields() {
         }
     });
     let trace = tape::save().expect("save");
-    let traces = tape_ctf::metadata::read::find_traces(&trace).unwrap();
     let mut got = Vec::new();
-    for r in tape_ctf::merge::events(&traces).unwrap() {
-        let tape_ctf::merge::Record::Event(e) = r.unwrap() else {
-            panic!("a loss")
-        };
-        let Value::Struct(f) = e.payload() else {
-            panic!()
-        };
-        let (_, n) = f.iter().find(|(name, _)| name == "n").unwrap();
-        let target = e.class.name.split('.').nth(2).unwrap().to_owned();
+    for (name, fields) in support::events(&trace) {
+        let (_, n) = fields.iter().find(|(f, _)| f == "n").unwrap();
+        let target = name.split('.').nth(2).unwrap().to_owned();
         got.push((target, format!("{n:?}")));
     }
     let tagged = |v: u64| {

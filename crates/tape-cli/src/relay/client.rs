@@ -105,6 +105,13 @@ fn connect(url: &RelayUrl, port: u16, which: &str) -> Result<TcpStream, String> 
     ))
 }
 
+/// A read or write on one of the relay's sockets that failed (a dead relay,
+/// or one silent past [`IO_TIMEOUT`]): names the relay, the port and what
+/// was being sent.
+fn io_error(url: &RelayUrl, port: u16, what: &str, e: std::io::Error) -> String {
+    format!("the relay daemon at {}:{port}, {what}: {e}", url.host)
+}
+
 impl Relay {
     /// Connects both sockets and agrees on the version (the relayd's major
     /// must be 2; the minor both use is the lower, at least 11: trace
@@ -136,12 +143,7 @@ impl Relay {
 
     /// Sends `cmd` on the control socket and reads a reply of `len` bytes.
     fn call(&mut self, what: &str, cmd: &[u8], len: usize) -> Result<Vec<u8>, String> {
-        let fail = |e: std::io::Error| {
-            format!(
-                "the relay daemon at {}:{}, {what}: {e}",
-                self.url.host, self.url.control
-            )
-        };
+        let fail = |e| io_error(&self.url, self.url.control, what, e);
         self.control.write_all(cmd).map_err(fail)?;
         let mut reply = vec![0; len];
         self.control.read_exact(&mut reply).map_err(fail)?;
@@ -151,12 +153,9 @@ impl Relay {
     /// Reads `len` more bytes of a reply (a path after its length).
     fn more(&mut self, what: &str, len: usize) -> Result<Vec<u8>, String> {
         let mut b = vec![0; len];
-        self.control.read_exact(&mut b).map_err(|e| {
-            format!(
-                "the relay daemon at {}:{}, {what}: {e}",
-                self.url.host, self.url.control
-            )
-        })?;
+        self.control
+            .read_exact(&mut b)
+            .map_err(|e| io_error(&self.url, self.url.control, what, e))?;
         Ok(b)
     }
 
@@ -249,12 +248,9 @@ impl Relay {
                 wire::MAX_PAYLOAD
             ));
         }
-        self.control.write_all(&cmd).map_err(|e| {
-            format!(
-                "the relay daemon at {}:{}, SEND_METADATA: {e}",
-                self.url.host, self.url.control
-            )
-        })
+        self.control
+            .write_all(&cmd)
+            .map_err(|e| io_error(&self.url, self.url.control, "SEND_METADATA", e))
     }
 
     /// Sends packet `net_seq_num` of stream `handle` on the data socket:
@@ -273,12 +269,7 @@ impl Relay {
             )
         })?;
         let header = wire::data_header(handle, net_seq_num, size, padding);
-        let fail = |e: std::io::Error| {
-            format!(
-                "the relay daemon at {}:{}, a data packet: {e}",
-                self.url.host, self.url.data
-            )
-        };
+        let fail = |e| io_error(&self.url, self.url.data, "a data packet", e);
         self.data.write_all(&header).map_err(fail)?;
         self.data.write_all(content).map_err(fail)
     }
@@ -396,11 +387,7 @@ event { name = \"t.e\"; id = 0; stream_id = 0; fields := struct { uint32_t v; };
             .output()
             .is_err()
         {
-            assert!(
-                std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-                "lttng-relayd is not installed and TAPE_REQUIRE_TOOLS=1"
-            );
-            skipped::skipped(
+            skipped::required(
                 "the relay client against the real relay daemon",
                 "apt-get install lttng-tools",
             );

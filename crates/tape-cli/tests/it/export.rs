@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pipeline::TAPE;
+use pipeline::{record, TAPE};
 use serde_json::{json, Value};
 
 /// The decoded summary of `file`, or `None` (after a notice) when Perfetto's
@@ -34,11 +34,7 @@ fn summary(file: &Path) -> Option<Value> {
         .expect("python3 runs");
     if out.status.code() == Some(2) {
         let why = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-            "Perfetto's schema is needed and TAPE_REQUIRE_TOOLS=1: {why}"
-        );
-        crate::shared::skipped(
+        crate::shared::required(
             &format!(
                 "the Perfetto decoding checks of tape export ({})",
                 why.trim()
@@ -100,24 +96,6 @@ fn show(trace: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-/// Runs tape example `name` with `env`, saving into `dir`; its trace.
-fn record(name: &str, args: &[&str], env: &[(&str, &str)], dir: &Path) -> PathBuf {
-    let out = Command::new(pipeline::example(name))
-        .args(args)
-        .envs(env.iter().copied())
-        .env("TAPE_TRACE_DIR", dir)
-        .env("TAPE_CONTROL", "off")
-        .env("TAPE_SHM", "off")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    pipeline::only_trace(dir)
 }
 
 /// A value of `tape show`'s JSON as the file holds it: an enum by its

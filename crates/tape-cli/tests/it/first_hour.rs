@@ -9,18 +9,7 @@ use std::process::Command;
 
 /// The quickstart example's trace, saved into `dir`.
 fn quickstart(dir: &Path) -> PathBuf {
-    let out = Command::new(pipeline::example("quickstart"))
-        .env("TAPE_TRACE_DIR", dir)
-        .env("TAPE_CONTROL", "off")
-        .env("TAPE_SHM", "off")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    pipeline::only_trace(dir)
+    pipeline::record("quickstart", &[], &[], dir)
 }
 
 /// `tape ARGS`: (exit status, stdout, stderr).
@@ -124,19 +113,7 @@ fn tracing_values_print_plain_in_both_readers() {
         return;
     }
     let dir = temp("tracing");
-    let out = Command::new(pipeline::example("tracing_spans"))
-        .env("TAPE_TRACE", "tracing.*")
-        .env("TAPE_TRACE_DIR", &dir)
-        .env("TAPE_CONTROL", "off")
-        .env("TAPE_SHM", "off")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let trace = pipeline::only_trace(&dir);
+    let trace = pipeline::record("tracing_spans", &[], &[("TAPE_TRACE", "tracing.*")], &dir);
     let bt = Command::new("babeltrace2").arg(&trace).output().unwrap();
     let bt = String::from_utf8_lossy(&bt.stdout).into_owned();
     let (rc, shown, err) = tape(&["show", trace.to_str().unwrap()]);

@@ -26,22 +26,7 @@ fn record(dir: &Path) -> std::path::PathBuf {
     run(c, dir)
 }
 
-/// Runs `example` (a tape example) saving into `dir`, no control socket,
-/// no shared rings; its trace's directory.
-fn run(mut example: Command, dir: &Path) -> std::path::PathBuf {
-    let out = example
-        .env("TAPE_TRACE_DIR", dir)
-        .env("TAPE_CONTROL", "off")
-        .env("TAPE_SHM", "off")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    pipeline::only_trace(dir)
-}
+use pipeline::saved as run;
 
 /// `tape ARGS`'s standard output (a failure, with its stderr, if it
 /// fails).

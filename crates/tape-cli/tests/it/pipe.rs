@@ -73,20 +73,26 @@ fn piped(
         // SAFETY: as above.
         unsafe { libc::kill(pipe.id() as i32, libc::SIGCONT) };
     }
-    let status = program.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(program.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(status.success(), "{err}");
-    let total = pipeline::number_after(
-        err.lines().find(|l| l.starts_with("flight: ")).unwrap(),
-        "flight: ",
-    );
+    let total = emitted(&mut program);
     // The pipe ends by itself once the program exited.
     let out = pipe.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let lines = reader.join().unwrap();
     let _ = std::fs::remove_dir_all(&base);
     (lines, total)
+}
+
+/// Waits for the flight program to end (a failure, with its stderr, if it
+/// fails); the count of events it says it emitted.
+fn emitted(program: &mut std::process::Child) -> u64 {
+    let status = program.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(program.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    pipeline::number_after(
+        err.lines().find(|l| l.starts_with("flight: ")).unwrap(),
+        "flight: ",
+    )
 }
 
 /// Per stream name: the events' sequence numbers, and the losses reported.
@@ -366,14 +372,7 @@ fn two_pipes_in_a_row_print_disjoint_events_whose_union_is_all() {
     // The second until the program ends.
     let second = pipe().wait_with_output().unwrap();
     assert!(second.status.success(), "{}", text(&second.stderr));
-    let status = program.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(program.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(status.success(), "{err}");
-    let total = pipeline::number_after(
-        err.lines().find(|l| l.starts_with("flight: ")).unwrap(),
-        "flight: ",
-    );
+    let total = emitted(&mut program);
     let lines = |out: &[u8]| -> Vec<(i128, serde_json::Value)> {
         text(out)
             .lines()

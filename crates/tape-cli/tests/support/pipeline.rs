@@ -28,6 +28,32 @@ pub fn example(name: &str) -> PathBuf {
     p
 }
 
+/// Runs `example` (a tape example's command) saving into `dir`, with no
+/// control socket and no shared rings; its trace (a failure, with its
+/// stderr, if it fails).
+pub fn saved(mut example: std::process::Command, dir: &Path) -> PathBuf {
+    let out = example
+        .env("TAPE_TRACE_DIR", dir)
+        .env("TAPE_CONTROL", "off")
+        .env("TAPE_SHM", "off")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    only_trace(dir)
+}
+
+/// Runs tape example `name` with `args` and `env`, saving into `dir`; its
+/// trace ([`saved`]).
+pub fn record(name: &str, args: &[&str], env: &[(&str, &str)], dir: &Path) -> PathBuf {
+    let mut c = std::process::Command::new(example(name));
+    c.args(args).envs(env.iter().copied());
+    saved(c, dir)
+}
+
 /// The one trace a program saved into `dir` (a failure if there is not
 /// exactly one).
 pub fn only_trace(dir: &Path) -> PathBuf {

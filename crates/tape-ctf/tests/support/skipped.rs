@@ -2,11 +2,24 @@
 //! missing): [`skipped`] prints a notice and, under the README's test
 //! command (`scripts/test.sh`, which sets `TAPE_SKIPPED_LOG`), adds a line
 //! to the list that command prints at its end, since cargo's capture hides
-//! the notices of passing tests. The callers fail instead of skipping
-//! under `TAPE_REQUIRE_TOOLS=1` (CI). Included by the support modules of
-//! every test crate.
+//! the notices of passing tests. A check that needs an outside tool
+//! skips through [`required`], which fails instead under
+//! `TAPE_REQUIRE_TOOLS=1` (CI); one that needs what CI always has (root,
+//! an optimised build) through [`skipped`]. Included by the support
+//! modules of every test crate.
 
 use std::io::Write;
+
+/// [`skipped`] for a check that needs an outside tool (`how` gets it):
+/// a failure instead under `TAPE_REQUIRE_TOOLS=1`, where every tool must
+/// be there.
+pub fn required(what: &str, how: &str) {
+    assert!(
+        std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
+        "{what}: not checked, and TAPE_REQUIRE_TOOLS=1 ({how})"
+    );
+    skipped(what, how);
+}
 
 /// Tells that `what` was not checked, and how to get it checked.
 pub fn skipped(what: &str, how: &str) {

@@ -39,15 +39,29 @@ pub fn babeltrace2(trace: &Path) -> Option<String> {
             Some(String::from_utf8_lossy(&out.stdout).into_owned())
         }
         Err(_) => {
-            assert!(
-                std::env::var("TAPE_REQUIRE_TOOLS").as_deref() != Ok("1"),
-                "babeltrace2 is not installed and TAPE_REQUIRE_TOOLS=1"
-            );
-            skipped::skipped(
+            skipped::required(
                 "babeltrace2's reading of the tape-tracing traces",
                 "apt-get install babeltrace2",
             );
             None
         }
     }
+}
+
+/// Every event of `trace`, in time order: its name and its payload's
+/// fields (a failure on a loss: these tests lose nothing).
+#[allow(dead_code)] // not every test binary reads events so
+pub fn events(trace: &Path) -> Vec<(String, Vec<(String, tape_ctf::decode::Value)>)> {
+    let traces = tape_ctf::metadata::read::find_traces(trace).unwrap();
+    let mut out = Vec::new();
+    for r in tape_ctf::merge::events(&traces).unwrap() {
+        let tape_ctf::merge::Record::Event(e) = r.unwrap() else {
+            panic!("a loss")
+        };
+        let tape_ctf::decode::Value::Struct(fields) = e.payload() else {
+            panic!("a payload that is not a struct")
+        };
+        out.push((e.class.name.clone(), fields.clone()));
+    }
+    out
 }

@@ -148,10 +148,6 @@ pub struct Filter {
     pub(super) uses_cpu: bool,
     /// See [`Filter::warnings`].
     pub(super) warnings: Vec<String>,
-    /// The paths of the fields that hold a `Duration` (nanoseconds shown
-    /// as `1.5ms`), as a filter names them: the fields a duration literal
-    /// (`took > 30us`) compares with. Read while compiling.
-    pub(super) durations: Vec<String>,
 }
 
 thread_local! {
@@ -743,10 +739,8 @@ impl Filter {
             entry: FALSE,
             uses_cpu: false,
             warnings: Vec::new(),
-            durations: durations.to_vec(),
         };
-        f.entry = f.compile(&expr, fields, 0, fail, reader, TRUE, FALSE)?;
-        f.durations = Vec::new();
+        f.entry = f.compile(&expr, fields, durations, 0, fail, reader, TRUE, FALSE)?;
         if reader {
             f.number_slots();
             return Ok(f);
@@ -815,6 +809,7 @@ impl Filter {
         &mut self,
         e: &Expr,
         fields: &Struct,
+        durations: &[String],
         depth: usize,
         fail: &impl Fn(usize, String) -> Error,
         reader: bool,
@@ -838,14 +833,16 @@ impl Filter {
                 let mut next = if and { on_true } else { on_false };
                 for t in chain(e).into_iter().rev() {
                     next = if and {
-                        self.compile(t, fields, d, fail, reader, next, on_false)?
+                        self.compile(t, fields, durations, d, fail, reader, next, on_false)?
                     } else {
-                        self.compile(t, fields, d, fail, reader, on_true, next)?
+                        self.compile(t, fields, durations, d, fail, reader, on_true, next)?
                     };
                 }
                 next
             }
-            Expr::Not(a) => self.compile(a, fields, d, fail, reader, on_false, on_true)?,
+            Expr::Not(a) => {
+                self.compile(a, fields, durations, d, fail, reader, on_false, on_true)?
+            }
             Expr::Cmp {
                 field,
                 field_at,
@@ -855,16 +852,8 @@ impl Filter {
                 value_at,
             } => {
                 let cmp = compile_cmp(
-                    fields,
-                    field,
-                    *field_at,
-                    *op,
-                    *op_at,
-                    value,
-                    *value_at,
-                    fail,
-                    reader,
-                    &self.durations,
+                    fields, field, *field_at, *op, *op_at, value, *value_at, fail, reader,
+                    durations,
                 )?;
                 self.steps.push(Insn {
                     cmp,

@@ -9,7 +9,6 @@
 
 #[path = "../../../tape-ctf/tests/support/skipped.rs"]
 pub mod skipped;
-pub use skipped::skipped;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -62,11 +61,6 @@ pub fn tape_text(trace: &Path) -> Result<ReadOutput, String> {
     Ok(ReadOutput { stdout, stderr })
 }
 
-/// Whether missing tools are failures (`TAPE_REQUIRE_TOOLS=1`).
-pub fn require_tools() -> bool {
-    std::env::var("TAPE_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
-}
-
 /// Whether `reader` is installed; prints a notice (or panics under
 /// `TAPE_REQUIRE_TOOLS=1`) when it is not.
 pub fn available(reader: Reader) -> bool {
@@ -78,12 +72,7 @@ pub fn available(reader: Reader) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        assert!(
-            !require_tools(),
-            "{} is not installed and TAPE_REQUIRE_TOOLS=1",
-            reader.command()
-        );
-        skipped(
+        skipped::required(
             &format!("{}'s side of a check of tape's traces", reader.command()),
             &format!("apt-get install {}", reader.command()),
         );
