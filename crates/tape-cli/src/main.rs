@@ -40,7 +40,6 @@ mod output;
 mod pipe;
 mod profile;
 mod recover;
-#[allow(dead_code)] // the client lands before `tape record --relayd` uses it (issue 39)
 mod relay;
 mod select;
 mod show;
@@ -262,13 +261,33 @@ enum Command {
         events: Vec<String>,
     },
     /// Stream a running process's events (from its shared rings) to a
-    /// CTF trace on disk, for as long as it runs.
+    /// CTF trace on disk, or to LTTng's relay daemon, for as long as it
+    /// runs.
     Record {
         /// The process's id, or its rings' directory.
         target: String,
         /// The trace directory to write (must not exist).
-        #[arg(short, long, value_name = "DIR")]
-        output: PathBuf,
+        #[arg(short, long, value_name = "DIR", required_unless_present = "relayd")]
+        output: Option<PathBuf>,
+        /// Stream to LTTng's relay daemon (`lttng-relayd`) instead, at
+        /// net://HOST[:CONTROL[:DATA]] (ports 5342 and 5343 by default):
+        /// babeltrace2 reads it live (net://HOST/host/HOSTNAME/SESSION)
+        /// and from the relay's disk. The protocol has no authentication:
+        /// loopback, an ssh tunnel or a trusted network only.
+        #[arg(long, value_name = "URL", conflicts_with = "output")]
+        relayd: Option<String>,
+        /// The relay session's name.
+        #[arg(long, value_name = "NAME", default_value = "tape", requires = "relayd")]
+        session: String,
+        /// How often the open packets' events and the idle threads'
+        /// beacons go to the relay (a live viewer's delay): `200ms`, `1s`,
+        /// a bare number is microseconds (as `lttng create --live`).
+        #[arg(long, value_name = "DURATION", requires = "relayd")]
+        live_timer: Option<String>,
+        /// The host name the relay files the session under (this
+        /// machine's by default).
+        #[arg(long, value_name = "NAME", requires = "relayd")]
+        hostname: Option<String>,
         /// End after this many seconds.
         #[arg(long, value_name = "SECONDS")]
         duration: Option<f64>,
@@ -390,9 +409,18 @@ fn main() -> ExitCode {
         Command::Record {
             target,
             output,
+            relayd,
+            session,
+            live_timer,
+            hostname,
             duration,
             size,
-        } => recover::record(&target, output, duration, size),
+        } => (|| -> Result<(), Failure> {
+            let relay = relayd
+                .map(|url| relay::options(&url, session, live_timer.as_deref(), hostname))
+                .transpose()?;
+            recover::record(&target, output, relay, duration, size)
+        })(),
         Command::Pipe {
             target,
             format,

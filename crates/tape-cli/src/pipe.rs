@@ -379,7 +379,7 @@ fn lost_line(format: Format, n: u64, t: i128, stream: &str) -> Vec<u8> {
 /// The file each packet is decoded from: anonymous memory (`memfd_create`),
 /// or where that is refused (an old kernel, a seccomp policy) a file of the
 /// temporary directory unlinked at once. Either way nothing is left behind.
-fn packet_file() -> Result<std::fs::File, String> {
+pub(crate) fn packet_file() -> Result<std::fs::File, String> {
     use std::os::fd::FromRawFd;
     // SAFETY: the name is a NUL-terminated string; memfd_create has no
     // other memory preconditions.
@@ -402,7 +402,7 @@ fn packet_file() -> Result<std::fs::File, String> {
 }
 
 /// Makes `file` hold exactly `packet`.
-fn put_packet(file: &std::fs::File, packet: &[u8]) -> std::io::Result<()> {
+pub(crate) fn put_packet(file: &std::fs::File, packet: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     file.write_all_at(packet, 0)?;
     file.set_len(packet.len() as u64)

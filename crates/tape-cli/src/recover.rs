@@ -189,7 +189,8 @@ pub(crate) fn stopped() -> bool {
 /// `tape record TARGET -o OUT [--duration S] [--size LIMIT]`.
 pub(crate) fn record(
     target: &str,
-    output: PathBuf,
+    output: Option<PathBuf>,
+    relay: Option<crate::relay::producer::Options>,
     duration: Option<f64>,
     size: Option<String>,
 ) -> Result<(), Failure> {
@@ -210,6 +211,11 @@ pub(crate) fn record(
         },
     };
     let dir = tape::recover::find_running(target, STARTING).map_err(|e| e.to_string())?;
+    let output = match (output, relay) {
+        (_, Some(relay)) => return crate::relay::record(&dir, target, relay, duration, limit),
+        (Some(o), None) => o,
+        (None, None) => return Err("tape record: give -o DIR or --relayd URL".to_owned().into()),
+    };
     let mut r = tape::record::Recorder::attach(&dir, &output).map_err(|e| e.to_string())?;
     catch_stop();
     crate::say!(
@@ -282,7 +288,7 @@ fn unshared_text(n: u32) -> String {
 }
 
 /// ` (overwritten 12, full 3)`: the causes with losses, or nothing.
-fn causes(lost: &tape::Drops) -> String {
+pub(crate) fn causes(lost: &tape::Drops) -> String {
     let named: Vec<String> = lost
         .by_cause()
         .iter()

@@ -127,10 +127,39 @@ pub struct Chunk<'a> {
     /// Events of the ring that an earlier consuming reader took (`None`:
     /// no reader came before): where this one starts.
     pub taken_before: Option<u64>,
+    /// The ring's packet is closed (its owner writes no more to it): these
+    /// are its last events.
+    pub closed: bool,
+    /// Of a closed packet: the ring's events up to its end (what a
+    /// consuming reader has taken once these are out).
+    pub events_after: Option<u64>,
+    /// The ring packet's first time, in the trace's clock.
+    pub ts_begin: u64,
+    /// Its last time (of a packet still open: the ring's last event when
+    /// it was read, which may lie past these events).
+    pub ts_end: u64,
+    /// The owner's drops by cause (all but overwriting) when the packet
+    /// was closed, or read if open: cumulative over the ring.
+    pub drops: Drops,
 }
 
 /// Where a live reader's chunks go.
 type ChunkSink<'s> = dyn FnMut(Chunk<'_>) + 's;
+
+/// A forwarded packet's context ([`Recorder::packet_head`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PacketTimes {
+    /// Its first time (the trace's clock).
+    pub begin: u64,
+    /// Its last time.
+    pub end: u64,
+    /// Its `packet_seq_num`.
+    pub seq: u64,
+    /// Events the stream lost so far (`events_discarded`).
+    pub discarded: u64,
+    /// Bytes of events after the header.
+    pub events: usize,
+}
 
 /// What a recording has done so far.
 #[derive(Clone, Debug, Default)]
@@ -283,6 +312,80 @@ impl Recorder {
         self.header.pid
     }
 
+    /// The process's program name (as `tape ps` shows it).
+    pub fn program(&self) -> String {
+        self.header.program()
+    }
+
+    /// The trace's UUID (its metadata's and its packets').
+    pub fn uuid(&self) -> [u8; 16] {
+        self.header.uuid
+    }
+
+    /// The process's clock (its counter: TSC, CNTVCT or monotonic ns, as
+    /// its events' timestamps count) read now in this process; `None` if
+    /// this machine cannot read it (a counter this CPU lacks).
+    pub fn clock_now(&self) -> Option<u64> {
+        let source = u8::try_from(self.header.clock_source).ok()?;
+        crate::clock::pairs_of_source(source).map(|(mono, _)| mono.0)
+    }
+
+    /// How long until the process's clock can be calibrated to
+    /// [`crate::clock::MIN_CALIBRATION`] (its anchor is that old): a
+    /// reader that sends the metadata once (the relay) waits for it.
+    pub fn calibration_wait(&self) -> std::time::Duration {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid timespec to write; CLOCK_MONOTONIC always exists.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        let now_ns = now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128;
+        let age = now_ns - i128::from(self.header.anchor_mono_ns as i64);
+        let min = crate::clock::MIN_CALIBRATION.as_nanos() as i128;
+        std::time::Duration::from_nanos((min - age).clamp(0, min) as u64)
+    }
+
+    /// Rings found so far (streams `0..n`, in the order found).
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// When ring `i` was made (the trace's clock): no event of it is
+    /// older.
+    pub fn stream_created(&self, i: usize) -> u64 {
+        self.streams[i].ring.created_ts
+    }
+
+    /// Bytes of the header and context of ring `i`'s packets (a
+    /// [`Chunk::packet`]'s events start there).
+    pub fn packet_head_size(&self, i: usize) -> usize {
+        let s = &self.streams[i];
+        let name = crate::sys::truncate_utf8(&s.ring.name, 255);
+        Context {
+            uuid: &s.uuid,
+            tid: s.ring.tid(),
+            name,
+        }
+        .head_size()
+    }
+
+    /// Writes into `head` ([`Recorder::packet_head_size`] bytes) the
+    /// header and context of a packet of ring `i` that a forwarding reader
+    /// makes: `events` bytes of events between `begin` and `end` (the
+    /// trace's clock), its `packet_seq_num` `seq`, `discarded` events lost
+    /// in the stream so far.
+    pub fn packet_head(&self, i: usize, head: &mut [u8], p: &PacketTimes) {
+        let s = &self.streams[i];
+        let name = crate::sys::truncate_utf8(&s.ring.name, 255);
+        Context {
+            uuid: &s.uuid,
+            tid: s.ring.tid(),
+            name,
+        }
+        .forwarded_header(head, p.begin, p.end, p.seq, p.discarded, p.events);
+    }
+
     /// What was recorded so far.
     pub fn progress(&self) -> &Progress {
         &self.progress
@@ -305,7 +408,7 @@ impl Recorder {
     /// with `to_end`), from every ring, new ones included; whether
     /// anything was written.
     pub fn poll(&mut self, to_end: bool) -> Result<bool, Error> {
-        self.turn(to_end, None)
+        self.turn(to_end, false, None)
     }
 
     /// A live reader's turn: the events published since the last turn in
@@ -313,12 +416,25 @@ impl Recorder {
     /// `each`; the open packets are read up to their last event. Whether
     /// anything came.
     pub fn poll_chunks(&mut self, each: &mut dyn FnMut(Chunk<'_>)) -> Result<bool, Error> {
-        self.turn(false, Some(each))
+        self.turn(false, true, Some(each))
+    }
+
+    /// As [`Recorder::poll_chunks`], the open packets read only when
+    /// `open` (or when their ring is done): a reader that forwards whole
+    /// packets (the relay) takes the closed ones at every turn and the
+    /// open ones' events on its timer.
+    pub fn poll_chunks_open(
+        &mut self,
+        open: bool,
+        each: &mut dyn FnMut(Chunk<'_>),
+    ) -> Result<bool, Error> {
+        self.turn(false, open, Some(each))
     }
 
     fn turn<'s>(
         &mut self,
         to_end: bool,
+        sink_open: bool,
         mut sink: Option<&mut ChunkSink<'s>>,
     ) -> Result<bool, Error> {
         self.find_rings();
@@ -331,7 +447,7 @@ impl Recorder {
             // A ring whose file is gone was freed by its process: its
             // thread exited, nothing more will come; read it to its end.
             let gone = std::fs::symlink_metadata(&self.streams[i].source).is_err();
-            let open = to_end || gone || sink.is_some();
+            let open = to_end || gone || (sink.is_some() && sink_open);
             if let Some(holder) = self.take(i, open, sink.as_deref_mut())? {
                 self.busy = Some((i, holder));
                 continue;
@@ -492,6 +608,11 @@ impl Recorder {
                             (m.seq, offset + content.len())
                         },
                         taken_before,
+                        closed: end.is_some(),
+                        events_after: end,
+                        ts_begin: m.ts_begin,
+                        ts_end: m.ts_end,
+                        drops: m.dropped_at_close,
                     });
                     return;
                 }

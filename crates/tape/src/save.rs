@@ -777,6 +777,25 @@ impl Context<'_> {
         self.header(out, t, t, m.seq, ring::Drops::default(), 0);
     }
 
+    /// The header of a packet a forwarding reader makes (the relay): its
+    /// times, `packet_seq_num`, losses so far (all causes, summed) and
+    /// bytes of events given.
+    pub(crate) fn forwarded_header(
+        &self,
+        out: &mut [u8],
+        begin: u64,
+        end: u64,
+        seq: u64,
+        discarded: u64,
+        events: usize,
+    ) {
+        let lost = ring::Drops {
+            full: discarded,
+            ..ring::Drops::default()
+        };
+        self.header(out, begin, end.max(begin), seq, lost, events);
+    }
+
     /// Writes a packet's header and context into `out` (`head_size` bytes),
     /// for a packet of `events` bytes of events.
     fn header(

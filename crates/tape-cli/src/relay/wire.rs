@@ -57,6 +57,7 @@ pub(crate) enum Cmd {
     Version = 5,
     SendMetadata = 6,
     CloseStream = 7,
+    DataPending = 8,
     SendIndex = 13,
     StreamsSent = 16,
     CreateTraceChunk = 19,
@@ -269,6 +270,15 @@ pub(crate) fn close_stream(handle: u64, last_net_seq_num: u64) -> Vec<u8> {
     command(Cmd::CloseStream, &p)
 }
 
+/// `DATA_PENDING`: whether the relay still waits for data or an index of
+/// stream `handle` up to packet `last_net_seq_num` (reply: 0 none, 1
+/// pending).
+pub(crate) fn data_pending(handle: u64, last_net_seq_num: u64) -> Vec<u8> {
+    let mut p = Vec::new();
+    Put(&mut p).u64(handle).u64(last_net_seq_num);
+    command(Cmd::DataPending, &p)
+}
+
 /// `CLOSE_TRACE_CHUNK`, with no close command.
 pub(crate) fn close_trace_chunk(chunk_id: u64, close_ts_s: u64) -> Vec<u8> {
     let mut p = Vec::new();
@@ -379,6 +389,11 @@ mod tests {
                 "close_stream",
                 close_stream(3, u64::MAX),
                 header(16, 7) + "0000000000000003" + "ffffffffffffffff",
+            ),
+            (
+                "data_pending",
+                data_pending(3, 9),
+                header(16, 8) + "0000000000000003" + "0000000000000009",
             ),
             (
                 "close_trace_chunk",

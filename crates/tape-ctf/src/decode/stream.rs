@@ -590,6 +590,13 @@ impl FastStream {
         (self.packets, self.begin_ns, self.last_end_ns)
     }
 
+    /// The stream's clock value as last decoded (the raw value of the
+    /// last event header or packet context read, in clock cycles): after
+    /// a packet's last event, that event's time as the trace counts it.
+    pub fn clock_value(&self) -> u64 {
+        self.state.clock
+    }
+
     /// The stream file.
     pub fn path(&self) -> &Path {
         &self.path

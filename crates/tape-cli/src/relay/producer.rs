@@ -1,0 +1,566 @@
+//! tape as a producer of a relay daemon: a running process's shared rings
+//! forwarded to `lttng-relayd` as one CTF trace of a relay session, as
+//! LTTng's consumer daemon forwards its sub-buffers.
+//!
+//! ```text
+//!  process 4242 (rings)        tape record --relayd            lttng-relayd
+//!  ring t1: [p7|p8|p9 open]    Feed: stream "main-4242"   -->  HOST/tape-DATE/prog-4242/
+//!  ring t2: [p3 open]          closed packets every turn        metadata
+//!                              open packets' events on the       main-4242, worker-4243
+//!                              live timer; beacons               index/*.idx
+//! ```
+//!
+//! **A relay session** ([`Session`]) is one control and one data
+//! connection; its processes are **traces** ([`Feed`]), each under the path
+//! `<program>-<pid>` with its own `metadata` stream and a stream per
+//! thread ring, named as `tape record -o` names its files.
+//!
+//! **Packets.** A ring's closed packets go as they are, their times and
+//! losses in their context. On each tick of the live timer the events
+//! of the packets still open go too, as packets of their own (a viewer
+//! sees a slow thread's events within a tick, as LTTng's live timer
+//! flushes a sub-buffer): such a packet ends at its last event's time,
+//! read by decoding its events with the trace's own metadata (tape's
+//! reader), so that the next packet of the stream, which begins there,
+//! never begins before the one before it ended. Every packet gets a
+//! `packet_seq_num` of its own (counting from 0, the empty packet each
+//! stream starts with) and an index entry; `events_discarded` is
+//! cumulative, as in a saved trace: the events the owner dropped (`full`,
+//! `big`, ...) and those it overwrote before the reader took them.
+//!
+//! **Beacons.** A stream with nothing new at a tick gets a *beacon*, an
+//! index entry without a packet that tells a live viewer that the stream
+//! has no event before a time, so that the other streams' events are
+//! shown without waiting for it. The time is the process's clock read at
+//! the tick *before*: an event older than that and not published by now
+//! had its thread preempted for a whole tick between taking its time and
+//! publishing it (then it reaches the relay's disk as it is, but a live
+//! viewer may refuse it: counted as `late`, and said). Each stream begins
+//! with an empty packet, because the relay daemon (up to 2.14) ignores a
+//! stream's beacons until it has one, and a stream with none stalls every
+//! viewer of the session.
+//!
+//! **Consuming.** Once a chunk of a ring is sent, the ring's reader mark
+//! moves past it, as `tape record -o` and `tape pipe` move it: the next
+//! reader starts there. In discard mode the packets sent are freed for
+//! the owner to reuse; a relay slower than the program makes the rings
+//! fill and the owner drop and count, never wait.
+//!
+//! The metadata is sent once, when the trace starts, as a CTF metadata
+//! packet (babeltrace2 2.0.4 reads metadata sent in pieces only so), its
+//! clock calibrated over at least [`tape::clock::MIN_CALIBRATION`] (a
+//! process that just started is waited for).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tape::record::{Chunk, PacketTimes, Recorder};
+use tape_ctf::decode::plan::Discard;
+use tape_ctf::decode::stream::{FastStream, Next, TracePlan};
+
+use super::client::{Relay, RelayUrl};
+use super::wire;
+
+/// The bytes of an event header in a ring (`u16` id, `u64` time, packed).
+const EVENT_HEADER: usize = 10;
+
+/// What `tape record --relayd` was given.
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
+    pub(crate) url: RelayUrl,
+    pub(crate) session: String,
+    pub(crate) hostname: String,
+    pub(crate) live_timer: Duration,
+}
+
+/// The live timer when none is given: a viewer sees an event within about
+/// two of its ticks.
+pub(crate) const DEFAULT_LIVE_TIMER: Duration = Duration::from_millis(200);
+
+/// One relay session on one connection, its trace chunk made.
+pub(crate) struct Session {
+    relay: Relay,
+    /// Where the session's traces go on the relay's side
+    /// (`HOST/NAME-DATE`).
+    pub(crate) path: String,
+    pub(crate) options: Options,
+}
+
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// 16 random bytes (never all zero: the relay refuses a nil session
+/// daemon UUID).
+fn random_id() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    // SAFETY: `b` is 16 writable bytes.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != 16 {
+        // No getrandom: the time and pid, still unique enough per session.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        b[..8].copy_from_slice(&(t as u64).to_le_bytes());
+        b[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+    }
+    b[15] |= 1;
+    b
+}
+
+/// This machine's host name (`gethostname`), or `localhost`.
+pub(crate) fn hostname() -> String {
+    let mut b = [0u8; 256];
+    // SAFETY: `b` is writable for its length; the name is cut there.
+    let r = unsafe { libc::gethostname(b.as_mut_ptr().cast(), b.len()) };
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    match std::str::from_utf8(&b[..end]) {
+        Ok(h) if r == 0 && !h.is_empty() => h.to_owned(),
+        _ => "localhost".to_owned(),
+    }
+}
+
+impl Session {
+    /// Connects to the relay daemon and creates a live session and its
+    /// trace chunk.
+    pub(crate) fn create(options: Options) -> Result<Session, String> {
+        let mut relay = Relay::connect(&options.url)?;
+        let now = unix_seconds();
+        let live_timer_us = u32::try_from(options.live_timer.as_micros())
+            .ok()
+            .filter(|&us| us > 0)
+            .ok_or_else(|| {
+                format!(
+                    "--live-timer {:?}: from 1 µs to {} s",
+                    options.live_timer,
+                    u32::MAX / 1_000_000
+                )
+            })?;
+        let id = random_id();
+        let path = relay.create_session(&wire::CreateSession {
+            name: &options.session,
+            hostname: &options.hostname,
+            live_timer_us,
+            sessiond_uuid: id,
+            session_id: u64::from_le_bytes(id[..8].try_into().expect("8 bytes")),
+            creation_time: now,
+        })?;
+        relay.create_trace_chunk(0, now)?;
+        Ok(Session {
+            relay,
+            path,
+            options,
+        })
+    }
+
+    /// How long a trace's streams stay open after their last packet: a
+    /// live viewer (babeltrace2 2.0) ends its view of a stream or a
+    /// session once closed, what it has not read yet included, so it is
+    /// given a few ticks (and its own 100 ms retries) to read the end.
+    pub(crate) fn linger(&self) -> Duration {
+        (3 * self.options.live_timer).max(Duration::from_secs(1))
+    }
+
+    /// Ends the session: the trace chunk closed and the connection with
+    /// it, which ends the session for its viewers (its traces ended
+    /// first, [`Feed::finish`]).
+    pub(crate) fn close(mut self) -> Result<(), String> {
+        self.relay.close_trace_chunk(0, unix_seconds()).map(|_| ())
+    }
+}
+
+/// What the relay knows of one ring's stream.
+struct Out {
+    handle: u64,
+    /// Data packets sent (the next one's `net_seq_num`; the first is the
+    /// empty packet).
+    sent: u64,
+    /// The last packet's end, and the last beacon's time.
+    last_end: u64,
+    beacon: u64,
+    /// Events of the ring taken so far (`None`: none yet).
+    consumed: Option<u64>,
+    /// Events overwritten before they were taken, so far.
+    overwritten: u64,
+    /// The `events_discarded` the last packet stated.
+    discarded: u64,
+    /// Whether a chunk of it came this turn.
+    fed: bool,
+    /// The process's clock read at the last tick (the next beacon's time).
+    tick: Option<u64>,
+}
+
+/// A chunk of a ring taken this turn, owned (sent after the turn).
+struct Taken {
+    stream: usize,
+    packet: Vec<u8>,
+    offset: usize,
+    committed_before: u64,
+    taken_before: Option<u64>,
+    closed: bool,
+    events_after: Option<u64>,
+    ts_begin: u64,
+    ts_end: u64,
+    discarded_by_owner: u64,
+    end: (u64, usize),
+}
+
+impl Taken {
+    fn of(c: &Chunk<'_>) -> Taken {
+        Taken {
+            stream: c.stream,
+            packet: c.packet.to_vec(),
+            offset: c.offset,
+            committed_before: c.committed_before,
+            taken_before: c.taken_before,
+            closed: c.closed,
+            events_after: c.events_after,
+            ts_begin: c.ts_begin,
+            ts_end: c.ts_end,
+            discarded_by_owner: c.drops.total(),
+            end: c.end,
+        }
+    }
+}
+
+/// What a feed has sent so far.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Sent {
+    pub(crate) packets: u64,
+    pub(crate) bytes: u64,
+    pub(crate) events: u64,
+    pub(crate) lost: u64,
+    pub(crate) beacons: u64,
+    /// Events older than a beacon already sent for their stream.
+    pub(crate) late: u64,
+}
+
+/// One process forwarded as a trace of a relay session.
+pub(crate) struct Feed {
+    pub(crate) recorder: Recorder,
+    /// The trace's path in the session (`<program>-<pid>`).
+    pub(crate) path: String,
+    metadata: u64,
+    streams: Vec<Out>,
+    plan: Arc<TracePlan>,
+    packet_file: Arc<std::fs::File>,
+    pub(crate) sent: Sent,
+}
+
+impl Feed {
+    /// Starts forwarding the process `recorder` reads: its trace's
+    /// metadata stream, and the metadata sent.
+    pub(crate) fn start(s: &mut Session, recorder: Recorder) -> Result<Feed, String> {
+        let path = trace_path(&recorder.program(), recorder.pid());
+        // A clock calibrated over a span long enough (the metadata is
+        // sent once).
+        std::thread::sleep(recorder.calibration_wait());
+        let text = recorder.metadata().map_err(|e| e.to_string())?;
+        let trace = tape_ctf::parse_metadata(&text)
+            .map_err(|e| format!("the metadata of process {}: {e}", recorder.pid()))?
+            .trace;
+        let plan = Arc::new(TracePlan::new(&trace).map_err(|e| format!("the metadata: {e}"))?);
+        let metadata = s.relay.add_stream("metadata", &path, 0)?;
+        s.relay.streams_sent()?;
+        let packet = wire::metadata_packet(
+            &recorder.uuid(),
+            text.as_bytes(),
+            cfg!(target_endian = "little"),
+        );
+        s.relay.send_metadata(metadata, &packet)?;
+        Ok(Feed {
+            recorder,
+            path,
+            metadata,
+            streams: Vec::new(),
+            plan,
+            packet_file: Arc::new(crate::pipe::packet_file()?),
+            sent: Sent::default(),
+        })
+    }
+
+    /// One turn: the closed packets of every ring (and at a `tick` of the
+    /// live timer, or at the end, the open ones' events and the idle
+    /// streams' beacons) sent; new rings added as streams. Whether
+    /// anything was sent.
+    pub(crate) fn turn(&mut self, s: &mut Session, tick: bool) -> Result<bool, String> {
+        let mut taken: Vec<Taken> = Vec::new();
+        self.recorder
+            .poll_chunks_open(tick, &mut |c| taken.push(Taken::of(&c)))
+            .map_err(|e| e.to_string())?;
+        self.add_streams(s)?;
+        let came = !taken.is_empty();
+        for o in &mut self.streams {
+            o.fed = false;
+        }
+        for t in taken {
+            self.send_chunk(s, t)?;
+        }
+        if tick {
+            self.beacons(s)?;
+            // Each stream's own reading (as each stream of LTTng's has its
+            // timer): two streams' beacons never tie, which a live viewer
+            // warns of.
+            for o in &mut self.streams {
+                o.tick = self.recorder.clock_now();
+            }
+        }
+        Ok(came)
+    }
+
+    /// Streams for the rings found since the last turn, each begun with
+    /// an empty packet at its ring's birth; published to viewers.
+    fn add_streams(&mut self, s: &mut Session) -> Result<(), String> {
+        let before = self.streams.len();
+        for i in before..self.recorder.stream_count() {
+            let name = self.recorder.stream_name(i);
+            let handle = s.relay.add_stream(&name, &self.path, 0)?;
+            let born = self.recorder.stream_created(i);
+            let mut head = vec![0u8; self.recorder.packet_head_size(i)];
+            self.recorder.packet_head(
+                i,
+                &mut head,
+                &PacketTimes {
+                    begin: born,
+                    end: born,
+                    seq: 0,
+                    discarded: 0,
+                    events: 0,
+                },
+            );
+            s.relay.send_packet(handle, 0, &head, 0)?;
+            s.relay
+                .send_index(&index(handle, 0, &head, born, born, 0, i))?;
+            self.streams.push(Out {
+                handle,
+                sent: 1,
+                last_end: born,
+                beacon: born,
+                consumed: None,
+                overwritten: 0,
+                discarded: 0,
+                fed: false,
+                tick: None,
+            });
+        }
+        if self.streams.len() > before {
+            s.relay.streams_sent()?;
+        }
+        Ok(())
+    }
+
+    /// Sends chunk `t` as a packet of its own, with its index; moves its
+    /// ring's mark past it.
+    fn send_chunk(&mut self, s: &mut Session, t: Taken) -> Result<(), String> {
+        let i = t.stream;
+        let head_size = self.recorder.packet_head_size(i);
+        let content = t.packet.get(head_size..).unwrap_or_default();
+        let content_len = content.len();
+        if content_len == 0 {
+            return Ok(());
+        }
+        // Events before the chunk that were overwritten before any reader
+        // took them (from its first packet: the earlier reader's mark).
+        let o = &mut self.streams[i];
+        o.fed = true;
+        let consumed = *o
+            .consumed
+            .get_or_insert(t.taken_before.unwrap_or(t.committed_before));
+        if t.offset == 0 && t.committed_before > consumed {
+            o.overwritten += t.committed_before - consumed;
+        }
+        let consumed = consumed.max(t.committed_before);
+        let first_ts = content
+            .get(2..EVENT_HEADER)
+            .map_or(t.ts_begin, |b| u64::from_ne_bytes(b.try_into().expect("8")));
+        if first_ts < o.beacon {
+            self.sent.late += 1;
+            if self.sent.late == 1 {
+                crate::say!(
+                    "tape record: an event of {} is older than the time a live viewer was \
+                     told the stream had reached (its thread was held between taking its \
+                     time and publishing it for more than a live-timer tick): it is in the \
+                     relay's trace; a live viewer may stop at it",
+                    self.recorder.stream_name(i)
+                );
+            }
+        }
+        let begin = o.last_end.max(first_ts.min(o.beacon));
+        let (end, events) = if let (true, Some(after)) = (t.closed, t.events_after) {
+            (t.ts_end, after.saturating_sub(consumed))
+        } else {
+            let (last, n) = self.last_event(&t.packet, &self.recorder.stream_name(i))?;
+            (last, n)
+        };
+        let o = &mut self.streams[i];
+        let end = end.max(begin);
+        o.discarded = o.discarded.max(o.overwritten + t.discarded_by_owner);
+        let mut packet = t.packet;
+        self.recorder.packet_head(
+            i,
+            &mut packet[..head_size],
+            &PacketTimes {
+                begin,
+                end,
+                seq: o.sent,
+                discarded: o.discarded,
+                events: content_len,
+            },
+        );
+        s.relay.send_packet(o.handle, o.sent, &packet, 0)?;
+        s.relay.send_index(&index(
+            o.handle,
+            o.sent,
+            &packet,
+            begin,
+            end,
+            o.discarded,
+            i,
+        ))?;
+        o.sent += 1;
+        o.last_end = end;
+        o.consumed = Some(consumed + events);
+        self.sent.packets += 1;
+        self.sent.bytes += packet.len() as u64;
+        self.sent.events += events;
+        self.sent.lost = self.streams.iter().map(|o| o.discarded).sum();
+        self.recorder.set_mark(i, t.end, consumed + events);
+        Ok(())
+    }
+
+    /// The last event's time in `packet` (a chunk of an open ring packet),
+    /// and its number of events: decoded with the trace's metadata.
+    fn last_event(&self, packet: &[u8], name: &str) -> Result<(u64, u64), String> {
+        crate::pipe::put_packet(&self.packet_file, packet)
+            .map_err(|e| format!("the copy of ring {name}'s packet (in memory): {e}"))?;
+        let mut st = FastStream::from_file(
+            self.plan.clone(),
+            Arc::clone(&self.packet_file),
+            &PathBuf::from(name),
+            packet.len() as u64,
+        );
+        let mut n = 0;
+        loop {
+            match st.peek().map_err(|e| e.to_string())? {
+                Next::End => break,
+                Next::Lost(..) => st.take_lost(),
+                Next::Event(_) => {
+                    n += 1;
+                    st.emit(&mut Discard).map_err(|e| e.to_string())?;
+                }
+            }
+        }
+        Ok((st.clock_value(), n))
+    }
+
+    /// A beacon for every stream that got nothing this turn, at the time
+    /// its clock was read at the tick before (if later than what it sent).
+    fn beacons(&mut self, s: &mut Session) -> Result<(), String> {
+        for (i, o) in self.streams.iter_mut().enumerate() {
+            let Some(t) = o.tick else { continue };
+            if o.fed || t <= o.last_end.max(o.beacon) {
+                continue;
+            }
+            s.relay.send_index(&wire::Index {
+                handle: o.handle,
+                net_seq_num: o.sent - 1,
+                ts_end: t,
+                stream_instance_id: i as u64,
+                ..wire::Index::default()
+            })?;
+            o.beacon = t;
+            self.sent.beacons += 1;
+        }
+        Ok(())
+    }
+
+    /// Ends the trace: the rings read to their end (the process exited,
+    /// or the recording was stopped) and sent, every stream closed.
+    pub(crate) fn finish(mut self, s: &mut Session) -> Result<Sent, String> {
+        self.turn(s, true)?;
+        // The relay takes a beacon only once a stream's packets are all
+        // in (data and index).
+        for o in &self.streams {
+            s.relay.wait_for_data(o.handle, o.sent - 1)?;
+        }
+        // Every stream brought to the trace's last time with a beacon, so
+        // that a live viewer, which shows an event only once every stream
+        // has passed it, shows the last ones before the streams close.
+        let last = self.streams.iter().map(|o| o.last_end.max(o.beacon)).max();
+        for (i, o) in self.streams.iter_mut().enumerate() {
+            let Some(t) = last.filter(|&t| t > o.last_end.max(o.beacon)) else {
+                continue;
+            };
+            // Ties between streams are avoided as at a tick.
+            let t = t + i as u64;
+            s.relay.send_index(&wire::Index {
+                handle: o.handle,
+                net_seq_num: o.sent - 1,
+                ts_end: t,
+                stream_instance_id: i as u64,
+                ..wire::Index::default()
+            })?;
+            o.beacon = t;
+            self.sent.beacons += 1;
+        }
+        // A live viewer (babeltrace2 2.0) ends a stream, and a session,
+        // once closed, with what it has not read yet: it gets a few ticks
+        // to read the end first.
+        std::thread::sleep(s.linger());
+        for o in &self.streams {
+            s.relay.close_stream(o.handle, o.sent - 1)?;
+        }
+        s.relay.close_stream(self.metadata, u64::MAX)?;
+        Ok(self.sent)
+    }
+}
+
+/// The trace's path in its relay session: `<program>-<pid>`, the program
+/// name's characters other than letters, digits, `-`, `_` and `.` made
+/// `_` (the relay takes the path as directories), no leading `.`.
+pub(crate) fn trace_path(program: &str, pid: u32) -> String {
+    let name: String = program
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let name = name.trim_start_matches('.');
+    let name = if name.is_empty() { "process" } else { name };
+    format!("{name}-{pid}")
+}
+
+/// The index entry of a packet sent as `packet` (header, context,
+/// events: its whole size).
+fn index(
+    handle: u64,
+    net_seq_num: u64,
+    packet: &[u8],
+    begin: u64,
+    end: u64,
+    discarded: u64,
+    instance: usize,
+) -> wire::Index {
+    let bits = packet.len() as u64 * 8;
+    wire::Index {
+        handle,
+        net_seq_num,
+        packet_size_bits: bits,
+        content_size_bits: bits,
+        ts_begin: begin,
+        ts_end: end,
+        events_discarded: discarded,
+        stream_class: 0,
+        stream_instance_id: instance as u64,
+        packet_seq_num: net_seq_num,
+    }
+}
