@@ -265,7 +265,13 @@ enum Command {
     /// runs.
     Record {
         /// The process's id, or its rings' directory.
-        target: String,
+        #[arg(required_unless_present = "all")]
+        target: Option<String>,
+        /// Every tape process of this user on this host, as they start and
+        /// until they exit (with --relayd): one relay session, a trace per
+        /// process (`<program>-<pid>`).
+        #[arg(long, requires = "relayd", conflicts_with = "target")]
+        all: bool,
         /// The trace directory to write (must not exist).
         #[arg(short, long, value_name = "DIR", required_unless_present = "relayd")]
         output: Option<PathBuf>,
@@ -408,6 +414,7 @@ fn main() -> ExitCode {
         } => recover::recover(target, output, clean, all),
         Command::Record {
             target,
+            all,
             output,
             relayd,
             session,
@@ -419,7 +426,13 @@ fn main() -> ExitCode {
             let relay = relayd
                 .map(|url| relay::options(&url, session, live_timer.as_deref(), hostname))
                 .transpose()?;
-            recover::record(&target, output, relay, duration, size)
+            recover::record(
+                target.as_deref().filter(|_| !all),
+                output,
+                relay,
+                duration,
+                size,
+            )
         })(),
         Command::Pipe {
             target,

@@ -188,7 +188,7 @@ pub(crate) fn stopped() -> bool {
 
 /// `tape record TARGET -o OUT [--duration S] [--size LIMIT]`.
 pub(crate) fn record(
-    target: &str,
+    target: Option<&str>,
     output: Option<PathBuf>,
     relay: Option<crate::relay::producer::Options>,
     duration: Option<f64>,
@@ -210,9 +210,15 @@ pub(crate) fn record(
             }
         },
     };
+    let Some(target) = target else {
+        let relay = relay.ok_or_else(|| "tape record --all: give --relayd URL".to_owned())?;
+        return crate::relay::record(crate::relay::Follow::All, relay, duration, limit);
+    };
     let dir = tape::recover::find_running(target, STARTING).map_err(|e| e.to_string())?;
     let output = match (output, relay) {
-        (_, Some(relay)) => return crate::relay::record(&dir, target, relay, duration, limit),
+        (_, Some(relay)) => {
+            return crate::relay::record(crate::relay::Follow::One(&dir), relay, duration, limit)
+        }
         (Some(o), None) => o,
         (None, None) => return Err("tape record: give -o DIR or --relayd URL".to_owned().into()),
     };

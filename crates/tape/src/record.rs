@@ -202,6 +202,9 @@ pub struct Recorder {
     losses_len: u64,
     /// Its last packet's time (its packets' are non-decreasing).
     losses_ts: u64,
+    /// The clock the metadata states (freq, offset_s, offset), when the
+    /// reader gives it ([`Recorder::set_clock`]).
+    clock: Option<(u64, i64, i64)>,
 }
 
 /// The process file of a running process, mapped shared (the recorder
@@ -302,6 +305,7 @@ impl Recorder {
             losses_len: 0,
             losses_ts: 0,
             metadata_len: std::cell::Cell::new(0),
+            clock: None,
         };
         r.write_metadata()?;
         Ok(r)
@@ -344,6 +348,34 @@ impl Recorder {
         let age = now_ns - i128::from(self.header.anchor_mono_ns as i64);
         let min = crate::clock::MIN_CALIBRATION.as_nanos() as i128;
         std::time::Duration::from_nanos((min - age).clamp(0, min) as u64)
+    }
+
+    /// The process's clock source (`clock_source` of its process file:
+    /// processes with the same one count the same counter).
+    pub fn clock_source(&self) -> u32 {
+        self.header.clock_source
+    }
+
+    /// The process's clock as calibrated now (freq, offset_s, offset: the
+    /// CTF clock's), over the span since the process's start.
+    pub fn clock_params(&self) -> (u64, i64, i64) {
+        let (f, s, o, _) = recover::clock_of(self.header);
+        (f, s, o)
+    }
+
+    /// The clock the metadata states from now on, instead of the
+    /// process's own calibration: a reader of several processes of one
+    /// clock source gives them all the same, so that their times compare
+    /// exactly (a live viewer requires them in order across traces).
+    pub fn set_clock(&mut self, clock: (u64, i64, i64)) {
+        self.clock = Some(clock);
+    }
+
+    /// Looks for rings made since the last turn (they are read from the
+    /// next turn on): a reader that must know every ring before it
+    /// forwards what it read (the relay) calls it after reading.
+    pub fn find_new_rings(&mut self) {
+        self.find_rings();
     }
 
     /// Rings found so far (streams `0..n`, in the order found).
@@ -810,8 +842,9 @@ impl Recorder {
             self.header.program(),
             env!("CARGO_PKG_VERSION")
         );
-        recover::fill_metadata(
+        recover::fill_metadata_with(
             self.header,
+            self.clock,
             &self.template,
             &source,
             self.last_ts,

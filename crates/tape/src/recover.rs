@@ -53,7 +53,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind};
 pub(crate) use crate::ring::dirs::{alive, describe, read_header};
-pub use crate::ring::dirs::{parse_age, ring_dirs, RingDir};
+pub use crate::ring::dirs::{describe_dir, parse_age, ring_dir_paths, ring_dirs, RingDir};
 use crate::ring::shm::{self, ProcessHeader};
 use crate::ring::{Drops, Ring};
 use crate::template::Hole;
@@ -290,8 +290,32 @@ pub(crate) fn fill_metadata(
     skipped_busy: u64,
     not_written: u64,
 ) -> Result<Metadata, Hole> {
+    fill_metadata_with(
+        h,
+        None,
+        template,
+        source,
+        last_ts,
+        skipped_busy,
+        not_written,
+    )
+}
+
+/// [`fill_metadata`], the clock (freq, offset_s, offset) given, if it is.
+pub(crate) fn fill_metadata_with(
+    h: &ProcessHeader,
+    clock: Option<(u64, i64, i64)>,
+    template: &str,
+    source: &str,
+    last_ts: Option<u64>,
+    skipped_busy: u64,
+    not_written: u64,
+) -> Result<Metadata, Hole> {
     use std::sync::atomic::Ordering::Relaxed;
-    let (freq, offset_s, offset, how) = clock_of(h);
+    let (freq, offset_s, offset, how) = match clock {
+        Some((f, s, o)) => (f, s, o, "given by the reader".to_owned()),
+        None => clock_of(h),
+    };
     let clock = crate::clock::clock_description(freq, offset_s, offset);
     let last_event_ns = last_ts.map(|t| crate::clock::to_realtime_ns(&clock, t));
     let outside = [
@@ -340,7 +364,7 @@ fn env_count(n: u64) -> String {
 }
 
 /// The clock of the dead process: (freq, offset_s, offset, how).
-fn clock_of(h: &ProcessHeader) -> (u64, i64, i64, String) {
+pub(crate) fn clock_of(h: &ProcessHeader) -> (u64, i64, i64, String) {
     let source = u8::try_from(h.clock_source).unwrap_or(0);
     let anchor = (h.anchor_counter, i128::from(h.anchor_mono_ns as i64));
     let same_boot = h.boot_id != [0; 40] && h.boot_id == crate::sys::boot_id();

@@ -79,6 +79,30 @@ pub(crate) struct Options {
 /// two of its ticks.
 pub(crate) const DEFAULT_LIVE_TIMER: Duration = Duration::from_millis(200);
 
+/// Why a feed stopped: the relay (its connection, a refusal: every feed
+/// of the session is concerned) or the process's trace alone (its
+/// metadata, a packet that does not decode).
+#[derive(Debug)]
+pub(crate) enum Fault {
+    Relay(String),
+    Feed(String),
+}
+
+impl From<String> for Fault {
+    /// The relay client's errors.
+    fn from(e: String) -> Fault {
+        Fault::Relay(e)
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::Relay(e) | Fault::Feed(e) => f.write_str(e),
+        }
+    }
+}
+
 /// One relay session on one connection, its trace chunk made.
 pub(crate) struct Session {
     relay: Relay,
@@ -86,6 +110,16 @@ pub(crate) struct Session {
     /// (`HOST/NAME-DATE`).
     pub(crate) path: String,
     pub(crate) options: Options,
+    /// The clock every trace of a clock source states (the first one's
+    /// calibration): their times compare exactly, as a live viewer, which
+    /// shows the session's events in one order, needs.
+    clocks: Vec<(u32, (u64, i64, i64))>,
+    /// Per clock source, the latest time sent (a packet's end, a
+    /// beacon): a live viewer may have shown everything up to it, so a
+    /// stream added later begins no earlier.
+    horizon: Vec<(u32, u64)>,
+    /// Streams begun at the horizon so far.
+    ties: u64,
 }
 
 fn unix_seconds() -> u64 {
@@ -154,7 +188,33 @@ impl Session {
             relay,
             path,
             options,
+            clocks: Vec::new(),
+            horizon: Vec::new(),
+            ties: 0,
         })
+    }
+
+    /// Whether the process `r` reads must wait before its trace starts:
+    /// the first of its clock source, its clock not yet calibrated over
+    /// [`tape::clock::MIN_CALIBRATION`] (the session's clock for that
+    /// source is taken from it).
+    pub(crate) fn must_wait(&self, r: &Recorder) -> bool {
+        let source = r.clock_source();
+        !self.clocks.iter().any(|c| c.0 == source) && !r.calibration_wait().is_zero()
+    }
+
+    fn horizon(&self, source: u32) -> u64 {
+        self.horizon
+            .iter()
+            .find(|h| h.0 == source)
+            .map_or(0, |h| h.1)
+    }
+
+    fn advance(&mut self, source: u32, t: u64) {
+        match self.horizon.iter_mut().find(|h| h.0 == source) {
+            Some(h) => h.1 = h.1.max(t),
+            None => self.horizon.push((source, t)),
+        }
     }
 
     /// How long a trace's streams stay open after their last packet: a
@@ -248,22 +308,37 @@ pub(crate) struct Feed {
     streams: Vec<Out>,
     plan: Arc<TracePlan>,
     packet_file: Arc<std::fs::File>,
+    /// Chunks read and not yet sent ([`Feed::take`], [`Feed::send`]).
+    taken: Vec<Taken>,
+    /// The process's clock source.
+    source: u32,
     pub(crate) sent: Sent,
 }
 
 impl Feed {
     /// Starts forwarding the process `recorder` reads: its trace's
-    /// metadata stream, and the metadata sent.
-    pub(crate) fn start(s: &mut Session, recorder: Recorder) -> Result<Feed, String> {
+    /// metadata stream, and the metadata sent (once: call it when
+    /// [`Recorder::calibration_wait`] is over, so that its clock is
+    /// calibrated over a span long enough).
+    pub(crate) fn start(s: &mut Session, mut recorder: Recorder) -> Result<Feed, Fault> {
         let path = trace_path(&recorder.program(), recorder.pid());
-        // A clock calibrated over a span long enough (the metadata is
-        // sent once).
-        std::thread::sleep(recorder.calibration_wait());
-        let text = recorder.metadata().map_err(|e| e.to_string())?;
+        let source = recorder.clock_source();
+        let clock = match s.clocks.iter().find(|c| c.0 == source) {
+            Some(c) => c.1,
+            None => {
+                let c = recorder.clock_params();
+                s.clocks.push((source, c));
+                c
+            }
+        };
+        recorder.set_clock(clock);
+        let feed = |e: String| Fault::Feed(format!("process {}: {e}", recorder.pid()));
+        let text = recorder.metadata().map_err(|e| feed(e.to_string()))?;
         let trace = tape_ctf::parse_metadata(&text)
-            .map_err(|e| format!("the metadata of process {}: {e}", recorder.pid()))?
+            .map_err(|e| feed(format!("its metadata: {e}")))?
             .trace;
-        let plan = Arc::new(TracePlan::new(&trace).map_err(|e| format!("the metadata: {e}"))?);
+        let plan =
+            Arc::new(TracePlan::new(&trace).map_err(|e| feed(format!("its metadata: {e}")))?);
         let metadata = s.relay.add_stream("metadata", &path, 0)?;
         s.relay.streams_sent()?;
         let packet = wire::metadata_packet(
@@ -272,32 +347,58 @@ impl Feed {
             cfg!(target_endian = "little"),
         );
         s.relay.send_metadata(metadata, &packet)?;
-        Ok(Feed {
+        let mut f = Feed {
             recorder,
             path,
             metadata,
             streams: Vec::new(),
             plan,
-            packet_file: Arc::new(crate::pipe::packet_file()?),
+            packet_file: Arc::new(crate::pipe::packet_file().map_err(Fault::Feed)?),
+            taken: Vec::new(),
+            source,
             sent: Sent::default(),
-        })
+        };
+        f.publish(s)?;
+        Ok(f)
     }
 
-    /// One turn: the closed packets of every ring (and at a `tick` of the
-    /// live timer, or at the end, the open ones' events and the idle
-    /// streams' beacons) sent; new rings added as streams. Whether
-    /// anything was sent.
-    pub(crate) fn turn(&mut self, s: &mut Session, tick: bool) -> Result<bool, String> {
-        let mut taken: Vec<Taken> = Vec::new();
+    /// One turn of this trace alone ([`Feed::take`], [`Feed::publish`],
+    /// [`Feed::send`]); whether anything came.
+    pub(crate) fn turn(&mut self, s: &mut Session, tick: bool) -> Result<bool, Fault> {
+        let came = self.take(tick)?;
+        self.publish(s)?;
+        self.send(s, tick)?;
+        Ok(came)
+    }
+
+    /// Reads the closed packets of every known ring (at a `tick` of the
+    /// live timer, the open ones' events too), to send once every ring
+    /// and process made meanwhile is published ([`Feed::publish`]): a
+    /// ring not seen then makes events only later than what was read, so
+    /// a live viewer never gets a stream whose events are older than
+    /// what it has shown. Whether anything came.
+    pub(crate) fn take(&mut self, tick: bool) -> Result<bool, Fault> {
+        let taken = &mut self.taken;
         self.recorder
             .poll_chunks_open(tick, &mut |c| taken.push(Taken::of(&c)))
-            .map_err(|e| e.to_string())?;
-        self.add_streams(s)?;
-        let came = !taken.is_empty();
+            .map_err(|e| Fault::Feed(e.to_string()))?;
+        Ok(!self.taken.is_empty())
+    }
+
+    /// Looks for rings made since the last look and adds them as
+    /// streams, published to viewers.
+    pub(crate) fn publish(&mut self, s: &mut Session) -> Result<(), Fault> {
+        self.recorder.find_new_rings();
+        self.add_streams(s)
+    }
+
+    /// Sends what [`Feed::take`] read, and at a `tick` the idle streams'
+    /// beacons.
+    pub(crate) fn send(&mut self, s: &mut Session, tick: bool) -> Result<(), Fault> {
         for o in &mut self.streams {
             o.fed = false;
         }
-        for t in taken {
+        for t in std::mem::take(&mut self.taken) {
             self.send_chunk(s, t)?;
         }
         if tick {
@@ -309,17 +410,27 @@ impl Feed {
                 o.tick = self.recorder.clock_now();
             }
         }
-        Ok(came)
+        Ok(())
     }
 
     /// Streams for the rings found since the last turn, each begun with
     /// an empty packet at its ring's birth; published to viewers.
-    fn add_streams(&mut self, s: &mut Session) -> Result<(), String> {
+    fn add_streams(&mut self, s: &mut Session) -> Result<(), Fault> {
         let before = self.streams.len();
         for i in before..self.recorder.stream_count() {
             let name = self.recorder.stream_name(i);
             let handle = s.relay.add_stream(&name, &self.path, 0)?;
-            let born = self.recorder.stream_created(i);
+            // No earlier than what a viewer may have shown (its ring was
+            // made, its clock read, before its file appeared).
+            let mut born = self.recorder.stream_created(i);
+            let horizon = s.horizon(self.source);
+            if born <= horizon {
+                // Streams begun together would tie, which a live viewer
+                // warns of: each a count later (a few clock ticks, still
+                // before its first event, made after its ring).
+                s.ties += 1;
+                born = horizon + s.ties;
+            }
             let mut head = vec![0u8; self.recorder.packet_head_size(i)];
             self.recorder.packet_head(
                 i,
@@ -355,7 +466,7 @@ impl Feed {
 
     /// Sends chunk `t` as a packet of its own, with its index; moves its
     /// ring's mark past it.
-    fn send_chunk(&mut self, s: &mut Session, t: Taken) -> Result<(), String> {
+    fn send_chunk(&mut self, s: &mut Session, t: Taken) -> Result<(), Fault> {
         let i = t.stream;
         let head_size = self.recorder.packet_head_size(i);
         let content = t.packet.get(head_size..).unwrap_or_default();
@@ -378,6 +489,9 @@ impl Feed {
             .get(2..EVENT_HEADER)
             .map_or(t.ts_begin, |b| u64::from_ne_bytes(b.try_into().expect("8")));
         if first_ts < o.beacon {
+            if std::env::var("XXDBG").is_ok() {
+                eprintln!("late: stream {i} first {first_ts} beacon {} last_end {} offset {} closed {} cb {} taken_before {:?} consumed {:?}", o.beacon, o.last_end, t.offset, t.closed, t.committed_before, t.taken_before, o.consumed);
+            }
             self.sent.late += 1;
             if self.sent.late == 1 {
                 crate::say!(
@@ -423,6 +537,7 @@ impl Feed {
         ))?;
         o.sent += 1;
         o.last_end = end;
+        s.advance(self.source, end);
         o.consumed = Some(consumed + events);
         self.sent.packets += 1;
         self.sent.bytes += packet.len() as u64;
@@ -434,9 +549,10 @@ impl Feed {
 
     /// The last event's time in `packet` (a chunk of an open ring packet),
     /// and its number of events: decoded with the trace's metadata.
-    fn last_event(&self, packet: &[u8], name: &str) -> Result<(u64, u64), String> {
-        crate::pipe::put_packet(&self.packet_file, packet)
-            .map_err(|e| format!("the copy of ring {name}'s packet (in memory): {e}"))?;
+    fn last_event(&self, packet: &[u8], name: &str) -> Result<(u64, u64), Fault> {
+        crate::pipe::put_packet(&self.packet_file, packet).map_err(|e| {
+            Fault::Feed(format!("the copy of ring {name}'s packet (in memory): {e}"))
+        })?;
         let mut st = FastStream::from_file(
             self.plan.clone(),
             Arc::clone(&self.packet_file),
@@ -445,12 +561,13 @@ impl Feed {
         );
         let mut n = 0;
         loop {
-            match st.peek().map_err(|e| e.to_string())? {
+            match st.peek().map_err(|e| Fault::Feed(e.to_string()))? {
                 Next::End => break,
                 Next::Lost(..) => st.take_lost(),
                 Next::Event(_) => {
                     n += 1;
-                    st.emit(&mut Discard).map_err(|e| e.to_string())?;
+                    st.emit(&mut Discard)
+                        .map_err(|e| Fault::Feed(e.to_string()))?;
                 }
             }
         }
@@ -459,7 +576,7 @@ impl Feed {
 
     /// A beacon for every stream that got nothing this turn, at the time
     /// its clock was read at the tick before (if later than what it sent).
-    fn beacons(&mut self, s: &mut Session) -> Result<(), String> {
+    fn beacons(&mut self, s: &mut Session) -> Result<(), Fault> {
         for (i, o) in self.streams.iter_mut().enumerate() {
             let Some(t) = o.tick else { continue };
             if o.fed || t <= o.last_end.max(o.beacon) {
@@ -473,23 +590,26 @@ impl Feed {
                 ..wire::Index::default()
             })?;
             o.beacon = t;
+            s.advance(self.source, t);
             self.sent.beacons += 1;
         }
         Ok(())
     }
 
-    /// Ends the trace: the rings read to their end (the process exited,
-    /// or the recording was stopped) and sent, every stream closed.
-    pub(crate) fn finish(mut self, s: &mut Session) -> Result<Sent, String> {
+    /// Ends the trace's data: the rings read to their end (the process
+    /// exited, or the recording stops) and sent, the relay waited for
+    /// until it has every packet, and every stream brought to the trace's
+    /// last time by a beacon, so that a live viewer, which shows an event
+    /// only once every stream has passed it, can show the last ones. The
+    /// streams stay open: [`Feed::close`] closes them, after
+    /// [`Session::linger`].
+    pub(crate) fn end(&mut self, s: &mut Session) -> Result<(), Fault> {
         self.turn(s, true)?;
         // The relay takes a beacon only once a stream's packets are all
         // in (data and index).
         for o in &self.streams {
             s.relay.wait_for_data(o.handle, o.sent - 1)?;
         }
-        // Every stream brought to the trace's last time with a beacon, so
-        // that a live viewer, which shows an event only once every stream
-        // has passed it, shows the last ones before the streams close.
         let last = self.streams.iter().map(|o| o.last_end.max(o.beacon)).max();
         for (i, o) in self.streams.iter_mut().enumerate() {
             let Some(t) = last.filter(|&t| t > o.last_end.max(o.beacon)) else {
@@ -505,12 +625,15 @@ impl Feed {
                 ..wire::Index::default()
             })?;
             o.beacon = t;
+            s.advance(self.source, t);
             self.sent.beacons += 1;
         }
-        // A live viewer (babeltrace2 2.0) ends a stream, and a session,
-        // once closed, with what it has not read yet: it gets a few ticks
-        // to read the end first.
-        std::thread::sleep(s.linger());
+        Ok(())
+    }
+
+    /// Closes the trace's streams (after [`Feed::end`] and the linger): a
+    /// live viewer's view of them ends.
+    pub(crate) fn close(self, s: &mut Session) -> Result<Sent, Fault> {
         for o in &self.streams {
             s.relay.close_stream(o.handle, o.sent - 1)?;
         }

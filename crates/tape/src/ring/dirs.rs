@@ -38,6 +38,15 @@ pub struct RingDir {
 /// or `$XDG_RUNTIME_DIR`), newest first. A directory without a readable
 /// process file is listed with pid 0 and program `?`.
 pub fn ring_dirs() -> Result<Vec<RingDir>, Error> {
+    let mut all: Vec<RingDir> = ring_dir_paths()?.iter().map(|d| describe(d)).collect();
+    all.sort_by_key(|d| std::cmp::Reverse(d.modified));
+    Ok(all)
+}
+
+/// The paths of [`ring_dirs`], unread (one directory listing): for a
+/// reader that looks for new processes often and describes only those
+/// ([`describe_dir`]).
+pub fn ring_dir_paths() -> Result<Vec<PathBuf>, Error> {
     let user = shm::user_dir().map_err(|e| error(format!("shared rings: {e}")))?;
     let entries = match std::fs::read_dir(&user) {
         Ok(e) => e,
@@ -48,7 +57,7 @@ pub fn ring_dirs() -> Result<Vec<RingDir>, Error> {
         std::fs::symlink_metadata(&user).map_err(|e| error(format!("{}: {e}", user.display())))?;
     crate::sys::check_private(&m, crate::sys::euid())
         .map_err(|why| error(format!("{}: {why}", user.display())))?;
-    let mut all: Vec<RingDir> = entries
+    Ok(entries
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter(|e| {
@@ -57,10 +66,13 @@ pub fn ring_dirs() -> Result<Vec<RingDir>, Error> {
                     .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
             })
         })
-        .map(|e| describe(&e.path()))
-        .collect();
-    all.sort_by_key(|d| std::cmp::Reverse(d.modified));
-    Ok(all)
+        .map(|e| e.path())
+        .collect())
+}
+
+/// What the ring directory `dir` holds (as [`ring_dirs`] lists it).
+pub fn describe_dir(dir: &Path) -> RingDir {
+    describe(dir)
 }
 
 /// What a ring directory holds.
