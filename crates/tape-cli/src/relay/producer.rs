@@ -489,9 +489,6 @@ impl Feed {
             .get(2..EVENT_HEADER)
             .map_or(t.ts_begin, |b| u64::from_ne_bytes(b.try_into().expect("8")));
         if first_ts < o.beacon {
-            if std::env::var("XXDBG").is_ok() {
-                eprintln!("late: stream {i} first {first_ts} beacon {} last_end {} offset {} closed {} cb {} taken_before {:?} consumed {:?}", o.beacon, o.last_end, t.offset, t.closed, t.committed_before, t.taken_before, o.consumed);
-            }
             self.sent.late += 1;
             if self.sent.late == 1 {
                 crate::say!(
