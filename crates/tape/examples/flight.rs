@@ -18,7 +18,10 @@
 //! seconds (it runs until killed without); `--pace N` sleeps 1 ms every N
 //! events of a thread (as fast as it can without); `--delay MS` waits
 //! before the first event, the rings made (time for `tape record` to
-//! attach). At its end it says how many events it emitted.
+//! attach); `--late MS` adds a thread (numbered after the others) that
+//! makes its ring at the start and emits only after MS (a reader sees a
+//! thread that stays silent, then speaks). At its end it says how many
+//! events it emitted.
 
 use std::time::{Duration, Instant};
 
@@ -59,6 +62,7 @@ fn main() -> Result<(), tape::Error> {
     let mut seconds: Option<f64> = None;
     let mut pace: Option<u64> = None;
     let mut delay = 0u64;
+    let mut late: Option<u64> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |what: &str| args.next().unwrap_or_else(|| panic!("{a} needs {what}"));
@@ -67,19 +71,25 @@ fn main() -> Result<(), tape::Error> {
             "--seconds" => seconds = Some(value("seconds").parse().expect("--seconds S")),
             "--pace" => pace = Some(value("a count").parse().expect("--pace N")),
             "--delay" => delay = value("milliseconds").parse().expect("--delay MS"),
+            "--late" => late = Some(value("milliseconds").parse().expect("--late MS")),
             other => panic!("unknown argument {other}"),
         }
     }
     println!("{}", std::process::id());
     let start = Instant::now() + Duration::from_millis(delay);
     let end = seconds.map(|s| start + Duration::from_secs_f64(s));
-    let workers: Vec<_> = (0..threads)
+    let all = threads + u32::from(late.is_some());
+    let workers: Vec<_> = (0..all)
         .map(|t| {
+            let begin = match late {
+                Some(ms) if t == threads => start + Duration::from_millis(ms),
+                _ => start,
+            };
             std::thread::Builder::new()
                 .name(format!("flight-{t}"))
                 .spawn(move || {
                     tape::register_thread();
-                    std::thread::sleep(start.saturating_duration_since(Instant::now()));
+                    std::thread::sleep(begin.saturating_duration_since(Instant::now()));
                     let mut buf = [0u8; 48];
                     let mut seq = 0u64;
                     loop {

@@ -612,8 +612,9 @@ impl Feed {
             let Some(t) = last.filter(|&t| t > o.last_end.max(o.beacon)) else {
                 continue;
             };
-            // Ties between streams are avoided as at a tick.
-            let t = t + i as u64;
+            // Past the last time and apart from one another: a live viewer
+            // warns of streams whose next messages tie.
+            let t = t + 1 + i as u64;
             s.relay.send_index(&wire::Index {
                 handle: o.handle,
                 net_seq_num: o.sent - 1,

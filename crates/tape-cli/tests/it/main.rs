@@ -37,6 +37,7 @@ mod reader_table;
 mod readme_shell;
 mod record;
 mod recover;
+mod relay;
 mod samples;
 mod shared_rings;
 mod show_options;

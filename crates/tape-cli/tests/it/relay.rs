@@ -1,0 +1,342 @@
+//! `tape record --relayd` (issue 39) against the real relay daemon
+//! (Debian's `lttng-relayd`) and the real live viewer (`babeltrace2
+//! --input-format=lttng-live`), on loopback: tape's `flight` example
+//! (threads of numbered, checksummed events) streamed by `tape record
+//! --all`, read back live and from the relay's disk by babeltrace2 and
+//! `tape show`. Skipped with a notice without the tools (a failure under
+//! `TAPE_REQUIRE_TOOLS=1`).
+
+use crate::flight::{self, base, flight_command, text};
+use crate::pipeline::{self, TAPE};
+use crate::shared;
+
+use std::collections::BTreeSet;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free TCP port on loopback (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child killed when dropped (a failing test leaves no daemon behind).
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The real relay daemon on loopback, writing under `out`.
+struct Relayd {
+    _child: Killed,
+    out: PathBuf,
+    control: u16,
+    data: u16,
+    live: u16,
+}
+
+impl Relayd {
+    /// `None` (after a notice) where `lttng-relayd` or `babeltrace2` is
+    /// not installed.
+    fn start(out: &Path) -> Option<Relayd> {
+        let have = |tool: &str| Command::new(tool).arg("--version").output().is_ok();
+        if !have("lttng-relayd") || !have("babeltrace2") || !have("stdbuf") {
+            shared::required(
+                "tape record --relayd against the real relay daemon and live viewer",
+                "apt-get install lttng-tools babeltrace2",
+            );
+            return None;
+        }
+        let (control, data, live) = (free_port(), free_port(), free_port());
+        let tcp = |p: u16| format!("tcp://127.0.0.1:{p}");
+        let child = Command::new("lttng-relayd")
+            .args([
+                "-C",
+                &tcp(control),
+                "-D",
+                &tcp(data),
+                "-L",
+                &tcp(live),
+                "-o",
+            ])
+            .arg(out)
+            .env("LTTNG_HOME", out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let r = Relayd {
+            _child: Killed(child),
+            out: out.to_path_buf(),
+            control,
+            data,
+            live,
+        };
+        // It listens once it has started (bounded wait).
+        let t = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", r.live)).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "lttng-relayd did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(r)
+    }
+
+    fn url(&self) -> String {
+        format!("net://127.0.0.1:{}:{}", self.control, self.data)
+    }
+}
+
+/// A line of the live viewer, and when it arrived (ns since the epoch).
+struct Arrived {
+    at: i128,
+    line: String,
+}
+
+fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i128
+}
+
+/// `[1795780950.390109676]` at a line's start, in ns.
+fn line_time(line: &str) -> Option<i128> {
+    let t = line.strip_prefix('[')?.split(']').next()?;
+    let (s, ns) = t.split_once('.')?;
+    Some(s.parse::<i128>().ok()? * 1_000_000_000 + ns.parse::<i128>().ok()?)
+}
+
+/// The value after `key = ` in a babeltrace2 text line.
+fn field(line: &str, key: &str) -> Option<u64> {
+    let at = line.find(&format!(" {key} = "))? + key.len() + 4;
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The events each flight program said it emitted (its stderr).
+fn emitted(c: Child) -> u64 {
+    let out = c.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    pipeline::number_after(
+        err.lines()
+            .find(|l| l.starts_with("flight: "))
+            .unwrap_or_else(|| panic!("{err}")),
+        "flight: ",
+    )
+}
+
+/// Three tape programs (two threads each, one with a third thread silent
+/// until late), started one after the other over 20 s, streamed by one
+/// `tape record --all --relayd`, with `babeltrace2 --input-format=lttng-
+/// live` attached before the first starts: the live view and the relay's
+/// disk (read by babeltrace2, with nothing on its stderr, and by `tape
+/// show`) hold every event exactly once, and the live view shows each
+/// within 2 s of its time.
+#[test]
+fn every_process_of_the_host_reaches_the_relay_live_and_on_disk() {
+    let base = base("relay-fleet");
+    let Some(relayd) = Relayd::start(&base.join("relay")) else {
+        return;
+    };
+    let shm = base.join("shm");
+    std::fs::create_dir_all(&shm).unwrap();
+    let host = "tapehost";
+    let recorder = Killed(
+        Command::new(TAPE)
+            .args(["record", "--all", "--relayd", &relayd.url()])
+            .args(["--hostname", host, "--live-timer", "200ms"])
+            .env("TAPE_SHM_DIR", &shm)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // The viewer attaches once the session exists (its directory).
+    let t = Instant::now();
+    while !relayd.out.join(host).is_dir() {
+        assert!(t.elapsed() < Duration::from_secs(10), "no relay session");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut viewer = Killed(
+        Command::new("stdbuf")
+            .args(["-oL", "babeltrace2", "--clock-seconds"])
+            .args(["--input-format=lttng-live"])
+            .arg(format!("net://127.0.0.1:{}/host/{host}/tape", relayd.live))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = viewer.0.stdout.take().unwrap();
+    let arrived = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let lines = {
+        let arrived = arrived.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let a = Arrived { at: now_ns(), line };
+                arrived.lock().unwrap().push(a);
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    // 20 s: programs of 12 s started 4 s apart; the second one's third
+    // thread emits only after 6 s.
+    let mut programs = Vec::new();
+    for k in 0..3 {
+        let mut c = flight_command(&shm, "discard");
+        c.env("TAPE_TRACE_BUFSZ", "1M")
+            .env("TAPE_TRACE_PACKETSZ", "16K")
+            .args(["--threads", "2", "--seconds", "12", "--pace", "5"]);
+        if k == 1 {
+            c.args(["--late", "6000"]);
+        }
+        programs.push(c.spawn().unwrap());
+        if k < 2 {
+            std::thread::sleep(Duration::from_secs(4));
+        }
+    }
+    let total: u64 = programs.into_iter().map(emitted).sum();
+    std::thread::sleep(Duration::from_secs(1));
+    // SIGINT ends the recording: what is left is sent, the session closed.
+    let mut recorder = recorder;
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGINT) };
+    let status = recorder.0.wait().unwrap();
+    let mut said = String::new();
+    let mut err = String::new();
+    std::io::Read::read_to_string(recorder.0.stdout.as_mut().unwrap(), &mut said).unwrap();
+    std::io::Read::read_to_string(recorder.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{said}{err}");
+    assert!(said.contains("processes: 3\n"), "{said}");
+    assert!(said.contains("  lost: 0\n"), "{said}");
+    assert_eq!(pipeline::number_after(&said, "  events: "), total, "{said}");
+    // The viewer ends with the session (bounded).
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = viewer.0.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            let got = arrived.lock().unwrap();
+            panic!(
+                "the live viewer did not end: {} of {total} events shown, the last: {:?}",
+                got.len(),
+                got.last().map(|a| &a.line)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(viewer.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "babeltrace2 live: {err}");
+    assert!(err.trim().is_empty(), "babeltrace2 live says: {err}");
+    lines.join().unwrap();
+    let live = std::mem::take(&mut *arrived.lock().unwrap());
+
+    // Live: each event once, each within 2 s of its time.
+    let mut seen: BTreeSet<(u64, u64)> = BTreeSet::new();
+    let mut worst = 0i128;
+    let mut delays: Vec<i128> = Vec::new();
+    for a in &live {
+        let (Some(t), Some(tid), Some(seq)) = (
+            line_time(&a.line),
+            field(&a.line, "tid"),
+            field(&a.line, "seq"),
+        ) else {
+            panic!("not an event line: {}", a.line);
+        };
+        assert!(seen.insert((tid, seq)), "twice live: {}", a.line);
+        let d = a.at - t;
+        worst = worst.max(d);
+        delays.push(d);
+    }
+    assert_eq!(live.len() as u64, total, "live events against emitted");
+    delays.sort_unstable();
+    let p99 = delays[delays.len() * 99 / 100];
+    eprintln!(
+        "relay fleet: {total} events in 20 s; live delay worst {:.3} s, p99 {:.3} s",
+        worst as f64 / 1e9,
+        p99 as f64 / 1e9
+    );
+    assert!(
+        worst < 2_000_000_000,
+        "an event shown {worst} ns after its time"
+    );
+
+    // The relay's disk: babeltrace2 reads it with nothing to say, every
+    // event once; tape show reads each process's trace whole, every
+    // thread's sequence without gaps.
+    let disk = relayd.out.join(host);
+    let b = Command::new("babeltrace2").arg(&disk).output().unwrap();
+    assert!(b.status.success(), "{}", text(&b.stderr));
+    assert!(b.stderr.is_empty(), "babeltrace2 says: {}", text(&b.stderr));
+    assert_eq!(text(&b.stdout).lines().count() as u64, total);
+    let traces: Vec<PathBuf> = walk(&disk)
+        .into_iter()
+        .filter(|p| p.join("metadata").is_file())
+        .collect();
+    assert_eq!(traces.len(), 3, "{traces:?}");
+    let mut on_disk = 0;
+    let mut threads = 0;
+    for t in &traces {
+        for (stream, s) in flight::streams_of(t) {
+            let want: Vec<u64> = (0..s.seqs.len() as u64).collect();
+            assert_eq!(s.seqs, want, "{stream}: a gap or a repeat");
+            on_disk += s.seqs.len() as u64;
+            threads += 1;
+        }
+    }
+    assert_eq!(threads, 7, "two threads a program, one late");
+    assert_eq!(on_disk, total);
+    // tape show of the whole relay output merges the three in time order.
+    let shown = Command::new(TAPE)
+        .args(["show", "--clock-seconds"])
+        .arg(&disk)
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{}", text(&shown.stderr));
+    let times: Vec<i128> = text(&shown.stdout)
+        .lines()
+        .map(|l| line_time(l).unwrap_or_else(|| panic!("{l}")))
+        .collect();
+    assert_eq!(times.len() as u64, total);
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "tape show out of order"
+    );
+
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Every directory under `dir`, `dir` included.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut all = vec![dir.to_path_buf()];
+    let mut i = 0;
+    while i < all.len() {
+        if let Ok(entries) = std::fs::read_dir(&all[i]) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    all.push(e.path());
+                }
+            }
+        }
+        i += 1;
+    }
+    all
+}
