@@ -340,3 +340,124 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     all
 }
+
+/// `tape record --all --relayd URL` with an empty ring directory: its exit
+/// status, its stderr, and how long it took.
+fn record_all_against(url: &str, shm: &Path) -> (Option<i32>, String, Duration) {
+    let t = Instant::now();
+    let out = Command::new(TAPE)
+        .args(["record", "--all", "--relayd", url, "--hostname", "h"])
+        .env("TAPE_SHM_DIR", shm)
+        .output()
+        .unwrap();
+    (out.status.code(), text(&out.stderr), t.elapsed())
+}
+
+#[test]
+fn a_relay_that_is_not_there_is_a_clear_error() {
+    let base = base("relay-absent");
+    let port = free_port();
+    let (code, err, took) = record_all_against(&format!("net://127.0.0.1:{port}"), &base);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot reach the relay daemon's control port at 127.0.0.1:{port}"
+        )),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A fake relay daemon: on each connection to its control port it reads
+/// commands and answers the `n`-th with `replies[n]` (then closes when
+/// they run out); its data port takes anything.
+fn fake_relay(replies: Vec<Vec<u8>>) -> (u16, u16) {
+    use std::io::{Read, Write};
+    let control = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let data = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let ports = (
+        control.local_addr().unwrap().port(),
+        data.local_addr().unwrap().port(),
+    );
+    std::thread::spawn(move || {
+        for s in data.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || std::io::copy(&mut s, &mut std::io::sink()));
+        }
+    });
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = control.accept() else {
+            return;
+        };
+        for reply in replies {
+            let mut header = [0u8; 24];
+            if s.read_exact(&mut header).is_err() {
+                return;
+            }
+            let size = u64::from_be_bytes(header[8..16].try_into().unwrap());
+            let mut payload = vec![0u8; size.min(1 << 20) as usize];
+            if s.read_exact(&mut payload).is_err() || s.write_all(&reply).is_err() {
+                return;
+            }
+        }
+    });
+    ports
+}
+
+fn be(parts: &[u64], sizes: &[usize]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for (&p, &n) in parts.iter().zip(sizes) {
+        v.extend_from_slice(&p.to_be_bytes()[8 - n..]);
+    }
+    v
+}
+
+/// A relay daemon that answers garbage: each case is a clear error that
+/// names what was wrong, never a panic or a hang.
+#[test]
+fn a_relay_that_answers_garbage_is_a_clear_error() {
+    let base = base("relay-garbage");
+    let version = be(&[2, 13], &[4, 4]);
+    let cases: Vec<(&str, Vec<Vec<u8>>, &str)> = vec![
+        (
+            "another major",
+            vec![be(&[7, 13], &[4, 4])],
+            "speaks protocol 7.13",
+        ),
+        (
+            "a minor without trace chunks",
+            vec![be(&[2, 4], &[4, 4])],
+            "speaks protocol 2.4",
+        ),
+        ("a closed connection", vec![], "VERSION"),
+        ("a reply cut short", vec![vec![0, 0, 2]], "VERSION"),
+        (
+            "a path of 4 GiB",
+            vec![version.clone(), be(&[1, 10, u32::MAX as u64], &[8, 4, 4])],
+            "a path of 4294967295 bytes",
+        ),
+        (
+            "a refusal",
+            vec![version.clone(), be(&[1, 11, 0], &[8, 4, 4])],
+            "refused CREATE_SESSION (code 11)",
+        ),
+        (
+            "a refused trace chunk",
+            vec![
+                version.clone(),
+                [be(&[1, 10, 6], &[8, 4, 4]), b"h/t-1\0".to_vec()].concat(),
+                be(&[25], &[4]),
+            ],
+            "refused CREATE_TRACE_CHUNK (code 25)",
+        ),
+    ];
+    for (what, replies, want) in cases {
+        let (c, d) = fake_relay(replies);
+        let (code, err, took) = record_all_against(&format!("net://127.0.0.1:{c}:{d}"), &base);
+        assert_eq!(code, Some(1), "{what}: {err}");
+        assert!(err.contains(want), "{what}: {err}");
+        assert!(took < Duration::from_secs(5), "{what}: {took:?}");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
