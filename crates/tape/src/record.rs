@@ -431,6 +431,13 @@ impl Recorder {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Whether the process's rings are still there: after it is gone, it
+    /// died without exiting (killed, crashed); a process that exits
+    /// removes them.
+    pub fn rings_left(&self) -> bool {
+        self.dir.join(shm::PROCESS_FILE).exists()
+    }
+
     /// Whether the process still runs.
     pub fn process_alive(&self) -> bool {
         crate::ring::dirs::alive(self.header)

@@ -239,7 +239,14 @@ pub(crate) fn record(
         for (t, dead) in traced.iter_mut().zip(gone) {
             if let Traced::Fed(f) = t {
                 let sent = f.send(&mut session, ticked);
-                let ended = sent.and_then(|()| if dead { f.end(&mut session) } else { Ok(()) });
+                let died = dead && f.recorder.rings_left();
+                let ended = sent.and_then(|()| {
+                    if dead {
+                        f.end(&mut session, died)
+                    } else {
+                        Ok(())
+                    }
+                });
                 if let Err(e) = ended {
                     return_or_drop(&mut session, t, e)?;
                     continue;
@@ -265,11 +272,12 @@ pub(crate) fn record(
                 match f.close(&mut session) {
                     Ok(sent) => {
                         bytes_closed += sent.bytes;
+                        let how = if sent.died { "died" } else { "exited" };
                         reports.push(Report {
                             path,
                             pid,
                             sent,
-                            how: "exited",
+                            how,
                         });
                     }
                     Err(producer::Fault::Feed(e)) => crate::say!("tape record: {path}: {e}"),
@@ -299,13 +307,16 @@ pub(crate) fn record(
                 Err(e) => return Err(e.to_string().into()),
             },
             Traced::Fed(f) => (f, why),
-            Traced::Ending(f, _) => (f, "exited"),
+            Traced::Ending(f, _) => {
+                let how = if f.sent.died { "died" } else { "exited" };
+                (f, how)
+            }
             Traced::Dropped => continue,
         };
         ending.push((feed, how));
     }
     for (f, _) in &mut ending {
-        if let Err(e) = f.end(&mut session) {
+        if let Err(e) = f.end(&mut session, false) {
             match e {
                 producer::Fault::Feed(e) => crate::say!("tape record: {}: {e}", f.path),
                 e => return Err(e.to_string().into()),

@@ -233,6 +233,13 @@ impl Session {
     }
 }
 
+/// The event that ends the trace of a process that died.
+pub(crate) const DIED: &str = "tape.process.died";
+
+/// What it says.
+const DIED_HOW: &str = "gone without exiting (killed, or crashed): its trace ends with what its \
+                        rings held then, read as tape recover reads them";
+
 /// What the relay knows of one ring's stream.
 struct Out {
     handle: u64,
@@ -297,6 +304,8 @@ pub(crate) struct Sent {
     pub(crate) beacons: u64,
     /// Events older than a beacon already sent for their stream.
     pub(crate) late: u64,
+    /// The process died, and its trace says so ([`DIED`]).
+    pub(crate) died: bool,
 }
 
 /// One process forwarded as a trace of a relay session.
@@ -312,6 +321,8 @@ pub(crate) struct Feed {
     taken: Vec<Taken>,
     /// The process's clock source.
     source: u32,
+    /// An event id its trace does not use (`tape.process.died`'s).
+    spare_id: u64,
     pub(crate) sent: Sent,
 }
 
@@ -339,6 +350,13 @@ impl Feed {
             .trace;
         let plan =
             Arc::new(TracePlan::new(&trace).map_err(|e| feed(format!("its metadata: {e}")))?);
+        let spare_id = trace
+            .events
+            .iter()
+            .filter(|e| e.stream_id.unwrap_or(0) == 0)
+            .map(|e| e.id + 1)
+            .max()
+            .unwrap_or(0);
         let metadata = s.relay.add_stream("metadata", &path, 0)?;
         s.relay.streams_sent()?;
         let packet = wire::metadata_packet(
@@ -356,6 +374,7 @@ impl Feed {
             packet_file: Arc::new(crate::pipe::packet_file().map_err(Fault::Feed)?),
             taken: Vec::new(),
             source,
+            spare_id,
             sent: Sent::default(),
         };
         f.publish(s)?;
@@ -600,8 +619,16 @@ impl Feed {
     /// only once every stream has passed it, can show the last ones. The
     /// streams stay open: [`Feed::close`] closes them, after
     /// [`Session::linger`].
-    pub(crate) fn end(&mut self, s: &mut Session) -> Result<(), Fault> {
+    ///
+    /// A process that `died` (gone without exiting: its rings left) gets
+    /// a last event, `tape.process.died`, declared then (incremental
+    /// metadata), after what its rings held: the trace says that it ends
+    /// there because its process died.
+    pub(crate) fn end(&mut self, s: &mut Session, died: bool) -> Result<(), Fault> {
         self.turn(s, true)?;
+        if died {
+            self.say_death(s)?;
+        }
         // The relay takes a beacon only once a stream's packets are all
         // in (data and index).
         for o in &self.streams {
@@ -626,6 +653,72 @@ impl Feed {
             s.advance(self.source, t);
             self.sent.beacons += 1;
         }
+        Ok(())
+    }
+
+    /// The trace's last event, `tape.process.died { pid, how }`, in its
+    /// first stream, after every event sent: its event class sent first
+    /// as a metadata packet of its own.
+    fn say_death(&mut self, s: &mut Session) -> Result<(), Fault> {
+        let Ok(id) = u16::try_from(self.spare_id) else {
+            crate::say!(
+                "tape record: {}: its process died; its trace has no event id left to say so",
+                self.path
+            );
+            return Ok(());
+        };
+        if self.streams.is_empty() {
+            return Ok(());
+        }
+        let tsdl = format!(
+            "\nevent {{\n    name = \"{DIED}\";\n    id = {id};\n    stream_id = 0;\n    fields := \
+             struct {{\n        integer {{ size = 32; align = 8; signed = 0; base = 10; }} pid;\n        \
+             string {{ encoding = UTF8; }} how;\n    }};\n}};\n"
+        );
+        let packet = wire::metadata_packet(
+            &self.recorder.uuid(),
+            tsdl.as_bytes(),
+            cfg!(target_endian = "little"),
+        );
+        s.relay.send_metadata(self.metadata, &packet)?;
+        let ts = self
+            .streams
+            .iter()
+            .map(|o| o.last_end.max(o.beacon))
+            .max()
+            .unwrap_or(0)
+            .max(s.horizon(self.source))
+            // Just after (a microsecond or less): shown after, not beside.
+            + 1000;
+        let mut event = Vec::new();
+        event.extend_from_slice(&id.to_ne_bytes());
+        event.extend_from_slice(&ts.to_ne_bytes());
+        event.extend_from_slice(&self.recorder.pid().to_ne_bytes());
+        event.extend_from_slice(DIED_HOW.as_bytes());
+        event.push(0);
+        let i = 0;
+        let head_size = self.recorder.packet_head_size(i);
+        let mut packet = vec![0u8; head_size];
+        let o = &mut self.streams[i];
+        self.recorder.packet_head(
+            i,
+            &mut packet,
+            &PacketTimes {
+                begin: ts,
+                end: ts,
+                seq: o.sent,
+                discarded: o.discarded,
+                events: event.len(),
+            },
+        );
+        packet.extend_from_slice(&event);
+        s.relay.send_packet(o.handle, o.sent, &packet, 0)?;
+        s.relay
+            .send_index(&index(o.handle, o.sent, &packet, ts, ts, o.discarded, i))?;
+        o.sent += 1;
+        o.last_end = ts;
+        s.advance(self.source, ts);
+        self.sent.died = true;
         Ok(())
     }
 

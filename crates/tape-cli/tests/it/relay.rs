@@ -10,7 +10,7 @@ use crate::flight::{self, base, flight_command, text};
 use crate::pipeline::{self, TAPE};
 use crate::shared;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -460,4 +460,135 @@ fn a_relay_that_answers_garbage_is_a_clear_error() {
         assert!(took < Duration::from_secs(5), "{what}: {took:?}");
     }
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// kill -9 of one program mid-stream: its trace on the relay holds its
+/// events up to the death (each thread's last event the one `tape
+/// recover` finds in the rings it left) and ends with
+/// `tape.process.died`; the other program's trace goes on, whole.
+#[test]
+fn a_program_killed_mid_stream_ends_its_trace_and_the_session_goes_on() {
+    let base = base("relay-kill");
+    let Some(relayd) = Relayd::start(&base.join("relay")) else {
+        return;
+    };
+    let shm = base.join("shm");
+    std::fs::create_dir_all(&shm).unwrap();
+    let mut recorder = Killed(
+        Command::new(TAPE)
+            .args(["record", "--all", "--relayd", &relayd.url()])
+            .args(["--hostname", "h", "--live-timer", "100ms"])
+            .env("TAPE_SHM_DIR", &shm)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut doomed = flight_command(&shm, "discard")
+        .env("TAPE_TRACE_BUFSZ", "1M")
+        .args(["--threads", "2", "--pace", "5"])
+        .spawn()
+        .unwrap();
+    let survivor = flight_command(&shm, "discard")
+        .env("TAPE_TRACE_BUFSZ", "1M")
+        .args(["--threads", "2", "--pace", "5", "--seconds", "4"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    doomed.kill().unwrap();
+    doomed.wait().unwrap();
+    let total = emitted(survivor);
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGINT) };
+    let status = recorder.0.wait().unwrap();
+    let mut said = String::new();
+    std::io::Read::read_to_string(recorder.0.stdout.as_mut().unwrap(), &mut said).unwrap();
+    assert!(status.success(), "{said}");
+    let doomed_path = format!("flight-{}", doomed.id());
+    let survivor_path = said
+        .lines()
+        .find(|l| l.contains(", exited)"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{said}"))
+        .to_owned();
+    assert!(
+        said.contains(&format!("{doomed_path} (pid {}, died)", doomed.id())),
+        "{said}"
+    );
+    let traces: Vec<PathBuf> = walk(&relayd.out.join("h"))
+        .into_iter()
+        .filter(|p| p.join("metadata").is_file())
+        .collect();
+    let find = |name: &str| {
+        traces
+            .iter()
+            .find(|p| p.file_name().unwrap() == name)
+            .unwrap_or_else(|| panic!("{name} in {traces:?}"))
+            .clone()
+    };
+    // The killed one: up to its death, as its rings tell.
+    let relayed = find(&doomed_path);
+    let recovered = base.join("recovered");
+    let r = Command::new(TAPE)
+        .args(["recover", &doomed.id().to_string(), "-o"])
+        .arg(&recovered)
+        .env("TAPE_SHM_DIR", &shm)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let last_relayed = last_seqs_by_thread(&relayed);
+    let last_recovered = last_seqs_by_thread(&recovered);
+    assert_eq!(last_relayed, last_recovered);
+    let shown = Command::new(TAPE)
+        .arg("show")
+        .arg(&relayed)
+        .output()
+        .unwrap();
+    let shown = text(&shown.stdout);
+    let last = shown.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("tape.process.died") && last.contains(&format!("pid = {}", doomed.id())),
+        "{last}"
+    );
+    // The other one: whole.
+    let whole = flight::streams_of(&find(&survivor_path));
+    let mut n = 0;
+    for (stream, s) in whole {
+        let want: Vec<u64> = (0..s.seqs.len() as u64).collect();
+        assert_eq!(s.seqs, want, "{stream}");
+        n += s.seqs.len() as u64;
+    }
+    assert_eq!(n, total);
+    // babeltrace2 reads both, the death's event included, saying nothing.
+    let b = Command::new("babeltrace2")
+        .arg(relayd.out.join("h"))
+        .output()
+        .unwrap();
+    assert!(b.stderr.is_empty(), "{}", text(&b.stderr));
+    assert_eq!(text(&b.stdout).matches("tape.process.died").count(), 1);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Each thread's (`thread` field) highest `seq` in `trace`, its
+/// sequence checked whole from where it starts.
+fn last_seqs_by_thread(trace: &Path) -> BTreeMap<u64, u64> {
+    let out = Command::new(TAPE)
+        .args(["show", "--format", "json"])
+        .arg(trace)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut last: BTreeMap<u64, u64> = BTreeMap::new();
+    for line in text(&out.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v["name"] != "flight.event" {
+            continue;
+        }
+        let f = &v["fields"];
+        let (t, seq) = (f["thread"].as_u64().unwrap(), f["seq"].as_u64().unwrap());
+        let l = last.entry(t).or_insert(seq);
+        *l = (*l).max(seq);
+    }
+    last
 }
