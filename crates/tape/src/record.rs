@@ -205,6 +205,8 @@ pub struct Recorder {
     /// The clock the metadata states (freq, offset_s, offset), when the
     /// reader gives it ([`Recorder::set_clock`]).
     clock: Option<(u64, i64, i64)>,
+    /// The trace's UUID, when the reader gives it ([`Recorder::set_uuid`]).
+    uuid: Option<[u8; 16]>,
 }
 
 /// The process file of a running process, mapped shared (the recorder
@@ -306,9 +308,15 @@ impl Recorder {
             losses_ts: 0,
             metadata_len: std::cell::Cell::new(0),
             clock: None,
+            uuid: None,
         };
         r.write_metadata()?;
         Ok(r)
+    }
+
+    /// The directory of the process's rings.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// The process being recorded.
@@ -323,7 +331,20 @@ impl Recorder {
 
     /// The trace's UUID (its metadata's and its packets').
     pub fn uuid(&self) -> [u8; 16] {
-        self.header.uuid
+        self.uuid.unwrap_or(self.header.uuid)
+    }
+
+    /// Gives the trace another UUID from now on: the metadata
+    /// ([`Recorder::metadata`]) and every packet header made after
+    /// state it. A forwarding reader that starts the trace again
+    /// elsewhere (the relay, after an outage) does so, so that readers
+    /// of both copies take them for two traces, not one with its
+    /// packets twice.
+    pub fn set_uuid(&mut self, uuid: [u8; 16]) {
+        self.uuid = Some(uuid);
+        for s in &mut self.streams {
+            s.uuid = uuid;
+        }
     }
 
     /// The process's clock (its counter: TSC, CNTVCT or monotonic ns, as
@@ -538,7 +559,7 @@ impl Recorder {
                 lost_said: Drops::default(),
                 last_end: 0,
                 len: 0,
-                uuid: self.header.uuid,
+                uuid: self.uuid(),
                 head: Vec::new(),
             });
             self.progress.streams = self.streams.len();
@@ -849,7 +870,7 @@ impl Recorder {
             self.header.program(),
             env!("CARGO_PKG_VERSION")
         );
-        recover::fill_metadata_with(
+        let mut m = recover::fill_metadata_with(
             self.header,
             self.clock,
             &self.template,
@@ -862,7 +883,18 @@ impl Recorder {
             error(format!(
                 "the metadata template has a hole {hole:?} a recording cannot fill"
             ))
-        })
+        })?;
+        if let Some(uuid) = self.uuid {
+            // The process's UUID is written in the template once, in the
+            // trace block.
+            let old = format!(
+                "uuid = \"{}\"",
+                tape_ctf_model::uuid_string(&self.header.uuid)
+            );
+            let new = format!("uuid = \"{}\"", tape_ctf_model::uuid_string(&uuid));
+            m.text = m.text.replacen(&old, &new, 1);
+        }
+        Ok(m)
     }
 
     /// Ends the recording: every ring read to its end (the open packets up

@@ -282,6 +282,28 @@ impl Relay {
         self.ok("SEND_INDEX", code)
     }
 
+    /// Whether the relay still waits for data or an index of stream
+    /// `handle` up to packet `last_net_seq_num` (one round trip).
+    pub(crate) fn data_pending(
+        &mut self,
+        handle: u64,
+        last_net_seq_num: u64,
+    ) -> Result<bool, String> {
+        let reply = self.call(
+            "DATA_PENDING",
+            &wire::data_pending(handle, last_net_seq_num),
+            4,
+        )?;
+        match Get::new("DATA_PENDING", &reply).u32()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            code => Err(format!(
+                "the relay daemon at {}:{} refused DATA_PENDING for stream {handle} (code {code})",
+                self.url.host, self.url.control
+            )),
+        }
+    }
+
     /// Waits until the relay has every packet of stream `handle` up to
     /// `last_net_seq_num` and its index (the data socket is read apart
     /// from the control one: a stream closed before its last packets
@@ -293,35 +315,19 @@ impl Relay {
         last_net_seq_num: u64,
     ) -> Result<(), String> {
         let start = std::time::Instant::now();
-        loop {
-            let reply = self.call(
-                "DATA_PENDING",
-                &wire::data_pending(handle, last_net_seq_num),
-                4,
-            )?;
-            match Get::new("DATA_PENDING", &reply).u32()? {
-                0 => return Ok(()),
-                1 if start.elapsed() < IO_TIMEOUT => {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                1 => {
-                    return Err(format!(
-                        "the relay daemon at {}:{} did not receive packet {last_net_seq_num} of \
-                         stream {handle} within {} s",
-                        self.url.host,
-                        self.url.control,
-                        IO_TIMEOUT.as_secs()
-                    ))
-                }
-                code => {
-                    return Err(format!(
-                        "the relay daemon at {}:{} refused DATA_PENDING for stream {handle} \
-                         (code {code})",
-                        self.url.host, self.url.control
-                    ))
-                }
+        while self.data_pending(handle, last_net_seq_num)? {
+            if start.elapsed() >= IO_TIMEOUT {
+                return Err(format!(
+                    "the relay daemon at {}:{} did not receive packet {last_net_seq_num} of \
+                     stream {handle} within {} s",
+                    self.url.host,
+                    self.url.control,
+                    IO_TIMEOUT.as_secs()
+                ));
             }
+            std::thread::sleep(Duration::from_millis(5));
         }
+        Ok(())
     }
 
     /// Closes stream `handle` after packet `last_net_seq_num` (`u64::MAX`:

@@ -12,8 +12,9 @@ pub(crate) mod client;
 pub(crate) mod producer;
 pub(crate) mod wire;
 
+use std::collections::HashSet;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::{output_error, Failure};
@@ -56,6 +57,7 @@ pub(crate) fn options(
 /// What `tape record --relayd` follows: one process (its rings'
 /// directory), or every tape process of this user on the host, as they
 /// start (`--all`).
+#[derive(Clone, Copy)]
 pub(crate) enum Follow<'a> {
     One(&'a Path),
     All,
@@ -80,10 +82,45 @@ struct Report {
     how: &'static str,
 }
 
+/// The followed processes of one `tape record --relayd`, and its relay
+/// session.
+struct Host<'a> {
+    follow: Follow<'a>,
+    session: Session,
+    traced: Vec<Traced>,
+    /// Ring directories looked at already (followed, dead, our own).
+    seen: HashSet<PathBuf>,
+    /// Those that could not be followed yet (said once; tried again).
+    refused: HashSet<PathBuf>,
+    reports: Vec<Report>,
+    bytes_closed: u64,
+    me: u32,
+}
+
+/// The relay gone (its connection failed): retried with backoff.
+struct Outage {
+    since: Instant,
+    next_try: Instant,
+    backoff: Duration,
+    tries: u32,
+}
+
+/// The first retry's delay, and the longest.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
 /// `tape record TARGET --relayd URL` and `tape record --all --relayd URL`:
 /// the processes followed streamed to one relay session until they exit
 /// (one process) or until stopped (`--all`: SIGINT, SIGTERM,
 /// `--duration`, `--size`).
+///
+/// A relay that goes away mid-session (its connection fails) is retried
+/// with backoff ([`RETRY_FIRST`] doubling to [`RETRY_MAX`]); meanwhile the
+/// rings are not read, so they fill and their owners drop and count (the
+/// programs never wait). Once it answers, the streams go on in a new
+/// relay session: the packets the old one had not confirmed (`DATA_PENDING`)
+/// sent again, and each stream's first packet there stating the losses
+/// so far, so that the next one states what the outage cost.
 pub(crate) fn record(
     follow: Follow<'_>,
     options: Options,
@@ -92,16 +129,24 @@ pub(crate) fn record(
 ) -> Result<(), Failure> {
     let live_timer = options.live_timer;
     // The relay first: one that is not there leaves the processes unread.
-    let mut session = Session::create(options)?;
-    let mut traced: Vec<Traced> = Vec::new();
-    let mut seen: std::collections::HashSet<std::path::PathBuf> = Default::default();
+    let session = Session::create(options)?;
+    let mut host = Host {
+        follow,
+        session,
+        traced: Vec::new(),
+        seen: HashSet::new(),
+        refused: HashSet::new(),
+        reports: Vec::new(),
+        bytes_closed: 0,
+        me: std::process::id(),
+    };
     if let Follow::One(dir) = follow {
         let r = tape::record::Recorder::attach_live(dir).map_err(|e| e.to_string())?;
-        seen.insert(dir.to_path_buf());
-        traced.push(Traced::Waiting(r));
+        host.seen.insert(dir.to_path_buf());
+        host.traced.push(Traced::Waiting(r));
     }
     crate::recover::catch_stop();
-    let url = &session.options.url;
+    let url = &host.session.options.url;
     crate::say!(
         "tape record: streaming {} to the relay daemon at {}:{} as {} (live: babeltrace2 \
          --input-format=lttng-live net://{}/host/{}/{}){}{}; Ctrl-C ends",
@@ -111,21 +156,19 @@ pub(crate) fn record(
         },
         url.host,
         url.control,
-        session.path,
+        host.session.path,
         url.host,
-        session.options.hostname,
-        session.options.session,
+        host.session.options.hostname,
+        host.session.options.session,
         duration.map_or(String::new(), |d| format!(" for {} s", d.as_secs_f64())),
         limit.map_or(String::new(), |l| format!(", up to {l} bytes"))
     );
-    let me = std::process::id();
     let start = Instant::now();
     let mut tick = start;
     let mut checked = start;
-    let mut refused: std::collections::HashSet<std::path::PathBuf> = Default::default();
     let mut idle = Duration::from_millis(1);
-    let mut reports: Vec<Report> = Vec::new();
-    let mut bytes_closed = 0u64;
+    let mut outage: Option<Outage> = None;
+    let mut sessions = vec![host.session.path.clone()];
     let why = loop {
         if crate::recover::stopped() {
             break "interrupted";
@@ -133,19 +176,39 @@ pub(crate) fn record(
         if duration.is_some_and(|d| start.elapsed() >= d) {
             break "--duration reached";
         }
-        let bytes = bytes_closed
-            + traced
-                .iter()
-                .map(|t| match t {
-                    Traced::Fed(f) | Traced::Ending(f, _) => f.sent.bytes,
-                    Traced::Waiting(_) | Traced::Dropped => 0,
-                })
-                .sum::<u64>();
-        if limit.is_some_and(|l| bytes >= l) {
+        if limit.is_some_and(|l| host.bytes() >= l) {
             break "--size reached";
         }
-        if matches!(follow, Follow::One(_)) && traced.is_empty() {
+        if matches!(follow, Follow::One(_)) && host.traced.is_empty() {
             break "the process exited";
+        }
+        if let Some(o) = &mut outage {
+            if Instant::now() >= o.next_try {
+                o.tries += 1;
+                match host.resume() {
+                    Ok(()) => {
+                        crate::say!(
+                            "tape record: the relay daemon answers again after {:.1} s: the \
+                             streams go on in a new relay session, {} (what the old one had \
+                             not confirmed sent again; the outage's losses counted in the \
+                             rings)",
+                            o.since.elapsed().as_secs_f64(),
+                            host.session.path
+                        );
+                        sessions.push(host.session.path.clone());
+                        outage = None;
+                    }
+                    Err(e) => {
+                        if o.tries == 1 {
+                            crate::say!("tape record: still no relay daemon: {e}; retrying");
+                        }
+                        o.backoff = (o.backoff * 2).min(RETRY_MAX);
+                        o.next_try = Instant::now() + o.backoff;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
         }
         let ticked = tick.elapsed() >= live_timer;
         if ticked {
@@ -155,205 +218,60 @@ pub(crate) fn record(
         if check {
             checked = Instant::now();
         }
-        // 1. Read every followed process's rings (its death seen first, so
-        //    that the end reads what it left).
-        let mut came = false;
-        let mut gone: Vec<bool> = Vec::with_capacity(traced.len());
-        for t in &mut traced {
-            let dead = match t {
-                Traced::Fed(f) => {
-                    let dead = check && !f.recorder.process_alive();
-                    match f.take(ticked) {
-                        Ok(c) => came |= c,
-                        Err(e) => return_or_drop(&mut session, t, e)?,
-                    }
-                    dead
-                }
-                _ => false,
-            };
-            gone.push(dead);
-        }
-        // 2. New processes, and the ones waiting for their clock, started
-        //    (published) before anything read is sent.
-        if matches!(follow, Follow::All) {
-            // At every turn: a process not seen now makes its events only
-            // after what was read above (one directory listing; only the
-            // new ones are read).
-            for dir in tape::recover::ring_dir_paths().map_err(|e| e.to_string())? {
-                if seen.contains(&dir) {
-                    continue;
-                }
-                let d = tape::recover::describe_dir(&dir);
-                if !d.alive || d.pid == me {
-                    seen.insert(dir);
-                    continue;
-                }
-                match tape::record::Recorder::attach_live(&dir) {
-                    Ok(r) => {
-                        seen.insert(dir);
-                        traced.push(Traced::Waiting(r));
-                        gone.push(false);
-                    }
-                    // Being made (its process file not yet whole), or read
-                    // by another reader: tried again at the next turn,
-                    // said once.
-                    Err(e) => {
-                        if refused.insert(dir) {
-                            crate::say!(
-                                "tape record: process {} ({}) not followed yet: {e}",
-                                d.pid,
-                                d.program
-                            );
-                        }
-                    }
-                }
-            }
-        }
-        for t in &mut traced {
-            if let Traced::Waiting(r) = t {
-                if session.must_wait(r) {
-                    continue;
-                }
-                let Traced::Waiting(r) = std::mem::replace(t, Traced::Dropped) else {
-                    unreachable!()
+        match host.turn(ticked, check) {
+            Ok(came) => {
+                idle = if came {
+                    Duration::from_millis(1)
+                } else {
+                    (idle * 2).min(Duration::from_millis(20))
                 };
-                let pid = r.pid();
-                match Feed::start(&mut session, r) {
-                    Ok(f) => *t = Traced::Fed(f),
-                    Err(producer::Fault::Feed(e)) => {
-                        crate::say!("tape record: process {pid}: {e}: left out")
-                    }
-                    Err(e) => return Err(e.to_string().into()),
-                }
             }
-        }
-        // 3. Every ring made meanwhile published, 4. then what was read
-        //    sent; a process gone ended (its last events sent).
-        for t in &mut traced {
-            if let Traced::Fed(f) = t {
-                if let Err(e) = f.publish(&mut session) {
-                    return_or_drop(&mut session, t, e)?;
-                }
-            }
-        }
-        for (t, dead) in traced.iter_mut().zip(gone) {
-            if let Traced::Fed(f) = t {
-                let sent = f.send(&mut session, ticked);
-                let died = dead && f.recorder.rings_left();
-                let ended = sent.and_then(|()| {
-                    if dead {
-                        f.end(&mut session, died)
-                    } else {
-                        Ok(())
-                    }
+            Err(e) => {
+                crate::say!(
+                    "tape record: the relay daemon went away ({e}); retrying, the rings not read \
+                     meanwhile (their losses counted)"
+                );
+                let now = Instant::now();
+                outage = Some(Outage {
+                    since: now,
+                    next_try: now + RETRY_FIRST,
+                    backoff: RETRY_FIRST,
+                    tries: 0,
                 });
-                if let Err(e) = ended {
-                    return_or_drop(&mut session, t, e)?;
-                    continue;
-                }
-                if dead {
-                    let Traced::Fed(f) = std::mem::replace(t, Traced::Dropped) else {
-                        unreachable!()
-                    };
-                    *t = Traced::Ending(f, Instant::now());
-                }
+                continue;
             }
         }
-        // 5. The ended ones closed after the linger.
-        for t in &mut traced {
-            if let Traced::Ending(_, since) = t {
-                if since.elapsed() < session.linger() {
-                    continue;
-                }
-                let Traced::Ending(f, _) = std::mem::replace(t, Traced::Dropped) else {
-                    unreachable!()
-                };
-                let (path, pid) = (f.path.clone(), f.recorder.pid());
-                match f.close(&mut session) {
-                    Ok(sent) => {
-                        bytes_closed += sent.bytes;
-                        let how = if sent.died { "died" } else { "exited" };
-                        reports.push(Report {
-                            path,
-                            pid,
-                            sent,
-                            how,
-                        });
-                    }
-                    Err(producer::Fault::Feed(e)) => crate::say!("tape record: {path}: {e}"),
-                    Err(e) => return Err(e.to_string().into()),
-                }
-            }
-        }
-        traced.retain(|t| !matches!(t, Traced::Dropped));
-        idle = if came {
-            Duration::from_millis(1)
-        } else {
-            (idle * 2).min(Duration::from_millis(20))
-        };
         std::thread::sleep(idle.min(live_timer.saturating_sub(tick.elapsed())));
     };
-    // The end: every process's data out, a linger for live viewers, the
-    // streams closed, then the session.
-    let mut ending: Vec<(Feed, &'static str)> = Vec::new();
-    for t in traced {
-        let (feed, how) = match t {
-            Traced::Waiting(r) => match Feed::start(&mut session, r) {
-                Ok(f) => (f, why),
-                Err(producer::Fault::Feed(e)) => {
-                    crate::say!("tape record: {e}");
-                    continue;
-                }
-                Err(e) => return Err(e.to_string().into()),
-            },
-            Traced::Fed(f) => (f, why),
-            Traced::Ending(f, _) => {
-                let how = if f.sent.died { "died" } else { "exited" };
-                (f, how)
-            }
-            Traced::Dropped => continue,
-        };
-        ending.push((feed, how));
-    }
-    for (f, _) in &mut ending {
-        if let Err(e) = f.end(&mut session, false) {
-            match e {
-                producer::Fault::Feed(e) => crate::say!("tape record: {}: {e}", f.path),
-                e => return Err(e.to_string().into()),
-            }
+    if outage.is_some() {
+        // One last try: what the rings hold is sent if the relay is back.
+        if let Err(e) = host.resume() {
+            return Err(format!(
+                "the relay daemon is still away ({e}): the events since it went are not sent \
+                 (the rings of the processes still running hold the newest)"
+            )
+            .into());
         }
+        sessions.push(host.session.path.clone());
     }
-    if !ending.is_empty() {
-        std::thread::sleep(session.linger());
-    }
-    for (f, how) in ending {
-        let (path, pid) = (f.path.clone(), f.recorder.pid());
-        let sent = f.close(&mut session).map_err(|e| e.to_string())?;
-        reports.push(Report {
-            path,
-            pid,
-            sent,
-            how,
-        });
-    }
-    let session_path = session.path.clone();
-    session.close()?;
+    let reports = host.finish(why)?;
     let secs = start.elapsed().as_secs_f64();
     let mut total = producer::Sent::default();
-    let mut text = format!("streamed to the relay daemon as {session_path} ({why})\n");
+    let mut text = format!(
+        "streamed to the relay daemon as {} ({why})\n",
+        sessions.join(", then ")
+    );
     for r in &reports {
+        let mut extra = String::new();
+        if r.sent.late > 0 {
+            extra.push_str(&format!(", late for a live viewer {}", r.sent.late));
+        }
+        if r.sent.resent > 0 {
+            extra.push_str(&format!(", sent again after an outage {}", r.sent.resent));
+        }
         text.push_str(&format!(
-            "  {} (pid {}, {}): events {}, lost {}{}\n",
-            r.path,
-            r.pid,
-            r.how,
-            r.sent.events,
-            r.sent.lost,
-            if r.sent.late > 0 {
-                format!(", late for a live viewer {}", r.sent.late)
-            } else {
-                String::new()
-            }
+            "  {} (pid {}, {}): events {}, lost {}{extra}\n",
+            r.path, r.pid, r.how, r.sent.events, r.sent.lost,
         ));
         total.events += r.sent.events;
         total.bytes += r.sent.bytes;
@@ -361,7 +279,8 @@ pub(crate) fn record(
         total.lost += r.sent.lost;
     }
     text.push_str(&format!(
-        "  processes: {}\n  events: {} ({:.0}/s)\n  packets: {}\n  bytes: {} ({:.1} MB/s)\n  lost: {}\n",
+        "  processes: {}\n  events: {} ({:.0}/s)\n  packets: {}\n  bytes: {} ({:.1} MB/s)\n  \
+         lost: {}\n",
         reports.len(),
         total.events,
         total.events as f64 / secs,
@@ -375,16 +294,251 @@ pub(crate) fn record(
     out.flush().map_err(output_error)
 }
 
+impl Host<'_> {
+    /// Bytes sent so far.
+    fn bytes(&self) -> u64 {
+        self.bytes_closed
+            + self
+                .traced
+                .iter()
+                .map(|t| match t {
+                    Traced::Fed(f) | Traced::Ending(f, _) => f.sent.bytes,
+                    Traced::Waiting(_) | Traced::Dropped => 0,
+                })
+                .sum::<u64>()
+    }
+
+    /// One turn; whether anything came. A trace's own failure leaves it
+    /// out (said); the relay's is the error.
+    fn turn(&mut self, ticked: bool, check: bool) -> Result<bool, producer::Fault> {
+        // 1. Read every followed process's rings (its death seen first, so
+        //    that the end reads what it left).
+        let mut came = false;
+        let mut gone: Vec<bool> = Vec::with_capacity(self.traced.len());
+        for t in &mut self.traced {
+            let dead = match t {
+                Traced::Fed(f) => {
+                    let dead = check && !f.recorder.process_alive();
+                    match f.take(ticked) {
+                        Ok(c) => came |= c,
+                        Err(e) => drop_feed(&mut self.session, t, e)?,
+                    }
+                    dead
+                }
+                _ => false,
+            };
+            gone.push(dead);
+        }
+        // 2. New processes, and the ones waiting for their clock, started
+        //    (published) before anything read is sent.
+        if matches!(self.follow, Follow::All) {
+            self.look_for_processes(&mut gone);
+        }
+        for t in &mut self.traced {
+            if let Traced::Waiting(r) = t {
+                if self.session.must_wait(r) {
+                    continue;
+                }
+                let Traced::Waiting(r) = std::mem::replace(t, Traced::Dropped) else {
+                    unreachable!()
+                };
+                let (pid, dir) = (r.pid(), r.dir().to_path_buf());
+                match Feed::start(&mut self.session, r) {
+                    Ok(f) => *t = Traced::Fed(f),
+                    Err(producer::Fault::Feed(e)) => {
+                        crate::say!("tape record: process {pid}: {e}: left out")
+                    }
+                    Err(e) => {
+                        // Followed again once the relay is back.
+                        self.seen.remove(&dir);
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        // 3. Every ring made meanwhile published, 4. then what was read
+        //    sent; a process gone ended (its last events sent).
+        for t in &mut self.traced {
+            if let Traced::Fed(f) = t {
+                if let Err(e) = f.publish(&mut self.session) {
+                    drop_feed(&mut self.session, t, e)?;
+                }
+            }
+        }
+        for (t, dead) in self.traced.iter_mut().zip(gone) {
+            if let Traced::Fed(f) = t {
+                let died = dead && f.recorder.rings_left();
+                let sent = f.send(&mut self.session, ticked);
+                let ended = sent.and_then(|()| {
+                    if dead {
+                        f.end(&mut self.session, died)
+                    } else {
+                        Ok(())
+                    }
+                });
+                if let Err(e) = ended {
+                    drop_feed(&mut self.session, t, e)?;
+                    continue;
+                }
+                if dead {
+                    let Traced::Fed(f) = std::mem::replace(t, Traced::Dropped) else {
+                        unreachable!()
+                    };
+                    *t = Traced::Ending(f, Instant::now());
+                }
+            }
+        }
+        // 5. The ended ones closed after the linger.
+        let linger = self.session.linger();
+        let mut lingered = Vec::new();
+        for t in &mut self.traced {
+            if matches!(t, Traced::Ending(_, since) if since.elapsed() >= linger) {
+                let Traced::Ending(f, _) = std::mem::replace(t, Traced::Dropped) else {
+                    unreachable!()
+                };
+                lingered.push(f);
+            }
+        }
+        for f in lingered {
+            self.close(f, None)?;
+        }
+        self.traced.retain(|t| !matches!(t, Traced::Dropped));
+        Ok(came)
+    }
+
+    /// The ring directories that appeared since the last look: their
+    /// processes followed (one directory listing; only new ones read).
+    fn look_for_processes(&mut self, gone: &mut Vec<bool>) {
+        let Ok(dirs) = tape::recover::ring_dir_paths() else {
+            return;
+        };
+        for dir in dirs {
+            if self.seen.contains(&dir) {
+                continue;
+            }
+            let d = tape::recover::describe_dir(&dir);
+            if !d.alive || d.pid == self.me {
+                self.seen.insert(dir);
+                continue;
+            }
+            match tape::record::Recorder::attach_live(&dir) {
+                Ok(r) => {
+                    self.seen.insert(dir);
+                    self.traced.push(Traced::Waiting(r));
+                    gone.push(false);
+                }
+                // Being made (its process file not yet whole), or read by
+                // another reader: tried again at the next turn, said once.
+                Err(e) => {
+                    if self.refused.insert(dir) {
+                        crate::say!(
+                            "tape record: process {} ({}) not followed yet: {e}",
+                            d.pid,
+                            d.program
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Closes `f`'s streams and reports it (`how`: as it ended, by
+    /// default whether its process exited or died).
+    fn close(&mut self, f: Feed, how: Option<&'static str>) -> Result<(), producer::Fault> {
+        let (path, pid) = (f.path.clone(), f.recorder.pid());
+        let sent = f.close(&mut self.session)?;
+        let how = how.unwrap_or(if sent.died { "died" } else { "exited" });
+        self.bytes_closed += sent.bytes;
+        self.reports.push(Report {
+            path,
+            pid,
+            sent,
+            how,
+        });
+        Ok(())
+    }
+
+    /// After an outage: a new relay session, every trace's streams made
+    /// again in it. Traces that ended meanwhile are reported.
+    fn resume(&mut self) -> Result<(), producer::Fault> {
+        self.session.reconnect()?;
+        for t in &mut self.traced {
+            match t {
+                Traced::Fed(f) => f.resume(&mut self.session)?,
+                // Everything of it was confirmed before it ended.
+                Traced::Ending(..) => {
+                    let Traced::Ending(f, _) = std::mem::replace(t, Traced::Dropped) else {
+                        unreachable!()
+                    };
+                    let how = if f.sent.died { "died" } else { "exited" };
+                    self.reports.push(Report {
+                        path: f.path.clone(),
+                        pid: f.recorder.pid(),
+                        sent: f.sent,
+                        how,
+                    });
+                }
+                Traced::Waiting(_) | Traced::Dropped => {}
+            }
+        }
+        self.traced.retain(|t| !matches!(t, Traced::Dropped));
+        Ok(())
+    }
+
+    /// The end: every process's data out, a linger for live viewers, the
+    /// streams closed, then the session.
+    fn finish(mut self, why: &'static str) -> Result<Vec<Report>, Failure> {
+        let relay = |e: producer::Fault| -> Failure { e.to_string().into() };
+        let mut ending: Vec<(Feed, &'static str)> = Vec::new();
+        for t in std::mem::take(&mut self.traced) {
+            let (feed, how) = match t {
+                Traced::Waiting(r) => match Feed::start(&mut self.session, r) {
+                    Ok(f) => (f, why),
+                    Err(producer::Fault::Feed(e)) => {
+                        crate::say!("tape record: {e}");
+                        continue;
+                    }
+                    Err(e) => return Err(relay(e)),
+                },
+                Traced::Fed(f) => (f, why),
+                Traced::Ending(f, _) => {
+                    let how = if f.sent.died { "died" } else { "exited" };
+                    (f, how)
+                }
+                Traced::Dropped => continue,
+            };
+            ending.push((feed, how));
+        }
+        for (f, _) in &mut ending {
+            if let Err(e) = f.end(&mut self.session, false) {
+                match e {
+                    producer::Fault::Feed(e) => crate::say!("tape record: {}: {e}", f.path),
+                    e => return Err(relay(e)),
+                }
+            }
+        }
+        if !ending.is_empty() {
+            std::thread::sleep(self.session.linger());
+        }
+        for (f, how) in ending {
+            self.close(f, Some(how)).map_err(relay)?;
+        }
+        let reports = std::mem::take(&mut self.reports);
+        self.session.close()?;
+        Ok(reports)
+    }
+}
+
 /// A followed process's failure: the relay's is the error (every trace
 /// is concerned); the trace's own is said, its streams closed (what it
 /// sent stays readable), and it is left out.
-fn return_or_drop(
+fn drop_feed(
     session: &mut Session,
     t: &mut Traced,
     e: producer::Fault,
-) -> Result<(), Failure> {
+) -> Result<(), producer::Fault> {
     let producer::Fault::Feed(why) = e else {
-        return Err(e.to_string().into());
+        return Err(e);
     };
     if let Traced::Fed(f) | Traced::Ending(f, _) = std::mem::replace(t, Traced::Dropped) {
         crate::say!("tape record: {}: {why}: left out", f.path);

@@ -194,6 +194,18 @@ impl Session {
         })
     }
 
+    /// After an outage: a new connection and relay session in place of
+    /// the old (the relay daemon may have restarted: the old session is
+    /// gone), its traces' clocks kept; a new live viewer's horizon.
+    pub(crate) fn reconnect(&mut self) -> Result<(), String> {
+        let new = Session::create(self.options.clone())?;
+        self.relay = new.relay;
+        self.path = new.path;
+        self.horizon.clear();
+        self.ties = 0;
+        Ok(())
+    }
+
     /// Whether the process `r` reads must wait before its trace starts:
     /// the first of its clock source, its clock not yet calibrated over
     /// [`tape::clock::MIN_CALIBRATION`] (the session's clock for that
@@ -259,7 +271,23 @@ struct Out {
     fed: bool,
     /// The process's clock read at the last tick (the next beacon's time).
     tick: Option<u64>,
+    /// The packets sent that the relay has not confirmed yet
+    /// (`DATA_PENDING`, at each tick): sent again in a new session if the
+    /// relay goes away; and their bytes.
+    unconfirmed: std::collections::VecDeque<Kept>,
+    kept_bytes: usize,
 }
+
+/// A packet sent and kept until the relay confirms it.
+struct Kept {
+    packet: Vec<u8>,
+    times: PacketTimes,
+    events: u64,
+}
+
+/// The most bytes of unconfirmed packets kept per stream (a relay that
+/// takes packets and never confirms them): the oldest go first, counted.
+const KEEP_MAX: usize = 16 << 20;
 
 /// A chunk of a ring taken this turn, owned (sent after the turn).
 struct Taken {
@@ -306,6 +334,12 @@ pub(crate) struct Sent {
     pub(crate) late: u64,
     /// The process died, and its trace says so ([`DIED`]).
     pub(crate) died: bool,
+    /// Events sent again in a new session after an outage (the old one
+    /// had not confirmed them: they may be in both).
+    pub(crate) resent: u64,
+    /// Events of unconfirmed packets no longer kept ([`KEEP_MAX`]): lost
+    /// if the relay had not written them.
+    pub(crate) unkept: u64,
 }
 
 /// One process forwarded as a trace of a relay session.
@@ -323,6 +357,8 @@ pub(crate) struct Feed {
     source: u32,
     /// An event id its trace does not use (`tape.process.died`'s).
     spare_id: u64,
+    /// Its metadata as sent (again in a new session).
+    metadata_text: String,
     pub(crate) sent: Sent,
 }
 
@@ -375,6 +411,7 @@ impl Feed {
             taken: Vec::new(),
             source,
             spare_id,
+            metadata_text: text,
             sent: Sent::default(),
         };
         f.publish(s)?;
@@ -417,10 +454,22 @@ impl Feed {
         for o in &mut self.streams {
             o.fed = false;
         }
-        for t in std::mem::take(&mut self.taken) {
-            self.send_chunk(s, t)?;
+        let mut taken = std::mem::take(&mut self.taken).into_iter();
+        while let Some(t) = taken.next() {
+            if let Err(e) = self.send_chunk(s, &t) {
+                // Sent again (at least once) in the next session.
+                self.taken = std::iter::once(t).chain(taken).collect();
+                return Err(e);
+            }
         }
         if tick {
+            // What the relay has now, data and index, need not be kept.
+            for o in &mut self.streams {
+                if !o.unconfirmed.is_empty() && !s.relay.data_pending(o.handle, o.sent - 1)? {
+                    o.unconfirmed.clear();
+                    o.kept_bytes = 0;
+                }
+            }
             self.beacons(s)?;
             // Each stream's own reading (as each stream of LTTng's has its
             // timer): two streams' beacons never tie, which a live viewer
@@ -475,6 +524,8 @@ impl Feed {
                 discarded: 0,
                 fed: false,
                 tick: None,
+                unconfirmed: Default::default(),
+                kept_bytes: 0,
             });
         }
         if self.streams.len() > before {
@@ -485,7 +536,7 @@ impl Feed {
 
     /// Sends chunk `t` as a packet of its own, with its index; moves its
     /// ring's mark past it.
-    fn send_chunk(&mut self, s: &mut Session, t: Taken) -> Result<(), Fault> {
+    fn send_chunk(&mut self, s: &mut Session, t: &Taken) -> Result<(), Fault> {
         let i = t.stream;
         let head_size = self.recorder.packet_head_size(i);
         let content = t.packet.get(head_size..).unwrap_or_default();
@@ -493,16 +544,21 @@ impl Feed {
         if content_len == 0 {
             return Ok(());
         }
-        // Events before the chunk that were overwritten before any reader
-        // took them (from its first packet: the earlier reader's mark).
+        // The stream's state changes only once the packet is sent: a chunk
+        // whose sending fails is sent again in the next session, as is.
         let o = &mut self.streams[i];
         o.fed = true;
-        let consumed = *o
+        // Events before the chunk that were overwritten before any reader
+        // took them (from its first packet: the earlier reader's mark).
+        let consumed = o
             .consumed
-            .get_or_insert(t.taken_before.unwrap_or(t.committed_before));
-        if t.offset == 0 && t.committed_before > consumed {
-            o.overwritten += t.committed_before - consumed;
-        }
+            .unwrap_or(t.taken_before.unwrap_or(t.committed_before));
+        let overwritten = o.overwritten
+            + if t.offset == 0 && t.committed_before > consumed {
+                t.committed_before - consumed
+            } else {
+                0
+            };
         let consumed = consumed.max(t.committed_before);
         let first_ts = content
             .get(2..EVENT_HEADER)
@@ -523,40 +579,46 @@ impl Feed {
         let (end, events) = if let (true, Some(after)) = (t.closed, t.events_after) {
             (t.ts_end, after.saturating_sub(consumed))
         } else {
-            let (last, n) = self.last_event(&t.packet, &self.recorder.stream_name(i))?;
-            (last, n)
+            self.last_event(&t.packet, &self.recorder.stream_name(i))?
         };
         let o = &mut self.streams[i];
         let end = end.max(begin);
-        o.discarded = o.discarded.max(o.overwritten + t.discarded_by_owner);
-        let mut packet = t.packet;
-        self.recorder.packet_head(
-            i,
-            &mut packet[..head_size],
-            &PacketTimes {
-                begin,
-                end,
-                seq: o.sent,
-                discarded: o.discarded,
-                events: content_len,
-            },
-        );
-        s.relay.send_packet(o.handle, o.sent, &packet, 0)?;
-        s.relay.send_index(&index(
-            o.handle,
-            o.sent,
-            &packet,
+        let discarded = o.discarded.max(overwritten + t.discarded_by_owner);
+        let mut packet = t.packet.clone();
+        let times = PacketTimes {
             begin,
             end,
-            o.discarded,
-            i,
-        ))?;
+            seq: o.sent,
+            discarded,
+            events: content_len,
+        };
+        self.recorder
+            .packet_head(i, &mut packet[..head_size], &times);
+        s.relay.send_packet(o.handle, o.sent, &packet, 0)?;
+        s.relay
+            .send_index(&index(o.handle, o.sent, &packet, begin, end, discarded, i))?;
         o.sent += 1;
         o.last_end = end;
-        s.advance(self.source, end);
+        o.overwritten = overwritten;
+        o.discarded = discarded;
         o.consumed = Some(consumed + events);
+        s.advance(self.source, end);
+        let packet_len = packet.len();
+        o.kept_bytes += packet_len;
+        o.unconfirmed.push_back(Kept {
+            packet,
+            times,
+            events,
+        });
+        while o.kept_bytes > KEEP_MAX {
+            let Some(k) = o.unconfirmed.pop_front() else {
+                break;
+            };
+            o.kept_bytes -= k.packet.len();
+            self.sent.unkept += k.events;
+        }
         self.sent.packets += 1;
-        self.sent.bytes += packet.len() as u64;
+        self.sent.bytes += packet_len as u64;
         self.sent.events += events;
         self.sent.lost = self.streams.iter().map(|o| o.discarded).sum();
         self.recorder.set_mark(i, t.end, consumed + events);
@@ -653,6 +715,85 @@ impl Feed {
             s.advance(self.source, t);
             self.sent.beacons += 1;
         }
+        Ok(())
+    }
+
+    /// Makes the trace again in a new session (after an outage,
+    /// [`Session::reconnect`]): its metadata, and each stream begun with
+    /// an empty packet that states its losses as of the packets sent
+    /// again after it (those the old session had not confirmed), so that
+    /// a reader counts in the first new packet what the outage cost.
+    pub(crate) fn resume(&mut self, s: &mut Session) -> Result<(), Fault> {
+        // A trace of its own (another UUID): the relay's disk then holds
+        // the trace before the outage and the one after as two traces,
+        // which readers do not take for one with packets twice.
+        let old = tape_ctf::uuid_string(&self.recorder.uuid());
+        let uuid = random_id();
+        self.recorder.set_uuid(uuid);
+        self.metadata_text = self.metadata_text.replacen(
+            &format!("uuid = \"{old}\""),
+            &format!("uuid = \"{}\"", tape_ctf::uuid_string(&uuid)),
+            1,
+        );
+        self.metadata = s.relay.add_stream("metadata", &self.path, 0)?;
+        let meta = wire::metadata_packet(
+            &self.recorder.uuid(),
+            self.metadata_text.as_bytes(),
+            cfg!(target_endian = "little"),
+        );
+        s.relay.send_metadata(self.metadata, &meta)?;
+        for i in 0..self.streams.len() {
+            let name = self.recorder.stream_name(i);
+            let head_size = self.recorder.packet_head_size(i);
+            let handle = s.relay.add_stream(&name, &self.path, 0)?;
+            let o = &mut self.streams[i];
+            o.handle = handle;
+            let first = o.unconfirmed.front();
+            let t = first.map_or(o.last_end, |k| k.times.begin);
+            let discarded = first.map_or(o.discarded, |k| k.times.discarded);
+            let mut head = vec![0u8; head_size];
+            self.recorder.packet_head(
+                i,
+                &mut head,
+                &PacketTimes {
+                    begin: t,
+                    end: t,
+                    seq: 0,
+                    discarded,
+                    events: 0,
+                },
+            );
+            s.relay.send_packet(handle, 0, &head, 0)?;
+            s.relay
+                .send_index(&index(handle, 0, &head, t, t, discarded, i))?;
+            o.sent = 1;
+            o.beacon = t;
+            o.tick = None;
+            for k in &mut o.unconfirmed {
+                self.recorder.packet_head(
+                    i,
+                    &mut k.packet[..head_size],
+                    &PacketTimes {
+                        seq: o.sent,
+                        ..k.times
+                    },
+                );
+                s.relay.send_packet(handle, o.sent, &k.packet, 0)?;
+                s.relay.send_index(&index(
+                    handle,
+                    o.sent,
+                    &k.packet,
+                    k.times.begin,
+                    k.times.end,
+                    k.times.discarded,
+                    i,
+                ))?;
+                o.sent += 1;
+                self.sent.resent += k.events;
+            }
+            s.advance(self.source, o.last_end);
+        }
+        s.relay.streams_sent()?;
         Ok(())
     }
 

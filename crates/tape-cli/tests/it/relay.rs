@@ -56,40 +56,47 @@ impl Relayd {
             return None;
         }
         let (control, data, live) = (free_port(), free_port(), free_port());
-        let tcp = |p: u16| format!("tcp://127.0.0.1:{p}");
-        let child = Command::new("lttng-relayd")
-            .args([
-                "-C",
-                &tcp(control),
-                "-D",
-                &tcp(data),
-                "-L",
-                &tcp(live),
-                "-o",
-            ])
-            .arg(out)
-            .env("LTTNG_HOME", out)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let r = Relayd {
-            _child: Killed(child),
+        let mut r = Relayd {
+            _child: Killed(Command::new("true").spawn().unwrap()),
             out: out.to_path_buf(),
             control,
             data,
             live,
         };
+        r.restart();
+        Some(r)
+    }
+
+    /// Kills the daemon (SIGKILL) if it runs, and starts it again on the
+    /// same ports and output directory; returns once it listens.
+    fn restart(&mut self) {
+        let tcp = |p: u16| format!("tcp://127.0.0.1:{p}");
+        self.kill();
+        let child = Command::new("lttng-relayd")
+            .args(["-C", &tcp(self.control), "-D", &tcp(self.data)])
+            .args(["-L", &tcp(self.live), "-o"])
+            .arg(&self.out)
+            .env("LTTNG_HOME", &self.out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self._child = Killed(child);
         // It listens once it has started (bounded wait).
         let t = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", r.live)).is_err() {
+        while std::net::TcpStream::connect(("127.0.0.1", self.live)).is_err() {
             assert!(
                 t.elapsed() < Duration::from_secs(10),
                 "lttng-relayd did not start"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Some(r)
+    }
+
+    /// Kills the daemon (SIGKILL).
+    fn kill(&mut self) {
+        let _ = self._child.0.kill();
+        let _ = self._child.0.wait();
     }
 
     fn url(&self) -> String {
@@ -591,4 +598,114 @@ fn last_seqs_by_thread(trace: &Path) -> BTreeMap<u64, u64> {
         *l = (*l).max(seq);
     }
     last
+}
+
+/// The relay daemon killed (SIGKILL) mid-session and started again: the
+/// program's emit path never waits (it ends on time), `tape record`
+/// resumes in a new relay session, and what is missing from the relay's
+/// disk (both sessions, an event sent again counted once) is exactly what
+/// the trace says was lost.
+#[test]
+fn a_relay_killed_and_restarted_costs_counted_losses_only() {
+    let base = base("relay-restart");
+    let Some(mut relayd) = Relayd::start(&base.join("relay")) else {
+        return;
+    };
+    let shm = base.join("shm");
+    std::fs::create_dir_all(&shm).unwrap();
+    let mut recorder = Killed(
+        Command::new(TAPE)
+            .args(["record", "--all", "--relayd", &relayd.url()])
+            .args(["--hostname", "h", "--live-timer", "100ms"])
+            .env("TAPE_SHM_DIR", &shm)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // 256 KiB rings: full within a second of the outage, so it costs.
+    let seconds = 6.0;
+    let started = Instant::now();
+    let program = flight_command(&shm, "discard")
+        .env("TAPE_TRACE_BUFSZ", "256K")
+        .args(["--threads", "2", "--pace", "5", "--seconds", "6"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    relayd.kill();
+    std::thread::sleep(Duration::from_millis(1500));
+    relayd.restart();
+    let total = emitted(program);
+    let ran = started.elapsed().as_secs_f64();
+    assert!(
+        ran < seconds + 1.5,
+        "the program took {ran} s for {seconds} s"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGINT) };
+    let status = recorder.0.wait().unwrap();
+    let (mut said, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(recorder.0.stdout.as_mut().unwrap(), &mut said).unwrap();
+    std::io::Read::read_to_string(recorder.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{said}{err}");
+    assert!(err.contains("the relay daemon went away"), "{err}");
+    assert!(err.contains("answers again"), "{err}");
+    let lost = pipeline::number_after(&said, "  lost: ");
+    assert!(
+        lost > 0,
+        "an outage of 1.5 s with 256 KiB rings lost nothing: {said}"
+    );
+    // Both sessions' traces: the events, once each (one sent again after
+    // the outage may be in both).
+    let traces: Vec<PathBuf> = walk(&relayd.out.join("h"))
+        .into_iter()
+        .filter(|p| p.join("metadata").is_file())
+        .collect();
+    assert_eq!(
+        traces.len(),
+        2,
+        "a trace before the outage, one after: {traces:?}"
+    );
+    let mut distinct: BTreeSet<(u64, u64)> = BTreeSet::new();
+    for t in &traces {
+        let out = Command::new(TAPE)
+            .args(["show", "--format", "json"])
+            .arg(t)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        for line in text(&out.stdout).lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if v["name"] == "flight.event" {
+                let f = &v["fields"];
+                distinct.insert((f["thread"].as_u64().unwrap(), f["seq"].as_u64().unwrap()));
+            }
+        }
+    }
+    assert_eq!(
+        total - distinct.len() as u64,
+        lost,
+        "missing against counted ({total} emitted, {} on the relay): {said}",
+        distinct.len()
+    );
+    // The traces say so too: babeltrace2 reports discarded events that
+    // sum to the count, and nothing else.
+    let b = Command::new("babeltrace2")
+        .arg(relayd.out.join("h"))
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{}", text(&b.stderr));
+    let mut reported = 0;
+    for l in text(&b.stderr).lines().filter(|l| !l.trim().is_empty()) {
+        let n = l
+            .strip_prefix("WARNING: Tracer discarded ")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("babeltrace2 says: {l}"));
+        reported += n;
+    }
+    assert_eq!(reported, lost);
+    let _ = std::fs::remove_dir_all(&base);
 }
