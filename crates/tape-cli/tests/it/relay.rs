@@ -709,3 +709,217 @@ fn a_relay_killed_and_restarted_costs_counted_losses_only() {
     assert_eq!(reported, lost);
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// Network namespaces made for a test, deleted when dropped.
+struct Namespaces(Vec<String>);
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
+    }
+}
+
+/// Runs `ip ARGS`, which must succeed.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        text(&out.stderr)
+    );
+}
+
+/// A command run in network namespace `ns` with host name `host` (a UTS
+/// namespace of its own): `ip netns exec NS unshare --uts sh -c
+/// 'hostname HOST && exec "$@"' sh PROGRAM ARGS...`, so that the child's
+/// pid is the program's.
+fn on_host(ns: &str, host: &str, program: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, "unshare", "--uts", "sh", "-c"])
+        .arg(format!("hostname {host} && exec \"$@\""))
+        .arg("sh")
+        .arg(program)
+        .args(args);
+    c
+}
+
+/// Two hosts (network namespaces with their own host names and veth
+/// addresses), each with a flight program and `tape record --all
+/// --relayd` to a relay daemon in a third namespace: the relay files each
+/// under its host name; babeltrace2 reads both, and `tape show` of the
+/// relay's output interleaves both hosts' events in time order.
+#[test]
+fn two_hosts_stream_into_one_relay_and_merge_by_time() {
+    let have = |tool: &str| Command::new(tool).arg("--version").output().is_ok();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let id = std::process::id() % 100_000;
+    let names: Vec<String> = ["r", "a", "b"]
+        .iter()
+        .map(|n| format!("tape-{n}{id}"))
+        .collect();
+    let made = root
+        && have("lttng-relayd")
+        && have("babeltrace2")
+        && Command::new("ip")
+            .args(["netns", "add", &names[0]])
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !made {
+        shared::required(
+            "the two-host relay test (network namespaces)",
+            "run as root where `ip netns add` works, with lttng-tools and babeltrace2",
+        );
+        return;
+    }
+    let ns = Namespaces(names.clone());
+    let (r, hosts) = (
+        &names[0],
+        [("hostA", &names[1], 1), ("hostB", &names[2], 2)],
+    );
+    ip(&["-n", r, "link", "set", "lo", "up"]);
+    for (_, n, k) in &hosts {
+        ip(&["netns", "add", n]);
+        ip(&["-n", n, "link", "set", "lo", "up"]);
+        let (here, there) = (format!("tpv{k}-{id}"), format!("tpr{k}-{id}"));
+        ip(&["link", "add", &here, "type", "veth", "peer", "name", &there]);
+        ip(&["link", "set", &here, "netns", n]);
+        ip(&["link", "set", &there, "netns", r]);
+        ip(&[
+            "-n",
+            n,
+            "addr",
+            "add",
+            &format!("10.201.{k}.2/24"),
+            "dev",
+            &here,
+        ]);
+        ip(&[
+            "-n",
+            r,
+            "addr",
+            "add",
+            &format!("10.201.{k}.1/24"),
+            "dev",
+            &there,
+        ]);
+        ip(&["-n", n, "link", "set", &here, "up"]);
+        ip(&["-n", r, "link", "set", &there, "up"]);
+    }
+    let base = base("relay-hosts");
+    let out = base.join("relay");
+    let _relayd = Killed(
+        Command::new("ip")
+            .args(["netns", "exec", r, "lttng-relayd"])
+            .args(["-C", "tcp://0.0.0.0:5342", "-D", "tcp://0.0.0.0:5343"])
+            .args(["-L", "tcp://127.0.0.1:5344", "-o"])
+            .arg(&out)
+            .env("LTTNG_HOME", &out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut recorders = Vec::new();
+    for (host, n, k) in &hosts {
+        let shm = base.join(host);
+        std::fs::create_dir_all(&shm).unwrap();
+        let url = format!("net://10.201.{k}.1");
+        // The relay listens once it has started: the recorder is retried
+        // until it reaches it (bounded).
+        let t = Instant::now();
+        let rec = loop {
+            let mut c = on_host(
+                n,
+                host,
+                Path::new(TAPE),
+                &["record", "--all", "--relayd", &url],
+            );
+            let mut c = c
+                .env("TAPE_SHM_DIR", &shm)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            if c.try_wait().unwrap().is_none() {
+                break c;
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "no relay at {url}");
+        };
+        recorders.push(Killed(rec));
+    }
+    let programs: Vec<Child> = hosts
+        .iter()
+        .map(|(host, n, _)| {
+            let shm = base.join(host);
+            let mut c = on_host(
+                n,
+                host,
+                &pipeline::example("flight"),
+                &["--threads", "2", "--pace", "5", "--seconds", "3"],
+            );
+            for (k, v) in flight_command(&shm, "discard").get_envs() {
+                if let Some(v) = v {
+                    c.env(k, v);
+                }
+            }
+            c.stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let total: u64 = programs.into_iter().map(emitted).sum();
+    std::thread::sleep(Duration::from_millis(500));
+    for rec in &mut recorders {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(rec.0.id() as i32, libc::SIGINT) };
+        let status = rec.0.wait().unwrap();
+        let mut said = String::new();
+        std::io::Read::read_to_string(rec.0.stdout.as_mut().unwrap(), &mut said).unwrap();
+        assert!(status.success(), "{said}");
+        assert!(
+            said.contains("processes: 1\n") && said.contains("  lost: 0\n"),
+            "{said}"
+        );
+    }
+    // Filed by host name (the hosts' own, by default).
+    for (host, _, _) in &hosts {
+        assert!(out.join(host).is_dir(), "{}", out.join(host).display());
+    }
+    let b = Command::new("babeltrace2").arg(&out).output().unwrap();
+    assert!(b.stderr.is_empty(), "babeltrace2 says: {}", text(&b.stderr));
+    assert_eq!(text(&b.stdout).lines().count() as u64, total);
+    let shown = Command::new(TAPE)
+        .args(["show", "--clock-seconds"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{}", text(&shown.stderr));
+    let shown = text(&shown.stdout);
+    let lines: Vec<(i128, &str)> = shown
+        .lines()
+        .map(|l| {
+            let host = if l.contains(" hostA ") {
+                "hostA"
+            } else if l.contains(" hostB ") {
+                "hostB"
+            } else {
+                panic!("no host in {l}")
+            };
+            (line_time(l).unwrap(), host)
+        })
+        .collect();
+    assert_eq!(lines.len() as u64, total);
+    assert!(lines.windows(2).all(|w| w[0].0 <= w[1].0), "out of order");
+    let switches = lines.windows(2).filter(|w| w[0].1 != w[1].1).count();
+    assert!(
+        switches > 100,
+        "the hosts' events are not interleaved: {switches} switches"
+    );
+    drop(ns);
+    let _ = std::fs::remove_dir_all(&base);
+}
