@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The highest steady rate `tape record` keeps with zero loss (issue 16):
-# the flight example (2 emitting threads, discard mode, paced to a rate)
-# recorded for SECONDS into OUT_BASE (a tmpfs such as /dev/shm, or a disk),
-# rate after rate; prints one row per rate: events/s and MB/s emitted and
-# recorded, and the events lost.
+# The highest steady rate `tape record` keeps with zero loss (issues 16
+# and 39): the flight example (2 emitting threads, discard mode, paced to
+# a rate) recorded for SECONDS into OUT_BASE (a tmpfs such as /dev/shm, or
+# a disk), rate after rate, by `tape record -o DIR` and then, in the same
+# run, by `tape record --relayd` to an `lttng-relayd` on loopback writing
+# under OUT_BASE too (when lttng-relayd is installed); prints one row per
+# rate and recorder: events/s and MB/s recorded, and the events lost.
 #
 #   bash scripts/record-rate.sh [OUT_BASE] [SECONDS] [PACE...]
 #
@@ -23,8 +25,20 @@ flight="$root/target/release/examples/flight"
 tape="$root/target/release/tape"
 work=$(mktemp -d "$base/tape-record-rate.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-printf '%8s %12s %10s %12s %10s %10s\n' PACE 'events/s' 'MB/s' 'recorded' 'lost' 'emitted'
+modes=(dir)
+if command -v lttng-relayd > /dev/null; then
+    port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+    c=$(port); d=$(port); l=$(port)
+    lttng-relayd -C "tcp://127.0.0.1:$c" -D "tcp://127.0.0.1:$d" -L "tcp://127.0.0.1:$l" \
+        -o "$work/relay" > /dev/null 2>&1 &
+    relayd=$!
+    trap 'kill $relayd 2>/dev/null; rm -rf "$work"' EXIT
+    sleep 0.5
+    modes=(dir relayd)
+fi
+printf '%8s %8s %12s %10s %12s %10s %10s\n' PACE TO 'events/s' 'MB/s' 'recorded' 'lost' 'emitted'
 for pace in "${paces[@]}"; do
+for mode in "${modes[@]}"; do
     shm="$work/shm"
     mkdir -p "$shm"
     TAPE_SHM=on TAPE_SHM_DIR="$shm" TAPE_CONTROL=off TAPE_TRACE='flight.*' \
@@ -33,7 +47,12 @@ for pace in "${paces[@]}"; do
         > "$work/pid" 2> "$work/err" &
     prog=$!
     while [ "$(ls "$shm"/tape-*/"$prog"/ring-* 2>/dev/null | wc -l)" -lt 2 ]; do sleep 0.01; done
-    TAPE_SHM_DIR="$shm" "$tape" record "$prog" -o "$work/trace" > "$work/said" 2>/dev/null
+    if [ "$mode" = dir ]; then
+        to=(-o "$work/trace")
+    else
+        to=(--relayd "net://127.0.0.1:$c:$d" --hostname rate)
+    fi
+    TAPE_SHM_DIR="$shm" "$tape" record "$prog" "${to[@]}" > "$work/said" 2>/dev/null
     wait "$prog"
     emitted=$(sed -n 's/^flight: \([0-9]*\) events emitted/\1/p' "$work/err")
     events=$(sed -n 's/^  events: \([0-9]*\) (\([0-9]*\)\/s)/\1/p' "$work/said")
@@ -43,6 +62,7 @@ for pace in "${paces[@]}"; do
     rate=$(awk "BEGIN { printf \"%.0f\", $events / $secs }")
     mbs=$(awk "BEGIN { printf \"%.1f\", $bytes / $secs / 1e6 }")
     lost=$(sed -n 's/^  lost: \([0-9]*\).*/\1/p' "$work/said")
-    printf '%8s %12s %10s %12s %10s %10s\n' "$pace" "$rate" "$mbs" "$events" "$lost" "$emitted"
-    rm -rf "$work/trace" "$work/saved" "$shm"
+    printf '%8s %8s %12s %10s %12s %10s %10s\n' "$pace" "$mode" "$rate" "$mbs" "$events" "$lost" "$emitted"
+    rm -rf "$work/trace" "$work/saved" "$shm" "$work/relay"/*
+done
 done

@@ -318,17 +318,25 @@ fn desc(
 }
 
 /// Registers `base` + each suffix, names shared with the other callsites
-/// of the same name (module docs).
+/// of the same name (module docs); `typed`: their first event describes
+/// their fields ([`Typing`]), which the shared rings' metadata says they
+/// await.
 fn register_shared<const N: usize>(
     meta: &'static Metadata<'static>,
     base: &str,
     suffixes: [&str; N],
     fields: &'static [FieldDesc],
+    typed: bool,
 ) -> Option<[&'static Tracepoint; N]> {
     let mut out = [None; N];
     for (o, suffix) in out.iter_mut().zip(suffixes) {
-        let name = format!("{base}{suffix}");
-        *o = Some(tape::registry::register_shared(desc(meta, name, fields)).ok()?);
+        let d = desc(meta, format!("{base}{suffix}"), fields);
+        let r = if typed {
+            tape::registry::register_shared_awaiting(d)
+        } else {
+            tape::registry::register_shared(d)
+        };
+        *o = Some(r.ok()?);
     }
     Some(out.map(|o| o.expect("set above")))
 }
@@ -366,11 +374,13 @@ pub(crate) fn register(meta: &'static Metadata<'static>) -> Option<&'static Call
     let made = if meta.is_span() {
         make_span(meta)
     } else {
-        register_shared(meta, &event_name(meta), [""], fields(meta, false)).map(|[main]| Callsite {
-            meta: key(meta),
-            main,
-            main_kinds: Typing::new(),
-            span: None,
+        register_shared(meta, &event_name(meta), [""], fields(meta, false), true).map(|[main]| {
+            Callsite {
+                meta: key(meta),
+                main,
+                main_kinds: Typing::new(),
+                span: None,
+            }
         })
     };
     let made = made.unwrap_or_else(|| {
@@ -409,12 +419,12 @@ fn make_span(meta: &'static Metadata<'static>) -> Option<Callsite> {
     let entry = span_point(meta, format!("{base}{}", tape::traced::ENTRY))?;
     let exit = span_point(meta, format!("{base}{}", tape::traced::EXIT))?;
     let f = fields(meta, true);
-    let [main, record] = register_shared(meta, &base, [".new", ".record"], f)?;
+    let [main, record] = register_shared(meta, &base, [".new", ".record"], f, true)?;
     static CALL_ONLY: [FieldDesc; 1] = [FieldDesc {
         name: "call",
         describe: <u64 as TapeField>::describe,
     }];
-    let [close] = register_shared(meta, &base, [".close"], &CALL_ONLY)?;
+    let [close] = register_shared(meta, &base, [".close"], &CALL_ONLY, false)?;
     Some(Callsite {
         meta: key(meta),
         main,

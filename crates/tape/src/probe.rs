@@ -764,11 +764,17 @@ pub fn describe_at_first_event(
         // SAFETY: `view` came from `Box::into_raw` just above and was not
         // published (another description was first).
         drop(unsafe { Box::from_raw(view) });
+        // Its events keep the old description: the shared rings' metadata
+        // gives it as final.
+        if registry::settled(tp.id()) {
+            let _ = registry::redescribed();
+        }
         return Ok(false);
     }
     // Release: pairs with the Acquire of `Tracepoint::desc`.
     tp.first_event_desc
         .store((new as *const TracepointDesc).cast_mut(), Ordering::Release);
+    registry::settled(tp.id());
     registry::redescribed().map_err(|e| {
         Error::new(
             ErrorKind::Io,

@@ -66,6 +66,7 @@ use crate::recover;
 use crate::ring::shm::{self, ProcessHeader};
 use crate::ring::{Drops, PacketMeta, Ring};
 use crate::save::Context;
+pub use crate::template::AWAITING_ENV;
 
 fn error(message: String) -> Error {
     Error::new(ErrorKind::Io, message)
@@ -207,6 +208,15 @@ pub struct Recorder {
     clock: Option<(u64, i64, i64)>,
     /// The trace's UUID, when the reader gives it ([`Recorder::set_uuid`]).
     uuid: Option<[u8; 16]>,
+    /// The template file as last read (inode, length, modification time).
+    template_stamp: Option<(u64, u64, Option<std::time::SystemTime>)>,
+}
+
+/// What tells that the template file at `path` was replaced.
+fn stamp(path: &Path) -> Option<(u64, u64, Option<std::time::SystemTime>)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.ino(), m.len(), m.modified().ok()))
 }
 
 /// The process file of a running process, mapped shared (the recorder
@@ -278,6 +288,8 @@ impl Recorder {
             }
         }
         let template_path = dir.join(shm::METADATA_FILE);
+        // Taken before the text: a change in between is seen next time.
+        let template_stamp = stamp(&template_path);
         let template = recover::read_template(&template_path);
         let made = template.and_then(|t| {
             if let Some(out) = out {
@@ -309,6 +321,7 @@ impl Recorder {
             metadata_len: std::cell::Cell::new(0),
             clock: None,
             uuid: None,
+            template_stamp,
         };
         r.write_metadata()?;
         Ok(r)
@@ -390,6 +403,27 @@ impl Recorder {
     /// exactly (a live viewer requires them in order across traces).
     pub fn set_clock(&mut self, clock: (u64, i64, i64)) {
         self.clock = Some(clock);
+    }
+
+    /// Reads the process's metadata template again if the process
+    /// rewrote it (a tracepoint registered, or described at its first
+    /// event, at run time): whether its text changed. [`Recorder::metadata`]
+    /// gives the new one. An events' class is in the template before its
+    /// first event is written, so a reader that calls this after taking
+    /// events can describe them all.
+    pub fn refresh_template(&mut self) -> bool {
+        let path = self.dir.join(shm::METADATA_FILE);
+        let now = stamp(&path);
+        if now.is_none() || now == self.template_stamp {
+            return false;
+        }
+        let Ok(text) = recover::read_template(&path) else {
+            return false;
+        };
+        self.template_stamp = now;
+        let changed = text != self.template;
+        self.template = text;
+        changed
     }
 
     /// Looks for rings made since the last turn (they are read from the

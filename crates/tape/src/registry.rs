@@ -237,7 +237,7 @@ pub fn lookup(name: &str) -> Option<&'static Tracepoint> {
 /// was registered does not count its events that a filter rejects (rings
 /// made after do), and typed probes cannot attach to it (untyped ones can).
 pub fn register(desc: &'static crate::point::TracepointDesc) -> Result<&'static Tracepoint, Error> {
-    register_as(desc, false)
+    register_as(desc, false, false)
 }
 
 /// Names that several tracepoints registered at run time share
@@ -255,12 +255,43 @@ static SHARED_NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 pub fn register_shared(
     desc: &'static crate::point::TracepointDesc,
 ) -> Result<&'static Tracepoint, Error> {
-    register_as(desc, true)
+    register_as(desc, true, false)
+}
+
+/// [`register_shared`], for a tracepoint whose fields its first event
+/// describes ([`crate::probe::describe_at_first_event`]): until then its
+/// id is listed as awaiting its description ([`awaiting_description`],
+/// the shared rings' metadata's `tape_awaiting_description`), so that a
+/// reader that sends event classes once (the relay) waits for the final
+/// one. No event of it is written before.
+pub fn register_shared_awaiting(
+    desc: &'static crate::point::TracepointDesc,
+) -> Result<&'static Tracepoint, Error> {
+    register_as(desc, true, true)
+}
+
+/// Ids of tracepoints registered with [`register_shared_awaiting`] whose
+/// first event has not described them yet.
+static AWAITING: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+
+/// The ids awaiting their description, in registration order.
+pub(crate) fn awaiting_description() -> Vec<u16> {
+    AWAITING.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Tracepoint `id` was described (or will not be): it awaits nothing.
+/// Whether it did.
+pub(crate) fn settled(id: u16) -> bool {
+    let mut a = AWAITING.lock().unwrap_or_else(|e| e.into_inner());
+    let had = a.contains(&id);
+    a.retain(|&i| i != id);
+    had
 }
 
 fn register_as(
     desc: &'static crate::point::TracepointDesc,
     shared: bool,
+    awaiting: bool,
 ) -> Result<&'static Tracepoint, Error> {
     let history = control();
     let mut names = SHARED_NAMES.lock().unwrap_or_else(|e| e.into_inner());
@@ -295,7 +326,15 @@ fn register_as(
     if on {
         p.set_enabled(true);
     }
+    if awaiting {
+        // Before the hook below: no template names it without the mark.
+        AWAITING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(p.id());
+    }
     r.points.push(p).ok_or_else(|| {
+        settled(p.id());
         Error::new(
             ErrorKind::Duplicate,
             format!("cannot register {:?}: all event ids are given", desc.name),

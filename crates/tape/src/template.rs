@@ -132,8 +132,23 @@ pub(crate) fn metadata(uuid: [u8; 16], extra: &[(&str, Hole)], counts: &Counts) 
     for (name, h) in extra {
         t.env.push(((*name).into(), value(*h)));
     }
+    // Tracepoints whose first event will describe their fields: a reader
+    // that sends event classes once (the relay) waits for that.
+    let awaiting = crate::registry::awaiting_description();
+    if !awaiting.is_empty() {
+        let ids: Vec<String> = awaiting.iter().map(u16::to_string).collect();
+        t.env.push((
+            AWAITING_ENV.into(),
+            tape_ctf_model::EnvValue::Str(ids.join(",")),
+        ));
+    }
     t.to_tsdl()
 }
+
+/// The `env` entry of the shared rings' metadata that lists (`12,15`) the
+/// ids of event classes whose description their first event will give
+/// ([`crate::registry::register_shared_awaiting`]); absent when none.
+pub const AWAITING_ENV: &str = "tape_awaiting_description";
 
 /// The text cut at each hole, in the order they appear: `pieces[i]`, then
 /// the value of `holes[i]`, then `pieces[i + 1]`...

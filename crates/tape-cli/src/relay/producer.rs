@@ -51,6 +51,7 @@
 //! clock calibrated over at least [`tape::clock::MIN_CALIBRATION`] (a
 //! process that just started is waited for).
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -357,8 +358,13 @@ pub(crate) struct Feed {
     source: u32,
     /// An event id its trace does not use (`tape.process.died`'s).
     spare_id: u64,
-    /// Its metadata as sent (again in a new session).
+    /// Its metadata as sent so far (again in a new session): the first
+    /// packet's, then the event classes sent since.
     metadata_text: String,
+    /// The event classes (ids) sent.
+    sent_classes: BTreeSet<u64>,
+    /// A class sent was declared again otherwise (said once).
+    redeclared: bool,
     pub(crate) sent: Sent,
 }
 
@@ -379,25 +385,24 @@ impl Feed {
             }
         };
         recorder.set_clock(clock);
-        let feed = |e: String| Fault::Feed(format!("process {}: {e}", recorder.pid()));
-        let text = recorder.metadata().map_err(|e| feed(e.to_string()))?;
-        let trace = tape_ctf::parse_metadata(&text)
-            .map_err(|e| feed(format!("its metadata: {e}")))?
-            .trace;
-        let plan =
-            Arc::new(TracePlan::new(&trace).map_err(|e| feed(format!("its metadata: {e}")))?);
-        let spare_id = trace
-            .events
-            .iter()
-            .filter(|e| e.stream_id.unwrap_or(0) == 0)
-            .map(|e| e.id + 1)
-            .max()
-            .unwrap_or(0);
+        let text = recorder
+            .metadata()
+            .map_err(|e| Fault::Feed(format!("process {}: {e}", recorder.pid())))?;
+        let (plan, spare_id) = plan_of(&text, recorder.pid())?;
+        // The event classes whose first event will describe them wait.
+        let (prelude, classes) = event_classes(&text);
+        let awaiting = awaiting(&text);
+        let mut sent_classes = BTreeSet::new();
+        let mut first = prelude.to_owned();
+        for (id, block) in classes.iter().filter(|c| !awaiting.contains(&c.0)) {
+            first.push_str(block);
+            sent_classes.insert(*id);
+        }
         let metadata = s.relay.add_stream("metadata", &path, 0)?;
         s.relay.streams_sent()?;
         let packet = wire::metadata_packet(
             &recorder.uuid(),
-            text.as_bytes(),
+            first.as_bytes(),
             cfg!(target_endian = "little"),
         );
         s.relay.send_metadata(metadata, &packet)?;
@@ -411,7 +416,9 @@ impl Feed {
             taken: Vec::new(),
             source,
             spare_id,
-            metadata_text: text,
+            metadata_text: first,
+            sent_classes,
+            redeclared: false,
             sent: Sent::default(),
         };
         f.publish(s)?;
@@ -445,7 +452,59 @@ impl Feed {
     /// streams, published to viewers.
     pub(crate) fn publish(&mut self, s: &mut Session) -> Result<(), Fault> {
         self.recorder.find_new_rings();
-        self.add_streams(s)
+        self.add_streams(s)?;
+        // After the read: the classes of the events read are in it.
+        if self.recorder.refresh_template() {
+            self.send_new_classes(s)?;
+        }
+        Ok(())
+    }
+
+    /// Sends, as a metadata packet of their own, the event classes the
+    /// process's metadata has now that were not sent (registered at run
+    /// time, or described by their first event), and reads its events by
+    /// it from now on.
+    fn send_new_classes(&mut self, s: &mut Session) -> Result<(), Fault> {
+        let pid = self.recorder.pid();
+        let text = self
+            .recorder
+            .metadata()
+            .map_err(|e| Fault::Feed(format!("process {pid}: {e}")))?;
+        let (plan, spare_id) = plan_of(&text, pid)?;
+        self.plan = plan;
+        self.spare_id = spare_id;
+        let (_, classes) = event_classes(&text);
+        let awaiting = awaiting(&text);
+        let mut more = String::new();
+        for (id, block) in &classes {
+            if awaiting.contains(id) {
+                continue;
+            }
+            if self.sent_classes.contains(id) {
+                if !self.redeclared && !self.metadata_text.contains(block.as_str()) {
+                    self.redeclared = true;
+                    crate::say!(
+                        "tape record: {}: event class {id} was described again after it was \
+                         sent; the relay's trace keeps the first description",
+                        self.path
+                    );
+                }
+                continue;
+            }
+            more.push_str(block);
+            self.sent_classes.insert(*id);
+        }
+        if more.is_empty() {
+            return Ok(());
+        }
+        let packet = wire::metadata_packet(
+            &self.recorder.uuid(),
+            more.as_bytes(),
+            cfg!(target_endian = "little"),
+        );
+        s.relay.send_metadata(self.metadata, &packet)?;
+        self.metadata_text.push_str(&more);
+        Ok(())
     }
 
     /// Sends what [`Feed::take`] read, and at a `tick` the idle streams'
@@ -874,6 +933,54 @@ impl Feed {
     }
 }
 
+/// The decoding plan of a process's metadata `text` (for the events of
+/// open packets), and an event id none of its classes has.
+fn plan_of(text: &str, pid: u32) -> Result<(Arc<TracePlan>, u64), Fault> {
+    let feed = |e: String| Fault::Feed(format!("process {pid}: its metadata: {e}"));
+    let trace = tape_ctf::parse_metadata(text)
+        .map_err(|e| feed(e.to_string()))?
+        .trace;
+    let plan = Arc::new(TracePlan::new(&trace).map_err(feed)?);
+    let spare = trace
+        .events
+        .iter()
+        .filter(|e| e.stream_id.unwrap_or(0) == 0)
+        .map(|e| e.id + 1)
+        .max()
+        .unwrap_or(0);
+    Ok((plan, spare))
+}
+
+/// A metadata text as tape writes it: what comes before its event
+/// classes, and each class (`event {` ... `};` lines) with its id.
+fn event_classes(text: &str) -> (&str, Vec<(u64, String)>) {
+    let start = text.find("\nevent {\n").map_or(text.len(), |i| i + 1);
+    let mut classes = Vec::new();
+    let mut rest = &text[start..];
+    while let Some(body) = rest.strip_prefix("event {\n") {
+        let end = body.find("\n};\n").map_or(body.len(), |i| i + 4);
+        let block = &rest[..end + "event {\n".len()];
+        let id = block
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("id = "))
+            .and_then(|v| v.trim_end_matches(';').parse().ok())
+            .unwrap_or(u64::MAX);
+        classes.push((id, block.to_owned()));
+        rest = rest[block.len()..].trim_start_matches('\n');
+    }
+    (&text[..start], classes)
+}
+
+/// The ids the metadata lists as awaiting their first event's description
+/// (`env` entry [`tape::record::AWAITING_ENV`]).
+fn awaiting(text: &str) -> BTreeSet<u64> {
+    let key = format!("{} = \"", tape::record::AWAITING_ENV);
+    text.find(&key)
+        .and_then(|i| text[i + key.len()..].split('"').next())
+        .map(|ids| ids.split(',').filter_map(|i| i.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
 /// The trace's path in its relay session: `<program>-<pid>`, the program
 /// name's characters other than letters, digits, `-`, `_` and `.` made
 /// `_` (the relay takes the path as directories), no leading `.`.
@@ -917,5 +1024,80 @@ fn index(
         stream_class: 0,
         stream_instance_id: instance as u64,
         packet_seq_num: net_seq_num,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tape_ctf::{EnvValue, EventClass, Field, Integer, Struct, Trace, Type};
+
+    /// A trace description as tape's writer makes it: its prelude, then
+    /// event classes with nested structs (whose `};` are indented).
+    fn text(awaiting: &str) -> String {
+        let mut t = Trace::new([3; 16]);
+        t.env.push(("hostname".into(), EnvValue::Str("h".into())));
+        if !awaiting.is_empty() {
+            t.env.push((
+                tape::record::AWAITING_ENV.into(),
+                EnvValue::Str(awaiting.into()),
+            ));
+        }
+        let u32_ = || Type::Integer(Integer::unsigned(32));
+        let inner = Type::Struct(Struct::new(vec![Field::new("a", u32_())]));
+        for (name, id) in [("app.first", 0), ("app.second", 1), ("app.third", 7)] {
+            t.events.push(EventClass::new(
+                name,
+                id,
+                Struct::new(vec![
+                    Field::new("x", u32_()),
+                    Field::new("s", inner.clone()),
+                ]),
+            ));
+        }
+        t.to_tsdl()
+    }
+
+    #[test]
+    fn a_metadata_text_splits_into_its_prelude_and_event_classes() {
+        let full = text("1,7");
+        let (prelude, classes) = event_classes(&full);
+        assert!(prelude.starts_with("/* CTF 1.8 */"), "{prelude}");
+        assert!(!prelude.contains("event {"), "{prelude}");
+        let ids: Vec<u64> = classes.iter().map(|c| c.0).collect();
+        assert_eq!(ids, [0, 1, 7]);
+        for (id, block) in &classes {
+            assert!(
+                block.starts_with("event {\n") && block.ends_with("\n};\n"),
+                "{block}"
+            );
+            assert_eq!(block.matches("\nevent {").count(), 0, "{id}: {block}");
+        }
+        // Nothing lost: the pieces make the text again.
+        let again: String = std::iter::once(prelude.to_owned())
+            .chain(classes.iter().map(|c| c.1.clone()))
+            .collect();
+        let squeeze = |s: &str| s.replace("\n\n", "\n");
+        assert_eq!(squeeze(&again).trim_end(), squeeze(&full).trim_end());
+        // And each piece parses with the prelude, as a viewer reads them.
+        for (_, block) in &classes {
+            let one = format!("{prelude}{block}");
+            tape_ctf::parse_metadata(&one).unwrap_or_else(|e| panic!("{e}: {one}"));
+        }
+        assert_eq!(awaiting(&full), BTreeSet::from([1, 7]));
+        assert_eq!(awaiting(&text("")), BTreeSet::new());
+    }
+
+    #[test]
+    fn trace_paths_are_safe_directory_names() {
+        for (program, want) in [
+            ("flight", "flight-7"),
+            ("../etc", "_etc-7"),
+            ("a b/c", "a_b_c-7"),
+            ("", "process-7"),
+            ("...", "process-7"),
+        ] {
+            assert_eq!(trace_path(program, 7), want, "{program:?}");
+        }
     }
 }

@@ -923,3 +923,75 @@ fn two_hosts_stream_into_one_relay_and_merge_by_time() {
     drop(ns);
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// babeltrace2's lines of `trace` without their time and delta (the
+/// relay's copy states its clock from another calibration), sorted.
+fn lines_without_times(trace: &Path) -> Vec<String> {
+    let b = Command::new("babeltrace2").arg(trace).output().unwrap();
+    assert!(
+        b.status.success() && b.stderr.is_empty(),
+        "{}",
+        text(&b.stderr)
+    );
+    let mut lines: Vec<String> = text(&b.stdout)
+        .lines()
+        .map(|l| l.splitn(3, ' ').nth(2).unwrap_or(l).to_owned())
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// A `tracing` program (tape-tracing: callsites registered as they are
+/// first hit, their fields typed by their first event) followed from its
+/// start: each event class reaches the relay once final (not while its
+/// first event is yet to describe it), so the relay's trace reads in
+/// babeltrace2 line for line as the program's own save.
+#[test]
+fn tracepoints_registered_and_described_at_run_time_reach_the_relay() {
+    let base = base("relay-tracing");
+    let Some(relayd) = Relayd::start(&base.join("relay")) else {
+        return;
+    };
+    let shm = base.join("shm");
+    std::fs::create_dir_all(&shm).unwrap();
+    let mut recorder = Killed(
+        Command::new(TAPE)
+            .args(["record", "--all", "--relayd", &relayd.url()])
+            .args(["--hostname", "h", "--live-timer", "50ms"])
+            .env("TAPE_SHM_DIR", &shm)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let saved = base.join("saved");
+    let out = Command::new(pipeline::example("tracing_spans"))
+        .args(["--seconds", "2"])
+        .env("TAPE_SHM", "on")
+        .env("TAPE_SHM_DIR", &shm)
+        .env("TAPE_CONTROL", "off")
+        .env("TAPE_TRACE", "tracing.*")
+        .env("TAPE_TRACE_BUFSZ", "8M")
+        .env("TAPE_TRACE_DIR", &saved)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGINT) };
+    let status = recorder.0.wait().unwrap();
+    let (mut said, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(recorder.0.stdout.as_mut().unwrap(), &mut said).unwrap();
+    std::io::Read::read_to_string(recorder.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{said}{err}");
+    assert!(!err.contains("described again"), "{err}");
+    let relayed = lines_without_times(&relayd.out.join("h"));
+    let own = lines_without_times(&pipeline::only_trace(&saved));
+    assert!(own.len() > 100, "{}", own.len());
+    assert_eq!(relayed.len(), own.len());
+    for (r, o) in relayed.iter().zip(&own) {
+        assert_eq!(r, o);
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
