@@ -13,10 +13,14 @@
 //!   prints its events as they come (`pipe.rs`); `tape recover
 //!   PID|DIR` rebuilds the trace of one that died (`tape::recover`), `tape
 //!   ps --dead` lists those, `tape recover --clean PID|--all` removes them.
+//! * `tape record PID|--all --relayd net://HOST`: the same rings streamed to
+//!   LTTng's relay daemon, read live by babeltrace2 (`relay/`: the protocol
+//!   and tape as its producer; no authentication: loopback, a trusted
+//!   network or an ssh tunnel).
 //!
 //! One file per subcommand (`show.rs`, `graph.rs`, `profile.rs`,
 //! `stats.rs`, `check.rs`, `export.rs`, `ctl.rs` with `ps`, `pipe.rs`,
-//! `recover.rs` with `record`); what they share in `select.rs` (the
+//! `recover.rs` with `record`, `relay/` with `record --relayd`); what they share in `select.rs` (the
 //! selection, how losses are said) and `output.rs` (opening traces, writing
 //! the output); this file is the command line.
 //!
