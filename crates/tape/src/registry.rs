@@ -260,8 +260,8 @@ pub fn register_shared(
 
 /// [`register_shared`], for a tracepoint whose fields its first event
 /// describes ([`crate::probe::describe_at_first_event`]): until then its
-/// id is listed as awaiting its description ([`awaiting_description`],
-/// the shared rings' metadata's `tape_awaiting_description`), so that a
+/// id is listed as awaiting its description (the shared rings'
+/// metadata's `tape_awaiting_description`), so that a
 /// reader that sends event classes once (the relay) waits for the final
 /// one. No event of it is written before.
 pub fn register_shared_awaiting(

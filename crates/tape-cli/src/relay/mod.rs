@@ -5,8 +5,17 @@
 //! session (`producer`), fed by the same consuming reader of the shared
 //! rings that `tape record -o DIR` and `tape pipe` use.
 //!
+//! This file follows the processes: one (`tape record PID --relayd`) or
+//! every tape process of this user on the host as they start and exit
+//! (`--all`, the ring directories), each a trace of one relay session, in
+//! turns of read, look for new ones, publish, send (`producer.rs` says
+//! why in that order); a process gone is ended and, after a linger for
+//! live viewers, closed. A relay that goes away is retried with backoff,
+//! the rings unread meanwhile, and the session resumed anew.
+//!
 //! **No authentication.** The relay daemon trusts every peer and has no
-//! TLS: keep it on loopback, a trusted network, or an ssh tunnel.
+//! TLS: keep it on loopback, a trusted network, or an ssh tunnel. What it
+//! answers is read bounded and checked (`wire.rs`, `client.rs`).
 
 pub(crate) mod client;
 pub(crate) mod producer;

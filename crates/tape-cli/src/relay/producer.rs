@@ -46,10 +46,33 @@
 //! the owner to reuse; a relay slower than the program makes the rings
 //! fill and the owner drop and count, never wait.
 //!
-//! The metadata is sent once, when the trace starts, as a CTF metadata
-//! packet (babeltrace2 2.0.4 reads metadata sent in pieces only so), its
-//! clock calibrated over at least [`tape::clock::MIN_CALIBRATION`] (a
-//! process that just started is waited for).
+//! **Metadata.** It goes as CTF metadata packets (babeltrace2 2.0.4 reads
+//! metadata sent in pieces only so): the trace's, when it starts, its clock
+//! calibrated over at least [`tape::clock::MIN_CALIBRATION`] (a process
+//! that just started is waited for) and shared by every trace of the
+//! session with the same clock source (their times then compare exactly);
+//! then, as they appear, the event classes registered at run time, each in
+//! a packet of its own, read from the process's template after the events
+//! that need them. A class whose first event will describe its fields
+//! (tape-tracing's) is listed in the template as awaiting that, and is
+//! sent once described: a relay's metadata can add classes, never change
+//! one.
+//!
+//! **Order for a live viewer.** A live viewer shows a session's events in
+//! one time order and stops at one older than what it has shown. So every
+//! turn reads all rings first, then looks for the rings and processes made
+//! meanwhile and publishes them, and only then sends: a ring not seen yet
+//! makes its events after what was read. A stream begins no earlier than
+//! the latest time sent in the session.
+//!
+//! **Outage.** Each packet is kept until the relay confirms it
+//! (`DATA_PENDING`, at each tick). If the relay goes away, the caller
+//! reconnects ([`Session::reconnect`]: a new relay session, since a
+//! restarted relay has lost the old one) and [`Feed::resume`] makes the
+//! trace again there under a new UUID (readers of the relay's disk take the
+//! two for two traces), its streams begun with the losses so far, the
+//! unconfirmed packets and the chunks not yet sent sent again: at least
+//! once, and every loss of the outage counted by the rings.
 
 use std::collections::BTreeSet;
 use std::io::Write;
