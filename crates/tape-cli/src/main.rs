@@ -269,8 +269,12 @@ enum Command {
     /// runs.
     Record {
         /// The process's id, or its rings' directory.
-        #[arg(required_unless_present = "all")]
+        #[arg(required_unless_present_any = ["all", "command"])]
         target: Option<String>,
+        /// Start this program (after `--`) and record it from its first
+        /// ring until it exits.
+        #[arg(last = true, value_name = "COMMAND", conflicts_with_all = ["target", "all"])]
+        command: Vec<String>,
         /// Every tape process of this user on this host, as they start and
         /// until they exit (with --relayd): one relay session, a trace per
         /// process (`<program>-<pid>`).
@@ -418,6 +422,7 @@ fn main() -> ExitCode {
         } => recover::recover(target, output, clean, all),
         Command::Record {
             target,
+            command,
             all,
             output,
             relayd,
@@ -430,13 +435,12 @@ fn main() -> ExitCode {
             let relay = relayd
                 .map(|url| relay::options(&url, session, live_timer.as_deref(), hostname))
                 .transpose()?;
-            recover::record(
-                target.as_deref().filter(|_| !all),
-                output,
-                relay,
-                duration,
-                size,
-            )
+            let recorded = if command.is_empty() {
+                recover::Recorded::Target(target.as_deref().filter(|_| !all))
+            } else {
+                recover::Recorded::Command(&command)
+            };
+            recover::record(recorded, output, relay, duration, size)
         })(),
         Command::Pipe {
             target,

@@ -187,8 +187,40 @@ pub(crate) fn stopped() -> bool {
 }
 
 /// `tape record TARGET -o OUT [--duration S] [--size LIMIT]`.
+/// What `tape record` records: a running process (or, `None`, with
+/// `--all`, every one), or a program it starts.
+pub(crate) enum Recorded<'a> {
+    Target(Option<&'a str>),
+    Command(&'a [String]),
+}
+
+/// Starts `command` (its output the terminal's) and waits for its shared
+/// rings' directory: as long as it runs, no longer (a program that exits
+/// before making a ring is an error naming it).
+fn start(command: &[String]) -> Result<(std::process::Child, PathBuf), Failure> {
+    let mut child = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .spawn()
+        .map_err(|e| format!("tape record -- {}: cannot start it: {e}", command[0]))?;
+    let pid = child.id().to_string();
+    loop {
+        if let Ok(dir) = tape::recover::find(&pid) {
+            return Ok((child, dir));
+        }
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            return Err(format!(
+                "tape record -- {}: it ended ({status}) before making a shared ring (does it \
+                 call tape::init, with a tracepoint enabled, and TAPE_SHM not off?)",
+                command[0]
+            )
+            .into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 pub(crate) fn record(
-    target: Option<&str>,
+    recorded: Recorded<'_>,
     output: Option<PathBuf>,
     relay: Option<crate::relay::producer::Options>,
     duration: Option<f64>,
@@ -210,19 +242,55 @@ pub(crate) fn record(
             }
         },
     };
-    let Some(target) = target else {
-        let relay = relay.ok_or_else(|| "tape record --all: give --relayd URL".to_owned())?;
-        return crate::relay::record(crate::relay::Follow::All, relay, duration, limit);
+    let mut child = None;
+    let (dir, target) = match recorded {
+        Recorded::Target(None) => {
+            let relay = relay.ok_or_else(|| "tape record --all: give --relayd URL".to_owned())?;
+            return crate::relay::record(crate::relay::Follow::All, relay, duration, limit);
+        }
+        Recorded::Target(Some(t)) => (
+            tape::recover::find_running(t, STARTING).map_err(|e| e.to_string())?,
+            t.to_owned(),
+        ),
+        Recorded::Command(command) => {
+            let (c, dir) = start(command)?;
+            let target = format!("{} (pid {})", command[0], c.id());
+            child = Some(c);
+            (dir, target)
+        }
     };
-    let dir = tape::recover::find_running(target, STARTING).map_err(|e| e.to_string())?;
+    let r = record_dir(&dir, &target, output, relay, duration, limit);
+    if let Some(mut c) = child {
+        // The recording ends when the program exits (or earlier: then it
+        // goes on, said).
+        match c.try_wait() {
+            Ok(Some(status)) if !status.success() => {
+                crate::say!("tape record: {target} ended: {status}")
+            }
+            Ok(None) => crate::say!("tape record: {target} still runs"),
+            _ => {}
+        }
+    }
+    r
+}
+
+/// `tape record` of the running process whose rings are in `dir`.
+fn record_dir(
+    dir: &std::path::Path,
+    target: &str,
+    output: Option<PathBuf>,
+    relay: Option<crate::relay::producer::Options>,
+    duration: Option<std::time::Duration>,
+    limit: Option<u64>,
+) -> Result<(), Failure> {
     let output = match (output, relay) {
         (_, Some(relay)) => {
-            return crate::relay::record(crate::relay::Follow::One(&dir), relay, duration, limit)
+            return crate::relay::record(crate::relay::Follow::One(dir), relay, duration, limit)
         }
         (Some(o), None) => o,
         (None, None) => return Err("tape record: give -o DIR or --relayd URL".to_owned().into()),
     };
-    let mut r = tape::record::Recorder::attach(&dir, &output).map_err(|e| e.to_string())?;
+    let mut r = tape::record::Recorder::attach(dir, &output).map_err(|e| e.to_string())?;
     catch_stop();
     crate::say!(
         "tape record: recording process {} into {} (until it exits{}{}; Ctrl-C ends)",

@@ -995,3 +995,62 @@ fn tracepoints_registered_and_described_at_run_time_reach_the_relay() {
     }
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// `tape record --relayd URL -- PROGRAM`: the program started by the
+/// recorder, streamed from its first ring until it exits, every event
+/// on the relay; one that exits before making a ring, or cannot start, is
+/// an error naming it.
+#[test]
+fn a_program_started_by_the_recorder_is_streamed_whole() {
+    let base = base("relay-command");
+    let Some(relayd) = Relayd::start(&base.join("relay")) else {
+        return;
+    };
+    let shm = base.join("shm");
+    std::fs::create_dir_all(&shm).unwrap();
+    let flight = pipeline::example("flight");
+    // The flight tests' environment (rings under `shm`, discard mode).
+    let c = flight_command(&shm, "discard");
+    let out = Command::new(TAPE)
+        .args(["record", "--relayd", &relayd.url(), "--hostname", "h", "--"])
+        .arg(&flight)
+        .args(["--threads", "2", "--pace", "5", "--seconds", "1"])
+        .envs(
+            c.get_envs()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+        )
+        .env("TAPE_TRACE_BUFSZ", "1M")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let (said, err) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{said}{err}");
+    let total = pipeline::number_after(
+        err.lines()
+            .find(|l| l.starts_with("flight: "))
+            .unwrap_or_else(|| panic!("{err}")),
+        "flight: ",
+    );
+    assert_eq!(pipeline::number_after(&said, "  events: "), total, "{said}");
+    let b = Command::new("babeltrace2")
+        .arg(relayd.out.join("h"))
+        .output()
+        .unwrap();
+    assert!(b.stderr.is_empty(), "{}", text(&b.stderr));
+    assert_eq!(text(&b.stdout).lines().count() as u64, total);
+    for (program, want) in [
+        ("/bin/true", "before making a shared ring"),
+        ("/nonexistent/program", "cannot start it"),
+    ] {
+        let out = Command::new(TAPE)
+            .args(["record", "--relayd", &relayd.url(), "--", program])
+            .env("TAPE_SHM_DIR", &shm)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = text(&out.stderr);
+        assert!(err.contains(program) && err.contains(want), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
