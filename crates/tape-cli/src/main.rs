@@ -43,6 +43,7 @@ mod graph;
 mod output;
 mod pipe;
 mod profile;
+mod reader;
 mod recover;
 mod relay;
 mod select;

@@ -114,15 +114,15 @@ pub(crate) fn pipe(
     events: Option<globset::GlobSet>,
 ) -> Result<(), Failure> {
     let dir =
-        tape::recover::find_running(target, crate::recover::STARTING).map_err(|e| e.to_string())?;
+        tape::recover::find_running(target, crate::reader::STARTING).map_err(|e| e.to_string())?;
     let mut reader = tape::record::Recorder::attach_live(&dir).map_err(|e| e.to_string())?;
     let text = reader.metadata().map_err(|e| e.to_string())?;
     let trace = tape_ctf::parse_metadata(&text)
         .map_err(|e| format!("the metadata of process {}: {e}", reader.pid()))?
         .trace;
     let plan = Arc::new(TracePlan::new(&trace).map_err(|e| format!("the metadata: {e}"))?);
-    let packet_file = Arc::new(packet_file()?);
-    crate::recover::catch_stop();
+    let packet_file = Arc::new(crate::reader::packet_file()?);
+    crate::reader::catch_stop();
     let mut out = std::io::stdout().lock();
     let mut rings: HashMap<usize, Ring> = HashMap::new();
     let mut held: Vec<Held> = Vec::new();
@@ -145,7 +145,7 @@ pub(crate) fn pipe(
                 reader.pid()
             );
         }
-        if crate::recover::stopped() {
+        if crate::reader::stopped() {
             ended = true;
         } else if checked.elapsed() >= Duration::from_millis(50) {
             checked = Instant::now();
@@ -185,7 +185,7 @@ pub(crate) fn pipe(
                     c.dropped.saturating_sub(ring.dropped)
                 };
                 ring.dropped = ring.dropped.max(c.dropped);
-                if let Err(e) = put_packet(&packet_file, c.packet) {
+                if let Err(e) = crate::reader::put_packet(&packet_file, c.packet) {
                     failed = Some(format!("the copy of ring {name}'s packet (in memory): {e}"));
                     return;
                 }
@@ -374,36 +374,4 @@ fn lost_line(format: Format, n: u64, t: i128, stream: &str) -> Vec<u8> {
         _ => format!("[LOST {n} EVENTS] in {stream}\n"),
     }
     .into_bytes()
-}
-
-/// The file each packet is decoded from: anonymous memory (`memfd_create`),
-/// or where that is refused (an old kernel, a seccomp policy) a file of the
-/// temporary directory unlinked at once. Either way nothing is left behind.
-pub(crate) fn packet_file() -> Result<std::fs::File, String> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: the name is a NUL-terminated string; memfd_create has no
-    // other memory preconditions.
-    let fd = unsafe { libc::memfd_create(c"tape-pipe-packet".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd >= 0 {
-        // SAFETY: `fd` was just opened here and is owned by nothing else.
-        return Ok(unsafe { std::fs::File::from_raw_fd(fd) });
-    }
-    let path = std::env::temp_dir().join(format!("tape-pipe-{}", std::process::id()));
-    // One left by an earlier process with this pid.
-    let _ = std::fs::remove_file(&path);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let _ = std::fs::remove_file(&path);
-    Ok(file)
-}
-
-/// Makes `file` hold exactly `packet`.
-pub(crate) fn put_packet(file: &std::fs::File, packet: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    file.write_all_at(packet, 0)?;
-    file.set_len(packet.len() as u64)
 }

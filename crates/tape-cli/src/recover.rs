@@ -161,32 +161,6 @@ pub(crate) fn ps_dead() -> Result<(), Failure> {
     out.flush().map_err(output_error)
 }
 
-/// Set by SIGINT / SIGTERM during `tape record`: end the recording.
-static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn stop_recording(_: libc::c_int) {
-    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// How long `tape pipe` and `tape record` wait for a process that runs
-/// but has no shared rings yet (just started).
-pub(crate) const STARTING: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// SIGINT and SIGTERM end `tape record` and `tape pipe` at their next
-/// turn ([`stopped`]).
-pub(crate) fn catch_stop() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe).
-        unsafe { libc::signal(sig, stop_recording as *const () as libc::sighandler_t) };
-    }
-}
-
-/// Whether SIGINT or SIGTERM came.
-pub(crate) fn stopped() -> bool {
-    STOP.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// `tape record TARGET -o OUT [--duration S] [--size LIMIT]`.
 /// What `tape record` records: a running process (or, `None`, with
 /// `--all`, every one), or a program it starts.
 pub(crate) enum Recorded<'a> {
@@ -219,6 +193,8 @@ fn start(command: &[String]) -> Result<(std::process::Child, PathBuf), Failure> 
     }
 }
 
+/// `tape record TARGET|--all|-- PROGRAM (-o OUT | --relayd URL)
+/// [--duration S] [--size LIMIT]`.
 pub(crate) fn record(
     recorded: Recorded<'_>,
     output: Option<PathBuf>,
@@ -249,7 +225,7 @@ pub(crate) fn record(
             return crate::relay::record(crate::relay::Follow::All, relay, duration, limit);
         }
         Recorded::Target(Some(t)) => (
-            tape::recover::find_running(t, STARTING).map_err(|e| e.to_string())?,
+            tape::recover::find_running(t, crate::reader::STARTING).map_err(|e| e.to_string())?,
             t.to_owned(),
         ),
         Recorded::Command(command) => {
@@ -291,7 +267,7 @@ fn record_dir(
         (None, None) => return Err("tape record: give -o DIR or --relayd URL".to_owned().into()),
     };
     let mut r = tape::record::Recorder::attach(dir, &output).map_err(|e| e.to_string())?;
-    catch_stop();
+    crate::reader::catch_stop();
     crate::say!(
         "tape record: recording process {} into {} (until it exits{}{}; Ctrl-C ends)",
         r.pid(),
@@ -303,7 +279,7 @@ fn record_dir(
     let mut idle = std::time::Duration::from_millis(1);
     let mut checked = start;
     let why = loop {
-        if stopped() {
+        if crate::reader::stopped() {
             break "interrupted";
         }
         if duration.is_some_and(|d| start.elapsed() >= d) {

@@ -154,7 +154,7 @@ pub(crate) fn record(
         host.seen.insert(dir.to_path_buf());
         host.traced.push(Traced::Waiting(r));
     }
-    crate::recover::catch_stop();
+    crate::reader::catch_stop();
     let url = &host.session.options.url;
     crate::say!(
         "tape record: streaming {} to the relay daemon at {}:{} as {} (live: babeltrace2 \
@@ -179,7 +179,7 @@ pub(crate) fn record(
     let mut outage: Option<Outage> = None;
     let mut sessions = vec![host.session.path.clone()];
     let why = loop {
-        if crate::recover::stopped() {
+        if crate::reader::stopped() {
             break "interrupted";
         }
         if duration.is_some_and(|d| start.elapsed() >= d) {

@@ -435,7 +435,7 @@ impl Feed {
             metadata,
             streams: Vec::new(),
             plan,
-            packet_file: Arc::new(crate::pipe::packet_file().map_err(Fault::Feed)?),
+            packet_file: Arc::new(crate::reader::packet_file().map_err(Fault::Feed)?),
             taken: Vec::new(),
             source,
             spare_id,
@@ -710,7 +710,7 @@ impl Feed {
     /// The last event's time in `packet` (a chunk of an open ring packet),
     /// and its number of events: decoded with the trace's metadata.
     fn last_event(&self, packet: &[u8], name: &str) -> Result<(u64, u64), Fault> {
-        crate::pipe::put_packet(&self.packet_file, packet).map_err(|e| {
+        crate::reader::put_packet(&self.packet_file, packet).map_err(|e| {
             Fault::Feed(format!("the copy of ring {name}'s packet (in memory): {e}"))
         })?;
         let mut st = FastStream::from_file(
