@@ -94,6 +94,11 @@ pub(crate) fn enum_impl(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn describe(name: &str, out: &mut ::tape::field::Layout) {
                 out.push(name, ::tape::field::symbolic_type::<Self>());
             }
+            const USDT_SIZE: i32 = <#repr as ::tape::Field>::USDT_SIZE;
+            #[inline(always)]
+            fn usdt_arg(&self) -> u64 {
+                ::tape::Field::usdt_arg(&::tape::field::Symbolic::repr(self))
+            }
         }
     })
 }

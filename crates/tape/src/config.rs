@@ -456,6 +456,10 @@ impl Config {
         }
         knobs::set_initialised();
         crate::crash::install(self.dump);
+        // The program goes on without USDT probes; it is told why.
+        if let Err(e) = crate::usdt::start() {
+            eprintln!("tape: no USDT watcher (bpftrace, perf and gdb see no event): {e}");
+        }
         if self.control {
             // The program goes on without control; it is told why.
             if let Err(e) = crate::control::server::start(crate::control::execute) {

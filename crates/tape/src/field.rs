@@ -137,6 +137,56 @@ pub trait Field: Encode {
     /// Appends the CTF fields that describe a field of this type named `name`
     /// (a sequence appends its length field first), and its display hints.
     fn describe(name: &str, out: &mut Layout);
+
+    /// A USDT probe argument of this type (`crate::usdt`): its size in
+    /// bytes, negative when signed (the `-4` of `-4@%rdi`).
+    const USDT_SIZE: i32 = 8;
+
+    /// The value a USDT probe's argument holds: numbers, bools, chars,
+    /// enums and flags by value (widened to 64 bits, signed ones with their
+    /// sign), floats as their bits; any other type the address of the value
+    /// (`&str` and slices are two arguments, written by `tracepoint!`).
+    #[inline(always)]
+    fn usdt_arg(&self) -> u64 {
+        self as *const Self as *const u8 as u64
+    }
+}
+
+/// A number as a USDT probe argument ([`Field::USDT_SIZE`],
+/// [`Field::usdt_arg`]).
+trait UsdtScalar: Copy {
+    const SIZE: i32;
+    fn bits(self) -> u64;
+}
+
+macro_rules! usdt_scalars {
+    ($($t:ty: $size:expr, $v:ident => $bits:expr);* $(;)?) => {$(
+        impl UsdtScalar for $t {
+            const SIZE: i32 = $size;
+            #[inline(always)]
+            fn bits(self) -> u64 {
+                let $v = self;
+                $bits
+            }
+        }
+    )*};
+}
+
+usdt_scalars! {
+    u8: 1, v => u64::from(v);
+    u16: 2, v => u64::from(v);
+    u32: 4, v => u64::from(v);
+    u64: 8, v => v;
+    usize: 8, v => v as u64;
+    i8: -1, v => i64::from(v) as u64;
+    i16: -2, v => i64::from(v) as u64;
+    i32: -4, v => i64::from(v) as u64;
+    i64: -8, v => v as u64;
+    isize: -8, v => v as i64 as u64;
+    f32: 4, v => u64::from(v.to_bits());
+    f64: 8, v => v.to_bits();
+    bool: 1, v => u64::from(v);
+    char: 4, v => u64::from(u32::from(v));
 }
 
 /// What describing fields gives: their CTF fields, and display hints by
@@ -262,6 +312,11 @@ macro_rules! scalar_fields {
             fn describe(name: &str, out: &mut Layout) {
                 out.push(name, $ctf);
             }
+            const USDT_SIZE: i32 = <$t as UsdtScalar>::SIZE;
+            #[inline(always)]
+            fn usdt_arg(&self) -> u64 {
+                UsdtScalar::bits(*self)
+            }
         }
         // SAFETY: a number's bytes in memory are its native-order encoding,
         // and every bit pattern is a value.
@@ -302,6 +357,11 @@ unsafe impl Encode for u8 {
 
 impl Field for u8 {
     const FIXED_SIZE: usize = 1;
+    const USDT_SIZE: i32 = <u8 as UsdtScalar>::SIZE;
+    #[inline(always)]
+    fn usdt_arg(&self) -> u64 {
+        UsdtScalar::bits(*self)
+    }
     fn describe(name: &str, out: &mut Layout) {
         out.push(name, Type::Integer(Integer::unsigned(8)));
     }
@@ -381,6 +441,11 @@ unsafe impl Encode for bool {
 
 impl Field for bool {
     const FIXED_SIZE: usize = 1;
+    const USDT_SIZE: i32 = <bool as UsdtScalar>::SIZE;
+    #[inline(always)]
+    fn usdt_arg(&self) -> u64 {
+        UsdtScalar::bits(*self)
+    }
     fn describe(name: &str, out: &mut Layout) {
         out.push(name, bool_type());
     }
@@ -411,6 +476,11 @@ unsafe impl Encode for char {
 
 impl Field for char {
     const FIXED_SIZE: usize = 4;
+    const USDT_SIZE: i32 = <char as UsdtScalar>::SIZE;
+    #[inline(always)]
+    fn usdt_arg(&self) -> u64 {
+        UsdtScalar::bits(*self)
+    }
     fn describe(name: &str, out: &mut Layout) {
         out.push(
             name,
@@ -469,6 +539,11 @@ unsafe impl<T: Integral + Encode> Encode for Hex<T> {
 
 impl<T: Integral + Field> Field for Hex<T> {
     const FIXED_SIZE: usize = T::FIXED_SIZE;
+    const USDT_SIZE: i32 = T::USDT_SIZE;
+    #[inline(always)]
+    fn usdt_arg(&self) -> u64 {
+        self.0.usdt_arg()
+    }
     fn describe(name: &str, out: &mut Layout) {
         out.push(name, Type::Integer(T::integer().hex()));
     }
@@ -879,6 +954,11 @@ impl<T: Field> Field for &T {
     fn describe(name: &str, out: &mut Layout) {
         T::describe(name, out);
     }
+    const USDT_SIZE: i32 = T::USDT_SIZE;
+    #[inline(always)]
+    fn usdt_arg(&self) -> u64 {
+        (**self).usdt_arg()
+    }
 }
 
 /// The tag of an `Option` field: `none` = 0, `some` = 1.
@@ -980,6 +1060,11 @@ unsafe impl Encode for Duration {
 
 impl Field for Duration {
     const FIXED_SIZE: usize = 8;
+    const USDT_SIZE: i32 = 8;
+    #[inline(always)]
+    fn usdt_arg(&self) -> u64 {
+        u64::try_from(self.as_nanos()).unwrap_or(u64::MAX)
+    }
     fn describe(name: &str, out: &mut Layout) {
         out.push(name, Type::Integer(Integer::unsigned(64)));
         out.hint(name, "duration");
@@ -1047,6 +1132,11 @@ unsafe impl<E: Symbolic> Encode for RawEnum<E> {
 
 impl<E: Symbolic> Field for RawEnum<E> {
     const FIXED_SIZE: usize = size_of::<E::Repr>();
+    const USDT_SIZE: i32 = E::Repr::USDT_SIZE;
+    #[inline(always)]
+    fn usdt_arg(&self) -> u64 {
+        self.0.usdt_arg()
+    }
     fn describe(name: &str, out: &mut Layout) {
         out.push(name, symbolic_type::<E>());
     }
@@ -1158,6 +1248,11 @@ macro_rules! flags {
 
         impl $crate::Field for $name {
             const FIXED_SIZE: usize = ::core::mem::size_of::<$bits>();
+            const USDT_SIZE: i32 = <$bits as $crate::Field>::USDT_SIZE;
+            #[inline(always)]
+            fn usdt_arg(&self) -> u64 {
+                $crate::Field::usdt_arg(&self.0)
+            }
             fn describe(name: &str, out: &mut $crate::field::Layout) {
                 $crate::field::describe_flags::<$name>(name, out)
             }

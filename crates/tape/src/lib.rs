@@ -103,6 +103,7 @@ mod sys;
 mod template;
 pub mod traced;
 pub mod trigger;
+pub mod usdt;
 mod view;
 
 pub use config::{init, ClockChoice, Config, Guard, Mode};
@@ -284,6 +285,7 @@ pub mod __private {
     pub use crate::registry::TRACEPOINTS;
     pub use crate::ring::{emit, try_emit};
     pub use crate::trigger::hit as trigger_hit;
+    pub use crate::usdt::USDT_SITES;
     pub use crate::FAST_PATH;
     pub use linkme;
 }

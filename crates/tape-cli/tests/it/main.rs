@@ -43,3 +43,4 @@ mod shared_rings;
 mod show_options;
 mod stacktrace;
 mod truncation;
+mod usdt;

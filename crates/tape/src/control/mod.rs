@@ -627,6 +627,9 @@ fn list(pattern: Option<&str>) -> Result<String, Error> {
         if p.has_probes() {
             state.push_str(", probes");
         }
+        if let Some((provider, name, true)) = crate::usdt::attached(p) {
+            let _ = write!(state, ", usdt {provider}:{name} attached");
+        }
         if let Some(f) = crate::filter::get(p) {
             let _ = write!(
                 state,

@@ -39,7 +39,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     (
         "features",
         &[
-            "probe", "filter", "trigger", "traced", "latency", "printk", "snapshot",
+            "probe", "filter", "trigger", "traced", "latency", "printk", "snapshot", "usdt",
         ],
     ),
     (

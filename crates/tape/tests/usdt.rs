@@ -1,0 +1,75 @@
+//! USDT probes (issue 40) without a kernel tool: the kernel's part (a
+//! semaphore incremented while a uprobe is attached) done by the test, so
+//! that the watcher's part is checked everywhere: a tracepoint becomes
+//! active when its semaphore does, fires (the SDT site, its arguments),
+//! and is back on its disabled path, its state word as before, once the
+//! semaphore is zero again. bpftrace's part is in tape-cli's tests.
+
+use std::sync::atomic::Ordering;
+
+tape::tracepoint! {
+    /// A tracepoint of this test only.
+    pub fn usdt_probe_hit(n: u32, text: &str, ok: bool) = "usdt_test.probe.hit";
+}
+
+fn site() -> &'static tape::usdt::UsdtSite {
+    tape::usdt::USDT_SITES
+        .iter()
+        .find(|s| s.tracepoint.name() == "usdt_test.probe.hit")
+        .expect("tracepoint! registers an SDT site")
+}
+
+#[test]
+fn a_semaphore_set_by_a_tool_activates_the_tracepoint_and_its_return_restores_it() {
+    let s = site();
+    assert_eq!((s.provider, s.name), ("usdt_test", "probe_hit"));
+    let tp = &usdt_probe_hit::TRACEPOINT;
+    let before = tp.state();
+    assert!(!usdt_probe_hit::enabled());
+    // The kernel's increment when a uprobe with this semaphore attaches.
+    s.semaphore.fetch_add(1, Ordering::Relaxed);
+    tape::usdt::look();
+    assert!(usdt_probe_hit::enabled(), "{:#x}", tp.state());
+    assert_eq!(
+        tape::usdt::attached(tp),
+        Some(("usdt_test", "probe_hit", true))
+    );
+    // The site runs (a nop here: no uprobe), with each kind of argument.
+    for n in 0..3 {
+        usdt_probe_hit(n, "text", n % 2 == 0);
+    }
+    // A second tool, then both leave: attached until the last one goes.
+    s.semaphore.fetch_add(1, Ordering::Relaxed);
+    tape::usdt::look();
+    s.semaphore.fetch_sub(1, Ordering::Relaxed);
+    tape::usdt::look();
+    assert!(usdt_probe_hit::enabled());
+    s.semaphore.fetch_sub(1, Ordering::Relaxed);
+    tape::usdt::look();
+    assert!(!usdt_probe_hit::enabled());
+    assert_eq!(
+        tape::usdt::attached(tp),
+        Some(("usdt_test", "probe_hit", false))
+    );
+    assert_eq!(tp.state(), before, "the state word as before");
+}
+
+#[test]
+fn sdt_names_follow_the_stated_rule() {
+    let names: Vec<(&str, &str, &str)> = tape::usdt::USDT_SITES
+        .iter()
+        .map(|s| (s.tracepoint.name(), s.provider, s.name))
+        .collect();
+    for (tracepoint, provider, name) in &names {
+        let ok = |s: &str| {
+            !s.is_empty()
+                && !s.starts_with(|c: char| c.is_ascii_digit())
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        assert!(ok(provider) && ok(name), "{tracepoint}: {provider}:{name}");
+    }
+    assert!(
+        names.contains(&("tape.crash", "tape", "crash")),
+        "{names:?}"
+    );
+}
