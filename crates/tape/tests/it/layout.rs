@@ -8,7 +8,7 @@
 //! | model | `point`, `registry`, `hooks` | the tracepoint, its state word, the set of them |
 //! | schema | `metadata`, `template`, `view` | the CTF description of a trace, and an event read by it |
 //! | storage | `ring`, `save` | per-thread rings, the emit path, snapshots, trace directories |
-//! | features | `probe`, `filter`, `trigger`, `traced`, `latency`, `printk`, `snapshot` | what runs at a tracepoint or beside the rings |
+//! | features | `probe`, `filter`, `trigger`, `traced`, `latency`, `printk`, `snapshot`, `usdt` | what runs at a tracepoint or beside the rings |
 //! | control | `config`, `control`, `crash`, `dump_text`, `recover`, `record` | starting, operating and ending the recorder |
 //! | top | `lib.rs` | the public face |
 //!
