@@ -4,7 +4,10 @@
 //! counts a uprobe in the probe's semaphore slightly before the tool's
 //! program runs at it), emits `--events N` (default 100) events, then
 //! waits until the tool detaches and says its tracepoint's state word
-//! before and after.
+//! before and after. `--bench N` times N events instead (the same one, in
+//! a loop: `scripts/usdt-cost.sh` runs it with and without a tool) and
+//! says the nanoseconds per event; with `--wait` it waits for a tool
+//! first.
 //!
 //! ```text
 //! cargo build --profile opt -p tape --example usdt
@@ -49,6 +52,8 @@ fn main() -> Result<(), tape::Error> {
     let _tape = tape::init()?;
     let mut events = 100u64;
     let mut go_line = false;
+    let mut bench: Option<u64> = None;
+    let mut wait = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -59,10 +64,26 @@ fn main() -> Result<(), tape::Error> {
                     .expect("--events N")
             }
             "--go-line" => go_line = true,
+            "--bench" => bench = args.next().and_then(|n| n.parse().ok()),
+            "--wait" => wait = true,
             other => panic!("unknown argument {other}"),
         }
     }
     println!("{}", std::process::id());
+    if let Some(n) = bench {
+        if wait && !wait_for(true, Duration::from_secs(60)) {
+            eprintln!("usdt: no tool attached within 60 s");
+            std::process::exit(2);
+        }
+        let path = "/items/42";
+        let t = Instant::now();
+        for id in 0..n {
+            request(std::hint::black_box(id), std::hint::black_box(path), Status::Ok);
+        }
+        let ns = t.elapsed().as_nanos() as f64;
+        eprintln!("usdt: {n} events, {:.1} ns/event", ns / n as f64);
+        return Ok(());
+    }
     let before = request::TRACEPOINT.state();
     if !wait_for(true, Duration::from_secs(60)) {
         eprintln!("usdt: no tool attached within 60 s");
