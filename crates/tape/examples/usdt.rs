@@ -78,7 +78,11 @@ fn main() -> Result<(), tape::Error> {
         let path = "/items/42";
         let t = Instant::now();
         for id in 0..n {
-            request(std::hint::black_box(id), std::hint::black_box(path), Status::Ok);
+            request(
+                std::hint::black_box(id),
+                std::hint::black_box(path),
+                Status::Ok,
+            );
         }
         let ns = t.elapsed().as_nanos() as f64;
         eprintln!("usdt: {n} events, {:.1} ns/event", ns / n as f64);
