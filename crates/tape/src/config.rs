@@ -10,6 +10,7 @@
 //! | `TAPE_TRACE_MODE`     | [`Config::mode`]         | `overwrite` or `discard`                 | `overwrite`             |
 //! | `TAPE_TRACE_CLOCK`    | [`Config::clock`]        | `auto` or `monotonic`                    | `auto` (TSC if invariant)|
 //! | `TAPE_CONTROL`        | [`Config::control`]      | `on` or `off`                            | `on` (the control socket)|
+//! | `TAPE_USDT`           | [`Config::usdt`]         | `on` or `off`                            | `on` (the USDT watcher)  |
 //! | `TAPE_DUMP`           | [`Config::dump`]         | `trace`, `text` or `off`                 | `trace` (dump on crash)  |
 //! | `TAPE_FILTER`         | [`Config::filter`]       | `PATTERN if EXPR; PATTERN if EXPR...`    | none                     |
 //! | `TAPE_TRIGGER`        | [`Config::trigger`]      | `PATTERN TRIGGER; PATTERN TRIGGER...`    | none                     |
@@ -44,7 +45,7 @@ pub use crate::ring::set_mode;
 
 /// The variables read by [`Config::from_env`] (`TAPE_TRACE_DIR` apart: a
 /// path, taken as bytes).
-const ALL_VARS: [&str; 13] = [
+const ALL_VARS: [&str; 14] = [
     "TAPE_SHM",
     "TAPE_TRACER",
     "TAPE_LATENCY",
@@ -58,6 +59,7 @@ const ALL_VARS: [&str; 13] = [
     "TAPE_TRACE_MODE",
     "TAPE_TRACE_CLOCK",
     "TAPE_CONTROL",
+    "TAPE_USDT",
 ];
 
 /// Which clock to use.
@@ -82,6 +84,7 @@ pub struct Config {
     mode: Mode,
     clock: ClockChoice,
     control: bool,
+    usdt: bool,
     /// `None`: shared where there is room (the default).
     shared_rings: Option<bool>,
     dump: crate::crash::Dump,
@@ -115,6 +118,7 @@ impl Default for Config {
             mode: Mode::Overwrite,
             clock: ClockChoice::Auto,
             control: true,
+            usdt: true,
             shared_rings: None,
             dump: crate::crash::Dump::Trace,
             filters: Vec::new(),
@@ -226,6 +230,21 @@ impl Config {
                         0,
                         "is not on or off",
                         "`on` (serve `tape ctl` on a socket) or `off`",
+                    ))
+                }
+            };
+        }
+        if let Some(v) = get("TAPE_USDT") {
+            c.usdt = match v.trim() {
+                "on" => true,
+                "off" => false,
+                _ => {
+                    return Err(bad(
+                        "TAPE_USDT",
+                        &v,
+                        0,
+                        "is not on or off",
+                        "`on` (a watcher makes USDT tools' probes fire) or `off`",
                     ))
                 }
             };
@@ -378,6 +397,14 @@ impl Config {
         self
     }
 
+    /// Whether a watcher thread makes the tracepoints fire their SDT probes
+    /// while a USDT tool (bpftrace, perf, gdb) is attached ([`crate::usdt`]);
+    /// on by default.
+    pub fn usdt(mut self, on: bool) -> Config {
+        self.usdt = on;
+        self
+    }
+
     /// Whether rings created after [`Config::init`] are files in a shared
     /// directory of this user (`/dev/shm/tape-UID/PID/`, 0700) that another
     /// process can read (`tape pipe`, `tape record`), left there if the
@@ -457,7 +484,7 @@ impl Config {
         knobs::set_initialised();
         crate::crash::install(self.dump);
         // The program goes on without USDT probes; it is told why.
-        if let Err(e) = crate::usdt::start() {
+        if let Err(e) = self.usdt.then(crate::usdt::start).unwrap_or(Ok(())) {
             eprintln!("tape: no USDT watcher (bpftrace, perf and gdb see no event): {e}");
         }
         if self.control {
@@ -862,6 +889,7 @@ mod tests {
                 "TAPE_TRIGGER=\"a.b traceoff; snapshot\": at byte 14: an item has a pattern and no trigger",
             ),
             (&[("TAPE_CONTROL", "maybe")], "TAPE_CONTROL=\"maybe\""),
+            (&[("TAPE_USDT", "yes")], "TAPE_USDT=\"yes\""),
             (&[("TAPE_SHM", "yes")], "TAPE_SHM=\"yes\""),
         ];
         for (vars, needle) in bad_cases {

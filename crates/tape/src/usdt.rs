@@ -45,8 +45,8 @@
 //! an `Option`) the address of its value. At most [`MAX_ARGS`] arguments:
 //! the fields past them are not given.
 //!
-//! Set `TAPE_USDT=off` to run no watcher (the notes stay in the binary;
-//! a tool attached then sees nothing).
+//! `TAPE_USDT=off` (or [`crate::Config::usdt`]) runs no watcher: the notes
+//! stay in the binary, and a tool attached then sees nothing.
 
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::Mutex;
@@ -99,11 +99,11 @@ static ATTACHED: Mutex<Vec<Option<Probe>>> = Mutex::new(Vec::new());
 /// Whether the watcher runs.
 static WATCHING: AtomicBool = AtomicBool::new(false);
 
-/// Starts the watcher thread (once; not with `TAPE_USDT=off`, nor in a
-/// binary without SDT probes). The error says why the thread could not
-/// be made.
+/// Starts the watcher thread (once; not in a binary without SDT probes;
+/// `tape::init` does not call it with `TAPE_USDT=off`). The error says why
+/// the thread could not be made.
 pub(crate) fn start() -> std::io::Result<()> {
-    if USDT_SITES.is_empty() || std::env::var("TAPE_USDT").as_deref() == Ok("off") {
+    if USDT_SITES.is_empty() {
         return Ok(());
     }
     if WATCHING.swap(true, Ordering::Relaxed) {

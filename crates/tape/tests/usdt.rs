@@ -73,3 +73,27 @@ fn sdt_names_follow_the_stated_rule() {
         "{names:?}"
     );
 }
+
+/// The threads of this process named `name` (`/proc/self/task/*/comm`).
+fn threads_named(name: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name))
+        .count()
+}
+
+#[test]
+fn usdt_off_runs_no_watcher() {
+    let dir = std::env::temp_dir().join(format!("tape-usdt-off-{}", std::process::id()));
+    let _tape = tape::Config::default()
+        .usdt(false)
+        .control(false)
+        .dir(&dir)
+        .init()
+        .unwrap();
+    // (A thread takes its name once it runs: time for one to do so.)
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(threads_named("tape-usdt"), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
