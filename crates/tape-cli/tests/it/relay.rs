@@ -989,7 +989,7 @@ fn tracepoints_registered_and_described_at_run_time_reach_the_relay() {
     let relayed = lines_without_times(&relayd.out.join("h"));
     let own = lines_without_times(&pipeline::only_trace(&saved));
     assert!(own.len() > 100, "{}", own.len());
-    assert_eq!(relayed.len(), own.len());
+    assert_eq!(relayed.len(), own.len(), "{said}{err}");
     for (r, o) in relayed.iter().zip(&own) {
         assert_eq!(r, o);
     }

@@ -267,7 +267,11 @@ fn bpftrace_sees_exactly_what_tape_records() {
         .lines()
         .find(|l| l.contains("state before"))
         .unwrap_or_else(|| panic!("{said}"));
-    assert!(states.contains("tool detached"), "{states}");
+    assert!(
+        states.contains("tool detached"),
+        "{states}; bpftrace said: {}",
+        text(&out.stderr)
+    );
     let words: Vec<&str> = states.split_whitespace().collect();
     let at = |w: &str| words.iter().position(|x| *x == w).map(|i| words[i + 1]);
     let (before, after) = (at("before"), at("after"));

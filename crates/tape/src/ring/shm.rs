@@ -555,6 +555,13 @@ pub(crate) fn rewrite_template() -> io::Result<()> {
 /// The metadata text with holes, beside the rings (written whole, then
 /// renamed: a reader never sees half of it).
 fn write_template(dir: &Path, h: &ProcessHeader) -> io::Result<()> {
+    // One writer at a time, each describing the registry as it is once it
+    // holds the lock: threads registering at once (tape-tracing's
+    // callsites, first hit on several threads) shared the temporary file,
+    // and an older text could be renamed in last, without a tracepoint
+    // whose events were then written (a reader: "unknown event id").
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let text = crate::template::metadata(
