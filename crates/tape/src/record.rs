@@ -412,9 +412,20 @@ impl Recorder {
     /// first event is written, so a reader that calls this after taking
     /// events can describe them all.
     pub fn refresh_template(&mut self) -> bool {
+        self.read_template_again(false)
+    }
+
+    /// [`Recorder::refresh_template`], the file read even if it looks
+    /// unchanged (its inode, length and time can repeat): for a reader
+    /// that met an event its description does not have.
+    pub fn reread_template(&mut self) -> bool {
+        self.read_template_again(true)
+    }
+
+    fn read_template_again(&mut self, always: bool) -> bool {
         let path = self.dir.join(shm::METADATA_FILE);
         let now = stamp(&path);
-        if now.is_none() || now == self.template_stamp {
+        if now.is_none() || (now == self.template_stamp && !always) {
             return false;
         }
         let Ok(text) = recover::read_template(&path) else {

@@ -661,7 +661,19 @@ impl Feed {
         let (end, events) = if let (true, Some(after)) = (t.closed, t.events_after) {
             (t.ts_end, after.saturating_sub(consumed))
         } else {
-            self.last_event(&t.packet, &self.recorder.stream_name(i))?
+            let name = self.recorder.stream_name(i);
+            match self.last_event(&t.packet, &name) {
+                Ok(r) => r,
+                // An event whose class the description read so far lacks:
+                // the template read again (whatever its file looks like),
+                // its new classes sent, and the events decoded again.
+                Err(Fault::Feed(e)) if e.contains("unknown event id") => {
+                    self.recorder.reread_template();
+                    self.send_new_classes(s)?;
+                    self.last_event(&t.packet, &name)?
+                }
+                Err(e) => return Err(e),
+            }
         };
         let o = &mut self.streams[i];
         let end = end.max(begin);
