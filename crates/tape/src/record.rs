@@ -425,7 +425,14 @@ impl Recorder {
     fn read_template_again(&mut self, always: bool) -> bool {
         let path = self.dir.join(shm::METADATA_FILE);
         let now = stamp(&path);
-        if now.is_none() || (now == self.template_stamp && !always) {
+        // A file replaced within the filesystem's coarse clock tick can
+        // have the inode (reused), length and time of the one before: one
+        // written in the last second is read whatever its stamp says.
+        let recent = now.and_then(|s| s.2).is_none_or(|t| {
+            t.elapsed()
+                .map_or(true, |d| d < std::time::Duration::from_secs(1))
+        });
+        if now.is_none() || (now == self.template_stamp && !always && !recent) {
             return false;
         }
         let Ok(text) = recover::read_template(&path) else {
