@@ -465,14 +465,17 @@ impl Recorder {
     /// Bytes of the header and context of ring `i`'s packets (a
     /// [`Chunk::packet`]'s events start there).
     pub fn packet_head_size(&self, i: usize) -> usize {
+        self.context(i).head_size()
+    }
+
+    /// The packet context writer of ring `i`'s stream.
+    fn context(&self, i: usize) -> Context<'_> {
         let s = &self.streams[i];
-        let name = crate::sys::truncate_utf8(&s.ring.name, 255);
         Context {
             uuid: &s.uuid,
             tid: s.ring.tid(),
-            name,
+            name: crate::sys::truncate_utf8(&s.ring.name, 255),
         }
-        .head_size()
     }
 
     /// Writes into `head` ([`Recorder::packet_head_size`] bytes) the
@@ -481,14 +484,8 @@ impl Recorder {
     /// trace's clock), its `packet_seq_num` `seq`, `discarded` events lost
     /// in the stream so far.
     pub fn packet_head(&self, i: usize, head: &mut [u8], p: &PacketTimes) {
-        let s = &self.streams[i];
-        let name = crate::sys::truncate_utf8(&s.ring.name, 255);
-        Context {
-            uuid: &s.uuid,
-            tid: s.ring.tid(),
-            name,
-        }
-        .forwarded_header(head, p.begin, p.end, p.seq, p.discarded, p.events);
+        self.context(i)
+            .forwarded_header(head, p.begin, p.end, p.seq, p.discarded, p.events);
     }
 
     /// What was recorded so far.

@@ -754,15 +754,7 @@ impl Feed {
             if o.fed || t <= o.last_end.max(o.beacon) {
                 continue;
             }
-            s.relay.send_index(&wire::Index {
-                handle: o.handle,
-                net_seq_num: o.sent - 1,
-                ts_end: t,
-                stream_instance_id: i as u64,
-                ..wire::Index::default()
-            })?;
-            o.beacon = t;
-            s.advance(self.source, t);
+            beacon(s, self.source, o, i, t)?;
             self.sent.beacons += 1;
         }
         Ok(())
@@ -798,15 +790,7 @@ impl Feed {
             // Past the last time and apart from one another: a live viewer
             // warns of streams whose next messages tie.
             let t = t + 1 + i as u64;
-            s.relay.send_index(&wire::Index {
-                handle: o.handle,
-                net_seq_num: o.sent - 1,
-                ts_end: t,
-                stream_instance_id: i as u64,
-                ..wire::Index::default()
-            })?;
-            o.beacon = t;
-            s.advance(self.source, t);
+            beacon(s, self.source, o, i, t)?;
             self.sent.beacons += 1;
         }
         Ok(())
@@ -1034,6 +1018,22 @@ pub(crate) fn trace_path(program: &str, pid: u32) -> String {
     let name = name.trim_start_matches('.');
     let name = if name.is_empty() { "process" } else { name };
     format!("{name}-{pid}")
+}
+
+/// Sends stream `i`'s beacon at `t` (an index entry without a packet:
+/// no event of it before `t`), and takes `t` as its and the session's
+/// latest time.
+fn beacon(s: &mut Session, source: u32, o: &mut Out, i: usize, t: u64) -> Result<(), Fault> {
+    s.relay.send_index(&wire::Index {
+        handle: o.handle,
+        net_seq_num: o.sent - 1,
+        ts_end: t,
+        stream_instance_id: i as u64,
+        ..wire::Index::default()
+    })?;
+    o.beacon = t;
+    s.advance(source, t);
+    Ok(())
 }
 
 /// The index entry of a packet sent as `packet` (header, context,
