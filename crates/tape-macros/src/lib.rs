@@ -54,6 +54,7 @@
 //! | `tracepoints.rs` | `tracepoint!`: events, classes, their checks |
 //! | `derives.rs` | `#[derive(Enum)]`, `#[derive(Fields)]` |
 //! | `traced_fns.rs` | `#[traced]`, `#[notrace]` |
+//! | `usdt.rs` | the SDT probe (note, semaphore, site) of each tracepoint |
 //!
 //! This file holds the entry points only (a proc-macro crate must export
 //! them from its root).
@@ -61,6 +62,7 @@
 mod derives;
 mod traced_fns;
 mod tracepoints;
+mod usdt;
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;

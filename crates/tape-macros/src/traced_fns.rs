@@ -10,6 +10,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::{Attribute, Ident, Type};
 
 use crate::tracepoints::*;
+use crate::usdt::usdt_site_named;
 
 /// `#[tape::traced(args(a, b), ret)]`: the arguments recorded with the
 /// entry (funcgraph-args), and the return value recorded before the exit
@@ -213,6 +214,7 @@ pub(crate) fn traced_block(
         let len = format_ident!("{tp}_LEN");
         let name = format_ident!("{tp}_NAME");
         let desc = format_ident!("{tp}_DESC");
+        let usdt = usdt_site_named(tp, quote!(#t::as_str(&#name)));
         quote! {
             const #len: usize = #t::name_len(::core::module_path!(), #ty, #func, #suffix);
             const #name: [u8; #len] =
@@ -229,6 +231,7 @@ pub(crate) fn traced_block(
                 #layout
             };
             static #tp: ::tape::Tracepoint = ::tape::Tracepoint::new(&#desc);
+            #usdt
         }
     };
     // One of the class's (fn_call, fn_poll).

@@ -9,6 +9,8 @@ use quote::{format_ident, quote};
 use syn::parse::{Parse, ParseStream};
 use syn::{Attribute, FnArg, Ident, LitStr, Pat, Token, Type, Visibility};
 
+use crate::usdt::usdt_site;
+
 /// One `fn name(args) = "dotted.name";` item, or an event of a class
 /// (`fn name = "dotted.name";`, its arguments those of the class).
 pub(crate) struct Decl {
@@ -651,146 +653,6 @@ pub(crate) fn placeholder(item: &Item) -> TokenStream2 {
             .iter()
             .map(|e| stub(&e.vis, &e.ident, &c.args))
             .collect(),
-    }
-}
-
-/// The SDT provider and probe names of the tracepoint named `name`
-/// (`tape::usdt`'s rule): the first part, and the rest with `.` as `_`;
-/// `tape` and the name for one part; characters other than letters,
-/// digits and `_` as `_`, a `_` before a leading digit.
-pub(crate) fn usdt_names(name: &str) -> (String, String) {
-    let ident = |s: &str| {
-        let mut out: String = s
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
-        if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
-            out.insert(0, '_');
-        }
-        out
-    };
-    match name.split_once('.') {
-        Some((provider, rest)) => (ident(provider), ident(rest)),
-        None => ("tape".to_owned(), ident(name)),
-    }
-}
-
-/// Whether an argument of type `ty` is a pointer and a length as a USDT
-/// probe argument: `&str` and slices, as written.
-fn pointer_and_length(ty: &Type) -> bool {
-    let Type::Reference(r) = ty else {
-        return false;
-    };
-    match &*r.elem {
-        Type::Slice(_) => true,
-        Type::Path(p) => p.path.is_ident("str"),
-        _ => false,
-    }
-}
-
-/// The tracepoint's SDT probe (`tape::usdt`), on Linux x86-64: its
-/// semaphore, the function whose `nop` is the probe site (its ELF note
-/// beside it), and its registration for the watcher, which attaches the
-/// probe that calls it while a tool is attached. Inside the tracepoint's
-/// module (`attach_with_priority`).
-fn usdt_site(name: &str, args: &[(Ident, Type)]) -> TokenStream2 {
-    let (provider, probe) = usdt_names(name);
-    let (names, tys) = split_args(args);
-    let mut values = Vec::new();
-    let mut operands = Vec::new();
-    let mut formats = Vec::new();
-    let max = 10; // tape::usdt::MAX_ARGS
-    for (n, ty) in names.iter().zip(&tys) {
-        let parts: Vec<(TokenStream2, TokenStream2)> = if pointer_and_length(ty) {
-            vec![
-                (quote!(#n.as_ptr() as u64), quote!(8i32)),
-                (quote!(#n.len() as u64), quote!(8i32)),
-            ]
-        } else {
-            vec![(
-                quote!(::tape::Field::usdt_arg(#n)),
-                quote!(<#ty as ::tape::Field>::USDT_SIZE),
-            )]
-        };
-        for (value, size) in parts {
-            if values.len() == max {
-                break;
-            }
-            let k = values.len();
-            let v = format_ident!("__tape_a{k}");
-            let r = format_ident!("r{k}");
-            let z = format_ident!("s{k}");
-            values.push(quote!(let #v: u64 = #value;));
-            operands.push(quote!(#r = in(reg) #v, #z = const #size,));
-            formats.push(format!("{{s{k}}}@{{r{k}}}"));
-        }
-    }
-    let note = format!(
-        r#"990: nop
-.pushsection .note.stapsdt, "", "note"
-.balign 4
-.4byte 992f-991f, 994f-993f, 3
-991: .asciz "stapsdt"
-992: .balign 4
-993: .8byte 990b
-.8byte _.stapsdt.base
-.8byte {{sema}}
-.asciz "{provider}"
-.asciz "{probe}"
-.asciz "{args}"
-994: .balign 4
-.popsection
-.ifndef _.stapsdt.base
-.pushsection .stapsdt.base, "aGR", "progbits", .stapsdt.base, comdat
-.weak _.stapsdt.base
-.hidden _.stapsdt.base
-_.stapsdt.base: .space 1
-.size _.stapsdt.base, 1
-.popsection
-.endif"#,
-        args = formats.join(" ")
-    );
-    quote! {
-        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-        const _: () = {
-            /// Incremented by the kernel while a uprobe is attached to the
-            /// probe (the note names it).
-            #[link_section = ".probes"]
-            static SEMAPHORE: ::core::sync::atomic::AtomicU16 =
-                ::core::sync::atomic::AtomicU16::new(0);
-
-            /// The probe site: a `nop` with the arguments in registers,
-            /// described by the note beside it.
-            #[cold]
-            #[inline(never)]
-            #[allow(clippy::too_many_arguments, unused_variables)]
-            fn fire(#(#names: &#tys),*) {
-                #(#values)*
-                // SAFETY: a `nop` and assembler directives that write an ELF
-                // note and a section of their own; no memory, stack or flag
-                // is touched at run time.
-                unsafe {
-                    ::core::arch::asm!(
-                        #note,
-                        #(#operands)*
-                        sema = sym SEMAPHORE,
-                        options(att_syntax, nomem, nostack, preserves_flags)
-                    );
-                }
-            }
-
-            #[::tape::__private::linkme::distributed_slice(::tape::__private::USDT_SITES)]
-            #[linkme(crate = ::tape::__private::linkme)]
-            static SITE: ::tape::usdt::UsdtSite = ::tape::usdt::UsdtSite {
-                tracepoint: &TRACEPOINT,
-                semaphore: &SEMAPHORE,
-                provider: #provider,
-                name: #probe,
-                attach: || attach_with_priority(::tape::usdt::PRIORITY, |#(#names: &#tys),*| {
-                    fire(#(#names),*)
-                }),
-            };
-        };
     }
 }
 

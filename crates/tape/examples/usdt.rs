@@ -1,6 +1,8 @@
 //! A tape program seen by a USDT tool (issue 40): it waits until a tool
 //! (bpftrace, perf, gdb) attaches to its `usdt_demo.request` tracepoint's
-//! SDT probe (and, with `--go-line`, until a line on its stdin: the kernel
+//! SDT probe (`--list` says the program's probes, `provider:name`)
+//! (with `--traced`, also to its traced function's entry,
+//! `fn:usdt_serve_entry`) (and, with `--go-line`, until a line on its stdin: the kernel
 //! counts a uprobe in the probe's semaphore slightly before the tool's
 //! program runs at it), emits `--events N` (default 100) events, then
 //! waits until the tool detaches and says its tracepoint's state word
@@ -35,12 +37,34 @@ tape::tracepoint! {
     pub fn request(id: u64, path: &str, status: Status) = "usdt_demo.request";
 }
 
-/// Waits (at most `limit`) until the SDT probe's tool is attached (`on`)
-/// or gone; whether it came to that.
-fn wait_for(on: bool, limit: Duration) -> bool {
+/// Serves one request: a traced function, whose entry and exit are the
+/// SDT probes `fn:usdt_serve_entry` and `fn:usdt_serve_exit` (their
+/// argument: the event's payload, a pointer and a size; here the call
+/// depth, a `u32`).
+#[tape::traced]
+fn serve(id: u64) {
+    let status = [Status::Ok, Status::NotFound, Status::Failed][(id % 3) as usize];
+    request(id, &format!("/items/{}", id * 7), status);
+}
+
+/// The tracepoint of the SDT probe `provider:name`.
+fn probe(provider: &str, name: &str) -> &'static tape::Tracepoint {
+    tape::usdt::USDT_SITES
+        .iter()
+        .find(|s| s.provider == provider && s.name == name)
+        .map(|s| s.tracepoint)
+        .expect("a probe of this program")
+}
+
+/// Waits (at most `limit`) until the tools of the SDT probes of `points`
+/// are all attached (`on`) or all gone; whether it came to that.
+fn wait_for(points: &[&tape::Tracepoint], on: bool, limit: Duration) -> bool {
     let until = Instant::now() + limit;
     while Instant::now() < until {
-        if tape::usdt::attached(&request::TRACEPOINT).is_some_and(|(_, _, a)| a == on) {
+        if points
+            .iter()
+            .all(|tp| tape::usdt::attached(tp).is_some_and(|(_, _, a)| a == on))
+        {
             return true;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -54,6 +78,7 @@ fn main() -> Result<(), tape::Error> {
     let mut go_line = false;
     let mut bench: Option<u64> = None;
     let mut wait = false;
+    let mut watched: Vec<&tape::Tracepoint> = vec![&request::TRACEPOINT];
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -66,12 +91,19 @@ fn main() -> Result<(), tape::Error> {
             "--go-line" => go_line = true,
             "--bench" => bench = args.next().and_then(|n| n.parse().ok()),
             "--wait" => wait = true,
+            "--list" => {
+                for s in tape::usdt::USDT_SITES.iter() {
+                    println!("{}:{}", s.provider, s.name);
+                }
+                return Ok(());
+            }
+            "--traced" => watched.push(probe("fn", "usdt_serve_entry")),
             other => panic!("unknown argument {other}"),
         }
     }
     println!("{}", std::process::id());
     if let Some(n) = bench {
-        if wait && !wait_for(true, Duration::from_secs(60)) {
+        if wait && !wait_for(&watched, true, Duration::from_secs(60)) {
             eprintln!("usdt: no tool attached within 60 s");
             std::process::exit(2);
         }
@@ -88,8 +120,16 @@ fn main() -> Result<(), tape::Error> {
         eprintln!("usdt: {n} events, {:.1} ns/event", ns / n as f64);
         return Ok(());
     }
-    let before = request::TRACEPOINT.state();
-    if !wait_for(true, Duration::from_secs(60)) {
+    // The state words of the watched tracepoints, as `0x..,0x..`.
+    let states = |points: &[&tape::Tracepoint]| {
+        let words: Vec<String> = points
+            .iter()
+            .map(|tp| format!("{:#x}", tp.state()))
+            .collect();
+        words.join(",")
+    };
+    let before = states(&watched);
+    if !wait_for(&watched, true, Duration::from_secs(60)) {
         eprintln!("usdt: no tool attached within 60 s");
         std::process::exit(2);
     }
@@ -99,14 +139,13 @@ fn main() -> Result<(), tape::Error> {
         let _ = std::io::stdin().read_line(&mut line);
     }
     for id in 0..events {
-        let status = [Status::Ok, Status::NotFound, Status::Failed][(id % 3) as usize];
-        request(id, &format!("/items/{}", id * 7), status);
+        serve(id);
     }
     eprintln!("usdt: emitted {events}");
-    let gone = wait_for(false, Duration::from_secs(60));
-    let after = request::TRACEPOINT.state();
+    let gone = wait_for(&watched, false, Duration::from_secs(60));
+    let after = states(&watched);
     eprintln!(
-        "usdt: tool {}; state before {before:#x} after {after:#x}",
+        "usdt: tool {}; state before {before} after {after}",
         if gone {
             "detached"
         } else {

@@ -45,6 +45,17 @@
 //! an `Option`) the address of its value. At most [`MAX_ARGS`] arguments:
 //! the fields past them are not given.
 //!
+//! **`#[traced]` functions** are probes too (`fn.app.io.read.entry`:
+//! `fn:app_io_read_entry`, and `_exit`, `_ret`). Their names are made by
+//! the compiler (`module_path!()`), so the note's strings are a constant
+//! ([`note_strings`]) written word by word; their arguments are the
+//! event's encoded payload, a pointer and a size (`arg0`, `arg1`: for an
+//! entry without `args(..)`, a `u32` depth). `printk!` is the probe
+//! `tape:printk`: the format id (the trace's `tape_printk_<id>`), then the
+//! address of the arguments. Tracepoints made at run time (tape-tracing's
+//! callsites) have no note: a binary's notes are written when it is
+//! built.
+//!
 //! `TAPE_USDT=off` (or [`crate::Config::usdt`]) runs no watcher: the notes
 //! stay in the binary, and a tool attached then sees nothing.
 
@@ -65,7 +76,151 @@ pub const PRIORITY: i32 = crate::probe::DEFAULT_PRIORITY - 1;
 /// The most SDT arguments a probe site has (`&str` and slices count two).
 pub const MAX_ARGS: usize = 10;
 
-/// One tracepoint's SDT probe, registered at link time by `tracepoint!`.
+/// The words of the strings of a note written for a tracepoint named by
+/// the compiler (`#[traced]`: from `module_path!()`), whose strings are
+/// `const` operands of the probe site's `asm!` (tape-macros' `usdt.rs`).
+pub const NOTE_WORDS: usize = 40;
+
+/// [`NOTE_WORDS`] in bytes: the provider, probe and argument strings of
+/// such a note, each with its NUL, fit in it (or the program does not
+/// compile).
+pub const NOTE_BYTES: usize = NOTE_WORDS * 8;
+
+/// One byte of an SDT name: letters, digits and `_` as they are, any other
+/// byte `_`.
+const fn name_byte(b: u8) -> u8 {
+    if b.is_ascii_alphanumeric() {
+        b
+    } else {
+        b'_'
+    }
+}
+
+/// Writes `part` of a tracepoint name into `out` at `at` as an SDT name
+/// (the [module rule](self)), then its NUL; the index after it.
+const fn put_name(out: &mut [u8; NOTE_BYTES], mut at: usize, part: &[u8]) -> usize {
+    if part.is_empty() || part[0].is_ascii_digit() {
+        out[at] = b'_';
+        at += 1;
+    }
+    let mut i = 0;
+    while i < part.len() {
+        out[at] = name_byte(part[i]);
+        at += 1;
+        i += 1;
+    }
+    at + 1
+}
+
+/// The strings of the SDT note of the tracepoint named `tracepoint`, its
+/// arguments described by `args`: provider, probe and arguments, each
+/// NUL-terminated, then zeros. For notes whose names the compiler knows
+/// only as constants (`#[traced]`); a name too long for [`NOTE_BYTES`]
+/// fails the compilation.
+#[doc(hidden)]
+pub const fn note_strings(tracepoint: &str, args: &str) -> [u8; NOTE_BYTES] {
+    let name = tracepoint.as_bytes();
+    let mut dot = 0;
+    while dot < name.len() && name[dot] != b'.' {
+        dot += 1;
+    }
+    let (provider, probe) = if dot == name.len() {
+        ("tape".as_bytes(), name)
+    } else {
+        name.split_at(dot)
+    };
+    let probe = if dot == name.len() {
+        probe
+    } else {
+        probe.split_at(1).1
+    };
+    let args = args.as_bytes();
+    assert!(
+        provider.len() + probe.len() + args.len() + 5 <= NOTE_BYTES,
+        "a traced function's name is too long for its USDT note: at most 300 bytes"
+    );
+    let mut out = [0u8; NOTE_BYTES];
+    let at = put_name(&mut out, 0, provider);
+    let mut at = put_name(&mut out, at, probe);
+    let mut i = 0;
+    while i < args.len() {
+        out[at] = args[i];
+        at += 1;
+        i += 1;
+    }
+    out
+}
+
+/// Word `i` of `strings` as the assembler writes it (`.8byte`, little
+/// endian).
+#[doc(hidden)]
+pub const fn note_word(strings: &[u8; NOTE_BYTES], i: usize) -> u64 {
+    let mut w = [0u8; 8];
+    let mut k = 0;
+    while k < 8 {
+        w[k] = strings[i * 8 + k];
+        k += 1;
+    }
+    u64::from_le_bytes(w)
+}
+
+/// The length of `strings` up to its third NUL, included: the strings of
+/// the note, no zero after.
+#[doc(hidden)]
+pub const fn note_len(strings: &[u8; NOTE_BYTES]) -> usize {
+    let mut at = 0;
+    let mut nuls = 0;
+    while nuls < 3 {
+        if strings[at] == 0 {
+            nuls += 1;
+        }
+        at += 1;
+    }
+    at
+}
+
+/// The `k`-th string of `strings` (0: the provider, 1: the probe).
+#[doc(hidden)]
+pub const fn note_part(strings: &'static [u8; NOTE_BYTES], k: usize) -> &'static str {
+    let mut start = 0;
+    let mut n = 0;
+    while n < k {
+        while strings[start] != 0 {
+            start += 1;
+        }
+        start += 1;
+        n += 1;
+    }
+    let mut end = start;
+    while strings[end] != 0 {
+        end += 1;
+    }
+    let (_, tail) = strings.split_at(start);
+    let (part, _) = tail.split_at(end - start);
+    match std::str::from_utf8(part) {
+        Ok(s) => s,
+        Err(_) => panic!("an SDT name is ASCII"),
+    }
+}
+
+/// The SDT provider and probe names of the tracepoint named `tracepoint`
+/// (the [module rule](self)), as `tracepoint!` and `#[traced]` write them.
+pub fn names(tracepoint: &str) -> (String, String) {
+    let ident = |s: &str| {
+        let mut out: String = s.bytes().map(|b| name_byte(b) as char).collect();
+        if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+            out.insert(0, '_');
+        }
+        out
+    };
+    match tracepoint.split_once('.') {
+        Some((provider, rest)) => (ident(provider), ident(rest)),
+        None => ("tape".to_owned(), ident(tracepoint)),
+    }
+}
+
+/// One tracepoint's SDT probe, registered at link time by `tracepoint!`
+/// and `#[traced]`.
 pub struct UsdtSite {
     /// The tracepoint.
     pub tracepoint: &'static Tracepoint,

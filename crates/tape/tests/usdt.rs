@@ -54,6 +54,69 @@ fn a_semaphore_set_by_a_tool_activates_the_tracepoint_and_its_return_restores_it
     assert_eq!(tp.state(), before, "the state word as before");
 }
 
+/// A traced function of this test only: `fn.usdt.traced_step.entry` and
+/// `.exit`, SDT probes `fn:usdt_traced_step_entry` and `_exit`.
+#[tape::traced]
+fn traced_step(n: u32) -> u32 {
+    n + 1
+}
+
+#[test]
+fn a_traced_function_is_an_sdt_probe_too() {
+    let entry = tape::usdt::USDT_SITES
+        .iter()
+        .find(|s| s.tracepoint.name() == "fn.usdt.traced_step.entry")
+        .expect("#[traced] registers an SDT site");
+    assert_eq!(
+        (entry.provider, entry.name),
+        ("fn", "usdt_traced_step_entry")
+    );
+    let tp = entry.tracepoint;
+    let before = tp.state();
+    entry.semaphore.fetch_add(1, Ordering::Relaxed);
+    tape::usdt::look();
+    assert!(tape::point::is_active(tp.state()), "{:#x}", tp.state());
+    // The site runs with the payload (a nop here: no uprobe).
+    assert_eq!(traced_step(1), 2);
+    entry.semaphore.fetch_sub(1, Ordering::Relaxed);
+    tape::usdt::look();
+    assert_eq!(tp.state(), before, "the state word as before");
+}
+
+#[test]
+fn note_strings_hold_the_names_and_arguments_exactly() {
+    // (tracepoint name, arguments, provider, probe)
+    let cases = [
+        (
+            "fn.app.io.read.entry",
+            "8@%rdi 8@%rsi",
+            "fn",
+            "app_io_read_entry",
+        ),
+        ("one", "", "tape", "one"),
+        ("a.1b", "4@%eax", "a", "_1b"),
+        ("a.", "", "a", "_"),
+        // A non-ASCII letter: a `_` per byte.
+        ("fn.app.Ünïcode.f.exit", "", "fn", "app___n__code_f_exit"),
+    ];
+    for (tracepoint, args, provider, probe) in cases {
+        let strings = tape::usdt::note_strings(tracepoint, args);
+        let want = format!("{provider}\0{probe}\0{args}\0");
+        let len = tape::usdt::note_len(&strings);
+        assert_eq!(&strings[..len], want.as_bytes(), "{tracepoint}");
+        assert!(strings[len..].iter().all(|&b| b == 0), "{tracepoint}");
+        assert_eq!(
+            tape::usdt::names(tracepoint),
+            (provider.to_owned(), probe.to_owned()),
+            "{tracepoint}"
+        );
+        let word: Vec<u8> = (0..tape::usdt::NOTE_WORDS)
+            .flat_map(|i| tape::usdt::note_word(&strings, i).to_le_bytes())
+            .collect();
+        assert_eq!(word, strings, "{tracepoint}");
+    }
+}
+
 #[test]
 fn sdt_names_follow_the_stated_rule() {
     let names: Vec<(&str, &str, &str)> = tape::usdt::USDT_SITES
@@ -61,6 +124,11 @@ fn sdt_names_follow_the_stated_rule() {
         .map(|s| (s.tracepoint.name(), s.provider, s.name))
         .collect();
     for (tracepoint, provider, name) in &names {
+        assert_eq!(
+            tape::usdt::names(tracepoint),
+            (provider.to_string(), name.to_string()),
+            "tracepoint! and #[traced] write the rule of tape::usdt::names"
+        );
         let ok = |s: &str| {
             !s.is_empty()
                 && !s.starts_with(|c: char| c.is_ascii_digit())

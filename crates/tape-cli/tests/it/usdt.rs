@@ -139,8 +139,26 @@ fn bpftrace_sees_exactly_what_tape_records() {
     let n = 500u64;
     let dir = crate::flight::base("usdt-bpftrace");
     let usdt = pipeline::example("usdt");
+    // bpftrace lists the program's probes: the ones it registered.
+    let listed = Command::new("bpftrace")
+        .arg("-l")
+        .arg(format!("usdt:{}:*", usdt.display()))
+        .output()
+        .unwrap();
+    let prefix = format!("usdt:{}:", usdt.display());
+    let listed: BTreeSet<String> = text(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+        .collect();
+    let own = Command::new(&usdt).arg("--list").output().unwrap();
+    let own: BTreeSet<String> = text(&own.stdout).lines().map(str::to_owned).collect();
+    assert!(
+        own.contains("usdt_demo:request") && own.contains("fn:usdt_serve_entry"),
+        "{own:?}"
+    );
+    assert_eq!(listed, own, "bpftrace -l against the program's own list");
     let mut program = Command::new(&usdt)
-        .args(["--events", &n.to_string(), "--go-line"])
+        .args(["--events", &n.to_string(), "--go-line", "--traced"])
         .stdin(Stdio::piped())
         .env("TAPE_TRACE", "usdt_demo.*")
         .env("TAPE_TRACE_DIR", &dir)
@@ -156,7 +174,9 @@ fn bpftrace_sees_exactly_what_tape_records() {
         .unwrap();
     let script = format!(
         "BEGIN {{ printf(\"ready\\n\"); }} usdt:{}:usdt_demo:request {{ printf(\"%d %s %d\\n\", \
-         arg0, str(arg1, arg2), arg3); @n = count(); }}",
+         arg0, str(arg1, arg2), arg3); @n = count(); }} usdt:{}:fn:usdt_serve_entry {{ \
+         printf(\"entry %d %d\\n\", *(uint32 *)arg0, arg1); @e = count(); }}",
+        usdt.display(),
         usdt.display()
     );
     let mut bpf = Command::new("bpftrace")
@@ -220,7 +240,7 @@ fn bpftrace_sees_exactly_what_tape_records() {
     // Every line printed (bounded), then bpftrace ends on SIGINT, printing
     // its count.
     let t = std::time::Instant::now();
-    while lines.lock().unwrap().len() < n as usize + 2
+    while lines.lock().unwrap().len() < 2 * n as usize + 2
         && t.elapsed() < std::time::Duration::from_secs(10)
     {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -239,6 +259,15 @@ fn bpftrace_sees_exactly_what_tape_records() {
         .find_map(|l| l.strip_prefix("@n: "))
         .unwrap_or_else(|| panic!("{seen}{}", text(&out.stderr)));
     assert_eq!(count.trim(), n.to_string(), "{seen}");
+    // The traced function's entry, which only bpftrace wants: its payload
+    // (the fn_call class: a u32 depth, 0 here) at arg0, its size at arg1.
+    let entries = seen
+        .lines()
+        .find_map(|l| l.strip_prefix("@e: "))
+        .unwrap_or_else(|| panic!("{seen}"));
+    assert_eq!(entries.trim(), n.to_string(), "{seen}");
+    let shapes: BTreeSet<&str> = seen.lines().filter(|l| l.starts_with("entry ")).collect();
+    assert_eq!(shapes, BTreeSet::from(["entry 0 4"]), "{seen}");
     let printed: Vec<&str> = seen
         .lines()
         .filter(|l| l.split(' ').count() == 3 && l.starts_with(|c: char| c.is_ascii_digit()))
