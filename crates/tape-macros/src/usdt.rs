@@ -9,7 +9,11 @@
 //!                 desc: u64 pc (the nop)  u64 base (.stapsdt.base)
 //!                       u64 semaphore     "provider\0" "probe\0" "8@%rdi ...\0"
 //! .stapsdt.base   one byte, one per binary (a comdat group): tools compare
-//!                 its address with `base` to find where the binary moved
+//!                 its address with `base` to find where the binary moved;
+//!                 executable, so that the linker puts it in the segment
+//!                 of the code (perf turns a probe's address into a file
+//!                 offset with this section's offset: right only when the
+//!                 two share a segment, as they do in small C programs)
 //! .probes         the u16 semaphores
 //! ```
 //!
@@ -84,7 +88,7 @@ fn note(strings: &str) -> String {
 994: .balign 4
 .popsection
 .ifndef _.stapsdt.base
-.pushsection .stapsdt.base, "aGR", "progbits", .stapsdt.base, comdat
+.pushsection .stapsdt.base, "axGR", "progbits", .stapsdt.base, comdat
 .weak _.stapsdt.base
 .hidden _.stapsdt.base
 _.stapsdt.base: .space 1

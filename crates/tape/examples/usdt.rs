@@ -6,7 +6,8 @@
 //! counts a uprobe in the probe's semaphore slightly before the tool's
 //! program runs at it), emits `--events N` (default 100) events, then
 //! waits until the tool detaches and says its tracepoint's state word
-//! before and after. `--bench N` times N events instead (the same one, in
+//! before and after (with `--leave`, it ends at once: `perf record --
+//! PROGRAM` detaches when the program ends). `--bench N` times N events instead (the same one, in
 //! a loop: `scripts/usdt-cost.sh` runs it with and without a tool) and
 //! says the nanoseconds per event; with `--wait` it waits for a tool
 //! first.
@@ -78,6 +79,7 @@ fn main() -> Result<(), tape::Error> {
     let mut go_line = false;
     let mut bench: Option<u64> = None;
     let mut wait = false;
+    let mut leave = false;
     let mut watched: Vec<&tape::Tracepoint> = vec![&request::TRACEPOINT];
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -91,6 +93,7 @@ fn main() -> Result<(), tape::Error> {
             "--go-line" => go_line = true,
             "--bench" => bench = args.next().and_then(|n| n.parse().ok()),
             "--wait" => wait = true,
+            "--leave" => leave = true,
             "--list" => {
                 for s in tape::usdt::USDT_SITES.iter() {
                     println!("{}:{}", s.provider, s.name);
@@ -142,6 +145,9 @@ fn main() -> Result<(), tape::Error> {
         serve(id);
     }
     eprintln!("usdt: emitted {events}");
+    if leave {
+        return Ok(());
+    }
     let gone = wait_for(&watched, false, Duration::from_secs(60));
     let after = states(&watched);
     eprintln!(

@@ -162,7 +162,6 @@ fn bpftrace_sees_exactly_what_tape_records() {
         .stdin(Stdio::piped())
         .env("TAPE_TRACE", "usdt_demo.*")
         .env("TAPE_TRACE_DIR", &dir)
-        .env("TAPE_CONTROL", "off")
         .env("TAPE_SHM", "off")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -172,6 +171,23 @@ fn bpftrace_sees_exactly_what_tape_records() {
     std::io::BufReader::new(program.stdout.take().unwrap())
         .read_line(&mut pid)
         .unwrap();
+    // What `tape ctl PID list` says of the tracepoint and the traced entry.
+    let listed = |pid: &str| {
+        let out = Command::new(pipeline::TAPE)
+            .args(["ctl", pid.trim(), "list"])
+            .output()
+            .unwrap();
+        let all = text(&out.stdout);
+        ["usdt_demo.request\t", "fn.usdt.serve.entry\t"].map(|name| {
+            all.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name} in {all}{}", text(&out.stderr)))
+                .to_owned()
+        })
+    };
+    for l in listed(&pid) {
+        assert!(!l.contains(", usdt "), "no tool yet: {l}");
+    }
     let script = format!(
         "BEGIN {{ printf(\"ready\\n\"); }} usdt:{}:usdt_demo:request {{ printf(\"%d %s %d\\n\", \
          arg0, str(arg1, arg2), arg3); @n = count(); }} usdt:{}:fn:usdt_serve_entry {{ \
@@ -237,6 +253,15 @@ fn bpftrace_sees_exactly_what_tape_records() {
         );
         return;
     }
+    let [request, entry] = listed(&pid);
+    assert!(
+        request.contains(", usdt usdt_demo:request attached"),
+        "{request}"
+    );
+    assert!(
+        entry.contains(", usdt fn:usdt_serve_entry attached"),
+        "{entry}"
+    );
     // Every line printed (bounded), then bpftrace ends on SIGINT, printing
     // its count.
     let t = std::time::Instant::now();
@@ -306,5 +331,169 @@ fn bpftrace_sees_exactly_what_tape_records() {
     let (before, after) = (at("before"), at("after"));
     assert!(before.is_some(), "{states}");
     assert_eq!(before, after, "{states}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The `id = N` and enum values of the `usdt_demo.request` events of the
+/// one trace in `dir`, as `tape show` prints them: (id, path length,
+/// status).
+fn recorded_requests(dir: &std::path::Path) -> Vec<(u64, usize, u64)> {
+    let shown = Command::new(pipeline::TAPE)
+        .arg("show")
+        .arg(pipeline::only_trace(dir))
+        .output()
+        .unwrap();
+    text(&shown.stdout)
+        .lines()
+        .filter(|l| l.contains("usdt_demo.request"))
+        .map(|l| {
+            (
+                value_after(l, "id").parse().unwrap(),
+                value_after(l, "path").len(),
+                value_after(l, "container").parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Removes a perf probe event when dropped (the test's, left otherwise in
+/// the kernel's tracefs).
+struct PerfEvent(&'static str);
+
+impl Drop for PerfEvent {
+    fn drop(&mut self) {
+        let _ = Command::new("perf")
+            .args(["probe", "-q", "-d", self.0])
+            .output();
+    }
+}
+
+/// perf (as root, tracefs mounted): `perf probe` makes a uprobe event of
+/// the SDT probe, with its semaphore; `perf record -- PROGRAM` runs the
+/// usdt example, which sees the probe attached and emits N events; `perf
+/// script` prints N samples whose integer, length and enum arguments are
+/// what `tape show` prints of the same events. Skipped with a notice
+/// without perf, root or tracefs (a failure under `TAPE_REQUIRE_TOOLS=1`).
+#[test]
+fn perf_records_the_probe_with_its_arguments() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let have = Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let tracefs = std::path::Path::new("/sys/kernel/tracing/uprobe_events").exists();
+    if !root || !have || !tracefs {
+        shared::required(
+            "perf recording a tape program's USDT probe",
+            "apt-get install linux-perf; run as root with tracefs mounted \
+             (mount -t tracefs nodev /sys/kernel/tracing)",
+        );
+        return;
+    }
+    let n = 300u64;
+    let dir = crate::flight::base("usdt-perf");
+    std::fs::create_dir_all(&dir).unwrap();
+    let usdt = pipeline::example("usdt");
+    // perf's cache of SDT notes, the test's own (not ~/.debug).
+    let perf = |args: &[&str]| {
+        let out = Command::new("perf")
+            .args(args)
+            .env("PERF_BUILDID_DIR", dir.join("buildid"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "perf {args:?}: {}", text(&out.stderr));
+        out
+    };
+    let bin = usdt.to_str().unwrap();
+    perf(&["buildid-cache", "--add", bin]);
+    let event = "sdt_usdt_demo:request";
+    let _ = Command::new("perf")
+        .args(["probe", "-q", "-d", event])
+        .output();
+    let _cleanup = PerfEvent(event);
+    perf(&["probe", "-q", "-x", bin, "-a", event]);
+    let data = dir.join("perf.data");
+    let record = Command::new("perf")
+        .args(["record", "-q", "-e", event, "-o"])
+        .arg(&data)
+        .args(["--", bin, "--events", &n.to_string(), "--leave"])
+        .env("PERF_BUILDID_DIR", dir.join("buildid"))
+        .env("TAPE_TRACE", "usdt_demo.*")
+        .env("TAPE_TRACE_DIR", dir.join("traces"))
+        .env("TAPE_CONTROL", "off")
+        .env("TAPE_SHM", "off")
+        .output()
+        .unwrap();
+    let said = text(&record.stderr);
+    assert!(
+        record.status.success() && said.contains("usdt: emitted"),
+        "{said}"
+    );
+    let script = perf(&["script", "-i", data.to_str().unwrap()]);
+    // `usdt PID [CPU] TIME: sdt_usdt_demo:request: (ADDR) arg1=.. arg2=.. arg3=.. arg4=..`
+    let sampled: Vec<(u64, usize, u64)> = text(&script.stdout)
+        .lines()
+        .filter(|l| l.contains(event))
+        .map(|l| {
+            let arg = |k: &str| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix(&format!("{k}=")))
+                    .unwrap_or_else(|| panic!("{k} in {l}"))
+                    .parse::<u64>()
+                    .unwrap()
+            };
+            (arg("arg1"), arg("arg3") as usize, arg("arg4"))
+        })
+        .collect();
+    assert_eq!(sampled.len() as u64, n, "one sample per event");
+    assert_eq!(sampled, recorded_requests(&dir.join("traces")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// gdb stops at the SDT probe (`break -probe-stap`, which raises its
+/// semaphore as a uprobe would): the program sees it attached and gdb
+/// reads the arguments of its first events (`$_probe_arg0`: the id).
+#[test]
+fn gdb_stops_at_the_probe_and_reads_its_arguments() {
+    if Command::new("gdb").arg("--version").output().is_err() {
+        shared::required(
+            "gdb stopping at a tape program's USDT probe",
+            "apt-get install gdb",
+        );
+        return;
+    }
+    let dir = crate::flight::base("usdt-gdb");
+    let usdt = pipeline::example("usdt");
+    let out = Command::new("gdb")
+        .args(["-batch", "-nx"])
+        .args(["-ex", "break -probe-stap usdt_demo:request"])
+        .args(["-ex", "run --events 3 --leave"])
+        .args([
+            "-ex",
+            "printf \"probe %d %d\\n\", $_probe_arg0, $_probe_arg2",
+        ])
+        .args(["-ex", "continue"])
+        .args([
+            "-ex",
+            "printf \"probe %d %d\\n\", $_probe_arg0, $_probe_arg2",
+        ])
+        .args(["-ex", "kill"])
+        .arg(&usdt)
+        .env("TAPE_TRACE_DIR", &dir)
+        .env("TAPE_CONTROL", "off")
+        .env("TAPE_SHM", "off")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let said = text(&out.stdout);
+    let probes: Vec<&str> = said.lines().filter(|l| l.starts_with("probe ")).collect();
+    // Ids 0 and 1; their paths "/items/0" and "/items/7", 8 bytes each.
+    assert_eq!(
+        probes,
+        ["probe 0 8", "probe 1 8"],
+        "{said}{}",
+        text(&out.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
