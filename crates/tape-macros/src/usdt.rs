@@ -177,6 +177,7 @@ pub(crate) fn usdt_site(name: &str, args: &[(Ident, Type)]) -> TokenStream2 {
                 attach: || attach_with_priority(::tape::usdt::PRIORITY, |#(#names: &#tys),*| {
                     fire(#(#names),*)
                 }),
+                on: ::core::sync::atomic::AtomicBool::new(false),
             };
         };
     }
@@ -253,6 +254,7 @@ pub(crate) fn usdt_site_named(tracepoint: &Ident, name: TokenStream2) -> TokenSt
                 attach: || ::tape::probe::attach_to(&#tracepoint, ::tape::usdt::PRIORITY, |e| {
                     fire(e.payload())
                 }),
+                on: ::core::sync::atomic::AtomicBool::new(false),
             };
         };
     }

@@ -56,11 +56,19 @@
 //! callsites) have no note: a binary's notes are written when it is
 //! built.
 //!
+//! **Fork.** A child keeps what the parent had at the fork: the kernel
+//! copies the uprobe's breakpoint and the semaphore's count, tape the
+//! attached probe, so a tool attached then still sees the child's events.
+//! The child runs no watcher (threads do not survive a fork, and a fork
+//! handler may not start one), so the probe stays until the child ends;
+//! [`attached`] answers without a lock, and a [`look`] of the child's own
+//! gives up after [`LOOK_WAIT`] if the parent's watcher held its lock.
+//!
 //! `TAPE_USDT=off` (or [`crate::Config::usdt`]) runs no watcher: the notes
 //! stay in the binary, and a tool attached then sees nothing.
 
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, TryLockError};
 use std::time::Duration;
 
 use crate::point::Tracepoint;
@@ -68,6 +76,9 @@ use crate::probe::Probe;
 
 /// How often the watcher reads the semaphores.
 pub const WATCH: Duration = Duration::from_millis(50);
+
+/// The longest [`look`] waits for another one to end.
+pub const LOOK_WAIT: Duration = Duration::from_secs(1);
 
 /// The priority of the probe that fires an SDT site: after the user's
 /// probes of the default priority.
@@ -232,6 +243,10 @@ pub struct UsdtSite {
     pub name: &'static str,
     /// Attaches the probe that calls the SDT site with the arguments.
     pub attach: fn() -> Probe,
+    /// Whether the watcher has the probe attached (what [`attached`]
+    /// says, without a lock: a forked child may inherit the watcher's
+    /// lock held).
+    pub on: AtomicBool,
 }
 
 impl std::fmt::Debug for UsdtSite {
@@ -275,9 +290,21 @@ pub(crate) fn start() -> std::io::Result<()> {
 }
 
 /// One look at every semaphore: a probe attached where a tool came, and
-/// detached where it went.
+/// detached where it went. Waits at most [`LOOK_WAIT`] for another look to
+/// end, then gives up: in a forked child whose parent's watcher was
+/// looking at the fork, the child's copy of the lock stays held.
 pub fn look() {
-    let mut attached = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
+    let until = std::time::Instant::now() + LOOK_WAIT;
+    let mut attached = loop {
+        match ATTACHED.try_lock() {
+            Ok(g) => break g,
+            Err(TryLockError::Poisoned(e)) => break e.into_inner(),
+            Err(TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(TryLockError::WouldBlock) => return,
+        }
+    };
     if attached.len() < USDT_SITES.len() {
         attached.resize_with(USDT_SITES.len(), || None);
     }
@@ -294,20 +321,15 @@ pub fn look() {
             }
             _ => {}
         }
+        // Relaxed: a report (`attached`), ordered with nothing else.
+        site.on.store(probe.is_some(), Ordering::Relaxed);
     }
 }
 
 /// Whether a USDT tool is attached to `tp` (as the watcher last saw), and
 /// its SDT provider and probe names.
 pub fn attached(tp: &Tracepoint) -> Option<(&'static str, &'static str, bool)> {
-    let i = USDT_SITES
-        .iter()
-        .position(|s| std::ptr::eq(s.tracepoint, tp))?;
-    let site = &USDT_SITES[i];
-    let on = ATTACHED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(i)
-        .is_some_and(Option::is_some);
-    Some((site.provider, site.name, on))
+    let site = USDT_SITES.iter().find(|s| std::ptr::eq(s.tracepoint, tp))?;
+    // Relaxed: see `look`.
+    Some((site.provider, site.name, site.on.load(Ordering::Relaxed)))
 }

@@ -24,6 +24,8 @@ fn a_semaphore_set_by_a_tool_activates_the_tracepoint_and_its_return_restores_it
     let s = site();
     assert_eq!((s.provider, s.name), ("usdt_test", "probe_hit"));
     let tp = &usdt_probe_hit::TRACEPOINT;
+    // Registered (its id in the word) before the word is kept.
+    tape::tracepoints();
     let before = tp.state();
     assert!(!usdt_probe_hit::enabled());
     // The kernel's increment when a uprobe with this semaphore attaches.
@@ -72,6 +74,7 @@ fn a_traced_function_is_an_sdt_probe_too() {
         ("fn", "usdt_traced_step_entry")
     );
     let tp = entry.tracepoint;
+    tape::tracepoints();
     let before = tp.state();
     entry.semaphore.fetch_add(1, Ordering::Relaxed);
     tape::usdt::look();
@@ -164,4 +167,61 @@ fn usdt_off_runs_no_watcher() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert_eq!(threads_named("tape-usdt"), 0);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+tape::tracepoint! {
+    /// A tracepoint of the fork test only.
+    pub fn usdt_fork_hit(n: u32) = "usdt_test.fork.hit";
+}
+
+/// A child forked while a tool is attached keeps the probe (the kernel
+/// keeps the uprobe and the semaphore's count in the copy) and runs no
+/// watcher: it answers `attached` without a lock, emits through the
+/// probe, and a look of its own ends (bounded), whatever the parent's
+/// watcher held at the fork.
+#[test]
+fn a_child_forked_with_a_tool_attached_goes_on() {
+    let s = tape::usdt::USDT_SITES
+        .iter()
+        .find(|s| s.tracepoint.name() == "usdt_test.fork.hit")
+        .unwrap();
+    let tp = &usdt_fork_hit::TRACEPOINT;
+    // Registered (its id in the word) before the word is kept.
+    tape::tracepoints();
+    let before = tp.state();
+    s.semaphore.fetch_add(1, Ordering::Relaxed);
+    tape::usdt::look();
+    assert_eq!(tape::usdt::attached(tp).map(|a| a.2), Some(true));
+    // SAFETY: the child calls only what the test states (atomics, the
+    // tracepoint's probe path, a bounded look), then `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        let on = tape::usdt::attached(tp).is_some_and(|a| a.2);
+        for n in 0..10 {
+            usdt_fork_hit(n);
+        }
+        tape::usdt::look();
+        let still = usdt_fork_hit::enabled();
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(if on && still { 0 } else { 1 }) };
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for our own child, without blocking.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "the child hangs");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{status:#x}"
+    );
+    s.semaphore.fetch_sub(1, Ordering::Relaxed);
+    tape::usdt::look();
+    assert_eq!(tp.state(), before);
 }
