@@ -16,7 +16,15 @@
 //! `fetch` span is polled once on each worker: one span, one call id, two
 //! running intervals on two threads. With `--seconds N` the workers serve
 //! requests for N seconds (one a millisecond each) instead, for `tape ctl`
-//! to enable and disable the callsites while it runs.
+//! to enable and disable the callsites while it runs. With `--wait-usdt`
+//! it first waits for a USDT tool on `tape:runtime_event`, the SDT probe of
+//! tracepoints made at run time:
+//!
+//! ```text
+//! target/release/examples/tracing_spans --wait-usdt &
+//! sudo bpftrace -p $! -e 'usdt:target/release/examples/tracing_spans:tape:runtime_event {
+//!     @[str(arg0, arg1)] = count(); }'        # then press Enter for the program
+//! ```
 
 use std::future::Future;
 use std::pin::Pin;
@@ -83,14 +91,33 @@ fn main() -> Result<(), tape::Error> {
         .init();
     let mut requests = 3u64;
     let mut seconds = None;
+    let mut wait_usdt = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = || args.next().and_then(|v| v.parse().ok());
         match a.as_str() {
             "--requests" => requests = number().expect("--requests N"),
             "--seconds" => seconds = Some(number().expect("--seconds N")),
+            "--wait-usdt" => wait_usdt = true,
             other => panic!("unknown argument {other}"),
         }
+    }
+    // `--wait-usdt`: says its pid, waits (at most 60 s) for a USDT tool on
+    // `tape:runtime_event` (the events of `tracing`'s callsites), then for
+    // a line on stdin (the tool's program runs slightly after the kernel
+    // counts it in the probe's semaphore).
+    if wait_usdt {
+        println!("{}", std::process::id());
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !tape::usdt::attached(&tape::usdt::runtime_event::TRACEPOINT).is_some_and(|a| a.2) {
+            if std::time::Instant::now() > until {
+                eprintln!("tracing_spans: no USDT tool within 60 s");
+                std::process::exit(2);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
     }
     // `--seconds N`: serve for N seconds, a request a millisecond per
     // worker, so that `tape ctl` can change what records meanwhile.

@@ -395,7 +395,15 @@ pub(crate) fn register(meta: &'static Metadata<'static>) -> Option<&'static Call
             span: None,
         }
     });
-    insert(made)
+    let c = insert(made);
+    // A tool attached to `tape:runtime_event` sees the callsite's events
+    // from the first one (not from the watcher's next look).
+    for tp in c.iter().flat_map(|c| c.points()) {
+        if !std::ptr::eq(tp, &NOWHERE) {
+            tape::usdt::cover(tp);
+        }
+    }
+    c
 }
 
 /// The tracepoint of callsites that could get none: never registered,

@@ -367,9 +367,21 @@ pub fn attach_to(
     priority: i32,
     probe: impl Fn(&Event<'_>) + Send + Sync + 'static,
 ) -> Probe {
-    let probe = writer().attach(tp, priority, Kind::Untyped(Arc::new(probe)));
+    let probe = attach_to_quietly(tp, priority, probe);
     registry::changed();
     probe
+}
+
+/// [`attach_to`] without calling the registry's change hook: for a caller
+/// that may run inside the hook's own subscriber (tape-tracing's callsite
+/// registration, through `usdt::cover`), which then reads the new state
+/// itself.
+pub(crate) fn attach_to_quietly(
+    tp: &'static Tracepoint,
+    priority: i32,
+    probe: impl Fn(&Event<'_>) + Send + Sync + 'static,
+) -> Probe {
+    writer().attach(tp, priority, Kind::Untyped(Arc::new(probe)))
 }
 
 /// Attaches an untyped probe, at [`DEFAULT_PRIORITY`], to every tracepoint

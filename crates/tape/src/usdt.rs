@@ -52,9 +52,16 @@
 //! event's encoded payload, a pointer and a size (`arg0`, `arg1`: for an
 //! entry without `args(..)`, a `u32` depth). `printk!` is the probe
 //! `tape:printk`: the format id (the trace's `tape_printk_<id>`), then the
-//! address of the arguments. Tracepoints made at run time (tape-tracing's
-//! callsites) have no note: a binary's notes are written when it is
-//! built.
+//! address of the arguments.
+//!
+//! **Tracepoints made at run time** (tape-tracing's callsites) have no
+//! note: a binary's notes are written when it is built. They all go through
+//! one probe, [`runtime_event`] (`tape:runtime_event`: the tracepoint's
+//! name and the event's payload, each a pointer and a length). While a
+//! tool is attached to it, the watcher gives every tracepoint without a
+//! note of its own a probe that fires it; tape-tracing does so as it
+//! registers a callsite ([`cover`]), so a tool sees a new callsite's
+//! events from the first one.
 //!
 //! **Fork.** A child keeps what the parent had at the fork: the kernel
 //! copies the uprobe's breakpoint and the semaphore's count, tape the
@@ -67,8 +74,9 @@
 //! `TAPE_USDT=off` (or [`crate::Config::usdt`]) runs no watcher: the notes
 //! stay in the binary, and a tool attached then sees nothing.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
-use std::sync::{Mutex, TryLockError};
+use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::Duration;
 
 use crate::point::Tracepoint;
@@ -259,6 +267,15 @@ impl std::fmt::Debug for UsdtSite {
     }
 }
 
+tape_macros::tracepoint! {
+    /// An event of a tracepoint that has no SDT note of its own (made at
+    /// run time: tape-tracing's callsites), as the SDT probe
+    /// `tape:runtime_event`: the tracepoint's name, and the event's
+    /// encoded payload (each a pointer and a length). Fired by the probes
+    /// [`look`] and [`cover`] attach while a tool is attached to it.
+    pub fn runtime_event(tracepoint: &str, payload: &[u8]) = "tape.runtime_event";
+}
+
 /// Every SDT probe of the binary.
 #[linkme::distributed_slice]
 pub static USDT_SITES: [UsdtSite];
@@ -289,21 +306,29 @@ pub(crate) fn start() -> std::io::Result<()> {
         .inspect_err(|_| WATCHING.store(false, Ordering::Relaxed))
 }
 
+/// `m`, locked within [`LOOK_WAIT`], or `None` (its holder is busy that
+/// long, or gone: a forked child's copy of a lock held at the fork).
+fn lock_bounded<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    let until = std::time::Instant::now() + LOOK_WAIT;
+    loop {
+        match m.try_lock() {
+            Ok(g) => return Some(g),
+            Err(TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
 /// One look at every semaphore: a probe attached where a tool came, and
 /// detached where it went. Waits at most [`LOOK_WAIT`] for another look to
 /// end, then gives up: in a forked child whose parent's watcher was
 /// looking at the fork, the child's copy of the lock stays held.
 pub fn look() {
-    let until = std::time::Instant::now() + LOOK_WAIT;
-    let mut attached = loop {
-        match ATTACHED.try_lock() {
-            Ok(g) => break g,
-            Err(TryLockError::Poisoned(e)) => break e.into_inner(),
-            Err(TryLockError::WouldBlock) if std::time::Instant::now() < until => {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(TryLockError::WouldBlock) => return,
-        }
+    let Some(mut attached) = lock_bounded(&ATTACHED) else {
+        return;
     };
     if attached.len() < USDT_SITES.len() {
         attached.resize_with(USDT_SITES.len(), || None);
@@ -323,6 +348,84 @@ pub fn look() {
         }
         // Relaxed: a report (`attached`), ordered with nothing else.
         site.on.store(probe.is_some(), Ordering::Relaxed);
+    }
+    drop(attached);
+    if cover_runtime(crate::registry::tracepoints(), runtime_wanted()) {
+        crate::registry::changed();
+    }
+}
+
+/// The probes that give the events of the tracepoints without a note of
+/// their own to `tape:runtime_event`, while a tool is attached to it
+/// (`None`: none is), and the addresses of their tracepoints.
+static RUNTIME: Mutex<Option<(Vec<Probe>, HashSet<usize>)>> = Mutex::new(None);
+
+/// The addresses of the tracepoints that have an SDT site of their own.
+fn noted() -> &'static HashSet<usize> {
+    static NOTED: OnceLock<HashSet<usize>> = OnceLock::new();
+    NOTED.get_or_init(|| {
+        USDT_SITES
+            .iter()
+            .map(|s| s.tracepoint as *const Tracepoint as usize)
+            .collect()
+    })
+}
+
+/// The probe that gives one event of a tracepoint without a note to
+/// `tape:runtime_event`.
+fn forward(e: &crate::probe::Event<'_>) {
+    runtime_event(e.name(), e.payload());
+}
+
+/// Whether a tool is attached to `tape:runtime_event`.
+fn runtime_wanted() -> bool {
+    // Relaxed: see `look`.
+    USDT_SITES
+        .iter()
+        .find(|s| std::ptr::eq(s.tracepoint, &runtime_event::TRACEPOINT))
+        .is_some_and(|s| s.on.load(Ordering::Relaxed))
+}
+
+/// Gives `points` (those without a note of their own) to
+/// `tape:runtime_event` while its tool is attached, or takes every such
+/// probe away once it is gone. Whether a probe came or went.
+fn cover_runtime(points: &[&'static Tracepoint], wanted: bool) -> bool {
+    // Whoever holds it calls nothing that waits for a subscriber's lock
+    // while it does (probes come quietly; they go after it is released).
+    let Some(mut runtime) = lock_bounded(&RUNTIME) else {
+        return false; // the next look covers them
+    };
+    if !wanted {
+        let Some((probes, _)) = runtime.take() else {
+            return false;
+        };
+        drop(runtime);
+        for p in probes {
+            p.detach();
+        }
+        return true;
+    }
+    let (probes, covered) = runtime.get_or_insert_with(Default::default);
+    let mut came = false;
+    for &tp in points {
+        let at = tp as *const Tracepoint as usize;
+        if !noted().contains(&at) && covered.insert(at) {
+            probes.push(crate::probe::attach_to_quietly(tp, PRIORITY, forward));
+            came = true;
+        }
+    }
+    came
+}
+
+/// Gives `tp`, a tracepoint registered at run time, to the SDT probe
+/// `tape:runtime_event` now if a tool is attached to it (the watcher does
+/// so at its next look otherwise: the events between would be missed).
+/// Called by tape-tracing as it registers a callsite; does not call the
+/// registry's change hook (the caller reads the new state itself); waits
+/// at most [`LOOK_WAIT`] for a look that covers at the same time.
+pub fn cover(tp: &'static Tracepoint) {
+    if runtime_wanted() {
+        cover_runtime(&[tp], true);
     }
 }
 

@@ -225,3 +225,58 @@ fn a_child_forked_with_a_tool_attached_goes_on() {
     tape::usdt::look();
     assert_eq!(tp.state(), before);
 }
+
+/// A tracepoint made at run time (as tape-tracing makes its callsites')
+/// has no note: while a tool is attached to `tape:runtime_event`, its
+/// events fire that probe with its name and payload; a tracepoint
+/// registered then is covered at once (`cover`); when the tool goes, the
+/// probes go and the words are as before.
+#[test]
+fn tracepoints_made_at_run_time_fire_tape_runtime_event() {
+    static EARLY: tape::TracepointDesc =
+        tape::traced::call_desc("usdt_test.runtime.early", file!(), line!(), module_path!());
+    static LATE: tape::TracepointDesc =
+        tape::traced::call_desc("usdt_test.runtime.late", file!(), line!(), module_path!());
+    let early = tape::registry::register(&EARLY).unwrap();
+    let site = tape::usdt::USDT_SITES
+        .iter()
+        .find(|s| s.tracepoint.name() == "tape.runtime_event")
+        .unwrap();
+    assert_eq!((site.provider, site.name), ("tape", "runtime_event"));
+    let before = early.state();
+    // What the SDT site is given, seen by a probe of the user's on
+    // `tape.runtime_event` (called before the site's, of lower priority).
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, Vec<u8>)>::new()));
+    let _watch = {
+        let seen = seen.clone();
+        tape::usdt::runtime_event::attach(move |name: &&str, payload: &&[u8]| {
+            seen.lock()
+                .unwrap()
+                .push((name.to_string(), payload.to_vec()));
+        })
+    };
+    site.semaphore.fetch_add(1, Ordering::Relaxed);
+    tape::usdt::look();
+    let late = tape::registry::register(&LATE).unwrap();
+    tape::usdt::cover(late);
+    for (tp, depth) in [(early, 7u32), (late, 9u32)] {
+        tape::traced::record_payload(tp, tp.state(), &(depth,));
+    }
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            (
+                "usdt_test.runtime.early".to_owned(),
+                7u32.to_le_bytes().to_vec()
+            ),
+            (
+                "usdt_test.runtime.late".to_owned(),
+                9u32.to_le_bytes().to_vec()
+            ),
+        ]
+    );
+    site.semaphore.fetch_sub(1, Ordering::Relaxed);
+    tape::usdt::look();
+    assert_eq!(early.state(), before, "the state word as before");
+    assert!(!tape::__private::is_active(late.state()));
+}

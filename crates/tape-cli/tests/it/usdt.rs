@@ -497,3 +497,139 @@ fn gdb_stops_at_the_probe_and_reads_its_arguments() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// bpftrace on `tape:runtime_event`, the SDT probe of the tracepoints
+/// made at run time (tape-tracing's callsites, which no note names): the
+/// `tracing_spans` example, which waits for it, records its events with
+/// tape as well; bpftrace sees as many events of each tracepoint as tape
+/// recorded, and reads the payload (a span's `close` carries its call id,
+/// a `u64`) as tape shows it. Skipped with a notice as the test above.
+#[test]
+fn bpftrace_sees_the_events_of_tracepoints_made_at_run_time() {
+    use std::io::{BufRead, Write};
+    use std::process::Stdio;
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || Command::new("bpftrace").arg("--version").output().is_err() {
+        shared::required(
+            "bpftrace attached to tape:runtime_event",
+            "apt-get install bpftrace, and run the tests as root",
+        );
+        return;
+    }
+    let dir = crate::flight::base("usdt-runtime");
+    let bin = pipeline::example("tracing_spans");
+    let mut program = Command::new(&bin)
+        .args(["--wait-usdt", "--requests", "20"])
+        .env("TAPE_TRACE", "tracing.*")
+        .env("TAPE_TRACE_DIR", &dir)
+        .env("TAPE_CONTROL", "off")
+        .env("TAPE_SHM", "off")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pid = String::new();
+    std::io::BufReader::new(program.stdout.take().unwrap())
+        .read_line(&mut pid)
+        .unwrap();
+    let script = format!(
+        "BEGIN {{ printf(\"ready\\n\"); }} usdt:{}:tape:runtime_event {{ \
+         printf(\"%s %d %lu\\n\", str(arg0, arg1), arg3, *(uint64 *)arg2); }}",
+        bin.display()
+    );
+    let mut bpf = Command::new("bpftrace")
+        .args(["-p", pid.trim(), "-e", &script])
+        .env("BPFTRACE_PERF_RB_PAGES", "4096")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = bpf.stdout.take().unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(l);
+            }
+        })
+    };
+    let waited = |what: &dyn Fn(&[String]) -> bool, secs: u64| {
+        let t = std::time::Instant::now();
+        while !what(&lines.lock().unwrap()) && t.elapsed().as_secs() < secs {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    waited(&|l| l.iter().any(|l| l == "ready"), 30);
+    let _ = program.stdin.take().unwrap().write_all(b"go\n");
+    // The program ends (bounded) once it ran.
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = program.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed().as_secs() > 60 {
+            let _ = program.kill();
+            panic!("tracing_spans did not end");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut program.stderr.take().unwrap(), &mut said).unwrap();
+    if status.code() == Some(2) {
+        let _ = bpf.kill();
+        let out = bpf.wait_with_output().unwrap();
+        shared::required(
+            &format!(
+                "bpftrace attached to tape:runtime_event (the kernel refused: {})",
+                text(&out.stderr).trim()
+            ),
+            "a kernel with uprobes and BPF",
+        );
+        return;
+    }
+    assert!(status.success(), "{said}");
+    // What tape recorded: events by tracepoint, and the call ids of the
+    // request spans' `close`.
+    let shown = Command::new(pipeline::TAPE)
+        .arg("show")
+        .arg(pipeline::only_trace(&dir))
+        .output()
+        .unwrap();
+    let shown = text(&shown.stdout);
+    let mut recorded = std::collections::BTreeMap::<String, usize>::new();
+    let mut recorded_calls = Vec::new();
+    for l in shown.lines() {
+        let name = l.split_whitespace().nth(3).unwrap().trim_end_matches(':');
+        *recorded.entry(name.to_owned()).or_default() += 1;
+        if name == "tracing.app.info.request.close" {
+            recorded_calls.push(value_after(l, "call").to_owned());
+        }
+    }
+    let total: usize = recorded.values().sum();
+    waited(&|l| l.len() > total, 10);
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(bpf.id() as i32, libc::SIGINT) };
+    let bpf_out = bpf.wait_with_output().unwrap();
+    reader.join().unwrap();
+    let lines = lines.lock().unwrap();
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    let mut seen_calls = Vec::new();
+    for l in lines.iter().filter(|l| l.starts_with("tracing.")) {
+        let w: Vec<&str> = l.split(' ').collect();
+        *seen.entry(w[0].to_owned()).or_default() += 1;
+        if w[0] == "tracing.app.info.request.close" {
+            assert_eq!(w[1], "8", "{l}");
+            seen_calls.push(w[2].to_owned());
+        }
+    }
+    assert!(recorded.len() >= 10 && total >= 200, "{recorded:?}");
+    assert_eq!(seen, recorded, "{}", text(&bpf_out.stderr));
+    // (Two threads: bpftrace's per-CPU buffers need not keep tape's order.)
+    seen_calls.sort();
+    recorded_calls.sort();
+    assert_eq!(seen_calls, recorded_calls);
+    let _ = std::fs::remove_dir_all(&dir);
+}
