@@ -89,7 +89,7 @@ fn a_filter_refused_names_the_event_that_has_its_fields() {
     assert_eq!(rc, 1);
     assert!(
         err.starts_with(
-            "tape: error: --filter: none of the 9 events selected has the fields it compares; \
+            "tape: error: --filter: none of the 10 events selected has the fields it compares; \
              the first: filter for quickstart."
         ) && err.contains("no field `statuss` (fields: "),
         "{err}"
