@@ -503,9 +503,10 @@ impl Recorder {
 
     /// Whether the process's rings are still there: after it is gone, it
     /// died without exiting (killed, crashed); a process that exits
-    /// removes them.
+    /// removes them (and leaves its description and process file to a
+    /// reader that follows it).
     pub fn rings_left(&self) -> bool {
-        self.dir.join(shm::PROCESS_FILE).exists()
+        shm::ring_files(&self.dir).is_ok_and(|rings| !rings.is_empty())
     }
 
     /// Whether the process still runs.
@@ -896,7 +897,7 @@ impl Recorder {
     /// said with that count.
     pub fn end_after_error(self, e: Error) -> Error {
         let meta = self.write_metadata();
-        self.header.reader.store(0, Ordering::Release);
+        self.release();
         let counted = match meta {
             Ok(()) => "counted in its metadata as events_not_written".to_owned(),
             Err(m) => format!("not counted in the trace: {m}"),
@@ -973,7 +974,7 @@ impl Recorder {
             )));
         }
         let r = r.and_then(|_| self.write_metadata());
-        self.header.reader.store(0, Ordering::Release);
+        self.release();
         r?;
         let mut lost = Drops::default();
         for s in &self.streams {
@@ -986,11 +987,28 @@ impl Recorder {
 
 impl Drop for Recorder {
     fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl Recorder {
+    /// Stops being the process's reader. If it was, and the process has
+    /// ended and its rings are gone, removes what its exit left for this
+    /// reader (the description and the process file: `shm`'s
+    /// `remove_at_exit`). A crashed process's rings stay, for `tape
+    /// recover`.
+    fn release(&self) {
         let me = std::process::id();
-        let _ = self
+        let was = self
             .header
             .reader
-            .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed);
+            .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok();
+        let ended = !crate::ring::dirs::alive(self.header)
+            && shm::ring_files(&self.dir).is_ok_and(|rings| rings.is_empty());
+        if was && ended {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 

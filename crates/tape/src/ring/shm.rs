@@ -372,11 +372,35 @@ static PROCESS: AtomicPtr<ProcessHeader> = AtomicPtr::new(std::ptr::null_mut());
 /// for `tape recover`). Registered with `atexit` by the first shared ring.
 extern "C" fn remove_at_exit() {
     let made = MADE.lock().map(|m| m.clone()).unwrap_or(None);
-    if let Some((pid, dir)) = made {
-        if pid == std::process::id() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+    let Some((pid, dir)) = made else {
+        return;
+    };
+    if pid != std::process::id() {
+        return;
     }
+    if followed() {
+        // The rings go (their reader has them mapped, reads them to their
+        // end, and takes a ring file gone for its thread's end); the
+        // description and the process file stay for it, which removes
+        // them once done (`Recorder`): the events of a tracepoint
+        // registered just before the exit are read with the description
+        // written then, which the reader may not have read yet.
+        for ring in ring_files(&dir).unwrap_or_default() {
+            let _ = std::fs::remove_file(ring);
+        }
+    } else {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Whether a consuming reader (`tape record`, `tape pipe`) follows this
+/// process's rings now.
+fn followed() -> bool {
+    process().is_some_and(|h| {
+        // Relaxed: a pid, read alone.
+        let reader = h.reader.load(Ordering::Relaxed);
+        reader != 0 && reader != std::process::id() && crate::sys::process_exists(reader)
+    })
 }
 
 /// In a forked child: the process file is the parent's.
