@@ -44,7 +44,10 @@
 //! the control socket's is ([`crate::sys::ensure_private_dir`]),
 //! the files 0600; readers open only files of this user.
 //!
-//! A normal exit removes the directory; a death leaves it. A forked child
+//! A normal exit removes the directory, but for the description and the
+//! process file while a consuming reader follows (`ProcessHeader::reader`,
+//! alive): they are its to read to the end and remove (`Recorder`). A
+//! death leaves it all. A forked child
 //! copies its own ring into private memory ([`Mapping::detach_after_fork`])
 //! and never removes the parent's files; it makes a directory of its own
 //! for rings it makes later. A directory left by a dead process whose pid
