@@ -56,7 +56,7 @@
 //!
 //! **Tracepoints made at run time** (tape-tracing's callsites) have no
 //! note: a binary's notes are written when it is built. They all go through
-//! one probe, [`runtime_event`] (`tape:runtime_event`: the tracepoint's
+//! one probe, [`runtime_event()`] (`tape:runtime_event`: the tracepoint's
 //! name and the event's payload, each a pointer and a length). While a
 //! tool is attached to it, the watcher gives every tracepoint without a
 //! note of its own a probe that fires it; tape-tracing does so as it
