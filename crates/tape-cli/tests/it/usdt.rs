@@ -115,6 +115,113 @@ fn value_after<'a>(line: &'a str, key: &str) -> &'a str {
     }
 }
 
+/// Whether the tests run as root with `tool` (it runs `--version`), and
+/// `also` holds; if not, the notice (or the failure, under
+/// `TAPE_REQUIRE_TOOLS=1`) that `what` is not checked, with how to get it.
+fn as_root_with(tool: &str, also: bool, what: &str, how: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let have = Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if root && have && also {
+        return true;
+    }
+    shared::required(what, how);
+    false
+}
+
+/// Starts `program` with its standard streams piped; it and the pid it
+/// prints first.
+fn start_saying_pid(program: &mut Command) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = program
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pid = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut pid)
+        .unwrap();
+    (child, pid)
+}
+
+/// bpftrace running a script against process `pid` (as root), its lines
+/// gathered as they come.
+struct Bpftrace {
+    child: std::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Bpftrace {
+    /// Starts it, with room for every line in its perf buffer (it would
+    /// say "Lost N events" otherwise).
+    fn start(pid: &str, script: &str) -> Bpftrace {
+        use std::io::BufRead;
+        let mut child = Command::new("bpftrace")
+            .args(["-p", pid.trim(), "-e", script])
+            .env("BPFTRACE_PERF_RB_PAGES", "4096")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reader = {
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                    lines.lock().unwrap().push(l);
+                }
+            })
+        };
+        Bpftrace {
+            child,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    /// Waits (at most `secs`) until its lines so far satisfy `what`.
+    fn wait_for(&self, what: impl Fn(&[String]) -> bool, secs: u64) {
+        let t = std::time::Instant::now();
+        while !what(&self.lines.lock().unwrap()) && t.elapsed().as_secs() < secs {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Stops it (SIGINT: it prints its maps) and gives its lines and its
+    /// standard error.
+    fn stop(mut self) -> (Vec<String>, String) {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        self.end()
+    }
+
+    /// Kills it; its lines and standard error.
+    fn kill(mut self) -> (Vec<String>, String) {
+        let _ = self.child.kill();
+        self.end()
+    }
+
+    fn end(&mut self) -> (Vec<String>, String) {
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        let _ = self.child.wait();
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        (std::mem::take(&mut self.lines.lock().unwrap()), err)
+    }
+}
+
 /// bpftrace (as root) attached to a running tape program's SDT probe: the
 /// program, which waits for it, emits N events; bpftrace counts exactly N
 /// and prints each one's integer, string and enum fields as `tape show`
@@ -124,18 +231,15 @@ fn value_after<'a>(line: &'a str, key: &str) -> &'a str {
 /// `TAPE_REQUIRE_TOOLS=1`).
 #[test]
 fn bpftrace_sees_exactly_what_tape_records() {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let have = Command::new("bpftrace").arg("--version").output().is_ok();
-    if !root || !have {
-        shared::required(
-            "bpftrace attached to a tape program's USDT probe",
-            "apt-get install bpftrace, and run the tests as root",
-        );
+    if !as_root_with(
+        "bpftrace",
+        true,
+        "bpftrace attached to a tape program's USDT probe",
+        "apt-get install bpftrace, and run the tests as root",
+    ) {
         return;
     }
     use std::io::BufRead;
-    use std::process::Stdio;
     let n = 500u64;
     let dir = crate::flight::base("usdt-bpftrace");
     let usdt = pipeline::example("usdt");
@@ -157,20 +261,13 @@ fn bpftrace_sees_exactly_what_tape_records() {
         "{own:?}"
     );
     assert_eq!(listed, own, "bpftrace -l against the program's own list");
-    let mut program = Command::new(&usdt)
-        .args(["--events", &n.to_string(), "--go-line", "--traced"])
-        .stdin(Stdio::piped())
-        .env("TAPE_TRACE", "usdt_demo.*")
-        .env("TAPE_TRACE_DIR", &dir)
-        .env("TAPE_SHM", "off")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pid = String::new();
-    std::io::BufReader::new(program.stdout.take().unwrap())
-        .read_line(&mut pid)
-        .unwrap();
+    let (mut program, pid) = start_saying_pid(
+        Command::new(&usdt)
+            .args(["--events", &n.to_string(), "--go-line", "--traced"])
+            .env("TAPE_TRACE", "usdt_demo.*")
+            .env("TAPE_TRACE_DIR", &dir)
+            .env("TAPE_SHM", "off"),
+    );
     // What `tape ctl PID list` says of the tracepoint and the traced entry.
     let listed = |pid: &str| {
         let out = Command::new(pipeline::TAPE)
@@ -195,34 +292,10 @@ fn bpftrace_sees_exactly_what_tape_records() {
         usdt.display(),
         usdt.display()
     );
-    let mut bpf = Command::new("bpftrace")
-        .args(["-p", pid.trim(), "-e", &script])
-        // Room for every line in bpftrace's perf buffer (it would say
-        // "Lost N events" otherwise).
-        .env("BPFTRACE_PERF_RB_PAGES", "4096")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let bpf_out = bpf.stdout.take().unwrap();
-    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let reader = {
-        let lines = lines.clone();
-        std::thread::spawn(move || {
-            for l in std::io::BufReader::new(bpf_out).lines() {
-                let Ok(l) = l else { break };
-                lines.lock().unwrap().push(l);
-            }
-        })
-    };
+    let bpf = Bpftrace::start(&pid, &script);
     // Once bpftrace runs (its BEGIN) and the program saw the probe
     // attached (bounded), the program emits.
-    let t = std::time::Instant::now();
-    while !lines.lock().unwrap().iter().any(|l| l == "ready")
-        && t.elapsed() < std::time::Duration::from_secs(30)
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    bpf.wait_for(|l| l.iter().any(|l| l == "ready"), 30);
     {
         use std::io::Write;
         let mut stdin = program.stdin.take().unwrap();
@@ -242,12 +315,11 @@ fn bpftrace_sees_exactly_what_tape_records() {
     if !said.contains("usdt: emitted") {
         let _ = program.kill();
         let _ = program.wait();
-        let _ = bpf.kill();
-        let out = bpf.wait_with_output().unwrap();
+        let (_, bpf_err) = bpf.kill();
         shared::required(
             &format!(
                 "bpftrace attached to a tape program's USDT probe (the kernel refused: {})",
-                text(&out.stderr).trim()
+                bpf_err.trim()
             ),
             "a kernel with uprobes and BPF",
         );
@@ -264,17 +336,9 @@ fn bpftrace_sees_exactly_what_tape_records() {
     );
     // Every line printed (bounded), then bpftrace ends on SIGINT, printing
     // its count.
-    let t = std::time::Instant::now();
-    while lines.lock().unwrap().len() < 2 * n as usize + 2
-        && t.elapsed() < std::time::Duration::from_secs(10)
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    // SAFETY: kill has no memory preconditions.
-    unsafe { libc::kill(bpf.id() as i32, libc::SIGINT) };
-    let out = bpf.wait_with_output().unwrap();
-    reader.join().unwrap();
-    let seen = lines.lock().unwrap().join("\n");
+    bpf.wait_for(|l| l.len() >= 2 * n as usize + 2, 10);
+    let (lines, bpf_err) = bpf.stop();
+    let seen = lines.join("\n");
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
     said.push_str(&rest);
@@ -282,7 +346,7 @@ fn bpftrace_sees_exactly_what_tape_records() {
     let count = seen
         .lines()
         .find_map(|l| l.strip_prefix("@n: "))
-        .unwrap_or_else(|| panic!("{seen}{}", text(&out.stderr)));
+        .unwrap_or_else(|| panic!("{seen}{bpf_err}"));
     assert_eq!(count.trim(), n.to_string(), "{seen}");
     // The traced function's entry, which only bpftrace wants: its payload
     // (the fn_call class: a u32 depth, 0 here) at arg0, its size at arg1.
@@ -323,8 +387,7 @@ fn bpftrace_sees_exactly_what_tape_records() {
         .unwrap_or_else(|| panic!("{said}"));
     assert!(
         states.contains("tool detached"),
-        "{states}; bpftrace said: {}",
-        text(&out.stderr)
+        "{states}; bpftrace said: {bpf_err}"
     );
     let words: Vec<&str> = states.split_whitespace().collect();
     let at = |w: &str| words.iter().position(|x| *x == w).map(|i| words[i + 1]);
@@ -376,19 +439,13 @@ impl Drop for PerfEvent {
 /// without perf, root or tracefs (a failure under `TAPE_REQUIRE_TOOLS=1`).
 #[test]
 fn perf_records_the_probe_with_its_arguments() {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let have = Command::new("perf")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let tracefs = std::path::Path::new("/sys/kernel/tracing/uprobe_events").exists();
-    if !root || !have || !tracefs {
-        shared::required(
-            "perf recording a tape program's USDT probe",
-            "apt-get install linux-perf; run as root with tracefs mounted \
-             (mount -t tracefs nodev /sys/kernel/tracing)",
-        );
+    if !as_root_with(
+        "perf",
+        std::path::Path::new("/sys/kernel/tracing/uprobe_events").exists(),
+        "perf recording a tape program's USDT probe",
+        "apt-get install linux-perf; run as root with tracefs mounted \
+         (mount -t tracefs nodev /sys/kernel/tracing)",
+    ) {
         return;
     }
     let n = 300u64;
@@ -506,63 +563,32 @@ fn gdb_stops_at_the_probe_and_reads_its_arguments() {
 /// a `u64`) as tape shows it. Skipped with a notice as the test above.
 #[test]
 fn bpftrace_sees_the_events_of_tracepoints_made_at_run_time() {
-    use std::io::{BufRead, Write};
-    use std::process::Stdio;
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || Command::new("bpftrace").arg("--version").output().is_err() {
-        shared::required(
-            "bpftrace attached to tape:runtime_event",
-            "apt-get install bpftrace, and run the tests as root",
-        );
+    use std::io::Write;
+    if !as_root_with(
+        "bpftrace",
+        true,
+        "bpftrace attached to tape:runtime_event",
+        "apt-get install bpftrace, and run the tests as root",
+    ) {
         return;
     }
     let dir = crate::flight::base("usdt-runtime");
     let bin = pipeline::example("tracing_spans");
-    let mut program = Command::new(&bin)
-        .args(["--wait-usdt", "--requests", "20"])
-        .env("TAPE_TRACE", "tracing.*")
-        .env("TAPE_TRACE_DIR", &dir)
-        .env("TAPE_CONTROL", "off")
-        .env("TAPE_SHM", "off")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pid = String::new();
-    std::io::BufReader::new(program.stdout.take().unwrap())
-        .read_line(&mut pid)
-        .unwrap();
+    let (mut program, pid) = start_saying_pid(
+        Command::new(&bin)
+            .args(["--wait-usdt", "--requests", "20"])
+            .env("TAPE_TRACE", "tracing.*")
+            .env("TAPE_TRACE_DIR", &dir)
+            .env("TAPE_CONTROL", "off")
+            .env("TAPE_SHM", "off"),
+    );
     let script = format!(
         "BEGIN {{ printf(\"ready\\n\"); }} usdt:{}:tape:runtime_event {{ \
          printf(\"%s %d %lu\\n\", str(arg0, arg1), arg3, *(uint64 *)arg2); }}",
         bin.display()
     );
-    let mut bpf = Command::new("bpftrace")
-        .args(["-p", pid.trim(), "-e", &script])
-        .env("BPFTRACE_PERF_RB_PAGES", "4096")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = bpf.stdout.take().unwrap();
-    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let reader = {
-        let lines = lines.clone();
-        std::thread::spawn(move || {
-            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                lines.lock().unwrap().push(l);
-            }
-        })
-    };
-    let waited = |what: &dyn Fn(&[String]) -> bool, secs: u64| {
-        let t = std::time::Instant::now();
-        while !what(&lines.lock().unwrap()) && t.elapsed().as_secs() < secs {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    };
-    waited(&|l| l.iter().any(|l| l == "ready"), 30);
+    let bpf = Bpftrace::start(&pid, &script);
+    bpf.wait_for(|l| l.iter().any(|l| l == "ready"), 30);
     let _ = program.stdin.take().unwrap().write_all(b"go\n");
     // The program ends (bounded) once it ran.
     let t = std::time::Instant::now();
@@ -579,12 +605,11 @@ fn bpftrace_sees_the_events_of_tracepoints_made_at_run_time() {
     let mut said = String::new();
     std::io::Read::read_to_string(&mut program.stderr.take().unwrap(), &mut said).unwrap();
     if status.code() == Some(2) {
-        let _ = bpf.kill();
-        let out = bpf.wait_with_output().unwrap();
+        let (_, bpf_err) = bpf.kill();
         shared::required(
             &format!(
                 "bpftrace attached to tape:runtime_event (the kernel refused: {})",
-                text(&out.stderr).trim()
+                bpf_err.trim()
             ),
             "a kernel with uprobes and BPF",
         );
@@ -609,12 +634,8 @@ fn bpftrace_sees_the_events_of_tracepoints_made_at_run_time() {
         }
     }
     let total: usize = recorded.values().sum();
-    waited(&|l| l.len() > total, 10);
-    // SAFETY: kill has no memory preconditions.
-    unsafe { libc::kill(bpf.id() as i32, libc::SIGINT) };
-    let bpf_out = bpf.wait_with_output().unwrap();
-    reader.join().unwrap();
-    let lines = lines.lock().unwrap();
+    bpf.wait_for(|l| l.len() > total, 10);
+    let (lines, bpf_err) = bpf.stop();
     let mut seen = std::collections::BTreeMap::<String, usize>::new();
     let mut seen_calls = Vec::new();
     for l in lines.iter().filter(|l| l.starts_with("tracing.")) {
@@ -626,7 +647,7 @@ fn bpftrace_sees_the_events_of_tracepoints_made_at_run_time() {
         }
     }
     assert!(recorded.len() >= 10 && total >= 200, "{recorded:?}");
-    assert_eq!(seen, recorded, "{}", text(&bpf_out.stderr));
+    assert_eq!(seen, recorded, "{bpf_err}");
     // (Two threads: bpftrace's per-CPU buffers need not keep tape's order.)
     seen_calls.sort();
     recorded_calls.sort();
