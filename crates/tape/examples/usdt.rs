@@ -98,6 +98,7 @@ fn main() -> Result<(), tape::Error> {
                 for s in tape::usdt::USDT_SITES.iter() {
                     println!("{}:{}", s.provider, s.name);
                 }
+                _tape.disarm(); // a listing, not a run: nothing to save
                 return Ok(());
             }
             "--traced" => watched.push(probe("fn", "usdt_serve_entry")),
