@@ -98,6 +98,58 @@ _.stapsdt.base: .space 1
     )
 }
 
+/// The semaphore of a probe site, which the note names.
+fn semaphore() -> TokenStream2 {
+    quote! {
+        /// Incremented by the kernel while a uprobe is attached to the
+        /// probe (the note names it).
+        #[link_section = ".probes"]
+        static SEMAPHORE: ::core::sync::atomic::AtomicU16 =
+            ::core::sync::atomic::AtomicU16::new(0);
+    }
+}
+
+/// The `asm!` of a probe site: `text` (the `nop` and its note), its named
+/// `operands`, the semaphore, then its explicit-register `registers`.
+fn site_asm(text: &str, operands: TokenStream2, registers: TokenStream2) -> TokenStream2 {
+    quote! {
+        // SAFETY: a `nop` and assembler directives that write an ELF
+        // note and a section of their own: nothing is written, no
+        // stack or flag touched at run time. (`readonly`: a tool
+        // attached reads the memory the arguments point to.)
+        unsafe {
+            ::core::arch::asm!(
+                #text,
+                #operands
+                sema = sym SEMAPHORE,
+                #registers
+                options(att_syntax, readonly, nostack, preserves_flags)
+            );
+        }
+    }
+}
+
+/// A probe site's registration for the watcher (`tape::usdt::UsdtSite`).
+fn registration(
+    tracepoint: TokenStream2,
+    provider: TokenStream2,
+    name: TokenStream2,
+    attach: TokenStream2,
+) -> TokenStream2 {
+    quote! {
+        #[::tape::__private::linkme::distributed_slice(::tape::__private::USDT_SITES)]
+        #[linkme(crate = ::tape::__private::linkme)]
+        static SITE: ::tape::usdt::UsdtSite = ::tape::usdt::UsdtSite {
+            tracepoint: #tracepoint,
+            semaphore: &SEMAPHORE,
+            provider: #provider,
+            name: #name,
+            attach: #attach,
+            on: ::core::sync::atomic::AtomicBool::new(false),
+        };
+    }
+}
+
 /// A `tracepoint!`'s SDT probe: its semaphore, the function whose `nop`
 /// is the probe site (its note beside it), and its registration for the
 /// watcher, which attaches the probe that calls it while a tool is
@@ -137,14 +189,20 @@ pub(crate) fn usdt_site(name: &str, args: &[(Ident, Type)]) -> TokenStream2 {
         ".asciz \"{provider}\"\n.asciz \"{probe}\"\n.asciz \"{}\"",
         formats.join(" ")
     ));
+    let semaphore = semaphore();
+    let asm = site_asm(&text, quote!(#(#operands)*), quote!());
+    let registration = registration(
+        quote!(&TRACEPOINT),
+        quote!(#provider),
+        quote!(#probe),
+        quote!(|| attach_with_priority(::tape::usdt::PRIORITY, |#(#names: &#tys),*| {
+            fire(#(#names),*)
+        })),
+    );
     quote! {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         const _: () = {
-            /// Incremented by the kernel while a uprobe is attached to the
-            /// probe (the note names it).
-            #[link_section = ".probes"]
-            static SEMAPHORE: ::core::sync::atomic::AtomicU16 =
-                ::core::sync::atomic::AtomicU16::new(0);
+            #semaphore
 
             /// The probe site: a `nop` with the arguments in registers,
             /// described by the note beside it.
@@ -153,32 +211,10 @@ pub(crate) fn usdt_site(name: &str, args: &[(Ident, Type)]) -> TokenStream2 {
             #[allow(clippy::too_many_arguments, unused_variables)]
             fn fire(#(#names: &#tys),*) {
                 #(#values)*
-                // SAFETY: a `nop` and assembler directives that write an ELF
-                // note and a section of their own: nothing is written, no
-                // stack or flag touched at run time. (`readonly`: a tool
-                // attached reads the memory the arguments point to.)
-                unsafe {
-                    ::core::arch::asm!(
-                        #text,
-                        #(#operands)*
-                        sema = sym SEMAPHORE,
-                        options(att_syntax, readonly, nostack, preserves_flags)
-                    );
-                }
+                #asm
             }
 
-            #[::tape::__private::linkme::distributed_slice(::tape::__private::USDT_SITES)]
-            #[linkme(crate = ::tape::__private::linkme)]
-            static SITE: ::tape::usdt::UsdtSite = ::tape::usdt::UsdtSite {
-                tracepoint: &TRACEPOINT,
-                semaphore: &SEMAPHORE,
-                provider: #provider,
-                name: #probe,
-                attach: || attach_with_priority(::tape::usdt::PRIORITY, |#(#names: &#tys),*| {
-                    fire(#(#names),*)
-                }),
-                on: ::core::sync::atomic::AtomicBool::new(false),
-            };
+            #registration
         };
     }
 }
@@ -210,52 +246,37 @@ pub(crate) fn usdt_site_named(tracepoint: &Ident, name: TokenStream2) -> TokenSt
         directives.push_str(".endif\n");
     }
     let text = note(&directives);
+    let semaphore = semaphore();
+    let asm = site_asm(
+        &text,
+        quote!(#(#operands)* n = const ::tape::usdt::note_len(&STRINGS),),
+        quote!(in("rdi") payload.as_ptr(), in("rsi") payload.len(),),
+    );
+    let registration = registration(
+        quote!(&#tracepoint),
+        quote!(::tape::usdt::note_part(&STRINGS, 0)),
+        quote!(::tape::usdt::note_part(&STRINGS, 1)),
+        quote!(|| ::tape::probe::attach_to(&#tracepoint, ::tape::usdt::PRIORITY, |e| {
+            fire(e.payload())
+        })),
+    );
     quote! {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         const _: () = {
             const STRINGS: [u8; ::tape::usdt::NOTE_BYTES] =
                 ::tape::usdt::note_strings(#name, "8@%rdi 8@%rsi");
 
-            /// Incremented by the kernel while a uprobe is attached to the
-            /// probe (the note names it).
-            #[link_section = ".probes"]
-            static SEMAPHORE: ::core::sync::atomic::AtomicU16 =
-                ::core::sync::atomic::AtomicU16::new(0);
+            #semaphore
 
             /// The probe site: a `nop`, the payload's address and size in
             /// the registers the note names.
             #[cold]
             #[inline(never)]
             fn fire(payload: &[u8]) {
-                // SAFETY: a `nop` and assembler directives that write an ELF
-                // note and a section of their own: nothing is written, no
-                // stack or flag touched at run time. (`readonly`: a tool
-                // attached reads the memory the arguments point to.)
-                unsafe {
-                    ::core::arch::asm!(
-                        #text,
-                        #(#operands)*
-                        sema = sym SEMAPHORE,
-                        n = const ::tape::usdt::note_len(&STRINGS),
-                        in("rdi") payload.as_ptr(),
-                        in("rsi") payload.len(),
-                        options(att_syntax, readonly, nostack, preserves_flags)
-                    );
-                }
+                #asm
             }
 
-            #[::tape::__private::linkme::distributed_slice(::tape::__private::USDT_SITES)]
-            #[linkme(crate = ::tape::__private::linkme)]
-            static SITE: ::tape::usdt::UsdtSite = ::tape::usdt::UsdtSite {
-                tracepoint: &#tracepoint,
-                semaphore: &SEMAPHORE,
-                provider: ::tape::usdt::note_part(&STRINGS, 0),
-                name: ::tape::usdt::note_part(&STRINGS, 1),
-                attach: || ::tape::probe::attach_to(&#tracepoint, ::tape::usdt::PRIORITY, |e| {
-                    fire(e.payload())
-                }),
-                on: ::core::sync::atomic::AtomicBool::new(false),
-            };
+            #registration
         };
     }
 }

@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::{Error, ErrorKind};
-use crate::knobs::{self, bad, check_geometry};
+use crate::knobs::{self, bad, check_geometry, on_off};
 pub use crate::knobs::{mode, parse_size, set_buffer_size, trace_dir, Mode, DEFAULT_BUFFER_SIZE};
 use crate::registry::{self, Pattern};
 pub use crate::ring::set_mode;
@@ -220,49 +220,25 @@ impl Config {
             };
         }
         if let Some(v) = get("TAPE_CONTROL") {
-            c.control = match v.trim() {
-                "on" => true,
-                "off" => false,
-                _ => {
-                    return Err(bad(
-                        "TAPE_CONTROL",
-                        &v,
-                        0,
-                        "is not on or off",
-                        "`on` (serve `tape ctl` on a socket) or `off`",
-                    ))
-                }
-            };
+            c.control = on_off(
+                "TAPE_CONTROL",
+                &v,
+                "`on` (serve `tape ctl` on a socket) or `off`",
+            )?;
         }
         if let Some(v) = get("TAPE_USDT") {
-            c.usdt = match v.trim() {
-                "on" => true,
-                "off" => false,
-                _ => {
-                    return Err(bad(
-                        "TAPE_USDT",
-                        &v,
-                        0,
-                        "is not on or off",
-                        "`on` (a watcher makes USDT tools' probes fire) or `off`",
-                    ))
-                }
-            };
+            c.usdt = on_off(
+                "TAPE_USDT",
+                &v,
+                "`on` (a watcher makes USDT tools' probes fire) or `off`",
+            )?;
         }
         if let Some(v) = get("TAPE_SHM") {
-            c.shared_rings = match v.trim() {
-                "on" => Some(true),
-                "off" => Some(false),
-                _ => {
-                    return Err(bad(
-                        "TAPE_SHM",
-                        &v,
-                        0,
-                        "is not on or off",
-                        "`on` (rings in shared files another process can read) or `off`",
-                    ))
-                }
-            };
+            c.shared_rings = Some(on_off(
+                "TAPE_SHM",
+                &v,
+                "`on` (rings in shared files another process can read) or `off`",
+            )?);
         }
         if let Some(v) = get("TAPE_FILTER") {
             c.filters = parse_filters("TAPE_FILTER", &v)?

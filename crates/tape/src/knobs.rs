@@ -204,6 +204,16 @@ pub(crate) fn bad(var: &str, value: &str, at: usize, what: &str, accepted: &str)
     )
 }
 
+/// The value of the switch `var`, `on` or `off` (`accepted` says what
+/// each means, for the error).
+pub(crate) fn on_off(var: &str, value: &str, accepted: &str) -> Result<bool, Error> {
+    match value.trim() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(bad(var, value, 0, "is not on or off", accepted)),
+    }
+}
+
 /// Parses `1048576`, `512K`, `4M`, `1G` (also `KB`, `KiB`, lowercase);
 /// an error names `var` (the variable or option it came from) and the
 /// position.

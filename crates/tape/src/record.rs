@@ -985,12 +985,6 @@ impl Recorder {
     }
 }
 
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        self.release();
-    }
-}
-
 impl Recorder {
     /// Stops being the process's reader. If it was, and the process has
     /// ended and its rings are gone, removes what its exit left for this
@@ -999,16 +993,25 @@ impl Recorder {
     /// recover`.
     fn release(&self) {
         let me = std::process::id();
-        let was = self
+        if self
             .header
             .reader
             .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok();
+            .is_err()
+        {
+            return;
+        }
         let ended = !crate::ring::dirs::alive(self.header)
             && shm::ring_files(&self.dir).is_ok_and(|rings| rings.is_empty());
-        if was && ended {
+        if ended {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

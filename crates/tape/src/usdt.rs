@@ -74,7 +74,7 @@
 //! `TAPE_USDT=off` (or [`crate::Config::usdt`]) runs no watcher: the notes
 //! stay in the binary, and a tool attached then sees nothing.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::Duration;
@@ -356,9 +356,9 @@ pub fn look() {
 }
 
 /// The probes that give the events of the tracepoints without a note of
-/// their own to `tape:runtime_event`, while a tool is attached to it
-/// (`None`: none is), and the addresses of their tracepoints.
-static RUNTIME: Mutex<Option<(Vec<Probe>, HashSet<usize>)>> = Mutex::new(None);
+/// their own to `tape:runtime_event`, by their tracepoints' addresses,
+/// while a tool is attached to it (`None`: none is).
+static RUNTIME: Mutex<Option<HashMap<usize, Probe>>> = Mutex::new(None);
 
 /// The addresses of the tracepoints that have an SDT site of their own.
 fn noted() -> &'static HashSet<usize> {
@@ -379,11 +379,7 @@ fn forward(e: &crate::probe::Event<'_>) {
 
 /// Whether a tool is attached to `tape:runtime_event`.
 fn runtime_wanted() -> bool {
-    // Relaxed: see `look`.
-    USDT_SITES
-        .iter()
-        .find(|s| std::ptr::eq(s.tracepoint, &runtime_event::TRACEPOINT))
-        .is_some_and(|s| s.on.load(Ordering::Relaxed))
+    attached(&runtime_event::TRACEPOINT).is_some_and(|(_, _, on)| on)
 }
 
 /// Gives `points` (those without a note of their own) to
@@ -396,22 +392,24 @@ fn cover_runtime(points: &[&'static Tracepoint], wanted: bool) -> bool {
         return false; // the next look covers them
     };
     if !wanted {
-        let Some((probes, _)) = runtime.take() else {
+        let Some(probes) = runtime.take() else {
             return false;
         };
         drop(runtime);
-        for p in probes {
+        for p in probes.into_values() {
             p.detach();
         }
         return true;
     }
-    let (probes, covered) = runtime.get_or_insert_with(Default::default);
+    let probes = runtime.get_or_insert_with(HashMap::new);
     let mut came = false;
     for &tp in points {
         let at = tp as *const Tracepoint as usize;
-        if !noted().contains(&at) && covered.insert(at) {
-            probes.push(crate::probe::attach_to_quietly(tp, PRIORITY, forward));
-            came = true;
+        if !noted().contains(&at) {
+            probes.entry(at).or_insert_with(|| {
+                came = true;
+                crate::probe::attach_to_quietly(tp, PRIORITY, forward)
+            });
         }
     }
     came

@@ -666,7 +666,11 @@ impl Feed {
                 Ok(r) => r,
                 // An event whose class the description read so far lacks:
                 // the template read again (whatever its file looks like),
-                // its new classes sent, and the events decoded again.
+                // its new classes sent, and the events decoded again. A
+                // fallback: `publish` reads the template after the rings,
+                // and a file written in the last second whatever its
+                // stamp; this is for a rewrite that looks unchanged (an
+                // inode reused within the clock's tick) met later.
                 Err(Fault::Feed(e)) if e.contains("unknown event id") => {
                     self.recorder.reread_template();
                     self.send_new_classes(s)?;

@@ -147,6 +147,17 @@ fn emitted(c: Child) -> u64 {
     )
 }
 
+/// A test's place: its directory, a relay daemon writing under its
+/// `relay`, and its `shm` for the programs' rings; `None` (said) without
+/// lttng-relayd.
+fn set_up(name: &str) -> Option<(PathBuf, Relayd, PathBuf)> {
+    let base = base(name);
+    let relayd = Relayd::start(&base.join("relay"))?;
+    let shm = base.join("shm");
+    std::fs::create_dir_all(&shm).unwrap();
+    Some((base, relayd, shm))
+}
+
 /// Three tape programs (two threads each, one with a third thread silent
 /// until late), started one after the other over 20 s, streamed by one
 /// `tape record --all --relayd`, with `babeltrace2 --input-format=lttng-
@@ -156,12 +167,9 @@ fn emitted(c: Child) -> u64 {
 /// within 2 s of its time.
 #[test]
 fn every_process_of_the_host_reaches_the_relay_live_and_on_disk() {
-    let base = base("relay-fleet");
-    let Some(relayd) = Relayd::start(&base.join("relay")) else {
+    let Some((base, relayd, shm)) = set_up("relay-fleet") else {
         return;
     };
-    let shm = base.join("shm");
-    std::fs::create_dir_all(&shm).unwrap();
     let host = "tapehost";
     let recorder = Killed(
         Command::new(TAPE)
@@ -475,12 +483,9 @@ fn a_relay_that_answers_garbage_is_a_clear_error() {
 /// `tape.process.died`; the other program's trace goes on, whole.
 #[test]
 fn a_program_killed_mid_stream_ends_its_trace_and_the_session_goes_on() {
-    let base = base("relay-kill");
-    let Some(relayd) = Relayd::start(&base.join("relay")) else {
+    let Some((base, relayd, shm)) = set_up("relay-kill") else {
         return;
     };
-    let shm = base.join("shm");
-    std::fs::create_dir_all(&shm).unwrap();
     let mut recorder = Killed(
         Command::new(TAPE)
             .args(["record", "--all", "--relayd", &relayd.url()])
@@ -607,12 +612,9 @@ fn last_seqs_by_thread(trace: &Path) -> BTreeMap<u64, u64> {
 /// the trace says was lost.
 #[test]
 fn a_relay_killed_and_restarted_costs_counted_losses_only() {
-    let base = base("relay-restart");
-    let Some(mut relayd) = Relayd::start(&base.join("relay")) else {
+    let Some((base, mut relayd, shm)) = set_up("relay-restart") else {
         return;
     };
-    let shm = base.join("shm");
-    std::fs::create_dir_all(&shm).unwrap();
     let mut recorder = Killed(
         Command::new(TAPE)
             .args(["record", "--all", "--relayd", &relayd.url()])
@@ -952,12 +954,9 @@ fn lines_without_times(trace: &Path) -> Vec<String> {
 /// recorder, which then removes it (the process's directory is gone).
 #[test]
 fn tracepoints_registered_and_described_at_run_time_reach_the_relay() {
-    let base = base("relay-tracing");
-    let Some(relayd) = Relayd::start(&base.join("relay")) else {
+    let Some((base, relayd, shm)) = set_up("relay-tracing") else {
         return;
     };
-    let shm = base.join("shm");
-    std::fs::create_dir_all(&shm).unwrap();
     let mut recorder = Killed(
         Command::new(TAPE)
             .args(["record", "--all", "--relayd", &relayd.url()])
@@ -1018,12 +1017,9 @@ fn tracepoints_registered_and_described_at_run_time_reach_the_relay() {
 /// an error naming it.
 #[test]
 fn a_program_started_by_the_recorder_is_streamed_whole() {
-    let base = base("relay-command");
-    let Some(relayd) = Relayd::start(&base.join("relay")) else {
+    let Some((base, relayd, shm)) = set_up("relay-command") else {
         return;
     };
-    let shm = base.join("shm");
-    std::fs::create_dir_all(&shm).unwrap();
     let flight = pipeline::example("flight");
     // The flight tests' environment (rings under `shm`, discard mode).
     let c = flight_command(&shm, "discard");
