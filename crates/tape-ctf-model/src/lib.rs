@@ -31,16 +31,18 @@
 //! trace.events.push(EventClass::new("app.net.rx", 0, Struct::new(vec![
 //!     Field::new("port", Type::Integer(Integer::unsigned(16))),
 //! ])));
-//! let tsdl = trace.to_tsdl();
+//! let tsdl = trace.to_tsdl().unwrap();
 //! assert!(tsdl.starts_with("/* CTF 1.8 */"));
 //! assert!(tsdl.contains("name = \"app.net.rx\";"));
 //! ```
 #![forbid(unsafe_code)]
 
+mod name;
 pub mod sink;
 mod tsdl;
 
-pub use tsdl::quote;
+pub use name::{check_identifier, escape_name, is_identifier, name_of, unescape_name, KEYWORDS};
+pub use tsdl::{quote, TsdlError};
 
 /// The causes of loss that tape's recorder counts apart, as its traces
 /// name them (`lost_<cause>`, cumulative per stream like
@@ -473,58 +475,12 @@ impl Trace {
         }
     }
 
-    /// The metadata text (TSDL), starting with `/* CTF 1.8 */`.
-    pub fn to_tsdl(&self) -> String {
+    /// The metadata text (TSDL), starting with `/* CTF 1.8 */`; an error
+    /// when an identifier the model holds is not one (a field name is
+    /// escaped, never refused: [`escape_name`]), or names two fields of one
+    /// structure alike, so that no trace is written that readers refuse.
+    pub fn to_tsdl(&self) -> Result<String, TsdlError> {
         tsdl::write_trace(self)
-    }
-}
-
-/// TSDL keywords, which cannot be field names (§C.1.2).
-pub const KEYWORDS: &[&str] = &[
-    "align",
-    "callsite",
-    "const",
-    "char",
-    "clock",
-    "double",
-    "enum",
-    "env",
-    "event",
-    "floating_point",
-    "float",
-    "integer",
-    "int",
-    "long",
-    "short",
-    "signed",
-    "stream",
-    "string",
-    "struct",
-    "trace",
-    "typealias",
-    "typedef",
-    "unsigned",
-    "variant",
-    "void",
-    "_Bool",
-    "_Complex",
-    "_Imaginary",
-];
-
-/// The TSDL spelling of a field name: readers remove one leading `_` when
-/// they show a name (§4.2.1), so a name that starts with `_` or is a keyword
-/// gets one `_` in front and is shown exactly as written.
-///
-/// ```
-/// assert_eq!(tape_ctf_model::escape_name("len"), "len");
-/// assert_eq!(tape_ctf_model::escape_name("align"), "_align");
-/// assert_eq!(tape_ctf_model::escape_name("_x"), "__x");
-/// ```
-pub fn escape_name(name: &str) -> String {
-    if name.starts_with('_') || KEYWORDS.contains(&name) {
-        format!("_{name}")
-    } else {
-        name.to_owned()
     }
 }
 

@@ -4,16 +4,159 @@
 //! (one block per line group, types inline, four-space indentation), which
 //! every CTF reader in use accepts. Field names are escaped with
 //! [`escape_name`](crate::escape_name); labels and strings are quoted and
-//! escaped.
+//! escaped. Every other identifier the model holds (an `env` key, a
+//! clock a timestamp maps to, a sequence's length, a variant's tag, a
+//! named type) is checked, and a model with one that is not an
+//! identifier, or with two fields of one structure that give one
+//! identifier, is refused ([`TsdlError`]): no name can write TSDL of its
+//! own, and no trace is written that a reader refuses.
 
 use std::fmt::Write;
 
 use crate::{
-    escape_name, uuid_string, Base, ByteOrder, Encoding, EnvValue, Field, Float, Integer, Struct,
-    Trace, Type,
+    check_identifier, escape_name, uuid_string, Base, ByteOrder, Encoding, EnvValue, Field, Float,
+    Integer, Struct, Trace, Type,
 };
 
-pub(crate) fn write_trace(t: &Trace) -> String {
+/// A model the writer refuses: where (`event "x"`, `env`, `stream 0`) and
+/// why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TsdlError {
+    /// The block of the metadata: `event "app.rx"`, `env`, `stream 0`, ...
+    pub place: String,
+    /// What is wrong, naming the identifier.
+    pub reason: String,
+}
+
+impl std::fmt::Display for TsdlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "metadata not written: {}: {}", self.place, self.reason)
+    }
+}
+
+impl std::error::Error for TsdlError {}
+
+/// A reference to a field (`len`, `event.fields.len`) or a type name
+/// (`unsigned long`): words of identifier characters, keywords allowed.
+fn check_words(s: &str, sep: char) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.split(sep).all(|w| {
+            let mut c = w.chars();
+            c.next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{s:?} is not a TSDL reference"))
+    }
+}
+
+/// Checks what `write_type` writes of `ty` unescaped, and that `s`'s
+/// fields give distinct identifiers.
+fn check_struct(s: &Struct) -> Result<(), String> {
+    check_fields(&s.fields)
+}
+
+fn check_fields(fields: &[Field]) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for f in fields {
+        let id = escape_name(&f.name);
+        if !seen.insert(id.clone()) {
+            return Err(format!("two fields are named {id:?}"));
+        }
+        check_type(&f.ty).map_err(|e| format!("field {id}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn check_type(ty: &Type) -> Result<(), String> {
+    match ty {
+        Type::Integer(i) => check_integer(i),
+        Type::Enum(e) => check_integer(&e.container),
+        Type::Float(_) | Type::String(_) => Ok(()),
+        Type::Struct(s) => check_struct(s),
+        Type::Array { element, .. } => check_type(element),
+        Type::Sequence { element, length } => {
+            check_words(length, '.')?;
+            check_type(element)
+        }
+        Type::Variant { tag, options } => {
+            check_words(tag, '.')?;
+            check_fields(options)
+        }
+        Type::Named(n) => check_words(n, ' '),
+    }
+}
+
+fn check_integer(i: &Integer) -> Result<(), String> {
+    match &i.map {
+        Some(c) => check_identifier(c).map_err(|e| format!("its clock: {e}")),
+        None => Ok(()),
+    }
+}
+
+fn check_trace(t: &Trace) -> Result<(), TsdlError> {
+    fn at(place: &str) -> impl FnOnce(String) -> TsdlError + '_ {
+        move |reason| TsdlError {
+            place: place.to_owned(),
+            reason,
+        }
+    }
+    for (name, ty) in &t.aliases {
+        check_words(name, ' ').map_err(at("typealias"))?;
+        check_type(ty).map_err(at(&format!("typealias {name}")))?;
+    }
+    if let Some(h) = &t.packet_header {
+        check_struct(h).map_err(at("trace.packet.header"))?;
+    }
+    for (k, _) in &t.env {
+        check_identifier(k).map_err(at("env"))?;
+    }
+    for s in &t.streams {
+        let place = format!("stream {}", s.id.unwrap_or(0));
+        for st in [&s.packet_context, &s.event_header, &s.event_context]
+            .into_iter()
+            .flatten()
+        {
+            check_struct(st).map_err(at(&place))?;
+        }
+    }
+    for e in &t.events {
+        let place = format!("event {}", quote(&e.name));
+        for text in std::iter::once(&e.name).chain(&e.emf_uri) {
+            no_nul(text).map_err(at(&place))?;
+        }
+        for st in [&e.context, &e.fields].into_iter().flatten() {
+            check_struct(st).map_err(at(&place))?;
+        }
+    }
+    for (_, v) in &t.env {
+        if let EnvValue::Str(text) = v {
+            no_nul(text).map_err(at("env"))?;
+        }
+    }
+    for c in &t.clocks {
+        no_nul(&c.name).map_err(at("clock"))?;
+        check_identifier(&c.name).map_err(at("clock"))?;
+    }
+    Ok(())
+}
+
+/// A string readers in C (babeltrace2) would cut at its NUL is refused.
+fn no_nul(text: &str) -> Result<(), String> {
+    match text.find('\0') {
+        Some(at) => Err(format!(
+            "{} holds a NUL at byte {at}, where a reader in C would end it",
+            quote(text)
+        )),
+        None => Ok(()),
+    }
+}
+
+pub(crate) fn write_trace(t: &Trace) -> Result<String, TsdlError> {
+    check_trace(t)?;
     let mut out = String::with_capacity(4096);
     out.push_str("/* CTF 1.8 */\n\n");
     for (name, ty) in &t.aliases {
@@ -112,7 +255,7 @@ pub(crate) fn write_trace(t: &Trace) -> String {
         }
         out.push_str("};\n\n");
     }
-    out
+    Ok(out)
 }
 
 fn order(o: ByteOrder) -> &'static str {
@@ -128,7 +271,8 @@ fn indent(out: &mut String, level: usize) {
     }
 }
 
-/// A TSDL string literal: quoted, with `"`, `\` and control characters escaped.
+/// A TSDL string literal: quoted, with `"`, `\` and control characters
+/// escaped (`\n`, `\t`, `\r`, the others in octal: `\001`).
 ///
 /// ```
 /// assert_eq!(tape_ctf_model::quote("a \"b\""), r#""a \"b\"""#);
@@ -143,8 +287,11 @@ pub fn quote(s: &str) -> String {
             '\n' => q.push_str("\\n"),
             '\t' => q.push_str("\\t"),
             '\r' => q.push_str("\\r"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(q, "\\x{:02x}", c as u32);
+            // Three octal digits, which every reader ends at: a `\x`
+            // escape runs on through the hex digits after it in
+            // babeltrace2 (`\x01c` is 0x1c), and in others at two.
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(q, "\\{:03o}", c as u32);
             }
             c => q.push(c),
         }
@@ -283,6 +430,7 @@ mod tests {
     #[test]
     fn quotes_are_escaped() {
         assert_eq!(quote("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
+        assert_eq!(quote("\u{1}c\u{7f}"), "\"\\001c\\177\"");
     }
 
     #[test]
@@ -332,7 +480,7 @@ mod tests {
             ),
         ]);
         t.events.push(EventClass::new("x.y", 3, fields));
-        let s = t.to_tsdl();
+        let s = t.to_tsdl().unwrap();
         for needle in [
             "uuid = \"abababab-abab-abab-abab-abababababab\";",
             "integer { size = 32; align = 8; signed = 1; base = 10; } a;",
@@ -344,6 +492,72 @@ mod tests {
             "integer { size = 32; align = 8; signed = 0; base = 10; } __n;",
         ] {
             assert!(s.contains(needle), "missing {needle:?} in\n{s}");
+        }
+    }
+
+    fn one_event(fields: Vec<Field>) -> Trace {
+        let mut t = Trace::new([1; 16]);
+        t.events.push(EventClass::new("e", 0, Struct::new(fields)));
+        t
+    }
+
+    #[test]
+    fn any_field_name_is_written_as_an_identifier() {
+        let u8_ = || Type::Integer(Integer::unsigned(8));
+        let t = one_event(vec![
+            Field::new("http.method", u8_()),
+            Field::new("}; event { integer x; /* c */", u8_()),
+            Field::new("", u8_()),
+        ]);
+        let s = t.to_tsdl().unwrap();
+        assert!(s.contains("} _http_2e_method;"), "{s}");
+        assert!(!s.contains("/* c"), "{s}");
+        assert!(s.contains("} _0_;"), "{s}");
+    }
+
+    #[test]
+    fn what_is_not_an_identifier_is_refused() {
+        let u8_ = || Type::Integer(Integer::unsigned(8));
+        let seq = |length: &str| Type::Sequence {
+            element: Box::new(u8_()),
+            length: length.into(),
+        };
+        let mut env = one_event(vec![]);
+        env.env.push(("a key".into(), EnvValue::Int(1)));
+        let mut nul = one_event(vec![]);
+        nul.events[0].name = "a\0b".into();
+        let mut clock = one_event(vec![Field::new(
+            "t",
+            Type::Integer(Integer::unsigned(64).mapped("c c")),
+        )]);
+        clock.env.clear();
+        for (t, want) in [
+            (
+                one_event(vec![Field::new("n", u8_()), Field::new("s", seq("n; } x"))]),
+                "metadata not written: event \"e\": field s: \"n; } x\" is not a TSDL reference",
+            ),
+            (
+                one_event(vec![Field::new("n", u8_()), Field::new("n", u8_())]),
+                "metadata not written: event \"e\": two fields are named \"n\"",
+            ),
+            (
+                one_event(vec![Field::new("_x", u8_()), Field::new("_x", u8_())]),
+                "metadata not written: event \"e\": two fields are named \"__x\"",
+            ),
+            (
+                nul,
+                "metadata not written: event \"a\\000b\": \"a\\000b\" holds a NUL at byte 1, where a reader in C would end it",
+            ),
+            (
+                env,
+                "metadata not written: env: \"a key\" is not a TSDL identifier (byte 1: ' ')",
+            ),
+            (
+                clock,
+                "metadata not written: event \"e\": field t: its clock: \"c c\" is not a TSDL identifier (byte 1: ' ')",
+            ),
+        ] {
+            assert_eq!(t.to_tsdl().unwrap_err().to_string(), want);
         }
     }
 }

@@ -29,7 +29,7 @@
 //!     Field::new("port", Type::Integer(Integer::unsigned(16))),
 //! ])));
 //! // Written by the model's TSDL writer, read back by the parser.
-//! let parsed = tape_ctf::parse_metadata(&trace.to_tsdl()).unwrap();
+//! let parsed = tape_ctf::parse_metadata(&trace.to_tsdl().unwrap()).unwrap();
 //! assert_eq!(parsed.trace.events[0].name, "app.net.rx");
 //! ```
 #![forbid(unsafe_code)]

@@ -96,6 +96,25 @@ pub(crate) fn parse_args(input: ParseStream) -> syn::Result<Vec<(Ident, Type)>> 
             }
         }
     }
+    // The trace names a slice's length `_<name>_len` and an `Option`'s tag
+    // `_<name>_tag`: a field of that name would be a second field of one
+    // name, which no reader takes.
+    let plain = |i: &Ident| i.to_string().trim_start_matches("r#").to_owned();
+    for (n, _) in &args {
+        let name = plain(n);
+        for (m, _) in &args {
+            let m = plain(m);
+            if name == format!("_{m}_len") || name == format!("_{m}_tag") {
+                return Err(syn::Error::new(
+                    n.span(),
+                    format!(
+                        "`{name}` is the name the trace gives the length or tag of `{m}`: \
+                         name this field otherwise"
+                    ),
+                ));
+            }
+        }
+    }
     Ok(args)
 }
 
@@ -259,7 +278,8 @@ pub(crate) fn field_descs(args: &[(Ident, Type)]) -> (Vec<TokenStream2>, TokenSt
     let descs = args
         .iter()
         .map(|(n, t)| {
-            let s = n.to_string();
+            // `r#type` is the field `type`.
+            let s = n.to_string().trim_start_matches("r#").to_owned();
             quote!(::tape::FieldDesc { name: #s, describe: <#t as ::tape::Field>::describe })
         })
         .collect();

@@ -31,9 +31,25 @@
 //! name ends as a span's tracepoints do (`.entry`, `.exit`) gets a `_`
 //! after it, so readers never take it for a span's.
 //!
-//! The table: `SLOTS` slots of leaked `Callsite`s, open addressing by
-//! a Fibonacci hash of the metadata's address; a slot is written once
-//! (under `INSERT`, Release) and read with Acquire.
+//! The table: slots of leaked `Callsite`s, open addressing by a
+//! Fibonacci hash of the metadata's address; a slot is written once
+//! (under `INSERT`, Release) and read with Acquire. It has no limit: when
+//! half full, a table twice its size is filled and published in its
+//! place (Release), and the old one is leaked, never freed, so that a
+//! reader still probing it is safe; a reader that misses a callsite there
+//! registers it under the lock, which finds it in the new table.
+//!
+//! ```text
+//! TABLE ──> Table { slots: [ptr; 2^k] }      (2^k ≥ 2 × callsites; from 2^10)
+//!                     │
+//!                     └──> Callsite { meta, main, span }   (leaked, written once)
+//! ```
+//!
+//! A callsite that gets no tracepoint (the registry's 65,535 event ids are
+//! all given, or its name is taken by a declared tracepoint of another
+//! class) records nothing: its events are counted
+//! (`events_lost_tracing_unregistered` in every trace's `env`, which
+//! `tape stats` adds to the losses), and the first is said on stderr.
 
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -44,12 +60,16 @@ use tracing_core::Metadata;
 
 use crate::value::{Gather, Kind, Value, MAX_FIELDS};
 
-/// Slots of the callsite table (a power of two).
-const SLOTS: usize = 1 << 13;
+/// Slots of the first callsite table (a power of two).
+const FIRST_SLOTS: usize = 1 << 10;
 
-/// Callsites that got no tracepoint (the table or the ids are full, or the
-/// name was taken): their events are not recorded.
+/// Callsites that got no tracepoint (the ids are full, or the name was
+/// taken): their events are not recorded.
 pub(crate) static UNREGISTERED: AtomicU64 = AtomicU64::new(0);
+
+/// Events of callsites that got no tracepoint: not recorded, counted
+/// (`events_lost_tracing_unregistered`).
+pub(crate) static UNREGISTERED_EVENTS: AtomicU64 = AtomicU64::new(0);
 
 /// A callsite's tracepoints.
 pub(crate) struct Callsite {
@@ -148,6 +168,22 @@ impl Callsite {
             .any(|tp| tp.is_enabled() || tp.state() & (PROBES | FILTER | TRIGGER) != 0)
     }
 
+    /// Whether it got no tracepoint: its events are counted, not recorded.
+    pub(crate) fn unregistered(&self) -> bool {
+        std::ptr::eq(self.main, &NOWHERE)
+    }
+
+    /// Counts an event (or a span's creation) of a callsite that got no
+    /// tracepoint, and says whether it was one.
+    pub(crate) fn lost(&self) -> bool {
+        let lost = self.unregistered();
+        if lost {
+            // Relaxed: a counter read at a save.
+            UNREGISTERED_EVENTS.fetch_add(1, Ordering::Relaxed);
+        }
+        lost
+    }
+
     /// Whether any of its tracepoints is active now (records, or has
     /// probes, a filter or triggers).
     pub(crate) fn active(&self) -> bool {
@@ -156,15 +192,66 @@ impl Callsite {
     }
 }
 
-static TABLE: [AtomicPtr<Callsite>; SLOTS] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
-/// Orders registrations (one writer of the table at a time).
-static INSERT: Mutex<()> = Mutex::new(());
-
-fn slot_of(meta: usize) -> usize {
-    // Fibonacci hashing of the address.
-    meta.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - SLOTS.trailing_zeros())
+/// The open-addressed table of callsites (module docs).
+struct Table {
+    slots: Box<[AtomicPtr<Callsite>]>,
 }
+
+impl Table {
+    fn new(slots: usize) -> Table {
+        Table {
+            slots: (0..slots)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+        }
+    }
+
+    fn slot_of(&self, meta: usize) -> usize {
+        // Fibonacci hashing of the address.
+        meta.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            >> (usize::BITS - self.slots.len().trailing_zeros())
+    }
+
+    fn find(&self, key: usize) -> Option<&'static Callsite> {
+        let n = self.slots.len();
+        let mut i = self.slot_of(key);
+        for _ in 0..n {
+            // Acquire: pairs with the Release store of `put`: the
+            // callsite is whole.
+            let p = self.slots[i].load(Ordering::Acquire);
+            if p.is_null() {
+                return None;
+            }
+            // SAFETY: a non-null slot holds a `Callsite` leaked by
+            // `insert`, never freed or changed.
+            let c = unsafe { &*p };
+            if c.meta == key {
+                return Some(c);
+            }
+            i = (i + 1) & (n - 1);
+        }
+        None
+    }
+
+    /// Puts `c` in a free slot (the caller holds `INSERT`; the table is
+    /// at most half full, so there is one).
+    fn put(&self, c: &'static Callsite) {
+        let n = self.slots.len();
+        let mut i = self.slot_of(c.meta);
+        while !self.slots[i].load(Ordering::Relaxed).is_null() {
+            i = (i + 1) & (n - 1);
+        }
+        // Release: pairs with the Acquire of `find`.
+        self.slots[i].store((c as *const Callsite).cast_mut(), Ordering::Release);
+    }
+}
+
+/// The current table; null until the first registration. Old tables are
+/// leaked (module docs).
+static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
+/// Orders registrations (one writer of the table at a time); holds the
+/// number of callsites in the table.
+static INSERT: Mutex<usize> = Mutex::new(0);
 
 fn key(meta: &Metadata<'_>) -> usize {
     meta as *const Metadata<'_> as usize
@@ -173,24 +260,15 @@ fn key(meta: &Metadata<'_>) -> usize {
 /// The tracepoints of the callsite whose metadata is `meta`, if made.
 #[inline]
 pub(crate) fn find(meta: &Metadata<'_>) -> Option<&'static Callsite> {
-    let key = key(meta);
-    let mut i = slot_of(key);
-    for _ in 0..SLOTS {
-        // Acquire: pairs with the Release store of `insert`: the callsite
-        // is whole.
-        let p = TABLE[i].load(Ordering::Acquire);
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: a non-null slot holds a `Callsite` leaked by `insert`,
-        // never freed or changed.
-        let c = unsafe { &*p };
-        if c.meta == key {
-            return Some(c);
-        }
-        i = (i + 1) % SLOTS;
+    // Acquire: pairs with the Release store of `insert`: the table (and
+    // what its slots held when it was published) is whole.
+    let t = TABLE.load(Ordering::Acquire);
+    if t.is_null() {
+        return None;
     }
-    None
+    // SAFETY: a non-null `TABLE` is a table leaked by `insert`, never
+    // freed; its slots are atomics, its length fixed.
+    unsafe { &*t }.find(key(meta))
 }
 
 /// Whether `meta` is a hint (`tracing::enabled!`, `event_enabled!`): a
@@ -205,28 +283,54 @@ pub(crate) fn is_hint(meta: &Metadata<'_>) -> bool {
 /// is hit while another thread registers it: `tracing` lets it through
 /// before the registration reached the layer).
 #[inline]
-pub(crate) fn find_or_register(meta: &'static Metadata<'static>) -> Option<&'static Callsite> {
-    find(meta).or_else(|| register(meta))
+pub(crate) fn find_or_register(meta: &'static Metadata<'static>) -> &'static Callsite {
+    find(meta).unwrap_or_else(|| register(meta))
 }
 
-/// Adds `c` (the caller holds `INSERT`); false if the table is full.
-fn insert(c: Callsite) -> Option<&'static Callsite> {
-    let mut i = slot_of(c.meta);
-    for _ in 0..SLOTS {
-        if TABLE[i].load(Ordering::Relaxed).is_null() {
-            let c: &'static Callsite = Box::leak(Box::new(c));
-            // Release: pairs with the Acquire of `find`.
-            TABLE[i].store((c as *const Callsite).cast_mut(), Ordering::Release);
-            return Some(c);
+/// Adds `c` (the caller holds `INSERT`, whose count is `len`), in a
+/// table twice as large when the current one would be more than half
+/// full (module docs).
+fn insert(c: Callsite, len: &mut usize) -> &'static Callsite {
+    let c: &'static Callsite = Box::leak(Box::new(c));
+    // Relaxed: only `insert`, under `INSERT`, stores `TABLE`.
+    let cur = TABLE.load(Ordering::Relaxed);
+    // SAFETY: as in `find`.
+    let cur: Option<&Table> = unsafe { cur.as_ref() };
+    *len += 1;
+    match cur {
+        Some(t) if 2 * *len <= t.slots.len() => t.put(c),
+        old => {
+            let slots = old.map_or(FIRST_SLOTS, |t| 2 * t.slots.len());
+            let new = Table::new(slots);
+            for old in old.iter().flat_map(|t| t.slots.iter()) {
+                let p = old.load(Ordering::Relaxed);
+                if !p.is_null() {
+                    // SAFETY: as in `Table::find`.
+                    new.put(unsafe { &*p });
+                }
+            }
+            new.put(c);
+            // Release: pairs with the Acquire of `find`. The old table
+            // stays allocated (leaked) for readers still in it.
+            TABLE.store(Box::into_raw(Box::new(new)), Ordering::Release);
         }
-        i = (i + 1) % SLOTS;
     }
-    None
+    c
+}
+
+/// `s` with each NUL as U+FFFD: a CTF reader in C (babeltrace2) ends a
+/// name at a NUL, and the metadata writer refuses one.
+fn no_nul(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains('\0') {
+        s.replace('\0', "\u{fffd}").into()
+    } else {
+        s.into()
+    }
 }
 
 /// `tracing.` + the target (`::` as `.`) + the level.
 fn prefix(meta: &Metadata<'_>) -> String {
-    let target = meta.target().replace("::", ".");
+    let target = no_nul(meta.target()).replace("::", ".");
     let level = meta.level().as_str().to_ascii_lowercase();
     format!("tracing.{target}.{level}")
 }
@@ -237,7 +341,7 @@ fn prefix(meta: &Metadata<'_>) -> String {
 pub fn event_name(meta: &Metadata<'_>) -> String {
     let mut n = match meta.name().strip_prefix("event ") {
         Some(_) => prefix(meta),
-        None => format!("{}.{}", prefix(meta), meta.name()),
+        None => format!("{}.{}", prefix(meta), no_nul(meta.name())),
     };
     if n.ends_with(tape::traced::ENTRY) || n.ends_with(tape::traced::EXIT) || n.ends_with(".close")
     {
@@ -248,7 +352,7 @@ pub fn event_name(meta: &Metadata<'_>) -> String {
 
 /// The name a span callsite's tracepoints start with (module docs).
 pub fn span_name(meta: &Metadata<'_>) -> String {
-    format!("{}.{}", prefix(meta), meta.name())
+    format!("{}.{}", prefix(meta), no_nul(meta.name()))
 }
 
 fn leak(s: String) -> &'static str {
@@ -327,7 +431,7 @@ fn register_shared<const N: usize>(
     suffixes: [&str; N],
     fields: &'static [FieldDesc],
     typed: bool,
-) -> Option<[&'static Tracepoint; N]> {
+) -> Result<[&'static Tracepoint; N], tape::Error> {
     let mut out = [None; N];
     for (o, suffix) in out.iter_mut().zip(suffixes) {
         let d = desc(meta, format!("{base}{suffix}"), fields);
@@ -336,18 +440,25 @@ fn register_shared<const N: usize>(
         } else {
             tape::registry::register_shared(d)
         };
-        *o = Some(r.ok()?);
+        *o = Some(r?);
     }
-    Some(out.map(|o| o.expect("set above")))
+    Ok(out.map(|o| o.expect("set above")))
 }
 
 /// A span's entry or exit tracepoint, `name`: the one made for another
 /// callsite of the same name if there is one (of the class `fn_poll`),
 /// else a new one.
-fn span_point(meta: &'static Metadata<'static>, name: String) -> Option<&'static Tracepoint> {
+fn span_point(
+    meta: &'static Metadata<'static>,
+    name: String,
+) -> Result<&'static Tracepoint, String> {
     if let Some(tp) = tape::registry::lookup(&name) {
-        let poll = tp.desc().class == Some("fn_poll");
-        return poll.then_some(tp);
+        return match tp.desc().class {
+            Some("fn_poll") => Ok(tp),
+            _ => Err(format!(
+                "{name:?} is taken by a tracepoint that is not a span's"
+            )),
+        };
     }
     let d: &'static TracepointDesc = Box::leak(Box::new(tape::traced::poll_desc(
         leak(name),
@@ -355,38 +466,47 @@ fn span_point(meta: &'static Metadata<'static>, name: String) -> Option<&'static
         meta.line().unwrap_or(0),
         meta.module_path().unwrap_or(meta.target()),
     )));
-    tape::registry::register(d).ok()
+    tape::registry::register(d).map_err(|e| e.to_string())
 }
 
 /// The tracepoints of `meta`'s callsite, made and registered the first
 /// time (with a lock and allocations; once per callsite). When they cannot
-/// be made, counted in [`UNREGISTERED`] and kept as a callsite that records
-/// nothing. `None` only when the table is full (then each call tries
-/// again, under the lock).
-pub(crate) fn register(meta: &'static Metadata<'static>) -> Option<&'static Callsite> {
+/// be made, counted in [`UNREGISTERED`] (the first said on stderr) and
+/// kept as a callsite that records nothing, whose events
+/// [`Callsite::lost`] counts.
+pub(crate) fn register(meta: &'static Metadata<'static>) -> &'static Callsite {
     if let Some(c) = find(meta) {
-        return Some(c);
+        return c;
     }
-    let _g = INSERT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut len = INSERT.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = find(meta) {
-        return Some(c);
+        return c;
     }
     let made = if meta.is_span() {
         make_span(meta)
     } else {
-        register_shared(meta, &event_name(meta), [""], fields(meta, false), true).map(|[main]| {
-            Callsite {
+        register_shared(meta, &event_name(meta), [""], fields(meta, false), true)
+            .map(|[main]| Callsite {
                 meta: key(meta),
                 main,
                 main_kinds: Typing::new(),
                 span: None,
-            }
-        })
+            })
+            .map_err(|e| e.to_string())
     };
-    let made = made.unwrap_or_else(|| {
+    let made = made.unwrap_or_else(|why| {
         // Relaxed: a counter read back for display.
-        UNREGISTERED.fetch_add(1, Ordering::Relaxed);
-        // Kept, so its events find it and record nothing, without trying
+        if UNREGISTERED.fetch_add(1, Ordering::Relaxed) == 0 {
+            eprintln!(
+                "tape-tracing: the `tracing` callsite {:?} at {}:{} gets no tracepoint ({why}); \
+                 its events, and those of any other callsite without one, are not recorded \
+                 and are counted as lost (events_lost_tracing_unregistered)",
+                meta.name(),
+                meta.file().unwrap_or("?"),
+                meta.line().unwrap_or(0),
+            );
+        }
+        // Kept, so its events find it and are counted, without trying
         // again at each one.
         Callsite {
             meta: key(meta),
@@ -395,10 +515,11 @@ pub(crate) fn register(meta: &'static Metadata<'static>) -> Option<&'static Call
             span: None,
         }
     });
-    let c = insert(made);
+    let c = insert(made, &mut len);
+    drop(len);
     // A tool attached to `tape:runtime_event` sees the callsite's events
     // from the first one (not from the watcher's next look).
-    for tp in c.iter().flat_map(|c| c.points()) {
+    for tp in c.points() {
         if !std::ptr::eq(tp, &NOWHERE) {
             tape::usdt::cover(tp);
         }
@@ -422,18 +543,20 @@ static NOWHERE: Tracepoint = Tracepoint::new(&TracepointDesc {
     emf_uri: None,
 });
 
-fn make_span(meta: &'static Metadata<'static>) -> Option<Callsite> {
+fn make_span(meta: &'static Metadata<'static>) -> Result<Callsite, String> {
     let base = span_name(meta);
     let entry = span_point(meta, format!("{base}{}", tape::traced::ENTRY))?;
     let exit = span_point(meta, format!("{base}{}", tape::traced::EXIT))?;
     let f = fields(meta, true);
-    let [main, record] = register_shared(meta, &base, [".new", ".record"], f, true)?;
+    let [main, record] =
+        register_shared(meta, &base, [".new", ".record"], f, true).map_err(|e| e.to_string())?;
     static CALL_ONLY: [FieldDesc; 1] = [FieldDesc {
         name: "call",
         describe: <u64 as TapeField>::describe,
     }];
-    let [close] = register_shared(meta, &base, [".close"], &CALL_ONLY, false)?;
-    Some(Callsite {
+    let [close] =
+        register_shared(meta, &base, [".close"], &CALL_ONLY, false).map_err(|e| e.to_string())?;
+    Ok(Callsite {
         meta: key(meta),
         main,
         main_kinds: Typing::new(),

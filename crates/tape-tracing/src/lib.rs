@@ -31,6 +31,19 @@
 //! PID enable 'tracing.*.warn.*'`), filters, triggers and probes apply, and
 //! a pattern applied before a callsite is first hit still takes it in.
 //!
+//! **Any name is taken as it is**: a field named by OpenTelemetry's
+//! conventions (`http.method`), with a space, a quote or any Unicode, an
+//! empty one, a target or span name of any characters. A field's name
+//! reaches the metadata as a CTF identifier made by one reversible escape
+//! (`tape_ctf_model::escape_name`: `http.method` is `_http_2e_method`,
+//! which babeltrace2 and `tape show` print as `http_2e_method`); tape's
+//! JSON, ftrace text, exports and filters give and take the name itself
+//! (`--filter 'http.method == "GET"'`, or `` `a b` `` in backquotes).
+//! Event names are TSDL strings, quoted. There is no limit on the number
+//! of callsites but the registry's 65,535 event ids: past them a
+//! callsite's events are counted as lost
+//! (`events_lost_tracing_unregistered`), never dropped unsaid.
+//!
 //! **Values are recorded typed** ([`value`]): each field with the type its
 //! callsite's first recorded event gives it (`callsite::Typing`: the
 //! tracepoint is described anew then, before that event is written), so
@@ -102,9 +115,17 @@ pub fn mistyped_events() -> u64 {
     value::MISTYPED.load(Ordering::Relaxed)
 }
 
-/// Callsites whose events are not recorded (no tracepoint could be made).
+/// Callsites whose events are not recorded (no tracepoint could be made:
+/// the registry's event ids are all given, or the name is taken by a
+/// tracepoint of another class).
 pub fn unregistered_callsites() -> u64 {
     callsite::UNREGISTERED.load(Ordering::Relaxed)
+}
+
+/// Events (and span creations) of those callsites, counted as lost:
+/// `events_lost_tracing_unregistered` in the trace.
+pub fn unregistered_events() -> u64 {
+    callsite::UNREGISTERED_EVENTS.load(Ordering::Relaxed)
 }
 
 /// Span entries not recorded: the thread had [`span::MAX_OPEN`] recorded
@@ -228,9 +249,10 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
-        let Some(c) = callsite::find_or_register(event.metadata()) else {
+        let c = callsite::find_or_register(event.metadata());
+        if c.lost() {
             return;
-        };
+        }
         let state = c.main.state();
         if tape::__private::is_active(state) {
             record_event(c.main, &c.main_kinds, state, event);
@@ -238,9 +260,10 @@ where
     }
 
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
-        let Some(c) = callsite::find_or_register(attrs.metadata()) else {
+        let c = callsite::find_or_register(attrs.metadata());
+        if c.lost() {
             return;
-        };
+        }
         let state = c.main.state();
         if tape::__private::is_active(state) {
             let n = attrs.metadata().fields().len();
@@ -307,7 +330,9 @@ impl<S> Filter<S> for TapeFilter {
         // the callsite (`tracing` answers "sometimes" to the threads that
         // hit it then). A callsite not in the table yet is let through:
         // the layer registers it (`find_or_register`) and reads its state.
-        callsite::find(meta).is_none_or(|c| c.active())
+        // A callsite that got no tracepoint is asked each time (its
+        // interest is "sometimes"), so that its events are counted.
+        callsite::find(meta).is_none_or(|c| !c.lost() && c.active())
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
@@ -319,11 +344,16 @@ impl<S> Filter<S> for TapeFilter {
             // answer for themselves (a "no" here would lose their events).
             return Interest::always();
         }
-        match callsite::register(meta) {
-            None => Interest::never(),
-            Some(c) if c.wanted() => Interest::always(),
-            Some(_) if tape::trigger::switches_events() => Interest::sometimes(),
-            Some(_) => Interest::never(),
+        let c = callsite::register(meta);
+        if c.unregistered() {
+            // Its events come to `enabled`, which counts them.
+            Interest::sometimes()
+        } else if c.wanted() {
+            Interest::always()
+        } else if tape::trigger::switches_events() {
+            Interest::sometimes()
+        } else {
+            Interest::never()
         }
     }
 }

@@ -59,13 +59,17 @@ pub(crate) static NOT_RECORDED: AtomicU64 = AtomicU64::new(0);
 /// Span exits not recorded (module docs).
 pub(crate) static EXITS_NOT_RECORDED: AtomicU64 = AtomicU64::new(0);
 
-/// Registers the two counters with tape (once; names fixed, so it cannot
+/// Registers the layer's loss counters with tape (once; names fixed, so it cannot
 /// fail but for a program registering these names itself).
 pub(crate) fn register_losses() {
     for (name, counter) in [
         ("events_lost_tracing_span_entries", &NOT_RECORDED),
         ("events_lost_tracing_span_exits", &EXITS_NOT_RECORDED),
         ("events_lost_tracing_mistyped", &crate::value::MISTYPED),
+        (
+            "events_lost_tracing_unregistered",
+            &crate::callsite::UNREGISTERED_EVENTS,
+        ),
     ] {
         if let Err(e) = tape::losses::register(name, counter) {
             eprintln!("tape-tracing: {e}");

@@ -24,7 +24,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tape::field::{enum_type, Encode, Field as TapeField, Layout};
-use tape_ctf::{Encoding, Float, Integer, Struct, Type};
+use tape_ctf_model::{Encoding, Float, Integer, Struct, Type};
 use tracing_core::field::{Field, Visit};
 
 /// Bytes of strings and formatted values an event keeps.
@@ -166,15 +166,15 @@ impl TapeField for Value<'_> {
         );
         let string = || Type::String(Encoding::Utf8);
         let options = vec![
-            tape_ctf::Field::new("none", Type::Struct(Struct::new(Vec::new()))),
-            tape_ctf::Field::new("u64", Type::Integer(Integer::unsigned(64))),
-            tape_ctf::Field::new("i64", Type::Integer(Integer::signed(64))),
-            tape_ctf::Field::new("f64", Type::Float(Float::binary64())),
-            tape_ctf::Field::new("bool", Type::Integer(Integer::unsigned(8))),
-            tape_ctf::Field::new("str", string()),
-            tape_ctf::Field::new("u128", string()),
-            tape_ctf::Field::new("i128", string()),
-            tape_ctf::Field::new("text", string()),
+            tape_ctf_model::Field::new("none", Type::Struct(Struct::new(Vec::new()))),
+            tape_ctf_model::Field::new("u64", Type::Integer(Integer::unsigned(64))),
+            tape_ctf_model::Field::new("i64", Type::Integer(Integer::signed(64))),
+            tape_ctf_model::Field::new("f64", Type::Float(Float::binary64())),
+            tape_ctf_model::Field::new("bool", Type::Integer(Integer::unsigned(8))),
+            tape_ctf_model::Field::new("str", string()),
+            tape_ctf_model::Field::new("u128", string()),
+            tape_ctf_model::Field::new("i128", string()),
+            tape_ctf_model::Field::new("text", string()),
         ];
         out.push(name, Type::Struct(tape::field::tagged_union(kind, options)));
     }

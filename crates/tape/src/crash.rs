@@ -197,6 +197,14 @@ fn prepare() {
         ],
         &crate::save::counts(),
     );
+    let text = match text {
+        Ok(text) => text,
+        Err(e) => {
+            // Said once; the program runs on, without a dump on crash.
+            eprintln!("tape: no trace will be dumped on a crash: {e}");
+            return;
+        }
+    };
     let (pieces, holes) = template::cut(&text);
     let dir = crate::knobs::trace_dir();
     let dir = CString::new(dir.as_os_str().as_bytes()).unwrap_or_else(|_| c"/tmp".to_owned());

@@ -24,6 +24,11 @@ pub enum ErrorKind {
     BadFilter,
     /// A trigger does not parse, does not fit its event, or is already set.
     BadTrigger,
+    /// The trace's description could not be written: an identifier the
+    /// model holds is not one, or two fields of an event give one
+    /// (`tape_ctf_model::TsdlError`); nothing is written that readers
+    /// would refuse.
+    Metadata,
     /// A process cannot be controlled: it does not exist, belongs to
     /// another user, has no control socket, or the connection failed.
     Control,

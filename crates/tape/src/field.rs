@@ -191,6 +191,9 @@ usdt_scalars! {
 
 /// What describing fields gives: their CTF fields, and display hints by
 /// field path (`hdr.flags`) for read-time formats (see the module docs).
+/// A path's names are TSDL identifiers (`tape_ctf_model::escape_name`:
+/// `_http_2e_method.flags`), so that a name's own `.`, `:` or `;` never
+/// reads as the path's, the hint's or the list's.
 #[derive(Debug, Default)]
 pub struct Layout {
     /// The CTF fields, in order.
@@ -205,9 +208,11 @@ impl Layout {
         self.fields.push(tape_ctf_model::Field::new(name, ty));
     }
 
-    /// Appends a hint for the field at `path`.
-    pub fn hint(&mut self, path: &str, hint: impl Into<String>) {
-        self.hints.push((path.to_owned(), hint.into()));
+    /// Appends a hint for the field named `name` (its path below is
+    /// made by [`Layout::push_struct`]).
+    pub fn hint(&mut self, name: &str, hint: impl Into<String>) {
+        self.hints
+            .push((tape_ctf_model::escape_name(name), hint.into()));
     }
 
     /// Appends a struct field `name` whose members are described by `members`.
@@ -215,8 +220,9 @@ impl Layout {
     pub fn push_struct(&mut self, name: &str, members: impl FnOnce(&mut Layout)) {
         let mut inner = Layout::default();
         members(&mut inner);
+        let name_id = tape_ctf_model::escape_name(name);
         for (path, _) in &mut inner.hints {
-            *path = format!("{name}.{path}");
+            *path = format!("{name_id}.{path}");
         }
         self.push(name, Type::Struct(Struct::new(inner.fields)));
         self.hints.extend(inner.hints);

@@ -15,6 +15,7 @@
 //! | `app.net.*`      | a glob (`*`, `?`, `[..]`, `{a,b}`)         |
 //! | `/^app\.(rx|tx)$/` | a regex, between slashes                |
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -217,14 +218,30 @@ pub fn printk_sites() -> &'static [&'static PrintkSite] {
 
 /// The tracepoint named `name`.
 pub fn lookup(name: &str) -> Option<&'static Tracepoint> {
+    linked_lookup(name).or_else(|| {
+        LATER
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .copied()
+    })
+}
+
+/// The link-time tracepoint named `name` (a binary search).
+fn linked_lookup(name: &str) -> Option<&'static Tracepoint> {
     let points = tracepoints();
-    let (linked, later) = points.split_at(registry().linked.min(points.len()));
+    let linked = &points[..registry().linked.min(points.len())];
     linked
         .binary_search_by(|p| p.name().cmp(name))
         .ok()
         .map(|i| linked[i])
-        .or_else(|| later.iter().copied().find(|p| p.name() == name))
 }
+
+/// The tracepoints registered at run time, by name (the first of a
+/// shared name): [`lookup`] without a walk of them all, which made
+/// registering 100,000 `tracing` callsites take minutes. Its lock also
+/// makes a registration's check and push one step.
+static LATER: Mutex<BTreeMap<&'static str, &'static Tracepoint>> = Mutex::new(BTreeMap::new());
 
 /// Registers a tracepoint made at run time (a `tracing` callsite's, or any
 /// whose name is known only then): it gets the next event id, the saves
@@ -242,7 +259,7 @@ pub fn register(desc: &'static crate::point::TracepointDesc) -> Result<&'static 
 
 /// Names that several tracepoints registered at run time share
 /// ([`register_shared`]).
-static SHARED_NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+static SHARED_NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
 
 /// [`register`] for a tracepoint whose name other tracepoints registered
 /// this way share: CTF gives each an event class of its own (its id), told
@@ -294,8 +311,9 @@ fn register_as(
     awaiting: bool,
 ) -> Result<&'static Tracepoint, Error> {
     let history = control();
+    let mut later = LATER.lock().unwrap_or_else(|e| e.into_inner());
     let mut names = SHARED_NAMES.lock().unwrap_or_else(|e| e.into_inner());
-    let taken = lookup(desc.name).is_some();
+    let taken = linked_lookup(desc.name).is_some() || later.contains_key(desc.name);
     if taken && !(shared && names.contains(&desc.name)) {
         return Err(Error::new(
             ErrorKind::Duplicate,
@@ -303,7 +321,7 @@ fn register_as(
         ));
     }
     if shared && !taken {
-        names.push(desc.name);
+        names.insert(desc.name);
     }
     drop(names);
     let r = registry();
@@ -340,6 +358,8 @@ fn register_as(
             format!("cannot register {:?}: all event ids are given", desc.name),
         )
     })?;
+    later.entry(desc.name).or_insert(p);
+    drop(later);
     // The shared rings' description (for a recovery, a recorder, a pipe)
     // names it too; without it their readers could not decode its events.
     registered().map_err(|e| {

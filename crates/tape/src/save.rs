@@ -454,7 +454,10 @@ fn fill(dir: &Path) -> Result<Filled, SaveError> {
             ring::CLAIM_PATIENCE.as_secs()
         );
     }
-    let meta = t.to_tsdl();
+    let meta = t.to_tsdl().map_err(|e| SaveError {
+        kind: io::ErrorKind::InvalidData,
+        message: e.to_string(),
+    })?;
     write_file(&dir.join("metadata"), meta.as_bytes())?;
     Ok(filled)
 }

@@ -102,7 +102,11 @@ fn value(h: Hole) -> EnvValue {
 /// The metadata text of this process's trace with holes for the clock, the
 /// losses outside the rings, the date and the mode, and for the `env`
 /// entries `extra` adds.
-pub(crate) fn metadata(uuid: [u8; 16], extra: &[(&str, Hole)], counts: &Counts) -> String {
+pub(crate) fn metadata(
+    uuid: [u8; 16],
+    extra: &[(&str, Hole)],
+    counts: &Counts,
+) -> Result<String, tape_ctf_model::TsdlError> {
     let num = |h: Hole| sentinel(h).parse::<i64>().unwrap_or(0);
     let clock = crate::clock::clock_description(
         num(Hole::Freq) as u64,
@@ -206,7 +210,8 @@ mod tests {
                 ("tape_last_event", Hole::LastEvent),
             ],
             &Counts::default(),
-        );
+        )
+        .unwrap();
         let (_, holes) = cut(&text);
         for h in [
             Hole::Freq,

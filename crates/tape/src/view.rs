@@ -70,10 +70,10 @@ fn escaped_type(t: Type) -> Type {
     }
 }
 
-/// A field name as a reader shows it: one leading `_` removed (CTF 1.8
-/// §4.2.1).
-fn shown(name: &str) -> &str {
-    name.strip_prefix('_').unwrap_or(name)
+/// A field's name as its user wrote it (`http.method`), from the
+/// identifier the metadata holds (`_http_2e_method`; [`name_of`]).
+fn shown(name: &str) -> std::borrow::Cow<'_, str> {
+    tape_ctf_model::name_of(name)
 }
 
 /// Walks the event fields `bytes` by `fields` (from [`described`]) into
@@ -163,7 +163,7 @@ impl Walk<'_> {
         // lengths and tags of the fields after them.
         let mut known: Vec<(&str, Int, Option<&tape_ctf_model::Enum>)> = Vec::new();
         for f in &s.fields {
-            sink.field(shown(&f.name));
+            sink.field(&shown(&f.name));
             let got = self.value(&f.ty, &f.name, &known, sink, depth)?;
             if let Some((v, e)) = got {
                 known.push((&f.name, v, e));
@@ -259,7 +259,7 @@ impl Walk<'_> {
                         v.as_i128()
                     ));
                 };
-                sink.variant(shown(&option.name));
+                sink.variant(&shown(&option.name));
                 self.value(&option.ty, &option.name, &[], sink, depth + 1)?;
                 sink.end_variant();
                 Ok(None)

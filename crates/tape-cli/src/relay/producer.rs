@@ -1094,7 +1094,7 @@ mod tests {
                 ]),
             ));
         }
-        t.to_tsdl()
+        t.to_tsdl().unwrap()
     }
 
     #[test]

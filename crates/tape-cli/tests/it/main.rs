@@ -31,6 +31,7 @@ mod graph;
 mod hostile;
 mod latency;
 mod losses;
+mod names;
 mod operated;
 mod pipe;
 mod reader_table;

@@ -1608,16 +1608,20 @@ impl<'t> Compiler<'t> {
     }
 }
 
-/// A name as shown: one leading `_` removed (§4.2.1).
+/// A name as its user wrote it (`http.method` for `_http_2e_method`;
+/// [`crate::name_of`]): what value sinks (JSON, the ftrace text, filters,
+/// exports) are given.
 fn shown(name: &str) -> Arc<str> {
-    Arc::from(crate::metadata::shown_name(name))
+    Arc::from(crate::name_of(name))
 }
 
-/// A struct member's operation, with its name and text prefix.
+/// A struct member's operation, with its name (the user's: [`shown`]) and
+/// its text prefix, with the name as babeltrace2 prints it (one leading
+/// `_` removed, §4.2.1).
 fn field(name: &str, op: Op) -> Op {
-    let shown = crate::metadata::shown_name(name);
-    let sep = format!(", {shown} = ").into_bytes();
-    Op::Field(Arc::from(shown), Arc::from(sep), Box::new(op))
+    let printed = crate::metadata::shown_name(name);
+    let sep = format!(", {printed} = ").into_bytes();
+    Op::Field(shown(name), Arc::from(sep), Box::new(op))
 }
 
 pub(crate) fn struct_align(s: &Struct) -> u64 {

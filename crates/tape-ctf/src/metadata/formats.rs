@@ -369,7 +369,10 @@ pub fn parse_hints(s: &str) -> Result<HashMap<String, Hint>, String> {
                 Hint::Flags(names)
             }
         };
-        hints.insert(path.to_owned(), hint);
+        // Each name of the path as its user wrote it (`tape_ctf_model::name_of`),
+        // as the decoded values name their fields.
+        let path: Vec<_> = path.split('.').map(crate::name_of).collect();
+        hints.insert(path.join("."), hint);
     }
     Ok(hints)
 }

@@ -1434,7 +1434,7 @@ mod tests {
         let mut e = EventClass::new("a.b", 7, fields);
         e.stream_id = Some(0);
         t.events.push(e);
-        let back = parse_metadata(&t.to_tsdl()).expect("parse").trace;
+        let back = parse_metadata(&t.to_tsdl().unwrap()).expect("parse").trace;
         assert_eq!(back.uuid, [3; 16]);
         assert_eq!(back.clocks, t.clocks);
         assert_eq!(back.streams, t.streams);

@@ -614,6 +614,7 @@ fn list(pattern: Option<&str>) -> Result<String, Error> {
         Some(p) => registry::select(p)?,
         None => registry::tracepoints().to_vec(),
     };
+    let awaiting = registry::awaiting_description();
     let mut out = String::new();
     for p in points {
         let mut state = String::from(if p.is_enabled() {
@@ -640,6 +641,19 @@ fn list(pattern: Option<&str>) -> Result<String, Error> {
         }
         for t in crate::trigger::list(p) {
             let _ = write!(state, ", trigger: {} (fired {})", t.text(), t.fired());
+        }
+        // A `tracing` callsite's fields are typed by its first event:
+        // until then, their names (not the tagged value each would be).
+        if awaiting.contains(&p.id()) {
+            let names: Vec<&str> = p.desc().fields.iter().map(|f| f.name).collect();
+            let _ = writeln!(
+                out,
+                "{}\t{}\t{} (typed by its first event)",
+                p.name(),
+                state,
+                names.join(", ")
+            );
+            continue;
         }
         let mut layout = crate::field::Layout::default();
         for f in p.desc().fields {

@@ -425,6 +425,7 @@ pub(crate) fn kind_name(k: ErrorKind) -> &'static str {
         ErrorKind::BadFilter => "BadFilter",
         ErrorKind::BadTrigger => "BadTrigger",
         ErrorKind::Control => "Control",
+        ErrorKind::Metadata => "Metadata",
     }
 }
 
@@ -440,6 +441,7 @@ pub(crate) fn kind_of(s: &str) -> ErrorKind {
         ErrorKind::Command,
         ErrorKind::BadFilter,
         ErrorKind::BadTrigger,
+        ErrorKind::Metadata,
     ]
     .into_iter()
     .find(|k| kind_name(*k) == s)
@@ -466,6 +468,7 @@ mod tests {
             ErrorKind::Config,
             ErrorKind::Command,
             ErrorKind::Control,
+            ErrorKind::Metadata,
         ] {
             assert_eq!(kind_of(kind_name(k)), k);
         }

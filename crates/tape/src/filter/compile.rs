@@ -234,14 +234,24 @@ pub fn duration_paths<'a>(hints: impl Iterator<Item = (&'a str, &'a str)>) -> Ve
         .collect()
 }
 
-pub(super) fn display(name: &str) -> &str {
-    name.strip_prefix('_').unwrap_or(name)
+/// A field's name as its user wrote it (`http.method`), from the
+/// identifier the metadata holds (`_http_2e_method`): what the probe
+/// view's sink and the reader's JSON see.
+pub(super) fn display(name: &str) -> std::borrow::Cow<'_, str> {
+    tape_ctf_model::name_of(name)
+}
+
+/// Whether a filter's `n` names the field whose identifier is `ident`:
+/// the user's own name (`http.method`), or the name babeltrace2 prints
+/// (`http_2e_method`), or the identifier itself.
+pub(super) fn is_named(ident: &str, n: &str) -> bool {
+    display(ident) == n || ident.strip_prefix('_') == Some(n) || ident == n
 }
 
 /// Field names of a struct as the user writes them, for messages.
 pub(super) fn names(s: &Struct) -> String {
-    let mut v: Vec<&str> = s.fields.iter().map(|f| display(&f.name)).collect();
-    v.extend(["common_tid", "common_thread", "common_cpu"]);
+    let mut v: Vec<std::borrow::Cow<'_, str>> = s.fields.iter().map(|f| display(&f.name)).collect();
+    v.extend(["common_tid", "common_thread", "common_cpu"].map(std::borrow::Cow::Borrowed));
     v.join(", ")
 }
 
@@ -317,7 +327,11 @@ pub(super) fn compile_cmp(
     let mut ty: Option<&Type> = None;
     let mut parent = fields;
     let mut at_struct = Some(fields);
-    for (k, step) in path.iter().enumerate() {
+    let mut next = 0;
+    while next < path.len() {
+        let k = next;
+        let step = &path[k];
+        next += 1;
         match step {
             Step::Name(n) => {
                 let Some(s) = at_struct else {
@@ -326,12 +340,37 @@ pub(super) fn compile_cmp(
                         format!("`{shown}`: `{n}` follows a field that is not a struct"),
                     ));
                 };
-                let Some(i) = s.fields.iter().position(|f| display(&f.name) == n) else {
+                // A name with dots of its own (`http.method`, from
+                // `tracing`) before a member of a struct: the longest run
+                // of names that one field has.
+                let run = path[k..]
+                    .iter()
+                    .map_while(|s| match s {
+                        Step::Name(n) => Some(n.as_str()),
+                        Step::Index(_) => None,
+                    })
+                    .count();
+                let found = (1..=run).rev().find_map(|len| {
+                    let joined = path[k..k + len]
+                        .iter()
+                        .map(|s| match s {
+                            Step::Name(n) => n.as_str(),
+                            Step::Index(_) => "",
+                        })
+                        .collect::<Vec<_>>()
+                        .join(".");
+                    let i = s.fields.iter().position(|f| is_named(&f.name, &joined))?;
+                    Some((i, len))
+                });
+                if let Some((_, len)) = found {
+                    next = k + len;
+                }
+                let Some(i) = found.map(|(i, _)| i) else {
                     let what = if k == 0 {
                         format!("no field `{n}` (fields: {})", names(s))
                     } else {
                         format!("`{shown}`: no member `{n}` (members: {})", {
-                            let v: Vec<&str> = s.fields.iter().map(|f| display(&f.name)).collect();
+                            let v: Vec<_> = s.fields.iter().map(|f| display(&f.name)).collect();
                             v.join(", ")
                         })
                     };
@@ -344,7 +383,7 @@ pub(super) fn compile_cmp(
                     ));
                 }
                 go.push(Go::Member(i));
-                parts.push(Part::Member(display(&s.fields[i].name).to_owned()));
+                parts.push(Part::Member(display(&s.fields[i].name).into_owned()));
                 parent = s;
                 let mut t = &s.fields[i].ty;
                 // An Option's value: into its `some` option.
@@ -355,7 +394,7 @@ pub(super) fn compile_cmp(
                         if let Type::Enum(e) = &s.fields[ti].ty {
                             if let Some(v) = e.entries.iter().find(|x| x.label == "some") {
                                 go.push(Go::Option(v.start));
-                                parts.push(Part::Option(display(&some.name).to_owned()));
+                                parts.push(Part::Option(display(&some.name).into_owned()));
                                 t = &some.ty;
                             }
                         }

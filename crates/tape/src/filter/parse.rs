@@ -8,6 +8,7 @@
 //! unary  := "!" unary | "(" expr ")" | cmp
 //! cmp    := field OP value
 //! field  := name ( "." name | "[" digits "]" )*
+//! name   := [A-Za-z_][A-Za-z0-9_]* | "`" any text but "`" "`"
 //! OP     := "==" | "!=" | "<" | "<=" | ">" | ">=" | "&" | "~"
 //! value  := integer (decimal, 0x.., negative) | float | "string" | word
 //! ```
@@ -229,7 +230,17 @@ impl Parser<'_> {
         self.cmp()
     }
 
+    /// A name, bare or in backquotes (`` `http method` ``: any name a
+    /// `tracing` field can have, but for one with a backquote, which its
+    /// identifier names instead). A bare name's dots are the path's, but
+    /// where one field's own name holds them (`http.method`).
     fn name(&mut self) -> Option<String> {
+        if self.b.get(self.i) == Some(&b'`') {
+            let len = self.s[self.i + 1..].find('`')?;
+            let name = self.s[self.i + 1..self.i + 1 + len].to_owned();
+            self.i += len + 2;
+            return Some(name);
+        }
         let start = self.i;
         while self.i < self.b.len()
             && (self.b[self.i].is_ascii_alphanumeric() || self.b[self.i] == b'_')

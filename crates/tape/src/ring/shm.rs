@@ -603,7 +603,8 @@ fn write_template(dir: &Path, h: &ProcessHeader) -> io::Result<()> {
             rings_cut: super::cut::REPAIRED.load(std::sync::atomic::Ordering::Relaxed),
             ..Default::default()
         },
-    );
+    )
+    .map_err(io::Error::other)?;
     let tmp = dir.join(format!(".{METADATA_FILE}.tmp"));
     let _ = std::fs::remove_file(&tmp);
     let mut f = std::fs::OpenOptions::new()
