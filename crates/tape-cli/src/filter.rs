@@ -45,8 +45,13 @@ pub fn classes_of(traces: &[TraceDir]) -> Vec<(&EventClass, Vec<String>)> {
             let durations = formats
                 .get(class.id)
                 .map(|f| {
-                    let hinted = f.hints.iter().filter(|(_, h)| **h == Hint::Duration);
-                    tape::filter::duration_paths(hinted.map(|(p, _)| (p.as_str(), "duration")))
+                    // The paths as the user writes them already (the
+                    // formats read them so).
+                    f.hints
+                        .iter()
+                        .filter(|(_, h)| **h == Hint::Duration)
+                        .map(|(p, _)| p.clone())
+                        .collect()
                 })
                 .unwrap_or_default();
             out.push((class, durations));

@@ -53,12 +53,8 @@ fn check_words(s: &str, sep: char) -> Result<(), String> {
     }
 }
 
-/// Checks what `write_type` writes of `ty` unescaped, and that `s`'s
-/// fields give distinct identifiers.
-fn check_struct(s: &Struct) -> Result<(), String> {
-    check_fields(&s.fields)
-}
-
+/// Checks what `write_type` writes of a struct's fields unescaped, and
+/// that they give distinct identifiers.
 fn check_fields(fields: &[Field]) -> Result<(), String> {
     let mut seen = std::collections::HashSet::new();
     for f in fields {
@@ -76,7 +72,7 @@ fn check_type(ty: &Type) -> Result<(), String> {
         Type::Integer(i) => check_integer(i),
         Type::Enum(e) => check_integer(&e.container),
         Type::Float(_) | Type::String(_) => Ok(()),
-        Type::Struct(s) => check_struct(s),
+        Type::Struct(s) => check_fields(&s.fields),
         Type::Array { element, .. } => check_type(element),
         Type::Sequence { element, length } => {
             check_words(length, '.')?;
@@ -109,7 +105,7 @@ fn check_trace(t: &Trace) -> Result<(), TsdlError> {
         check_type(ty).map_err(at(&format!("typealias {name}")))?;
     }
     if let Some(h) = &t.packet_header {
-        check_struct(h).map_err(at("trace.packet.header"))?;
+        check_fields(&h.fields).map_err(at("trace.packet.header"))?;
     }
     for (k, _) in &t.env {
         check_identifier(k).map_err(at("env"))?;
@@ -120,7 +116,7 @@ fn check_trace(t: &Trace) -> Result<(), TsdlError> {
             .into_iter()
             .flatten()
         {
-            check_struct(st).map_err(at(&place))?;
+            check_fields(&st.fields).map_err(at(&place))?;
         }
     }
     for e in &t.events {
@@ -129,7 +125,7 @@ fn check_trace(t: &Trace) -> Result<(), TsdlError> {
             no_nul(text).map_err(at(&place))?;
         }
         for st in [&e.context, &e.fields].into_iter().flatten() {
-            check_struct(st).map_err(at(&place))?;
+            check_fields(&st.fields).map_err(at(&place))?;
         }
     }
     for (_, v) in &t.env {

@@ -6,6 +6,7 @@
 
 use proc_macro2::TokenStream as TokenStream2;
 use quote::{format_ident, quote};
+use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::{Attribute, FnArg, Ident, LitStr, Pat, Token, Type, Visibility};
 
@@ -99,7 +100,7 @@ pub(crate) fn parse_args(input: ParseStream) -> syn::Result<Vec<(Ident, Type)>> 
     // The trace names a slice's length `_<name>_len` and an `Option`'s tag
     // `_<name>_tag`: a field of that name would be a second field of one
     // name, which no reader takes.
-    let plain = |i: &Ident| i.to_string().trim_start_matches("r#").to_owned();
+    let plain = |i: &Ident| i.unraw().to_string();
     for (n, _) in &args {
         let name = plain(n);
         for (m, _) in &args {
@@ -279,7 +280,7 @@ pub(crate) fn field_descs(args: &[(Ident, Type)]) -> (Vec<TokenStream2>, TokenSt
         .iter()
         .map(|(n, t)| {
             // `r#type` is the field `type`.
-            let s = n.to_string().trim_start_matches("r#").to_owned();
+            let s = n.unraw().to_string();
             quote!(::tape::FieldDesc { name: #s, describe: <#t as ::tape::Field>::describe })
         })
         .collect();

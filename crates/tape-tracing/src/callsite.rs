@@ -431,7 +431,7 @@ fn register_shared<const N: usize>(
     suffixes: [&str; N],
     fields: &'static [FieldDesc],
     typed: bool,
-) -> Result<[&'static Tracepoint; N], tape::Error> {
+) -> Result<[&'static Tracepoint; N], String> {
     let mut out = [None; N];
     for (o, suffix) in out.iter_mut().zip(suffixes) {
         let d = desc(meta, format!("{base}{suffix}"), fields);
@@ -440,7 +440,7 @@ fn register_shared<const N: usize>(
         } else {
             tape::registry::register_shared(d)
         };
-        *o = Some(r?);
+        *o = Some(r.map_err(|e| e.to_string())?);
     }
     Ok(out.map(|o| o.expect("set above")))
 }
@@ -485,14 +485,14 @@ pub(crate) fn register(meta: &'static Metadata<'static>) -> &'static Callsite {
     let made = if meta.is_span() {
         make_span(meta)
     } else {
-        register_shared(meta, &event_name(meta), [""], fields(meta, false), true)
-            .map(|[main]| Callsite {
+        register_shared(meta, &event_name(meta), [""], fields(meta, false), true).map(|[main]| {
+            Callsite {
                 meta: key(meta),
                 main,
                 main_kinds: Typing::new(),
                 span: None,
-            })
-            .map_err(|e| e.to_string())
+            }
+        })
     };
     let made = made.unwrap_or_else(|why| {
         // Relaxed: a counter read back for display.
@@ -548,14 +548,12 @@ fn make_span(meta: &'static Metadata<'static>) -> Result<Callsite, String> {
     let entry = span_point(meta, format!("{base}{}", tape::traced::ENTRY))?;
     let exit = span_point(meta, format!("{base}{}", tape::traced::EXIT))?;
     let f = fields(meta, true);
-    let [main, record] =
-        register_shared(meta, &base, [".new", ".record"], f, true).map_err(|e| e.to_string())?;
+    let [main, record] = register_shared(meta, &base, [".new", ".record"], f, true)?;
     static CALL_ONLY: [FieldDesc; 1] = [FieldDesc {
         name: "call",
         describe: <u64 as TapeField>::describe,
     }];
-    let [close] =
-        register_shared(meta, &base, [".close"], &CALL_ONLY, false).map_err(|e| e.to_string())?;
+    let [close] = register_shared(meta, &base, [".close"], &CALL_ONLY, false)?;
     Ok(Callsite {
         meta: key(meta),
         main,

@@ -12,20 +12,10 @@ fn quickstart(dir: &Path) -> PathBuf {
     pipeline::record("quickstart", &[], &[], dir)
 }
 
-/// `tape ARGS`: (exit status, stdout, stderr).
-fn tape(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(pipeline::TAPE).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use pipeline::tape;
 
 fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tape-first-hour-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    pipeline::temp(&format!("first-hour-{name}"))
 }
 
 /// The quickstart's trace as babeltrace2 prints it: each line's packet

@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::pipeline;
+use crate::pipeline::{self, tape};
 
 /// The names of issue 47 that made a whole trace unreadable, and the
 /// edges of the escape.
@@ -104,19 +104,9 @@ fn record(names: &[String], dir: &Path) -> (PathBuf, Vec<Case>) {
     let text: String = names.iter().map(|n| hex(n) + "\n").collect();
     std::fs::write(&file, text).unwrap();
     let out_dir = dir.join("out");
-    let out = Command::new(pipeline::example("tracing_names"))
-        .arg(&file)
-        .env("TAPE_TRACE", "tracing.*")
-        .env("TAPE_TRACE_DIR", &out_dir)
-        .env("TAPE_CONTROL", "off")
-        .env("TAPE_SHM", "off")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut example = Command::new(pipeline::example("tracing_names"));
+    example.arg(&file).env("TAPE_TRACE", "tracing.*");
+    let out = pipeline::run_saving(example, &out_dir);
     let cases = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -134,19 +124,8 @@ fn record(names: &[String], dir: &Path) -> (PathBuf, Vec<Case>) {
     (pipeline::only_trace(&out_dir), cases)
 }
 
-fn tape(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(pipeline::TAPE).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tape-names-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    pipeline::temp(&format!("names-{name}"))
 }
 
 /// The event of case `c` in JSON lines: its name, and its first field
@@ -325,18 +304,14 @@ fn totals(trace: &Path) -> (u64, u64, String) {
 /// Runs `tracing_names --callsites n`: its trace and stderr.
 fn many(tag: &str, n: usize) -> (PathBuf, String, PathBuf) {
     let dir = temp(tag);
-    let out = Command::new(pipeline::example("tracing_names"))
+    let mut example = Command::new(pipeline::example("tracing_names"));
+    example
         .args(["--callsites", &n.to_string()])
         .env("TAPE_TRACE", "tracing.*")
-        .env("TAPE_TRACE_DIR", &dir)
-        .env("TAPE_CONTROL", "off")
-        .env("TAPE_SHM", "off")
         // Rings that hold every event: a loss here is the callsites'.
-        .env("TAPE_TRACE_BUFSZ", "16M")
-        .output()
-        .unwrap();
+        .env("TAPE_TRACE_BUFSZ", "16M");
+    let out = pipeline::run_saving(example, &dir);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{err}");
     (pipeline::only_trace(&dir), err, dir)
 }
 

@@ -31,7 +31,14 @@ pub fn example(name: &str) -> PathBuf {
 /// Runs `example` (a tape example's command) saving into `dir`, with no
 /// control socket and no shared rings; its trace (a failure, with its
 /// stderr, if it fails).
-pub fn saved(mut example: std::process::Command, dir: &Path) -> PathBuf {
+pub fn saved(example: std::process::Command, dir: &Path) -> PathBuf {
+    run_saving(example, dir);
+    only_trace(dir)
+}
+
+/// Runs `example` as [`saved`] does; what it printed (a failure, with its
+/// stderr, if it fails).
+pub fn run_saving(mut example: std::process::Command, dir: &Path) -> std::process::Output {
     let out = example
         .env("TAPE_TRACE_DIR", dir)
         .env("TAPE_CONTROL", "off")
@@ -43,7 +50,28 @@ pub fn saved(mut example: std::process::Command, dir: &Path) -> PathBuf {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    only_trace(dir)
+    out
+}
+
+/// `tape ARGS`: (exit status, stdout, stderr).
+pub fn tape(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(TAPE)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A fresh (removed if there) temporary directory path for a test:
+/// `tape-<tag>-<pid>`.
+pub fn temp(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tape-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
 }
 
 /// Runs tape example `name` with `args` and `env`, saving into `dir`; its

@@ -225,8 +225,10 @@ fn durations_of(tp: &'static Tracepoint) -> Vec<String> {
     duration_paths(layout.hints.iter().map(|(p, h)| (p.as_str(), h.as_str())))
 }
 
-/// The paths hinted `duration` among `(path, hint)` pairs, each name as a
-/// filter writes it (CTF's escape `_` dropped).
+/// The paths hinted `duration` among `(path, hint)` pairs whose paths are
+/// the recorder's (TSDL identifiers: `field::Layout`), each name as a
+/// filter writes it (the user's: [`display`]). A reader's hints
+/// (`tape_ctf`'s formats) hold the user's names already.
 pub fn duration_paths<'a>(hints: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<String> {
     hints
         .filter(|(_, hint)| *hint == "duration")
@@ -343,22 +345,15 @@ pub(super) fn compile_cmp(
                 // A name with dots of its own (`http.method`, from
                 // `tracing`) before a member of a struct: the longest run
                 // of names that one field has.
-                let run = path[k..]
+                let run: Vec<&str> = path[k..]
                     .iter()
                     .map_while(|s| match s {
                         Step::Name(n) => Some(n.as_str()),
                         Step::Index(_) => None,
                     })
-                    .count();
-                let found = (1..=run).rev().find_map(|len| {
-                    let joined = path[k..k + len]
-                        .iter()
-                        .map(|s| match s {
-                            Step::Name(n) => n.as_str(),
-                            Step::Index(_) => "",
-                        })
-                        .collect::<Vec<_>>()
-                        .join(".");
+                    .collect();
+                let found = (1..=run.len()).rev().find_map(|len| {
+                    let joined = run[..len].join(".");
                     let i = s.fields.iter().position(|f| is_named(&f.name, &joined))?;
                     Some((i, len))
                 });
