@@ -16,10 +16,10 @@
 //!
 //! ```text
 //! an event callsite   target  names[k]           (`::` kept as written)
-//!                     name    names[k+1]         (the event's own name)
+//!                     name    names[k+1]         (the event's own name, and its file)
 //!                     fields  names[k], names[k+2], names[k+3]   values k, "v<k>", true
 //! a span callsite     target  names[k]
-//!                     name    names[k+1]
+//!                     name    names[k+1]         (and its file)
 //!                     field   names[k]                value k
 //! ```
 //!
@@ -54,6 +54,7 @@ fn leak(s: &str) -> &'static str {
 fn site(
     name: &str,
     target: &str,
+    file: &str,
     fields: Vec<&'static str>,
     kind: Kind,
     line: u32,
@@ -64,7 +65,7 @@ fn site(
         leak(name),
         leak(target),
         Level::INFO,
-        Some(file!()),
+        Some(leak(file)),
         Some(line),
         Some(module_path!()),
         FieldSet::new(fields, Identifier(site)),
@@ -93,7 +94,7 @@ fn case(names: &[String], k: usize) {
     let target = &names[k % n];
     let own = &names[(k + 1) % n];
     let fields = distinct(names, &[k, k + 2, k + 3]);
-    let meta = site(own, target, fields.clone(), Kind::EVENT, k as u32);
+    let meta = site(own, target, own, fields.clone(), Kind::EVENT, k as u32);
     let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
     let mut line = format!("{k}\t{}", hex(&tape_tracing::event_name(meta)));
     for f in &fields {
@@ -124,7 +125,7 @@ fn case(names: &[String], k: usize) {
             ]),
         ),
     }
-    let span_meta = site(own, target, vec![leak(target)], Kind::SPAN, k as u32);
+    let span_meta = site(own, target, own, vec![leak(target)], Kind::SPAN, k as u32);
     let sf = span_meta
         .fields()
         .field(target.as_str())
@@ -151,6 +152,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let meta = site(
                     &format!("site{k}"),
                     "many",
+                    file!(),
                     vec!["i"],
                     Kind::EVENT,
                     k as u32,

@@ -319,7 +319,8 @@ fn insert(c: Callsite, len: &mut usize) -> &'static Callsite {
 }
 
 /// `s` with each NUL as U+FFFD: a CTF reader in C (babeltrace2) ends a
-/// name at a NUL, and the metadata writer refuses one.
+/// string at a NUL, and the registry refuses a tracepoint whose name or
+/// place holds one (the metadata writer would).
 fn no_nul(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains('\0') {
         s.replace('\0', "\u{fffd}").into()
@@ -417,7 +418,7 @@ fn desc(
         format: None,
         class: None,
         loglevel: Some(loglevel(meta.level())),
-        emf_uri: Some(leak(format!("{file}:{line}"))),
+        emf_uri: Some(leak(format!("{}:{line}", no_nul(file)))),
     }))
 }
 

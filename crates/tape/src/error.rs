@@ -24,10 +24,9 @@ pub enum ErrorKind {
     BadFilter,
     /// A trigger does not parse, does not fit its event, or is already set.
     BadTrigger,
-    /// The trace's description could not be written: an identifier the
-    /// model holds is not one, or two fields of an event give one
-    /// (`tape_ctf_model::TsdlError`); nothing is written that readers
-    /// would refuse.
+    /// A name or text could not be in the trace's description (a NUL in
+    /// a tracepoint's name or place, given at run time): refused, so that
+    /// nothing is written that readers would refuse.
     Metadata,
     /// A process cannot be controlled: it does not exist, belongs to
     /// another user, has no control socket, or the connection failed.

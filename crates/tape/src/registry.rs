@@ -310,6 +310,20 @@ fn register_as(
     shared: bool,
     awaiting: bool,
 ) -> Result<&'static Tracepoint, Error> {
+    // A NUL would end the name (or place) in a reader in C, and the
+    // metadata writer refuses it: refused here, so no save fails for it.
+    if let Some(text) = std::iter::once(desc.name)
+        .chain(desc.emf_uri)
+        .find(|t| t.contains('\0'))
+    {
+        return Err(Error::new(
+            ErrorKind::Metadata,
+            format!(
+                "cannot register {:?}: {text:?} holds a NUL, which no trace can name",
+                desc.name
+            ),
+        ));
+    }
     let history = control();
     let mut later = LATER.lock().unwrap_or_else(|e| e.into_inner());
     let mut names = SHARED_NAMES.lock().unwrap_or_else(|e| e.into_inner());

@@ -96,6 +96,18 @@ fn registered_tracepoints_are_selected_saved_and_read() {
         let e = tape::registry::register_shared(desc(name)).unwrap_err();
         assert!(e.to_string().contains(name), "{e}");
     }
+    // A NUL in a name or its place is refused (it would end the name in a
+    // reader in C, and no save could write it), naming the tracepoint.
+    let e = tape::registry::register_shared(desc("dyn.nul\0x")).unwrap_err();
+    assert_eq!(e.kind(), tape::ErrorKind::Metadata);
+    assert!(e.to_string().contains("holds a NUL"), "{e}");
+    let placed = Box::leak(Box::new(TracepointDesc {
+        emf_uri: Some("src/a\0.rs:1"),
+        ..*desc("dyn.placed")
+    }));
+    let e = tape::registry::register(placed).unwrap_err();
+    assert_eq!(e.kind(), tape::ErrorKind::Metadata);
+    assert!(tape::lookup("dyn.placed").is_none());
     // A shared name: each registration its own tracepoint (its own id),
     // all selected by the name; lookup finds the first; a plain
     // registration of it is refused.
