@@ -19,6 +19,14 @@ mod pipeline;
 #[path = "../../../tape-ctf/tests/support/shared.rs"]
 mod shared;
 
+/// Held by the tests that time latencies (`pipe`) and by those that keep
+/// both cores busy for seconds (`names`' 120 names and 70,000 callsites),
+/// so that no such test runs beside another: a latency test beside
+/// another test's checks measures them (the first lines of a pipe started
+/// while another test parsed its 100,000 lines came 150-170 ms late on
+/// this 2-core machine; beside the names tests, 0.9 s).
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 mod bounded;
 mod conformance;
 mod crash;

@@ -145,6 +145,7 @@ fn json_event<'a>(json: &'a [serde_json::Value], c: &Case) -> &'a serde_json::Va
 }
 
 fn check_names(tag: &str, names: Vec<String>) {
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = temp(tag);
     let (trace, cases) = record(&names, &dir);
     let t = trace.to_str().unwrap();
@@ -338,6 +339,7 @@ fn ten_thousand_callsites_are_all_recorded() {
 /// every event.
 #[test]
 fn callsites_past_the_event_ids_are_counted() {
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let n = 70_000;
     let (trace, err, dir) = many("70k", n);
     let (events, lost, stats) = totals(&trace);

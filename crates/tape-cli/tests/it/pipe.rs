@@ -27,11 +27,8 @@ use pipeline::TAPE;
 /// after `stop_after`; every line with the time it arrived (ns since the
 /// epoch), and the program's count of events emitted. `stops`: each a
 /// wait, then how long the pipe is stopped (SIGSTOP, SIGCONT).
-/// One test at a time: each test's threads, reader and checks get the
-/// machine's cores (a latency test beside another test's checks measures
-/// them: the first lines of a pipe started while the other test parsed its
-/// 100,000 lines came 150-170 ms late on this 2-core machine).
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// One test at a time ([`crate::ALONE`]): each test's threads, reader and
+/// checks get the machine's cores.
 
 fn piped(
     tag: &str,
@@ -120,7 +117,7 @@ fn by_stream(lines: &[(i128, serde_json::Value)]) -> BTreeMap<String, (Vec<u64>,
 
 #[test]
 fn every_event_once_in_order_within_100_ms() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     // 4 threads of 5 events a millisecond for 2 s: the pipe keeps up.
     // Meanwhile a thread here sleeps 1 ms at a time and notes its worst
     // wake-up delay: how long this machine itself held a runnable thread
@@ -219,7 +216,7 @@ fn in_time_order(lines: &[(i128, serde_json::Value)]) {
 
 #[test]
 fn a_stopped_reader_gets_lost_lines_with_exact_counts() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     // 64 KiB rings lapped in a few milliseconds while the pipe is stopped.
     let (lines, total) = piped(
         "pipe-stopped",
@@ -252,7 +249,7 @@ fn a_stopped_reader_gets_lost_lines_with_exact_counts() {
 
 #[test]
 fn a_reader_stopped_mid_turn_still_prints_in_time_order() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     // The pipe stopped 40 times for 15-35 ms, at moments that fall inside
     // its turns (between reading one ring and the next): lines come late,
     // never out of order, none lost (discard mode, rings big enough).
@@ -279,7 +276,7 @@ fn a_reader_stopped_mid_turn_still_prints_in_time_order() {
 
 #[test]
 fn text_and_ftrace_lines_and_the_events_glob() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     for (format, glob, shown) in [
         ("text", "flight.*", true),
         ("text", "other.*", false),
@@ -344,7 +341,7 @@ fn text_and_ftrace_lines_and_the_events_glob() {
 /// program emitted, with no loss reported.
 #[test]
 fn two_pipes_in_a_row_print_disjoint_events_whose_union_is_all() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let base = base("consumed");
     let mut program = flight_command(&base, "overwrite")
         .env("TAPE_TRACE_BUFSZ", "1M")
