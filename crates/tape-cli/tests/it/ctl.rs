@@ -781,8 +781,22 @@ fn tracing_callsites_follow_tape_ctl_in_a_running_program() {
     );
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(recorded(&p), 0, "nothing is enabled yet");
+    // A callsite whose first event has not typed its fields yet: one
+    // short line with their names (issue 47: ~600 characters of tagged
+    // types each before).
+    let listed = p.ok(&["list", "tracing.app.info.request.new"]);
+    assert_eq!(
+        listed,
+        "tracing.app.info.request.new\tdisabled\tcall, id, status (typed by its first event)\n"
+    );
     p.ok(&["enable", "tracing.app.*"]);
     wait_until("tracing events recorded", || recorded(&p) > 50);
+    // Typed by then: the types.
+    let listed = p.ok(&["list", "tracing.app.info.request.new"]);
+    assert!(
+        listed.contains("call: u64, id: u64") && !listed.contains("typed by"),
+        "{listed}"
+    );
     let dir = runtime.join("saved");
     p.ok(&["save", dir.to_str().unwrap()]);
     let text = shown_events(&runtime, "tracing.app.*", &dir);
