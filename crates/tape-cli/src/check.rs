@@ -75,7 +75,7 @@ pub(crate) fn verify(
     let mut outside = 0u64;
     for t in &traces {
         let env = |name: &str| t.trace.env.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-        if !matches!(env("tracer_name"), Some(tape_ctf::EnvValue::Str(s)) if s == "tape") {
+        if !t.trace.written_by_tape() {
             continue;
         }
         for (k, v) in &t.trace.env {

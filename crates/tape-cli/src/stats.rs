@@ -85,9 +85,7 @@ pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failu
     // exited thread's ring was freed unsaved), from the trace's `env`.
     let mut outside: BTreeMap<&str, i64> = BTreeMap::new();
     for t in &traces {
-        let tape = t.trace.env.iter().any(|(k, v)| {
-            k == "tracer_name" && matches!(v, tape_ctf::EnvValue::Str(s) if s == "tape")
-        });
+        let tape = t.trace.written_by_tape();
         for (k, v) in t.trace.env.iter().filter(|_| tape) {
             if let (true, tape_ctf::EnvValue::Int(n)) = (is_env_loss(k), v) {
                 let e = outside.entry(k.as_str()).or_default();

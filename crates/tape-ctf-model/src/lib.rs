@@ -19,6 +19,9 @@
 //! use tape_ctf_model::{Clock, EventClass, Field, Integer, StreamClass, Struct, Trace, Type};
 //!
 //! let mut trace = Trace::new([7; 16]);
+//! trace.packet_header = Some(Struct::new(vec![
+//!     Field::new("stream_id", Type::Integer(Integer::unsigned(32))),
+//! ]));
 //! trace.clocks.push(Clock::new("monotonic", 1_000_000_000));
 //! trace.streams.push(StreamClass {
 //!     id: Some(0),
@@ -69,6 +72,9 @@ pub const LOSSES_STREAM_ID: u64 = 1;
 
 /// The `env` entry naming a trace's [`LOSSES_STREAM`].
 pub const LOSSES_STREAM_ENV: &str = "tape_losses_stream";
+
+/// The `env` entry `tracer_name`'s value in a trace tape wrote.
+pub const TRACER_NAME: &str = "tape";
 
 /// Byte order of a type or of the whole trace (§4.1.3 of the CTF spec).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -473,6 +479,15 @@ impl Trace {
             streams: Vec::new(),
             events: Vec::new(),
         }
+    }
+
+    /// Whether tape wrote this trace (its `env` says `tracer_name =
+    /// "tape"`): its losses are in `env` and its own stream, and its
+    /// metadata is held to what babeltrace2 reads.
+    pub fn written_by_tape(&self) -> bool {
+        self.env
+            .iter()
+            .any(|(k, v)| k == "tracer_name" && matches!(v, EnvValue::Str(s) if s == TRACER_NAME))
     }
 
     /// The metadata text (TSDL), starting with `/* CTF 1.8 */`; an error

@@ -110,8 +110,18 @@ fn check_trace(t: &Trace) -> Result<(), TsdlError> {
     for (k, _) in &t.env {
         check_identifier(k).map_err(at("env"))?;
     }
+    let named = t
+        .packet_header
+        .as_ref()
+        .is_some_and(|h| h.fields.iter().any(|f| f.name == "stream_id"));
     for s in &t.streams {
         let place = format!("stream {}", s.id.unwrap_or(0));
+        if s.id.is_some() && !named {
+            // Nothing in a packet would name the class: babeltrace2 refuses it.
+            return Err(at(&place)(
+                "a stream id, yet no `stream_id` in the trace's packet header".into(),
+            ));
+        }
         for st in [&s.packet_context, &s.event_header, &s.event_context]
             .into_iter()
             .flatten()
@@ -433,6 +443,10 @@ mod tests {
     fn every_type_is_written() {
         let mut t = Trace::new([0xab; 16]);
         t.clocks.push(Clock::new("c", 1000));
+        t.packet_header = Some(Struct::new(vec![Field::new(
+            "stream_id",
+            Type::Integer(Integer::unsigned(32)),
+        )]));
         t.streams.push(StreamClass {
             id: Some(0),
             ..StreamClass::default()

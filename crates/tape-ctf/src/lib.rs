@@ -16,6 +16,9 @@
 //! use tape_ctf::{Clock, EventClass, Field, Integer, StreamClass, Struct, Trace, Type};
 //!
 //! let mut trace = Trace::new([7; 16]);
+//! trace.packet_header = Some(Struct::new(vec![
+//!     Field::new("stream_id", Type::Integer(Integer::unsigned(32))),
+//! ]));
 //! trace.clocks.push(Clock::new("monotonic", 1_000_000_000));
 //! trace.streams.push(StreamClass {
 //!     id: Some(0),
@@ -28,8 +31,9 @@
 //! trace.events.push(EventClass::new("app.net.rx", 0, Struct::new(vec![
 //!     Field::new("port", Type::Integer(Integer::unsigned(16))),
 //! ])));
-//! // Written by the model's TSDL writer, read back by the parser.
-//! let parsed = tape_ctf::parse_metadata(&trace.to_tsdl().unwrap()).unwrap();
+//! // Written by the model's TSDL writer, read back by the parser as
+//! // babeltrace2 2.0 reads it (nothing beyond it).
+//! let parsed = tape_ctf::parse_metadata_strict(&trace.to_tsdl().unwrap()).unwrap();
 //! assert_eq!(parsed.trace.events[0].name, "app.net.rx");
 //! ```
 #![forbid(unsafe_code)]
@@ -41,5 +45,5 @@ pub mod merge;
 pub mod metadata;
 pub mod output;
 
-pub use metadata::parse::{parse_metadata, ParseError, Parsed};
+pub use metadata::parse::{parse_metadata, parse_metadata_strict, ParseError, Parsed};
 pub use metadata::validate::validate;

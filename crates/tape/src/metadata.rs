@@ -96,7 +96,10 @@ pub(crate) fn describe(uuid: [u8; 16], clock: tape_ctf_model::Clock, counts: &Co
         Field::new("stream_id", u32_()),
     ]));
     t.env = vec![
-        ("tracer_name".into(), EnvValue::Str("tape".into())),
+        (
+            "tracer_name".into(),
+            EnvValue::Str(tape_ctf_model::TRACER_NAME.into()),
+        ),
         ("tracer_major".into(), EnvValue::Int(version_part(0))),
         ("tracer_minor".into(), EnvValue::Int(version_part(1))),
         ("tracer_patchlevel".into(), EnvValue::Int(version_part(2))),

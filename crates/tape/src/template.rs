@@ -242,7 +242,8 @@ mod tests {
             filled.contains(r#"tape_source = "a \"quoted\" \\ path";"#),
             "{filled}"
         );
-        let parsed = tape_ctf::parse_metadata(&filled).expect("the filled text parses");
+        let parsed = tape_ctf::parse_metadata_strict(&filled)
+            .expect("the filled text parses as babeltrace2 would");
         assert_eq!(parsed.trace.clocks[0].freq, 12);
         assert_eq!(fill(&text, |_| None), Err(holes[0]));
     }

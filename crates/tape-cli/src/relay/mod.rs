@@ -102,6 +102,8 @@ struct Host<'a> {
     /// Those that could not be followed yet (said once; tried again).
     refused: HashSet<PathBuf>,
     reports: Vec<Report>,
+    /// Processes left out after a failure of their own (each said).
+    left_out: usize,
     bytes_closed: u64,
     me: u32,
 }
@@ -146,6 +148,7 @@ pub(crate) fn record(
         seen: HashSet::new(),
         refused: HashSet::new(),
         reports: Vec::new(),
+        left_out: 0,
         bytes_closed: 0,
         me: std::process::id(),
     };
@@ -263,7 +266,7 @@ pub(crate) fn record(
         }
         sessions.push(host.session.path.clone());
     }
-    let reports = host.finish(why)?;
+    let (reports, left_out) = host.finish(why)?;
     let secs = start.elapsed().as_secs_f64();
     let mut total = producer::Sent::default();
     let mut text = format!(
@@ -298,6 +301,12 @@ pub(crate) fn record(
         total.bytes as f64 / secs / 1e6,
         total.lost,
     ));
+    if left_out > 0 {
+        text.push_str(&format!(
+            "  left out: {left_out} process(es), each said above with why (nothing of it sent \
+             after that)\n"
+        ));
+    }
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).map_err(output_error)?;
     out.flush().map_err(output_error)
@@ -330,7 +339,7 @@ impl Host<'_> {
                     let dead = check && !f.recorder.process_alive();
                     match f.take(ticked) {
                         Ok(c) => came |= c,
-                        Err(e) => drop_feed(&mut self.session, t, e)?,
+                        Err(e) => drop_feed(&mut self.session, t, e, &mut self.left_out)?,
                     }
                     dead
                 }
@@ -355,6 +364,7 @@ impl Host<'_> {
                 match Feed::start(&mut self.session, r) {
                     Ok(f) => *t = Traced::Fed(f),
                     Err(producer::Fault::Feed(e)) => {
+                        self.left_out += 1;
                         crate::say!("tape record: process {pid}: {e}: left out")
                     }
                     Err(e) => {
@@ -370,7 +380,7 @@ impl Host<'_> {
         for t in &mut self.traced {
             if let Traced::Fed(f) = t {
                 if let Err(e) = f.publish(&mut self.session) {
-                    drop_feed(&mut self.session, t, e)?;
+                    drop_feed(&mut self.session, t, e, &mut self.left_out)?;
                 }
             }
         }
@@ -386,7 +396,7 @@ impl Host<'_> {
                     }
                 });
                 if let Err(e) = ended {
-                    drop_feed(&mut self.session, t, e)?;
+                    drop_feed(&mut self.session, t, e, &mut self.left_out)?;
                     continue;
                 }
                 if dead {
@@ -496,7 +506,8 @@ impl Host<'_> {
 
     /// The end: every process's data out, a linger for live viewers, the
     /// streams closed, then the session.
-    fn finish(mut self, why: &'static str) -> Result<Vec<Report>, Failure> {
+    /// The reports, and how many processes were left out.
+    fn finish(mut self, why: &'static str) -> Result<(Vec<Report>, usize), Failure> {
         let relay = |e: producer::Fault| -> Failure { e.to_string().into() };
         let mut ending: Vec<(Feed, &'static str)> = Vec::new();
         for t in std::mem::take(&mut self.traced) {
@@ -504,7 +515,8 @@ impl Host<'_> {
                 Traced::Waiting(r) => match Feed::start(&mut self.session, r) {
                     Ok(f) => (f, why),
                     Err(producer::Fault::Feed(e)) => {
-                        crate::say!("tape record: {e}");
+                        self.left_out += 1;
+                        crate::say!("tape record: {e}: left out");
                         continue;
                     }
                     Err(e) => return Err(relay(e)),
@@ -534,7 +546,7 @@ impl Host<'_> {
         }
         let reports = std::mem::take(&mut self.reports);
         self.session.close()?;
-        Ok(reports)
+        Ok((reports, self.left_out))
     }
 }
 
@@ -545,11 +557,13 @@ fn drop_feed(
     session: &mut Session,
     t: &mut Traced,
     e: producer::Fault,
+    left_out: &mut usize,
 ) -> Result<(), producer::Fault> {
     let producer::Fault::Feed(why) = e else {
         return Err(e);
     };
     if let Traced::Fed(f) | Traced::Ending(f, _) = std::mem::replace(t, Traced::Dropped) {
+        *left_out += 1;
         crate::say!("tape record: {}: {why}: left out", f.path);
         let _ = f.close(session);
     }

@@ -957,12 +957,15 @@ impl Feed {
 }
 
 /// The decoding plan of a process's metadata `text` (for the events of
-/// open packets), and an event id none of its classes has.
+/// open packets), and an event id none of its classes has; an error when
+/// babeltrace2 2.0 would refuse the text (see [`beyond_babeltrace2`]).
 fn plan_of(text: &str, pid: u32) -> Result<(Arc<TracePlan>, u64), Fault> {
     let feed = |e: String| Fault::Feed(format!("process {pid}: its metadata: {e}"));
-    let trace = tape_ctf::parse_metadata(text)
-        .map_err(|e| feed(e.to_string()))?
-        .trace;
+    let parsed = tape_ctf::parse_metadata(text).map_err(|e| feed(e.to_string()))?;
+    if let Some(why) = beyond_babeltrace2(&parsed, text) {
+        return Err(feed(why));
+    }
+    let trace = parsed.trace;
     let plan = Arc::new(TracePlan::new(&trace).map_err(feed)?);
     let spare = trace
         .events
@@ -972,6 +975,41 @@ fn plan_of(text: &str, pid: u32) -> Result<(Arc<TracePlan>, u64), Fault> {
         .max()
         .unwrap_or(0);
     Ok((plan, spare))
+}
+
+/// What in a process's metadata babeltrace2 2.0 would refuse, said with
+/// the event class it is in, if any: a metadata on the relay that one
+/// reader refuses stops babeltrace2 reading *every* trace of the session
+/// (it reads a session's directory as one), so such a process is left
+/// out (said, and counted in the summary) before anything of it is sent,
+/// or, for a class registered later, before the class and its events.
+/// A process writes its own template, so an older tape or a hostile
+/// process of the same user can put anything there.
+fn beyond_babeltrace2(parsed: &tape_ctf::Parsed, text: &str) -> Option<String> {
+    let e = parsed.beyond_babeltrace2.first()?;
+    let line_start = text
+        .split_inclusive('\n')
+        .take(e.line.saturating_sub(1) as usize)
+        .map(str::len)
+        .sum::<usize>();
+    let class = text[..line_start.min(text.len())]
+        .rfind("\nevent {\n")
+        .and_then(|at| {
+            text[at..]
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("id = "))
+                .and_then(|v| v.trim_end_matches(';').parse::<u64>().ok())
+        })
+        .and_then(|id| parsed.trace.events.iter().find(|c| c.id == id));
+    let place = match class {
+        Some(c) => format!("event class {} ({})", c.id, c.name),
+        None => "the trace's description".to_owned(),
+    };
+    Some(format!(
+        "{place}, line {}, column {}: {}; its trace would make babeltrace2 refuse the \
+         whole session",
+        e.line, e.col, e.message
+    ))
 }
 
 /// A metadata text as tape writes it: what comes before its event
@@ -1121,7 +1159,7 @@ mod tests {
         // And each piece parses with the prelude, as a viewer reads them.
         for (_, block) in &classes {
             let one = format!("{prelude}{block}");
-            tape_ctf::parse_metadata(&one).unwrap_or_else(|e| panic!("{e}: {one}"));
+            tape_ctf::parse_metadata_strict(&one).unwrap_or_else(|e| panic!("{e}: {one}"));
         }
         assert_eq!(awaiting(&full), BTreeSet::from([1, 7]));
         assert_eq!(awaiting(&text("")), BTreeSet::new());

@@ -19,7 +19,7 @@ mod pipeline;
 #[path = "../../../tape-ctf/tests/support/shared.rs"]
 mod shared;
 
-/// Held by the tests that time latencies (`pipe`) and by those that keep
+/// Held by the tests that time latencies (`pipe`, the relay's live view) and by those that keep
 /// both cores busy for seconds (`names`' 120 names and 70,000 callsites),
 /// so that no such test runs beside another: a latency test beside
 /// another test's checks measures them (the first lines of a pipe started

@@ -170,6 +170,12 @@ fn every_process_of_the_host_reaches_the_relay_live_and_on_disk() {
     let Some((base, relayd, shm)) = set_up("relay-fleet") else {
         return;
     };
+    // It times a live view (each event within 2 s): alone, as the pipe's
+    // latency tests. Beside the heavy tests of a full run its live viewer
+    // stalled three times (101,374 of 351,232 events shown, then nothing
+    // for 30 s after the session closed), never when run alone: the live
+    // view under load is issue 48's.
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let host = "tapehost";
     let recorder = Killed(
         Command::new(TAPE)
@@ -579,6 +585,84 @@ fn a_program_killed_mid_stream_ends_its_trace_and_the_session_goes_on() {
         .unwrap();
     assert!(b.stderr.is_empty(), "{}", text(&b.stderr));
     assert_eq!(text(&b.stdout).matches("tape.process.died").count(), 1);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A process whose metadata babeltrace2 2.0 would refuse (its template,
+/// which the process writes itself, given a field declarator `*name`, as
+/// an older tape or a hostile process of the same user could): left out
+/// before anything of it is sent, said with its class and position, and
+/// counted in the summary; the other process streams whole, and
+/// babeltrace2 reads the relay's disk without a word.
+#[test]
+fn a_process_whose_metadata_babeltrace2_refuses_is_left_out_and_the_rest_reads() {
+    let Some((base, relayd, shm)) = set_up("relay-strict") else {
+        return;
+    };
+    let args = ["--threads", "2", "--pace", "5", "--seconds", "3"];
+    let good = flight_command(&shm, "discard").args(args).spawn().unwrap();
+    let bad = flight_command(&shm, "discard").args(args).spawn().unwrap();
+    let bad_pid = bad.id();
+    let bad_dir = flight::user_dir(&shm).join(bad_pid.to_string());
+    flight::wait_for_rings(&bad_dir, 2);
+    let template = bad_dir.join("metadata-template");
+    let meta = std::fs::read_to_string(&template).unwrap();
+    let class = meta.find("\nevent {\n").expect("an event class");
+    let field = class + meta[class..].find("} ").expect("a field") + 2;
+    let poisoned = format!("{}*{}", &meta[..field], &meta[field..]);
+    std::fs::write(&template, poisoned).unwrap();
+    let recorder = Command::new(TAPE)
+        .args(["record", "--all", "--relayd", &relayd.url()])
+        .args(["--hostname", "h", "--live-timer", "100ms"])
+        .env("TAPE_SHM_DIR", &shm)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut recorder = Killed(recorder);
+    let total = emitted(good);
+    emitted(bad);
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGINT) };
+    let status = recorder.0.wait().unwrap();
+    let (mut said, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(recorder.0.stdout.as_mut().unwrap(), &mut said).unwrap();
+    std::io::Read::read_to_string(recorder.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{said}{err}");
+    let why = err
+        .lines()
+        .find(|l| l.contains(&format!("process {bad_pid}")))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        why.contains("event class ")
+            && why.contains("a pointer declarator (`*`): babeltrace2 2.0 refuses it")
+            && why.ends_with("left out"),
+        "{why}"
+    );
+    assert!(said.contains("  left out: 1 process(es)"), "{said}");
+    assert!(said.contains("  processes: 1\n"), "{said}");
+    let traces: Vec<PathBuf> = walk(&relayd.out.join("h"))
+        .into_iter()
+        .filter(|p| p.join("metadata").is_file())
+        .collect();
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    let n: u64 = flight::streams_of(&traces[0])
+        .values()
+        .map(|s| s.seqs.len() as u64)
+        .sum();
+    assert_eq!(n, total);
+    let b = Command::new("babeltrace2")
+        .arg(relayd.out.join("h"))
+        .output()
+        .unwrap();
+    assert!(
+        b.status.success() && b.stderr.is_empty(),
+        "{}",
+        text(&b.stderr)
+    );
+    let lines = text(&b.stdout).lines().count() as u64;
+    assert!(lines >= total, "{lines} lines, {total} events");
     let _ = std::fs::remove_dir_all(&base);
 }
 

@@ -1,6 +1,11 @@
 //! TSDL lexer (CTF 1.8 §C.1): comments, identifiers and keywords, integer,
 //! character and string literals, punctuators. Every token carries its line
 //! and column so that parse errors can point at it.
+//!
+//! Beside the tokens it lists what it took that babeltrace2 2.0 refuses or
+//! reads otherwise (an `L` before a literal, `\u` escapes, a `\x` escape
+//! followed by a third hex digit): the strict parse
+//! ([`crate::parse_metadata_strict`]) makes them errors.
 
 use crate::ParseError;
 
@@ -34,10 +39,12 @@ const PUNCTS: &[&str] = &[
     "*",
 ];
 
-/// Splits TSDL text into tokens.
-pub(crate) fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
+/// Splits TSDL text into tokens; beside them, what babeltrace2 2.0 would
+/// not take as this lexer does (see the module docs), with positions.
+pub(crate) fn lex(text: &str) -> Result<(Vec<Token>, Vec<ParseError>), ParseError> {
     let b = text.as_bytes();
     let mut out = Vec::new();
+    let mut beyond = Vec::new();
     let (mut i, mut line, mut line_start) = (0usize, 1u32, 0usize);
     let err = |line: u32, col: usize, msg: String| ParseError {
         line,
@@ -76,8 +83,11 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
                 }
             }
             b'"' => {
-                let (s, n, lines) =
+                let (s, n, lines, odd) =
                     string_literal(&text[i..], b'"').map_err(|m| err(line, col, m))?;
+                if let Some(odd) = odd {
+                    beyond.push(err(line, col, odd.into()));
+                }
                 out.push(Token {
                     tok: Tok::Str(s),
                     line,
@@ -87,7 +97,11 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
                 line += lines;
             }
             b'\'' => {
-                let (s, n, _) = string_literal(&text[i..], b'\'').map_err(|m| err(line, col, m))?;
+                let (s, n, _, odd) =
+                    string_literal(&text[i..], b'\'').map_err(|m| err(line, col, m))?;
+                if let Some(odd) = odd {
+                    beyond.push(err(line, col, odd.into()));
+                }
                 let mut chars = s.chars();
                 let ch = match (chars.next(), chars.next()) {
                     (Some(ch), None) => ch,
@@ -108,6 +122,11 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
             }
             b'L' if matches!(b.get(i + 1), Some(b'"') | Some(b'\'')) => {
                 // Wide literals: treated as their narrow form.
+                beyond.push(err(
+                    line,
+                    col,
+                    "a wide literal (`L\"...\"`): babeltrace2 2.0 crashes on it".into(),
+                ));
                 i += 1;
             }
             b'0'..=b'9' => {
@@ -152,7 +171,7 @@ pub(crate) fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
         line,
         col: (i - line_start + 1) as u32,
     });
-    Ok(out)
+    Ok((out, beyond))
 }
 
 /// An integer literal: decimal, octal (`0` prefix), hexadecimal (`0x`), with
@@ -194,8 +213,12 @@ fn integer_literal(b: &[u8]) -> Result<(u64, usize), String> {
 
 /// A quoted literal starting at `s[0] == quote`: returns the unescaped text,
 /// the bytes used and the newlines crossed.
-fn string_literal(s: &str, quote: u8) -> Result<(String, usize, u32), String> {
+fn string_literal(
+    s: &str,
+    quote: u8,
+) -> Result<(String, usize, u32, Option<&'static str>), String> {
     let b = s.as_bytes();
+    let mut odd = None;
     let mut out: Vec<u8> = Vec::new();
     let mut i = 1;
     let mut lines = 0;
@@ -243,9 +266,16 @@ fn string_literal(s: &str, quote: u8) -> Result<(String, usize, u32), String> {
                         }
                         let v = u32::from_str_radix(&s[start..i], 16)
                             .map_err(|_| "invalid \\x escape".to_owned())?;
+                        if matches!(b.get(i), Some(x) if x.is_ascii_hexdigit()) {
+                            odd = Some(
+                                "a `\\x` escape followed by a third hex digit: babeltrace2 2.0 \
+                                 reads every hex digit into it",
+                            );
+                        }
                         out.push(u8::try_from(v).map_err(|_| "\\x escape out of range")?);
                     }
                     b'u' | b'U' => {
+                        odd = Some("a `\\u` or `\\U` escape: babeltrace2 2.0 refuses it");
                         let n = if e == b'u' { 4 } else { 8 };
                         let hex = s.get(i..i + n).ok_or("invalid unicode escape")?;
                         let v =
@@ -263,7 +293,7 @@ fn string_literal(s: &str, quote: u8) -> Result<(String, usize, u32), String> {
         }
     }
     let text = String::from_utf8(out).map_err(|_| "literal is not valid UTF-8".to_owned())?;
-    Ok((text, i, lines))
+    Ok((text, i, lines, odd))
 }
 
 #[cfg(test)]
@@ -271,7 +301,7 @@ mod tests {
     use super::*;
 
     fn toks(s: &str) -> Vec<Tok> {
-        lex(s).unwrap().into_iter().map(|t| t.tok).collect()
+        lex(s).unwrap().0.into_iter().map(|t| t.tok).collect()
     }
 
     #[test]

@@ -92,16 +92,25 @@ pub struct Parsed {
     pub trace: Trace,
     /// Warnings, with their positions.
     pub warnings: Vec<ParseError>,
+    /// What this parser took that babeltrace2 2.0 refuses (or reads
+    /// otherwise), with positions: empty for metadata both read alike.
+    /// [`parse_metadata_strict`] makes the first an error.
+    pub beyond_babeltrace2: Vec<ParseError>,
 }
 
 /// Parses metadata text (after the packetized form, if any, was unwrapped).
+///
+/// Lenient where babeltrace2 2.0 is strict and the meaning is clear (other
+/// tools' traces are read as far as they can be); what it took so is listed
+/// in [`Parsed::beyond_babeltrace2`].
 pub fn parse_metadata(text: &str) -> Result<Parsed, ParseError> {
-    let toks = lex(text)?;
+    let (toks, beyond) = lex(text)?;
     let mut p = Parser {
         toks,
         pos: 0,
         scopes: vec![HashMap::new()],
         warnings: Vec::new(),
+        beyond,
         trace: Trace::new([0; 16]),
         seen_trace: false,
         byte_order_set: false,
@@ -117,10 +126,25 @@ pub fn parse_metadata(text: &str) -> Result<Parsed, ParseError> {
         return Err(p.error_at(0, "the `trace` block has no `byte_order`"));
     }
     let _ = p.uuid_set;
+    p.beyond.sort_by_key(|e| (e.line, e.col));
     Ok(Parsed {
         trace: p.trace,
         warnings: p.warnings,
+        beyond_babeltrace2: p.beyond,
     })
+}
+
+/// Parses metadata text accepting no more than babeltrace2 2.0 does: what
+/// [`parse_metadata`] would take beyond it (see
+/// [`Parsed::beyond_babeltrace2`]) is an error, at its position. What
+/// tape writes or forwards passes it, so that no trace of tape's is
+/// readable by tape alone.
+pub fn parse_metadata_strict(text: &str) -> Result<Parsed, ParseError> {
+    let parsed = parse_metadata(text)?;
+    match parsed.beyond_babeltrace2.first() {
+        Some(e) => Err(e.clone()),
+        None => Ok(parsed),
+    }
 }
 
 /// A right-hand side of `name = value;`.
@@ -137,6 +161,8 @@ struct Parser {
     pos: usize,
     scopes: Vec<HashMap<String, Type>>,
     warnings: Vec<ParseError>,
+    /// See [`Parsed::beyond_babeltrace2`].
+    beyond: Vec<ParseError>,
     trace: Trace,
     seen_trace: bool,
     byte_order_set: bool,
@@ -193,6 +219,12 @@ impl Parser {
     fn warn(&mut self, pos: usize, msg: impl Into<String>) {
         let e = self.error_at(pos, msg);
         self.warnings.push(e);
+    }
+
+    /// Notes what babeltrace2 2.0 refuses and this parser takes.
+    fn beyond(&mut self, pos: usize, msg: impl Into<String>) {
+        let e = self.error_at(pos, format!("{}: babeltrace2 2.0 refuses it", msg.into()));
+        self.beyond.push(e);
     }
 
     fn is_punct(&self, p: &str) -> bool {
@@ -358,13 +390,15 @@ impl Parser {
             self.next();
             return Ok(());
         }
-        // `struct name { ... }` without its `;` (accepted, as babeltrace does).
+        // `struct name { ... }` without its `;` (accepted, as babeltrace
+        // 1.5 does).
         if named_body
             && matches!(
                 self.toks[self.pos - 1].tok,
                 Tok::Punct("}") | Tok::Punct(")")
             )
         {
+            self.beyond(self.pos - 1, "a type declared with no `;` after it");
             return Ok(());
         }
         Err(self.error_at(
@@ -395,6 +429,15 @@ impl Parser {
         if words.len() == 1 && KEYWORDS.contains(&name.as_str()) && !is_c_type_keyword(&name) {
             return Err(self.error_at(at, format!("`{name}` is a reserved keyword")));
         }
+        if let Some(w) = words
+            .iter()
+            .find(|w| KEYWORDS.contains(&w.as_str()) && !is_c_type_keyword(w))
+        {
+            self.beyond(at, format!("a keyword (`{w}`) in an alias's name"));
+        }
+        if matches!(ty, Type::Variant { .. }) {
+            self.beyond(at, "a variant named by `typealias`");
+        }
         self.expect(";")?;
         self.check_depth(&ty, 0, at)?;
         self.check_at_root(&ty, at)?;
@@ -411,6 +454,9 @@ impl Parser {
             if KEYWORDS.contains(&name.as_str()) {
                 return Err(self.error_at(at, format!("`{name}` is a reserved keyword")));
             }
+            if matches!(ty, Type::Variant { .. }) {
+                self.beyond(at, "a variant named by `typedef`");
+            }
             self.check_at_root(&ty, at)?;
             self.define(name, ty, at)?;
             if self.is_punct(",") {
@@ -424,9 +470,7 @@ impl Parser {
 
     /// `*`s and `[N]` after a type in a typealias (no name).
     fn abstract_declarator(&mut self, mut ty: Type) -> Result<Type, ParseError> {
-        while self.is_punct("*") {
-            self.next();
-        }
+        self.pointers();
         let at = self.pos;
         let mut dims = Vec::new();
         while self.is_punct("[") {
@@ -441,9 +485,7 @@ impl Parser {
 
     /// `*`s, a name, `[N]` or `[path]` suffixes.
     fn declarator(&mut self, mut ty: Type) -> Result<(String, Type), ParseError> {
-        while self.is_punct("*") {
-            self.next();
-        }
+        self.pointers();
         let at = self.pos;
         let name = self.ident()?;
         if KEYWORDS.contains(&name.as_str()) {
@@ -461,6 +503,17 @@ impl Parser {
             ty = d.wrap(ty);
         }
         Ok((name, ty))
+    }
+
+    /// `*`s before a declarator: C's pointers, which mean nothing in CTF
+    /// (skipped; babeltrace2 2.0 aborts on them).
+    fn pointers(&mut self) {
+        if self.is_punct("*") {
+            self.beyond(self.pos, "a pointer declarator (`*`)");
+        }
+        while self.is_punct("*") {
+            self.next();
+        }
     }
 
     fn dimension(&mut self) -> Result<Dim, ParseError> {
@@ -688,6 +741,13 @@ impl Parser {
                     let parts: Vec<&str> = p.split('.').collect();
                     match parts.as_slice() {
                         ["clock", name, "value"] => i.map = Some((*name).to_owned()),
+                        ["clock", ..] => {
+                            self.beyond(
+                                pos,
+                                format!("a clock map other than `clock.NAME.value`: `{p}`"),
+                            );
+                            self.warn(pos, format!("unknown map `{p}`"))
+                        }
                         _ => self.warn(pos, format!("unknown map `{p}`")),
                     }
                 }
@@ -695,6 +755,9 @@ impl Parser {
             }
         }
         i.size = size.ok_or_else(|| self.error_at(at, "integer without `size`"))?;
+        if i.size > 64 {
+            self.beyond(at, format!("an integer of {} bits (more than 64)", i.size));
+        }
         i.align = align.unwrap_or(if i.size % 8 == 0 { 8 } else { 1 });
         Ok(i)
     }
@@ -742,15 +805,21 @@ impl Parser {
         }))
     }
 
+    /// The name after `struct`, `variant` or `enum`, if one is there.
+    fn type_name(&mut self) -> Option<String> {
+        let Tok::Ident(n) = self.peek().clone() else {
+            return None;
+        };
+        if KEYWORDS.contains(&n.as_str()) {
+            self.beyond(self.pos, format!("a keyword (`{n}`) as a type's name"));
+        }
+        self.next();
+        Some(n)
+    }
+
     fn struct_spec(&mut self) -> Result<Type, ParseError> {
         let at = self.pos;
-        let name = match self.peek().clone() {
-            Tok::Ident(n) => {
-                self.next();
-                Some(n)
-            }
-            _ => None,
-        };
+        let name = self.type_name();
         if !self.is_punct("{") {
             let name = name.ok_or_else(|| self.error("expected a struct name or body"))?;
             let mut t = self
@@ -811,8 +880,10 @@ impl Parser {
                 self.typedef()?;
                 continue;
             }
+            let at = self.pos;
             let base = self.type_spec()?;
             if self.is_punct(";") {
+                self.beyond(at, "a type with no field name in a struct or variant");
                 self.next();
                 continue;
             }
@@ -836,13 +907,7 @@ impl Parser {
 
     fn variant_spec(&mut self) -> Result<Type, ParseError> {
         let at = self.pos;
-        let name = match self.peek().clone() {
-            Tok::Ident(n) => {
-                self.next();
-                Some(n)
-            }
-            _ => None,
-        };
+        let name = self.type_name();
         let mut tag = None;
         if self.is_punct("<") {
             self.next();
@@ -881,15 +946,16 @@ impl Parser {
         Ok(t)
     }
 
+    /// An enumerator's value written as a character (`'a'`).
+    fn enumerator_literal(&mut self, at: usize) {
+        if matches!(self.peek(), Tok::Char(_)) {
+            self.beyond(at, "a character as an enumerator's value");
+        }
+    }
+
     fn enum_spec(&mut self) -> Result<Type, ParseError> {
         let at = self.pos;
-        let name = match self.peek().clone() {
-            Tok::Ident(n) => {
-                self.next();
-                Some(n)
-            }
-            _ => None,
-        };
+        let name = self.type_name();
         let container = if self.is_punct(":") {
             self.next();
             // `enum : enum : ...` recurses like a struct body.
@@ -935,6 +1001,7 @@ impl Parser {
             if self.is_punct("=") {
                 self.next();
                 let vpos = self.pos;
+                self.enumerator_literal(vpos);
                 start = match self.value()? {
                     Value::Int(v) => v,
                     _ => return Err(self.error_at(vpos, "an enumerator value must be an integer")),
@@ -943,6 +1010,7 @@ impl Parser {
                 if self.is_punct("...") {
                     self.next();
                     let vpos = self.pos;
+                    self.enumerator_literal(vpos);
                     end = match self.value()? {
                         Value::Int(v) => v,
                         _ => {
@@ -954,6 +1022,7 @@ impl Parser {
                 }
             }
             if start > end {
+                self.beyond(epos, format!("enumerator `{label}`'s range going down"));
                 (start, end) = (end, start);
             }
             if start < min || end > max {
@@ -1192,7 +1261,21 @@ impl Parser {
         let mut s = StreamClass::default();
         for (k, v, pos) in assigns {
             match (k.as_str(), v) {
-                ("id", Value::Int(n)) if n >= 0 => s.id = Some(n as u64),
+                ("id", Value::Int(n)) if n >= 0 => {
+                    let named = self
+                        .trace
+                        .packet_header
+                        .as_ref()
+                        .is_some_and(|h| h.fields.iter().any(|f| f.name == "stream_id"));
+                    if !named {
+                        // Nothing in a packet would name the stream class.
+                        self.beyond(
+                            pos,
+                            "a stream id with no `stream_id` in a trace `packet.header` before it",
+                        );
+                    }
+                    s.id = Some(n as u64)
+                }
                 ("id", _) => {
                     return Err(self.error_at(pos, "stream id must be a non-negative integer"))
                 }
@@ -1404,10 +1487,10 @@ mod tests {
     fn what_the_writer_writes_parses_back() {
         let mut t = Trace::new([3; 16]);
         t.clocks.push(Clock::new("c", 1000));
-        t.packet_header = Some(Struct::new(vec![Field::new(
-            "magic",
-            Type::Integer(Integer::unsigned(32)),
-        )]));
+        t.packet_header = Some(Struct::new(vec![
+            Field::new("magic", Type::Integer(Integer::unsigned(32))),
+            Field::new("stream_id", Type::Integer(Integer::unsigned(32))),
+        ]));
         t.streams.push(StreamClass {
             id: Some(0),
             event_header: Some(Struct::new(vec![
@@ -1434,7 +1517,9 @@ mod tests {
         let mut e = EventClass::new("a.b", 7, fields);
         e.stream_id = Some(0);
         t.events.push(e);
-        let back = parse_metadata(&t.to_tsdl().unwrap()).expect("parse").trace;
+        let back = parse_metadata_strict(&t.to_tsdl().unwrap())
+            .expect("parse")
+            .trace;
         assert_eq!(back.uuid, [3; 16]);
         assert_eq!(back.clocks, t.clocks);
         assert_eq!(back.streams, t.streams);

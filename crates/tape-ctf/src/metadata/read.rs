@@ -111,6 +111,31 @@ pub fn open_trace(dir: &Path) -> Result<TraceDir, OpenError> {
     let m = unwrap_metadata(&bytes).map_err(|m| OpenError::Packetized(mpath.clone(), m))?;
     let (text, packet_order) = (&m.text, m.order);
     let mut parsed = parse_metadata(text).map_err(|e| OpenError::Metadata(mpath.clone(), e))?;
+    if packet_order.is_none() {
+        parsed.beyond_babeltrace2.extend(plain_text_signature(text));
+    }
+    // What babeltrace2 would refuse: in a trace of tape's, a bug of the
+    // writer's that no other tool could read past (refused, so that no
+    // trace of tape's is readable by tape alone); in another tool's, a
+    // warning.
+    if let Some(e) = parsed.beyond_babeltrace2.first() {
+        if parsed.trace.written_by_tape() {
+            let message = format!(
+                "{} (tape wrote this metadata: a bug of tape's, please report it)",
+                e.message
+            );
+            return Err(OpenError::Metadata(
+                mpath,
+                ParseError {
+                    message,
+                    ..e.clone()
+                },
+            ));
+        }
+    }
+    let beyond = std::mem::take(&mut parsed.beyond_babeltrace2);
+    parsed.warnings.extend(beyond);
+    parsed.warnings.sort_by_key(|w| (w.line, w.col));
     parsed.warnings.splice(0..0, m.warnings());
     if packet_order.is_some_and(|o| o != parsed.trace.byte_order) {
         return Err(OpenError::Packetized(
@@ -152,6 +177,27 @@ pub fn open_trace(dir: &Path) -> Result<TraceDir, OpenError> {
         warnings: parsed.warnings,
         streams,
         losses,
+    })
+}
+
+/// Metadata in plain text must begin with its signature, `/* CTF 1.8`
+/// (spaces optional inside), for babeltrace2 2.0, which reads the version
+/// there: the error that it does not, if it does not. Packetized metadata
+/// needs none (the packets say what it is).
+pub fn plain_text_signature(text: &str) -> Option<ParseError> {
+    let ok = text
+        .strip_prefix("/*")
+        .map(str::trim_start)
+        .and_then(|t| t.strip_prefix("CTF"))
+        .map(str::trim_start)
+        .and_then(|t| t.strip_prefix("1.8"))
+        .is_some_and(|t| !t.starts_with(|c: char| c.is_ascii_digit()));
+    (!ok).then(|| ParseError {
+        line: 1,
+        col: 1,
+        message: "plain-text metadata that does not begin with `/* CTF 1.8`: babeltrace2 2.0 \
+                  refuses it"
+            .into(),
     })
 }
 

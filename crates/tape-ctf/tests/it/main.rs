@@ -13,5 +13,6 @@ mod graph;
 mod layout;
 mod mutations;
 mod parallel;
+mod strict;
 mod test_command;
 mod values;
