@@ -312,10 +312,12 @@ fn main() {
     // The rows did their work: tape recorded, the layer's ring was
     // written, the files grew.
     drop(chrome_guard);
-    assert!(RING.with(|r| r.borrow().0.iter().any(|s| s.t != 0)));
-    for f in ["fmt.log", "chrome.json", "trace.pftrace"] {
-        let len = std::fs::metadata(scratch.join(f)).map_or(0, |m| m.len());
-        assert!(len > 0, "{f} is empty");
+    if std::env::var_os("PEERS_ONLY").is_none() {
+        assert!(RING.with(|r| r.borrow().0.iter().any(|s| s.t != 0)));
+        for f in ["fmt.log", "chrome.json", "trace.pftrace"] {
+            let len = std::fs::metadata(scratch.join(f)).map_or(0, |m| m.len());
+            assert!(len > 0, "{f} is empty");
+        }
     }
     let s = tape::stats();
     assert!(s.recorded > 0);

@@ -234,7 +234,9 @@ fn main() {
     ];
     tape_peers::run(&rows, ITERS, 2, "× rdtsc pair", &|| fastrace::flush());
     // The layer did record (its ring was written), and so did tape-tracing.
-    assert!(RING.with(|r| r.borrow().0.iter().any(|&(_, t)| t != 0)));
+    if std::env::var_os("PEERS_ONLY").is_none() {
+        assert!(RING.with(|r| r.borrow().0.iter().any(|&(_, t)| t != 0)));
+    }
     assert_eq!(tape_tracing::unregistered_callsites(), 0);
     assert!(tape::registry::tracepoints()
         .iter()

@@ -63,11 +63,39 @@ fn median(v: &mut [f64]) -> f64 {
 /// Runs `rows` in alternating rounds of `iters` calls each (`between`
 /// after every round) and prints their table, ratios to row `base`
 /// (column `ratio`); returns the TSC rate in GHz.
+///
+/// `PEERS_ONLY=a,b` keeps only the rows whose names contain one of those
+/// words, the baselines (`(baseline)`) and row `base`: paired runs of a
+/// few rows, as when one of them is being made faster.
 pub fn run(rows: &[Row], iters: u64, base: usize, ratio: &str, between: &dyn Fn()) -> f64 {
+    let only = std::env::var("PEERS_ONLY").unwrap_or_default();
+    let words: Vec<&str> = only.split(',').filter(|w| !w.is_empty()).collect();
+    let keep = |i: usize, name: &str| {
+        words.is_empty()
+            || i == base
+            || name.contains("(baseline)")
+            || words.iter().any(|w| name.contains(w))
+    };
+    let kept: Vec<&Row> = rows
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| keep(*i, r.0))
+        .map(|(_, r)| r)
+        .collect();
+    let base = rows[..base]
+        .iter()
+        .filter(|r| kept.iter().any(|k| std::ptr::eq(*k, *r)))
+        .count();
+    let rows = kept;
     let mut per: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
     let (mut all_ticks, mut all_ns) = (0u128, 0u128);
-    for round in 0..=ROUNDS {
-        for (i, (_, sample)) in rows.iter().enumerate() {
+    // `PEERS_ROUNDS=N`: more rounds, for a profiler's samples.
+    let rounds = std::env::var("PEERS_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(ROUNDS);
+    for round in 0..=rounds {
+        for (i, (_, sample)) in rows.iter().map(|r| *r).enumerate() {
             let (t, ns) = sample();
             if round > 0 {
                 per[i].push(t as f64 / iters as f64);
@@ -81,7 +109,7 @@ pub fn run(rows: &[Row], iters: u64, base: usize, ratio: &str, between: &dyn Fn(
     let base = median(&mut per[base].clone());
     println!("| row | ticks (median) | ns | ticks (min) | {ratio} |");
     println!("|---|--:|--:|--:|--:|");
-    for (i, (name, _)) in rows.iter().enumerate() {
+    for (i, (name, _)) in rows.iter().map(|r| *r).enumerate() {
         let min = per[i].iter().copied().fold(f64::INFINITY, f64::min);
         let m = median(&mut per[i]);
         println!(
@@ -91,8 +119,9 @@ pub fn run(rows: &[Row], iters: u64, base: usize, ratio: &str, between: &dyn Fn(
         );
     }
     println!(
-        "\nTicks are TSC ticks; ns = ticks / {ghz:.3}. {ROUNDS} rounds of {iters} calls a row, rows \
-         alternating; each row includes its loop and the call's `black_box` (the empty-loop row)."
+        "\nTicks are TSC ticks; ns = ticks / {ghz:.3}. {} rounds of {iters} calls a row, rows \
+         alternating; each row includes its loop and the call's `black_box` (the empty-loop row).",
+        rounds
     );
     ghz
 }

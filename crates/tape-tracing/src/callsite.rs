@@ -257,9 +257,25 @@ fn key(meta: &Metadata<'_>) -> usize {
     meta as *const Metadata<'_> as usize
 }
 
+thread_local! {
+    /// The callsite this thread found last, by key: an event is looked up
+    /// twice when `tracing` asks the filter first (interest "sometimes"),
+    /// and a loop's events are one callsite's. Callsites are never freed,
+    /// so the entry never dangles; no destructor, so it is there in any
+    /// thread-local destructor too.
+    static LAST: std::cell::Cell<(usize, Option<&'static Callsite>)> =
+        const { std::cell::Cell::new((0, None)) };
+}
+
 /// The tracepoints of the callsite whose metadata is `meta`, if made.
 #[inline]
 pub(crate) fn find(meta: &Metadata<'_>) -> Option<&'static Callsite> {
+    let key = key(meta);
+    if let (k, Some(c)) = LAST.get() {
+        if k == key {
+            return Some(c);
+        }
+    }
     // Acquire: pairs with the Release store of `insert`: the table (and
     // what its slots held when it was published) is whole.
     let t = TABLE.load(Ordering::Acquire);
@@ -268,7 +284,11 @@ pub(crate) fn find(meta: &Metadata<'_>) -> Option<&'static Callsite> {
     }
     // SAFETY: a non-null `TABLE` is a table leaked by `insert`, never
     // freed; its slots are atomics, its length fixed.
-    unsafe { &*t }.find(key(meta))
+    let found = unsafe { &*t }.find(key);
+    if found.is_some() {
+        LAST.set((key, found));
+    }
+    found
 }
 
 /// Whether `meta` is a hint (`tracing::enabled!`, `event_enabled!`): a

@@ -300,12 +300,14 @@ where
     }
 
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        let exit = ctx
-            .metadata(id)
-            .and_then(callsite::find)
-            .and_then(|c| c.span.as_ref())
-            .map(|s| s.exit);
-        span::exit(id.into_u64(), exit);
+        // The exit's tracepoint is on this thread's stack, from the entry;
+        // the registry is asked only when it is not (to count the exit).
+        span::exit(id.into_u64(), || {
+            ctx.metadata(id)
+                .and_then(callsite::find)
+                .and_then(|c| c.span.as_ref())
+                .map(|s| s.exit)
+        });
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {

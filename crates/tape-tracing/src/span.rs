@@ -145,8 +145,12 @@ pub(crate) fn enter(id: u64, entry: &'static Tracepoint, exit: &'static Tracepoi
 /// exit a              stack: a' b     a's exit at depth 0; depth stays 2
 /// exit b              stack:          b's exit at depth 1; depth back to 0
 /// ```
+///
+/// `exit_tp` gives the span's exit tracepoint; it is asked (a look-up in
+/// the registry) only when the entry is not on the stack, to count the
+/// exit if that tracepoint is active.
 #[inline]
-pub(crate) fn exit(id: u64, exit_tp: Option<&'static Tracepoint>) {
+pub(crate) fn exit(id: u64, exit_tp: impl FnOnce() -> Option<&'static Tracepoint>) {
     let _ = STACK.try_with(|s| {
         let Ok(mut s) = s.try_borrow_mut() else {
             return;
@@ -157,7 +161,7 @@ pub(crate) fn exit(id: u64, exit_tp: Option<&'static Tracepoint>) {
             .rposition(|o| o.id == id && o.exit.is_some())
         else {
             drop(s);
-            if exit_tp.is_some_and(|t| tape::__private::is_active(t.state())) {
+            if exit_tp().is_some_and(|t| tape::__private::is_active(t.state())) {
                 // Relaxed: a counter read at a save.
                 EXITS_NOT_RECORDED.fetch_add(1, Ordering::Relaxed);
             }

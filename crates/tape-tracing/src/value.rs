@@ -193,21 +193,27 @@ pub(crate) struct Gather {
     /// The callsite's fields (at most [`MAX_FIELDS`]).
     n: usize,
     used: usize,
-    values: [Raw; MAX_FIELDS],
+    /// The first `n` are initialised (by [`with_values`]); only they are
+    /// written ([`Gather::put`]) and read ([`Gather::raws`]): a callsite
+    /// has few fields, and setting all 32 cost an event 32 stores.
+    values: [MaybeUninit<Raw>; MAX_FIELDS],
     /// `text[..used]` is written: whole UTF-8 characters.
     text: [MaybeUninit<u8>; TEXT_BYTES],
 }
 
 /// A value as gathered: a text is its kind, its place and length in the
 /// buffer.
+///
+/// In [`Kind`]'s order (`None` as `Any`), so that a value's kind is its
+/// tag as it is, and [`Gather::fit`] compares bytes with no jump table.
 #[derive(Clone, Copy)]
 enum Raw {
-    None,
     U64(u64),
     I64(i64),
     F64(f64),
     Bool(bool),
     Text(u8, u16, u16),
+    None,
 }
 
 const _: () = assert!(
@@ -217,9 +223,28 @@ const _: () = assert!(
 
 impl Gather {
     fn put(&mut self, f: &Field, v: Raw) {
-        if let Some(slot) = self.values.get_mut(f.index()) {
-            *slot = v;
+        if let Some(slot) = self.values[..self.n].get_mut(f.index()) {
+            slot.write(v);
         }
+    }
+
+    /// The values of the callsite's fields, in order.
+    #[inline(always)]
+    fn raws(&self) -> &[Raw] {
+        let n = self.n.min(MAX_FIELDS);
+        // SAFETY: `values[..n]` is initialised: `with_values` writes each
+        // of them before anything reads, `put` and `convert` only replace
+        // them with values; `MaybeUninit<Raw>` has the layout of `Raw`.
+        unsafe { &*(&self.values[..n] as *const [MaybeUninit<Raw>] as *const [Raw]) }
+    }
+
+    /// At least the bytes [`Typed`] encodes these values in, counted in
+    /// O(1) (the emit path reserves it; the event takes what it writes):
+    /// each field at most 10 bytes (a tag, then 8 bytes, a byte, or a
+    /// string's NUL), plus the text the strings take.
+    #[inline(always)]
+    fn size_bound(&self) -> usize {
+        10 * self.n + self.used
     }
 
     /// The written bytes `at..at + len` as text.
@@ -270,10 +295,13 @@ impl Gather {
         } else {
             ""
         };
-        for (d, b) in self.text[self.used..self.used + n + mark.len()]
-            .iter_mut()
-            .zip(s.as_bytes()[..n].iter().chain(mark.as_bytes()))
-        {
+        // Two plain loops (one chained iterator made it a byte loop).
+        let dst = &mut self.text[self.used..self.used + n + mark.len()];
+        let (text, after) = dst.split_at_mut(n);
+        for (d, b) in text.iter_mut().zip(&s.as_bytes()[..n]) {
+            d.write(*b);
+        }
+        for (d, b) in after.iter_mut().zip(mark.as_bytes()) {
             d.write(*b);
         }
         self.used += n + mark.len();
@@ -293,7 +321,7 @@ impl Gather {
 
     /// The kinds of the gathered values (a first event's: [`Kind::of`]).
     pub(crate) fn kinds(&self) -> Vec<Kind> {
-        self.values[..self.n].iter().map(|r| Kind::of(*r)).collect()
+        self.raws().iter().map(|r| Kind::of(*r)).collect()
     }
 
     /// Makes each value fit its field's kind (`kinds`, one per field):
@@ -304,17 +332,11 @@ impl Gather {
     pub(crate) fn fit(&mut self, kinds: &[Kind]) -> bool {
         // Every value of its field's type: the callsite's events but for
         // values of `dyn Value`.
-        let as_is = self.values[..self.n].iter().zip(kinds).all(|(r, k)| {
-            matches!(
-                (k, r),
-                (Kind::Any, _)
-                    | (Kind::U64, Raw::U64(_))
-                    | (Kind::I64, Raw::I64(_))
-                    | (Kind::F64, Raw::F64(_))
-                    | (Kind::Bool, Raw::Bool(_))
-                    | (Kind::Text, Raw::Text(..))
-            )
-        });
+        let as_is = self
+            .raws()
+            .iter()
+            .zip(kinds)
+            .all(|(r, k)| *k == Kind::Any || Kind::of(*r) == *k);
         as_is || self.convert(kinds)
     }
 
@@ -325,7 +347,7 @@ impl Gather {
     #[allow(clippy::needless_range_loop)]
     fn convert(&mut self, kinds: &[Kind]) -> bool {
         for i in 0..self.n.min(kinds.len()) {
-            let raw = self.values[i];
+            let raw = self.raws()[i];
             let fitted = match (kinds[i], raw) {
                 (Kind::Any, r) => Some(r),
                 (Kind::U64, Raw::U64(_))
@@ -344,7 +366,9 @@ impl Gather {
                 _ => None,
             };
             match fitted {
-                Some(r) => self.values[i] = r,
+                Some(r) => {
+                    self.values[i].write(r);
+                }
                 None => {
                     // Relaxed: a counter read back for display.
                     MISTYPED.fetch_add(1, Ordering::Relaxed);
@@ -424,28 +448,22 @@ enum Field1<'a> {
     Tagged(Value<'a>),
 }
 
-// SAFETY: each field's encoding in turn (`field`, the same for both):
-// their max_size sum.
+// SAFETY: each field's encoding in turn (`field`): a word (8 bytes), a
+// byte, a string (its bytes and a NUL) or a tagged value (a tag, then one
+// of those), so at most 10 bytes a field beside its string's bytes; each
+// string is a region of the gathered text of its own (every `text` or
+// `format` appends one), so their bytes add up to at most `used`:
+// `size_bound` is at least what `encode` writes.
 unsafe impl Encode for Typed<'_> {
     #[inline]
     fn max_size(&self) -> usize {
-        let g = self.values;
-        let mut n = 0;
-        for (raw, kind) in g.values[..g.n].iter().zip(self.kinds) {
-            n += match self.field(*kind, *raw) {
-                Field1::Word(_) => 8,
-                Field1::Byte(_) => 1,
-                Field1::Str(s) => s.max_size(),
-                Field1::Tagged(v) => v.max_size(),
-            };
-        }
-        n
+        self.values.size_bound()
     }
     #[inline]
     unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
         let g = self.values;
         let mut p = dst;
-        for (raw, kind) in g.values[..g.n].iter().zip(self.kinds) {
+        for (raw, kind) in g.raws().iter().zip(self.kinds) {
             // SAFETY: within the sum max_size() counts.
             p = unsafe {
                 match self.field(*kind, *raw) {
@@ -460,20 +478,18 @@ unsafe impl Encode for Typed<'_> {
     }
 }
 
-// SAFETY: each value's encoding, one after the other: their max_size sum
-// (the same values, read twice from an unchanged `Gather`).
+// SAFETY: each value's encoding, one after the other: a tag, then 8
+// bytes, a byte or a string and its NUL; at most `size_bound` (as for
+// `Typed`, whose tagged fields these are).
 unsafe impl Encode for Gather {
     #[inline]
     fn max_size(&self) -> usize {
-        self.values[..self.n]
-            .iter()
-            .map(|r| self.value(*r).max_size())
-            .sum()
+        self.size_bound()
     }
     #[inline]
     unsafe fn encode(&self, dst: *mut u8) -> *mut u8 {
         let mut p = dst;
-        for r in &self.values[..self.n] {
+        for r in self.raws() {
             // SAFETY: within the sum max_size() counts.
             p = unsafe { self.value(*r).encode(p) };
         }
@@ -519,12 +535,16 @@ pub(crate) fn with_values(
     visit: impl FnOnce(&mut dyn Visit),
     emit: impl FnOnce(&mut Gather),
 ) {
+    let n = n.min(MAX_FIELDS);
     let mut g = Gather {
-        n: n.min(MAX_FIELDS),
-        values: [Raw::None; MAX_FIELDS],
+        n,
+        values: [const { MaybeUninit::uninit() }; MAX_FIELDS],
         text: [MaybeUninit::uninit(); TEXT_BYTES],
         used: 0,
     };
+    for v in &mut g.values[..n] {
+        v.write(Raw::None);
+    }
     visit(&mut g);
     emit(&mut g);
 }
