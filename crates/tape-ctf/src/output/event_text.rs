@@ -300,7 +300,10 @@ impl Fields for FlatSink {
     }
     fn put_pairs(&self, out: &mut String, hints: &HashMap<String, Hint>) {
         let mut first = true;
-        for (name, v) in self.iter().filter(|(n, _)| !n.starts_with('_')) {
+        for (name, v) in self
+            .iter()
+            .filter(|(n, _)| shown_pair(n, |o| self.get(o).is_some()))
+        {
             if !first {
                 out.push(' ');
             }
@@ -312,6 +315,21 @@ impl Fields for FlatSink {
     }
 }
 
+/// Whether field `name` is printed among the `name=value` pairs: all but
+/// those a tracer adds beside a field of the same struct for its length or
+/// its variant's tag (tape's `_ids_len` and `_opt_tag`, LTTng's
+/// `_msg_length`), which begin with `_` and name a sibling (`has`). A
+/// user's own field that begins with `_` is printed.
+fn shown_pair(name: &str, has: impl Fn(&str) -> bool) -> bool {
+    let Some(rest) = name.strip_prefix('_') else {
+        return true;
+    };
+    let of = ["_len", "_tag", "_length"]
+        .iter()
+        .find_map(|suffix| rest.strip_suffix(suffix));
+    !of.is_some_and(has)
+}
+
 fn write_pairs(
     out: &mut String,
     fields: &[(String, Value)],
@@ -321,7 +339,7 @@ fn write_pairs(
 ) {
     let mut first = true;
     for (n, v) in fields {
-        if n.starts_with('_') {
+        if !shown_pair(n, |o| fields.iter().any(|(f, _)| f == o)) {
             continue;
         }
         if !first {
