@@ -99,7 +99,7 @@ fn case(names: &[String], k: usize) {
     let mut line = format!("{k}\t{}", hex(&tape_tracing::event_name(meta)));
     for f in &fields {
         line.push('\t');
-        line.push_str(&hex(f));
+        line.push_str(&hex(&tape_tracing::kept_name(f)));
     }
     println!("{line}");
     let set = meta.fields();

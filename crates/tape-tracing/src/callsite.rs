@@ -349,6 +349,54 @@ fn no_nul(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// Longest name kept, in bytes (a field's, a tracepoint's before a span's
+/// suffix): LTTng-UST's limit for its event and field names (256).
+pub const MAX_NAME: usize = 256;
+
+/// Names cut to [`MAX_NAME`] bytes so far.
+pub(crate) static NAMES_CUT: AtomicU64 = AtomicU64::new(0);
+
+/// The name tape-tracing records for `s` (a field's name, or a
+/// tracepoint's): `s`, or when longer than [`MAX_NAME`] bytes its start
+/// (cut at a character boundary) and [`crate::CUT_MARK`], as a value is
+/// cut. Names are counted when their callsite is registered.
+pub fn kept_name(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= MAX_NAME {
+        return s.into();
+    }
+    let mut n = MAX_NAME - crate::CUT_MARK.len();
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    format!("{}{}", &s[..n], crate::CUT_MARK).into()
+}
+
+/// Counts a name of `len` bytes if [`kept_name`] cuts it (the first said
+/// on stderr).
+fn count_cut(len: usize) {
+    if len <= MAX_NAME {
+        return;
+    }
+    // Relaxed: a counter read back for display.
+    if NAMES_CUT.fetch_add(1, Ordering::Relaxed) == 0 {
+        eprintln!(
+            "tape-tracing: a `tracing` name of {len} bytes is cut to {MAX_NAME} (its start and \
+             {:?}); names cut are counted (tape_tracing::cut_names)",
+            crate::CUT_MARK
+        );
+    }
+}
+
+/// A tracepoint name before [`kept_name`]: `tracing.`, the target and
+/// level, and the callsite's own name when `own`.
+fn full_name(meta: &Metadata<'_>, own: bool) -> String {
+    if own {
+        format!("{}.{}", prefix(meta), no_nul(meta.name()))
+    } else {
+        prefix(meta)
+    }
+}
+
 /// `tracing.` + the target (`::` as `.`) + the level.
 fn prefix(meta: &Metadata<'_>) -> String {
     let target = no_nul(meta.target()).replace("::", ".");
@@ -360,10 +408,8 @@ fn prefix(meta: &Metadata<'_>) -> String {
 /// level, and its own name when it has one (`tracing` names the others
 /// `event <file>:<line>`).
 pub fn event_name(meta: &Metadata<'_>) -> String {
-    let mut n = match meta.name().strip_prefix("event ") {
-        Some(_) => prefix(meta),
-        None => format!("{}.{}", prefix(meta), no_nul(meta.name())),
-    };
+    let n = full_name(meta, !meta.name().starts_with("event "));
+    let mut n = kept_name(&n).into_owned();
     if n.ends_with(tape::traced::ENTRY) || n.ends_with(tape::traced::EXIT) || n.ends_with(".close")
     {
         n.push('_');
@@ -373,7 +419,7 @@ pub fn event_name(meta: &Metadata<'_>) -> String {
 
 /// The name a span callsite's tracepoints start with (module docs).
 pub fn span_name(meta: &Metadata<'_>) -> String {
-    format!("{}.{}", prefix(meta), no_nul(meta.name()))
+    kept_name(&full_name(meta, true)).into_owned()
 }
 
 fn leak(s: String) -> &'static str {
@@ -394,10 +440,15 @@ fn fields(meta: &'static Metadata<'static>, call: bool) -> &'static [FieldDesc] 
         taken.push("call");
     }
     for f in meta.fields().iter().take(MAX_FIELDS) {
-        let mut name: &'static str = f.name();
+        count_cut(f.name().len());
+        let base: &'static str = match kept_name(f.name()) {
+            std::borrow::Cow::Borrowed(_) => f.name(),
+            std::borrow::Cow::Owned(cut) => leak(cut),
+        };
+        let mut name = base;
         let mut k = 2;
         while taken.contains(&name) {
-            name = leak(format!("{}_{k}", f.name()));
+            name = leak(format!("{base}_{k}"));
             k += 1;
         }
         taken.push(name);
@@ -503,6 +554,7 @@ pub(crate) fn register(meta: &'static Metadata<'static>) -> &'static Callsite {
     if let Some(c) = find(meta) {
         return c;
     }
+    count_cut(full_name(meta, meta.is_span() || !meta.name().starts_with("event ")).len());
     let made = if meta.is_span() {
         make_span(meta)
     } else {

@@ -39,7 +39,10 @@
 //! which babeltrace2 and `tape show` print as `http_2e_method`); tape's
 //! JSON, ftrace text, exports and filters give and take the name itself
 //! (`--filter 'http.method == "GET"'`, or `` `a b` `` in backquotes).
-//! Event names are TSDL strings, quoted. There is no limit on the number
+//! Event names are TSDL strings, quoted. A name longer than
+//! [`callsite::MAX_NAME`] bytes (a field's; a target and name, making a
+//! tracepoint's) is cut as a value is, to its start and [`CUT_MARK`], and
+//! counted ([`cut_names`]). There is no limit on the number
 //! of callsites but the registry's 65,535 event ids: past them a
 //! callsite's events are counted as lost
 //! (`events_lost_tracing_unregistered`), never dropped unsaid.
@@ -100,12 +103,18 @@ use tracing_core::{Event, Interest, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Filter, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
-pub use callsite::{event_name, span_name};
+pub use callsite::{event_name, kept_name, span_name};
 pub use value::{CUT_MARK, TEXT_BYTES};
 
 /// Values cut so far (see the module docs).
 pub fn cut_values() -> u64 {
     value::CUT.load(Ordering::Relaxed)
+}
+
+/// Names (of fields, or a target and name making a tracepoint's) longer
+/// than [`callsite::MAX_NAME`] bytes, cut so far (see the module docs).
+pub fn cut_names() -> u64 {
+    callsite::NAMES_CUT.load(Ordering::Relaxed)
 }
 
 /// Events not recorded because a value did not fit its field's type (set

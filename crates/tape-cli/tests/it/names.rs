@@ -97,8 +97,8 @@ struct Case {
     fields: Vec<String>,
 }
 
-/// Runs `tracing_names` on `names`: its trace and its cases.
-fn record(names: &[String], dir: &Path) -> (PathBuf, Vec<Case>) {
+/// Runs `tracing_names` on `names`: its trace, its cases and its stderr.
+fn record(names: &[String], dir: &Path) -> (PathBuf, Vec<Case>, String) {
     std::fs::create_dir_all(dir).unwrap();
     let file = dir.join("names");
     let text: String = names.iter().map(|n| hex(n) + "\n").collect();
@@ -107,6 +107,7 @@ fn record(names: &[String], dir: &Path) -> (PathBuf, Vec<Case>) {
     let mut example = Command::new(pipeline::example("tracing_names"));
     example.arg(&file).env("TAPE_TRACE", "tracing.*");
     let out = pipeline::run_saving(example, &out_dir);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     let cases = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -121,7 +122,7 @@ fn record(names: &[String], dir: &Path) -> (PathBuf, Vec<Case>) {
             }
         })
         .collect();
-    (pipeline::only_trace(&out_dir), cases)
+    (pipeline::only_trace(&out_dir), cases, err)
 }
 
 fn temp(name: &str) -> PathBuf {
@@ -147,7 +148,7 @@ fn json_event<'a>(json: &'a [serde_json::Value], c: &Case) -> &'a serde_json::Va
 fn check_names(tag: &str, names: Vec<String>) {
     let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = temp(tag);
-    let (trace, cases) = record(&names, &dir);
+    let (trace, cases, _) = record(&names, &dir);
     let t = trace.to_str().unwrap();
     assert_eq!(cases.len(), names.len());
     // Each case: an event, and a span's new, entry, exit and close.
@@ -201,10 +202,8 @@ fn check_names(tag: &str, names: Vec<String>) {
     assert_eq!(rc, 0, "{err}");
     for c in &cases {
         // Left out of this check: a name with a line break (the text
-        // breaks its line), and a field whose name starts with `_`, which
-        // the ftrace text leaves out as it leaves out tape's own lengths
-        // and tags (`_ids_len`).
-        if c.fields[0].starts_with('_') || c.event.contains('\n') || c.fields[0].contains('\n') {
+        // breaks its line).
+        if c.event.contains('\n') || c.fields[0].contains('\n') {
             continue;
         }
         let pair = format!(" {}={}", c.fields[0], c.k);
@@ -287,6 +286,37 @@ fn hostile_names_read_in_every_reader() {
 #[test]
 fn random_unicode_names_read_in_every_reader() {
     check_names("random", random_names(120));
+}
+
+/// A name past 256 bytes (a field's; a target and name, a tracepoint's)
+/// is cut at a character boundary to its start and `…[cut]`, counted, and
+/// said once on stderr; the trace reads in every reader (the cases above
+/// hold such a name too).
+#[test]
+fn a_name_past_256_bytes_is_cut_and_said() {
+    let dir = temp("long");
+    let long = "ü.".repeat(150);
+    let (trace, cases, err) = record(&["k".into(), long.clone(), "v".into()], &dir);
+    assert_eq!(err.matches("is cut to 256").count(), 1, "{err}");
+    let cut: Vec<&String> = cases
+        .iter()
+        .flat_map(|c| std::iter::once(&c.event).chain(&c.fields))
+        .filter(|n| n.ends_with("…[cut]"))
+        .collect();
+    assert!(!cut.is_empty(), "nothing cut");
+    for n in &cut {
+        assert!(n.len() <= 256, "{} bytes", n.len());
+        let kept = n.strip_suffix("…[cut]").unwrap();
+        assert!(long.starts_with(kept) || kept.contains(&long[..60]), "{n}");
+    }
+    let t = trace.to_str().unwrap();
+    let (rc, _, err) = tape(&["check", t]);
+    assert_eq!(rc, 0, "{err}");
+    if crate::shared::babeltrace2("a cut name read by babeltrace2") {
+        let out = Command::new("babeltrace2").arg(&trace).output().unwrap();
+        assert!(out.status.success() && out.stderr.is_empty());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `tape stats`' totals of `trace`: (events, lost), and its text.

@@ -26,10 +26,9 @@ use pipeline::TAPE;
 /// json` on it once its rings are made, stopping the pipe for `stop`
 /// after `stop_after`; every line with the time it arrived (ns since the
 /// epoch), and the program's count of events emitted. `stops`: each a
-/// wait, then how long the pipe is stopped (SIGSTOP, SIGCONT).
-/// One test at a time ([`crate::ALONE`]): each test's threads, reader and
+/// wait, then how long the pipe is stopped (SIGSTOP, SIGCONT). The tests
+/// that call it hold [`crate::ALONE`]: each test's threads, reader and
 /// checks get the machine's cores.
-
 fn piped(
     tag: &str,
     env: &[(&str, &str)],
