@@ -103,9 +103,40 @@ pub(crate) struct SpanPoints {
 /// tagged value per field. A field the first event does not record stays
 /// tagged ([`Kind::Any`]); so do all when tape refuses the new description
 /// (a probe or filter read the old one first).
-pub(crate) struct Typing(OnceLock<Box<[Kind]>>);
+pub(crate) struct Typing(OnceLock<Typed>);
+
+/// A [`Typing`] once set: the kinds, and when none is [`Kind::Any`], the
+/// least bytes an event's values take (8 a number, 1 a boolean or a
+/// string's NUL): such an event is encoded as `tracing` visits it
+/// ([`crate::value::Direct`]).
+struct Typed {
+    kinds: Box<[Kind]>,
+    direct: Option<usize>,
+}
+
+impl Typed {
+    fn new(kinds: Box<[Kind]>) -> Typed {
+        let direct = kinds
+            .iter()
+            .map(|k| match k {
+                Kind::U64 | Kind::I64 | Kind::F64 => Some(8),
+                Kind::Bool | Kind::Text => Some(1),
+                Kind::Any => None,
+            })
+            .sum();
+        Typed { kinds, direct }
+    }
+}
 
 impl Typing {
+    /// The kinds and the least size of an event's values, when they are
+    /// set and all typed: the event can be encoded as it is visited.
+    #[inline(always)]
+    pub(crate) fn direct(&self) -> Option<(&[Kind], usize)> {
+        let t = self.0.get()?;
+        Some((&t.kinds, t.direct?))
+    }
+
     fn new() -> Typing {
         Typing(OnceLock::new())
     }
@@ -115,38 +146,43 @@ impl Typing {
     /// event set them yet. Other threads at the same first event wait for
     /// it (a registration's work: once per tracepoint).
     pub(crate) fn kinds(&self, tp: &'static Tracepoint, call: bool, first: &Gather) -> &[Kind] {
-        self.0.get_or_init(|| {
-            let kinds = first.kinds();
-            let old = tp.desc().fields;
-            let own = &old[usize::from(call)..];
-            let mut fixed = if call { 8 } else { 0 };
-            let mut fields: Vec<FieldDesc> = old[..usize::from(call)]
-                .iter()
-                .map(|f| FieldDesc {
-                    name: f.name,
-                    describe: f.describe,
-                })
-                .collect();
-            for (f, kind) in own.iter().zip(&kinds) {
-                let (describe, size) = kind.describe();
-                fixed += size;
-                fields.push(FieldDesc {
-                    name: f.name,
-                    describe,
-                });
-            }
-            let fields: &'static [FieldDesc] = Box::leak(fields.into_boxed_slice());
-            match tape::probe::describe_at_first_event(tp, fields, fixed) {
-                Ok(true) => kinds.into_boxed_slice(),
-                Ok(false) => vec![Kind::Any; kinds.len()].into_boxed_slice(),
-                Err(e) => {
-                    // The description holds; the shared rings' metadata
-                    // (for a recovery, a recorder) did not take it.
-                    eprintln!("tape-tracing: {e}");
-                    kinds.into_boxed_slice()
+        &self
+            .0
+            .get_or_init(|| {
+                let kinds = first.kinds();
+                let old = tp.desc().fields;
+                let own = &old[usize::from(call)..];
+                let mut fixed = if call { 8 } else { 0 };
+                let mut fields: Vec<FieldDesc> = old[..usize::from(call)]
+                    .iter()
+                    .map(|f| FieldDesc {
+                        name: f.name,
+                        describe: f.describe,
+                    })
+                    .collect();
+                for (f, kind) in own.iter().zip(&kinds) {
+                    let (describe, size) = kind.describe();
+                    fixed += size;
+                    fields.push(FieldDesc {
+                        name: f.name,
+                        describe,
+                    });
                 }
-            }
-        })
+                let fields: &'static [FieldDesc] = Box::leak(fields.into_boxed_slice());
+                Typed::new(
+                    match tape::probe::describe_at_first_event(tp, fields, fixed) {
+                        Ok(true) => kinds.into_boxed_slice(),
+                        Ok(false) => vec![Kind::Any; kinds.len()].into_boxed_slice(),
+                        Err(e) => {
+                            // The description holds; the shared rings' metadata
+                            // (for a recovery, a recorder) did not take it.
+                            eprintln!("tape-tracing: {e}");
+                            kinds.into_boxed_slice()
+                        }
+                    },
+                )
+            })
+            .kinds
     }
 }
 

@@ -80,12 +80,19 @@
 //! each event instead ("sometimes"), since a trigger switches them where
 //! no rebuild can run. `tracing::enabled!` (a hint, with no event of its
 //! own) is answered yes: tape decides per event callsite, not per target,
-//! and a no would lose the events it guards. An enabled event costs `tracing`'s dispatch, a
-//! lookup of its callsite (pointer hash, a table read without a lock), the
-//! visit of its fields into a stack buffer and tape's emit path: no
-//! allocation, lock or system call (a callsite's registration, once, takes
-//! a lock and allocates; a span's enter or exit asks the registry for its
-//! metadata).
+//! and a no would lose the events it guards. An enabled event costs
+//! `tracing`'s dispatch, a lookup of its callsite (the one this thread
+//! found last, else a pointer hash in a table read without a lock), and
+//! the visit of its fields: once its fields are typed, straight into the
+//! ring's packet ([`tape::__private::try_emit_with`], [`value::Direct`]);
+//! else, or when a value is not of its field's type, into a stack buffer,
+//! then tape's emit path. No allocation, lock or system call (a callsite's
+//! registration, once, takes a lock and allocates; a span's enter and
+//! close ask the registry for its metadata). While a value's `Debug` or
+//! `Display` is formatted into the ring, this thread's other events (one
+//! such formatting emits, a signal handler's) are dropped and counted as
+//! an interrupted emit's are; a value formatted, then given up (a later
+//! value of another type), is formatted again for the stack buffer.
 //!
 //! Written by hand because no crate records `tracing` events into an
 //! external ring with typed values.
@@ -206,9 +213,19 @@ fn emit<P: tape::Encode>(tp: &'static Tracepoint, state: u64, payload: &P) {
 }
 
 /// Records an event's fields on `tp` (active, state `state`), typed as
-/// `typing` says (set by its first event).
+/// `typing` says (set by its first event): encoded straight into the ring
+/// as they are visited when every field is typed and the tracepoint only
+/// records, else (and when that gives up) gathered, checked and encoded.
 #[inline(never)]
 fn record_event(tp: &'static Tracepoint, typing: &Typing, state: u64, event: &Event<'_>) {
+    if let (Some((kinds, need)), true) = (typing.direct(), tape::__private::records_only(state)) {
+        let done = tape::__private::try_emit_with(state, need, |out| {
+            value::Direct::encode(out, kinds, |v| event.record(v))
+        });
+        if done == Some(true) {
+            return;
+        }
+    }
     value::with_values(
         event.metadata().fields().len(),
         |v| event.record(v),

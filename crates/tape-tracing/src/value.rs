@@ -550,6 +550,169 @@ pub(crate) fn with_values(
 }
 
 /// A span's fields after its id (the `call` its entries and exits carry).
+/// The values of an event whose callsite's fields are all typed, encoded
+/// straight into the ring as `tracing` visits them
+/// ([`tape::__private::try_emit_with`]): as [`Typed`] encodes them, with
+/// no stack buffer and no second pass. It gives up (the event is then
+/// gathered and encoded as before, which converts, cuts and counts) at
+/// the first value that is not of its field's type, not in the fields'
+/// order, a 128-bit integer, an error or a `valuable` value, or past the
+/// packet's room or [`TEXT_BYTES`] of text.
+pub(crate) struct Direct<'a, 'r> {
+    out: &'r mut [MaybeUninit<u8>],
+    len: usize,
+    kinds: &'a [Kind],
+    /// The field expected next.
+    next: usize,
+    text: usize,
+    ok: bool,
+}
+
+impl<'a, 'r> Direct<'a, 'r> {
+    /// Visits with `visit` into `out`: the bytes written, or `None`.
+    pub(crate) fn encode(
+        out: &'r mut [MaybeUninit<u8>],
+        kinds: &'a [Kind],
+        visit: impl FnOnce(&mut dyn Visit),
+    ) -> Option<usize> {
+        let mut d = Direct {
+            out,
+            len: 0,
+            kinds,
+            next: 0,
+            text: 0,
+            ok: true,
+        };
+        visit(&mut d);
+        (d.ok && d.next == d.kinds.len()).then_some(d.len)
+    }
+
+    /// Whether field `f` comes now and is of `kind` (then it is the next
+    /// one's turn); a field past the callsite's first [`MAX_FIELDS`] is
+    /// left out, as the gathering leaves it.
+    #[inline(always)]
+    fn turn(&mut self, f: &Field, kind: Kind) -> bool {
+        if f.index() >= self.kinds.len() {
+            return false;
+        }
+        let now = self.ok && f.index() == self.next && self.kinds.get(self.next) == Some(&kind);
+        self.ok = now;
+        self.next += 1;
+        now
+    }
+
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) {
+        match self.out.get_mut(self.len..self.len + bytes.len()) {
+            Some(dst) => {
+                for (d, b) in dst.iter_mut().zip(bytes) {
+                    d.write(*b);
+                }
+                self.len += bytes.len();
+            }
+            None => self.ok = false,
+        }
+    }
+
+    /// A string's bytes up to a NUL, then a NUL: `&str`'s encoding.
+    fn string(&mut self, s: &str) {
+        let s = s.as_bytes();
+        let s = &s[..nul_at(s)];
+        self.text += s.len();
+        if self.text > TEXT_BYTES {
+            self.ok = false;
+            return;
+        }
+        self.put(s);
+        self.put(&[0]);
+    }
+}
+
+/// Where `s`'s first NUL is (its length if none): a word at a time, then
+/// byte by byte (a call to `memchr` cost a short string more, measured).
+#[inline(always)]
+fn nul_at(s: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut at = 0;
+    for w in s.chunks_exact(8) {
+        let w = u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        // Non-zero exactly when the word holds a zero byte.
+        if w.wrapping_sub(ONES) & !w & HIGH != 0 {
+            break;
+        }
+        at += 8;
+    }
+    at + s[at..].iter().position(|b| *b == 0).unwrap_or(s.len() - at)
+}
+
+impl Visit for Direct<'_, '_> {
+    fn record_u64(&mut self, f: &Field, v: u64) {
+        if self.turn(f, Kind::U64) {
+            self.put(&v.to_ne_bytes());
+        }
+    }
+    fn record_i64(&mut self, f: &Field, v: i64) {
+        if self.turn(f, Kind::I64) {
+            self.put(&v.to_ne_bytes());
+        }
+    }
+    fn record_f64(&mut self, f: &Field, v: f64) {
+        if self.turn(f, Kind::F64) {
+            self.put(&v.to_bits().to_ne_bytes());
+        }
+    }
+    fn record_bool(&mut self, f: &Field, v: bool) {
+        if self.turn(f, Kind::Bool) {
+            self.put(&[u8::from(v)]);
+        }
+    }
+    fn record_str(&mut self, f: &Field, v: &str) {
+        if self.turn(f, Kind::Text) {
+            self.string(v);
+        }
+    }
+    fn record_u128(&mut self, _: &Field, _: u128) {
+        self.ok = false;
+    }
+    fn record_i128(&mut self, _: &Field, _: i128) {
+        self.ok = false;
+    }
+    fn record_error(&mut self, _: &Field, _: &(dyn std::error::Error + 'static)) {
+        self.ok = false;
+    }
+    fn record_debug(&mut self, f: &Field, v: &dyn std::fmt::Debug) {
+        if !self.turn(f, Kind::Text) {
+            return;
+        }
+        /// Formats into the ring, up to a NUL, within the text's bytes.
+        struct Cursor<'d, 'a, 'r>(&'d mut Direct<'a, 'r>, bool);
+        impl std::fmt::Write for Cursor<'_, '_, '_> {
+            fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                if self.1 {
+                    return Ok(());
+                }
+                let b = s.as_bytes();
+                let n = nul_at(b);
+                self.1 = n < b.len();
+                self.0.text += n;
+                if self.0.text > TEXT_BYTES {
+                    self.0.ok = false;
+                    return Err(std::fmt::Error);
+                }
+                self.0.put(&b[..n]);
+                if self.0.ok {
+                    Ok(())
+                } else {
+                    Err(std::fmt::Error)
+                }
+            }
+        }
+        let _ = std::fmt::Write::write_fmt(&mut Cursor(self, false), format_args!("{v:?}"));
+        self.put(&[0]);
+    }
+}
+
 pub(crate) struct WithCall<'a> {
     pub(crate) call: u64,
     pub(crate) values: Typed<'a>,

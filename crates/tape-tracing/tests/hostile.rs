@@ -162,3 +162,83 @@ fn what_the_layer_cannot_record_is_counted_in_the_trace() {
     support::babeltrace2(&trace);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A value whose `Debug` panics, or emits an event, as the `n`-th says.
+struct Weird(u64);
+
+impl std::fmt::Debug for Weird {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            2 => panic!("a Debug that panics"),
+            3 => {
+                tracing::info!(target: "direct", nested = 1u64);
+                write!(f, "w3")
+            }
+            n => write!(f, "w{n}"),
+        }
+    }
+}
+
+/// Once a callsite's fields are typed, its events are encoded into the
+/// ring as `tracing` visits them: a `Debug` that panics there leaves the
+/// thread recording, an event it emits is dropped and counted ("busy"), a
+/// value too long or of another type gives the attempt up and the event is
+/// recorded as before (cut, converted), and what is recorded reads as
+/// the first event's typed fields.
+#[test]
+fn values_encoded_as_visited_give_up_whole_and_a_panic_leaves_the_thread_recording() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = support::tape_in("direct");
+    tape::enable_pattern("tracing.direct.*").unwrap();
+    let dispatch =
+        tracing::Dispatch::new(tracing_subscriber::registry().with(tape_tracing::layer()));
+    let busy_before = tape::stats().drops.busy;
+    std::thread::spawn(move || {
+        tracing::dispatcher::with_default(&dispatch, || {
+            let big = "y".repeat(3000);
+            for i in 0..6u64 {
+                let s = if i == 5 { big.as_str() } else { "abc" };
+                let r = std::panic::catch_unwind(|| {
+                    tracing::info!(target: "direct", n = i, s, d = ?Weird(i), "m{i}");
+                });
+                assert_eq!(r.is_err(), i == 2);
+            }
+        });
+    })
+    .join()
+    .unwrap();
+    assert!(
+        tape::stats().drops.busy > busy_before,
+        "the nested event counted"
+    );
+    let trace = tape::save_to(dir.join("trace")).expect("save");
+    let traces = tape_ctf::metadata::read::find_traces(&trace).unwrap();
+    let (mut events, mut lost) = (Vec::new(), 0);
+    for r in tape_ctf::merge::events(&traces).unwrap() {
+        match r.unwrap() {
+            tape_ctf::merge::Record::Event(e) if e.class.name == "tracing.direct.info" => {
+                let tape_ctf::decode::Value::Struct(fields) = e.payload() else {
+                    panic!("a payload")
+                };
+                let text: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+                events.push(text.join(" "));
+            }
+            tape_ctf::merge::Record::Lost(_, n, _) => lost += n,
+            _ => {}
+        }
+    }
+    assert!(lost >= 1, "the nested event is a loss of the trace");
+    // The nested event (m3's `Debug`) is dropped; m2 panicked.
+    assert_eq!(events.len(), 5, "{events:#?}");
+    for (e, i) in events.iter().zip([0, 1, 3, 4, 5]) {
+        assert!(e.contains(&format!("message=Str(\"m{i}\")")), "{e}");
+        assert!(e.contains(&format!("n=UInt({i},")), "{e}");
+        if i != 5 {
+            assert!(e.contains("s=Str(\"abc\")"), "{e}");
+        }
+    }
+    assert!(events[2].contains("d=Str(\"w3\")"), "{}", events[2]);
+    assert!(events[4].contains(tape_tracing::CUT_MARK), "{}", events[4]);
+    support::babeltrace2(&trace);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -283,7 +283,7 @@ pub mod __private {
     pub use crate::point::{FILTER, PROBES, TRIGGER};
     pub use crate::probe::{attach_typed, call as call_probes, DEFAULT_PRIORITY};
     pub use crate::registry::TRACEPOINTS;
-    pub use crate::ring::{emit, try_emit};
+    pub use crate::ring::{emit, try_emit, try_emit_with};
     pub use crate::trigger::hit as trigger_hit;
     pub use crate::usdt::USDT_SITES;
     pub use crate::FAST_PATH;

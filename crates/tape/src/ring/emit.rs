@@ -1,7 +1,9 @@
 //! The emit path (module docs, "The emit path"): [`try_emit`], the leaf
-//! common case; [`emit`], every case; the filtered emits; the cold path
-//! that makes a ring, switches packets and counts drops.
+//! common case; [`try_emit_with`], the same for fields encoded as they are
+//! made; [`emit`], every case; the filtered emits; the cold path that
+//! makes a ring, switches packets and counts drops.
 
+use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 
@@ -92,6 +94,74 @@ pub fn try_emit<P: Encode>(state: u64, payload: &P) -> bool {
     compiler_fence(Ordering::SeqCst);
     l.busy.set(false);
     leaf
+}
+
+/// The common case for an event whose fields are encoded as they are
+/// made (tape-tracing's values, written as `tracing` visits them, where
+/// their size is known only at the end): `write` gets the bytes left in
+/// the packet after the event's header (at least `need` of them) and
+/// returns how many it filled with the fields, or `None` to give the
+/// event up (nothing of it is published). `Some(true)`: recorded;
+/// `Some(false)`: given up; `None`: not tried (no ring yet, an emit of
+/// this thread interrupted, the fallback clock, less than `need` bytes
+/// left in the packet), nothing touched. On `None` and `Some(false)` the
+/// caller records the event otherwise, through [`emit`], which handles
+/// every case and counts.
+///
+/// `write` may run the caller's code (a value's `Display`): meanwhile this
+/// thread's events, a handler's included, are dropped and counted as any
+/// emit interrupted is ("busy"), and a panic out of it leaves the thread
+/// recording (a guard clears `busy`; the event is not published).
+#[inline(always)]
+pub fn try_emit_with(
+    state: u64,
+    need: usize,
+    write: impl FnOnce(&mut [MaybeUninit<u8>]) -> Option<usize>,
+) -> Option<bool> {
+    /// Clears `busy` when the attempt ends, by return or by unwinding.
+    struct Unbusy<'a>(&'a Local);
+    impl Drop for Unbusy<'_> {
+        fn drop(&mut self) {
+            compiler_fence(Ordering::SeqCst);
+            self.0.busy.set(false);
+        }
+    }
+    let l = local()?;
+    if l.busy.get() {
+        return None;
+    }
+    l.busy.set(true);
+    let _unbusy = Unbusy(l);
+    // As in `try_emit`: the room is measured with `busy` set.
+    compiler_fence(Ordering::SeqCst);
+    if !clock::reads_counter() || !fits(l, EVENT_HEADER_SIZE.saturating_add(need)) {
+        return None;
+    }
+    // `fits` above: `off + EVENT_HEADER_SIZE + need <= cap`.
+    let room = l.cap.get() - l.off.get() - EVENT_HEADER_SIZE;
+    // SAFETY: the ring is attached (`cap` is 0 without one, and `fits`
+    // passed); `base + off .. base + cap` lies in the current slot, which
+    // only this thread writes and no reader reads past the published
+    // position (`publish`), so the `room` bytes after the header are this
+    // thread's to fill, as `write_event` fills them through a pointer.
+    let p = unsafe { l.base.get().add(l.off.get()) };
+    // SAFETY: as above; `MaybeUninit<u8>` has no validity requirement.
+    let fields = unsafe {
+        std::slice::from_raw_parts_mut(p.add(EVENT_HEADER_SIZE).cast::<MaybeUninit<u8>>(), room)
+    };
+    let Some(len) = write(fields) else {
+        return Some(false);
+    };
+    let len = len.min(room);
+    let ts = clock::counter();
+    // SAFETY: the header's bytes are the slot's, before the fields (as in
+    // `commit`); the fields end `len <= room` bytes after them.
+    unsafe {
+        ptr::write_unaligned(p.cast::<u16>(), id_of(state));
+        ptr::write_unaligned(p.add(2).cast::<u64>(), ts);
+        publish(l, ts, p.add(EVENT_HEADER_SIZE + len));
+    }
+    Some(true)
 }
 
 /// Events up to this size are tested on the stack by [`emit_tested`].

@@ -129,7 +129,7 @@ pub mod threads;
 
 pub use buffer::Drops;
 pub(crate) use buffer::Ring;
-pub use emit::{emit, try_emit};
+pub use emit::{emit, try_emit, try_emit_with};
 pub(crate) use emit::{emit_if, emit_tested, with_current};
 pub(crate) use lifecycle::has_ring;
 pub use lifecycle::register_thread;

@@ -1,0 +1,82 @@
+//! A callsite's events after its first are encoded into the ring as
+//! `tracing` visits them (`tape_tracing::value::Direct`), its first through
+//! the stack buffer that types the callsite: both read back as written.
+//! A binary of its own: the tests of one binary share the process's rings.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use tape_ctf::decode::Value;
+
+/// A recorded field as the test compares it: its CTF type and value.
+fn field(v: &Value) -> (String, String) {
+    let (kind, value) = match v {
+        Value::UInt(x, _) => ("uint", x.to_string()),
+        Value::SInt(x, _) => ("int", x.to_string()),
+        Value::Float(x) => ("float", x.to_string()),
+        Value::Str(s) => ("string", s.clone()),
+        Value::Enum { labels, .. } => ("enum", labels.join("|")),
+        v => panic!("not a plain value: {v:?}"),
+    };
+    (kind.to_owned(), value)
+}
+
+/// A callsite's events after its first (typed) one are encoded as they
+/// are visited, its first through the stack buffer: both give the same
+/// values, edge values and strings with a NUL (cut there, as a C reader
+/// would) or none included.
+#[test]
+fn every_event_of_a_typed_callsite_reads_as_written() {
+    let dir = support::tape_in("visited");
+    tape::enable_pattern("tracing.visited.*").unwrap();
+    let cases: Vec<(u64, i64, f64, bool, &str)> = vec![
+        (0, 0, 0.0, false, ""),
+        (u64::MAX, i64::MIN, -1.5, true, "a\0b"),
+        (7, -7, f64::MAX, false, "ünï😀"),
+        (1 << 40, i64::MAX, 1e-300, true, "}; event {"),
+        (3, 3, 3.5, true, ""),
+    ];
+    use tracing_subscriber::layer::SubscriberExt;
+    let subscriber = tracing_subscriber::registry().with(tape_tracing::layer());
+    tracing::subscriber::with_default(subscriber, || {
+        for (u, i, f, b, s) in &cases {
+            tracing::info!(target: "visited", u, i, f, b, s, d = ?(u, s), "{u}");
+        }
+    });
+    let trace = tape::save_to(dir.join("trace")).expect("save");
+    let got: Vec<BTreeMap<String, (String, String)>> = support::events(&trace)
+        .into_iter()
+        .filter(|(n, _)| n == "tracing.visited.info")
+        .map(|(_, fields)| fields.iter().map(|(k, v)| (k.clone(), field(v))).collect())
+        .collect();
+    assert_eq!(got.len(), cases.len());
+    for (g, (u, i, f, b, s)) in got.iter().zip(&cases) {
+        let kept = s.split('\0').next().unwrap();
+        let want: BTreeMap<String, (String, String)> = [
+            ("message", ("string", u.to_string())),
+            ("u", ("uint", u.to_string())),
+            ("i", ("int", i.to_string())),
+            ("f", ("float", f.to_string())),
+            ("b", ("enum", if *b { "true" } else { "false" }.to_string())),
+            ("s", ("string", kept.to_string())),
+            (
+                "d",
+                (
+                    "string",
+                    format!("{:?}", (u, s))
+                        .split('\0')
+                        .next()
+                        .unwrap()
+                        .to_string(),
+                ),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, (t, v))| (k.to_string(), (t.to_string(), v)))
+        .collect();
+        assert_eq!(g, &want);
+    }
+    support::babeltrace2(&trace);
+    let _ = std::fs::remove_dir_all(&dir);
+}
