@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 use tape_ctf::decode::Value;
 use tracing_subscriber::layer::SubscriberExt;
 
+use support::field;
+
 #[derive(Debug)]
 #[allow(dead_code)] // read by its Debug text
 struct Point {
@@ -31,20 +33,6 @@ impl std::fmt::Display for Oops {
 }
 
 impl std::error::Error for Oops {}
-
-/// A recorded field as the test compares it: its CTF type and value (a
-/// plain value, not a tagged one).
-fn field(v: &Value) -> (String, String) {
-    let (kind, value) = match v {
-        Value::UInt(x, _) => ("uint", x.to_string()),
-        Value::SInt(x, _) => ("int", x.to_string()),
-        Value::Float(x) => ("float", x.to_string()),
-        Value::Str(s) => ("string", s.clone()),
-        Value::Enum { labels, .. } => ("enum", labels.join("|")),
-        v => panic!("not a plain value: {v:?}"),
-    };
-    (kind.to_owned(), value)
-}
 
 #[test]
 fn events_of_every_value_type_are_recorded_typed_and_selected_by_pattern() {

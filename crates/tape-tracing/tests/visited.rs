@@ -7,20 +7,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use tape_ctf::decode::Value;
-
-/// A recorded field as the test compares it: its CTF type and value.
-fn field(v: &Value) -> (String, String) {
-    let (kind, value) = match v {
-        Value::UInt(x, _) => ("uint", x.to_string()),
-        Value::SInt(x, _) => ("int", x.to_string()),
-        Value::Float(x) => ("float", x.to_string()),
-        Value::Str(s) => ("string", s.clone()),
-        Value::Enum { labels, .. } => ("enum", labels.join("|")),
-        v => panic!("not a plain value: {v:?}"),
-    };
-    (kind.to_owned(), value)
-}
+use support::field;
 
 /// A callsite's events after its first (typed) one are encoded as they
 /// are visited, its first through the stack buffer: both give the same

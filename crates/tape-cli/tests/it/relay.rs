@@ -27,6 +27,21 @@ fn free_port() -> u16 {
 
 /// A child killed when dropped (a failing test leaves no daemon behind).
 struct Killed(Child);
+
+impl Killed {
+    /// Ends the recorder with SIGINT (as Ctrl-C): its exit status, and what
+    /// it printed on stdout and stderr (both piped).
+    fn interrupt(&mut self) -> (std::process::ExitStatus, String, String) {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        let status = self.0.wait().unwrap();
+        let (mut said, mut err) = (String::new(), String::new());
+        std::io::Read::read_to_string(self.0.stdout.as_mut().unwrap(), &mut said).unwrap();
+        std::io::Read::read_to_string(self.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+        (status, said, err)
+    }
+}
+
 impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -236,13 +251,7 @@ fn every_process_of_the_host_reaches_the_relay_live_and_on_disk() {
     std::thread::sleep(Duration::from_secs(1));
     // SIGINT ends the recording: what is left is sent, the session closed.
     let mut recorder = recorder;
-    // SAFETY: kill has no memory preconditions.
-    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGINT) };
-    let status = recorder.0.wait().unwrap();
-    let mut said = String::new();
-    let mut err = String::new();
-    std::io::Read::read_to_string(recorder.0.stdout.as_mut().unwrap(), &mut said).unwrap();
-    std::io::Read::read_to_string(recorder.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let (status, said, err) = recorder.interrupt();
     assert!(status.success(), "{said}{err}");
     assert!(said.contains("processes: 3\n"), "{said}");
     assert!(said.contains("  lost: 0\n"), "{said}");
@@ -623,12 +632,7 @@ fn a_process_whose_metadata_babeltrace2_refuses_is_left_out_and_the_rest_reads()
     let total = emitted(good);
     emitted(bad);
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: kill has no memory preconditions.
-    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGINT) };
-    let status = recorder.0.wait().unwrap();
-    let (mut said, mut err) = (String::new(), String::new());
-    std::io::Read::read_to_string(recorder.0.stdout.as_mut().unwrap(), &mut said).unwrap();
-    std::io::Read::read_to_string(recorder.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let (status, said, err) = recorder.interrupt();
     assert!(status.success(), "{said}{err}");
     let why = err
         .lines()
@@ -728,12 +732,7 @@ fn a_relay_killed_and_restarted_costs_counted_losses_only() {
         "the program took {ran} s for {seconds} s"
     );
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: kill has no memory preconditions.
-    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGINT) };
-    let status = recorder.0.wait().unwrap();
-    let (mut said, mut err) = (String::new(), String::new());
-    std::io::Read::read_to_string(recorder.0.stdout.as_mut().unwrap(), &mut said).unwrap();
-    std::io::Read::read_to_string(recorder.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let (status, said, err) = recorder.interrupt();
     assert!(status.success(), "{said}{err}");
     assert!(err.contains("the relay daemon went away"), "{err}");
     assert!(err.contains("answers again"), "{err}");
@@ -1065,12 +1064,7 @@ fn tracepoints_registered_and_described_at_run_time_reach_the_relay() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: kill has no memory preconditions.
-    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGINT) };
-    let status = recorder.0.wait().unwrap();
-    let (mut said, mut err) = (String::new(), String::new());
-    std::io::Read::read_to_string(recorder.0.stdout.as_mut().unwrap(), &mut said).unwrap();
-    std::io::Read::read_to_string(recorder.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let (status, said, err) = recorder.interrupt();
     assert!(status.success(), "{said}{err}");
     assert!(!err.contains("described again"), "{err}");
     let left: Vec<PathBuf> = std::fs::read_dir(&shm)

@@ -65,3 +65,19 @@ pub fn events(trace: &Path) -> Vec<(String, Vec<(String, tape_ctf::decode::Value
     }
     out
 }
+
+/// A recorded field as the tests compare it: its CTF type and value (a
+/// plain value, not a tagged one).
+#[allow(dead_code)] // not every test binary compares fields so
+pub fn field(v: &tape_ctf::decode::Value) -> (String, String) {
+    use tape_ctf::decode::Value;
+    let (kind, value) = match v {
+        Value::UInt(x, _) => ("uint", x.to_string()),
+        Value::SInt(x, _) => ("int", x.to_string()),
+        Value::Float(x) => ("float", x.to_string()),
+        Value::Str(s) => ("string", s.clone()),
+        Value::Enum { labels, .. } => ("enum", labels.join("|")),
+        v => panic!("not a plain value: {v:?}"),
+    };
+    (kind.to_owned(), value)
+}
