@@ -247,13 +247,27 @@ fn record_span_fields(
     state: u64,
     id: &Id,
     n: usize,
-    visit: impl FnOnce(&mut dyn tracing_core::field::Visit),
+    visit: impl Fn(&mut dyn tracing_core::field::Visit),
 ) {
+    let call = id.into_u64();
+    if let (Some((kinds, need)), true) = (typing.direct(), tape::__private::records_only(state)) {
+        // The call id, then the values as they are visited (`WithCall`).
+        let done = tape::__private::try_emit_with(state, 8 + need, |out| {
+            let (head, rest) = out.split_at_mut(8);
+            for (d, b) in head.iter_mut().zip(call.to_ne_bytes()) {
+                d.write(b);
+            }
+            value::Direct::encode(rest, kinds, &visit).map(|len| 8 + len)
+        });
+        if done == Some(true) {
+            return;
+        }
+    }
     value::with_values(n, visit, |values| {
         let kinds = typing.kinds(tp, true, values);
         if values.fit(kinds) {
             let payload = value::WithCall {
-                call: id.into_u64(),
+                call,
                 values: value::Typed { values, kinds },
             };
             emit(tp, state, &payload)

@@ -1,7 +1,8 @@
 //! A callsite's events after its first are encoded into the ring as
 //! `tracing` visits them (`tape_tracing::value::Direct`), its first through
 //! the stack buffer that types the callsite: both read back as written.
-//! A binary of its own: the tests of one binary share the process's rings.
+//! A binary of its own: the tests of one binary share the process's rings
+//! (the two here run one at a time).
 
 mod support;
 
@@ -9,12 +10,17 @@ use std::collections::BTreeMap;
 
 use support::field;
 
+/// The tests share the process's rings: one at a time, so that no save
+/// takes the rings of the other's threads.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A callsite's events after its first (typed) one are encoded as they
 /// are visited, its first through the stack buffer: both give the same
 /// values, edge values and strings with a NUL (cut there, as a C reader
 /// would) or none included.
 #[test]
 fn every_event_of_a_typed_callsite_reads_as_written() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = support::tape_in("visited");
     tape::enable_pattern("tracing.visited.*").unwrap();
     let cases: Vec<(u64, i64, f64, bool, &str)> = vec![
@@ -63,6 +69,49 @@ fn every_event_of_a_typed_callsite_reads_as_written() {
         .map(|(k, (t, v))| (k.to_string(), (t.to_string(), v)))
         .collect();
         assert_eq!(g, &want);
+    }
+    support::babeltrace2(&trace);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A span callsite's `.new` events after its first are written as their
+/// values are visited too, after the call id: each reads as written, with
+/// the call its `.close` carries.
+#[test]
+fn every_new_span_of_a_typed_callsite_reads_as_written() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = support::tape_in("visited-spans");
+    tape::enable_pattern("tracing.vspans.*").unwrap();
+    use tracing_subscriber::layer::SubscriberExt;
+    let subscriber = tracing_subscriber::registry().with(tape_tracing::layer());
+    let values = [(1u64, "a"), (u64::MAX, "b\0c"), (0, ""), (42, "ünï")];
+    tracing::subscriber::with_default(subscriber, || {
+        for (u, s) in values {
+            tracing::info_span!(target: "vspans", "work", u, s).in_scope(|| {});
+        }
+    });
+    let trace = tape::save_to(dir.join("trace")).expect("save");
+    let events = support::events(&trace);
+    let of = |suffix: &str| -> Vec<BTreeMap<String, (String, String)>> {
+        events
+            .iter()
+            .filter(|(n, _)| n == &format!("tracing.vspans.info.work{suffix}"))
+            .map(|(_, f)| f.iter().map(|(k, v)| (k.clone(), field(v))).collect())
+            .collect()
+    };
+    let (new, close) = (of(".new"), of(".close"));
+    assert_eq!(new.len(), values.len());
+    assert_eq!(close.len(), values.len());
+    for ((n, c), (u, s)) in new.iter().zip(&close).zip(values) {
+        assert_eq!(n["call"], c["call"]);
+        assert_eq!(n["u"], ("uint".to_string(), u.to_string()));
+        assert_eq!(
+            n["s"],
+            (
+                "string".to_string(),
+                s.split('\0').next().unwrap().to_string()
+            )
+        );
     }
     support::babeltrace2(&trace);
     let _ = std::fs::remove_dir_all(&dir);
