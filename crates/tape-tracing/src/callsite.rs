@@ -103,19 +103,19 @@ pub(crate) struct SpanPoints {
 /// tagged value per field. A field the first event does not record stays
 /// tagged ([`Kind::Any`]); so do all when tape refuses the new description
 /// (a probe or filter read the old one first).
-pub(crate) struct Typing(OnceLock<Typed>);
+pub(crate) struct Typing(OnceLock<Kinds>);
 
 /// A [`Typing`] once set: the kinds, and when none is [`Kind::Any`], the
 /// least bytes an event's values take (8 a number, 1 a boolean or a
 /// string's NUL): such an event is encoded as `tracing` visits it
 /// ([`crate::value::Direct`]).
-struct Typed {
+struct Kinds {
     kinds: Box<[Kind]>,
     direct: Option<usize>,
 }
 
-impl Typed {
-    fn new(kinds: Box<[Kind]>) -> Typed {
+impl Kinds {
+    fn new(kinds: Box<[Kind]>) -> Kinds {
         let direct = kinds
             .iter()
             .map(|k| match k {
@@ -124,7 +124,7 @@ impl Typed {
                 Kind::Any => None,
             })
             .sum();
-        Typed { kinds, direct }
+        Kinds { kinds, direct }
     }
 }
 
@@ -169,7 +169,7 @@ impl Typing {
                     });
                 }
                 let fields: &'static [FieldDesc] = Box::leak(fields.into_boxed_slice());
-                Typed::new(
+                Kinds::new(
                     match tape::probe::describe_at_first_event(tp, fields, fixed) {
                         Ok(true) => kinds.into_boxed_slice(),
                         Ok(false) => vec![Kind::Any; kinds.len()].into_boxed_slice(),

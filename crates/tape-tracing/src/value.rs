@@ -617,7 +617,7 @@ impl<'a, 'r> Direct<'a, 'r> {
     /// A string's bytes up to a NUL, then a NUL: `&str`'s encoding.
     fn string(&mut self, s: &str) {
         let s = s.as_bytes();
-        let s = &s[..nul_at(s)];
+        let s = &s[..tape::__private::nul_at(s)];
         self.text += s.len();
         if self.text > TEXT_BYTES {
             self.ok = false;
@@ -626,24 +626,6 @@ impl<'a, 'r> Direct<'a, 'r> {
         self.put(s);
         self.put(&[0]);
     }
-}
-
-/// Where `s`'s first NUL is (its length if none): a word at a time, then
-/// byte by byte (a call to `memchr` cost a short string more, measured).
-#[inline(always)]
-fn nul_at(s: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut at = 0;
-    for w in s.chunks_exact(8) {
-        let w = u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-        // Non-zero exactly when the word holds a zero byte.
-        if w.wrapping_sub(ONES) & !w & HIGH != 0 {
-            break;
-        }
-        at += 8;
-    }
-    at + s[at..].iter().position(|b| *b == 0).unwrap_or(s.len() - at)
 }
 
 impl Visit for Direct<'_, '_> {
@@ -693,7 +675,7 @@ impl Visit for Direct<'_, '_> {
                     return Ok(());
                 }
                 let b = s.as_bytes();
-                let n = nul_at(b);
+                let n = tape::__private::nul_at(b);
                 self.1 = n < b.len();
                 self.0.text += n;
                 if self.0.text > TEXT_BYTES {

@@ -119,6 +119,21 @@ impl Relayd {
     }
 }
 
+/// `tape record --all --relayd` to `relayd` for the programs of `shm`,
+/// host `h`, a live timer of 100 ms, its output piped.
+fn record_all(relayd: &Relayd, shm: &Path) -> Killed {
+    Killed(
+        Command::new(TAPE)
+            .args(["record", "--all", "--relayd", &relayd.url()])
+            .args(["--hostname", "h", "--live-timer", "100ms"])
+            .env("TAPE_SHM_DIR", shm)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// A line of the live viewer, and when it arrived (ns since the epoch).
 struct Arrived {
     at: i128,
@@ -501,16 +516,7 @@ fn a_program_killed_mid_stream_ends_its_trace_and_the_session_goes_on() {
     let Some((base, relayd, shm)) = set_up("relay-kill") else {
         return;
     };
-    let mut recorder = Killed(
-        Command::new(TAPE)
-            .args(["record", "--all", "--relayd", &relayd.url()])
-            .args(["--hostname", "h", "--live-timer", "100ms"])
-            .env("TAPE_SHM_DIR", &shm)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut recorder = record_all(&relayd, &shm);
     let mut doomed = flight_command(&shm, "discard")
         .env("TAPE_TRACE_BUFSZ", "1M")
         .args(["--threads", "2", "--pace", "5"])
@@ -620,15 +626,7 @@ fn a_process_whose_metadata_babeltrace2_refuses_is_left_out_and_the_rest_reads()
     let field = class + meta[class..].find("} ").expect("a field") + 2;
     let poisoned = format!("{}*{}", &meta[..field], &meta[field..]);
     std::fs::write(&template, poisoned).unwrap();
-    let recorder = Command::new(TAPE)
-        .args(["record", "--all", "--relayd", &relayd.url()])
-        .args(["--hostname", "h", "--live-timer", "100ms"])
-        .env("TAPE_SHM_DIR", &shm)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut recorder = Killed(recorder);
+    let mut recorder = record_all(&relayd, &shm);
     let total = emitted(good);
     emitted(bad);
     std::thread::sleep(Duration::from_millis(500));
@@ -703,16 +701,7 @@ fn a_relay_killed_and_restarted_costs_counted_losses_only() {
     let Some((base, mut relayd, shm)) = set_up("relay-restart") else {
         return;
     };
-    let mut recorder = Killed(
-        Command::new(TAPE)
-            .args(["record", "--all", "--relayd", &relayd.url()])
-            .args(["--hostname", "h", "--live-timer", "100ms"])
-            .env("TAPE_SHM_DIR", &shm)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut recorder = record_all(&relayd, &shm);
     // 256 KiB rings: full within a second of the outage, so it costs.
     let seconds = 6.0;
     let started = Instant::now();
