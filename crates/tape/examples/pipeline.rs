@@ -185,6 +185,9 @@ fn main() -> Result<(), tape::Error> {
             n
         })
         .expect("spawn sink");
+    // How many items the source has made: the save loop waits for some.
+    let made_so_far = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let made_count = std::sync::Arc::clone(&made_so_far);
     let source = std::thread::Builder::new()
         .name("source".into())
         .spawn(move || {
@@ -201,6 +204,9 @@ fn main() -> Result<(), tape::Error> {
                     break;
                 }
                 seq += 1;
+                // Relaxed: a progress count read by the save loop, nothing
+                // published through it.
+                made_count.store(seq, std::sync::atomic::Ordering::Relaxed);
                 std::thread::sleep(Duration::from_micros(200));
             }
             seq
@@ -209,6 +215,13 @@ fn main() -> Result<(), tape::Error> {
     if save_loop {
         // Saves one after the other until the source stops (a crash during
         // a save, for the tests).
+        // It starts once the source has made 200 items, so that a crash
+        // during a save has events to dump however slowly the host started
+        // the program; the loop directory appearing tells the tests so.
+        while made_so_far.load(std::sync::atomic::Ordering::Relaxed) < 200 && !source.is_finished()
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let dir = tape::config::trace_dir().join("loop");
         let mut n = 0u64;
         while !source.is_finished() {

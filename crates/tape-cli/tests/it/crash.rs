@@ -72,7 +72,10 @@ fn run(
             };
         }
         if let Some((after, sig)) = signal_after {
-            if !sent && start.elapsed() >= after {
+            // With --save-loop: once the loop has begun (its directory is
+            // made by its first save), and `after` has passed.
+            let saving = !args.contains(&"--save-loop") || dir.join("loop").exists();
+            if !sent && saving && start.elapsed() >= after {
                 // The main thread (tid = pid): the one saving in a loop.
                 // SAFETY: tgkill to our own child's main thread.
                 unsafe { libc::syscall(libc::SYS_tgkill, pid as i64, pid as i64, sig as i64) };
