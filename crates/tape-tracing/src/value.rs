@@ -616,15 +616,20 @@ impl<'a, 'r> Direct<'a, 'r> {
 
     /// A string's bytes up to a NUL, then a NUL: `&str`'s encoding.
     fn string(&mut self, s: &str) {
-        let s = s.as_bytes();
-        let s = &s[..tape::__private::nul_at(s)];
-        self.text += s.len();
-        if self.text > TEXT_BYTES {
-            self.ok = false;
-            return;
+        // tape's own string encoding (words, not a call, for short ones);
+        // no room for the whole string and its NUL, or past the text's
+        // bytes: given up (the stack buffer cuts and counts).
+        let written = self
+            .out
+            .get_mut(self.len..)
+            .and_then(|room| tape::__private::put_str(s.as_bytes(), room));
+        match written {
+            Some(n) if self.text + n - 1 <= TEXT_BYTES => {
+                self.text += n - 1;
+                self.len += n;
+            }
+            _ => self.ok = false,
         }
-        self.put(s);
-        self.put(&[0]);
     }
 }
 

@@ -584,6 +584,26 @@ unsafe fn encode_str(bytes: &[u8], dst: *mut u8) -> *mut u8 {
     }
 }
 
+/// `&str`'s encoding of `s` (its bytes up to a NUL, then a NUL) at the
+/// start of `dst`, as the emit path writes it: the bytes written, or
+/// `None` (nothing written) when `dst` has room for fewer than
+/// `s.len() + 1`. For tape-tracing's direct path (through `__private`),
+/// which writes a `tracing` string into the packet's room.
+#[doc(hidden)]
+#[inline(always)]
+pub fn put_str(s: &[u8], dst: &mut [std::mem::MaybeUninit<u8>]) -> Option<usize> {
+    if dst.len() <= s.len() {
+        return None;
+    }
+    let start = dst.as_mut_ptr().cast::<u8>();
+    // SAFETY: `dst` has at least `s.len() + 1` writable bytes (checked
+    // above), and a `&mut` slice does not overlap the `&` slice `s`.
+    let end = unsafe { encode_str(s, start) };
+    // SAFETY: `encode_str` returns a pointer at most `s.len() + 1` past
+    // `start`, inside `dst`.
+    Some(unsafe { end.offset_from(start) } as usize)
+}
+
 /// [`copy_short_until_nul`] for longer strings: `memchr`, then `memcpy`.
 /// Out of line: its calls would otherwise make every emit with a string
 /// save and restore the callee-saved registers, short string or not
@@ -1419,6 +1439,22 @@ mod tests {
                         buf[len + 1..].iter().all(|&b| b == 0xee),
                         "len {len}: wrote past the end"
                     );
+                    // put_str: the same bytes into a room of len + 1 or
+                    // more; nothing written into a room one byte short.
+                    for room in [len, len + 1, len + 9] {
+                        let mut out = vec![std::mem::MaybeUninit::new(0xeeu8); room];
+                        let got = put_str(src, &mut out);
+                        // SAFETY: every byte was initialised above.
+                        let out: Vec<u8> = out.iter().map(|b| unsafe { b.assume_init() }).collect();
+                        if room == len {
+                            assert_eq!(got, None, "len {len} into {room}");
+                            assert!(out.iter().all(|&b| b == 0xee), "len {len}: wrote");
+                        } else {
+                            assert_eq!(got, Some(want.len()), "len {len} into {room}");
+                            assert_eq!(out[..want.len()], want[..], "len {len}, NUL at {nul:?}");
+                            assert!(out[len + 1..].iter().all(|&b| b == 0xee));
+                        }
+                    }
                     if nul.is_none() {
                         let seq: Vec<u8> = (len as u32)
                             .to_ne_bytes()

@@ -277,7 +277,7 @@ pub struct ReadmeDoctests;
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::field::{copy_short_until_nul, nul_at};
+    pub use crate::field::{copy_short_until_nul, nul_at, put_str};
     pub use crate::filter::emit_filtered;
     pub use crate::point::{is_active, records_only, RECORD};
     pub use crate::point::{FILTER, PROBES, TRIGGER};
