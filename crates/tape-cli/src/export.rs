@@ -54,7 +54,7 @@ pub(crate) fn export(
     format: ExportFormat,
     output: &Path,
     counters: &[String],
-    events: &[String],
+    (events, filter): (&[String], Option<&str>),
     (begin, end): (Option<&str>, Option<&str>),
 ) -> Result<(), Failure> {
     let bound = |option: &str, v: Option<&str>| v.map(|v| Bound::parse(option, v)).transpose();
@@ -67,7 +67,11 @@ pub(crate) fn export(
         .any(|b| matches!(b, Some(Bound::TimeOfDay(_))))
         .then(|| first_time(&traces))
         .flatten();
-    let events = globs("--events", events)?.map(|g| {
+    let events = globs("--events", events)?;
+    let keep = filter
+        .map(|text| crate::filter::keep_of(text, &traces, events.as_ref()))
+        .transpose()?;
+    let events = events.map(|g| {
         std::sync::Arc::new(move |name: &str| g.is_match(name))
             as tape_ctf::output::export::NameFilter
     });
@@ -82,6 +86,7 @@ pub(crate) fn export(
         begin: begin.map(|b| b.resolve(first)),
         end: end.map(|b| b.resolve(first)),
         events,
+        keep,
     };
     let to_stdout = output == Path::new("-");
     let result = if to_stdout {

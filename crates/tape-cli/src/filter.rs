@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tape::filter::{Capture, Filter};
+use tape::filter::{Capture, Commons, Filter};
 use tape_ctf::decode::stream::FastStream;
 use tape_ctf::metadata::formats::{Formats, Hint};
 use tape_ctf::metadata::read::TraceDir;
@@ -31,17 +31,47 @@ pub struct ValueFilter {
     id: usize,
     uses_common: bool,
     /// The `Duration` fields of each event class (by name and id), from
-    /// its trace's `duration` hints: what `took > 30us` compares with.
-    durations: HashMap<(String, u64), Vec<String>>,
+    /// its trace's `duration` hints (what `took > 30us` compares with),
+    /// and the common fields its events carry.
+    given: HashMap<(String, u64), (Vec<String>, Commons)>,
 }
 
-/// The event classes of `traces`, each with the paths of its `Duration`
-/// fields (the trace's `tape_hints_<id>` entries).
-pub fn classes_of(traces: &[TraceDir]) -> Vec<(&EventClass, Vec<String>)> {
+/// An event class of a trace, with what a filter is checked against
+/// besides its payload.
+pub struct Class<'a> {
+    pub event: &'a EventClass,
+    /// The paths of its `Duration` fields (the trace's `tape_hints_<id>`
+    /// entries).
+    pub durations: Vec<String>,
+    /// The common fields its scopes hold (a tape trace: the thread's id
+    /// and name, no CPU).
+    pub commons: Commons,
+}
+
+/// The event classes of `traces`.
+pub fn classes_of(traces: &[TraceDir]) -> Vec<Class<'_>> {
     let mut out = Vec::new();
     for t in traces {
         let formats = Formats::new(&t.trace);
         for class in &t.trace.events {
+            let stream = t
+                .trace
+                .streams
+                .iter()
+                .find(|s| s.id == class.stream_id)
+                .or_else(|| {
+                    t.trace
+                        .streams
+                        .first()
+                        .filter(|_| t.trace.streams.len() == 1)
+                });
+            let commons = Commons::in_scopes(
+                stream.and_then(|s| s.packet_context.as_ref()),
+                stream
+                    .and_then(|s| s.event_context.as_ref())
+                    .into_iter()
+                    .chain(class.context.as_ref()),
+            );
             let durations = formats
                 .get(class.id)
                 .map(|f| {
@@ -54,10 +84,29 @@ pub fn classes_of(traces: &[TraceDir]) -> Vec<(&EventClass, Vec<String>)> {
                         .collect()
                 })
                 .unwrap_or_default();
-            out.push((class, durations));
+            out.push(Class {
+                event: class,
+                durations,
+                commons,
+            });
         }
     }
     out
+}
+
+/// `--filter EXPR` of the commands that read whole traces (`export`,
+/// `graph`, `profile`): the filter checked against the classes of
+/// `traces` that `events` selects (all: none), as a reader's test.
+pub fn keep_of(
+    text: &str,
+    traces: &[TraceDir],
+    events: Option<&globset::GlobSet>,
+) -> Result<tape_ctf::decode::stream::Keep, String> {
+    let classes = classes_of(traces)
+        .into_iter()
+        .filter(|c| events.is_none_or(|g| g.is_match(&c.event.name)));
+    let f = ValueFilter::new(text, classes)?;
+    Ok(Arc::new(move |s: &mut FastStream| f.keep(s)))
 }
 
 /// Per (filter, event class): the compiled filter and its capture, or none
@@ -90,7 +139,7 @@ impl ValueFilter {
     /// if none of them can take it.
     pub fn new<'a>(
         text: &str,
-        classes: impl Iterator<Item = (&'a EventClass, Vec<String>)>,
+        classes: impl Iterator<Item = Class<'a>>,
     ) -> Result<ValueFilter, String> {
         // A syntax error is the same for every event: said once.
         if let Err(e) = tape::filter::parse(text) {
@@ -107,11 +156,18 @@ impl ValueFilter {
         let mut uses_common = false;
         let mut seen = 0usize;
         let mut warned: Vec<String> = Vec::new();
-        let mut by_class = HashMap::new();
-        for (class, durations) in classes {
+        let mut given = HashMap::new();
+        for c in classes {
             seen += 1;
-            let tried = Filter::for_reader_with(&class.name, &payload(class), &durations, text);
-            by_class.insert((class.name.clone(), class.id), durations);
+            let class = c.event;
+            let tried = Filter::for_reader_with(
+                &class.name,
+                &payload(class),
+                &c.durations,
+                c.commons,
+                text,
+            );
+            given.insert((class.name.clone(), class.id), (c.durations, c.commons));
             match tried {
                 Ok(f) => {
                     fit += 1;
@@ -172,7 +228,7 @@ impl ValueFilter {
             text: text.to_owned(),
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             uses_common,
-            durations: by_class,
+            given,
         })
     }
 
@@ -193,16 +249,22 @@ impl ValueFilter {
             let mut c = c.borrow_mut();
             let key = (self.id, Arc::as_ptr(&class) as usize);
             let entry = c.entry(key).or_insert_with(|| {
-                let durations = self
-                    .durations
+                let (durations, commons) = self
+                    .given
                     .get(&(class.name.clone(), class.id))
-                    .map_or(&[][..], Vec::as_slice);
-                Filter::for_reader_with(&class.name, &payload(&class), durations, &self.text)
-                    .ok()
-                    .map(|f| {
-                        let cap = Capture::new(&f);
-                        (f, cap)
-                    })
+                    .map_or((&[][..], Commons::ALL), |(d, c)| (d.as_slice(), *c));
+                Filter::for_reader_with(
+                    &class.name,
+                    &payload(&class),
+                    durations,
+                    commons,
+                    &self.text,
+                )
+                .ok()
+                .map(|f| {
+                    let cap = Capture::new(&f);
+                    (f, cap)
+                })
             });
             let Some((f, cap)) = entry else {
                 return false;

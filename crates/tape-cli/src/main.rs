@@ -150,6 +150,11 @@ enum Command {
         /// same lines; for tests).
         #[arg(long, hide = true)]
         one_pass: bool,
+        /// Only events whose fields match this expression (as `tape show
+        /// --filter`; `common_thread ~ "worker-*"`): a call whose entry or
+        /// exit it drops is drawn as one cut short.
+        #[arg(long, value_name = "EXPR")]
+        filter: Option<String>,
     },
     /// Profile the #[tape::traced] functions, as ftrace's
     /// function_profile_enabled (trace_stat/function*): hit count, total
@@ -168,6 +173,10 @@ enum Command {
         /// 30 characters.
         #[arg(long)]
         ftrace: bool,
+        /// Only the calls whose entry and exit match this expression (as
+        /// `tape show --filter`; `common_thread ~ "worker-*"`).
+        #[arg(long, value_name = "EXPR")]
+        filter: Option<String>,
     },
     /// Count events per event name and per stream, lost events, time span
     /// and rates.
@@ -209,6 +218,10 @@ enum Command {
         /// Only events at or before this time.
         #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
         end: Option<String>,
+        /// Only events whose fields match this expression (as `tape show
+        /// --filter`).
+        #[arg(long, value_name = "EXPR")]
+        filter: Option<String>,
     },
     /// Validate traces: exit 1 at the first problem.
     Check {
@@ -320,7 +333,8 @@ fn main() -> ExitCode {
             per_thread,
             sort,
             ftrace,
-        } => profile::profile(&paths, per_thread, sort, ftrace),
+            filter,
+        } => profile::profile(&paths, per_thread, sort, ftrace, filter.as_deref()),
         Command::Graph {
             paths,
             proc_,
@@ -332,9 +346,13 @@ fn main() -> ExitCode {
             max_depth,
             threads,
             one_pass,
+            filter,
         } => (|| -> Result<(), Failure> {
             let traces = open(&paths)?;
             let functions = globs("--function", &functions)?;
+            let keep = filter
+                .map(|text| filter::keep_of(&text, &traces, None))
+                .transpose()?;
             let opts = tape_ctf::output::graph::Options {
                 proc_,
                 abstime,
@@ -348,6 +366,7 @@ fn main() -> ExitCode {
                 max_depth: max_depth.unwrap_or(0),
                 threads,
                 tid_width: 1,
+                keep,
             };
             graph::graph(&traces, opts, one_pass)
         })(),
@@ -379,7 +398,7 @@ fn main() -> ExitCode {
                     filter::ValueFilter::new(
                         &text,
                         classes
-                            .filter(|(c, _)| events.as_ref().is_none_or(|g| g.is_match(&c.name))),
+                            .filter(|c| events.as_ref().is_none_or(|g| g.is_match(&c.event.name))),
                     )
                 })
                 .transpose()?;
@@ -402,12 +421,13 @@ fn main() -> ExitCode {
             events,
             begin,
             end,
+            filter,
         } => export::export(
             &paths,
             format,
             &output,
             &counters,
-            &events,
+            (&events, filter.as_deref()),
             (begin.as_deref(), end.as_deref()),
         ),
         Command::Check { paths } => check::check(&paths),

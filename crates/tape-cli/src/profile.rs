@@ -26,11 +26,15 @@ pub(crate) fn profile(
     per_thread: bool,
     sort: ProfileSort,
     ftrace: bool,
+    filter: Option<&str>,
 ) -> Result<(), Failure> {
     let traces = open(paths)?;
+    let keep = filter
+        .map(|text| crate::filter::keep_of(text, &traces, None))
+        .transpose()?;
     let streams = open_streams(&traces)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let p = tape_ctf::output::profile::gather_streams(streams, per_thread, cores)
+    let p = tape_ctf::output::profile::gather_streams(streams, per_thread, cores, keep.as_ref())
         .map_err(|e| e.to_string())?;
     let by = match sort {
         ProfileSort::Hit => tape_ctf::output::profile::SortBy::Hit,

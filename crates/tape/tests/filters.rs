@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use tape::filter::{Capture, Context, Filter};
+use tape::filter::{Capture, Commons, Context, Filter};
 
 #[path = "support/filter_table.rs"]
 mod table;
@@ -120,8 +120,14 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
     let mut compiled: Vec<(Filter, Capture, Vec<bool>)> = SELECTS
         .iter()
         .map(|(expr, ..)| {
-            let f = Filter::for_reader_with("test.filter.every", &fields, &durations, expr)
-                .unwrap_or_else(|e| panic!("{expr}: {e}"));
+            let f = Filter::for_reader_with(
+                "test.filter.every",
+                &fields,
+                &durations,
+                Commons::ALL,
+                expr,
+            )
+            .unwrap_or_else(|e| panic!("{expr}: {e}"));
             let c = Capture::new(&f);
             (f, c, Vec::new())
         })
@@ -153,7 +159,8 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
     for &(expr, ..) in INVALID {
         let live = Filter::new(&every::TRACEPOINT, expr).unwrap_err();
         let read =
-            Filter::for_reader_with("test.filter.every", &fields, &durations, expr).unwrap_err();
+            Filter::for_reader_with("test.filter.every", &fields, &durations, Commons::ALL, expr)
+                .unwrap_err();
         assert_eq!(live.message(), read.message(), "{expr}");
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -33,6 +33,7 @@ mod crash;
 mod ctl;
 mod differential;
 mod export;
+mod filter_formats;
 mod filter_table;
 mod first_hour;
 mod graph;

@@ -403,7 +403,7 @@ fn range(i: &Int) -> (i128, i128) {
     if i.signed {
         (-(1i128 << (size - 1)), (1i128 << (size - 1)) - 1)
     } else {
-        (0, (1i128 << size) - 1)
+        (0, i128::MAX >> (127 - size))
     }
 }
 

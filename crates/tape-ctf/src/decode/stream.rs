@@ -417,7 +417,7 @@ pub struct FastStream {
     pub packet_text: TextBuf,
     json: bool,
     /// The packet context as a value, after [`FastStream::keep_packet_values`]
-    /// (then `packet_text` stays empty).
+    /// (`packet_text` is kept too).
     pub packet_value: Option<Value>,
     values: bool,
     /// The event whose header was decoded by `peek`, waiting for `emit`.
@@ -845,8 +845,8 @@ impl FastStream {
         self.json = true;
     }
 
-    /// Keeps each packet context as a [`Value`] (`packet_value`) rather
-    /// than as text.
+    /// Keeps each packet context as a [`Value`] (`packet_value`) too,
+    /// beside its text or JSON.
     pub fn keep_packet_values(&mut self) {
         self.values = true;
     }
@@ -1282,16 +1282,24 @@ impl FastStream {
         self.stream = idx;
         self.packet_text.clear();
         if let Some(c) = &plan.streams[idx].packet_context {
+            if self.values {
+                // The value first (for a filter's common fields, a
+                // thread's name), then, read again from the same bits,
+                // the text or JSON the event lines start with: a packet
+                // context is read once a packet, and a second run sets
+                // the same slots and clock (`update_clock` of the same
+                // value twice is the value once).
+                let (pos, clock) = (self.pos, self.state.clock);
+                let mut sink = ValueSink::default();
+                self.run(c, end, &mut sink)?;
+                self.packet_value = sink.scopes.pop();
+                (self.pos, self.state.clock) = (pos, clock);
+            }
             let mut text = std::mem::take(&mut self.packet_text);
             let r = if self.json {
                 let mut json = Vec::new();
                 let r = self.run(c, end, &mut JsonSink::new(&mut json));
                 text.put(&json);
-                r
-            } else if self.values {
-                let mut sink = ValueSink::default();
-                let r = self.run(c, end, &mut sink);
-                self.packet_value = sink.scopes.pop();
                 r
             } else {
                 self.run(c, end, &mut TextSink::new(&mut text, &HIDDEN))
@@ -1481,6 +1489,11 @@ pub trait Shown {
         false
     }
 }
+
+/// A test of the event a stream has peeked, by its values (`--filter`
+/// of `tape export`, `graph` and `profile`): `false` skips it. Shared by
+/// the threads that read streams side by side.
+pub type Keep = std::sync::Arc<dyn Fn(&mut FastStream) -> bool + Send + Sync>;
 
 impl<F: Fn(&EventClass, Option<i128>) -> bool> Shown for F {
     fn class(&self, class: &EventClass, t: Option<i128>) -> bool {

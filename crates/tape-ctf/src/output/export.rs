@@ -32,6 +32,8 @@ pub struct Options {
     pub end: Option<i128>,
     /// Only events whose name it accepts (none: all).
     pub events: Option<NameFilter>,
+    /// Only events it keeps (`--filter`; none: all).
+    pub keep: Option<crate::decode::stream::Keep>,
 }
 
 impl Options {
@@ -213,17 +215,20 @@ pub(crate) fn run(
             Err(e) => failed = Some(e),
             Ok(Step::Lost(s, n, t)) if opts.in_range(t) => x.lost(s, n, t)?,
             Ok(Step::Lost(..)) => {}
-            Ok(Step::Event(s, t)) if !opts.wants(s, t) => {
-                // Not exported: stepped over.
-                if let Err(e) = s.emit(&mut crate::decode::plan::Discard) {
-                    merge.fail(e);
+            Ok(Step::Event(s, t)) => {
+                if !opts.wants(s, t) || !opts.keep.as_ref().is_none_or(|k| k(s)) {
+                    // Not exported: stepped over.
+                    if let Err(e) = s.emit(&mut crate::decode::plan::Discard) {
+                        merge.fail(e);
+                    }
+                    continue;
+                }
+                match x.event(s, t) {
+                    Ok(()) => {}
+                    Err(Failure::Decode(e)) => merge.fail(e),
+                    Err(Failure::Write(e)) => return Err(e),
                 }
             }
-            Ok(Step::Event(s, t)) => match x.event(s, t) {
-                Ok(()) => {}
-                Err(Failure::Decode(e)) => merge.fail(e),
-                Err(Failure::Write(e)) => return Err(e),
-            },
         }
     }
     x.finish()?;

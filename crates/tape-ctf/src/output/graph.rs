@@ -97,6 +97,9 @@ pub struct Options {
     /// Digits of the thread id column (ftrace sizes its CPU column to the
     /// largest CPU number).
     pub tid_width: usize,
+    /// Only the events it keeps (`--filter`: a call whose entry or exit
+    /// it drops is drawn as one cut short; none: all).
+    pub keep: Option<crate::decode::stream::Keep>,
 }
 
 impl Default for Options {
@@ -111,6 +114,7 @@ impl Default for Options {
             max_depth: 0,
             threads: Vec::new(),
             tid_width: 1,
+            keep: None,
         }
     }
 }
@@ -975,7 +979,10 @@ pub fn render(
         match step? {
             Step::Event(stream, t) => {
                 let shows = stream.class().is_some_and(|c| shown.class(c, t));
-                if !(shows && shown.event(stream)) {
+                let kept = |s: &mut crate::decode::stream::FastStream| {
+                    g.opts.keep.as_ref().is_none_or(|k| k(s))
+                };
+                if !(shows && shown.event(stream) && kept(stream)) {
                     if let Err(e) = stream.emit(&mut crate::decode::plan::Discard) {
                         merge.fail(e);
                     }
@@ -1154,6 +1161,9 @@ fn draw_stream(
                 lost += n;
                 let tid = feed.threads.of(stream).0;
                 g.event(tid, "", t, Event::Lost(n), &mut out);
+            }
+            Next::Event(_) if !g.opts.keep.as_ref().is_none_or(|k| k(stream)) => {
+                stream.emit(&mut crate::decode::plan::Discard)?;
             }
             Next::Event(t) => feed.event(&mut g, stream, t, &mut out)?,
         }

@@ -377,11 +377,14 @@ fn header(out: &mut String, width: usize, ftrace: bool) {
 
 /// Gathers the profile of `streams`, each read on its own (a call's
 /// entry and exit are on its thread's stream: no merge across streams is
-/// needed), on up to `workers` threads, the partial profiles summed.
+/// needed), on up to `workers` threads, the partial profiles summed;
+/// only the events `keep` keeps (`--filter`; a call whose entry or exit
+/// it drops is not timed).
 pub fn gather_streams(
     streams: Vec<crate::decode::stream::FastStream>,
     per_thread: bool,
     workers: usize,
+    keep: Option<&crate::decode::stream::Keep>,
 ) -> Result<Profile, crate::decode::DecodeError> {
     let workers = workers.clamp(1, streams.len().max(1));
     let mut shares: Vec<Vec<crate::decode::stream::FastStream>> =
@@ -396,7 +399,7 @@ pub fn gather_streams(
                 scope.spawn(move || {
                     let mut p = Profile::new(per_thread);
                     for mut s in share {
-                        read_stream(&mut s, &mut p)?;
+                        read_stream(&mut s, &mut p, keep)?;
                     }
                     Ok(p)
                 })
@@ -418,6 +421,7 @@ pub fn gather_streams(
 fn read_stream(
     s: &mut crate::decode::stream::FastStream,
     p: &mut Profile,
+    keep: Option<&crate::decode::stream::Keep>,
 ) -> Result<(), crate::decode::DecodeError> {
     use crate::decode::stream::Next;
     use crate::output::function::Kind;
@@ -435,6 +439,9 @@ fn read_stream(
         match s.peek()? {
             Next::End => return Ok(()),
             Next::Lost(..) => s.take_lost(),
+            Next::Event(_) if !keep.is_none_or(|k| k(s)) => {
+                s.emit(&mut crate::decode::plan::Discard)?;
+            }
             Next::Event(t) => {
                 let Some(class) = s.class() else {
                     s.emit(&mut crate::decode::plan::Discard)?;

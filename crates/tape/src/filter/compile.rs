@@ -36,11 +36,110 @@ pub(super) enum Part {
     Option(String),
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Common {
     Tid,
     Thread,
     Cpu,
+}
+
+impl Common {
+    /// The common field a filter names: `common_tid` (ftrace's
+    /// `common_pid`, which is the kernel's task id, a thread's),
+    /// `common_thread` (ftrace's `common_comm`), `common_cpu`.
+    fn named(n: &str) -> Option<Common> {
+        match n {
+            "common_tid" | "common_pid" => Some(Common::Tid),
+            "common_thread" | "common_comm" => Some(Common::Thread),
+            "common_cpu" => Some(Common::Cpu),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Common::Tid => "common_tid",
+            Common::Thread => "common_thread",
+            Common::Cpu => "common_cpu",
+        }
+    }
+}
+
+/// The common fields the events being filtered carry besides their
+/// payload. On a tracepoint, all of them (the emitting thread's id and
+/// name, the CPU asked of the system); in a trace, those its scopes hold
+/// ([`Commons::in_scopes`]): a tape trace has no CPU, a kernel trace of
+/// LTTng no thread name unless a context added it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Commons {
+    /// `common_tid` (`common_pid`).
+    pub tid: bool,
+    /// `common_thread` (`common_comm`).
+    pub thread: bool,
+    /// `common_cpu`.
+    pub cpu: bool,
+}
+
+impl Commons {
+    /// Every common field: a tracepoint's.
+    pub const ALL: Commons = Commons {
+        tid: true,
+        thread: true,
+        cpu: true,
+    };
+
+    /// The common fields of a trace's events: the members of their
+    /// stream's packet context, and of their stream's and their own event
+    /// contexts, that hold one (tape's `tid` and `thread_name`, LTTng's
+    /// `vtid`, `procname` and `cpu_id`, DPDK's packet `name`).
+    pub fn in_scopes<'a>(
+        packet: Option<&Struct>,
+        contexts: impl IntoIterator<Item = &'a Struct>,
+    ) -> Commons {
+        let mut c = Commons {
+            tid: false,
+            thread: false,
+            cpu: false,
+        };
+        let mut add = |name: &str, packet: bool| match common_named(name, packet) {
+            Some(Common::Tid) => c.tid = true,
+            Some(Common::Thread) => c.thread = true,
+            Some(Common::Cpu) => c.cpu = true,
+            None => {}
+        };
+        for f in packet.into_iter().flat_map(|s| &s.fields) {
+            add(&f.name, true);
+        }
+        for f in contexts.into_iter().flat_map(|s| &s.fields) {
+            add(&f.name, false);
+        }
+        c
+    }
+
+    fn has(self, c: Common) -> bool {
+        match c {
+            Common::Tid => self.tid,
+            Common::Thread => self.thread,
+            Common::Cpu => self.cpu,
+        }
+    }
+
+    /// Their names, for messages.
+    fn names(self) -> impl Iterator<Item = &'static str> {
+        [Common::Tid, Common::Thread, Common::Cpu]
+            .into_iter()
+            .filter(move |c| self.has(*c))
+            .map(Common::name)
+    }
+}
+
+/// What a filter is checked against besides the payload's fields: the
+/// paths of its `Duration` fields (what `took > 30us` compares with) and
+/// the common fields its events carry.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Given<'a> {
+    pub(super) durations: &'a [String],
+    pub(super) commons: Commons,
 }
 
 #[derive(Clone, Debug)]
@@ -250,10 +349,13 @@ pub(super) fn is_named(ident: &str, n: &str) -> bool {
     display(ident) == n || ident.strip_prefix('_') == Some(n) || ident == n
 }
 
-/// Field names of a struct as the user writes them, for messages.
-pub(super) fn names(s: &Struct) -> String {
+/// Field names of a struct as the user writes them, then the common
+/// fields there are, for messages.
+pub(super) fn names(s: &Struct, commons: Commons) -> String {
     let mut v: Vec<std::borrow::Cow<'_, str>> = s.fields.iter().map(|f| display(&f.name)).collect();
-    v.extend(["common_tid", "common_thread", "common_cpu"].map(std::borrow::Cow::Borrowed));
+    for c in commons.names() {
+        v.push(std::borrow::Cow::Borrowed(c));
+    }
     v.join(", ")
 }
 
@@ -268,8 +370,9 @@ pub(super) fn compile_cmp(
     value_at: usize,
     fail: &impl Fn(usize, String) -> Error,
     reader: bool,
-    durations: &[String],
+    given: &Given<'_>,
 ) -> Result<Cmp, Error> {
+    let durations = given.durations;
     let shown: Vec<String> = path
         .iter()
         .map(|s| match s {
@@ -303,12 +406,27 @@ pub(super) fn compile_cmp(
     };
     // The common fields.
     if let [Step::Name(n)] = path {
-        let common = match n.as_str() {
-            "common_tid" => Some((Common::Tid, Leaf::UInt(4))),
-            "common_cpu" => Some((Common::Cpu, Leaf::UInt(4))),
-            "common_thread" => Some((Common::Thread, Leaf::Str)),
-            _ => None,
-        };
+        // A field of the payload by that name is the payload's.
+        let own = fields.fields.iter().any(|f| is_named(&f.name, n));
+        let common = Common::named(n).filter(|_| !own);
+        if let Some(c) = common.filter(|c| !given.commons.has(*c)) {
+            return Err(fail(
+                field_at,
+                format!(
+                    "no field `{n}`: these events carry no {} (fields: {})",
+                    match c {
+                        Common::Tid => "thread id",
+                        Common::Thread => "thread name",
+                        Common::Cpu => "CPU",
+                    },
+                    names(fields, given.commons)
+                ),
+            ));
+        }
+        let common = common.map(|c| match c {
+            Common::Tid | Common::Cpu => (c, Leaf::UInt(4)),
+            Common::Thread => (c, Leaf::Str),
+        });
         if let Some((c, leaf)) = common {
             let rhs = check(&shown, &leaf, None, op, op_at, value, value_at, fail)?;
             return Ok(Cmp {
@@ -362,7 +480,7 @@ pub(super) fn compile_cmp(
                 }
                 let Some(i) = found.map(|(i, _)| i) else {
                     let what = if k == 0 {
-                        format!("no field `{n}` (fields: {})", names(s))
+                        format!("no field `{n}` (fields: {})", names(s, given.commons))
                     } else {
                         format!("`{shown}`: no member `{n}` (members: {})", {
                             let v: Vec<_> = s.fields.iter().map(|f| display(&f.name)).collect();
@@ -678,14 +796,12 @@ impl Filter {
     pub fn new(tp: &'static Tracepoint, text: &str) -> Result<Filter, Error> {
         let fields = crate::probe::described_fields(tp)?;
         let event = tp.name();
-        Filter::build(
-            event,
-            fields,
-            &durations_of(tp),
-            text,
-            &failing(event, text),
-            false,
-        )
+        let durations = durations_of(tp);
+        let given = Given {
+            durations: &durations,
+            commons: Commons::ALL,
+        };
+        Filter::build(event, fields, &given, text, &failing(event, text), false)
     }
 
     /// [`Filter::new`] against a description (any CTF event's fields).
@@ -701,7 +817,11 @@ impl Filter {
         text: &str,
         fail: &impl Fn(usize, String) -> Error,
     ) -> Result<Filter, Error> {
-        Filter::build(event, fields, &[], text, fail, false)
+        let given = Given {
+            durations: &[],
+            commons: Commons::ALL,
+        };
+        Filter::build(event, fields, &given, text, fail, false)
     }
 
     /// A filter for a reader: `text` checked against an event class of
@@ -709,19 +829,23 @@ impl Filter {
     /// order), evaluated on the values a decoder hands to a [`Capture`](super::Capture)
     /// instead of on tape's encoded bytes.
     pub fn for_reader(event: &str, fields: &Struct, text: &str) -> Result<Filter, Error> {
-        Filter::for_reader_with(event, fields, &[], text)
+        Filter::for_reader_with(event, fields, &[], Commons::ALL, text)
     }
 
     /// [`Filter::for_reader`] knowing which fields hold a `Duration`
     /// (their paths, from the trace's `duration` hints), which a duration
-    /// literal (`took > 30us`) then compares with.
+    /// literal (`took > 30us`) then compares with, and which common fields
+    /// the events carry ([`Commons::in_scopes`]): naming another is an
+    /// error that lists those there are.
     pub fn for_reader_with(
         event: &str,
         fields: &Struct,
         durations: &[String],
+        commons: Commons,
         text: &str,
     ) -> Result<Filter, Error> {
-        Filter::build(event, fields, durations, text, &failing(event, text), true)
+        let given = Given { durations, commons };
+        Filter::build(event, fields, &given, text, &failing(event, text), true)
     }
 
     /// What in the expression is legal but surely not meant: a constant
@@ -735,13 +859,13 @@ impl Filter {
     pub(super) fn build(
         event: &str,
         fields: &Struct,
-        durations: &[String],
+        given: &Given<'_>,
         text: &str,
         fail: &impl Fn(usize, String) -> Error,
         reader: bool,
     ) -> Result<Filter, Error> {
         WARNINGS.with(|w| w.borrow_mut().clear());
-        let r = Filter::build_inner(event, fields, durations, text, fail, reader);
+        let r = Filter::build_inner(event, fields, given, text, fail, reader);
         let warnings = WARNINGS.with(|w| std::mem::take(&mut *w.borrow_mut()));
         r.map(|mut f| {
             f.warnings = warnings;
@@ -752,7 +876,7 @@ impl Filter {
     pub(super) fn build_inner(
         event: &str,
         fields: &Struct,
-        durations: &[String],
+        given: &Given<'_>,
         text: &str,
         fail: &impl Fn(usize, String) -> Error,
         reader: bool,
@@ -774,7 +898,7 @@ impl Filter {
             uses_cpu: false,
             warnings: Vec::new(),
         };
-        f.entry = f.compile(&expr, fields, durations, 0, fail, reader, TRUE, FALSE)?;
+        f.entry = f.compile(&expr, fields, given, 0, fail, reader, TRUE, FALSE)?;
         if reader {
             f.number_slots();
             return Ok(f);
@@ -843,7 +967,7 @@ impl Filter {
         &mut self,
         e: &Expr,
         fields: &Struct,
-        durations: &[String],
+        given: &Given<'_>,
         depth: usize,
         fail: &impl Fn(usize, String) -> Error,
         reader: bool,
@@ -867,16 +991,14 @@ impl Filter {
                 let mut next = if and { on_true } else { on_false };
                 for t in chain(e).into_iter().rev() {
                     next = if and {
-                        self.compile(t, fields, durations, d, fail, reader, next, on_false)?
+                        self.compile(t, fields, given, d, fail, reader, next, on_false)?
                     } else {
-                        self.compile(t, fields, durations, d, fail, reader, on_true, next)?
+                        self.compile(t, fields, given, d, fail, reader, on_true, next)?
                     };
                 }
                 next
             }
-            Expr::Not(a) => {
-                self.compile(a, fields, durations, d, fail, reader, on_false, on_true)?
-            }
+            Expr::Not(a) => self.compile(a, fields, given, d, fail, reader, on_false, on_true)?,
             Expr::Cmp {
                 field,
                 field_at,
@@ -886,8 +1008,7 @@ impl Filter {
                 value_at,
             } => {
                 let cmp = compile_cmp(
-                    fields, field, *field_at, *op, *op_at, value, *value_at, fail, reader,
-                    durations,
+                    fields, field, *field_at, *op, *op_at, value, *value_at, fail, reader, given,
                 )?;
                 self.steps.push(Insn {
                     cmp,

@@ -18,8 +18,10 @@
 //! * struct members with dots (`hdr.len`), array and sequence elements with
 //!   `[i]` (an index past the end compares false); an `Option` field
 //!   compares its value when it is `Some`, and is false when `None`;
-//! * the common fields `common_tid`, `common_thread` (the thread's name)
-//!   and `common_cpu`;
+//! * the common fields `common_tid` (ftrace's `common_pid`: the kernel's
+//!   task id is a thread's), `common_thread` (the thread's name; ftrace's
+//!   `common_comm`) and `common_cpu`, where the events carry them
+//!   ([`Commons`]: a tape trace read back has no CPU);
 //! * `&&`, `||`, `!`, parentheses.
 //!
 //! [`Filter::new`] parses and type-checks once, against the fields as the
@@ -52,6 +54,6 @@ mod layout;
 mod parse;
 
 pub use capture::Capture;
-pub use compile::{duration_paths, pointed, Context, Filter};
+pub use compile::{duration_paths, pointed, Commons, Context, Filter};
 pub use installed::{clear, emit_filtered, get, rejected, set, set_warned, Key};
 pub use parse::{parse, Expr, Literal, Op, Step, SyntaxError, MAX_DEPTH, MAX_TERMS};

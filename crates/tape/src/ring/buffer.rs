@@ -539,7 +539,12 @@ impl Ring {
     /// every emit that reached the ring.
     pub(crate) fn accounted(&self) -> u64 {
         let d = self.drops();
-        self.written() + d.total() - d.overwritten
+        // Saturating, as `Drops::total`: a damaged or hostile ring file
+        // (`tape recover`) may hold any counts; a live ring's never reach
+        // the bounds (`total` includes `overwritten`).
+        self.written()
+            .saturating_add(d.total())
+            .saturating_sub(d.overwritten)
     }
 
     /// Records that a save wrote the ring as it was at `accounted`.
