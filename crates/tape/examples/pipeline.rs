@@ -24,9 +24,24 @@
 //! TAPE_TRACE='pipeline.*' pipeline --crash segv   # dies of SIGSEGV, as it would
 //! tape show ~/tape-traces/pipeline-crash-PID | tail -3   # ... tape.crash: { signal = 11, ... }
 //! ```
+//!
+//! A stop (`kill -TERM`, Ctrl-C) saves the trace, then ends it by that
+//! signal. For the tests of that: `--own-stop-handler` installs its own
+//! SIGTERM handler after `tape::init()` (which then stops the source, and
+//! the end of `main` saves); `--fork` forks a child that waits for a
+//! signal, prints `pipeline: child PID`, and at the end prints how the
+//! child ended.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// Set by the program's own SIGTERM handler (`--own-stop-handler`).
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn own_stop(_: libc::c_int) {
+    STOPPED.store(true, Ordering::Relaxed);
+}
 
 tape::tracepoint! {
     /// The source made an item.
@@ -82,6 +97,8 @@ fn main() -> Result<(), tape::Error> {
     let mut crash_kind: Option<Crash> = None;
     let mut crash_after = Duration::from_millis(300);
     let mut save_loop = false;
+    let mut own_stop_handler = false;
+    let mut fork = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -112,6 +129,8 @@ fn main() -> Result<(), tape::Error> {
                 }
             }
             "--save-loop" => save_loop = true,
+            "--own-stop-handler" => own_stop_handler = true,
+            "--fork" => fork = true,
             "--crash-after" => {
                 let v = args.next().unwrap_or_default();
                 match v.parse() {
@@ -132,11 +151,34 @@ fn main() -> Result<(), tape::Error> {
         }
     }
     let _tape = tape::init()?;
+    if own_stop_handler {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe {
+            libc::signal(
+                libc::SIGTERM,
+                own_stop as extern "C" fn(libc::c_int) as usize,
+            )
+        };
+    }
     println!(
         "pipeline: pid {}; control it with: tape ctl {} status",
         std::process::id(),
         std::process::id()
     );
+    let child = fork.then(|| {
+        // SAFETY: the child only calls pause (async-signal-safe) until a
+        // signal ends it.
+        match unsafe { libc::fork() } {
+            0 => loop {
+                // SAFETY: pause has no preconditions.
+                unsafe { libc::pause() };
+            },
+            pid => {
+                println!("pipeline: child {pid}");
+                pid
+            }
+        }
+    });
     let start = Instant::now();
     let deadline = seconds.map(|s| start + Duration::from_secs_f64(s));
 
@@ -192,7 +234,7 @@ fn main() -> Result<(), tape::Error> {
         .name("source".into())
         .spawn(move || {
             let mut seq = 0u64;
-            while deadline.is_none_or(|d| Instant::now() < d) {
+            while deadline.is_none_or(|d| Instant::now() < d) && !STOPPED.load(Ordering::Relaxed) {
                 let len = 64 + (seq % 1024) as u32;
                 item_made(seq, len);
                 let item = Item {
@@ -237,5 +279,15 @@ fn main() -> Result<(), tape::Error> {
     }
     let done = sink.join().expect("sink");
     println!("pipeline: {made} items made, {done} done");
+    if let Some(pid) = child {
+        let mut status = 0;
+        // SAFETY: waits for this process's own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        if libc::WIFSIGNALED(status) {
+            println!("pipeline: child ended by signal {}", libc::WTERMSIG(status));
+        } else {
+            println!("pipeline: child exited {}", libc::WEXITSTATUS(status));
+        }
+    }
     Ok(())
 }

@@ -12,6 +12,7 @@
 //! | `TAPE_CONTROL`        | [`Config::control`]      | `on` or `off`                            | `on` (the control socket)|
 //! | `TAPE_USDT`           | [`Config::usdt`]         | `on` or `off`                            | `on` (the USDT watcher)  |
 //! | `TAPE_DUMP`           | [`Config::dump`]         | `trace`, `text` or `off`                 | `trace` (dump on crash)  |
+//! | `TAPE_SAVE_ON_STOP`   | [`Config::save_on_stop`] | `on` or `off`                            | `on` (SIGTERM, SIGINT, SIGHUP save) |
 //! | `TAPE_FILTER`         | [`Config::filter`]       | `PATTERN if EXPR; PATTERN if EXPR...`    | none                     |
 //! | `TAPE_TRIGGER`        | [`Config::trigger`]      | `PATTERN TRIGGER; PATTERN TRIGGER...`    | none                     |
 //! | `TAPE_SHM`            | [`Config::shared_rings`] | `on` or `off`                            | shared where there is room, quietly |
@@ -45,8 +46,9 @@ pub use crate::ring::set_mode;
 
 /// The variables read by [`Config::from_env`] (`TAPE_TRACE_DIR` apart: a
 /// path, taken as bytes).
-const ALL_VARS: [&str; 14] = [
+const ALL_VARS: [&str; 15] = [
     "TAPE_SHM",
+    "TAPE_SAVE_ON_STOP",
     "TAPE_TRACER",
     "TAPE_LATENCY",
     "TAPE_WAKEUP",
@@ -85,6 +87,7 @@ pub struct Config {
     clock: ClockChoice,
     control: bool,
     usdt: bool,
+    save_on_stop: bool,
     /// `None`: shared where there is room (the default).
     shared_rings: Option<bool>,
     dump: crate::crash::Dump,
@@ -119,6 +122,7 @@ impl Default for Config {
             clock: ClockChoice::Auto,
             control: true,
             usdt: true,
+            save_on_stop: true,
             shared_rings: None,
             dump: crate::crash::Dump::Trace,
             filters: Vec::new(),
@@ -231,6 +235,13 @@ impl Config {
                 "TAPE_USDT",
                 &v,
                 "`on` (a watcher makes USDT tools' probes fire) or `off`",
+            )?;
+        }
+        if let Some(v) = get("TAPE_SAVE_ON_STOP") {
+            c.save_on_stop = on_off(
+                "TAPE_SAVE_ON_STOP",
+                &v,
+                "`on` (SIGTERM, SIGINT and SIGHUP save the trace, then end the program) or `off`",
             )?;
         }
         if let Some(v) = get("TAPE_SHM") {
@@ -394,6 +405,16 @@ impl Config {
         self
     }
 
+    /// Whether a stop (SIGTERM, SIGINT, SIGHUP) whose disposition is the
+    /// default at [`Config::init`] saves the trace, then ends the program
+    /// with that signal, as it would have ended without tape (see
+    /// `end.rs`). `true` by default; a signal the
+    /// program handles or ignores is never touched.
+    pub fn save_on_stop(mut self, on: bool) -> Config {
+        self.save_on_stop = on;
+        self
+    }
+
     /// What to do when the program crashes (panic, fatal signal): see
     /// [`crate::crash`]. [`crate::crash::Dump::Trace`] by default.
     pub fn dump(mut self, dump: crate::crash::Dump) -> Config {
@@ -459,6 +480,9 @@ impl Config {
         }
         knobs::set_initialised();
         crate::crash::install(self.dump);
+        if self.save_on_stop {
+            crate::end::install_stop();
+        }
         // The program goes on without USDT probes; it is told why.
         if let Err(e) = self.usdt.then(crate::usdt::start).unwrap_or(Ok(())) {
             eprintln!("tape: no USDT watcher (bpftrace, perf and gdb see no event): {e}");
@@ -507,8 +531,10 @@ static ARMED_GUARDS: AtomicUsize = AtomicUsize::new(0);
 /// The save at the end writes a trace only if something reached the tape
 /// since the last save (so `tape::save()` then the end of `main` leaves one
 /// trace, not a second, empty one); when nothing was ever recorded, it
-/// writes none and says why on stderr. `abort`, `_exit` and signals that
-/// kill the process do not save.
+/// writes none and says why on stderr. A stop (SIGTERM, SIGINT, SIGHUP
+/// with their default disposition at `init`) saves, then ends the process
+/// by that signal (`TAPE_SAVE_ON_STOP`); `abort`, `_exit` and `kill -9` do
+/// not save (a crash dumps: `TAPE_DUMP`).
 #[must_use = "the trace is saved when the guard is dropped: bind it with `let _tape = ...`"]
 #[derive(Debug)]
 pub struct Guard {
@@ -541,7 +567,7 @@ impl Drop for Guard {
     fn drop(&mut self) {
         if self.armed {
             self.disarm_now();
-            save_at_end();
+            crate::end::save_at_end();
         }
     }
 }
@@ -550,31 +576,8 @@ impl Drop for Guard {
 /// (After `main` returns, its guard was dropped already: nothing to do.)
 extern "C" fn save_at_process_exit() {
     if ARMED_GUARDS.swap(0, Ordering::Relaxed) > 0 {
-        save_at_end();
+        crate::end::save_at_end();
     }
-}
-
-/// The save at the end of the program (see [`Guard`]).
-fn save_at_end() {
-    use std::io::Write;
-    // Snapshots asked for in the program's last milliseconds (a trigger,
-    // the latency tracer's worst case) are taken before the last save.
-    crate::snapshot::take_pending_at_exit();
-    let mut err = std::io::stderr();
-    if !crate::save::unsaved() {
-        if crate::save::saves() == 0 {
-            let _ = writeln!(
-                err,
-                "tape: no trace saved: nothing was recorded: {}",
-                crate::save::why_empty()
-            );
-        }
-        return;
-    }
-    let _ = match crate::save::save() {
-        Ok(p) => writeln!(err, "tape: trace saved to {}", p.display()),
-        Err(e) => writeln!(err, "tape: could not save the trace: {e}"),
-    };
 }
 
 /// The `;`-separated items of `v` (a `;` inside a quoted string does not

@@ -83,6 +83,7 @@ pub mod config;
 pub mod control;
 pub mod crash;
 mod dump_text;
+mod end;
 mod error;
 pub mod field;
 pub mod filter;

@@ -52,5 +52,6 @@ mod samples;
 mod shared_rings;
 mod show_options;
 mod stacktrace;
+mod stop;
 mod truncation;
 mod usdt;

@@ -326,7 +326,7 @@ fn durations_of(tp: &'static Tracepoint) -> Vec<String> {
 
 /// The paths hinted `duration` among `(path, hint)` pairs whose paths are
 /// the recorder's (TSDL identifiers: `field::Layout`), each name as a
-/// filter writes it (the user's: [`display`]). A reader's hints
+/// filter writes it (the user's: `display`). A reader's hints
 /// (`tape_ctf`'s formats) hold the user's names already.
 pub fn duration_paths<'a>(hints: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<String> {
     hints

@@ -49,6 +49,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "control",
             "crash",
             "dump_text",
+            "end",
             "recover",
             "record",
         ],
