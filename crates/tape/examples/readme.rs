@@ -9,7 +9,7 @@ tape::tracepoint! {
 
 fn main() -> Result<(), tape::Error> {
     let _tape = tape::init()?; // reads TAPE_TRACE* (below); saves at the end of main
-    tape::enable("app.net.rx")?; // one tracepoint (unknown name: an error)
+    tape::enable("app.net.rx")?; // one tracepoint (or the one registered later by that name)
     tape::enable_glob("app.net.*")?; // a glob
     tape::enable_regex(r"^app\.net\.(rx|tx)$")?; // a regex
     tape::enable_pattern("/tx$/")?; // name, glob or /regex/

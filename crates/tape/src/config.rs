@@ -451,7 +451,18 @@ impl Config {
             p.validate().map_err(|e| named(*var, e))?;
         }
         for (p, var) in &patterns {
-            p.apply(true).map_err(|e| named(*var, e))?;
+            // One that matches nothing yet stays pending (a `tracing`
+            // callsite becomes a tracepoint at its first event): said once,
+            // with the nearest names; the program runs.
+            if p.apply(true).map_err(|e| named(*var, e))? == 0 {
+                eprintln!(
+                    "tape: {}: {:?} matches no tracepoint yet: it enables the ones registered \
+                     later{}",
+                    var.unwrap_or("Config::enable"),
+                    p.text(),
+                    registry::nearest_said(&p.text())
+                );
+            }
         }
         for (pattern, expr, var) in &self.filters {
             let (_, warnings) =

@@ -209,18 +209,27 @@ pub(crate) fn save_at_end() {
     // the latency tracer's worst case) are taken before the last save.
     crate::snapshot::take_pending_at_exit();
     let mut err = std::io::stderr();
+    let mut said = String::new();
     if !crate::save::unsaved() {
         if crate::save::saves() == 0 {
+            said = crate::save::why_empty();
+            let _ = writeln!(err, "tape: no trace saved: nothing was recorded: {said}");
+        }
+    } else {
+        let _ = match crate::save::save() {
+            Ok(p) => writeln!(err, "tape: trace saved to {}", p.display()),
+            Err(e) => writeln!(err, "tape: could not save the trace: {e}"),
+        };
+    }
+    // A pattern that never matched (said at init as matching nothing yet)
+    // is said again, unless the line above named it.
+    for p in crate::registry::enabling_nothing() {
+        if !said.contains(&format!("{p:?}")) {
             let _ = writeln!(
                 err,
-                "tape: no trace saved: nothing was recorded: {}",
-                crate::save::why_empty()
+                "tape: the pattern {p:?} matched no tracepoint in this run{}",
+                crate::registry::nearest_said(&p)
             );
         }
-        return;
     }
-    let _ = match crate::save::save() {
-        Ok(p) => writeln!(err, "tape: trace saved to {}", p.display()),
-        Err(e) => writeln!(err, "tape: could not save the trace: {e}"),
-    };
 }

@@ -11,7 +11,7 @@
 //!
 //! | pattern          | selects                                   |
 //! |------------------|-------------------------------------------|
-//! | `app.net.rx`     | that tracepoint (unknown name: an error)  |
+//! | `app.net.rx`     | that tracepoint (one not registered yet: pending, below) |
 //! | `app.net.*`      | a glob (`*`, `?`, `[..]`, `{a,b}`)         |
 //! | `/^app\.(rx|tx)$/` | a regex, between slashes                |
 
@@ -515,12 +515,15 @@ fn regex(pattern: &str) -> Result<regex::Regex, Error> {
     })
 }
 
-/// Enables the tracepoint named `name`; an unknown name is an error.
+/// Enables the tracepoint named `name`, or the one registered later by
+/// that name (a `tracing` callsite becomes a tracepoint at its first
+/// event): a name that matches nothing yet stays pending, as a glob does.
 pub fn enable(name: &str) -> Result<(), Error> {
     Pattern::Exact(name.to_owned()).apply(true).map(|_| ())
 }
 
-/// Disables the tracepoint named `name`; an unknown name is an error.
+/// Disables the tracepoint named `name` (as [`enable`], a name not
+/// registered yet is kept for when it is).
 pub fn disable(name: &str) -> Result<(), Error> {
     Pattern::Exact(name.to_owned()).apply(false).map(|_| ())
 }
@@ -628,10 +631,19 @@ impl Pattern {
     }
 
     /// Enables or disables what it selects; returns how many. Kept (under
-    /// the lock that [`register`] takes) for tracepoints registered later.
+    /// the lock that [`register`] takes) for tracepoints registered later:
+    /// an exact name that selects nothing yet is pending, as a glob that
+    /// selects nothing is (LTTng's `enable-event` of an event not loaded
+    /// yet); a glob or regex that does not compile is an error.
     pub(crate) fn apply(&self, on: bool) -> Result<usize, Error> {
         let mut history = control();
-        let points = self.select()?;
+        let points = match self.select() {
+            Ok(v) => v,
+            Err(e) if e.kind() == ErrorKind::NotFound && matches!(self, Pattern::Exact(_)) => {
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
         for p in &points {
             p.set_enabled(on);
         }
@@ -703,6 +715,17 @@ pub fn nearest(pattern: &str, n: usize) -> Vec<&'static str> {
         out.push(name);
     }
     out
+}
+
+/// ` (nearest: a, b, c)` for a message about `pattern` matching nothing, or
+/// nothing when no name is near.
+pub(crate) fn nearest_said(pattern: &str) -> String {
+    let near = nearest(pattern, 3);
+    if near.is_empty() {
+        String::new()
+    } else {
+        format!(" (nearest: {})", near.join(", "))
+    }
 }
 
 /// Levenshtein's distance between `a` and `b`.

@@ -61,10 +61,6 @@ fn environment_configures_tape() {
             &["TAPE_TRACE=", "at byte 10", "regex"],
         ),
         (
-            &[("TAPE_TRACE", "env.nope.x")],
-            &["TAPE_TRACE: ", "\"env.nope.x\""],
-        ),
-        (
             &[("TAPE_TRACE_CLOCK", "hpet")],
             &["TAPE_TRACE_CLOCK=\"hpet\"", "monotonic"],
         ),

@@ -235,3 +235,42 @@ fn a_forked_child_stopped_dies_as_without_tape() {
     assert_eq!(traces(&dir).0.len(), 1, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn patterns_matching_nothing_are_said_at_start_and_again_at_the_stop() {
+    let dir = pipeline::temp("stop-pending");
+    // A typo of an exact name and of a glob, beside a pattern that matches:
+    // the program runs; each typo is said at init with the nearest names,
+    // and again when the stop ends the run.
+    let (child, _out) = start(
+        &dir,
+        &[],
+        &[(
+            "TAPE_TRACE",
+            "pipeline.sorce.made,pipline.*,pipeline.sink.*",
+        )],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    kill(child.id(), libc::SIGTERM);
+    let (status, err) = end(child);
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{err}");
+    for p in ["pipeline.sorce.made", "pipline.*"] {
+        assert!(
+            err.contains(&format!(
+                "tape: TAPE_TRACE: {p:?} matches no tracepoint yet: it enables the ones \
+                 registered later (nearest: "
+            )),
+            "{p}: {err}"
+        );
+        assert!(
+            err.contains(&format!(
+                "tape: the pattern {p:?} matched no tracepoint in this run (nearest: "
+            )),
+            "{p}: {err}"
+        );
+    }
+    assert!(err.contains("(nearest: pipeline.source.made"), "{err}");
+    let (saved, _) = traces(&dir);
+    assert_eq!(saved.len(), 1, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
