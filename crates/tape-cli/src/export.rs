@@ -67,6 +67,12 @@ pub(crate) fn export(
         .any(|b| matches!(b, Some(Bound::TimeOfDay(_))))
         .then(|| first_time(&traces))
         .flatten();
+    crate::select::each_matches(
+        "--events",
+        events,
+        &crate::select::event_names(&traces),
+        "event",
+    )?;
     let events = globs("--events", events)?;
     let keep = filter
         .map(|text| crate::filter::keep_of(text, &traces, events.as_ref()))

@@ -349,6 +349,11 @@ fn main() -> ExitCode {
             filter,
         } => (|| -> Result<(), Failure> {
             let traces = open(&paths)?;
+            let drawn: std::collections::BTreeSet<String> = select::event_names(&traces)
+                .iter()
+                .filter_map(|n| tape_ctf::output::function::entry_of(n))
+                .collect();
+            select::each_matches("--function", &functions, &drawn, "traced function")?;
             let functions = globs("--function", &functions)?;
             let keep = filter
                 .map(|text| filter::keep_of(&text, &traces, None))
@@ -391,6 +396,7 @@ fn main() -> ExitCode {
                 .any(|b| matches!(b, Some(Bound::TimeOfDay(_))))
                 .then(|| show::first_time(&traces))
                 .flatten();
+            select::each_matches("--events", &events, &select::event_names(&traces), "event")?;
             let events = globs("--events", &events)?;
             let filter = filter
                 .map(|text| {
@@ -469,7 +475,7 @@ fn main() -> ExitCode {
             events,
         } => globs("--events", &events)
             .map_err(Failure::Error)
-            .and_then(|g| pipe::pipe(&target, format, g)),
+            .and_then(|g| pipe::pipe(&target, format, g.map(|g| (g, events)))),
     };
     match r {
         Ok(()) | Err(Failure::Closed) => ExitCode::SUCCESS,

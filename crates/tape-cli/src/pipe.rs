@@ -107,11 +107,12 @@ struct Ring {
     pending: std::collections::VecDeque<Pending>,
 }
 
-/// `tape pipe TARGET [--format text|json|ftrace] [--events GLOB]`.
+/// `tape pipe TARGET [--format text|json|ftrace] [--events GLOB]`
+/// (`events`: the globs, and the patterns as written).
 pub(crate) fn pipe(
     target: &str,
     format: Format,
-    events: Option<globset::GlobSet>,
+    events: Option<(globset::GlobSet, Vec<String>)>,
 ) -> Result<(), Failure> {
     let dir =
         tape::recover::find_running(target, crate::reader::STARTING).map_err(|e| e.to_string())?;
@@ -121,6 +122,23 @@ pub(crate) fn pipe(
         .map_err(|e| format!("the metadata of process {}: {e}", reader.pid()))?
         .trace;
     let plan = Arc::new(TracePlan::new(&trace).map_err(|e| format!("the metadata: {e}"))?);
+    // A pattern that matches no event yet is said (a tracepoint registered
+    // later may match it: the pipe goes on, as a pending TAPE_TRACE does).
+    let events = events.map(|(g, patterns)| {
+        let names = trace.events.iter().map(|c| c.name.clone()).collect();
+        for p in &patterns {
+            if crate::select::each_matches("--events", std::slice::from_ref(p), &names, "event")
+                .is_err()
+            {
+                crate::say!(
+                    "tape pipe: --events {p:?} matches no event of process {} yet{}: going on",
+                    reader.pid(),
+                    crate::select::nearest(p, &names)
+                );
+            }
+        }
+        g
+    });
     let packet_file = Arc::new(crate::reader::packet_file()?);
     crate::reader::catch_stop();
     let mut out = std::io::stdout().lock();

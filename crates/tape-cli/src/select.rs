@@ -39,6 +39,69 @@ pub(crate) fn globs(option: &str, patterns: &[String]) -> Result<Option<globset:
     b.build().map(Some).map_err(|e| format!("{option}: {e}"))
 }
 
+/// Checks that each of `patterns` (`option`'s globs, as [`globs`] takes
+/// them) matches one of `names` (the `what` of the traces): one that
+/// matches none is an error naming it and the nearest names, so that a
+/// typo is not an empty output with exit status 0 (`grep` exits 1 when
+/// nothing matches).
+pub(crate) fn each_matches(
+    option: &str,
+    patterns: &[String],
+    names: &std::collections::BTreeSet<String>,
+    what: &str,
+) -> Result<(), String> {
+    for p in patterns {
+        let Some(g) = globs(option, std::slice::from_ref(p))? else {
+            continue;
+        };
+        if !names.iter().any(|n| g.is_match(n)) {
+            return Err(format!(
+                "{option} {p:?} matches no {what} of the traces{}",
+                nearest(p, names)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// ` (nearest: a, b, c)`: the names nearest to `pattern`'s text (its glob
+/// characters left out, against the prefixes of each name around its
+/// length: a glob's text is often a prefix), by edit distance, at most a
+/// third of the text away; empty when none is.
+pub(crate) fn nearest(pattern: &str, names: &std::collections::BTreeSet<String>) -> String {
+    let text: String = pattern
+        .chars()
+        .filter(|c| !matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '!'))
+        .collect();
+    let len = text.chars().count();
+    let distance = |name: &str| {
+        let lens = len.saturating_sub(2)..=len + 2;
+        lens.map(|k| strsim::levenshtein(&text, &name.chars().take(k).collect::<String>()))
+            .min()
+            .unwrap_or(usize::MAX)
+    };
+    let mut near: Vec<(usize, &String)> = names
+        .iter()
+        .map(|n| (distance(n), n))
+        .filter(|(d, _)| *d <= len.div_ceil(3).max(1))
+        .collect();
+    near.sort();
+    let near: Vec<&str> = near.iter().take(3).map(|(_, n)| n.as_str()).collect();
+    if near.is_empty() {
+        String::new()
+    } else {
+        format!(" (nearest: {})", near.join(", "))
+    }
+}
+
+/// The event names of `traces`.
+pub(crate) fn event_names(traces: &[TraceDir]) -> std::collections::BTreeSet<String> {
+    traces
+        .iter()
+        .flat_map(|t| t.trace.events.iter().map(|c| c.name.clone()))
+        .collect()
+}
+
 /// `tape stats --filter`: every event class, each event by its values.
 pub(crate) struct Filtered<'a>(pub(crate) &'a filter::ValueFilter);
 

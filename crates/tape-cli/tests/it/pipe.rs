@@ -327,7 +327,17 @@ fn text_and_ftrace_lines_and_the_events_glob() {
             );
             assert!(out.lines().nth(1).unwrap().contains("] (+0."), "{out}");
         } else {
+            // A glob that matches no event (yet): said, and the pipe goes
+            // on (a tracepoint registered later may match it).
             assert!(out.is_empty(), "{out}");
+            let err = text(&pipe.stderr);
+            assert!(
+                err.contains(&format!(
+                    "tape pipe: --events {glob:?} matches no event of process {} yet",
+                    program.id()
+                )) && err.contains(": going on"),
+                "{err}"
+            );
         }
         let _ = std::fs::remove_dir_all(&base);
     }

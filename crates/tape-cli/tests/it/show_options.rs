@@ -168,3 +168,49 @@ fn time_ranges_in_babeltrace2s_forms_keep_what_babeltrace2_keeps() {
         }
     }
 }
+
+/// A read-time pattern that matches nothing (`--events` of `show` and
+/// `export`, `--function` of `graph`) is an error naming it and the
+/// nearest names, exit status 1 and nothing on stdout, as `grep` exits 1;
+/// the same pattern spelled right selects.
+#[test]
+fn patterns_that_match_nothing_are_errors_with_the_nearest_names() {
+    let dir = crate::pipeline::temp("patterns-none");
+    let trace = crate::pipeline::record(
+        "traced",
+        &["--requests", "3"],
+        &[("TAPE_TRACE", "fn.*,app.*")],
+        &dir,
+    );
+    let t = trace.to_str().unwrap();
+    let out = dir.join("x.pftrace");
+    let o = out.to_str().unwrap();
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["show", t, "--events", "app.rply"], "--events \"app.rply\" matches no event of the traces (nearest: app.reply)", "app.reply"),
+        (&["show", "--format", "json", t, "--events", "fn.traced.pars.*"], "--events \"fn.traced.pars.*\" matches no event of the traces (nearest: fn.traced.parse.entry", "fn.traced.parse.*"),
+        (&["export", "-o", o, t, "--events", "ap.*"], "--events \"ap.*\" matches no event of the traces (nearest: app.reply)", "app.*"),
+        (&["graph", t, "--function", "traced::pars"], "--function \"traced::pars\" matches no traced function of the traces (nearest: traced::parse", "traced::parse"),
+        (&["show", t, "--events", "app.*", "--events", "zzz.*"], "--events \"zzz.*\" matches no event of the traces", "zzz.*"),
+    ];
+    for (args, said, right) in cases {
+        let (rc, stdout, err) = crate::pipeline::tape(args);
+        assert_eq!(rc, 1, "{args:?}: {err}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+        assert!(err.contains(said), "{args:?}: {err}");
+        if *right != "zzz.*" {
+            let fixed: Vec<&str> = args
+                .iter()
+                .map(|a| {
+                    if a.contains("pars") || a.contains("rply") || *a == "ap.*" {
+                        *right
+                    } else {
+                        *a
+                    }
+                })
+                .collect();
+            let (rc, _, err) = crate::pipeline::tape(&fixed);
+            assert_eq!(rc, 0, "{fixed:?}: {err}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

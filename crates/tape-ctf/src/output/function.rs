@@ -205,6 +205,15 @@ pub(crate) enum Kind {
     Other,
 }
 
+/// The function a class named `name` is the entry of, as `tape graph`
+/// draws it (`fn.app.io.read.entry`: `app::io::read`), or `None`.
+pub fn entry_of(name: &str) -> Option<String> {
+    match kind(name) {
+        Kind::Entry(f) => Some(f),
+        _ => None,
+    }
+}
+
 /// The kind of a class named `name` with the function tracer's class:
 /// `fn.app.io.read.entry` is the entry of `app::io::read`; a latency
 /// section's `latency.db.commit.entry` the entry of `latency::db::commit`;
