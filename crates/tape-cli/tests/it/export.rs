@@ -554,11 +554,46 @@ fn tracing_spans_are_slices_on_their_threads_and_one_async_track_each() {
     // function inside, and a `fetch` span instrumenting a future polled
     // on both workers, then entered on main when it is dropped.
     let env = [("TAPE_TRACE", "tracing.*,fn.*")];
-    let Some((s, calls, _, _)) =
+    let Some((s, calls, _, trace)) =
         calls_match_of("tracing_spans", "spans", &env, &["--requests", "3"])
     else {
         return;
     };
+    // Per span: (slices on its threads, intervals on an async track), in
+    // Perfetto's file and in the Chrome JSON (`X` and `b`): the same, each
+    // span drawn once on its thread and, only when async, on its track.
+    let threads = thread_tracks(&s);
+    let mut perfetto: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for sl in s["slices"].as_array().unwrap() {
+        let name = sl["name"].as_str().unwrap();
+        if name.starts_with("tracing::") {
+            let e = perfetto.entry(name.to_owned()).or_default();
+            if threads.contains_key(&track_key(sl)) {
+                e.0 += 1;
+            } else {
+                e.1 += 1;
+            }
+        }
+    }
+    let (events, _) = chrome(&trace, &tempdir("spans-chrome"), &[]);
+    let mut chrome_counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for e in &events {
+        let name = e["name"].as_str().unwrap_or("");
+        if !name.starts_with("tracing::") {
+            continue;
+        }
+        match e["ph"].as_str().unwrap() {
+            "X" => chrome_counts.entry(name.to_owned()).or_default().0 += 1,
+            "b" => chrome_counts.entry(name.to_owned()).or_default().1 += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        chrome_counts, perfetto,
+        "slices per span: Chrome against Perfetto"
+    );
+    assert_eq!(perfetto["tracing::app::info::request"], (6, 0));
+    assert_eq!(perfetto["tracing::app::info::fetch"], (3, 3));
     let count = |name: &str| -> usize {
         calls
             .values()

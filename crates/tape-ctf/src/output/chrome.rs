@@ -28,14 +28,20 @@
 //!   child track to move it to); calls open at the end are begun (`B`) and
 //!   never ended; an exit without its entry is an instant with
 //!   `entry_not_in_trace`. Async polls are also `b`/`e` pairs with the
-//!   call's id, which viewers draw as one async track per call.
+//!   call's id, which viewers draw as one async track per call. A
+//!   `tracing` span (`tape-tracing`, whose `.close` says when its call
+//!   ends) is drawn as the Perfetto export draws it: entered once then
+//!   closed, it is one `X` on its thread; its first interval's `b`/`e`
+//!   pair waits until a second interval shows it is async (then both are
+//!   written, one async track), the close drops it, and one whose close is
+//!   not in the trace is written at the end.
 //! * Args are the scopes as `tape show --format json` writes them
 //!   (`{"fields":{...}}`); a call's are its entry's, exit's and return
 //!   value's scopes under `entry`, `exit` and `ret`.
 
 use std::io::Write;
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::decode::json::JsonSink;
 use crate::decode::plan::Sink;
@@ -190,7 +196,17 @@ struct Thread {
 struct Class {
     kind: Kind,
     name: u32,
+    /// A `.close`'s function (its span's name), else `name`.
+    function: u32,
     counters: Vec<usize>,
+}
+
+/// The async part of a closing function's call's first interval (module
+/// docs): its thread and times, until the call shows whether it has more.
+struct Held {
+    th: usize,
+    begin: u64,
+    end: u64,
 }
 
 struct Exporter<W: Write> {
@@ -212,6 +228,14 @@ struct Exporter<W: Write> {
     read: Read,
     args: Vec<u8>,
     exit_args: Vec<u8>,
+    /// Functions whose calls say when they end (a `tracing` span's
+    /// `.close`).
+    closing: HashSet<u32>,
+    /// Calls of those with a second interval: async, drawn as such.
+    async_calls: HashSet<(u32, u64)>,
+    /// A closing function's call's first interval's async part (by
+    /// function and call), until a second interval or its close.
+    held: HashMap<(u32, u64), Held>,
     done: Exported,
 }
 
@@ -240,12 +264,22 @@ pub fn export<W: Write>(
         read: Read::default(),
         args: Vec::new(),
         exit_args: Vec::new(),
+        closing: HashSet::default(),
+        async_calls: HashSet::default(),
+        held: HashMap::default(),
         done: Exported::default(),
     };
     for (i, t) in traces.iter().enumerate() {
         let (pid, name) = process(i, t);
         x.processes.push((pid, name, false));
         x.process_of_dir.insert(t.dir.clone(), i);
+        // The functions whose calls close (`tape-tracing`'s spans).
+        for e in &t.trace.events {
+            if let Kind::Close(f) = kind(&e.name) {
+                let id = x.names.id(&f);
+                x.closing.insert(id);
+            }
+        }
     }
     x.out
         .write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
@@ -397,16 +431,43 @@ impl<W: Write> Exporter<W> {
         self.line.extend_from_slice(b"}}");
         self.flush_line()?;
         if let Some(call) = c.call {
-            for (ph, at) in [("b", c.ts), ("e", ts)] {
-                self.start(ph, fname, th, at);
-                let _ = write!(self.line, ",\"cat\":\"async\",\"id\":\"{call:#x}\"}}");
-                self.flush_line()?;
+            if !self.closing.contains(&name) || self.async_calls.contains(&(name, call)) {
+                self.async_pair(th, fname, call, c.ts, ts)?;
+            } else {
+                // A closing function's first interval: its async part
+                // waits for the call to show whether it has more.
+                self.held.insert(
+                    (name, call),
+                    Held {
+                        th,
+                        begin: c.ts,
+                        end: ts,
+                    },
+                );
             }
-            self.done.polls += 1;
         }
         self.list[th].calls.recycle(c);
         self.exit_args = exit;
         self.done.slices += 1;
+        Ok(())
+    }
+
+    /// An interval of async call `call` of `fname` on thread `th`: a
+    /// `b`/`e` pair with the call's id (one async track per call).
+    fn async_pair(
+        &mut self,
+        th: usize,
+        fname: &str,
+        call: u64,
+        begin: u64,
+        end: u64,
+    ) -> std::io::Result<()> {
+        for (ph, at) in [("b", begin), ("e", end)] {
+            self.start(ph, fname, th, at);
+            let _ = write!(self.line, ",\"cat\":\"async\",\"id\":\"{call:#x}\"}}");
+            self.flush_line()?;
+        }
+        self.done.polls += 1;
         Ok(())
     }
 
@@ -448,12 +509,17 @@ impl<W: Write> Export for Exporter<W> {
                     Kind::Entry(f) | Kind::Exit(f) | Kind::Ret(f) => self.names.id(f),
                     Kind::Close(_) | Kind::Other => self.names.id(&class_name),
                 };
+                let function = match &k {
+                    Kind::Close(f) => self.names.id(f),
+                    _ => name,
+                };
                 let counters = (0..self.opts.counters.len())
                     .filter(|&i| (self.opts.counters[i].event)(&class_name))
                     .collect();
                 self.classes.push(Class {
                     kind: k,
                     name,
+                    function,
                     counters,
                 });
                 self.class_of.insert(key, self.classes.len() - 1);
@@ -487,6 +553,13 @@ impl<W: Write> Export for Exporter<W> {
                     self.no_exit(th, c)?;
                 }
                 let (depth, call) = (self.read.depth, self.read.call);
+                // A second interval of a closing function's call: it is
+                // async; its first interval's pair is written now.
+                if let Some(h) = call.and_then(|c| self.held.remove(&(name, c))) {
+                    let call = call.unwrap_or(0);
+                    self.async_calls.insert((name, call));
+                    self.async_pair(h.th, &fname, call, h.begin, h.end)?;
+                }
                 let args = std::mem::take(&mut self.args);
                 self.list[th].calls.push(depth, ts, name, call, &args);
                 self.args = args;
@@ -498,6 +571,13 @@ impl<W: Write> Export for Exporter<W> {
             }
             Kind::Exit(_) => self.exit(th, ts, name, &fname)?,
             Kind::Close(_) | Kind::Other => {
+                // The span's call ends: a first interval still held was
+                // its only one (a synchronous span: its `X` is enough).
+                if let (Kind::Close(_), Some(call)) = (&self.classes[c].kind, self.read.call) {
+                    let function = self.classes[c].function;
+                    self.held.remove(&(function, call));
+                    self.async_calls.remove(&(function, call));
+                }
                 self.start("i", &fname, th, ts);
                 self.line.extend_from_slice(b",\"s\":\"t\",\"args\":{");
                 self.line.extend_from_slice(&self.args);
@@ -538,6 +618,14 @@ impl<W: Write> Export for Exporter<W> {
     /// Calls still open are begun (`B`) and never ended; then the trailer
     /// with the time origin.
     fn finish(&mut self) -> std::io::Result<()> {
+        // First intervals still held: their calls' closes are not in the
+        // trace (async or not, unknown): drawn as polls, in time order.
+        let mut held: Vec<((u32, u64), Held)> = self.held.drain().collect();
+        held.sort_by_key(|(k, h)| (h.begin, h.th, *k));
+        for ((name, call), h) in held {
+            let fname = self.names.name(name).to_owned();
+            self.async_pair(h.th, &fname, call, h.begin, h.end)?;
+        }
         for th in 0..self.list.len() {
             for c in self.list[th].calls.drain() {
                 let fname = self.names.name(c.name).to_owned();
