@@ -274,7 +274,10 @@ enum Command {
         /// line, or ftrace's trace_pipe lines.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
-        /// Only events whose name matches this glob (repeatable).
+        /// Only events whose name matches this glob (repeatable). A pipe
+        /// that selects consumes nothing: the next reader finds every
+        /// event, those printed included (it peeks, as ftrace's `trace`
+        /// file reads).
         #[arg(long = "events", value_name = "GLOB")]
         events: Vec<String>,
     },

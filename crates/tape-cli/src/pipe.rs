@@ -38,9 +38,17 @@
 //! reader of a ring starts with what it holds, and does not report what
 //! was lost before; neither do later ones report the drops (full, too
 //! big) of the time no reader ran, which the saves and `tape stats`
-//! count. Events `--events` leaves out are consumed too. Saves (`tape ctl
-//! save`, a crash dump, `tape recover`) are snapshots: they neither
-//! consume nor skip what a pipe consumed.
+//! count. Saves (`tape ctl save`, a crash dump, `tape recover`) are
+//! snapshots: they neither consume nor skip what a pipe consumed.
+//!
+//! **A filtered pipe consumes nothing** (`--events`): it prints some
+//! events only, and one mark per ring cannot leave the others, so it
+//! peeks, as ftrace's `trace` file reads without consuming: it starts at
+//! the last consuming reader's mark, keeps its place in memory, moves no
+//! mark and frees no packet. The next `tape pipe` or `tape record` finds
+//! every event it left, and those it printed too (at-least-once across a
+//! filtered and a consuming reader); in discard mode, a ring it peeks at
+//! fills and then drops, counted, as with no reader.
 //!
 //! `--format text` prints `tape show`'s lines (whose packet context states
 //! no losses: the `[LOST]` lines carry them), `json` its JSON objects,
@@ -116,7 +124,15 @@ pub(crate) fn pipe(
 ) -> Result<(), Failure> {
     let dir =
         tape::recover::find_running(target, crate::reader::STARTING).map_err(|e| e.to_string())?;
-    let mut reader = tape::record::Recorder::attach_live(&dir).map_err(|e| e.to_string())?;
+    // A pipe that prints some events only peeks: it leaves them all to the
+    // next reader (module docs).
+    let peek = events.is_some();
+    let mut reader = if peek {
+        tape::record::Recorder::attach_peek(&dir)
+    } else {
+        tape::record::Recorder::attach_live(&dir)
+    }
+    .map_err(|e| e.to_string())?;
     let text = reader.metadata().map_err(|e| e.to_string())?;
     let trace = tape_ctf::parse_metadata(&text)
         .map_err(|e| format!("the metadata of process {}: {e}", reader.pid()))?
@@ -298,7 +314,7 @@ pub(crate) fn pipe(
             while ring.pending.front().is_some_and(|p| p.unprinted == 0) {
                 last = ring.pending.pop_front();
             }
-            if let Some(p) = last {
+            if let Some(p) = last.filter(|_| !peek) {
                 reader.set_mark(i, p.end, p.events);
             }
         }

@@ -307,9 +307,14 @@ fn record_dir(
     };
     let unshared = r.unshared_rings();
     let p = r.finish().map_err(|e| e.to_string())?;
-    let secs = start.elapsed().as_secs_f64();
+    let run = start.elapsed().as_secs_f64();
+    // The rate is over the events' own span (their packets' times), not
+    // the recorder's run: a recorder started after a pipe, or long after
+    // the program went idle, takes events of another time.
+    let span = events_span(&output);
+    let secs = span.unwrap_or(run);
     let mut text = format!(
-        "recorded {} into {} ({why})\n  streams: {}\n  events: {} ({:.0}/s)\n  bytes: {} ({:.1} MB/s)\n  lost: {}{}\n",
+        "recorded {} into {} ({why})\n  streams: {}\n  events: {} ({:.0}/s)\n  bytes: {} ({:.1} MB/s)\n  lost: {}{}\n  {}\n",
         target,
         output.display(),
         p.streams,
@@ -319,6 +324,12 @@ fn record_dir(
         p.bytes as f64 / secs / 1e6,
         p.lost.total(),
         causes(&p.lost),
+        match span {
+            Some(s) => format!(
+                "span: {s:.3} s of events (rates above over it), recorded in {run:.3} s"
+            ),
+            None => format!("span: not known (rates above over the recording's {run:.3} s)"),
+        },
     );
     if unshared > 0 {
         text.push_str(&format!("  {}\n", unshared_text(unshared)));
@@ -326,6 +337,22 @@ fn record_dir(
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).map_err(output_error)?;
     out.flush().map_err(output_error)
+}
+
+/// The seconds between the first and the last event of the trace at `dir`
+/// (its streams' first and last packets' times: read from the packet
+/// contexts only), if there are events and the packets say.
+fn events_span(dir: &std::path::Path) -> Option<f64> {
+    let trace = tape_ctf::metadata::read::open_trace(dir).ok()?;
+    let (mut first, mut last) = (None::<i128>, None::<i128>);
+    for mut s in tape_ctf::decode::stream::open_streams(std::slice::from_ref(&trace)).ok()? {
+        if let Ok(Some((b, e))) = s.packet_span() {
+            first = Some(first.map_or(b, |f| f.min(b)));
+            last = Some(last.map_or(e, |l| l.max(e)));
+        }
+    }
+    let ns = last? - first?;
+    (ns > 0).then(|| ns as f64 / 1e9)
 }
 
 /// The line that says how many of a process's rings no other process can

@@ -181,6 +181,9 @@ pub struct Recorder {
     dir: PathBuf,
     /// The trace directory (none for a live reader: `tape pipe`).
     out: Option<PathBuf>,
+    /// Whether it consumes what it reads (frees the packets for a
+    /// discard-mode owner): all but a peeking reader ([`Recorder::attach_peek`]).
+    consumes: bool,
     header: &'static ProcessHeader,
     template: String,
     streams: Vec<Stream>,
@@ -247,6 +250,17 @@ impl Recorder {
         Recorder::attach_to(dir, None)
     }
 
+    /// As [`Recorder::attach_live`], for a reader that only peeks (`tape
+    /// pipe --events`, which prints some events only): it starts at the
+    /// last consuming reader's mark and frees nothing, so the next reader
+    /// finds every event it left (in discard mode the rings fill and drop,
+    /// counted, as with no reader); its caller sets no mark.
+    pub fn attach_peek(dir: &Path) -> Result<Recorder, Error> {
+        let mut r = Recorder::attach_to(dir, None)?;
+        r.consumes = false;
+        Ok(r)
+    }
+
     fn attach_to(dir: &Path, out: Option<&Path>) -> Result<Recorder, Error> {
         let copy = crate::ring::dirs::read_header(dir).map_err(|e| {
             error(format!(
@@ -308,6 +322,7 @@ impl Recorder {
         let r = Recorder {
             dir: dir.to_path_buf(),
             out: out.map(Path::to_path_buf),
+            consumes: true,
             header,
             template,
             streams: Vec::new(),
@@ -648,6 +663,7 @@ impl Recorder {
         to_end: bool,
         mut sink: Option<&mut ChunkSink<'s>>,
     ) -> Result<Option<u64>, Error> {
+        let consumes = self.consumes;
         let s = &mut self.streams[i];
         let name = crate::sys::truncate_utf8(&s.ring.name, 255).to_owned();
         let stream_name = s
@@ -689,6 +705,7 @@ impl Recorder {
         let taken = ring.stream_packets(
             *next,
             to_end,
+            consumes,
             until,
             |m: &PacketMeta, offset, content, end| {
                 if failed.is_some() {

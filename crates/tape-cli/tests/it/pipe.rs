@@ -343,6 +343,74 @@ fn text_and_ftrace_lines_and_the_events_glob() {
     }
 }
 
+/// A pipe that selects (`--events`) consumes nothing: after one stopped
+/// mid-run, the next, unfiltered, prints every event from the start, those
+/// the first printed included, and the two agree on what both printed.
+#[test]
+fn a_filtered_pipe_leaves_every_event_to_the_next() {
+    let _one = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let base = base("peeked");
+    let mut program = flight_command(&base, "overwrite")
+        .env("TAPE_TRACE_BUFSZ", "4M")
+        .args(["--seconds", "2", "--pace", "1"])
+        .spawn()
+        .unwrap();
+    wait_for_rings(&user_dir(&base).join(program.id().to_string()), 4);
+    let pid = program.id().to_string();
+    let pipe = |extra: &[&str]| {
+        Command::new(TAPE)
+            .args(["pipe", &pid, "--format", "json"])
+            .args(extra)
+            .env("TAPE_SHM_DIR", &base)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = pipe(&["--events", "flight.*"]);
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let second = pipe(&[]).wait_with_output().unwrap();
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    let total = emitted(&mut program);
+    let lines = |out: &[u8]| -> Vec<(i128, serde_json::Value)> {
+        text(out)
+            .lines()
+            .map(|l| (0, serde_json::from_str(l).unwrap()))
+            .collect()
+    };
+    let (a, b) = (
+        by_stream(&lines(&first.stdout)),
+        by_stream(&lines(&second.stdout)),
+    );
+    let seen_a: usize = a.values().map(|(s, _)| s.len()).sum();
+    assert!(seen_a > 0, "the filtered pipe printed nothing");
+    let mut seen_b = 0u64;
+    for (stream, (sb, lost)) in &b {
+        assert_eq!(*lost, 0, "{stream}: the second pipe reports losses");
+        // Every event of the stream, from its first, once.
+        let wrong = sb.iter().zip(0..).find(|(s, k)| **s != *k);
+        assert!(
+            wrong.is_none(),
+            "{stream}: not every event from 0: {wrong:?}"
+        );
+        let printed_first = a.get(stream).map_or(&[][..], |(s, _)| s.as_slice());
+        assert!(
+            printed_first.iter().all(|s| sb.binary_search(s).is_ok()),
+            "{stream}: the first printed events the second did not find"
+        );
+        seen_b += sb.len() as u64;
+    }
+    assert_eq!(
+        seen_b, total,
+        "the second pipe alone: {seen_b} events of {total}"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// `tape pipe` consumes, as `trace_pipe` does: a pipe stopped (SIGTERM,
 /// as `timeout 1 tape pipe PID` stops it) leaves a mark in the rings
 /// after the last event it printed, and the next pipe starts there. Two

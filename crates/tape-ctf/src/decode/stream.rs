@@ -564,6 +564,21 @@ impl FastStream {
         Ok(self.causes())
     }
 
+    /// The stream's first packet's `timestamp_begin` and its last packet's
+    /// `timestamp_end`, in ns, from the packet contexts alone (the events
+    /// are not read): the span its events lie within. `None` when the
+    /// packets do not say. Call it on a stream not yet read.
+    pub fn packet_span(&mut self) -> Result<Option<(i128, i128)>, DecodeError> {
+        let (mut first, mut last) = (None, None);
+        while self.next_packet < self.stop {
+            self.packet_prologue()?;
+            self.packet_counts();
+            first = first.or(self.begin_ns);
+            last = self.last_end_ns.or(last);
+        }
+        Ok(first.zip(last))
+    }
+
     /// Calls `each` with every packet context of the stream, as a value
     /// (the events are not read).
     pub fn packet_contexts(&mut self, mut each: impl FnMut(&Value)) -> Result<(), DecodeError> {

@@ -9,6 +9,7 @@ mod skipped;
 
 /// tape recording into a fresh temporary directory named after `tag` (no
 /// control socket, no shared rings, no save at exit); the directory.
+#[allow(dead_code)] // not every test binary records so
 pub fn tape_in(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tape-tracing-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

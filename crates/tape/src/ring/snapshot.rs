@@ -150,8 +150,9 @@ impl Ring {
     /// with `open` the packet being written up to its last published
     /// event, each handed to `each` with its metadata, the offset its
     /// bytes start at, and, for a closed one, the count of events
-    /// committed up to its end. The packets read whole are consumed: in
-    /// discard mode the owner may reuse their slots. Returns the new
+    /// committed up to its end. With `free`, the packets read whole are
+    /// consumed: in discard mode the owner may reuse their slots (a reader
+    /// that only peeks leaves them). Returns the new
     /// cursor, or `Err` with the holder of the copy claim if it was not
     /// free by `until` (nothing read: the next turn tries again).
     ///
@@ -163,6 +164,7 @@ impl Ring {
         &self,
         from: (u64, usize),
         open: bool,
+        free: bool,
         until: std::time::Instant,
         mut each: impl FnMut(&PacketMeta, usize, &[u8], Option<u64>),
     ) -> Result<(u64, usize), StreamStop> {
@@ -207,7 +209,9 @@ impl Ring {
             cursor = if k < k1 { (k + 1, 0) } else { (k, m.events) };
             k += 1;
         }
-        self.gate.0.set_freed(cursor.0);
+        if free {
+            self.gate.0.set_freed(cursor.0);
+        }
         self.gate.0.unpin();
         self.gate.0.release();
         if self.is_cut() {
