@@ -16,6 +16,7 @@ use crate::pipeline;
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -343,6 +344,40 @@ fn text_and_ftrace_lines_and_the_events_glob() {
     }
 }
 
+/// The flight program paced (1 ms a step) for `seconds`, with rings of
+/// `bufsz`, its rings made; it and its pid.
+fn paced_flight(base: &Path, bufsz: &str, seconds: &str) -> (std::process::Child, String) {
+    let program = flight_command(base, "overwrite")
+        .env("TAPE_TRACE_BUFSZ", bufsz)
+        .args(["--seconds", seconds, "--pace", "1"])
+        .spawn()
+        .unwrap();
+    wait_for_rings(&user_dir(base).join(program.id().to_string()), 4);
+    let pid = program.id().to_string();
+    (program, pid)
+}
+
+/// `tape pipe PID --format json` with `extra` arguments, started.
+fn json_pipe(base: &Path, pid: &str, extra: &[&str]) -> std::process::Child {
+    Command::new(TAPE)
+        .args(["pipe", pid, "--format", "json"])
+        .args(extra)
+        .env("TAPE_SHM_DIR", base)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A JSON pipe's lines, per stream ([`by_stream`]).
+fn json_by_stream(out: &[u8]) -> BTreeMap<String, (Vec<u64>, u64)> {
+    let lines: Vec<(i128, serde_json::Value)> = text(out)
+        .lines()
+        .map(|l| (0, serde_json::from_str(l).unwrap()))
+        .collect();
+    by_stream(&lines)
+}
+
 /// A pipe that selects (`--events`) consumes nothing: after one stopped
 /// mid-run, the next, unfiltered, prints every event from the start, those
 /// the first printed included, and the two agree on what both printed.
@@ -350,41 +385,19 @@ fn text_and_ftrace_lines_and_the_events_glob() {
 fn a_filtered_pipe_leaves_every_event_to_the_next() {
     let _one = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let base = base("peeked");
-    let mut program = flight_command(&base, "overwrite")
-        .env("TAPE_TRACE_BUFSZ", "4M")
-        .args(["--seconds", "2", "--pace", "1"])
-        .spawn()
-        .unwrap();
-    wait_for_rings(&user_dir(&base).join(program.id().to_string()), 4);
-    let pid = program.id().to_string();
-    let pipe = |extra: &[&str]| {
-        Command::new(TAPE)
-            .args(["pipe", &pid, "--format", "json"])
-            .args(extra)
-            .env("TAPE_SHM_DIR", &base)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let first = pipe(&["--events", "flight.*"]);
+    let (mut program, pid) = paced_flight(&base, "4M", "2");
+    let first = json_pipe(&base, &pid, &["--events", "flight.*"]);
     std::thread::sleep(Duration::from_millis(700));
     // SAFETY: kill has no memory preconditions.
     unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
     let first = first.wait_with_output().unwrap();
     assert!(first.status.success(), "{}", text(&first.stderr));
-    let second = pipe(&[]).wait_with_output().unwrap();
+    let second = json_pipe(&base, &pid, &[]).wait_with_output().unwrap();
     assert!(second.status.success(), "{}", text(&second.stderr));
     let total = emitted(&mut program);
-    let lines = |out: &[u8]| -> Vec<(i128, serde_json::Value)> {
-        text(out)
-            .lines()
-            .map(|l| (0, serde_json::from_str(l).unwrap()))
-            .collect()
-    };
     let (a, b) = (
-        by_stream(&lines(&first.stdout)),
-        by_stream(&lines(&second.stdout)),
+        json_by_stream(&first.stdout),
+        json_by_stream(&second.stdout),
     );
     let seen_a: usize = a.values().map(|(s, _)| s.len()).sum();
     assert!(seen_a > 0, "the filtered pipe printed nothing");
@@ -420,42 +433,21 @@ fn a_filtered_pipe_leaves_every_event_to_the_next() {
 fn two_pipes_in_a_row_print_disjoint_events_whose_union_is_all() {
     let _one = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let base = base("consumed");
-    let mut program = flight_command(&base, "overwrite")
-        .env("TAPE_TRACE_BUFSZ", "1M")
-        .args(["--seconds", "3", "--pace", "1"])
-        .spawn()
-        .unwrap();
-    wait_for_rings(&user_dir(&base).join(program.id().to_string()), 4);
-    let pid = program.id().to_string();
-    let pipe = || {
-        Command::new(TAPE)
-            .args(["pipe", &pid, "--format", "json"])
-            .env("TAPE_SHM_DIR", &base)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let (mut program, pid) = paced_flight(&base, "1M", "3");
     // The first for a second, then stopped as `timeout` stops it.
-    let first = pipe();
+    let first = json_pipe(&base, &pid, &[]);
     std::thread::sleep(Duration::from_secs(1));
     // SAFETY: kill has no memory preconditions.
     unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
     let first = first.wait_with_output().unwrap();
     assert!(first.status.success(), "{}", text(&first.stderr));
     // The second until the program ends.
-    let second = pipe().wait_with_output().unwrap();
+    let second = json_pipe(&base, &pid, &[]).wait_with_output().unwrap();
     assert!(second.status.success(), "{}", text(&second.stderr));
     let total = emitted(&mut program);
-    let lines = |out: &[u8]| -> Vec<(i128, serde_json::Value)> {
-        text(out)
-            .lines()
-            .map(|l| (0, serde_json::from_str(l).unwrap()))
-            .collect()
-    };
     let (a, b) = (
-        by_stream(&lines(&first.stdout)),
-        by_stream(&lines(&second.stdout)),
+        json_by_stream(&first.stdout),
+        json_by_stream(&second.stdout),
     );
     let (mut seen_a, mut seen_b) = (0, 0);
     for (stream, (seqs, lost)) in &a {
