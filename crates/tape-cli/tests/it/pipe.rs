@@ -369,6 +369,30 @@ fn json_pipe(base: &Path, pid: &str, extra: &[&str]) -> std::process::Child {
         .unwrap()
 }
 
+/// Two JSON pipes of process `pid` in a row: the first (with `first`
+/// arguments) for `run`, then stopped as `timeout` stops it (SIGTERM),
+/// the second, unfiltered, until the program ends; their lines per stream.
+#[allow(clippy::type_complexity)]
+fn two_pipes(
+    base: &Path,
+    pid: &str,
+    first: &[&str],
+    run: Duration,
+) -> (
+    BTreeMap<String, (Vec<u64>, u64)>,
+    BTreeMap<String, (Vec<u64>, u64)>,
+) {
+    let one = json_pipe(base, pid, first);
+    std::thread::sleep(run);
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(one.id() as i32, libc::SIGTERM) };
+    let one = one.wait_with_output().unwrap();
+    assert!(one.status.success(), "{}", text(&one.stderr));
+    let two = json_pipe(base, pid, &[]).wait_with_output().unwrap();
+    assert!(two.status.success(), "{}", text(&two.stderr));
+    (json_by_stream(&one.stdout), json_by_stream(&two.stdout))
+}
+
 /// A JSON pipe's lines, per stream ([`by_stream`]).
 fn json_by_stream(out: &[u8]) -> BTreeMap<String, (Vec<u64>, u64)> {
     let lines: Vec<(i128, serde_json::Value)> = text(out)
@@ -386,19 +410,13 @@ fn a_filtered_pipe_leaves_every_event_to_the_next() {
     let _one = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let base = base("peeked");
     let (mut program, pid) = paced_flight(&base, "4M", "2");
-    let first = json_pipe(&base, &pid, &["--events", "flight.*"]);
-    std::thread::sleep(Duration::from_millis(700));
-    // SAFETY: kill has no memory preconditions.
-    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
-    let first = first.wait_with_output().unwrap();
-    assert!(first.status.success(), "{}", text(&first.stderr));
-    let second = json_pipe(&base, &pid, &[]).wait_with_output().unwrap();
-    assert!(second.status.success(), "{}", text(&second.stderr));
-    let total = emitted(&mut program);
-    let (a, b) = (
-        json_by_stream(&first.stdout),
-        json_by_stream(&second.stdout),
+    let (a, b) = two_pipes(
+        &base,
+        &pid,
+        &["--events", "flight.*"],
+        Duration::from_millis(700),
     );
+    let total = emitted(&mut program);
     let seen_a: usize = a.values().map(|(s, _)| s.len()).sum();
     assert!(seen_a > 0, "the filtered pipe printed nothing");
     let mut seen_b = 0u64;
@@ -434,21 +452,8 @@ fn two_pipes_in_a_row_print_disjoint_events_whose_union_is_all() {
     let _one = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let base = base("consumed");
     let (mut program, pid) = paced_flight(&base, "1M", "3");
-    // The first for a second, then stopped as `timeout` stops it.
-    let first = json_pipe(&base, &pid, &[]);
-    std::thread::sleep(Duration::from_secs(1));
-    // SAFETY: kill has no memory preconditions.
-    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
-    let first = first.wait_with_output().unwrap();
-    assert!(first.status.success(), "{}", text(&first.stderr));
-    // The second until the program ends.
-    let second = json_pipe(&base, &pid, &[]).wait_with_output().unwrap();
-    assert!(second.status.success(), "{}", text(&second.stderr));
+    let (a, b) = two_pipes(&base, &pid, &[], Duration::from_secs(1));
     let total = emitted(&mut program);
-    let (a, b) = (
-        json_by_stream(&first.stdout),
-        json_by_stream(&second.stdout),
-    );
     let (mut seen_a, mut seen_b) = (0, 0);
     for (stream, (seqs, lost)) in &a {
         assert_eq!(*lost, 0, "{stream}: the first pipe reports losses");
