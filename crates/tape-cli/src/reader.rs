@@ -1,7 +1,9 @@
 //! What the readers of running processes share (`tape pipe`, `tape
 //! record -o`, `tape record --relayd`): the stop they obey (SIGINT,
-//! SIGTERM), how long they wait for a process that has just started, and
-//! the in-memory file a packet is decoded from.
+//! SIGTERM) and the end they hold to ([`deadline`]: within a second of a
+//! stop or of `--duration`, whatever a relay does), how long they wait for
+//! a process that has just started, and the in-memory file a packet is
+//! decoded from.
 
 /// How long `tape pipe` and `tape record` wait for a process that runs
 /// but has no shared rings yet (just started).
@@ -15,11 +17,59 @@ extern "C" fn stop_recording(_: libc::c_int) {
 }
 
 /// SIGINT and SIGTERM end `tape record` and `tape pipe` at their next
-/// turn ([`stopped`]).
+/// turn ([`stopped`]). The handler is installed without `SA_RESTART`
+/// (`signal()` would set it): a read or write blocked on a relay's socket
+/// returns `EINTR`, and the relay client ([`deadline`]) ends it.
 pub(crate) fn catch_stop() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe).
-        unsafe { libc::signal(sig, stop_recording as *const () as libc::sighandler_t) };
+        // SAFETY: a zeroed sigaction is a valid value; the handler only
+        // stores to an atomic (async-signal-safe); `sa_mask` is set by
+        // sigemptyset before use.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = stop_recording as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// How long a relay may take to answer once the run is ending (a stop
+/// seen, or `--duration` over): a relay that does not answer within it
+/// ends the run within a second; one that answers goes on sending what the
+/// rings still hold and closing the streams, for [`ENDING_CAP`] at most.
+pub(crate) const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(800);
+
+/// The most an ending run may take, a relay answering all along.
+pub(crate) const ENDING_CAP: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// When the run ends (`--duration`'s end; a stop sets it when first seen).
+static END_AT: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+/// The run ends at `t` (`--duration`), or earlier (a stop).
+pub(crate) fn end_at(t: std::time::Instant) {
+    let mut e = END_AT.lock().unwrap_or_else(|e| e.into_inner());
+    *e = Some(e.map_or(t, |was| was.min(t)));
+}
+
+/// The deadline of an exchange that may take `patience` (a relay's whole
+/// reply, not each read): `patience` from now. Before the run's end, no
+/// later than [`STOP_GRACE`] after it; once it is ending (a stop seen,
+/// `--duration` over), [`STOP_GRACE`] from now and no later than
+/// [`ENDING_CAP`] after the end. Called again between reads, so a stop
+/// seen meanwhile shortens the exchange under way.
+pub(crate) fn deadline(patience: std::time::Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    if stopped() {
+        static SEEN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        end_at(*SEEN.get_or_init(|| now));
+    }
+    let d = now + patience;
+    let end = *END_AT.lock().unwrap_or_else(|e| e.into_inner());
+    match end {
+        None => d,
+        Some(e) if now < e => d.min(e + STOP_GRACE),
+        Some(e) => d.min(now + STOP_GRACE).min(e + ENDING_CAP),
     }
 }
 

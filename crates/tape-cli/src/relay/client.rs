@@ -1,12 +1,15 @@
 //! A producer's connection to a relay daemon: the control socket, on
 //! which commands go and replies come back in order, and the data socket,
-//! on which packets go with no reply (`wire.rs` has the bytes). Every read
-//! and write has a deadline ([`IO_TIMEOUT`]): a relay that stops answering
-//! is an error naming the command, never a hang.
+//! on which packets go with no reply (`wire.rs` has the bytes). Every
+//! exchange has one deadline for the whole of it ([`IO_TIMEOUT`], and no
+//! later than the run's end: `crate::reader::deadline`), not one per read:
+//! a relay that stops answering, or answers a byte at a time, is an error
+//! naming the command, never a hang; a stop (SIGINT, SIGTERM) interrupts
+//! a blocked read or write, which then ends within its grace.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::wire::{self, Get, LTTNG_OK};
 
@@ -74,6 +77,9 @@ pub(crate) struct Relay {
     data: TcpStream,
     /// The protocol minor both sides use (the lower of the two).
     pub(crate) minor: u32,
+    /// The deadline of the reply being read (set by `call`, kept by
+    /// `more` for the rest of it).
+    reply_by: Instant,
 }
 
 fn connect(url: &RelayUrl, port: u16, which: &str) -> Result<TcpStream, String> {
@@ -89,7 +95,15 @@ fn connect(url: &RelayUrl, port: u16, which: &str) -> Result<TcpStream, String> 
         .map_err(|e| fail(&e))?;
     let mut last = None;
     for a in addrs {
-        match TcpStream::connect_timeout(&a, IO_TIMEOUT) {
+        let left = crate::reader::deadline(IO_TIMEOUT).saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            last = Some(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the run's end came first",
+            ));
+            break;
+        }
+        match TcpStream::connect_timeout(&a, left) {
             Ok(s) => {
                 s.set_read_timeout(Some(IO_TIMEOUT)).map_err(|e| fail(&e))?;
                 s.set_write_timeout(Some(IO_TIMEOUT))
@@ -103,6 +117,75 @@ fn connect(url: &RelayUrl, port: u16, which: &str) -> Result<TcpStream, String> 
     Err(fail(
         &last.map_or_else(|| "no address".to_owned(), |e| e.to_string()),
     ))
+}
+
+/// Reads all of `buf` from `s` by `by`: each read waits at most what is
+/// left; an interrupted read (a stop's signal) goes on until then, so a
+/// stop ends it within its grace. Past `by`: `TimedOut`.
+fn read_all_by(s: &mut TcpStream, buf: &mut [u8], by: Instant) -> std::io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        s.set_read_timeout(Some(left(by)?))?;
+        match s.read(&mut buf[at..]) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => at += n,
+            Err(e) => retry_or(e)?,
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` to `s` by `by` (as [`read_all_by`]).
+fn write_all_by(s: &mut TcpStream, mut buf: &[u8], by: Instant) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        s.set_write_timeout(Some(left(by)?))?;
+        match s.write(buf) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) => retry_or(e)?,
+        }
+    }
+    Ok(())
+}
+
+/// The time left before `by`, or before the run's end if that came
+/// nearer since (a stop seen, between two reads: `crate::reader::deadline`),
+/// at least a millisecond (a zero timeout would mean none); `TimedOut`
+/// past it.
+fn left(by: Instant) -> std::io::Result<Duration> {
+    let by = by.min(crate::reader::deadline(IO_TIMEOUT));
+    let left = by.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(timed_out());
+    }
+    Ok(left.max(Duration::from_millis(1)))
+}
+
+/// The error of an exchange past its deadline: which deadline it was.
+fn timed_out() -> std::io::Error {
+    let why = if crate::reader::stopped() {
+        format!(
+            "stopped (SIGINT or SIGTERM), and the relay did not answer within {} ms",
+            crate::reader::STOP_GRACE.as_millis()
+        )
+    } else {
+        format!(
+            "no whole exchange within {} s (or {} ms past the end of --duration)",
+            IO_TIMEOUT.as_secs(),
+            crate::reader::STOP_GRACE.as_millis()
+        )
+    };
+    std::io::Error::new(std::io::ErrorKind::TimedOut, why)
+}
+
+/// An I/O error that is retried (an interrupted call, whose deadline is
+/// checked next) or returned (a timeout reads as one).
+fn retry_or(e: std::io::Error) -> std::io::Result<()> {
+    match e.kind() {
+        std::io::ErrorKind::Interrupted => Ok(()),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Err(timed_out()),
+        _ => Err(e),
+    }
 }
 
 /// A read or write on one of the relay's sockets that failed (a dead relay,
@@ -124,6 +207,7 @@ impl Relay {
             control,
             data,
             minor: wire::MINOR,
+            reply_by: Instant::now(),
         };
         let reply = r.call("VERSION", &wire::version(wire::MAJOR, wire::MINOR), 8)?;
         let mut g = Get::new("VERSION", &reply);
@@ -144,17 +228,19 @@ impl Relay {
     /// Sends `cmd` on the control socket and reads a reply of `len` bytes.
     fn call(&mut self, what: &str, cmd: &[u8], len: usize) -> Result<Vec<u8>, String> {
         let fail = |e| io_error(&self.url, self.url.control, what, e);
-        self.control.write_all(cmd).map_err(fail)?;
+        // One deadline for the command and its whole reply.
+        let by = crate::reader::deadline(IO_TIMEOUT);
+        self.reply_by = by;
+        write_all_by(&mut self.control, cmd, by).map_err(fail)?;
         let mut reply = vec![0; len];
-        self.control.read_exact(&mut reply).map_err(fail)?;
+        read_all_by(&mut self.control, &mut reply, by).map_err(fail)?;
         Ok(reply)
     }
 
     /// Reads `len` more bytes of a reply (a path after its length).
     fn more(&mut self, what: &str, len: usize) -> Result<Vec<u8>, String> {
         let mut b = vec![0; len];
-        self.control
-            .read_exact(&mut b)
+        read_all_by(&mut self.control, &mut b, self.reply_by)
             .map_err(|e| io_error(&self.url, self.url.control, what, e))?;
         Ok(b)
     }
@@ -248,8 +334,7 @@ impl Relay {
                 wire::MAX_PAYLOAD
             ));
         }
-        self.control
-            .write_all(&cmd)
+        write_all_by(&mut self.control, &cmd, crate::reader::deadline(IO_TIMEOUT))
             .map_err(|e| io_error(&self.url, self.url.control, "SEND_METADATA", e))
     }
 
@@ -270,8 +355,9 @@ impl Relay {
         })?;
         let header = wire::data_header(handle, net_seq_num, size, padding);
         let fail = |e| io_error(&self.url, self.url.data, "a data packet", e);
-        self.data.write_all(&header).map_err(fail)?;
-        self.data.write_all(content).map_err(fail)
+        let by = crate::reader::deadline(IO_TIMEOUT);
+        write_all_by(&mut self.data, &header, by).map_err(fail)?;
+        write_all_by(&mut self.data, content, by).map_err(fail)
     }
 
     /// Sends a packet's index entry (one per packet, keyed by its

@@ -139,6 +139,13 @@ pub(crate) fn record(
     limit: Option<u64>,
 ) -> Result<(), Failure> {
     let live_timer = options.live_timer;
+    // From here: a stop ends the run within its grace, and --duration
+    // holds (from the command's start) whatever the relay does.
+    let begun = Instant::now();
+    crate::reader::catch_stop();
+    if let Some(d) = duration {
+        crate::reader::end_at(begun + d);
+    }
     // The relay first: one that is not there leaves the processes unread.
     let session = Session::create(options)?;
     let mut host = Host {
@@ -157,7 +164,6 @@ pub(crate) fn record(
         host.seen.insert(dir.to_path_buf());
         host.traced.push(Traced::Waiting(r));
     }
-    crate::reader::catch_stop();
     let url = &host.session.options.url;
     crate::say!(
         "tape record: streaming {} to the relay daemon at {}:{} as {} (live: babeltrace2 \
@@ -175,8 +181,8 @@ pub(crate) fn record(
         duration.map_or(String::new(), |d| format!(" for {} s", d.as_secs_f64())),
         limit.map_or(String::new(), |l| format!(", up to {l} bytes"))
     );
-    let start = Instant::now();
-    let mut tick = start;
+    let start = begun;
+    let mut tick = Instant::now();
     let mut checked = start;
     let mut idle = Duration::from_millis(1);
     let mut outage: Option<Outage> = None;

@@ -507,6 +507,104 @@ fn a_relay_that_answers_garbage_is_a_clear_error() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// A fake relay daemon that reads the first command, then answers a byte
+/// every 4 s (an 8-byte VERSION reply would take 32 s); its data port
+/// takes anything.
+fn dribbling_relay() -> (u16, u16) {
+    use std::io::{Read, Write};
+    let control = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let data = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let ports = (
+        control.local_addr().unwrap().port(),
+        data.local_addr().unwrap().port(),
+    );
+    std::thread::spawn(move || {
+        for s in data.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || std::io::copy(&mut s, &mut std::io::sink()));
+        }
+    });
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = control.accept() else {
+            return;
+        };
+        let mut header = [0u8; 24];
+        if s.read_exact(&mut header).is_err() {
+            return;
+        }
+        for b in be(&[2, 13], &[4, 4]) {
+            std::thread::sleep(Duration::from_secs(4));
+            if s.write_all(&[b]).is_err() {
+                return;
+            }
+        }
+    });
+    ports
+}
+
+/// A relay that answers a byte every 4 s holds nothing past its deadlines
+/// (before: `--duration 2` took 186 s and Ctrl-C did nothing): the whole
+/// reply has one deadline (10 s), `--duration` holds to within a second,
+/// and SIGINT ends the recorder within a second wherever it waits; each
+/// ending is an error naming the command.
+#[test]
+fn a_relay_that_answers_a_byte_at_a_time_holds_nothing_past_its_deadlines() {
+    let base = base("relay-dribble");
+    let run = |extra: &[&str], interrupt: Option<Duration>| {
+        let (c, d) = dribbling_relay();
+        let url = format!("net://127.0.0.1:{c}:{d}");
+        let t = Instant::now();
+        let mut child = Command::new(TAPE)
+            .args(["record", "--all", "--relayd", &url, "--hostname", "h"])
+            .args(extra)
+            .env("TAPE_SHM_DIR", &base)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(after) = interrupt {
+            std::thread::sleep(after);
+            // SAFETY: kill has no memory preconditions.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        }
+        let out = loop {
+            if child.try_wait().unwrap().is_some() {
+                break child.wait_with_output().unwrap();
+            }
+            if t.elapsed() > Duration::from_secs(40) {
+                let _ = child.kill();
+                panic!("tape record {extra:?} still runs after 40 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        (out.status.code(), text(&out.stderr), t.elapsed())
+    };
+    // The whole reply's deadline: 10 s, not 10 s a byte.
+    let (code, err, took) = run(&[], None);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("VERSION") && err.contains("no whole exchange within 10 s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(12), "{took:?}");
+    // --duration 2: over within 2 s and the grace.
+    let (code, err, took) = run(&["--duration", "2"], None);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("VERSION"), "{err}");
+    assert!(
+        took < Duration::from_millis(3500),
+        "--duration 2 took {took:?}"
+    );
+    // SIGINT after 1 s: over within a second of it.
+    let (code, err, took) = run(&[], Some(Duration::from_secs(1)));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("stopped (SIGINT or SIGTERM)"), "{err}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "SIGINT at 1 s: ended at {took:?}"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// kill -9 of one program mid-stream: its trace on the relay holds its
 /// events up to the death (each thread's last event the one `tape
 /// recover` finds in the rings it left) and ends with
