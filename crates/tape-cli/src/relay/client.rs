@@ -82,11 +82,15 @@ pub(crate) struct Relay {
     reply_by: Instant,
 }
 
+/// How the error of a relay that cannot be reached begins (its sockets
+/// do not connect): the recorder waits for such a relay, where one that
+/// connects and then refuses or garbles is given up after a few sessions.
+pub(crate) const UNREACHABLE: &str = "cannot reach the relay daemon's";
+
 fn connect(url: &RelayUrl, port: u16, which: &str) -> Result<TcpStream, String> {
     let fail = |e: &dyn std::fmt::Display| {
         format!(
-            "cannot reach the relay daemon's {which} port at {}:{port}: {e} (is lttng-relayd \
-             running there?)",
+            "{UNREACHABLE} {which} port at {}:{port}: {e} (is lttng-relayd running there?)",
             url.host
         )
     };

@@ -120,6 +120,16 @@ struct Outage {
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
+/// A relay session that fails within this of its start delivered nothing
+/// worth the retry: a relay that takes the connection but refuses a
+/// command or garbles a reply fails every session so.
+const FRUITFUL: Duration = Duration::from_secs(10);
+
+/// Sessions in a row that fail within [`FRUITFUL`] before the recorder
+/// gives the relay up (an error, the exit status 1): the backoff grows
+/// across them, as it does while the relay does not answer at all.
+const MAX_FRUITLESS: u32 = 5;
+
 /// `tape record TARGET --relayd URL` and `tape record --all --relayd URL`:
 /// the processes followed streamed to one relay session until they exit
 /// (one process) or until stopped (`--all`: SIGINT, SIGTERM,
@@ -187,6 +197,13 @@ pub(crate) fn record(
     let mut idle = Duration::from_millis(1);
     let mut outage: Option<Outage> = None;
     let mut sessions = vec![host.session.path.clone()];
+    // When the session in use began, the backoff the next outage starts
+    // from, the sessions in a row that failed at once, and the error that
+    // made the recorder give the relay up.
+    let mut session_began = Instant::now();
+    let mut backoff = RETRY_FIRST;
+    let mut fruitless = 0u32;
+    let mut given_up: Option<String> = None;
     let why = loop {
         if crate::reader::stopped() {
             break "interrupted";
@@ -214,13 +231,27 @@ pub(crate) fn record(
                             host.session.path
                         );
                         sessions.push(host.session.path.clone());
+                        session_began = Instant::now();
                         outage = None;
                     }
                     Err(e) => {
+                        // It answers, and fails the new session at once.
+                        if !e.to_string().starts_with(client::UNREACHABLE) {
+                            fruitless += 1;
+                            if fruitless >= MAX_FRUITLESS {
+                                given_up = Some(format!(
+                                    "the relay daemon failed {fruitless} sessions in a row, each \
+                                     within {} s of its start; the last: {e}",
+                                    FRUITFUL.as_secs()
+                                ));
+                                break "the relay daemon given up";
+                            }
+                        }
                         if o.tries == 1 {
                             crate::say!("tape record: still no relay daemon: {e}; retrying");
                         }
                         o.backoff = (o.backoff * 2).min(RETRY_MAX);
+                        backoff = o.backoff;
                         o.next_try = Instant::now() + o.backoff;
                     }
                 }
@@ -245,15 +276,34 @@ pub(crate) fn record(
                 };
             }
             Err(e) => {
+                // A session that failed at once (a refusal, a garbled
+                // reply) does not reset the backoff; enough of them in a
+                // row and the relay is given up.
+                if session_began.elapsed() < FRUITFUL {
+                    fruitless += 1;
+                    backoff = (backoff * 2).min(RETRY_MAX);
+                } else {
+                    fruitless = 1;
+                    backoff = RETRY_FIRST;
+                }
+                if fruitless >= MAX_FRUITLESS {
+                    given_up = Some(format!(
+                        "the relay daemon failed {fruitless} sessions in a row, each within {} s \
+                         of its start; the last: {e}",
+                        FRUITFUL.as_secs()
+                    ));
+                    break "the relay daemon given up";
+                }
                 crate::say!(
-                    "tape record: the relay daemon went away ({e}); retrying, the rings not read \
-                     meanwhile (their losses counted)"
+                    "tape record: the relay daemon went away ({e}); retrying in {:.1} s, the \
+                     rings not read meanwhile (their losses counted)",
+                    backoff.as_secs_f64()
                 );
                 let now = Instant::now();
                 outage = Some(Outage {
                     since: now,
-                    next_try: now + RETRY_FIRST,
-                    backoff: RETRY_FIRST,
+                    next_try: now + backoff,
+                    backoff,
                     tries: 0,
                 });
                 continue;
@@ -261,6 +311,15 @@ pub(crate) fn record(
         }
         std::thread::sleep(idle.min(live_timer.saturating_sub(tick.elapsed())));
     };
+    if let Some(e) = given_up {
+        return Err(format!(
+            "{e}; sent before: {} bytes in {} relay session(s) ({})",
+            host.bytes(),
+            sessions.len(),
+            sessions.join(", ")
+        )
+        .into());
+    }
     if outage.is_some() {
         // One last try: what the rings hold is sent if the relay is back.
         if let Err(e) = host.resume() {

@@ -14,7 +14,6 @@
 use crate::pipeline;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use pipeline::tape;
 

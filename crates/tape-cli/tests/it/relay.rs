@@ -414,11 +414,9 @@ fn a_relay_that_is_not_there_is_a_clear_error() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// A fake relay daemon: on each connection to its control port it reads
-/// commands and answers the `n`-th with `replies[n]` (then closes when
-/// they run out); its data port takes anything.
-fn fake_relay(replies: Vec<Vec<u8>>) -> (u16, u16) {
-    use std::io::{Read, Write};
+/// A fake relay's two ports on loopback: the control listener (the
+/// caller answers on it) and both ports; the data port takes anything.
+fn fake_ports() -> (std::net::TcpListener, (u16, u16)) {
     let control = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let data = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let ports = (
@@ -431,6 +429,15 @@ fn fake_relay(replies: Vec<Vec<u8>>) -> (u16, u16) {
             std::thread::spawn(move || std::io::copy(&mut s, &mut std::io::sink()));
         }
     });
+    (control, ports)
+}
+
+/// A fake relay daemon: on each connection to its control port it reads
+/// commands and answers the `n`-th with `replies[n]` (then closes when
+/// they run out); its data port takes anything.
+fn fake_relay(replies: Vec<Vec<u8>>) -> (u16, u16) {
+    use std::io::{Read, Write};
+    let (control, ports) = fake_ports();
     std::thread::spawn(move || {
         let Ok((mut s, _)) = control.accept() else {
             return;
@@ -512,18 +519,7 @@ fn a_relay_that_answers_garbage_is_a_clear_error() {
 /// takes anything.
 fn dribbling_relay() -> (u16, u16) {
     use std::io::{Read, Write};
-    let control = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let data = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let ports = (
-        control.local_addr().unwrap().port(),
-        data.local_addr().unwrap().port(),
-    );
-    std::thread::spawn(move || {
-        for s in data.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || std::io::copy(&mut s, &mut std::io::sink()));
-        }
-    });
+    let (control, ports) = fake_ports();
     std::thread::spawn(move || {
         let Ok((mut s, _)) = control.accept() else {
             return;
@@ -601,6 +597,78 @@ fn a_relay_that_answers_a_byte_at_a_time_holds_nothing_past_its_deadlines() {
     assert!(
         took < Duration::from_millis(2500),
         "SIGINT at 1 s: ended at {took:?}"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A fake relay daemon that takes every connection and agrees to the
+/// session and its chunk, then refuses every later command with code 11
+/// (an ADD_STREAM's reply: a handle, then the code); its data port takes
+/// anything. How many control connections it took, counted.
+fn refusing_relay() -> (u16, u16, std::sync::Arc<std::sync::atomic::AtomicU32>) {
+    use std::io::{Read, Write};
+    let (control, ports) = fake_ports();
+    let sessions = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = sessions.clone();
+    std::thread::spawn(move || {
+        for s in control.incoming() {
+            let Ok(mut s) = s else { return };
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::thread::spawn(move || {
+                let agreed = [
+                    be(&[2, 13], &[4, 4]),
+                    [be(&[1, 10, 6], &[8, 4, 4]), b"h/t-1\0".to_vec()].concat(),
+                    be(&[10], &[4]),
+                ];
+                for n in 0.. {
+                    let mut header = [0u8; 24];
+                    if s.read_exact(&mut header).is_err() {
+                        return;
+                    }
+                    let size = u64::from_be_bytes(header[8..16].try_into().unwrap());
+                    let mut payload = vec![0u8; size.min(1 << 20) as usize];
+                    let reply = agreed
+                        .get(n)
+                        .cloned()
+                        .unwrap_or_else(|| be(&[0, 11], &[8, 4]));
+                    if s.read_exact(&mut payload).is_err() || s.write_all(&reply).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (ports.0, ports.1, sessions)
+}
+
+/// A relay that takes each session and refuses every stream (before:
+/// 40 reconnects in 5 s, each a new relay session, then exit status 0,
+/// "processes: 0"): the refusal is said with its command and code, the
+/// retries back off across sessions, and after a few sessions that each
+/// failed at once the relay is given up: exit status 1, naming it.
+#[test]
+fn a_relay_that_refuses_every_stream_is_given_up_with_an_error() {
+    let base = base("relay-refuses");
+    let shm = base.join("shm");
+    std::fs::create_dir_all(&shm).unwrap();
+    let mut program = flight_command(&shm, "overwrite")
+        .args(["--threads", "2", "--pace", "5", "--seconds", "30"])
+        .spawn()
+        .unwrap();
+    flight::wait_for_rings(&flight::user_dir(&shm).join(program.id().to_string()), 2);
+    let (c, d, sessions) = refusing_relay();
+    let (code, err, took) = record_all_against(&format!("net://127.0.0.1:{c}:{d}"), &shm);
+    let _ = program.kill();
+    let _ = program.wait();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("refused ADD_STREAM (code 11)"), "{err}");
+    assert!(err.contains("failed 5 sessions in a row"), "{err}");
+    let n = sessions.load(std::sync::atomic::Ordering::Relaxed);
+    assert!((5..=6).contains(&n), "{n} relay sessions: {err}");
+    // Backoff across sessions: 0.2 + 0.4 + 0.8 + 1.6 s at least.
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(20),
+        "{took:?}"
     );
     let _ = std::fs::remove_dir_all(&base);
 }
