@@ -34,5 +34,11 @@ pub(crate) fn ps() -> Result<(), Failure> {
         ));
     }
     out.write_all(text.as_bytes()).map_err(output_error)?;
-    out.flush().map_err(output_error)
+    out.flush().map_err(output_error)?;
+    // The shared rings' directory another user made (or opened) hides
+    // every process's rings from `tape pipe`, `record` and `recover`:
+    // said, with its owner, and the exit status 1.
+    tape::recover::ring_dir_paths()
+        .map(|_| ())
+        .map_err(|e| format!("{e} (the processes' rings cannot be shared there: remove it)").into())
 }

@@ -203,7 +203,9 @@ pub(crate) fn lost_by_cause(traces: &[TraceDir], sel: &Selection) -> Option<Lost
                 Some(by_stream) => stream_losses(by_stream, stream.path()),
                 None => stream.lost_by_cause().ok()??,
             };
-            sum.iter_mut().zip(causes).for_each(|(s, n)| *s += n);
+            sum.iter_mut()
+                .zip(causes)
+                .for_each(|(s, n)| *s = s.saturating_add(n));
         }
     }
     Some(sum)

@@ -138,7 +138,7 @@ pub(crate) fn show(traces: Vec<TraceDir>, sel: &Selection) -> Result<(), Failure
         let written = match piece {
             Piece::Lines(lines) => write_all_runs(&mut stdout, lines),
             Piece::Lost(path, n, t) => {
-                lost_total += n;
+                lost_total = lost_total.saturating_add(n);
                 if sel.in_range(t) || t.is_none() {
                     let line = match sel.format {
                         Format::Text | Format::Ftrace => {
@@ -181,7 +181,7 @@ pub(crate) fn latency_header(traces: &[TraceDir]) -> Result<(), Failure> {
         // reports when it gets there).
         let c = s.count().map_err(|e| e.to_string())?;
         events += c.events;
-        lost += c.lost;
+        lost = lost.saturating_add(c.lost);
     }
     let mut out = std::io::stdout().lock();
     out.write_all(header.render(events, lost).as_bytes())

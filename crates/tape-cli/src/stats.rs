@@ -72,7 +72,9 @@ pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failu
         };
         if let Some(causes) = causes {
             let sum = by_cause.get_or_insert_with(Default::default);
-            sum.iter_mut().zip(causes).for_each(|(s, n)| *s += n);
+            sum.iter_mut()
+                .zip(causes)
+                .for_each(|(s, n)| *s = s.saturating_add(n));
         }
         by_stream.push((path.display().to_string(), c.events, c.lost));
     }

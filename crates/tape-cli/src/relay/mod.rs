@@ -106,6 +106,8 @@ struct Host<'a> {
     left_out: usize,
     bytes_closed: u64,
     me: u32,
+    /// The ring directory was refused (said once).
+    dir_refused: bool,
 }
 
 /// The relay gone (its connection failed): retried with backoff.
@@ -156,6 +158,13 @@ pub(crate) fn record(
     if let Some(d) = duration {
         crate::reader::end_at(begun + d);
     }
+    // Following every process: a ring directory that is not this user's
+    // own and private (another user made it first) hides them all, so it
+    // is an error naming it and its owner, not an empty session.
+    if matches!(follow, Follow::All) {
+        tape::recover::ring_dir_paths()
+            .map_err(|e| format!("{e} (no process's rings can be followed there: remove it)"))?;
+    }
     // The relay first: one that is not there leaves the processes unread.
     let session = Session::create(options)?;
     let mut host = Host {
@@ -168,6 +177,7 @@ pub(crate) fn record(
         left_out: 0,
         bytes_closed: 0,
         me: std::process::id(),
+        dir_refused: false,
     };
     if let Follow::One(dir) = follow {
         let r = tape::record::Recorder::attach_live(dir).map_err(|e| e.to_string())?;
@@ -493,8 +503,16 @@ impl Host<'_> {
     /// The ring directories that appeared since the last look: their
     /// processes followed (one directory listing; only new ones read).
     fn look_for_processes(&mut self, gone: &mut Vec<bool>) {
-        let Ok(dirs) = tape::recover::ring_dir_paths() else {
-            return;
+        let dirs = match tape::recover::ring_dir_paths() {
+            Ok(d) => d,
+            // Made unusable under a running recorder: said once.
+            Err(e) => {
+                if !self.dir_refused {
+                    self.dir_refused = true;
+                    crate::say!("tape record: no new process can be followed: {e}");
+                }
+                return;
+            }
         };
         for dir in dirs {
             if self.seen.contains(&dir) {

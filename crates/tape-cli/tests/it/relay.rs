@@ -673,6 +673,79 @@ fn a_relay_that_refuses_every_stream_is_given_up_with_an_error() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// Another user makes this user's shared-ring directory first (`mkdir -m
+/// 777 /dev/shm/tape-UID`; /dev/shm is sticky, so its victim cannot remove
+/// it). Before: `tape record --all --relayd` started, then exited 0 with
+/// "processes: 0". Now every reader names the directory and its owner and
+/// exits 1: `tape record --all` (before it makes a relay session), `tape
+/// ps`, `tape ps --dead`, `tape recover`, `tape pipe` of a program running
+/// there; the program itself says it on stderr and runs. Needs root (to
+/// give the directory to another uid): skipped with a notice otherwise.
+#[test]
+fn a_ring_directory_another_user_made_is_an_error_naming_its_owner() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        crate::shared::required(
+            "a ring directory owned by another user (needs root to chown)",
+            "run the tests as root, as CI does",
+        );
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let base = base("relay-foreign-dir");
+    let shm = base.join("shm");
+    let user_dir = flight::user_dir(&shm);
+    std::fs::create_dir_all(&user_dir).unwrap();
+    std::fs::set_permissions(&user_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let path = std::ffi::CString::new(user_dir.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path; chown has no other preconditions.
+    assert_eq!(unsafe { libc::chown(path.as_ptr(), 65534, 65534) }, 0);
+    let owner = format!("{}: is owned by uid 65534", user_dir.display());
+    let mut program = Command::new(pipeline::binary())
+        .args(["--seconds", "5"])
+        .env("TAPE_TRACE", "pipeline.*")
+        .env("TAPE_TRACE_DIR", base.join("traces"))
+        .env("TAPE_CONTROL", "off")
+        .env("TAPE_SHM_DIR", &shm)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(program.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid = program.id().to_string();
+    for args in [
+        vec![
+            "record",
+            "--all",
+            "--relayd",
+            "net://127.0.0.1:1",
+            "--duration",
+            "1",
+        ],
+        vec!["ps"],
+        vec!["ps", "--dead"],
+        vec!["recover", "--clean", "--all"],
+        vec!["pipe", &pid],
+    ] {
+        let out = Command::new(TAPE)
+            .args(&args)
+            .env("TAPE_SHM_DIR", &shm)
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "tape {args:?}: {err}");
+        assert!(err.contains(&owner), "tape {args:?}: {err}");
+    }
+    let _ = program.kill();
+    let out = program.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(err.contains(&owner), "the program: {err}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// kill -9 of one program mid-stream: its trace on the relay holds its
 /// events up to the death (each thread's last event the one `tape
 /// recover` finds in the rings it left) and ends with
