@@ -319,6 +319,11 @@ enum Command {
         /// machine's by default).
         #[arg(long, value_name = "NAME", requires = "relayd")]
         hostname: Option<String>,
+        /// The relay's live port (its `-L`), for the live viewer's URL
+        /// this command prints: 5344 by default, as lttng-relayd's.
+        #[arg(long, value_name = "PORT", default_value_t = 5344, requires = "relayd",
+              value_parser = clap::value_parser!(u16).range(1..))]
+        live_port: u16,
         /// End after this many seconds.
         #[arg(long, value_name = "SECONDS")]
         duration: Option<f64>,
@@ -459,11 +464,14 @@ fn main() -> ExitCode {
             session,
             live_timer,
             hostname,
+            live_port,
             duration,
             size,
         } => (|| -> Result<(), Failure> {
             let relay = relayd
-                .map(|url| relay::options(&url, session, live_timer.as_deref(), hostname))
+                .map(|url| {
+                    relay::options(&url, session, live_timer.as_deref(), hostname, live_port)
+                })
                 .transpose()?;
             let recorded = if command.is_empty() {
                 recover::Recorded::Target(target.as_deref().filter(|_| !all))

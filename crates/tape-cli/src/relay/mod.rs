@@ -36,6 +36,7 @@ pub(crate) fn options(
     session: String,
     live_timer: Option<&str>,
     hostname: Option<String>,
+    live_port: u16,
 ) -> Result<Options, String> {
     let url = client::RelayUrl::parse(url)?;
     wire::check_name("--session", &session, 255)?;
@@ -60,6 +61,7 @@ pub(crate) fn options(
         session,
         hostname,
         live_timer,
+        live_port,
     })
 }
 
@@ -187,7 +189,7 @@ pub(crate) fn record(
     let url = &host.session.options.url;
     crate::say!(
         "tape record: streaming {} to the relay daemon at {}:{} as {} (live: babeltrace2 \
-         --input-format=lttng-live net://{}/host/{}/{}){}{}; Ctrl-C ends",
+         --input-format=lttng-live net://{}{}/host/{}/{}){}{}; Ctrl-C ends",
         match follow {
             Follow::One(_) => "the process",
             Follow::All => "every tape process of this user on this host",
@@ -196,6 +198,10 @@ pub(crate) fn record(
         url.control,
         host.session.path,
         url.host,
+        match host.session.options.live_port {
+            5344 => String::new(),
+            p => format!(":{p}"),
+        },
         host.session.options.hostname,
         host.session.options.session,
         duration.map_or(String::new(), |d| format!(" for {} s", d.as_secs_f64())),

@@ -97,6 +97,8 @@ pub(crate) struct Options {
     pub(crate) session: String,
     pub(crate) hostname: String,
     pub(crate) live_timer: Duration,
+    /// The relay's live port, for the viewer's URL said at the start.
+    pub(crate) live_port: u16,
 }
 
 /// The live timer when none is given: a viewer sees an event within about

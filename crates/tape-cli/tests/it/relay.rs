@@ -673,6 +673,36 @@ fn a_relay_that_refuses_every_stream_is_given_up_with_an_error() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// The live viewer's URL `tape record` prints has the relay's live port
+/// when it is not lttng-relayd's default (`--live-port`), and none when it
+/// is.
+#[test]
+fn the_live_url_said_has_the_live_port() {
+    let base = base("relay-live-port");
+    for (extra, url) in [
+        (
+            &["--live-port", "6000"][..],
+            "net://127.0.0.1:6000/host/h/tape)",
+        ),
+        (&[][..], "net://127.0.0.1/host/h/tape)"),
+    ] {
+        let (c, d, _) = refusing_relay();
+        let out = Command::new(TAPE)
+            .args(["record", "--all", "--hostname", "h", "--duration", "0.5"])
+            .args(["--relayd", &format!("net://127.0.0.1:{c}:{d}")])
+            .args(extra)
+            .env("TAPE_SHM_DIR", &base)
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("--input-format=lttng-live {url}")),
+            "{extra:?}: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// Another user makes this user's shared-ring directory first (`mkdir -m
 /// 777 /dev/shm/tape-UID`; /dev/shm is sticky, so its victim cannot remove
 /// it). Before: `tape record --all --relayd` started, then exited 0 with
