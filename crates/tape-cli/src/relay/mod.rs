@@ -134,6 +134,16 @@ const FRUITFUL: Duration = Duration::from_secs(10);
 /// across them, as it does while the relay does not answer at all.
 const MAX_FRUITLESS: u32 = 5;
 
+/// Why the relay is given up after `fruitless` sessions that each failed
+/// at once, the last with `e`.
+fn given_up_text(fruitless: u32, e: &dyn std::fmt::Display) -> String {
+    format!(
+        "the relay daemon failed {fruitless} sessions in a row, each within {} s of its start; \
+         the last: {e}",
+        FRUITFUL.as_secs()
+    )
+}
+
 /// `tape record TARGET --relayd URL` and `tape record --all --relayd URL`:
 /// the processes followed streamed to one relay session until they exit
 /// (one process) or until stopped (`--all`: SIGINT, SIGTERM,
@@ -255,11 +265,7 @@ pub(crate) fn record(
                         if !e.to_string().starts_with(client::UNREACHABLE) {
                             fruitless += 1;
                             if fruitless >= MAX_FRUITLESS {
-                                given_up = Some(format!(
-                                    "the relay daemon failed {fruitless} sessions in a row, each \
-                                     within {} s of its start; the last: {e}",
-                                    FRUITFUL.as_secs()
-                                ));
+                                given_up = Some(given_up_text(fruitless, &e));
                                 break "the relay daemon given up";
                             }
                         }
@@ -303,11 +309,7 @@ pub(crate) fn record(
                     backoff = RETRY_FIRST;
                 }
                 if fruitless >= MAX_FRUITLESS {
-                    given_up = Some(format!(
-                        "the relay daemon failed {fruitless} sessions in a row, each within {} s \
-                         of its start; the last: {e}",
-                        FRUITFUL.as_secs()
-                    ));
+                    given_up = Some(given_up_text(fruitless, &e));
                     break "the relay daemon given up";
                 }
                 crate::say!(
