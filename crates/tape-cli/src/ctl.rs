@@ -38,7 +38,7 @@ pub(crate) fn ps() -> Result<(), Failure> {
     // The shared rings' directory another user made (or opened) hides
     // every process's rings from `tape pipe`, `record` and `recover`:
     // said, with its owner, and the exit status 1.
-    tape::recover::ring_dir_paths()
+    tape_consumer::recover::ring_dir_paths()
         .map(|_| ())
         .map_err(|e| format!("{e} (the processes' rings cannot be shared there: remove it)").into())
 }

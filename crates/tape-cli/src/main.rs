@@ -9,9 +9,9 @@
 //!   `buffer`, `mode`, `save`, `stats`); `tape ps` lists the programs this
 //!   user can control. See `tape::control`.
 //! * `tape record PID -o DIR`: streams a running process's shared rings
-//!   (shared by default) to a trace on disk (`tape::record`); `tape pipe PID`
+//!   (shared by default) to a trace on disk (`tape_consumer::record`); `tape pipe PID`
 //!   prints its events as they come (`pipe.rs`); `tape recover
-//!   PID|DIR` rebuilds the trace of one that died (`tape::recover`), `tape
+//!   PID|DIR` rebuilds the trace of one that died (`tape_consumer::recover`), `tape
 //!   ps --dead` lists those, `tape recover --clean PID|--all` removes them.
 //! * `tape record PID|--all --relayd net://HOST`: the same rings streamed to
 //!   LTTng's relay daemon, read live by babeltrace2 (`relay/`: the protocol

@@ -4,7 +4,7 @@
 //!
 //! Every few milliseconds the reader takes the events each thread
 //! published since its last turn, the packet being written included
-//! ([`tape::record::Recorder::poll_chunks`]: the rings' copy protocol;
+//! ([`tape_consumer::record::Recorder::poll_chunks`]: the rings' copy protocol;
 //! in discard mode the packets read are freed for the threads to reuse,
 //! as `tape record` frees them). Each ring's new events are decoded with
 //! tape's CTF reader (the packet copied into an anonymous in-memory file,
@@ -123,14 +123,14 @@ pub(crate) fn pipe(
     events: Option<(globset::GlobSet, Vec<String>)>,
 ) -> Result<(), Failure> {
     let dir =
-        tape::recover::find_running(target, crate::reader::STARTING).map_err(|e| e.to_string())?;
+        tape_consumer::recover::find_running(target, crate::reader::STARTING).map_err(|e| e.to_string())?;
     // A pipe that prints some events only peeks: it leaves them all to the
     // next reader (module docs).
     let peek = events.is_some();
     let mut reader = if peek {
-        tape::record::Recorder::attach_peek(&dir)
+        tape_consumer::record::Recorder::attach_peek(&dir)
     } else {
-        tape::record::Recorder::attach_live(&dir)
+        tape_consumer::record::Recorder::attach_live(&dir)
     }
     .map_err(|e| e.to_string())?;
     let text = reader.metadata().map_err(|e| e.to_string())?;

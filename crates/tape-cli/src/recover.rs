@@ -1,5 +1,5 @@
 //! `tape recover` and `tape ps --dead`: the shared rings a dead process
-//! left (`tape::recover`).
+//! left (`tape_consumer::recover`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,7 +17,7 @@ pub(crate) fn recover(
     let mut out = std::io::stdout().lock();
     if clean {
         let dirs = match &target {
-            Some(t) => vec![tape::recover::find(t).map_err(|e| e.to_string())?],
+            Some(t) => vec![tape_consumer::recover::find(t).map_err(|e| e.to_string())?],
             // Every dead process's rings, other programs' too: only when
             // asked for by name (issue 38).
             None if !all => {
@@ -28,7 +28,7 @@ pub(crate) fn recover(
                         .into(),
                 ))
             }
-            None => tape::recover::ring_dirs()
+            None => tape_consumer::recover::ring_dirs()
                 .map_err(|e| e.to_string())?
                 .into_iter()
                 .filter(|d| !d.alive)
@@ -36,7 +36,7 @@ pub(crate) fn recover(
                 .collect(),
         };
         for d in dirs {
-            tape::recover::remove(&d).map_err(|e| e.to_string())?;
+            tape_consumer::recover::remove(&d).map_err(|e| e.to_string())?;
             writeln!(out, "removed {}", d.display()).map_err(output_error)?;
         }
         return out.flush().map_err(output_error);
@@ -48,11 +48,11 @@ pub(crate) fn recover(
                 .into(),
         ));
     };
-    let dir = tape::recover::find(&target).map_err(|e| e.to_string())?;
+    let dir = tape_consumer::recover::find(&target).map_err(|e| e.to_string())?;
     let out_dir = match output {
         Some(o) => o,
         None => {
-            let d = tape::recover::ring_dirs()
+            let d = tape_consumer::recover::ring_dirs()
                 .ok()
                 .and_then(|all| all.into_iter().find(|d| d.dir == dir));
             let stem = match &d {
@@ -71,7 +71,7 @@ pub(crate) fn recover(
                 .unwrap_or_else(|| PathBuf::from(stem))
         }
     };
-    let r = tape::recover::recover(&dir, &out_dir).map_err(|e| e.to_string())?;
+    let r = tape_consumer::recover::recover(&dir, &out_dir).map_err(|e| e.to_string())?;
     for u in &r.unreadable {
         crate::say!("tape recover: left out {u}");
     }
@@ -88,7 +88,7 @@ pub(crate) fn recover(
         causes(&r.lost),
         r.lost_outside,
         r.last_event_ns
-            .map_or_else(|| "none".into(), tape::recover::utc_text),
+            .map_or_else(|| "none".into(), tape_consumer::recover::utc_text),
         r.clock
     );
     if r.unborn > 0 {
@@ -134,7 +134,7 @@ pub(crate) fn ps_dead() -> Result<(), Failure> {
         "PID", "NAME", "RINGS", "KB", "AGE", "DIRECTORY"
     );
     let now = SystemTime::now();
-    for d in tape::recover::ring_dirs()
+    for d in tape_consumer::recover::ring_dirs()
         .map_err(|e| e.to_string())?
         .into_iter()
         .filter(|d| !d.alive)
@@ -178,7 +178,7 @@ fn start(command: &[String]) -> Result<(std::process::Child, PathBuf), Failure> 
         .map_err(|e| format!("tape record -- {}: cannot start it: {e}", command[0]))?;
     let pid = child.id().to_string();
     loop {
-        if let Ok(dir) = tape::recover::find(&pid) {
+        if let Ok(dir) = tape_consumer::recover::find(&pid) {
             return Ok((child, dir));
         }
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
@@ -225,7 +225,7 @@ pub(crate) fn record(
             return crate::relay::record(crate::relay::Follow::All, relay, duration, limit);
         }
         Recorded::Target(Some(t)) => (
-            tape::recover::find_running(t, crate::reader::STARTING).map_err(|e| e.to_string())?,
+            tape_consumer::recover::find_running(t, crate::reader::STARTING).map_err(|e| e.to_string())?,
             t.to_owned(),
         ),
         Recorded::Command(command) => {
@@ -266,7 +266,7 @@ fn record_dir(
         (Some(o), None) => o,
         (None, None) => return Err("tape record: give -o DIR or --relayd URL".to_owned().into()),
     };
-    let mut r = tape::record::Recorder::attach(dir, &output).map_err(|e| e.to_string())?;
+    let mut r = tape_consumer::record::Recorder::attach(dir, &output).map_err(|e| e.to_string())?;
     crate::reader::catch_stop();
     crate::say!(
         "tape record: recording process {} into {} (until it exits{}{}; Ctrl-C ends)",

@@ -285,7 +285,7 @@ pub(crate) fn realtime_pair() -> (u64, i128) {
 /// The counter of source `code` (of another process: a recovery), read
 /// in this process, if this machine has it: (counter, monotonic ns) and
 /// (counter, realtime ns) now.
-pub(crate) fn pairs_of_source(code: u8) -> Option<((u64, i128), (u64, i128))> {
+pub fn pairs_of_source(code: u8) -> Option<((u64, i128), (u64, i128))> {
     let read: fn() -> u64 = match code {
         MONOTONIC => monotonic_ns,
         #[cfg(target_arch = "x86_64")]
@@ -312,7 +312,7 @@ pub(crate) fn pairs_of_source(code: u8) -> Option<((u64, i128), (u64, i128))> {
 
 /// The frequency (Hz) of a counter read at two instants of
 /// `CLOCK_MONOTONIC`, if they are apart.
-pub(crate) fn frequency(from: (u64, i128), to: (u64, i128)) -> Option<u64> {
+pub fn frequency(from: (u64, i128), to: (u64, i128)) -> Option<u64> {
     let span = to.1 - from.1;
     if span <= 0 || to.0 <= from.0 {
         return None;
@@ -350,7 +350,7 @@ pub(crate) fn frequency_hz() -> u64 {
 }
 
 /// The CTF description of tape's clock with these values.
-pub(crate) fn clock_description(freq: u64, offset_s: i64, offset: i64) -> tape_ctf_model::Clock {
+pub fn clock_description(freq: u64, offset_s: i64, offset: i64) -> tape_ctf_model::Clock {
     let mut c = tape_ctf_model::Clock::new("tape", freq);
     c.description = Some(format!(
         "tape trace clock ({}), calibrated against CLOCK_MONOTONIC, offset from CLOCK_REALTIME",
@@ -389,7 +389,7 @@ pub(crate) fn crash_clock() -> (u64, i64, i64) {
 /// The CTF clock offsets so that `counter` maps to `realtime_ns`:
 /// `offset_s` whole seconds and `offset` cycles (both >= 0 when the
 /// realtime of counter 0 is after the epoch).
-pub(crate) fn offsets(counter: u64, realtime_ns: i128, freq: u64) -> (i64, i64) {
+pub fn offsets(counter: u64, realtime_ns: i128, freq: u64) -> (i64, i64) {
     let f = i128::from(freq);
     // Realtime of counter value 0, scaled by freq (ns * Hz), exact.
     let base = realtime_ns * f - i128::from(counter) * 1_000_000_000;
@@ -403,7 +403,7 @@ pub(crate) fn offsets(counter: u64, realtime_ns: i128, freq: u64) -> (i64, i64) 
 /// day, hour, minute, second (Howard Hinnant's inverse of
 /// `days_from_civil`). Arithmetic only: the crash dump calls it from a
 /// signal handler.
-pub(crate) fn civil_utc(secs: i64) -> [i64; 6] {
+pub fn civil_utc(secs: i64) -> [i64; 6] {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let z = days + 719_468;

@@ -21,7 +21,7 @@
 //! | `TAPE_WAKEUP`         | [`Config::wakeup`]       | `NAME FROM TO [KEY]; ...`                | none                     |
 //!
 //! With shared rings, read where used (`ring/shm.rs`,
-//! [`crate::recover`]): `TAPE_SHM_DIR` (an absolute directory instead of
+//! `tape_consumer::recover`): `TAPE_SHM_DIR` (an absolute directory instead of
 //! `/dev/shm`), `TAPE_SHM_MAX` (the most bytes of ring files a process
 //! keeps; default half the filesystem), `TAPE_SHM_KEEP_SIZE` and
 //! `TAPE_SHM_KEEP_AGE` (the dead processes' rings kept: `1G`, `7d`).

@@ -59,7 +59,7 @@
 //!
 //! | floor | modules | what they are |
 //! |---|---|---|
-//! | control | `config`, [`control`], [`crash`], [`recover`], [`record`] | the composition root (the environment, the builder, the guard), `tape ctl`, dump on crash, readers of shared rings |
+//! | control | `config`, [`control`], [`crash`] | the composition root (the environment, the builder, the guard), `tape ctl`, dump on crash |
 //! | features | [`probe`], [`filter`], [`trigger`], [`traced`](mod@traced), [`latency`], [`printk`](mod@printk), `snapshot` | what runs at a tracepoint or beside the rings |
 //! | storage | [`ring`], [`mod@save`] | per-thread rings, the emit path, snapshots, shared ring files, trace directories |
 //! | schema | `metadata`, `template` | the CTF description of a trace, and the same with holes |
@@ -94,8 +94,6 @@ mod metadata;
 pub mod point;
 pub mod printk;
 pub mod probe;
-pub mod record;
-pub mod recover;
 pub mod registry;
 pub mod ring;
 pub mod save;
@@ -289,4 +287,31 @@ pub mod __private {
     pub use crate::usdt::USDT_SITES;
     pub use crate::FAST_PATH;
     pub use linkme;
+}
+
+/// What a consumer in another process uses of the shared rings: the
+/// `tape-consumer` crate (`tape record`, `tape pipe`, `tape recover`,
+/// `tape ps`), as LTTng's consumer daemon uses `lttng-ust-ctl`. The rings'
+/// layout and their copy protocol stay here, beside the emit path that
+/// writes them (`ring/`, with its unsafe and its proofs); the consumer's
+/// loop, its loss arithmetic and its sinks live there, so that an
+/// instrumented program does not link them. Not an API for programs: its
+/// items follow the consumer's needs.
+#[doc(hidden)]
+pub mod __consumer {
+    pub use crate::clock::{
+        civil_utc, clock_description, frequency, offsets, pairs_of_source, to_realtime_ns,
+        MIN_CALIBRATION,
+    };
+    pub use crate::ring::{dirs, shm, Drops, PacketMeta, Ring, StreamStop, CLAIM_PATIENCE};
+    pub use crate::save::{
+        losses_packet, losses_packet_size, write_atomically, write_file, write_streams, Context,
+    };
+    pub use crate::sys::{boot_id, local_date, process_exists, sanitize, truncate_utf8};
+    pub use crate::template::{fill, Hole, AWAITING_ENV};
+
+    /// An error of tape's kind, for what the consumer reports.
+    pub fn error(kind: crate::ErrorKind, message: impl Into<String>) -> crate::Error {
+        crate::Error::new(kind, message)
+    }
 }

@@ -215,9 +215,10 @@ fn why_empty_with(lost: ring::Drops) -> String {
 }
 
 /// An I/O error and the path it happened on.
-pub(crate) struct SaveError {
+pub struct SaveError {
     kind: io::ErrorKind,
-    pub(crate) message: String,
+    /// What failed, on which path, and why.
+    pub message: String,
 }
 
 impl SaveError {
@@ -315,7 +316,7 @@ fn write_files_marked(target: &Path) -> Result<Written, SaveError> {
 /// Makes the trace directory `target` (which must not exist) with `fill`:
 /// in a hidden temporary directory beside it, renamed into place once
 /// `fill` wrote it whole, removed if it failed (module docs).
-pub(crate) fn write_atomically<T>(
+pub fn write_atomically<T>(
     target: &Path,
     fill: impl FnOnce(&Path) -> Result<T, SaveError>,
 ) -> Result<T, SaveError> {
@@ -408,7 +409,7 @@ fn remove_stale_temporaries(parent: &Path) {
 }
 
 /// What [`write_streams`] wrote.
-pub(crate) struct Filled {
+pub struct Filled {
     /// The rings whose every event is in the trace (their thread had
     /// exited before the copy): freed once the trace is in place.
     complete: Vec<Arc<Ring>>,
@@ -417,11 +418,11 @@ pub(crate) struct Filled {
     /// Some stream has events.
     pub(crate) events: bool,
     /// Rings left out (their copy claim stayed held).
-    pub(crate) skipped: Vec<Skipped>,
+    pub skipped: Vec<Skipped>,
     /// The losses the streams state, summed.
     pub(crate) lost: ring::Drops,
     /// Stream files written.
-    pub(crate) streams: usize,
+    pub streams: usize,
 }
 
 /// Writes metadata and stream files into `dir`.
@@ -464,7 +465,7 @@ fn fill(dir: &Path) -> Result<Filled, SaveError> {
 
 /// Writes a stream file for each ring into `dir`, each packet's header
 /// naming the trace `uuid`.
-pub(crate) fn write_streams(
+pub fn write_streams(
     dir: &Path,
     rings: &[Arc<Ring>],
     uuid: &[u8; 16],
@@ -559,17 +560,18 @@ pub(crate) fn write_streams(
 use crate::metadata::ENV_SKIPPED_BUSY;
 
 /// A ring a save left out: its copy claim stayed held by another copier.
-pub(crate) struct Skipped {
+pub struct Skipped {
     tid: u32,
     name: String,
     /// The process id in the claim.
     holder: u64,
     /// Events the ring held.
-    pub(crate) events: u64,
+    pub events: u64,
 }
 
 impl Skipped {
-    pub(crate) fn describe(&self) -> String {
+    /// The ring, its events, and who held its copy.
+    pub fn describe(&self) -> String {
         format!(
             "thread {} ({}): {} event(s), its copy held by process {}",
             self.tid, self.name, self.events, self.holder
@@ -708,7 +710,8 @@ fn create(path: &Path) -> Result<fs::File, SaveError> {
     fs::File::create(path).map_err(|e| SaveError::at(path, "create", e))
 }
 
-pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SaveError> {
+/// Writes `bytes` to a new file at `path`.
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SaveError> {
     let mut f = create(path)?;
     // No fsync: the rename makes a save atomic for readers; durability across
     // a power loss is not worth one disk flush per stream file (a process
@@ -756,34 +759,39 @@ pub(crate) fn counts() -> Counts {
     }
 }
 
-pub(crate) struct Context<'a> {
-    pub(crate) uuid: &'a [u8; 16],
-    pub(crate) tid: u32,
-    pub(crate) name: &'a str,
+/// What a stream's packet headers say of their ring: the trace, the
+/// thread.
+pub struct Context<'a> {
+    /// The trace's UUID.
+    pub uuid: &'a [u8; 16],
+    /// The ring's thread.
+    pub tid: u32,
+    /// Its name.
+    pub name: &'a str,
 }
 
 impl Context<'_> {
     /// Bytes of a packet's header and context.
-    pub(crate) fn head_size(&self) -> usize {
+    pub fn head_size(&self) -> usize {
         PacketHead::size(self.name)
     }
 
     /// The header of packet `m`, which loses `d` (`StreamLosses::packet`).
-    pub(crate) fn packet_header(&self, out: &mut [u8], m: &PacketMeta, d: ring::Drops) {
+    pub fn packet_header(&self, out: &mut [u8], m: &PacketMeta, d: ring::Drops) {
         let begin = m.ts_begin.min(m.ts_end);
         self.header(out, begin, m.ts_end, m.seq + 1, d, m.events);
     }
 
     /// The empty packet, with no losses, at `t`, written before packet `m`
     /// when that one is the first and has losses.
-    pub(crate) fn leading_header(&self, out: &mut [u8], t: u64, m: &PacketMeta) {
+    pub fn leading_header(&self, out: &mut [u8], t: u64, m: &PacketMeta) {
         self.header(out, t, t, m.seq, ring::Drops::default(), 0);
     }
 
     /// The header of a packet a forwarding reader makes (the relay): its
     /// times, `packet_seq_num`, losses so far (all causes, summed) and
     /// bytes of events given.
-    pub(crate) fn forwarded_header(
+    pub fn forwarded_header(
         &self,
         out: &mut [u8],
         begin: u64,
@@ -831,14 +839,14 @@ impl Context<'_> {
 }
 
 /// Bytes of the losses stream's packet for the stream file `name`.
-pub(crate) fn losses_packet_size(name: &str) -> usize {
+pub fn losses_packet_size(name: &str) -> usize {
     LossesPacket::size(name)
 }
 
 /// Writes into `out` ([`losses_packet_size`] bytes) the losses stream's
 /// packet saying that the stream file `name` lost `d` (cumulative) by
 /// `ts`.
-pub(crate) fn losses_packet(out: &mut [u8], uuid: &[u8; 16], ts: u64, name: &str, d: ring::Drops) {
+pub fn losses_packet(out: &mut [u8], uuid: &[u8; 16], ts: u64, name: &str, d: ring::Drops) {
     LossesPacket {
         uuid: *uuid,
         ts,

@@ -21,7 +21,7 @@ pub fn euid() -> u32 {
 
 /// Whether process `pid` exists (`kill(pid, 0)`: only `ESRCH` says no; a
 /// process of another user exists).
-pub(crate) fn process_exists(pid: u32) -> bool {
+pub fn process_exists(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
     };
@@ -34,7 +34,7 @@ pub(crate) fn process_exists(pid: u32) -> bool {
 }
 
 /// This boot's id, NUL-padded (zeros if it cannot be read).
-pub(crate) fn boot_id() -> [u8; 40] {
+pub fn boot_id() -> [u8; 40] {
     let mut id = [0u8; 40];
     if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
         let s = s.trim().as_bytes();
@@ -207,7 +207,7 @@ fn build_id(mut notes: &[u8]) -> Option<String> {
 
 /// `s` up to its first NUL, cut to at most `max` bytes on a character
 /// boundary.
-pub(crate) fn truncate_utf8(s: &str, max: usize) -> &str {
+pub fn truncate_utf8(s: &str, max: usize) -> &str {
     let s = s.split('\0').next().unwrap_or("");
     if s.len() <= max {
         return s;
@@ -221,7 +221,7 @@ pub(crate) fn truncate_utf8(s: &str, max: usize) -> &str {
 
 /// `name` as a file name: its first 32 characters, each not in
 /// `[A-Za-z0-9_-]` made `_` (`thread` when empty).
-pub(crate) fn sanitize(name: &str) -> String {
+pub fn sanitize(name: &str) -> String {
     let s: String = name
         .chars()
         .take(32)
@@ -267,7 +267,7 @@ pub(crate) fn hostname() -> String {
 }
 
 /// Local date and time as `YYYY-MM-DD-HH-MM-SS` (DPDK's directory naming).
-pub(crate) fn local_date() -> String {
+pub fn local_date() -> String {
     // SAFETY: time(NULL) has no preconditions.
     local_date_of(unsafe { libc::time(std::ptr::null_mut()) })
 }

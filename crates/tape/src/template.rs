@@ -5,7 +5,7 @@
 //! Two writers need the metadata text at a moment when it cannot be made
 //! as a save makes it: the crash dump ([`crate::crash`]), in a signal
 //! handler that may not allocate, and the recovery of a dead process's
-//! shared rings ([`crate::recover`]), in another process that does not
+//! shared rings (`tape_consumer::recover`), in another process that does not
 //! have the tracepoints. Both take the text made by
 //! [`crate::metadata::describe`] with a **sentinel** in place of each
 //! value (a number no real value has, a word no real text has) and put the
@@ -24,24 +24,37 @@ use crate::metadata::Counts;
 
 /// A value of the metadata filled in when the trace is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Hole {
+pub enum Hole {
+    /// The clock's frequency.
     Freq,
+    /// Its offset, seconds.
     OffsetS,
+    /// Its offset, cycles.
     Offset,
+    /// Losses outside the rings: no ring yet or any more.
     DroppedNoRing,
+    /// No memory for a ring.
     DroppedNoMemory,
+    /// Exited threads' rings freed unsaved.
     LostExited,
+    /// When the trace was written.
     Date,
+    /// The rings' mode.
     Mode,
     /// The crash: signal, `si_code`, address, thread, reason.
     Signal,
+    /// The crash's `si_code`.
     Code,
+    /// The crash's address.
     Addr,
+    /// The crashing thread.
     Tid,
+    /// Why it crashed.
     Reason,
     /// Where the trace comes from (a recovery, a recording), and when
     /// its last event was written.
     Source,
+    /// (see `Source`)
     LastEvent,
     /// Events in rings left out, their copy claim held by another copier
     /// (`metadata::ENV_SKIPPED_BUSY`).
@@ -179,7 +192,7 @@ pub(crate) fn cut(text: &str) -> (Vec<Vec<u8>>, Vec<Hole>) {
 
 /// The text with every hole filled by `value` (a number, or a text that
 /// is escaped here); `None` names the first hole `value` has no value for.
-pub(crate) fn fill(text: &str, value: impl Fn(Hole) -> Option<String>) -> Result<String, Hole> {
+pub fn fill(text: &str, value: impl Fn(Hole) -> Option<String>) -> Result<String, Hole> {
     let (pieces, holes) = cut(text);
     let mut out = Vec::with_capacity(text.len());
     for (i, piece) in pieces.iter().enumerate() {

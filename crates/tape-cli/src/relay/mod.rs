@@ -76,7 +76,7 @@ pub(crate) enum Follow<'a> {
 
 /// A process being forwarded, or waiting for its clock's calibration.
 enum Traced {
-    Waiting(tape::record::Recorder),
+    Waiting(tape_consumer::record::Recorder),
     Fed(Feed),
     /// Its data ended ([`Feed::end`]) at this instant: closed after the
     /// linger.
@@ -174,7 +174,7 @@ pub(crate) fn record(
     // own and private (another user made it first) hides them all, so it
     // is an error naming it and its owner, not an empty session.
     if matches!(follow, Follow::All) {
-        tape::recover::ring_dir_paths()
+        tape_consumer::recover::ring_dir_paths()
             .map_err(|e| format!("{e} (no process's rings can be followed there: remove it)"))?;
     }
     // The relay first: one that is not there leaves the processes unread.
@@ -192,7 +192,7 @@ pub(crate) fn record(
         dir_refused: false,
     };
     if let Follow::One(dir) = follow {
-        let r = tape::record::Recorder::attach_live(dir).map_err(|e| e.to_string())?;
+        let r = tape_consumer::record::Recorder::attach_live(dir).map_err(|e| e.to_string())?;
         host.seen.insert(dir.to_path_buf());
         host.traced.push(Traced::Waiting(r));
     }
@@ -511,7 +511,7 @@ impl Host<'_> {
     /// The ring directories that appeared since the last look: their
     /// processes followed (one directory listing; only new ones read).
     fn look_for_processes(&mut self, gone: &mut Vec<bool>) {
-        let dirs = match tape::recover::ring_dir_paths() {
+        let dirs = match tape_consumer::recover::ring_dir_paths() {
             Ok(d) => d,
             // Made unusable under a running recorder: said once.
             Err(e) => {
@@ -526,12 +526,12 @@ impl Host<'_> {
             if self.seen.contains(&dir) {
                 continue;
             }
-            let d = tape::recover::describe_dir(&dir);
+            let d = tape_consumer::recover::describe_dir(&dir);
             if !d.alive || d.pid == self.me {
                 self.seen.insert(dir);
                 continue;
             }
-            match tape::record::Recorder::attach_live(&dir) {
+            match tape_consumer::record::Recorder::attach_live(&dir) {
                 Ok(r) => {
                     self.seen.insert(dir);
                     self.traced.push(Traced::Waiting(r));

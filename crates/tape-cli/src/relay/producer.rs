@@ -80,7 +80,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tape::record::{Chunk, PacketTimes, Recorder};
+use tape_consumer::record::{Chunk, PacketTimes, Recorder};
 use tape_ctf::decode::plan::Discard;
 use tape_ctf::decode::stream::{FastStream, Next, TracePlan};
 
@@ -1035,9 +1035,9 @@ fn event_classes(text: &str) -> (&str, Vec<(u64, String)>) {
 }
 
 /// The ids the metadata lists as awaiting their first event's description
-/// (`env` entry [`tape::record::AWAITING_ENV`]).
+/// (`env` entry [`tape_consumer::record::AWAITING_ENV`]).
 fn awaiting(text: &str) -> BTreeSet<u64> {
-    let key = format!("{} = \"", tape::record::AWAITING_ENV);
+    let key = format!("{} = \"", tape_consumer::record::AWAITING_ENV);
     text.find(&key)
         .and_then(|i| text[i + key.len()..].split('"').next())
         .map(|ids| ids.split(',').filter_map(|i| i.parse().ok()).collect())
@@ -1118,7 +1118,7 @@ mod tests {
         t.env.push(("hostname".into(), EnvValue::Str("h".into())));
         if !awaiting.is_empty() {
             t.env.push((
-                tape::record::AWAITING_ENV.into(),
+                tape_consumer::record::AWAITING_ENV.into(),
                 EnvValue::Str(awaiting.into()),
             ));
         }

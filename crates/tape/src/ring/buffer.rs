@@ -109,7 +109,7 @@ pub(super) struct SlotMeta {
 /// A thread's ring. Shared (`Arc`) between the registry of rings, which
 /// keeps it until the thread has exited and the ring was saved, and the
 /// owner thread's local pointer.
-pub(crate) struct Ring {
+pub struct Ring {
     pub(super) head: Part<CachePadded<Head>>,
     pub(super) dropped: Part<CachePadded<Dropped>>,
     /// Entries into slots (owner), pins and the copy claim (a save, a
@@ -123,9 +123,9 @@ pub(crate) struct Ring {
     /// Kernel thread id of the owner (changes in a forked child).
     pub(super) tid: AtomicU32,
     /// Thread name at ring creation.
-    pub(crate) name: String,
+    pub name: String,
     /// Timestamp of ring creation.
-    pub(crate) created_ts: u64,
+    pub created_ts: u64,
     /// Set by the owner thread's exit.
     pub(super) exited: AtomicBool,
     /// Events recorded or dropped in this ring, set at the owner's exit.
@@ -344,7 +344,7 @@ impl Ring {
     /// mapped copy-on-write: what a save does to it (its pins) stays in
     /// this process. The header is checked against the file: an error
     /// names what is wrong.
-    pub(crate) fn open_recovered(path: &std::path::Path) -> Result<Ring, String> {
+    pub fn open_recovered(path: &std::path::Path) -> Result<Ring, String> {
         let ring = Ring::open_file(path, false)?;
         // A save of the dead process's may have held a pin: no such save
         // runs here.
@@ -355,7 +355,7 @@ impl Ring {
     /// The ring of a ring file of a running process, mapped shared (`tape
     /// record`): copied with the owner's protocol, the reader's pins and
     /// claims reaching the owner through the file.
-    pub(crate) fn open_live(path: &std::path::Path) -> Result<Ring, String> {
+    pub fn open_live(path: &std::path::Path) -> Result<Ring, String> {
         Ring::open_file(path, true)
     }
 
@@ -419,7 +419,7 @@ impl Ring {
     }
 
     /// The last event's timestamp.
-    pub(crate) fn last_ts(&self) -> u64 {
+    pub fn last_ts(&self) -> u64 {
         self.head.0.last_ts.load(Ordering::Relaxed)
     }
 
@@ -506,7 +506,7 @@ impl Ring {
     }
 
     /// Kernel thread id of the owner.
-    pub(crate) fn tid(&self) -> u32 {
+    pub fn tid(&self) -> u32 {
         self.tid.load(Ordering::Relaxed)
     }
 
@@ -516,7 +516,7 @@ impl Ring {
     }
 
     /// Loss counters by cause.
-    pub(crate) fn drops(&self) -> Drops {
+    pub fn drops(&self) -> Drops {
         Drops {
             overwritten: self.dropped.0.overwritten.load(Ordering::Relaxed),
             ..self.dropped.0.discarded.load()
@@ -525,7 +525,7 @@ impl Ring {
 
     /// Events written into the ring since it was created (the overwritten
     /// ones included).
-    pub(crate) fn written(&self) -> u64 {
+    pub fn written(&self) -> u64 {
         self.head.0.written.load(Ordering::Relaxed)
     }
 

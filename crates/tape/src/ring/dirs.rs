@@ -76,7 +76,7 @@ pub fn describe_dir(dir: &Path) -> RingDir {
 }
 
 /// What a ring directory holds.
-pub(crate) fn describe(dir: &Path) -> RingDir {
+pub fn describe(dir: &Path) -> RingDir {
     let header = read_header(dir).ok();
     let (mut rings, mut bytes) = (0, 0);
     let mut modified = std::fs::symlink_metadata(dir)
@@ -121,13 +121,14 @@ pub(crate) fn describe(dir: &Path) -> RingDir {
 /// Whether the process a process file describes still runs: its pid
 /// exists with the same start time (a reused pid is another process).
 /// A zombie (dead, not yet reaped by its parent) is dead.
-pub(crate) fn alive(h: &ProcessHeader) -> bool {
+pub fn alive(h: &ProcessHeader) -> bool {
     crate::sys::process_exists(h.pid)
         && crate::sys::start_time(h.pid) == h.start_time
         && !crate::sys::zombie(h.pid)
 }
 
-pub(crate) fn read_header(dir: &Path) -> Result<ProcessHeader, String> {
+/// A copy of the process file's header in ring directory `dir`.
+pub fn read_header(dir: &Path) -> Result<ProcessHeader, String> {
     let path = dir.join(shm::PROCESS_FILE);
     let bytes = shm::read_checked(&path, shm::PROCESS_FILE_MAX).map_err(|e| e.to_string())?;
     ProcessHeader::read(&bytes).map_err(|e| format!("{}: {e}", path.display()))

@@ -116,19 +116,19 @@
 
 pub(crate) mod buffer;
 pub(crate) mod cut;
-pub(crate) mod dirs;
+pub mod dirs;
 pub(crate) mod emit;
 mod gate;
 pub(crate) mod lifecycle;
 pub(crate) mod list;
 pub(crate) mod outside;
-pub(crate) mod shm;
+pub mod shm;
 pub(crate) mod snapshot;
 pub(crate) mod stats;
 pub mod threads;
 
 pub use buffer::Drops;
-pub(crate) use buffer::Ring;
+pub use buffer::Ring;
 pub use emit::{emit, try_emit, try_emit_with};
 pub(crate) use emit::{emit_if, emit_tested, with_current};
 pub(crate) use lifecycle::has_ring;
@@ -138,5 +138,6 @@ pub use list::{set_mode, MAX_EXITED_RINGS};
 pub(crate) use outside::{
     lost_outside_rings, DROPPED_NO_MEMORY, DROPPED_NO_RING, EVENTS_LOST_EXITED,
 };
-pub(crate) use snapshot::{CopyError, PacketMeta, StreamStop, CLAIM_PATIENCE};
+pub(crate) use snapshot::CopyError;
+pub use snapshot::{PacketMeta, StreamStop, CLAIM_PATIENCE};
 pub use stats::{stats, Stats, ThreadStats};

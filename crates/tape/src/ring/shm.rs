@@ -2,8 +2,8 @@
 //! `TAPE_SHM`):
 //! each ring a file in a directory of this process, mapped shared, so that
 //! another process can read the ring while the program runs (`tape record`
-//! and `tape pipe`, [`crate::record`]) and after it died (`tape recover`,
-//! [`crate::recover`]), with no daemon, as LTTng-UST's `--shm-path`
+//! and `tape pipe`, `tape_consumer::record`) and after it died (`tape recover`,
+//! `tape_consumer::recover`), with no daemon, as LTTng-UST's `--shm-path`
 //! buffers. A ring's region has the same layout on the heap (without
 //! `TAPE_SHM=off`), so the ring's code is one.
 //!
@@ -161,21 +161,21 @@ pub(crate) fn unshared_why() -> Option<&'static str> {
 }
 
 /// Name of the process file in a process's directory.
-pub(crate) const PROCESS_FILE: &str = "process";
+pub const PROCESS_FILE: &str = "process";
 /// Name of the metadata text with holes ([`crate::template`]).
-pub(crate) const METADATA_FILE: &str = "metadata-template";
+pub const METADATA_FILE: &str = "metadata-template";
 /// Largest process file read (it is one page).
 pub(crate) const PROCESS_FILE_MAX: u64 = 4096;
 /// Largest metadata template read (a program with tens of thousands of
 /// tracepoints has a few MiB).
-pub(crate) const METADATA_FILE_MAX: u64 = 64 << 20;
+pub const METADATA_FILE_MAX: u64 = 64 << 20;
 
 /// Opens a file of a shared-ring directory for reading as a hostile
 /// directory may hold it: no symbolic link followed (`O_NOFOLLOW`), no
 /// wait on a FIFO or a device (`O_NONBLOCK`), and then only a regular file
 /// of this user's of at most `max` bytes; the error names the path and
 /// what it is.
-pub(crate) fn open_checked(path: &Path, max: u64) -> io::Result<std::fs::File> {
+pub fn open_checked(path: &Path, max: u64) -> io::Result<std::fs::File> {
     use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
     let named = |e: String| io::Error::other(format!("{}: {e}", path.display()));
     let f = std::fs::OpenOptions::new()
@@ -209,7 +209,7 @@ pub(crate) fn open_checked(path: &Path, max: u64) -> io::Result<std::fs::File> {
 /// The whole of a file of a shared-ring directory, read as
 /// [`open_checked`] opens it, `max` bytes at most (a file that grows while
 /// read is cut there and refused).
-pub(crate) fn read_checked(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+pub fn read_checked(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     use std::io::Read as _;
     let f = open_checked(path, max)?;
     let mut bytes = Vec::new();
@@ -232,10 +232,12 @@ pub(crate) const PROCESS_VERSION: u32 = 1;
 /// `CLOCK_REALTIME`, taken together (`clock` module docs).
 #[repr(C)]
 #[derive(Default, Debug)]
-pub(crate) struct Calibration {
+pub struct Calibration {
+    /// The counter's value.
     pub counter: AtomicU64,
     /// Nanoseconds, as an `i64`.
     pub mono_ns: AtomicU64,
+    /// The counter's value beside `real_ns`.
     pub real_counter: AtomicU64,
     /// Nanoseconds since the epoch, as an `i64`.
     pub real_ns: AtomicU64,
@@ -247,11 +249,14 @@ pub(crate) struct Calibration {
 /// every field an integer, so any bytes are a value of it.
 #[repr(C)]
 #[derive(Debug)]
-pub(crate) struct ProcessHeader {
+pub struct ProcessHeader {
+    /// `TAPEPROC`: the file's kind.
     pub magic: [u8; 8],
+    /// The layout's version.
     pub version: u32,
     /// `size_of::<ProcessHeader>()` when written.
     pub header_size: u32,
+    /// The process's id.
     pub pid: u32,
     /// `crate::clock::source_code()`: what the timestamps count.
     pub clock_source: u32,
@@ -267,12 +272,14 @@ pub(crate) struct ProcessHeader {
     pub program: [u8; 64],
     /// The clock's anchor (`clock` module docs).
     pub anchor_counter: u64,
+    /// `CLOCK_MONOTONIC` at the anchor.
     pub anchor_mono_ns: u64,
     /// The latest calibration, in `calib[calib_at - 1]` (0: none yet). A
     /// new one is written into the other entry, then `calib_at` is stored
     /// (`Release`; pairs with a live reader's `Acquire`), so the entry it
     /// names is whole even if the process died while writing the next.
     pub calib: [Calibration; 2],
+    /// Which entry of `calib` is the latest (1 or 2; 0: none yet).
     pub calib_at: AtomicU32,
     /// 0: overwrite, 1: discard (`ring::set_mode` keeps it current).
     pub mode: AtomicU32,
@@ -280,7 +287,9 @@ pub(crate) struct ProcessHeader {
     /// `ring::EVENTS_LOST_EXITED`, added to with them
     /// ([`crate::ring::Outside::lose`]).
     pub dropped_no_ring: AtomicU64,
+    /// The mirror of `ring::DROPPED_NO_MEMORY`.
     pub dropped_no_memory: AtomicU64,
+    /// The mirror of `ring::EVENTS_LOST_EXITED`.
     pub lost_exited: AtomicU64,
     /// The process id of the `tape record` streaming this process's
     /// rings, 0 if none (one at a time: a compare-exchange from 0, or
@@ -295,7 +304,7 @@ pub(crate) struct ProcessHeader {
 impl ProcessHeader {
     /// A copy of the header at the start of `bytes`, if they hold one of
     /// this version (any bytes are a value of it: integers only).
-    pub(crate) fn read(bytes: &[u8]) -> Result<ProcessHeader, String> {
+    pub fn read(bytes: &[u8]) -> Result<ProcessHeader, String> {
         if bytes.len() < size_of::<ProcessHeader>() {
             return Err(format!(
                 "{} bytes, shorter than a process header ({})",
@@ -324,7 +333,7 @@ impl ProcessHeader {
 
     /// The latest calibration written, if any: (counter, monotonic ns,
     /// counter, realtime ns).
-    pub(crate) fn calibration(&self) -> Option<(u64, i128, u64, i128)> {
+    pub fn calibration(&self) -> Option<(u64, i128, u64, i128)> {
         let at = self.calib_at.load(Ordering::Acquire) as usize;
         let c = self.calib.get(at.checked_sub(1)?)?;
         Some((
@@ -336,7 +345,7 @@ impl ProcessHeader {
     }
 
     /// The program's name.
-    pub(crate) fn program(&self) -> String {
+    pub fn program(&self) -> String {
         text(&self.program)
     }
 }
@@ -348,7 +357,7 @@ pub(crate) fn text(bytes: &[u8]) -> String {
 }
 
 /// The ring files in a process's directory `dir`, in name order.
-pub(crate) fn ring_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+pub fn ring_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)?
         .flatten()
         .filter(|e| {
@@ -421,7 +430,7 @@ pub(crate) fn current_dir() -> Option<PathBuf> {
 
 /// The directory under which every process of this user keeps its rings:
 /// `$TAPE_SHM_DIR`, `/dev/shm` or `$XDG_RUNTIME_DIR`, then `tape-<uid>`.
-pub(crate) fn user_dir() -> io::Result<PathBuf> {
+pub fn user_dir() -> io::Result<PathBuf> {
     let base = match std::env::var_os("TAPE_SHM_DIR") {
         Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d),
         Some(d) => {
@@ -705,7 +714,7 @@ pub(crate) fn ring_file(dir: &Path, path: &Path, len: usize) -> io::Result<Mappi
 /// A file mapped shared and read-write, removed (and unmapped) when
 /// dropped.
 #[derive(Debug)]
-pub(crate) struct Mapping {
+pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
     path: PathBuf,
@@ -820,7 +829,7 @@ impl Mapping {
     /// with a running one (a reader's pins and claims reach the owner);
     /// the file is never removed. It must be a regular file of this
     /// user's, of at least [`HEADER_SPACE`] bytes.
-    pub(crate) fn open_file(path: &Path, shared: bool) -> io::Result<Mapping> {
+    pub fn open_file(path: &Path, shared: bool) -> io::Result<Mapping> {
         use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
         let named = |e: String| io::Error::other(format!("{}: {e}", path.display()));
         let f = std::fs::OpenOptions::new()
@@ -881,13 +890,18 @@ impl Mapping {
     }
 
     /// The start of the mapping.
-    pub(crate) fn as_ptr(&self) -> *mut u8 {
+    pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
     /// Its length in bytes.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Whether it maps no byte (never: a mapping holds at least a page).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// The file behind it.

@@ -160,7 +160,7 @@ impl Ring {
     /// `each` after it is released: what the reader does with them
     /// (decode, print, write to a disk) never holds the program's saves,
     /// and a reader stopped there (Ctrl-Z) holds nothing.
-    pub(crate) fn stream_packets(
+    pub fn stream_packets(
         &self,
         from: (u64, usize),
         open: bool,
@@ -228,14 +228,14 @@ impl Ring {
     /// Where the last reader that consumed this ring stopped: the cursor
     /// ([`Ring::stream_packets`]'s) and the ring's events before it, if a
     /// reader did (the gate's mark).
-    pub(crate) fn reader_mark(&self) -> Option<((u64, usize), u64)> {
+    pub fn reader_mark(&self) -> Option<((u64, usize), u64)> {
         let (cursor, events) = self.gate.0.mark()?;
         Some(((cursor >> 32, (cursor & 0xffff_ffff) as usize), events))
     }
 
     /// Records that a consuming reader took the ring's events up to
     /// `cursor`, `events` of them in all (the next reader starts there).
-    pub(crate) fn set_reader_mark(&self, cursor: (u64, usize), events: u64) {
+    pub fn set_reader_mark(&self, cursor: (u64, usize), events: u64) {
         let offset = u64::try_from(cursor.1).unwrap_or(u64::MAX).min(0xffff_ffff);
         self.gate.0.set_mark(cursor.0 << 32 | offset, events);
     }
@@ -293,10 +293,12 @@ impl Ring {
 
 /// What [`Ring::copy_packets`] tells of a packet copied.
 #[derive(Clone, Copy)]
-pub(crate) struct PacketMeta {
+pub struct PacketMeta {
     /// Packet index in the stream.
     pub seq: u64,
+    /// Its first time (the ring's clock).
     pub ts_begin: u64,
+    /// Its last time.
     pub ts_end: u64,
     /// Events committed to this stream in earlier packets.
     pub committed_before: u64,
@@ -309,7 +311,7 @@ pub(crate) struct PacketMeta {
 
 /// Why [`Ring::stream_packets`] took nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StreamStop {
+pub enum StreamStop {
     /// Another copier (this process id) held the ring past the patience
     /// given: the next turn tries again.
     Busy(u64),
@@ -331,7 +333,7 @@ pub(crate) enum Patience {
 /// How long a save (or a reader's turn) waits for the copy claim of one
 /// ring held by another copier, all rings together: past it, the rings
 /// still held are left out (and counted).
-pub(crate) const CLAIM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+pub const CLAIM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Why [`Ring::copy_packets`] stopped.
 pub(crate) enum CopyError<E> {

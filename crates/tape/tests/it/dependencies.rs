@@ -29,7 +29,8 @@ fn tapes_dependency_tree_has_no_crate_twice() {
 
 /// What a traced program links: `tape` and `tape-tracing` depend on the
 /// shared model (`tape-ctf-model`), never on the reader (`tape-ctf`:
-/// the TSDL parser, the decoder, the outputs). Issue 47 found
+/// the TSDL parser, the decoder, the outputs) nor the consumer
+/// (`tape-consumer`). Issue 47 found
 /// tape-tracing linking the whole reader to name five model types.
 #[test]
 fn traced_programs_do_not_link_the_reader() {
@@ -55,6 +56,12 @@ fn traced_programs_do_not_link_the_reader() {
         assert!(
             !tree.lines().any(|l| l.starts_with("tape-ctf v")),
             "{krate} links the reader:\n{tree}"
+        );
+        // Nor the consumer of shared rings (`tape record`, `pipe`,
+        // `recover`: issue 48 found every program linking them).
+        assert!(
+            !tree.lines().any(|l| l.starts_with("tape-consumer v")),
+            "{krate} links the consumer:\n{tree}"
         );
     }
 }

@@ -1,4 +1,5 @@
-//! The recorder by layer (issue 37): the files of `src/` stand on floors,
+//! The recorder by layer (issue 37), and the consumer (`tape-consumer`,
+//! issue 48) the same way: the files of `src/` stand on floors,
 //! and each file uses only its own floor and the floors below it; no two
 //! files use each other, even through others (no import circle).
 //!
@@ -9,7 +10,7 @@
 //! | schema | `metadata`, `template`, `view` | the CTF description of a trace, and an event read by it |
 //! | storage | `ring`, `save` | per-thread rings, the emit path, snapshots, trace directories |
 //! | features | `probe`, `filter`, `trigger`, `traced`, `latency`, `printk`, `snapshot`, `usdt` | what runs at a tracepoint or beside the rings |
-//! | control | `config`, `control`, `crash`, `dump_text`, `recover`, `record` | starting, operating and ending the recorder |
+//! | control | `config`, `control`, `crash`, `dump_text`, `end` | starting, operating and ending the recorder |
 //! | top | `lib.rs` | the public face |
 //!
 //! Read from the source, comments and strings left out: every path that
@@ -27,8 +28,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The floors, bottom first: a module's first path segment names its floor.
-const FLOORS: &[(&str, &[&str])] = &[
+/// A crate's floors, bottom first: a module's first path segment names its
+/// floor.
+type Floors = &'static [(&'static str, &'static [&'static str])];
+
+/// The recorder's floors (`crates/tape/src`).
+const FLOORS: Floors = &[
     (
         "base",
         &["error", "sys", "knobs", "clock", "field", "losses"],
@@ -50,17 +55,23 @@ const FLOORS: &[(&str, &[&str])] = &[
             "crash",
             "dump_text",
             "end",
-            "recover",
-            "record",
         ],
     ),
     ("top", &[""]),
 ];
 
-/// A file's floor (its index in [`FLOORS`]) by its module path.
-fn floor(module: &[String]) -> Option<usize> {
+/// The consumer's floors (`crates/tape-consumer/src`): the ring
+/// directories and a dead process's trace, then the reader of a running one.
+const CONSUMER_FLOORS: Floors = &[
+    ("process", &["recover"]),
+    ("reader", &["record"]),
+    ("top", &[""]),
+];
+
+/// A file's floor (its index in `floors`) by its module path.
+fn floor(floors: Floors, module: &[String]) -> Option<usize> {
     let first = module.first().map(String::as_str).unwrap_or("");
-    FLOORS.iter().position(|(_, names)| names.contains(&first))
+    floors.iter().position(|(_, names)| names.contains(&first))
 }
 
 /// One token of Rust source: an identifier, `::`, or one other character.
@@ -276,8 +287,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every use of another file in the files under `src`.
-fn uses(src: &Path) -> Vec<Use> {
+/// Every use of another file in the files under `src`, of the crate named
+/// `own` in paths (`tape`: the macros' doc examples name it).
+fn uses(src: &Path, own: &str) -> Vec<Use> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     files.sort();
@@ -367,7 +379,7 @@ fn uses(src: &Path) -> Vec<Use> {
                         && !prev_is_dollar
                         && toks.get(i + 1).is_some_and(|t| t.0 == Tok::Path)
                         && (k == "crate"
-                            || k == "tape"
+                            || k == own
                             || k == "super"
                             || k == "self"
                             || children.contains(k)) =>
@@ -391,7 +403,7 @@ fn uses(src: &Path) -> Vec<Use> {
                 }
             }
             for p in paths {
-                let Some(abs) = absolute(&p, &here, &module, &children) else {
+                let Some(abs) = absolute(&p, &here, &module, &children, own) else {
                     continue;
                 };
                 let to = match abs.as_slice() {
@@ -418,12 +430,13 @@ fn absolute(
     here: &[String],
     module: &[String],
     children: &BTreeSet<String>,
+    own: &str,
 ) -> Option<Vec<String>> {
     let first = p.first()?;
     let mut base: Vec<String>;
     let mut rest = p;
     match first.as_str() {
-        "crate" | "tape" => {
+        k if k == "crate" || k == own => {
             base = Vec::new();
             rest = &p[1..];
         }
@@ -456,30 +469,46 @@ fn name(m: &[String]) -> String {
 #[test]
 fn each_file_uses_only_its_floor_and_those_below_and_no_circle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let uses = uses(&src);
+    // The scan sees uses it must (an empty graph passes everything).
+    let must = [("save", "ring"), ("ring::emit", "point"), ("lib", "config")];
+    check(&src, "tape", FLOORS, &must);
+}
+
+/// The consumer (`tape-consumer`) by the same rule; its uses of the rings
+/// go through `tape::__consumer`, another crate.
+#[test]
+fn the_consumers_files_keep_their_floors_and_no_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tape-consumer/src");
+    check(&src, "tape_consumer", CONSUMER_FLOORS, &[("record", "recover")]);
+}
+
+/// The layout of the crate at `src` (named `own` in its paths) against
+/// `floors`; `must` are uses the scan has to see.
+fn check(src: &Path, own: &str, floors: Floors, must: &[(&str, &str)]) {
+    let uses = uses(src, own);
     let print = std::env::var_os("TAPE_LAYOUT_PRINT").is_some();
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    rust_files(src, &mut files);
     let mut problems = Vec::new();
     for f in &files {
-        let m = module_of(&src, f);
-        if floor(&m).is_none() {
+        let m = module_of(src, f);
+        if floor(floors, &m).is_none() {
             problems.push(format!(
-                "{}: on no floor: add its module to FLOORS",
+                "{}: on no floor: add its module to the floors",
                 f.display()
             ));
         }
     }
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for u in &uses {
-        let (a, b) = (floor(&u.from), floor(&u.to));
-        let file = file_of(&src, &u.from).unwrap();
+        let (a, b) = (floor(floors, &u.from), floor(floors, &u.to));
+        let file = file_of(src, &u.from).unwrap();
         let rel = file
             .strip_prefix(src.ancestors().nth(3).unwrap())
-            .unwrap()
+            .unwrap_or(&file)
             .display()
             .to_string();
-        let floor_name = |f: Option<usize>| f.map_or("none", |f| FLOORS[f].0);
+        let floor_name = |f: Option<usize>| f.map_or("none", |f| floors[f].0);
         if print {
             println!(
                 "{rel}:{} {} ({}) -> {} ({})",
@@ -496,27 +525,20 @@ fn each_file_uses_only_its_floor_and_those_below_and_no_circle() {
                     "{rel}:{}: {} (floor {}) uses {} (floor {}), a floor above it",
                     u.line,
                     name(&u.from),
-                    FLOORS[a].0,
+                    floors[a].0,
                     name(&u.to),
-                    FLOORS[b].0
+                    floors[b].0
                 ));
             }
         }
         edges.entry(name(&u.from)).or_default().insert(name(&u.to));
     }
-    // Sanity: the scan sees uses it must (an empty graph passes everything).
-    assert!(
-        edges.get("save").is_some_and(|t| t.contains("ring")),
-        "{edges:?}"
-    );
-    assert!(
-        edges.get("ring::emit").is_some_and(|t| t.contains("point")),
-        "{edges:?}"
-    );
-    assert!(
-        edges.get("lib").is_some_and(|t| t.contains("config")),
-        "{edges:?}"
-    );
+    for (from, to) in must {
+        assert!(
+            edges.get(*from).is_some_and(|t| t.contains(*to)),
+            "{from} -> {to} not seen: {edges:?}"
+        );
+    }
     // No circle: a use `from -> to` where `to` reaches back to `from`.
     for (from, tos) in &edges {
         for to in tos {

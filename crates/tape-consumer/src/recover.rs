@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Recovery maps each ring file copy-on-write and copies its packets as a
-//! save does ([`crate::save`](mod@crate::save)): from the oldest packet the owner had not
+//! save does (`tape::save`): from the oldest packet the owner had not
 //! started to overwrite (the gate's word says which packet it entered
 //! last, even if it died before publishing it) to the one it was writing,
 //! up to the last event it published. An event is published by one store
@@ -51,15 +51,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{Error, ErrorKind};
-pub(crate) use crate::ring::dirs::{alive, describe, read_header};
-pub use crate::ring::dirs::{describe_dir, parse_age, ring_dir_paths, ring_dirs, RingDir};
-use crate::ring::shm::{self, ProcessHeader};
-use crate::ring::{Drops, Ring};
-use crate::template::Hole;
+use tape::__consumer as tape_rings;
+use tape::{Error, ErrorKind};
+pub(crate) use tape_rings::dirs::{alive, describe, read_header};
+pub use tape_rings::dirs::{describe_dir, parse_age, ring_dir_paths, ring_dirs, RingDir};
+use tape_rings::shm::{self, ProcessHeader};
+use tape_rings::{Drops, Ring};
+use tape_rings::Hole;
 
 fn error(message: String) -> Error {
-    Error::new(ErrorKind::Io, message)
+    tape_rings::error(ErrorKind::Io, message)
 }
 
 /// The ring directory `what` names: a directory path, or a pid (the
@@ -99,7 +100,7 @@ pub fn find_running(what: &str, patience: std::time::Duration) -> Result<PathBuf
             Ok(dir) => return Ok(dir),
             Err(e) => e,
         };
-        let running = what.parse::<u32>().is_ok_and(crate::sys::process_exists);
+        let running = what.parse::<u32>().is_ok_and(tape_rings::process_exists);
         if !running {
             return Err(e);
         }
@@ -202,13 +203,13 @@ pub fn recover(dir: &Path, out: &Path) -> Result<Recovered, Error> {
     let outside = filled.outside;
     let mut lost = Drops::default();
     let uuid = h.uuid;
-    let filled = crate::save::write_atomically(out, |tmp| {
-        let filled = crate::save::write_streams(tmp, &rings, &uuid)?;
+    let filled = tape_rings::write_atomically(out, |tmp| {
+        let filled = tape_rings::write_streams(tmp, &rings, &uuid)?;
         let skipped = filled.skipped.iter().map(|s| s.events).sum();
         let metadata = fill_metadata(&h, &template, &source, last_ts, skipped, 0)
             .map(|m| m.text)
             .unwrap_or_default();
-        crate::save::write_file(&tmp.join("metadata"), metadata.as_bytes())?;
+        tape_rings::write_file(&tmp.join("metadata"), metadata.as_bytes())?;
         Ok(filled)
     })
     .map_err(|e| error(format!("recovering into {}: {}", out.display(), e.message)))?;
@@ -316,15 +317,15 @@ pub(crate) fn fill_metadata_with(
         Some((f, s, o)) => (f, s, o, "given by the reader".to_owned()),
         None => clock_of(h),
     };
-    let clock = crate::clock::clock_description(freq, offset_s, offset);
-    let last_event_ns = last_ts.map(|t| crate::clock::to_realtime_ns(&clock, t));
+    let clock = tape_rings::clock_description(freq, offset_s, offset);
+    let last_event_ns = last_ts.map(|t| tape_rings::to_realtime_ns(&clock, t));
     let outside = [
         h.dropped_no_ring.load(Relaxed),
         h.dropped_no_memory.load(Relaxed),
         h.lost_exited.load(Relaxed),
     ];
     let last_event = last_event_ns.map_or_else(|| "none".to_owned(), utc_text);
-    let text = crate::template::fill(template, |hole| {
+    let text = tape_rings::fill(template, |hole| {
         Some(match hole {
             Hole::Freq => freq.to_string(),
             Hole::OffsetS => offset_s.to_string(),
@@ -336,7 +337,7 @@ pub(crate) fn fill_metadata_with(
             Hole::LostExited => env_count(outside[2]),
             Hole::SkippedBusy => env_count(skipped_busy),
             Hole::NotWritten => env_count(not_written),
-            Hole::Date => crate::sys::local_date(),
+            Hole::Date => tape_rings::local_date(),
             Hole::Mode => {
                 if h.mode.load(Relaxed) == 1 {
                     "discard".into()
@@ -367,11 +368,11 @@ fn env_count(n: u64) -> String {
 pub(crate) fn clock_of(h: &ProcessHeader) -> (u64, i64, i64, String) {
     let source = u8::try_from(h.clock_source).unwrap_or(0);
     let anchor = (h.anchor_counter, i128::from(h.anchor_mono_ns as i64));
-    let same_boot = h.boot_id != [0; 40] && h.boot_id == crate::sys::boot_id();
+    let same_boot = h.boot_id != [0; 40] && h.boot_id == tape_rings::boot_id();
     if same_boot {
-        if let Some((mono, real)) = crate::clock::pairs_of_source(source) {
-            if let Some(freq) = crate::clock::frequency(anchor, mono) {
-                let (offset_s, offset) = crate::clock::offsets(real.0, real.1, freq);
+        if let Some((mono, real)) = tape_rings::pairs_of_source(source) {
+            if let Some(freq) = tape_rings::frequency(anchor, mono) {
+                let (offset_s, offset) = tape_rings::offsets(real.0, real.1, freq);
                 return (
                     freq,
                     offset_s,
@@ -384,8 +385,8 @@ pub(crate) fn clock_of(h: &ProcessHeader) -> (u64, i64, i64, String) {
         }
     }
     if let Some((counter, mono, real_counter, real)) = h.calibration() {
-        let freq = crate::clock::frequency(anchor, (counter, mono)).unwrap_or(1_000_000_000);
-        let (offset_s, offset) = crate::clock::offsets(real_counter, real, freq);
+        let freq = tape_rings::frequency(anchor, (counter, mono)).unwrap_or(1_000_000_000);
+        let (offset_s, offset) = tape_rings::offsets(real_counter, real, freq);
         return (
             freq,
             offset_s,
@@ -406,7 +407,7 @@ pub(crate) fn clock_of(h: &ProcessHeader) -> (u64, i64, i64, String) {
 /// A time (ns since the epoch) as `YYYY-MM-DDTHH:MM:SS.NNNNNNNNNZ`.
 pub fn utc_text(ns: i128) -> String {
     let secs = ns.div_euclid(1_000_000_000) as i64;
-    let [y, m, d, h, mi, sec] = crate::clock::civil_utc(secs);
+    let [y, m, d, h, mi, sec] = tape_rings::civil_utc(secs);
     format!(
         "{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{sec:02}.{:09}Z",
         ns.rem_euclid(1_000_000_000)

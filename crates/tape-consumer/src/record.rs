@@ -5,7 +5,7 @@
 //! The process must have shared rings (the default, `ring/shm.rs`; not
 //! with `TAPE_SHM=off`). The recorder maps each ring file shared and,
 //! every few milliseconds, takes the packets the owner closed since its
-//! last turn, with the protocol of a save ([`crate::ring`], "The
+//! last turn, with the protocol of a save (`tape::ring`, "The
 //! snapshot"): it claims the ring's copy (a claim word in the ring's
 //! region that this process's saves and crash dump take too, so they
 //! take turns), pins the packets, writes each one to the ring's stream
@@ -61,15 +61,16 @@ use std::io::{IoSlice, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use crate::error::{Error, ErrorKind};
+use tape::__consumer as tape_rings;
+use tape::{Error, ErrorKind};
 use crate::recover;
-use crate::ring::shm::{self, ProcessHeader};
-use crate::ring::{Drops, PacketMeta, Ring};
-use crate::save::Context;
-pub use crate::template::AWAITING_ENV;
+use tape_rings::shm::{self, ProcessHeader};
+use tape_rings::{Drops, PacketMeta, Ring};
+use tape_rings::Context;
+pub use tape_rings::AWAITING_ENV;
 
 fn error(message: String) -> Error {
-    Error::new(ErrorKind::Io, message)
+    tape_rings::error(ErrorKind::Io, message)
 }
 
 /// One ring being recorded, and its stream file.
@@ -191,7 +192,7 @@ pub struct Recorder {
     /// The owner's largest last timestamp seen.
     last_ts: Option<u64>,
     /// A ring of the last turn whose copy claim another process held past
-    /// [`crate::ring::CLAIM_PATIENCE`] (its index, the holder): left for
+    /// [`tape_rings::CLAIM_PATIENCE`] (its index, the holder): left for
     /// the next turn.
     busy: Option<(usize, u64)>,
     /// Events taken from the rings and not written (a write failed: a
@@ -262,13 +263,13 @@ impl Recorder {
     }
 
     fn attach_to(dir: &Path, out: Option<&Path>) -> Result<Recorder, Error> {
-        let copy = crate::ring::dirs::read_header(dir).map_err(|e| {
+        let copy = tape_rings::dirs::read_header(dir).map_err(|e| {
             error(format!(
                 "{} is not a directory of shared rings: {e}",
                 dir.display()
             ))
         })?;
-        if !crate::ring::dirs::alive(&copy) {
+        if !tape_rings::dirs::alive(&copy) {
             return Err(error(format!(
                 "process {} ({}) is not running: `tape recover {}` rebuilds its trace",
                 copy.pid,
@@ -284,7 +285,7 @@ impl Recorder {
                 .compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
             {
                 Ok(_) => break,
-                Err(other) if other != me && crate::sys::process_exists(other) => {
+                Err(other) if other != me && tape_rings::process_exists(other) => {
                     return Err(error(format!(
                         "process {} is already read by tape record or tape pipe (pid \
                          {other}): one reader per process",
@@ -380,11 +381,11 @@ impl Recorder {
     /// this machine cannot read it (a counter this CPU lacks).
     pub fn clock_now(&self) -> Option<u64> {
         let source = u8::try_from(self.header.clock_source).ok()?;
-        crate::clock::pairs_of_source(source).map(|(mono, _)| mono.0)
+        tape_rings::pairs_of_source(source).map(|(mono, _)| mono.0)
     }
 
     /// How long until the process's clock can be calibrated to
-    /// [`crate::clock::MIN_CALIBRATION`] (its anchor is that old): a
+    /// [`tape_rings::MIN_CALIBRATION`] (its anchor is that old): a
     /// reader that sends the metadata once (the relay) waits for it.
     pub fn calibration_wait(&self) -> std::time::Duration {
         let mut now = libc::timespec {
@@ -395,7 +396,7 @@ impl Recorder {
         unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
         let now_ns = now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128;
         let age = now_ns - i128::from(self.header.anchor_mono_ns as i64);
-        let min = crate::clock::MIN_CALIBRATION.as_nanos() as i128;
+        let min = tape_rings::MIN_CALIBRATION.as_nanos() as i128;
         std::time::Duration::from_nanos((min - age).clamp(0, min) as u64)
     }
 
@@ -489,7 +490,7 @@ impl Recorder {
         Context {
             uuid: &s.uuid,
             tid: s.ring.tid(),
-            name: crate::sys::truncate_utf8(&s.ring.name, 255),
+            name: tape_rings::truncate_utf8(&s.ring.name, 255),
         }
     }
 
@@ -526,7 +527,7 @@ impl Recorder {
 
     /// Whether the process still runs.
     pub fn process_alive(&self) -> bool {
-        crate::ring::dirs::alive(self.header)
+        tape_rings::dirs::alive(self.header)
     }
 
     /// Takes the packets closed since the last turn (the open ones too
@@ -601,7 +602,7 @@ impl Recorder {
             // Where the last consuming reader stopped: this one starts
             // there (its events are not taken twice, nor counted lost).
             let mark = ring.reader_mark();
-            let base = format!("{}-{}", crate::sys::sanitize(&ring.name), ring.tid());
+            let base = format!("{}-{}", tape_rings::sanitize(&ring.name), ring.tid());
             let out = self.out.clone().unwrap_or_default();
             let mut path = out.join(&base);
             let mut n = 2;
@@ -656,7 +657,7 @@ impl Recorder {
 
     /// Writes the new packets of stream `i` (to its file, or to `sink`);
     /// `Some(pid)` when the ring's copy claim was held by that process
-    /// past [`crate::ring::CLAIM_PATIENCE`] (nothing taken).
+    /// past [`tape_rings::CLAIM_PATIENCE`] (nothing taken).
     fn take<'s>(
         &mut self,
         i: usize,
@@ -665,7 +666,7 @@ impl Recorder {
     ) -> Result<Option<u64>, Error> {
         let consumes = self.consumes;
         let s = &mut self.streams[i];
-        let name = crate::sys::truncate_utf8(&s.ring.name, 255).to_owned();
+        let name = tape_rings::truncate_utf8(&s.ring.name, 255).to_owned();
         let stream_name = s
             .path
             .file_name()
@@ -701,7 +702,7 @@ impl Recorder {
         } = s;
         let taken_before = *resumed;
         let mut not_written = 0u64;
-        let until = std::time::Instant::now() + crate::ring::CLAIM_PATIENCE;
+        let until = std::time::Instant::now() + tape_rings::CLAIM_PATIENCE;
         let taken = ring.stream_packets(
             *next,
             to_end,
@@ -817,10 +818,10 @@ impl Recorder {
             }
             // Another copier (the program's own save) held the ring: the
             // next turn takes it.
-            Err(crate::ring::StreamStop::Busy(holder)) => return Ok(Some(holder)),
+            Err(tape_rings::StreamStop::Busy(holder)) => return Ok(Some(holder)),
             // Its file was cut under the reader (said on stderr): the
             // stream ends at the last packet written before.
-            Err(crate::ring::StreamStop::Cut) => {
+            Err(tape_rings::StreamStop::Cut) => {
                 s.done = true;
                 return Ok(None);
             }
@@ -852,8 +853,8 @@ impl Recorder {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let ts = self.losses_ts.max(s.last_end);
-        let mut packet = vec![0u8; crate::save::losses_packet_size(&name)];
-        crate::save::losses_packet(&mut packet, &s.uuid, ts, &name, s.lost);
+        let mut packet = vec![0u8; tape_rings::losses_packet_size(&name)];
+        tape_rings::losses_packet(&mut packet, &s.uuid, ts, &name, s.lost);
         let path = out.join(tape_ctf_model::LOSSES_STREAM);
         match write_parts(&mut self.losses, &path, &[&packet]) {
             Ok(n) => {
@@ -919,7 +920,7 @@ impl Recorder {
             Ok(()) => "counted in its metadata as events_not_written".to_owned(),
             Err(m) => format!("not counted in the trace: {m}"),
         };
-        Error::new(
+        tape_rings::error(
             e.kind(),
             format!(
                 "{}; the trace ends at each stream's last whole packet; {} event(s) taken from \
@@ -987,7 +988,7 @@ impl Recorder {
                 "the ring of {} stayed held by process {holder} (its copy claim) for {} s: \
                  its last events are not in the recording",
                 self.stream_name(i),
-                4 * crate::ring::CLAIM_PATIENCE.as_secs()
+                4 * tape_rings::CLAIM_PATIENCE.as_secs()
             )));
         }
         let r = r.and_then(|_| self.write_metadata());
@@ -1018,7 +1019,7 @@ impl Recorder {
         {
             return;
         }
-        let ended = !crate::ring::dirs::alive(self.header)
+        let ended = !tape_rings::dirs::alive(self.header)
             && shm::ring_files(&self.dir).is_ok_and(|rings| rings.is_empty());
         if ended {
             let _ = std::fs::remove_dir_all(&self.dir);
