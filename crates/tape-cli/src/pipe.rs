@@ -122,8 +122,8 @@ pub(crate) fn pipe(
     format: Format,
     events: Option<(globset::GlobSet, Vec<String>)>,
 ) -> Result<(), Failure> {
-    let dir =
-        tape_consumer::recover::find_running(target, crate::reader::STARTING).map_err(|e| e.to_string())?;
+    let dir = tape_consumer::recover::find_running(target, crate::reader::STARTING)
+        .map_err(|e| e.to_string())?;
     // A pipe that prints some events only peeks: it leaves them all to the
     // next reader (module docs).
     let peek = events.is_some();

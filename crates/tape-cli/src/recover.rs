@@ -225,7 +225,8 @@ pub(crate) fn record(
             return crate::relay::record(crate::relay::Follow::All, relay, duration, limit);
         }
         Recorded::Target(Some(t)) => (
-            tape_consumer::recover::find_running(t, crate::reader::STARTING).map_err(|e| e.to_string())?,
+            tape_consumer::recover::find_running(t, crate::reader::STARTING)
+                .map_err(|e| e.to_string())?,
             t.to_owned(),
         ),
         Recorded::Command(command) => {

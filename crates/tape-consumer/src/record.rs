@@ -61,13 +61,13 @@ use std::io::{IoSlice, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
+use crate::recover;
 use tape::__consumer as tape_rings;
 use tape::{Error, ErrorKind};
-use crate::recover;
 use tape_rings::shm::{self, ProcessHeader};
-use tape_rings::{Drops, PacketMeta, Ring};
 use tape_rings::Context;
 pub use tape_rings::AWAITING_ENV;
+use tape_rings::{Drops, PacketMeta, Ring};
 
 fn error(message: String) -> Error {
     tape_rings::error(ErrorKind::Io, message)

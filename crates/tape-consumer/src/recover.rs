@@ -56,8 +56,8 @@ use tape::{Error, ErrorKind};
 pub(crate) use tape_rings::dirs::{alive, describe, read_header};
 pub use tape_rings::dirs::{describe_dir, parse_age, ring_dir_paths, ring_dirs, RingDir};
 use tape_rings::shm::{self, ProcessHeader};
-use tape_rings::{Drops, Ring};
 use tape_rings::Hole;
+use tape_rings::{Drops, Ring};
 
 fn error(message: String) -> Error {
     tape_rings::error(ErrorKind::Io, message)

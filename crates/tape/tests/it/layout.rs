@@ -49,13 +49,7 @@ const FLOORS: Floors = &[
     ),
     (
         "control",
-        &[
-            "config",
-            "control",
-            "crash",
-            "dump_text",
-            "end",
-        ],
+        &["config", "control", "crash", "dump_text", "end"],
     ),
     ("top", &[""]),
 ];
@@ -479,7 +473,12 @@ fn each_file_uses_only_its_floor_and_those_below_and_no_circle() {
 #[test]
 fn the_consumers_files_keep_their_floors_and_no_circle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tape-consumer/src");
-    check(&src, "tape_consumer", CONSUMER_FLOORS, &[("record", "recover")]);
+    check(
+        &src,
+        "tape_consumer",
+        CONSUMER_FLOORS,
+        &[("record", "recover")],
+    );
 }
 
 /// The layout of the crate at `src` (named `own` in its paths) against
