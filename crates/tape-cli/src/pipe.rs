@@ -107,10 +107,11 @@ struct Pending {
 /// What the reader knows of a ring.
 #[derive(Default)]
 struct Ring {
-    /// Events of the ring before the next one to read, once started.
-    consumed: Option<u64>,
-    /// The owner's drops seen so far.
-    dropped: u64,
+    /// The losses said so far: the owner's drops (from those seen at the
+    /// first chunk: earlier ones are not this pipe's), the events
+    /// overwritten before they could be read.
+    dropped: Option<u64>,
+    overwritten: u64,
     /// Its chunks not wholly printed, oldest first.
     pending: std::collections::VecDeque<Pending>,
 }
@@ -187,93 +188,75 @@ pub(crate) fn pipe(
         }
         // Every ring is read after this moment (see the module docs).
         let turn = tape::clock::realtime_ns();
-        let came = reader
-            .poll_chunks(&mut |c| {
-                if failed.is_some() {
-                    return;
-                }
-                let ring = rings.entry(c.stream).or_default();
-                let name = c.name.to_owned();
-                let first = ring.consumed.is_none();
-                // After an earlier pipe's mark: what it printed is not
-                // printed again, and what was overwritten since is lost.
-                let consumed = *ring
-                    .consumed
-                    .get_or_insert(c.taken_before.unwrap_or(c.committed_before));
+        let chunks = reader.poll_chunks().map_err(|e| e.to_string())?;
+        let came = !chunks.is_empty();
+        for c in chunks {
+            let ring = rings.entry(c.stream).or_default();
+            let name = reader.stream_name(c.stream);
+            order += 1;
+            let chunk = order;
+            let mut lines = 0usize;
+            let ring_id = c.stream;
+            // The losses since the last chunk (both lines at the first
+            // event's time, known once decoded).
+            let overwritten = c.lost.overwritten - ring.overwritten.min(c.lost.overwritten);
+            ring.overwritten = c.lost.overwritten;
+            let by_owner = c.lost.total() - c.lost.overwritten;
+            let dropped = by_owner.saturating_sub(*ring.dropped.get_or_insert(by_owner));
+            ring.dropped = ring.dropped.max(Some(by_owner));
+            if let Err(e) = crate::reader::put_packet(&packet_file, &c.packet) {
+                failed = Some(format!("the copy of ring {name}'s packet (in memory): {e}"));
+                break;
+            }
+            // The stream is named by its ring (as in a saved trace).
+            let stream = FastStream::from_file(
+                plan.clone(),
+                Arc::clone(&packet_file),
+                &PathBuf::from(&name),
+                c.packet.len() as u64,
+            );
+            let mut lost_at: Option<i128> = None;
+            let decoded = decode(stream, format, events.as_ref(), &mut symbols, |t, rest| {
+                lost_at.get_or_insert(t);
                 order += 1;
-                let chunk = order;
-                let mut lines = 0usize;
-                let ring_id = c.stream;
-                // Both lines at the first event's time (known once decoded).
-                let overwritten = if c.offset == 0 && c.committed_before > consumed {
-                    c.committed_before - consumed
-                } else {
-                    0
-                };
-                if c.offset == 0 {
-                    ring.consumed = Some(c.committed_before.max(consumed));
-                }
-                let dropped = if first {
-                    0
-                } else {
-                    c.dropped.saturating_sub(ring.dropped)
-                };
-                ring.dropped = ring.dropped.max(c.dropped);
-                if let Err(e) = crate::reader::put_packet(&packet_file, c.packet) {
-                    failed = Some(format!("the copy of ring {name}'s packet (in memory): {e}"));
-                    return;
-                }
-                // The stream is named by its ring (as in a saved trace).
-                let stream = FastStream::from_file(
-                    plan.clone(),
-                    Arc::clone(&packet_file),
-                    &PathBuf::from(&name),
-                    c.packet.len() as u64,
-                );
-                let mut lost_at: Option<i128> = None;
-                let decoded = decode(stream, format, events.as_ref(), &mut symbols, |t, rest| {
-                    lost_at.get_or_insert(t);
-                    order += 1;
-                    lines += 1;
-                    held.push(Held {
-                        t,
-                        order,
-                        rest,
-                        ring: ring_id,
-                        chunk,
-                    });
+                lines += 1;
+                held.push(Held {
+                    t,
+                    order,
+                    rest,
+                    ring: ring_id,
+                    chunk,
                 });
-                let n = match decoded {
-                    Ok(n) => n,
-                    Err(e) => {
-                        failed = Some(e);
-                        return;
-                    }
-                };
-                if let Some(c) = ring.consumed.as_mut() {
-                    *c += n;
+            });
+            let n = match decoded {
+                Ok(n) => n,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
                 }
-                let stream = name.clone();
-                for lost in [overwritten, dropped].into_iter().filter(|&n| n > 0) {
-                    let t = lost_at.map_or(i128::MIN, |t| t - 1);
-                    order += 1;
-                    lines += 1;
-                    held.push(Held {
-                        t,
-                        order,
-                        rest: lost_line(format, lost, t, &stream),
-                        ring: ring_id,
-                        chunk,
-                    });
-                }
-                ring.pending.push_back(Pending {
-                    id: chunk,
-                    end: c.end,
-                    events: ring.consumed.unwrap_or(0),
-                    unprinted: lines,
+            };
+            if c.events.is_none() {
+                reader.took(c.stream, n);
+            }
+            for lost in [overwritten, dropped].into_iter().filter(|&n| n > 0) {
+                let t = lost_at.map_or(i128::MIN, |t| t - 1);
+                order += 1;
+                lines += 1;
+                held.push(Held {
+                    t,
+                    order,
+                    rest: lost_line(format, lost, t, &name),
+                    ring: ring_id,
+                    chunk,
                 });
-            })
-            .map_err(|e| e.to_string())?;
+            }
+            ring.pending.push_back(Pending {
+                id: chunk,
+                end: c.end,
+                events: c.before + n,
+                unprinted: lines,
+            });
+        }
         if let Some(e) = failed.take() {
             return Err(Failure::Error(e));
         }

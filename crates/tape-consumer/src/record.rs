@@ -83,19 +83,21 @@ struct Stream {
     /// Where to read next: a packet, and a byte offset in it (a live
     /// reader takes the open packet's events as they come).
     next: (u64, usize),
-    /// Events before the end of the last packet taken (recorded or
-    /// counted lost).
-    position: u64,
-    /// Events overwritten before the recorder took them, so far.
+    /// Events of the ring before the next one to take: taken, or counted
+    /// lost (`None`: a live reader that has not begun, which begins at its
+    /// first chunk, the events before it neither taken nor lost).
+    position: Option<u64>,
+    /// Events overwritten before the reader took them, so far.
     overwritten: u64,
+    /// A chunk of an open packet was handed out whose events the reader
+    /// has not counted yet ([`Recorder::took`]).
+    uncounted: bool,
     /// The losses the last packet written states (cumulative).
     lost: Drops,
     /// A leading empty packet was written or is not needed.
     started: bool,
     /// Read to its end: nothing more will come.
     done: bool,
-    /// Events of the ring an earlier consuming reader took (its mark).
-    resumed: Option<u64>,
     /// The losses the losses stream says of this stream so far, and when
     /// the last packet written ended.
     lost_said: Drops,
@@ -106,47 +108,45 @@ struct Stream {
     head: Vec<u8>,
 }
 
-/// Events of one ring handed to a live reader ([`Recorder::poll_chunks`]).
-pub struct Chunk<'a> {
+/// Events of one ring handed to a live reader ([`Recorder::poll_chunks`]),
+/// with what the ring says of them and the stream's losses as of them,
+/// counted here once for every reader.
+pub struct Chunk {
     /// The ring's index (in the order rings were found).
     pub stream: usize,
-    /// Its stream's name: `<thread>-<tid>`.
-    pub name: &'a str,
     /// A CTF packet (header and context, then the events): the events of
     /// one of the ring's packets from `offset` on. Its context states no
-    /// losses: the reader counts them from the fields below.
-    pub packet: &'a [u8],
+    /// losses: they are in `lost`.
+    pub packet: Vec<u8>,
     /// The events' offset in their packet (0: the packet's first event).
     pub offset: usize,
-    /// Events of the ring before the packet.
-    pub committed_before: u64,
-    /// Events the owner dropped so far (full, too big, re-entrant,
-    /// blocked by a save): all causes but overwriting, summed.
-    pub dropped: u64,
+    /// The ring's events before the chunk's first, as this reader counts
+    /// them (taken, or lost).
+    pub before: u64,
+    /// Its events, when the ring says: the tail of a closed packet. Those
+    /// of an open packet's chunk are known once decoded: the reader tells
+    /// them ([`Recorder::took`]) before its next turn.
+    pub events: Option<u64>,
+    /// The stream's losses as of the chunk, by cause, cumulative: the
+    /// owner's drops (all causes but overwriting) since its ring was made,
+    /// when the packet was closed (or read, if open), and the events
+    /// overwritten before this reader could take them.
+    pub lost: Drops,
     /// The cursor after these events: what [`Recorder::set_mark`] takes
     /// once they are consumed.
     pub end: (u64, usize),
-    /// Events of the ring that an earlier consuming reader took (`None`:
-    /// no reader came before): where this one starts.
-    pub taken_before: Option<u64>,
     /// The ring's packet is closed (its owner writes no more to it): these
     /// are its last events.
     pub closed: bool,
-    /// Of a closed packet: the ring's events up to its end (what a
-    /// consuming reader has taken once these are out).
-    pub events_after: Option<u64>,
     /// The ring packet's first time, in the trace's clock.
     pub ts_begin: u64,
     /// Its last time (of a packet still open: the ring's last event when
     /// it was read, which may lie past these events).
     pub ts_end: u64,
-    /// The owner's drops by cause (all but overwriting) when the packet
-    /// was closed, or read if open: cumulative over the ring.
-    pub drops: Drops,
 }
 
 /// Where a live reader's chunks go.
-type ChunkSink<'s> = dyn FnMut(Chunk<'_>) + 's;
+type ChunkSink<'s> = dyn FnMut(Chunk) + 's;
 
 /// A forwarded packet's context ([`Recorder::packet_head`]).
 #[derive(Clone, Copy, Debug, Default)]
@@ -538,23 +538,41 @@ impl Recorder {
     }
 
     /// A live reader's turn: the events published since the last turn in
-    /// every ring (new ones included), each ring's as chunks handed to
-    /// `each`; the open packets are read up to their last event. Whether
-    /// anything came.
-    pub fn poll_chunks(&mut self, each: &mut dyn FnMut(Chunk<'_>)) -> Result<bool, Error> {
-        self.turn(false, true, Some(each))
+    /// every ring (new ones included), each ring's as chunks; the open
+    /// packets are read up to their last event. The events of an open
+    /// packet's chunk ([`Chunk::events`] `None`) are told with
+    /// [`Recorder::took`] before the next turn.
+    pub fn poll_chunks(&mut self) -> Result<Vec<Chunk>, Error> {
+        self.poll_chunks_open(true)
     }
 
     /// As [`Recorder::poll_chunks`], the open packets read only when
     /// `open` (or when their ring is done): a reader that forwards whole
     /// packets (the relay) takes the closed ones at every turn and the
     /// open ones' events on its timer.
-    pub fn poll_chunks_open(
-        &mut self,
-        open: bool,
-        each: &mut dyn FnMut(Chunk<'_>),
-    ) -> Result<bool, Error> {
-        self.turn(false, open, Some(each))
+    pub fn poll_chunks_open(&mut self, open: bool) -> Result<Vec<Chunk>, Error> {
+        if let Some(s) = self.streams.iter().position(|s| s.uncounted) {
+            return Err(error(format!(
+                "the reader did not count the events of ring {}'s last chunk                  (Recorder::took): its losses would be miscounted",
+                self.stream_name(s)
+            )));
+        }
+        let mut chunks = Vec::new();
+        self.turn(false, open, Some(&mut |c| chunks.push(c)))?;
+        Ok(chunks)
+    }
+
+    /// The reader decoded a chunk of an open packet of ring `stream` and
+    /// found `events` events: the ring's events taken so far grow by them
+    /// (what the next packet's losses are counted from).
+    pub fn took(&mut self, stream: usize, events: u64) {
+        if let Some(s) = self.streams.get_mut(stream) {
+            if let Some(p) = s.position.as_mut() {
+                *p += events;
+            }
+            s.uncounted = false;
+            self.progress.events += events;
+        }
     }
 
     fn turn<'s>(
@@ -616,12 +634,14 @@ impl Recorder {
                 path,
                 file: None,
                 next: mark.map_or((0, 0), |m| m.0),
-                position: mark.map_or(0, |m| m.1),
+                // A recording counts what the ring lost before it (as a
+                // save does); a live reader begins at its first chunk.
+                position: mark.map(|m| m.1).or(self.out.is_some().then_some(0)),
                 overwritten: 0,
+                uncounted: false,
                 lost: Drops::default(),
                 started: false,
                 done: false,
-                resumed: mark.map(|m| m.1),
                 lost_said: Drops::default(),
                 last_end: 0,
                 len: 0,
@@ -667,11 +687,6 @@ impl Recorder {
         let consumes = self.consumes;
         let s = &mut self.streams[i];
         let name = tape_rings::truncate_utf8(&s.ring.name, 255).to_owned();
-        let stream_name = s
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
         let ctx = Context {
             uuid: &s.uuid,
             tid: s.ring.tid(),
@@ -693,14 +708,13 @@ impl Recorder {
             next,
             position,
             overwritten,
+            uncounted,
             started,
             lost,
             len,
-            resumed,
             last_end,
             ..
         } = s;
-        let taken_before = *resumed;
         let mut not_written = 0u64;
         let until = std::time::Instant::now() + tape_rings::CLAIM_PATIENCE;
         let taken = ring.stream_packets(
@@ -715,7 +729,17 @@ impl Recorder {
                     not_written += end.saturating_sub(m.committed_before);
                     return;
                 }
+                // Events between the last packet taken and this one were
+                // overwritten before the reader could take them.
+                let position = position.get_or_insert(m.committed_before);
+                *overwritten += m.committed_before.saturating_sub(*position);
+                *position = (*position).max(m.committed_before);
+                let d = Drops {
+                    overwritten: *overwritten,
+                    ..m.dropped_at_close
+                };
                 if let Some(sink) = sink.as_mut() {
+                    let before = *position;
                     let mut whole = *m;
                     whole.events = content.len();
                     ctx.packet_header(head, &whole, Drops::default());
@@ -723,34 +747,30 @@ impl Recorder {
                     packet.extend_from_slice(head);
                     packet.extend_from_slice(content);
                     bytes += content.len() as u64;
+                    let n = end.map(|after| after.saturating_sub(before));
+                    match end {
+                        Some(after) => *position = after.max(before),
+                        None => *uncounted = true,
+                    }
+                    events += n.unwrap_or(0);
                     sink(Chunk {
                         stream: i,
-                        name: &stream_name,
-                        packet: &packet,
+                        packet,
                         offset,
-                        committed_before: m.committed_before,
-                        dropped: m.dropped_at_close.total(),
+                        before,
+                        events: n,
+                        lost: d,
                         end: if end.is_some() {
                             (m.seq + 1, 0)
                         } else {
                             (m.seq, offset + content.len())
                         },
-                        taken_before,
                         closed: end.is_some(),
-                        events_after: end,
                         ts_begin: m.ts_begin,
                         ts_end: m.ts_end,
-                        drops: m.dropped_at_close,
                     });
                     return;
                 }
-                // Events between the last packet taken and this one were
-                // overwritten before the recorder could take them.
-                *overwritten += m.committed_before.saturating_sub(*position);
-                let d = Drops {
-                    overwritten: *overwritten,
-                    ..m.dropped_at_close
-                };
                 let end = end.unwrap_or_else(|| written.max(m.committed_before));
                 // A packet is written whole or not at all: a write that
                 // fails (a full disk) is cut back to the last whole packet,
@@ -793,7 +813,7 @@ impl Recorder {
                     return;
                 }
                 // (Not those of a packet an earlier reader began.)
-                events += end.saturating_sub(m.committed_before.max(*position));
+                events += end.saturating_sub(*position);
                 *position = end;
                 *last_end = (*last_end).max(m.ts_end);
                 *lost = d;
@@ -813,7 +833,7 @@ impl Recorder {
                 // A recording consumed what it wrote; a live reader says
                 // what it printed ([`Recorder::set_mark`]).
                 if recording {
-                    s.ring.set_reader_mark(cursor, s.position);
+                    s.ring.set_reader_mark(cursor, s.position.unwrap_or(0));
                 }
             }
             // Another copier (the program's own save) held the ring: the

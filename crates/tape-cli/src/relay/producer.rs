@@ -287,10 +287,6 @@ struct Out {
     /// The last packet's end, and the last beacon's time.
     last_end: u64,
     beacon: u64,
-    /// Events of the ring taken so far (`None`: none yet).
-    consumed: Option<u64>,
-    /// Events overwritten before they were taken, so far.
-    overwritten: u64,
     /// The `events_discarded` the last packet stated.
     discarded: u64,
     /// Whether a chunk of it came this turn.
@@ -315,35 +311,28 @@ struct Kept {
 /// takes packets and never confirms them): the oldest go first, counted.
 const KEEP_MAX: usize = 16 << 20;
 
-/// A chunk of a ring taken this turn, owned (sent after the turn).
+/// A chunk of a ring taken this turn (sent after the turn), with its
+/// events and last time once known.
 struct Taken {
-    stream: usize,
-    packet: Vec<u8>,
-    offset: usize,
-    committed_before: u64,
-    taken_before: Option<u64>,
-    closed: bool,
-    events_after: Option<u64>,
-    ts_begin: u64,
-    ts_end: u64,
-    discarded_by_owner: u64,
-    end: (u64, usize),
+    chunk: Chunk,
+    /// Its events, and its last event's time: a closed packet's from the
+    /// ring; an open packet's decoded once ([`Feed::count`]).
+    events: u64,
+    last: u64,
+    counted: bool,
+    /// Its packet went to a relay session (at least in part) that failed
+    /// before confirming it: sent again, it may be in both.
+    tried: bool,
 }
 
 impl Taken {
-    fn of(c: &Chunk<'_>) -> Taken {
+    fn of(chunk: Chunk) -> Taken {
         Taken {
-            stream: c.stream,
-            packet: c.packet.to_vec(),
-            offset: c.offset,
-            committed_before: c.committed_before,
-            taken_before: c.taken_before,
-            closed: c.closed,
-            events_after: c.events_after,
-            ts_begin: c.ts_begin,
-            ts_end: c.ts_end,
-            discarded_by_owner: c.drops.total(),
-            end: c.end,
+            events: chunk.events.unwrap_or(0),
+            last: chunk.ts_end,
+            counted: chunk.events.is_some(),
+            tried: false,
+            chunk,
         }
     }
 }
@@ -466,11 +455,13 @@ impl Feed {
     /// a live viewer never gets a stream whose events are older than
     /// what it has shown. Whether anything came.
     pub(crate) fn take(&mut self, tick: bool) -> Result<bool, Fault> {
-        let taken = &mut self.taken;
-        self.recorder
-            .poll_chunks_open(tick, &mut |c| taken.push(Taken::of(&c)))
+        let chunks = self
+            .recorder
+            .poll_chunks_open(tick)
             .map_err(|e| Fault::Feed(e.to_string()))?;
-        Ok(!self.taken.is_empty())
+        let came = !chunks.is_empty();
+        self.taken.extend(chunks.into_iter().map(Taken::of));
+        Ok(came)
     }
 
     /// Looks for rings made since the last look and adds them as
@@ -538,9 +529,10 @@ impl Feed {
         for o in &mut self.streams {
             o.fed = false;
         }
+        self.count(s)?;
         let mut taken = std::mem::take(&mut self.taken).into_iter();
-        while let Some(t) = taken.next() {
-            if let Err(e) = self.send_chunk(s, &t) {
+        while let Some(mut t) = taken.next() {
+            if let Err(e) = self.send_chunk(s, &mut t) {
                 // Sent again (at least once) in the next session.
                 self.taken = std::iter::once(t).chain(taken).collect();
                 return Err(e);
@@ -603,8 +595,6 @@ impl Feed {
                 sent: 1,
                 last_end: born,
                 beacon: born,
-                consumed: None,
-                overwritten: 0,
                 discarded: 0,
                 fed: false,
                 tick: None,
@@ -618,12 +608,47 @@ impl Feed {
         Ok(())
     }
 
+    /// The events and last time of every chunk of an open packet taken
+    /// (the ring says how many bytes, not how many events): each decoded
+    /// once, with the trace's metadata as sent (after the turn's read, so
+    /// that its classes are in it), and told to the consumer.
+    fn count(&mut self, s: &mut Session) -> Result<(), Fault> {
+        for k in 0..self.taken.len() {
+            if self.taken[k].counted {
+                continue;
+            }
+            let (i, packet) = (self.taken[k].chunk.stream, &self.taken[k].chunk.packet);
+            let name = self.recorder.stream_name(i);
+            let (last, events) = match self.last_event(packet, &name) {
+                Ok(r) => r,
+                // An event whose class the description read so far lacks:
+                // the template read again (whatever its file looks like),
+                // its new classes sent, and the events decoded again. A
+                // fallback: `publish` reads the template after the rings,
+                // and a file written in the last second whatever its
+                // stamp; this is for a rewrite that looks unchanged (an
+                // inode reused within the clock's tick) met later.
+                Err(Fault::Feed(e)) if e.contains("unknown event id") => {
+                    self.recorder.reread_template();
+                    self.send_new_classes(s)?;
+                    self.last_event(&self.taken[k].chunk.packet, &name)?
+                }
+                Err(e) => return Err(e),
+            };
+            let t = &mut self.taken[k];
+            (t.last, t.events, t.counted) = (last, events, true);
+            self.recorder.took(i, events);
+        }
+        Ok(())
+    }
+
     /// Sends chunk `t` as a packet of its own, with its index; moves its
     /// ring's mark past it.
-    fn send_chunk(&mut self, s: &mut Session, t: &Taken) -> Result<(), Fault> {
-        let i = t.stream;
+    fn send_chunk(&mut self, s: &mut Session, t: &mut Taken) -> Result<(), Fault> {
+        let c = &t.chunk;
+        let i = c.stream;
         let head_size = self.recorder.packet_head_size(i);
-        let content = t.packet.get(head_size..).unwrap_or_default();
+        let content = c.packet.get(head_size..).unwrap_or_default();
         let content_len = content.len();
         if content_len == 0 {
             return Ok(());
@@ -632,21 +657,9 @@ impl Feed {
         // whose sending fails is sent again in the next session, as is.
         let o = &mut self.streams[i];
         o.fed = true;
-        // Events before the chunk that were overwritten before any reader
-        // took them (from its first packet: the earlier reader's mark).
-        let consumed = o
-            .consumed
-            .unwrap_or(t.taken_before.unwrap_or(t.committed_before));
-        let overwritten = o.overwritten
-            + if t.offset == 0 && t.committed_before > consumed {
-                t.committed_before - consumed
-            } else {
-                0
-            };
-        let consumed = consumed.max(t.committed_before);
         let first_ts = content
             .get(2..EVENT_HEADER)
-            .map_or(t.ts_begin, |b| u64::from_ne_bytes(b.try_into().expect("8")));
+            .map_or(c.ts_begin, |b| u64::from_ne_bytes(b.try_into().expect("8")));
         if first_ts < o.beacon {
             self.sent.late += 1;
             if self.sent.late == 1 {
@@ -660,31 +673,11 @@ impl Feed {
             }
         }
         let begin = o.last_end.max(first_ts.min(o.beacon));
-        let (end, events) = if let (true, Some(after)) = (t.closed, t.events_after) {
-            (t.ts_end, after.saturating_sub(consumed))
-        } else {
-            let name = self.recorder.stream_name(i);
-            match self.last_event(&t.packet, &name) {
-                Ok(r) => r,
-                // An event whose class the description read so far lacks:
-                // the template read again (whatever its file looks like),
-                // its new classes sent, and the events decoded again. A
-                // fallback: `publish` reads the template after the rings,
-                // and a file written in the last second whatever its
-                // stamp; this is for a rewrite that looks unchanged (an
-                // inode reused within the clock's tick) met later.
-                Err(Fault::Feed(e)) if e.contains("unknown event id") => {
-                    self.recorder.reread_template();
-                    self.send_new_classes(s)?;
-                    self.last_event(&t.packet, &name)?
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        let o = &mut self.streams[i];
-        let end = end.max(begin);
-        let discarded = o.discarded.max(overwritten + t.discarded_by_owner);
-        let mut packet = t.packet.clone();
+        let end = t.last.max(begin);
+        // The losses as the consumer counted them (the owner's and the
+        // events overwritten before they were taken), cumulative.
+        let discarded = o.discarded.max(c.lost.total());
+        let mut packet = c.packet.clone();
         let times = PacketTimes {
             begin,
             end,
@@ -694,21 +687,25 @@ impl Feed {
         };
         self.recorder
             .packet_head(i, &mut packet[..head_size], &times);
+        // From here a failure may leave the packet (or part of it) in the
+        // old session: sent again, it is counted as such.
+        if t.tried {
+            self.sent.resent += t.events;
+        }
+        t.tried = true;
         s.relay.send_packet(o.handle, o.sent, &packet, 0)?;
         s.relay
             .send_index(&index(o.handle, o.sent, &packet, begin, end, discarded, i))?;
         o.sent += 1;
         o.last_end = end;
-        o.overwritten = overwritten;
         o.discarded = discarded;
-        o.consumed = Some(consumed + events);
         s.advance(self.source, end);
         let packet_len = packet.len();
         o.kept_bytes += packet_len;
         o.unconfirmed.push_back(Kept {
             packet,
             times,
-            events,
+            events: t.events,
         });
         while o.kept_bytes > KEEP_MAX {
             let Some(k) = o.unconfirmed.pop_front() else {
@@ -719,9 +716,10 @@ impl Feed {
         }
         self.sent.packets += 1;
         self.sent.bytes += packet_len as u64;
-        self.sent.events += events;
+        self.sent.events += t.events;
         self.sent.lost = self.streams.iter().map(|o| o.discarded).sum();
-        self.recorder.set_mark(i, t.end, consumed + events);
+        self.recorder
+            .set_mark(i, t.chunk.end, t.chunk.before + t.events);
         Ok(())
     }
 
