@@ -324,6 +324,13 @@ enum Command {
         #[arg(long, value_name = "PORT", default_value_t = 5344, requires = "relayd",
               value_parser = clap::value_parser!(u16).range(1..))]
         live_port: u16,
+        /// The most bytes of packets sent and not yet confirmed by the
+        /// relay kept to send again after an outage, over every stream
+        /// (`64M` by default); past it the oldest go first, counted
+        /// ("not kept for sending again": lost if the relay had not
+        /// written them).
+        #[arg(long, value_name = "SIZE", requires = "relayd")]
+        keep_unconfirmed: Option<String>,
         /// End after this many seconds.
         #[arg(long, value_name = "SECONDS")]
         duration: Option<f64>,
@@ -465,12 +472,20 @@ fn main() -> ExitCode {
             live_timer,
             hostname,
             live_port,
+            keep_unconfirmed,
             duration,
             size,
         } => (|| -> Result<(), Failure> {
             let relay = relayd
                 .map(|url| {
-                    relay::options(&url, session, live_timer.as_deref(), hostname, live_port)
+                    relay::options(
+                        &url,
+                        session,
+                        live_timer.as_deref(),
+                        hostname,
+                        live_port,
+                        keep_unconfirmed.as_deref(),
+                    )
                 })
                 .transpose()?;
             let recorded = if command.is_empty() {

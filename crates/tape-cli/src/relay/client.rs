@@ -398,7 +398,8 @@ impl Relay {
     /// `last_net_seq_num` and its index (the data socket is read apart
     /// from the control one: a stream closed before its last packets
     /// arrived would end a live viewer's stream before them), at most
-    /// [`IO_TIMEOUT`].
+    /// [`IO_TIMEOUT`], and within a run's ending no later than its cap
+    /// (`reader::deadline`).
     pub(crate) fn wait_for_data(
         &mut self,
         handle: u64,
@@ -406,13 +407,15 @@ impl Relay {
     ) -> Result<(), String> {
         let start = std::time::Instant::now();
         while self.data_pending(handle, last_net_seq_num)? {
-            if start.elapsed() >= IO_TIMEOUT {
+            // Within a run's ending, no longer than its cap.
+            let by = crate::reader::deadline(IO_TIMEOUT).min(start + IO_TIMEOUT);
+            if std::time::Instant::now() >= by {
                 return Err(format!(
-                    "the relay daemon at {}:{} did not receive packet {last_net_seq_num} of \
-                     stream {handle} within {} s",
+                    "the relay daemon at {}:{} did not confirm packet {last_net_seq_num} of \
+                     stream {handle} (DATA_PENDING) within {:.1} s",
                     self.url.host,
                     self.url.control,
-                    IO_TIMEOUT.as_secs()
+                    start.elapsed().as_secs_f64()
                 ));
             }
             std::thread::sleep(Duration::from_millis(5));

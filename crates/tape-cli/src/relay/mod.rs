@@ -37,6 +37,7 @@ pub(crate) fn options(
     live_timer: Option<&str>,
     hostname: Option<String>,
     live_port: u16,
+    keep_unconfirmed: Option<&str>,
 ) -> Result<Options, String> {
     let url = client::RelayUrl::parse(url)?;
     wire::check_name("--session", &session, 255)?;
@@ -56,12 +57,17 @@ pub(crate) fn options(
             d
         }
     };
+    let keep_unconfirmed = match keep_unconfirmed {
+        None => producer::DEFAULT_KEEP_UNCONFIRMED,
+        Some(v) => tape::config::parse_size("--keep-unconfirmed", v).map_err(|e| e.to_string())?,
+    };
     Ok(Options {
         url,
         session,
         hostname,
         live_timer,
         live_port,
+        keep_unconfirmed,
     })
 }
 
@@ -110,6 +116,8 @@ struct Host<'a> {
     me: u32,
     /// The ring directory was refused (said once).
     dir_refused: bool,
+    /// Unconfirmed packets were dropped past the cap (said once).
+    unkept_said: bool,
 }
 
 /// The relay gone (its connection failed): retried with backoff.
@@ -190,6 +198,7 @@ pub(crate) fn record(
         bytes_closed: 0,
         me: std::process::id(),
         dir_refused: false,
+        unkept_said: false,
     };
     if let Follow::One(dir) = follow {
         let r = tape_consumer::record::Recorder::attach_live(dir).map_err(|e| e.to_string())?;
@@ -329,40 +338,72 @@ pub(crate) fn record(
         }
         std::thread::sleep(idle.min(live_timer.saturating_sub(tick.elapsed())));
     };
+    let secs = || start.elapsed().as_secs_f64();
+    // However the run ends, what each process got: a failure's report
+    // too (what was sent before it), then the error.
+    let failed = |host: Host<'_>, sessions: &[String], e: String| -> Result<(), Failure> {
+        let (reports, left_out) = host.reports_so_far();
+        let why = "ended by the error below";
+        print_summary(&reports, left_out, sessions, why, secs())?;
+        Err(e.into())
+    };
     if let Some(e) = given_up {
-        return Err(format!(
+        let e = format!(
             "{e}; sent before: {} bytes in {} relay session(s) ({})",
             host.bytes(),
             sessions.len(),
             sessions.join(", ")
-        )
-        .into());
+        );
+        return failed(host, &sessions, e);
     }
     if outage.is_some() {
         // One last try: what the rings hold is sent if the relay is back.
         if let Err(e) = host.resume() {
-            return Err(format!(
+            let e = format!(
                 "the relay daemon is still away ({e}): the events since it went are not sent \
                  (the rings of the processes still running hold the newest)"
-            )
-            .into());
+            );
+            return failed(host, &sessions, e);
         }
         sessions.push(host.session.path.clone());
     }
-    let (reports, left_out) = host.finish(why)?;
-    let secs = start.elapsed().as_secs_f64();
+    let (reports, left_out, failure) = host.finish(why);
+    match failure {
+        None => print_summary(&reports, left_out, &sessions, why, secs()),
+        Some(e) => {
+            print_summary(&reports, left_out, &sessions, "its end cut short", secs())?;
+            Err(e.into())
+        }
+    }
+}
+
+/// `tape record --relayd`'s summary on stdout: each process with what it
+/// sent and lost, then the totals.
+fn print_summary(
+    reports: &[Report],
+    left_out: usize,
+    sessions: &[String],
+    why: &str,
+    secs: f64,
+) -> Result<(), Failure> {
     let mut total = producer::Sent::default();
     let mut text = format!(
         "streamed to the relay daemon as {} ({why})\n",
         sessions.join(", then ")
     );
-    for r in &reports {
+    for r in reports {
         let mut extra = String::new();
         if r.sent.late > 0 {
             extra.push_str(&format!(", late for a live viewer {}", r.sent.late));
         }
         if r.sent.resent > 0 {
             extra.push_str(&format!(", sent again after an outage {}", r.sent.resent));
+        }
+        if r.sent.unkept > 0 {
+            extra.push_str(&format!(
+                ", not kept for sending again {} (lost if the relay had not written them)",
+                r.sent.unkept
+            ));
         }
         text.push_str(&format!(
             "  {} (pid {}, {}): events {}, lost {}{extra}\n",
@@ -490,6 +531,7 @@ impl Host<'_> {
                 }
             }
         }
+        self.trim_kept();
         // 5. The ended ones closed after the linger.
         let linger = self.session.linger();
         let mut lingered = Vec::new();
@@ -506,6 +548,49 @@ impl Host<'_> {
         }
         self.traced.retain(|t| !matches!(t, Traced::Dropped));
         Ok(came)
+    }
+
+    /// Keeps the unconfirmed packets of every trace within the cap
+    /// (`--keep-unconfirmed`): the oldest of the session go first,
+    /// counted by their traces as not kept (said once).
+    fn trim_kept(&mut self) {
+        let cap = self.session.options.keep_unconfirmed;
+        let feeds = || {
+            self.traced.iter().filter_map(|t| match t {
+                Traced::Fed(f) | Traced::Ending(f, _) => Some(f),
+                _ => None,
+            })
+        };
+        let mut kept: usize = feeds().map(Feed::kept_bytes).sum();
+        if kept <= cap {
+            return;
+        }
+        if !self.unkept_said {
+            self.unkept_said = true;
+            crate::say!(
+                "tape record: the relay daemon has not confirmed {kept} bytes of packets sent \
+                 (DATA_PENDING): past --keep-unconfirmed ({cap} bytes) the oldest are no \
+                 longer kept for sending again after an outage (counted: \"not kept for \
+                 sending again\")"
+            );
+        }
+        while kept > cap {
+            let oldest = self
+                .traced
+                .iter_mut()
+                .filter_map(|t| match t {
+                    Traced::Fed(f) | Traced::Ending(f, _) => Some(f),
+                    _ => None,
+                })
+                .filter_map(|f| f.oldest_kept().map(|o| (o, f)))
+                .min_by_key(|(o, _)| *o);
+            let Some((_, f)) = oldest else { break };
+            let freed = f.drop_oldest_kept();
+            if freed == 0 {
+                break;
+            }
+            kept -= freed;
+        }
     }
 
     /// The ring directories that appeared since the last look: their
@@ -595,23 +680,76 @@ impl Host<'_> {
         Ok(())
     }
 
+    /// What each process got so far, without ending anything (the run
+    /// ends by an error: the relay is gone): the closed ones' reports and
+    /// the others' as they stand; and how many were left out.
+    fn reports_so_far(mut self) -> (Vec<Report>, usize) {
+        let mut reports = std::mem::take(&mut self.reports);
+        for t in &self.traced {
+            let (f, how) = match t {
+                Traced::Fed(f) => (f, "cut off by the relay's failure"),
+                Traced::Ending(f, _) if f.sent.died => (f, "died"),
+                Traced::Ending(f, _) => (f, "exited"),
+                Traced::Waiting(r) => {
+                    reports.push(Report {
+                        path: producer::trace_path(&r.program(), r.pid()),
+                        pid: r.pid(),
+                        sent: producer::Sent::default(),
+                        how: "not started: nothing sent",
+                    });
+                    continue;
+                }
+                Traced::Dropped => continue,
+            };
+            reports.push(Report {
+                path: f.path.clone(),
+                pid: f.recorder.pid(),
+                sent: f.sent,
+                how,
+            });
+        }
+        (reports, self.left_out)
+    }
+
     /// The end: every process's data out, a linger for live viewers, the
-    /// streams closed, then the session.
-    /// The reports, and how many processes were left out.
-    fn finish(mut self, why: &'static str) -> Result<(Vec<Report>, usize), Failure> {
-        let relay = |e: producer::Fault| -> Failure { e.to_string().into() };
+    /// streams closed, then the session. The reports, how many processes
+    /// were left out, and the relay's failure if one cut the end short
+    /// (the reports then say what each had sent).
+    fn finish(mut self, why: &'static str) -> (Vec<Report>, usize, Option<String>) {
         let mut ending: Vec<(Feed, &'static str)> = Vec::new();
+        let mut failure: Option<String> = None;
         for t in std::mem::take(&mut self.traced) {
             let (feed, how) = match t {
-                Traced::Waiting(r) => match Feed::start(&mut self.session, r) {
-                    Ok(f) => (f, why),
-                    Err(producer::Fault::Feed(e)) => {
-                        self.left_out += 1;
-                        crate::say!("tape record: {e}: left out");
-                        continue;
+                Traced::Waiting(r) if failure.is_none() => {
+                    let (path, pid) = (producer::trace_path(&r.program(), r.pid()), r.pid());
+                    match Feed::start(&mut self.session, r) {
+                        Ok(f) => (f, why),
+                        Err(producer::Fault::Feed(e)) => {
+                            self.left_out += 1;
+                            crate::say!("tape record: {e}: left out");
+                            continue;
+                        }
+                        Err(e) => {
+                            failure = Some(e.to_string());
+                            self.reports.push(Report {
+                                path,
+                                pid,
+                                sent: producer::Sent::default(),
+                                how: "not started: nothing sent",
+                            });
+                            continue;
+                        }
                     }
-                    Err(e) => return Err(relay(e)),
-                },
+                }
+                Traced::Waiting(r) => {
+                    self.reports.push(Report {
+                        path: producer::trace_path(&r.program(), r.pid()),
+                        pid: r.pid(),
+                        sent: producer::Sent::default(),
+                        how: "not started: nothing sent",
+                    });
+                    continue;
+                }
                 Traced::Fed(f) => (f, why),
                 Traced::Ending(f, _) => {
                     let how = if f.sent.died { "died" } else { "exited" };
@@ -621,23 +759,56 @@ impl Host<'_> {
             };
             ending.push((feed, how));
         }
-        for (f, _) in &mut ending {
+        for (f, how) in &mut ending {
+            if failure.is_some() {
+                break;
+            }
             if let Err(e) = f.end(&mut self.session, false) {
                 match e {
                     producer::Fault::Feed(e) => crate::say!("tape record: {}: {e}", f.path),
-                    e => return Err(relay(e)),
+                    e => {
+                        failure = Some(e.to_string());
+                        *how = "its end cut off by the relay's failure";
+                    }
                 }
             }
         }
-        if !ending.is_empty() {
+        if !ending.is_empty() && failure.is_none() {
             std::thread::sleep(self.session.linger());
         }
         for (f, how) in ending {
-            self.close(f, Some(how)).map_err(relay)?;
+            if failure.is_some() {
+                // Not closed (the relay failed): reported as it stands.
+                self.reports.push(Report {
+                    path: f.path.clone(),
+                    pid: f.recorder.pid(),
+                    sent: f.sent,
+                    how: if how == why {
+                        "cut off by the relay's failure"
+                    } else {
+                        how
+                    },
+                });
+                continue;
+            }
+            let (path, pid, sent) = (f.path.clone(), f.recorder.pid(), f.sent);
+            if let Err(e) = self.close(f, Some(how)) {
+                failure = Some(e.to_string());
+                self.reports.push(Report {
+                    path,
+                    pid,
+                    sent,
+                    how: "its end cut off by the relay's failure",
+                });
+            }
         }
         let reports = std::mem::take(&mut self.reports);
-        self.session.close()?;
-        Ok((reports, self.left_out))
+        if failure.is_none() {
+            if let Err(e) = self.session.close() {
+                failure = Some(e);
+            }
+        }
+        (reports, self.left_out, failure)
     }
 }
 

@@ -99,7 +99,16 @@ pub(crate) struct Options {
     pub(crate) live_timer: Duration,
     /// The relay's live port, for the viewer's URL said at the start.
     pub(crate) live_port: u16,
+    /// The most bytes of unconfirmed packets kept, over every stream of
+    /// the session ([`Feed::drop_oldest_kept`]).
+    pub(crate) keep_unconfirmed: usize,
 }
+
+/// What is kept for sending again when none is given: sized for a 2-core
+/// host (LTTng's default sub-buffers for two CPUs and two channels, 4 ×
+/// 4 × 4 MiB, are 64 MiB): a relay that never confirms costs the recorder
+/// at most that much beyond its own needs.
+pub(crate) const DEFAULT_KEEP_UNCONFIRMED: usize = 64 << 20;
 
 /// The live timer when none is given: a viewer sees an event within about
 /// two of its ticks.
@@ -146,6 +155,9 @@ pub(crate) struct Session {
     horizon: Vec<(u32, u64)>,
     /// Streams begun at the horizon so far.
     ties: u64,
+    /// Packets kept unconfirmed so far, in the order sent (each one's
+    /// [`Kept::order`]).
+    kept_order: u64,
 }
 
 fn unix_seconds() -> u64 {
@@ -217,6 +229,7 @@ impl Session {
             clocks: Vec::new(),
             horizon: Vec::new(),
             ties: 0,
+            kept_order: 0,
         })
     }
 
@@ -305,11 +318,10 @@ struct Kept {
     packet: Vec<u8>,
     times: PacketTimes,
     events: u64,
+    /// When it was sent, in the session's order (the oldest kept of every
+    /// stream goes first past the cap).
+    order: u64,
 }
-
-/// The most bytes of unconfirmed packets kept per stream (a relay that
-/// takes packets and never confirms them): the oldest go first, counted.
-const KEEP_MAX: usize = 16 << 20;
 
 /// A chunk of a ring taken this turn (sent after the turn), with its
 /// events and last time once known.
@@ -352,8 +364,9 @@ pub(crate) struct Sent {
     /// Events sent again in a new session after an outage (the old one
     /// had not confirmed them: they may be in both).
     pub(crate) resent: u64,
-    /// Events of unconfirmed packets no longer kept ([`KEEP_MAX`]): lost
-    /// if the relay had not written them.
+    /// Events of unconfirmed packets no longer kept (past
+    /// [`Options::keep_unconfirmed`]): lost if the relay had not written
+    /// them, and then not sent again.
     pub(crate) unkept: u64,
 }
 
@@ -702,18 +715,13 @@ impl Feed {
         s.advance(self.source, end);
         let packet_len = packet.len();
         o.kept_bytes += packet_len;
+        s.kept_order += 1;
         o.unconfirmed.push_back(Kept {
             packet,
             times,
             events: t.events,
+            order: s.kept_order,
         });
-        while o.kept_bytes > KEEP_MAX {
-            let Some(k) = o.unconfirmed.pop_front() else {
-                break;
-            };
-            o.kept_bytes -= k.packet.len();
-            self.sent.unkept += k.events;
-        }
         self.sent.packets += 1;
         self.sent.bytes += packet_len as u64;
         self.sent.events += t.events;
@@ -748,6 +756,39 @@ impl Feed {
             }
         }
         Ok((st.clock_value(), n))
+    }
+
+    /// Bytes of the unconfirmed packets it keeps.
+    pub(crate) fn kept_bytes(&self) -> usize {
+        self.streams.iter().map(|o| o.kept_bytes).sum()
+    }
+
+    /// The session's order of the oldest unconfirmed packet it keeps.
+    pub(crate) fn oldest_kept(&self) -> Option<u64> {
+        self.streams
+            .iter()
+            .filter_map(|o| o.unconfirmed.front().map(|k| k.order))
+            .min()
+    }
+
+    /// Drops its oldest unconfirmed packet kept (the session keeps too
+    /// much: [`Options::keep_unconfirmed`]), its events counted as not
+    /// kept; its bytes.
+    pub(crate) fn drop_oldest_kept(&mut self) -> usize {
+        let Some(o) = self
+            .streams
+            .iter_mut()
+            .filter(|o| !o.unconfirmed.is_empty())
+            .min_by_key(|o| o.unconfirmed.front().map(|k| k.order))
+        else {
+            return 0;
+        };
+        let Some(k) = o.unconfirmed.pop_front() else {
+            return 0;
+        };
+        o.kept_bytes -= k.packet.len();
+        self.sent.unkept += k.events;
+        k.packet.len()
     }
 
     /// A beacon for every stream that got nothing this turn, at the time

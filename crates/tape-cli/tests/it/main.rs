@@ -48,6 +48,7 @@ mod readme_shell;
 mod record;
 mod recover;
 mod relay;
+mod relay_meddled;
 mod samples;
 mod shared_rings;
 mod show_options;

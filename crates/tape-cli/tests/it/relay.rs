@@ -26,12 +26,12 @@ fn free_port() -> u16 {
 }
 
 /// A child killed when dropped (a failing test leaves no daemon behind).
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Killed {
     /// Ends the recorder with SIGINT (as Ctrl-C): its exit status, and what
     /// it printed on stdout and stderr (both piped).
-    fn interrupt(&mut self) -> (std::process::ExitStatus, String, String) {
+    pub(crate) fn interrupt(&mut self) -> (std::process::ExitStatus, String, String) {
         // SAFETY: kill has no memory preconditions.
         unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
         let status = self.0.wait().unwrap();
@@ -50,11 +50,11 @@ impl Drop for Killed {
 }
 
 /// The real relay daemon on loopback, writing under `out`.
-struct Relayd {
+pub(crate) struct Relayd {
     _child: Killed,
-    out: PathBuf,
-    control: u16,
-    data: u16,
+    pub(crate) out: PathBuf,
+    pub(crate) control: u16,
+    pub(crate) data: u16,
     live: u16,
 }
 
@@ -165,7 +165,7 @@ fn field(line: &str, key: &str) -> Option<u64> {
 }
 
 /// The events each flight program said it emitted (its stderr).
-fn emitted(c: Child) -> u64 {
+pub(crate) fn emitted(c: Child) -> u64 {
     let out = c.wait_with_output().unwrap();
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
@@ -180,7 +180,7 @@ fn emitted(c: Child) -> u64 {
 /// A test's place: its directory, a relay daemon writing under its
 /// `relay`, and its `shm` for the programs' rings; `None` (said) without
 /// lttng-relayd.
-fn set_up(name: &str) -> Option<(PathBuf, Relayd, PathBuf)> {
+pub(crate) fn set_up(name: &str) -> Option<(PathBuf, Relayd, PathBuf)> {
     let base = base(name);
     let relayd = Relayd::start(&base.join("relay"))?;
     let shm = base.join("shm");
@@ -370,7 +370,7 @@ fn every_process_of_the_host_reaches_the_relay_live_and_on_disk() {
 }
 
 /// Every directory under `dir`, `dir` included.
-fn walk(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut all = vec![dir.to_path_buf()];
     let mut i = 0;
     while i < all.len() {
