@@ -82,17 +82,48 @@ pub(crate) struct Relay {
     reply_by: Instant,
 }
 
-/// How the error of a relay that cannot be reached begins (its sockets
-/// do not connect): the recorder waits for such a relay, where one that
-/// connects and then refuses or garbles is given up after a few sessions.
-pub(crate) const UNREACHABLE: &str = "cannot reach the relay daemon's";
+/// What went wrong with the relay daemon, by what the recorder does
+/// about it.
+#[derive(Debug)]
+pub(crate) enum RelayError {
+    /// Its sockets do not connect: the recorder waits for it (retries with
+    /// backoff, for as long as the run lasts).
+    Unreachable(String),
+    /// It connected, then an exchange failed: the connection broke, a
+    /// reply did not come whole within its deadline, a command was refused
+    /// (its code said) or a reply garbled. Retried too, but a relay whose
+    /// new sessions fail so at once is given up after a few.
+    Failed(String),
+}
 
-fn connect(url: &RelayUrl, port: u16, which: &str) -> Result<TcpStream, String> {
+impl std::fmt::Display for RelayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RelayError::Unreachable(e) | RelayError::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
+impl From<String> for RelayError {
+    /// A failed exchange's error (a refusal, a garbled reply).
+    fn from(e: String) -> RelayError {
+        RelayError::Failed(e)
+    }
+}
+
+impl From<RelayError> for String {
+    fn from(e: RelayError) -> String {
+        e.to_string()
+    }
+}
+
+fn connect(url: &RelayUrl, port: u16, which: &str) -> Result<TcpStream, RelayError> {
     let fail = |e: &dyn std::fmt::Display| {
-        format!(
-            "{UNREACHABLE} {which} port at {}:{port}: {e} (is lttng-relayd running there?)",
+        RelayError::Unreachable(format!(
+            "cannot reach the relay daemon's {which} port at {}:{port}: {e} (is lttng-relayd \
+             running there?)",
             url.host
-        )
+        ))
     };
     let addrs = (url.host.as_str(), port)
         .to_socket_addrs()
@@ -195,15 +226,18 @@ fn retry_or(e: std::io::Error) -> std::io::Result<()> {
 /// A read or write on one of the relay's sockets that failed (a dead relay,
 /// or one silent past [`IO_TIMEOUT`]): names the relay, the port and what
 /// was being sent.
-fn io_error(url: &RelayUrl, port: u16, what: &str, e: std::io::Error) -> String {
-    format!("the relay daemon at {}:{port}, {what}: {e}", url.host)
+fn io_error(url: &RelayUrl, port: u16, what: &str, e: std::io::Error) -> RelayError {
+    RelayError::Failed(format!(
+        "the relay daemon at {}:{port}, {what}: {e}",
+        url.host
+    ))
 }
 
 impl Relay {
     /// Connects both sockets and agrees on the version (the relayd's major
     /// must be 2; the minor both use is the lower, at least 11: trace
     /// chunks, which tape needs).
-    pub(crate) fn connect(url: &RelayUrl) -> Result<Relay, String> {
+    pub(crate) fn connect(url: &RelayUrl) -> Result<Relay, RelayError> {
         let control = connect(url, url.control, "control")?;
         let data = connect(url, url.data, "data")?;
         let mut r = Relay {
@@ -217,20 +251,20 @@ impl Relay {
         let mut g = Get::new("VERSION", &reply);
         let (major, minor) = (g.u32()?, g.u32()?);
         if major != wire::MAJOR || minor < 11 {
-            return Err(format!(
+            return Err(RelayError::Failed(format!(
                 "the relay daemon at {}:{} speaks protocol {major}.{minor}; tape speaks 2.11 to \
                  2.{} (lttng-tools 2.11 or later)",
                 url.host,
                 url.control,
                 wire::MINOR
-            ));
+            )));
         }
         r.minor = minor.min(wire::MINOR);
         Ok(r)
     }
 
     /// Sends `cmd` on the control socket and reads a reply of `len` bytes.
-    fn call(&mut self, what: &str, cmd: &[u8], len: usize) -> Result<Vec<u8>, String> {
+    fn call(&mut self, what: &str, cmd: &[u8], len: usize) -> Result<Vec<u8>, RelayError> {
         let fail = |e| io_error(&self.url, self.url.control, what, e);
         // One deadline for the command and its whole reply.
         let by = crate::reader::deadline(IO_TIMEOUT);
@@ -242,7 +276,7 @@ impl Relay {
     }
 
     /// Reads `len` more bytes of a reply (a path after its length).
-    fn more(&mut self, what: &str, len: usize) -> Result<Vec<u8>, String> {
+    fn more(&mut self, what: &str, len: usize) -> Result<Vec<u8>, RelayError> {
         let mut b = vec![0; len];
         read_all_by(&mut self.control, &mut b, self.reply_by)
             .map_err(|e| io_error(&self.url, self.url.control, what, e))?;
@@ -250,34 +284,40 @@ impl Relay {
     }
 
     /// A reply's return code: `LTTNG_OK`, or an error naming `what`.
-    fn ok(&self, what: &str, code: u32) -> Result<(), String> {
+    fn ok(&self, what: &str, code: u32) -> Result<(), RelayError> {
         if code == LTTNG_OK {
             return Ok(());
         }
-        Err(format!(
+        Err(RelayError::Failed(format!(
             "the relay daemon at {}:{} refused {what} (code {code})",
             self.url.host, self.url.control
-        ))
+        )))
     }
 
     /// Creates a relay session; its directory on the relay's side (the
     /// relayd's `HOST/NAME-DATE`).
-    pub(crate) fn create_session(&mut self, s: &wire::CreateSession<'_>) -> Result<String, String> {
+    pub(crate) fn create_session(
+        &mut self,
+        s: &wire::CreateSession<'_>,
+    ) -> Result<String, RelayError> {
         wire::check_name("the session name", s.name, 255)?;
         wire::check_name("the host name", s.hostname, 64)?;
         let reply = self.call("CREATE_SESSION", &s.encode(), 16)?;
         let mut g = Get::new("CREATE_SESSION", &reply);
         let (_id, code, len) = (g.u64()?, g.u32()?, g.u32()?);
         if len > wire::MAX_REPLY_PATH {
-            return Err(Get::new("CREATE_SESSION", &[]).path(len).unwrap_err());
+            return Err(Get::new("CREATE_SESSION", &[])
+                .path(len)
+                .unwrap_err()
+                .into());
         }
         let path = self.more("CREATE_SESSION", len as usize)?;
         self.ok("CREATE_SESSION", code)?;
-        Get::new("CREATE_SESSION", &path).path(len)
+        Ok(Get::new("CREATE_SESSION", &path).path(len)?)
     }
 
     /// Creates the session's trace chunk `id`.
-    pub(crate) fn create_trace_chunk(&mut self, id: u64, now_s: u64) -> Result<(), String> {
+    pub(crate) fn create_trace_chunk(&mut self, id: u64, now_s: u64) -> Result<(), RelayError> {
         let reply = self.call(
             "CREATE_TRACE_CHUNK",
             &wire::create_trace_chunk(id, now_s),
@@ -288,16 +328,19 @@ impl Relay {
     }
 
     /// Closes trace chunk `id`: the relay's path of it.
-    pub(crate) fn close_trace_chunk(&mut self, id: u64, now_s: u64) -> Result<String, String> {
+    pub(crate) fn close_trace_chunk(&mut self, id: u64, now_s: u64) -> Result<String, RelayError> {
         let reply = self.call("CLOSE_TRACE_CHUNK", &wire::close_trace_chunk(id, now_s), 8)?;
         let mut g = Get::new("CLOSE_TRACE_CHUNK", &reply);
         let (code, len) = (g.u32()?, g.u32()?);
         if len > wire::MAX_REPLY_PATH {
-            return Err(Get::new("CLOSE_TRACE_CHUNK", &[]).path(len).unwrap_err());
+            return Err(Get::new("CLOSE_TRACE_CHUNK", &[])
+                .path(len)
+                .unwrap_err()
+                .into());
         }
         let path = self.more("CLOSE_TRACE_CHUNK", len as usize)?;
         self.ok("CLOSE_TRACE_CHUNK", code)?;
-        Get::new("CLOSE_TRACE_CHUNK", &path).path(len)
+        Ok(Get::new("CLOSE_TRACE_CHUNK", &path).path(len)?)
     }
 
     /// Adds a stream of `channel` to the trace at `path`: its handle.
@@ -306,13 +349,13 @@ impl Relay {
         channel: &str,
         path: &str,
         chunk: u64,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, RelayError> {
         wire::check_name("the channel", channel, 264)?;
         if path.is_empty() || path.len() >= 255 || path.starts_with('/') || path.contains("..") {
-            return Err(format!(
+            return Err(RelayError::Failed(format!(
                 "the trace path {path:?}: the relay daemon takes a relative path of fewer than \
                  255 bytes, without `..`"
-            ));
+            )));
         }
         let reply = self.call("ADD_STREAM", &wire::add_stream(channel, path, chunk), 12)?;
         let mut g = Get::new("ADD_STREAM", &reply);
@@ -322,21 +365,21 @@ impl Relay {
     }
 
     /// Publishes the streams added so far to viewers.
-    pub(crate) fn streams_sent(&mut self) -> Result<(), String> {
+    pub(crate) fn streams_sent(&mut self) -> Result<(), RelayError> {
         let reply = self.call("STREAMS_SENT", &wire::streams_sent(), 4)?;
         let code = Get::new("STREAMS_SENT", &reply).u32()?;
         self.ok("STREAMS_SENT", code)
     }
 
     /// Appends metadata packets to the metadata stream `handle` (no reply).
-    pub(crate) fn send_metadata(&mut self, handle: u64, bytes: &[u8]) -> Result<(), String> {
+    pub(crate) fn send_metadata(&mut self, handle: u64, bytes: &[u8]) -> Result<(), RelayError> {
         let cmd = wire::send_metadata(handle, bytes);
         if cmd.len() as u64 > wire::MAX_PAYLOAD {
-            return Err(format!(
+            return Err(RelayError::Failed(format!(
                 "{} bytes of metadata in one command: the relay daemon takes at most {}",
                 bytes.len(),
                 wire::MAX_PAYLOAD
-            ));
+            )));
         }
         write_all_by(&mut self.control, &cmd, crate::reader::deadline(IO_TIMEOUT))
             .map_err(|e| io_error(&self.url, self.url.control, "SEND_METADATA", e))
@@ -350,7 +393,7 @@ impl Relay {
         net_seq_num: u64,
         content: &[u8],
         padding: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), RelayError> {
         let size = u32::try_from(content.len()).map_err(|_| {
             format!(
                 "a packet of {} bytes: the relay takes at most 4 GiB",
@@ -366,7 +409,7 @@ impl Relay {
 
     /// Sends a packet's index entry (one per packet, keyed by its
     /// `net_seq_num`; `packet_size_bits = 0`: a beacon).
-    pub(crate) fn send_index(&mut self, index: &wire::Index) -> Result<(), String> {
+    pub(crate) fn send_index(&mut self, index: &wire::Index) -> Result<(), RelayError> {
         let reply = self.call("SEND_INDEX", &index.encode(self.minor), 4)?;
         let code = Get::new("SEND_INDEX", &reply).u32()?;
         self.ok("SEND_INDEX", code)
@@ -378,7 +421,7 @@ impl Relay {
         &mut self,
         handle: u64,
         last_net_seq_num: u64,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, RelayError> {
         let reply = self.call(
             "DATA_PENDING",
             &wire::data_pending(handle, last_net_seq_num),
@@ -387,10 +430,10 @@ impl Relay {
         match Get::new("DATA_PENDING", &reply).u32()? {
             0 => Ok(false),
             1 => Ok(true),
-            code => Err(format!(
+            code => Err(RelayError::Failed(format!(
                 "the relay daemon at {}:{} refused DATA_PENDING for stream {handle} (code {code})",
                 self.url.host, self.url.control
-            )),
+            ))),
         }
     }
 
@@ -404,19 +447,19 @@ impl Relay {
         &mut self,
         handle: u64,
         last_net_seq_num: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), RelayError> {
         let start = std::time::Instant::now();
         while self.data_pending(handle, last_net_seq_num)? {
             // Within a run's ending, no longer than its cap.
             let by = crate::reader::deadline(IO_TIMEOUT).min(start + IO_TIMEOUT);
             if std::time::Instant::now() >= by {
-                return Err(format!(
+                return Err(RelayError::Failed(format!(
                     "the relay daemon at {}:{} did not confirm packet {last_net_seq_num} of \
                      stream {handle} (DATA_PENDING) within {:.1} s",
                     self.url.host,
                     self.url.control,
                     start.elapsed().as_secs_f64()
-                ));
+                )));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -429,7 +472,7 @@ impl Relay {
         &mut self,
         handle: u64,
         last_net_seq_num: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), RelayError> {
         let reply = self.call(
             "CLOSE_STREAM",
             &wire::close_stream(handle, last_net_seq_num),
@@ -648,13 +691,16 @@ event { name = \"t.e\"; id = 0; stream_id = 0; fields := struct { uint32_t v; };
             ..session
         };
         let e = relay.create_session(&bad).unwrap_err();
-        assert!(e.contains("the session name \"a/b\""), "{e}");
+        assert!(matches!(e, RelayError::Failed(_)), "{e}");
+        assert!(e.to_string().contains("the session name \"a/b\""), "{e}");
         drop(relay);
         // Nothing listens there now: a clear error, not a hang.
         drop(_daemon);
         let e = Relay::connect(&url).err().unwrap();
+        assert!(matches!(e, RelayError::Unreachable(_)), "{e}");
         assert!(
-            e.contains("cannot reach the relay daemon's control port"),
+            e.to_string()
+                .contains("cannot reach the relay daemon's control port"),
             "{e}"
         );
         let _ = std::fs::remove_dir_all(&out);

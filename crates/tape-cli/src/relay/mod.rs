@@ -186,7 +186,7 @@ pub(crate) fn record(
             .map_err(|e| format!("{e} (no process's rings can be followed there: remove it)"))?;
     }
     // The relay first: one that is not there leaves the processes unread.
-    let session = Session::create(options)?;
+    let session = Session::create(options).map_err(|e| e.to_string())?;
     let mut host = Host {
         follow,
         session,
@@ -271,7 +271,10 @@ pub(crate) fn record(
                     }
                     Err(e) => {
                         // It answers, and fails the new session at once.
-                        if !e.to_string().starts_with(client::UNREACHABLE) {
+                        if !matches!(
+                            e,
+                            producer::Fault::Relay(client::RelayError::Unreachable(_))
+                        ) {
                             fruitless += 1;
                             if fruitless >= MAX_FRUITLESS {
                                 given_up = Some(given_up_text(fruitless, &e));
@@ -805,7 +808,7 @@ impl Host<'_> {
         let reports = std::mem::take(&mut self.reports);
         if failure.is_none() {
             if let Err(e) = self.session.close() {
-                failure = Some(e);
+                failure = Some(e.to_string());
             }
         }
         (reports, self.left_out, failure)

@@ -84,7 +84,7 @@ use tape_consumer::record::{Chunk, PacketTimes, Recorder};
 use tape_ctf::decode::plan::Discard;
 use tape_ctf::decode::stream::{FastStream, Next, TracePlan};
 
-use super::client::{Relay, RelayUrl};
+use super::client::{Relay, RelayError, RelayUrl};
 use super::wire;
 
 /// The bytes of an event header in a ring (`u16` id, `u64` time, packed).
@@ -119,13 +119,13 @@ pub(crate) const DEFAULT_LIVE_TIMER: Duration = Duration::from_millis(200);
 /// metadata, a packet that does not decode).
 #[derive(Debug)]
 pub(crate) enum Fault {
-    Relay(String),
+    Relay(RelayError),
     Feed(String),
 }
 
-impl From<String> for Fault {
+impl From<RelayError> for Fault {
     /// The relay client's errors.
-    fn from(e: String) -> Fault {
+    fn from(e: RelayError) -> Fault {
         Fault::Relay(e)
     }
 }
@@ -133,7 +133,8 @@ impl From<String> for Fault {
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Fault::Relay(e) | Fault::Feed(e) => f.write_str(e),
+            Fault::Relay(e) => e.fmt(f),
+            Fault::Feed(e) => f.write_str(e),
         }
     }
 }
@@ -199,7 +200,7 @@ pub(crate) fn hostname() -> String {
 impl Session {
     /// Connects to the relay daemon and creates a live session and its
     /// trace chunk.
-    pub(crate) fn create(options: Options) -> Result<Session, String> {
+    pub(crate) fn create(options: Options) -> Result<Session, RelayError> {
         let mut relay = Relay::connect(&options.url)?;
         let now = unix_seconds();
         let live_timer_us = u32::try_from(options.live_timer.as_micros())
@@ -236,7 +237,7 @@ impl Session {
     /// After an outage: a new connection and relay session in place of
     /// the old (the relay daemon may have restarted: the old session is
     /// gone), its traces' clocks kept; a new live viewer's horizon.
-    pub(crate) fn reconnect(&mut self) -> Result<(), String> {
+    pub(crate) fn reconnect(&mut self) -> Result<(), RelayError> {
         let new = Session::create(self.options.clone())?;
         self.relay = new.relay;
         self.path = new.path;
@@ -279,7 +280,7 @@ impl Session {
     /// Ends the session: the trace chunk closed and the connection with
     /// it, which ends the session for its viewers (its traces ended
     /// first, [`Feed::finish`]).
-    pub(crate) fn close(mut self) -> Result<(), String> {
+    pub(crate) fn close(mut self) -> Result<(), RelayError> {
         self.relay.close_trace_chunk(0, unix_seconds()).map(|_| ())
     }
 }
