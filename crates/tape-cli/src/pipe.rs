@@ -29,12 +29,21 @@
 //! **Consuming**, as `trace_pipe`: once a ring's events are printed (the
 //! line written out, not merely taken from the ring), the pipe moves the
 //! ring's *mark* past them (the gate's reader mark, in the shared ring,
-//! `ring/gate.rs`), so that the next `tape pipe` (or `tape record`)
-//! starts after them: two pipes in a row print disjoint events, together
-//! all of them. Events overwritten between the two are reported by the
-//! second as `[LOST n EVENTS]`. A pipe killed (SIGKILL) with lines held
-//! in its window leaves the mark before them: the next one prints them
-//! again if the ring still holds them, or reports them lost. The first
+//! `ring/gate.rs`), right after the event last printed, so that the next
+//! `tape pipe` (or `tape record`) starts after it: two pipes in a row
+//! print disjoint events, together all of them. Events overwritten
+//! between the two are reported by the second as `[LOST n EVENTS]`. A
+//! pipe killed (SIGKILL) leaves the mark after the last event it printed
+//! and before those held in its window, which it never printed: the next
+//! one prints those if the ring still holds them, or reports them lost.
+//! The one bound on "once": a pipe killed between a write of its lines
+//! and the stores of the marks after it (microseconds, once per turn)
+//! leaves that write's lines to the next pipe too, which prints them
+//! again (at-least-once), or, if they were overwritten meanwhile, says
+//! so on stderr apart from the losses: before each write the pipe stores
+//! in the ring how many events past its mark the write holds, and the
+//! mark after it clears that (`ring/gate.rs`), so no event is both printed
+//! and counted lost. The first
 //! reader of a ring starts with what it holds, and does not report what
 //! was lost before; neither do later ones report the drops (full, too
 //! big) of the time no reader ran, which the saves and `tape stats`
@@ -86,22 +95,18 @@ struct Held {
     order: u64,
     /// Text: the line after its time and delta; JSON: the whole line.
     rest: Vec<u8>,
-    /// Its ring, and the chunk of that ring it came in.
+    /// Its ring, and its place among that ring's lines ([`Ring::lines`]).
     ring: usize,
-    chunk: u64,
+    line: u64,
 }
 
-/// A chunk of a ring taken and not yet wholly printed: once its lines
-/// (and those of the chunks before it) are out, the ring's mark moves to
-/// its end, so that the next `tape pipe` starts after what this one
-/// printed.
-struct Pending {
-    id: u64,
-    /// The cursor after it, and the ring's events before that.
-    end: (u64, usize),
-    events: u64,
-    /// Its lines not printed yet.
-    unprinted: usize,
+/// A line of a ring, in the order read: once it and every line before it
+/// are out, the ring's mark moves past its event, so that the next `tape
+/// pipe` starts right after what this one printed.
+struct Line {
+    /// Of an event: the cursor after it, and the ring's events up to it.
+    mark: Option<((u64, usize), u64)>,
+    printed: bool,
 }
 
 /// What the reader knows of a ring.
@@ -112,8 +117,42 @@ struct Ring {
     /// overwritten before they could be read.
     dropped: Option<u64>,
     overwritten: u64,
-    /// Its chunks not wholly printed, oldest first.
-    pending: std::collections::VecDeque<Pending>,
+    /// Events overwritten that the pipe before (killed) may have printed,
+    /// said so far.
+    maybe_printed: u64,
+    /// The ring's events at its mark as this pipe last stored it (or found
+    /// it): what a write's doubt counts from.
+    marked: Option<u64>,
+    /// Its lines not yet printed, with those printed after them, oldest
+    /// first; and the place of the first.
+    lines: std::collections::VecDeque<Line>,
+    first: u64,
+}
+
+impl Ring {
+    /// A new line of the ring: its place.
+    fn push(&mut self, mark: Option<((u64, usize), u64)>) -> u64 {
+        self.lines.push_back(Line {
+            mark,
+            printed: false,
+        });
+        self.first + self.lines.len() as u64 - 1
+    }
+
+    /// Line `line` was printed; the mark of the last event of the lines
+    /// now printed from the first on, if they moved it.
+    fn printed(&mut self, line: u64) -> Option<((u64, usize), u64)> {
+        if let Some(l) = self.lines.get_mut((line - self.first) as usize) {
+            l.printed = true;
+        }
+        let mut mark = None;
+        while self.lines.front().is_some_and(|l| l.printed) {
+            let l = self.lines.pop_front().expect("a line");
+            self.first += 1;
+            mark = l.mark.or(mark);
+        }
+        mark
+    }
 }
 
 /// `tape pipe TARGET [--format text|json|ftrace] [--events GLOB]`
@@ -193,14 +232,36 @@ pub(crate) fn pipe(
         for c in chunks {
             let ring = rings.entry(c.stream).or_default();
             let name = reader.stream_name(c.stream);
-            order += 1;
-            let chunk = order;
-            let mut lines = 0usize;
             let ring_id = c.stream;
+            // Where each event ends in the ring: its packet and offset.
+            let head = reader.packet_head_size(c.stream);
+            let seq = if c.closed { c.end.0 - 1 } else { c.end.0 };
+            let content = c.packet.len().saturating_sub(head);
             // The losses since the last chunk (both lines at the first
             // event's time, known once decoded).
-            let overwritten = c.lost.overwritten - ring.overwritten.min(c.lost.overwritten);
-            ring.overwritten = c.lost.overwritten;
+            // Events the pipe before may have printed are not lost: said
+            // apart (module docs).
+            let gone = c.lost.overwritten - c.maybe_printed.min(c.lost.overwritten);
+            let overwritten = gone - ring.overwritten.min(gone);
+            ring.overwritten = gone;
+            let doubted = c.maybe_printed - ring.maybe_printed.min(c.maybe_printed);
+            ring.maybe_printed = c.maybe_printed;
+            if doubted > 0 {
+                crate::say!(
+                    "tape pipe: {doubted} event(s) of {name} that the pipe before may have \
+                     printed (it was killed between printing them and marking them printed) \
+                     were overwritten before this one started: not printed again, not \
+                     counted lost"
+                );
+            }
+            if ring.marked.is_none() {
+                // Marked where this pipe begins, if no reader did: a
+                // write's doubt counts from a mark (module docs).
+                if !peek && reader.mark(c.stream).is_none() {
+                    reader.set_mark(c.stream, (seq, c.offset), c.before);
+                }
+                ring.marked = Some(c.before);
+            }
             let by_owner = c.lost.total() - c.lost.overwritten;
             let dropped = by_owner.saturating_sub(*ring.dropped.get_or_insert(by_owner));
             ring.dropped = ring.dropped.max(Some(by_owner));
@@ -216,18 +277,32 @@ pub(crate) fn pipe(
                 c.packet.len() as u64,
             );
             let mut lost_at: Option<i128> = None;
-            let decoded = decode(stream, format, events.as_ref(), &mut symbols, |t, rest| {
-                lost_at.get_or_insert(t);
-                order += 1;
-                lines += 1;
-                held.push(Held {
-                    t,
-                    order,
-                    rest,
-                    ring: ring_id,
-                    chunk,
-                });
-            });
+            let (before, end) = (c.before, c.end);
+            let offset = c.offset;
+            let decoded = decode(
+                stream,
+                format,
+                events.as_ref(),
+                &mut symbols,
+                |t, rest, n, at| {
+                    lost_at.get_or_insert(t);
+                    order += 1;
+                    let into = (at as usize).saturating_sub(head);
+                    let cursor = if into >= content {
+                        end
+                    } else {
+                        (seq, offset + into)
+                    };
+                    let line = ring.push(Some((cursor, before + n)));
+                    held.push(Held {
+                        t,
+                        order,
+                        rest,
+                        ring: ring_id,
+                        line,
+                    });
+                },
+            );
             let n = match decoded {
                 Ok(n) => n,
                 Err(e) => {
@@ -241,21 +316,24 @@ pub(crate) fn pipe(
             for lost in [overwritten, dropped].into_iter().filter(|&n| n > 0) {
                 let t = lost_at.map_or(i128::MIN, |t| t - 1);
                 order += 1;
-                lines += 1;
+                let line = ring.push(None);
                 held.push(Held {
                     t,
                     order,
                     rest: lost_line(format, lost, t, &name),
                     ring: ring_id,
-                    chunk,
+                    line,
                 });
             }
-            ring.pending.push_back(Pending {
-                id: chunk,
-                end: c.end,
-                events: c.before + n,
-                unprinted: lines,
-            });
+            // A chunk with no event to print (none shown) ends where it
+            // ends once the lines before it are out.
+            if n == 0 {
+                let line = ring.push(Some((c.end, c.before)));
+                if let Some((cursor, events)) = ring.printed(line).filter(|_| !peek) {
+                    reader.set_mark(c.stream, cursor, events);
+                    ring.marked = Some(events);
+                }
+            }
         }
         if let Some(e) = failed.take() {
             return Err(Failure::Error(e));
@@ -279,26 +357,46 @@ pub(crate) fn pipe(
                 last_printed = Some(h.t);
             }
             buf.put(&h.rest);
-            printed.push((h.ring, h.chunk));
+            printed.push((h.ring, h.line));
         }
         if !buf.is_empty() {
+            // The events about to go out are in doubt until their marks
+            // are stored (a pipe killed in between leaves that to the next).
+            if !peek {
+                let mut upto: HashMap<usize, u64> = HashMap::new();
+                for &(i, line) in &printed {
+                    let r = &rings[&i];
+                    if let Some(Some((_, ev))) =
+                        r.lines.get((line - r.first) as usize).map(|l| l.mark)
+                    {
+                        let e = upto.entry(i).or_default();
+                        *e = (*e).max(ev);
+                    }
+                }
+                for (i, ev) in upto {
+                    let from = rings[&i].marked.unwrap_or(ev);
+                    reader.set_doubt(i, ev.saturating_sub(from));
+                }
+            }
             out.write_all(buf.as_slice()).map_err(output_error)?;
             out.flush().map_err(output_error)?;
         }
-        // Out: the rings' marks move past the chunks wholly printed.
-        for (ring, chunk) in printed {
-            let pending = rings.get_mut(&ring).map(|r| &mut r.pending);
-            if let Some(p) = pending.and_then(|p| p.iter_mut().find(|p| p.id == chunk)) {
-                p.unprinted = p.unprinted.saturating_sub(1);
+        // Out: each ring's mark moves past its last event printed (with
+        // every line before it): what a pipe killed now printed is not
+        // printed again, save the lines of this write if it dies between
+        // the write and these stores (module docs).
+        let mut marks: HashMap<usize, ((u64, usize), u64)> = HashMap::new();
+        for (i, line) in printed {
+            if let Some(m) = rings.get_mut(&i).and_then(|r| r.printed(line)) {
+                marks.insert(i, m);
             }
         }
-        for (&i, ring) in &mut rings {
-            let mut last = None;
-            while ring.pending.front().is_some_and(|p| p.unprinted == 0) {
-                last = ring.pending.pop_front();
-            }
-            if let Some(p) = last.filter(|_| !peek) {
-                reader.set_mark(i, p.end, p.events);
+        if !peek {
+            for (i, (cursor, events)) in marks {
+                reader.set_mark(i, cursor, events);
+                if let Some(r) = rings.get_mut(&i) {
+                    r.marked = Some(events);
+                }
             }
         }
         if ended {
@@ -322,7 +420,7 @@ fn decode(
     format: Format,
     events: Option<&globset::GlobSet>,
     symbols: &mut crate::symbols::Symbols,
-    mut each: impl FnMut(i128, Vec<u8>),
+    mut each: impl FnMut(i128, Vec<u8>, u64, u64),
 ) -> Result<u64, String> {
     match format {
         Format::Json => s.render_json(),
@@ -376,7 +474,7 @@ fn decode(
                         text.as_slice().to_vec()
                     }
                 };
-                each(t, rest);
+                each(t, rest, n, s.offset_in_packet());
             }
         }
     }

@@ -89,6 +89,11 @@ struct Stream {
     position: Option<u64>,
     /// Events overwritten before the reader took them, so far.
     overwritten: u64,
+    /// The ring's events up to which the reader before, killed, may have
+    /// printed (its mark and its doubt: `Ring::reader_doubt`); and of
+    /// those overwritten since, how many so far.
+    doubt_until: u64,
+    maybe_printed: u64,
     /// A chunk of an open packet was handed out whose events the reader
     /// has not counted yet ([`Recorder::took`]).
     uncounted: bool,
@@ -132,6 +137,10 @@ pub struct Chunk {
     /// when the packet was closed (or read, if open), and the events
     /// overwritten before this reader could take them.
     pub lost: Drops,
+    /// Of the events overwritten (`lost.overwritten`), those a reader
+    /// before this one, killed, may have printed (cumulative): a printing
+    /// reader does not count them lost (`Ring::reader_doubt`).
+    pub maybe_printed: u64,
     /// The cursor after these events: what [`Recorder::set_mark`] takes
     /// once they are consumed.
     pub end: (u64, usize),
@@ -620,6 +629,7 @@ impl Recorder {
             // Where the last consuming reader stopped: this one starts
             // there (its events are not taken twice, nor counted lost).
             let mark = ring.reader_mark();
+            let doubt = ring.reader_doubt();
             let base = format!("{}-{}", tape_rings::sanitize(&ring.name), ring.tid());
             let out = self.out.clone().unwrap_or_default();
             let mut path = out.join(&base);
@@ -638,6 +648,8 @@ impl Recorder {
                 // save does); a live reader begins at its first chunk.
                 position: mark.map(|m| m.1).or(self.out.is_some().then_some(0)),
                 overwritten: 0,
+                doubt_until: mark.map_or(0, |m| m.1).saturating_add(doubt),
+                maybe_printed: 0,
                 uncounted: false,
                 lost: Drops::default(),
                 started: false,
@@ -658,6 +670,22 @@ impl Recorder {
     pub fn set_mark(&self, stream: usize, cursor: (u64, usize), events: u64) {
         if let Some(s) = self.streams.get(stream) {
             s.ring.set_reader_mark(cursor, events);
+        }
+    }
+
+    /// Where the last consuming reader of ring `stream` stopped, if one
+    /// did (its mark: the cursor, and the ring's events before it).
+    pub fn mark(&self, stream: usize) -> Option<((u64, usize), u64)> {
+        self.streams.get(stream)?.ring.reader_mark()
+    }
+
+    /// A live reader is about to write out the next `events` events of
+    /// ring `stream` past its mark: if it dies before the next
+    /// [`Recorder::set_mark`], the next reader knows they may have been
+    /// printed.
+    pub fn set_doubt(&self, stream: usize, events: u64) {
+        if let Some(s) = self.streams.get(stream) {
+            s.ring.set_reader_doubt(events);
         }
     }
 
@@ -708,6 +736,8 @@ impl Recorder {
             next,
             position,
             overwritten,
+            doubt_until,
+            maybe_printed,
             uncounted,
             started,
             lost,
@@ -733,6 +763,9 @@ impl Recorder {
                 // overwritten before the reader could take them.
                 let position = position.get_or_insert(m.committed_before);
                 *overwritten += m.committed_before.saturating_sub(*position);
+                *maybe_printed += (*doubt_until)
+                    .min(m.committed_before)
+                    .saturating_sub(*position);
                 *position = (*position).max(m.committed_before);
                 let d = Drops {
                     overwritten: *overwritten,
@@ -760,6 +793,7 @@ impl Recorder {
                         before,
                         events: n,
                         lost: d,
+                        maybe_printed: *maybe_printed,
                         end: if end.is_some() {
                             (m.seq + 1, 0)
                         } else {

@@ -643,6 +643,13 @@ impl FastStream {
         .map_err(|e| e.into_decode(&self.path, self.packet_offset))
     }
 
+    /// Where in the packet being read the next event begins (after an
+    /// event is emitted: where it ended), in bytes from the packet's start:
+    /// a live reader's place in a ring's packet (`tape pipe`'s mark).
+    pub fn offset_in_packet(&self) -> u64 {
+        self.pos.div_ceil(8)
+    }
+
     /// Decodes the next event header (or finds lost events, or the end).
     pub fn peek(&mut self) -> Result<Next, DecodeError> {
         if let Some((_, t)) = self.current {

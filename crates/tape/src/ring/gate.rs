@@ -68,7 +68,13 @@
 //! between two stores must not leave torn: two records, written in turn,
 //! and `which`, the one to read (1 or 2, 0 none), stored after the record
 //! it names. Only one reader at a time writes it (the process file's
-//! `reader` word); the next reads it after that one ended.
+//! `reader` word); the next reads it after that one ended. `which`'s upper
+//! bits hold the events past the mark the reader may have printed: set
+//! before it writes lines out, cleared by the mark stored after them, so
+//! that a reader killed in between leaves the next one the count of the
+//! events it cannot know were printed (`tape pipe` prints them again if
+//! they are still there, and counts those overwritten meanwhile apart
+//! from the losses).
 //!
 //! ```text
 //!  gate (repr(C), in the ring's region; 64 bytes, within the 128 of its
@@ -79,6 +85,7 @@
 //! |                  | pid, 0 = none    | one were consumed by a reader|
 //! +------------------+------------------+------------------------------+
 //! | mark: which (0 none, 1, 2) | record 1: cursor, events | record 2: ... |
+//! |   | in doubt << 2          |                          |               |
 //! +----------------------------+--------------------------+---------------+
 //! ```
 
@@ -128,7 +135,7 @@ pub(crate) enum Claim {
 }
 
 impl Gate {
-    #[cfg(all(test, loom))]
+    #[cfg(test)]
     pub(crate) fn new() -> Gate {
         Gate {
             word: AtomicU64::new(0),
@@ -182,21 +189,39 @@ impl Gate {
     /// 32 | offset`), with `events` of the ring before it.
     pub(crate) fn set_mark(&self, cursor: u64, events: u64) {
         // Acquire: pairs with the Release below, of an earlier reader.
-        let which = self.mark[0].load(Ordering::Acquire);
+        let which = self.mark[0].load(Ordering::Acquire) & 3;
         let next = if which == 1 { 2 } else { 1 };
         let at = 1 + 2 * (next as usize - 1);
         // Relaxed: ordered before `which` by its Release.
         self.mark[at].store(cursor, Ordering::Relaxed);
         self.mark[at + 1].store(events, Ordering::Relaxed);
         // Release: pairs with the Acquire of `mark` (the next reader).
+        // (No events in doubt past the new mark.)
         self.mark[0].store(next, Ordering::Release);
+    }
+
+    /// Reader: the next `n` events past the mark may be printed before
+    /// the next mark is stored (module docs).
+    pub(crate) fn set_doubt(&self, n: u64) {
+        // Only this reader writes `which`: a load and a store suffice.
+        let which = self.mark[0].load(Ordering::Relaxed) & 3;
+        // Release: pairs with the Acquire of `mark`; the records it names
+        // are unchanged.
+        self.mark[0].store(which | n.min(u64::MAX >> 2) << 2, Ordering::Release);
+    }
+
+    /// Reader: the events past the mark the last consuming reader may
+    /// have printed (it was killed before storing the mark after them).
+    pub(crate) fn doubt(&self) -> u64 {
+        // Relaxed: read with `mark`, after the last reader ended.
+        self.mark[0].load(Ordering::Relaxed) >> 2
     }
 
     /// Reader: where the last consuming reader stopped (cursor, events
     /// before it), if one did.
     pub(crate) fn mark(&self) -> Option<(u64, u64)> {
         // Acquire: pairs with the Release of `set_mark`.
-        let at = match self.mark[0].load(Ordering::Acquire) {
+        let at = match self.mark[0].load(Ordering::Acquire) & 3 {
             1 => 1,
             2 => 3,
             _ => return None,
@@ -280,6 +305,74 @@ impl Gate {
         self.claim.store(0, Ordering::Relaxed);
         self.freed.store(0, Ordering::Relaxed);
         self.mark[0].store(0, Ordering::Relaxed);
+    }
+}
+
+/// The reader's mark and the events in doubt past it, as successive
+/// readers see them: each row a reader's stores, then what the next one
+/// reads.
+#[cfg(all(test, not(loom)))]
+mod mark_tests {
+    use super::Gate;
+
+    /// A reader's store: a mark (cursor, events), or events in doubt.
+    enum Store {
+        Mark(u64, u64),
+        Doubt(u64),
+    }
+    use Store::{Doubt, Mark};
+
+    /// What a row is: its name, the stores, then the mark and the doubt
+    /// the next reader reads.
+    type Row = (&'static str, &'static [Store], Option<(u64, u64)>, u64);
+
+    #[test]
+    fn the_next_reader_reads_the_last_mark_and_what_was_in_doubt_after_it() {
+        let rows: &[Row] = &[
+            ("no reader yet", &[], None, 0),
+            (
+                "one mark",
+                &[Mark(5 << 32 | 16, 40)],
+                Some((5 << 32 | 16, 40)),
+                0,
+            ),
+            (
+                "marks in turn (both records)",
+                &[Mark(1, 1), Mark(2, 2), Mark(3, 3)],
+                Some((3, 3)),
+                0,
+            ),
+            (
+                "killed between a write and its mark",
+                &[Mark(2, 2), Doubt(30)],
+                Some((2, 2)),
+                30,
+            ),
+            (
+                "the mark after the write clears the doubt",
+                &[Mark(2, 2), Doubt(30), Mark(7, 32)],
+                Some((7, 32)),
+                0,
+            ),
+            ("doubt before any mark", &[Doubt(9)], None, 9),
+            (
+                "a huge count keeps the record named",
+                &[Mark(4, 4), Mark(6, 6), Doubt(u64::MAX)],
+                Some((6, 6)),
+                u64::MAX >> 2,
+            ),
+        ];
+        for (what, stores, mark, doubt) in rows {
+            let g = Gate::new();
+            for s in *stores {
+                match s {
+                    Mark(c, e) => g.set_mark(*c, *e),
+                    Doubt(n) => g.set_doubt(*n),
+                }
+            }
+            assert_eq!(g.mark(), *mark, "{what}");
+            assert_eq!(g.doubt(), *doubt, "{what}");
+        }
     }
 }
 

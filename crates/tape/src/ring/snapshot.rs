@@ -233,6 +233,20 @@ impl Ring {
         Some(((cursor >> 32, (cursor & 0xffff_ffff) as usize), events))
     }
 
+    /// The events past the reader mark that the last consuming reader may
+    /// have printed: it was killed between writing them out and moving
+    /// the mark past them (`gate`'s module docs).
+    pub fn reader_doubt(&self) -> u64 {
+        self.gate.0.doubt()
+    }
+
+    /// A consuming reader is about to write out the next `n` events past
+    /// its mark: if it dies before [`Ring::set_reader_mark`], the next
+    /// reader knows they may have been printed.
+    pub fn set_reader_doubt(&self, n: u64) {
+        self.gate.0.set_doubt(n);
+    }
+
     /// Records that a consuming reader took the ring's events up to
     /// `cursor`, `events` of them in all (the next reader starts there).
     pub fn set_reader_mark(&self, cursor: (u64, usize), events: u64) {
