@@ -9,9 +9,19 @@
 //! every tape process of this user on the host as they start and exit
 //! (`--all`, the ring directories), each a trace of one relay session, in
 //! turns of read, look for new ones, publish, send (`producer.rs` says
-//! why in that order); a process gone is ended and, after a linger for
-//! live viewers, closed. A relay that goes away is retried with backoff,
-//! the rings unread meanwhile, and the session resumed anew.
+//! why in that order); a process gone is ended, and its trace's streams
+//! stay open, beaconed at every tick, until the session ends (up to
+//! [`MAX_ENDED_OPEN`] of them). A relay that goes away is retried with
+//! backoff, the rings unread meanwhile, and the session resumed anew.
+//!
+//! **A live viewer behind** (a loaded host: issue 48 measured it with
+//! lttng-relayd 2.13.9's and babeltrace2 2.0.4's logs) loses nothing: a
+//! trace's streams are closed only after the session's trace chunk, so
+//! the relay moves them all to no chunk in one rotation and the viewer
+//! reads each to its end (a stream closed alone has its chunk dropped
+//! without a rotation, and the relay hangs up a viewer behind on it, and
+//! on the others with it); and a trace's metadata stream is published
+//! with its first data streams, never alone (`producer.rs`).
 //!
 //! **No authentication.** The relay daemon trusts every peer and has no
 //! TLS: keep it on loopback, a trusted network, or an ssh tunnel. What it
@@ -84,8 +94,8 @@ pub(crate) enum Follow<'a> {
 enum Traced {
     Waiting(tape_consumer::record::Recorder),
     Fed(Feed),
-    /// Its data ended ([`Feed::end`]) at this instant: closed after the
-    /// linger.
+    /// Its data ended ([`Feed::end`]) at this instant: its streams kept
+    /// open, beaconed, until the session ends ([`MAX_ENDED_OPEN`]).
     Ending(Feed, Instant),
     /// Left out, or closed: removed at the end of the turn.
     Dropped,
@@ -141,6 +151,15 @@ const FRUITFUL: Duration = Duration::from_secs(10);
 /// gives the relay up (an error, the exit status 1): the backoff grows
 /// across them, as it does while the relay does not answer at all.
 const MAX_FRUITLESS: u32 = 5;
+
+/// The most traces of ended processes kept open, their streams beaconed at
+/// each tick, until the session ends: closing a trace's streams while a
+/// live viewer has not read them all loses the rest for that viewer with
+/// lttng-relayd 2.13 (the relay stream's chunk is put at its close, and
+/// the viewer's streams are moved to no chunk: they hang up), so they are
+/// closed with the session, after its trace chunk (module docs). Past
+/// this, the oldest are closed (after the linger).
+const MAX_ENDED_OPEN: usize = 64;
 
 /// Why the relay is given up after `fruitless` sessions that each failed
 /// at once, the last with `e`.
@@ -249,7 +268,14 @@ pub(crate) fn record(
         if limit.is_some_and(|l| host.bytes() >= l) {
             break "--size reached";
         }
-        if matches!(follow, Follow::One(_)) && host.traced.is_empty() {
+        // (An ended trace stays open until the session ends: it does not
+        // count as followed.)
+        if matches!(follow, Follow::One(_))
+            && !host
+                .traced
+                .iter()
+                .any(|t| matches!(t, Traced::Waiting(_) | Traced::Fed(_)))
+        {
             break "the process exited";
         }
         if let Some(o) = &mut outage {
@@ -512,6 +538,14 @@ impl Host<'_> {
             }
         }
         for (t, dead) in self.traced.iter_mut().zip(gone) {
+            // An ended trace's streams stay open, their times carried on by
+            // beacons (module docs: a live viewer behind).
+            if let Traced::Ending(f, _) = t {
+                if let Err(e) = f.send(&mut self.session, ticked) {
+                    drop_feed(&mut self.session, t, e, &mut self.left_out)?;
+                }
+                continue;
+            }
             if let Traced::Fed(f) = t {
                 let died = dead && f.recorder.rings_left();
                 let sent = f.send(&mut self.session, ticked);
@@ -535,16 +569,31 @@ impl Host<'_> {
             }
         }
         self.trim_kept();
-        // 5. The ended ones closed after the linger.
+        // 5. Past MAX_ENDED_OPEN ended traces, the oldest closed (after
+        //    the linger at least).
         let linger = self.session.linger();
+        let mut ended: Vec<(Instant, usize)> = self
+            .traced
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| match t {
+                Traced::Ending(_, since) if since.elapsed() >= linger => Some((*since, i)),
+                _ => None,
+            })
+            .collect();
+        let open = self
+            .traced
+            .iter()
+            .filter(|t| matches!(t, Traced::Ending(..)))
+            .count();
+        ended.sort();
         let mut lingered = Vec::new();
-        for t in &mut self.traced {
-            if matches!(t, Traced::Ending(_, since) if since.elapsed() >= linger) {
-                let Traced::Ending(f, _) = std::mem::replace(t, Traced::Dropped) else {
-                    unreachable!()
-                };
-                lingered.push(f);
-            }
+        for &(_, i) in ended.iter().take(open.saturating_sub(MAX_ENDED_OPEN)) {
+            let Traced::Ending(f, _) = std::mem::replace(&mut self.traced[i], Traced::Dropped)
+            else {
+                unreachable!()
+            };
+            lingered.push(f);
         }
         for f in lingered {
             self.close(f, None)?;
@@ -779,6 +828,12 @@ impl Host<'_> {
         if !ending.is_empty() && failure.is_none() {
             std::thread::sleep(self.session.linger());
         }
+        // The chunk first, then the streams (`Session::close_chunk`).
+        if failure.is_none() {
+            if let Err(e) = self.session.close_chunk() {
+                failure = Some(e.to_string());
+            }
+        }
         for (f, how) in ending {
             if failure.is_some() {
                 // Not closed (the relay failed): reported as it stands.
@@ -806,11 +861,6 @@ impl Host<'_> {
             }
         }
         let reports = std::mem::take(&mut self.reports);
-        if failure.is_none() {
-            if let Err(e) = self.session.close() {
-                failure = Some(e.to_string());
-            }
-        }
         (reports, self.left_out, failure)
     }
 }

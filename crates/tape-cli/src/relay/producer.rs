@@ -277,10 +277,13 @@ impl Session {
         (3 * self.options.live_timer).max(Duration::from_secs(1))
     }
 
-    /// Ends the session: the trace chunk closed and the connection with
-    /// it, which ends the session for its viewers (its traces ended
-    /// first, [`Feed::finish`]).
-    pub(crate) fn close(mut self) -> Result<(), RelayError> {
+    /// Ends the session's trace chunk, before its streams are closed: the
+    /// relay then moves every stream to no chunk at once (a rotation), and
+    /// a live viewer still behind reads each stream's chunk to its end (a
+    /// stream closed first has its chunk put without a rotation, and
+    /// lttng-relayd 2.13 hangs up a viewer behind on it: `relay/mod.rs`'s
+    /// `MAX_ENDED_OPEN`). The connection's end then ends the session.
+    pub(crate) fn close_chunk(&mut self) -> Result<(), RelayError> {
         self.relay.close_trace_chunk(0, unix_seconds()).map(|_| ())
     }
 }
@@ -426,8 +429,14 @@ impl Feed {
             first.push_str(block);
             sent_classes.insert(*id);
         }
+        // Published to viewers (STREAMS_SENT) only with the trace's first
+        // data streams ([`Feed::add_streams`]): babeltrace2 2.0's live
+        // viewer drops a trace that has no data stream when it looks, its
+        // metadata with it, and a data stream of that trace coming later
+        // makes it a trace with no metadata, which it waits for forever
+        // (a GET_NEW_STREAMS loop; seen under load, when the viewer looked
+        // between the two).
         let metadata = s.relay.add_stream("metadata", &path, 0)?;
-        s.relay.streams_sent()?;
         let packet = wire::metadata_packet(
             &recorder.uuid(),
             first.as_bytes(),
@@ -811,8 +820,9 @@ impl Feed {
     /// until it has every packet, and every stream brought to the trace's
     /// last time by a beacon, so that a live viewer, which shows an event
     /// only once every stream has passed it, can show the last ones. The
-    /// streams stay open: [`Feed::close`] closes them, after
-    /// [`Session::linger`].
+    /// streams stay open, beaconed at each tick ([`Feed::send`]), until
+    /// [`Feed::close`] closes them with the session (after
+    /// [`Session::close_chunk`]).
     ///
     /// A process that `died` (gone without exiting: its rings left) gets
     /// a last event, `tape.process.died`, declared then (incremental

@@ -197,15 +197,90 @@ pub(crate) fn set_up(name: &str) -> Option<(PathBuf, Relayd, PathBuf)> {
 /// within 2 s of its time.
 #[test]
 fn every_process_of_the_host_reaches_the_relay_live_and_on_disk() {
-    let Some((base, relayd, shm)) = set_up("relay-fleet") else {
+    fleet("relay-fleet", 0);
+}
+
+/// The same with four CPU hogs beside it (busy loops: the run queue holds
+/// 5 or more threads on this 2-core machine, measured), as a loaded host
+/// (issue 48, fault 7: beside a full test run the live viewer stopped,
+/// 36,582 of 364,544 events shown). Every event still reaches the live
+/// view once; only the live delay is not bounded (the viewer's share of
+/// the cores is).
+#[test]
+fn every_process_reaches_the_live_view_on_a_loaded_host() {
+    fleet("relay-fleet-loaded", 4);
+}
+
+/// Busy loops, killed when dropped (held for that).
+struct Hogs(#[allow(dead_code)] Vec<Killed>);
+
+impl Hogs {
+    fn start(n: usize) -> Hogs {
+        Hogs(
+            (0..n)
+                .map(|_| {
+                    Killed(
+                        Command::new("sh")
+                            .args(["-c", "while :; do :; done"])
+                            .spawn()
+                            .unwrap(),
+                    )
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The threads runnable on the machine (`/proc/stat`'s `procs_running`),
+/// sampled every 100 ms while it runs: their mean, when stopped.
+struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sampler: std::thread::JoinHandle<f64>,
+}
+
+impl Load {
+    fn sample() -> Load {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut sum, mut n) = (0u64, 0u64);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+                    if let Some(r) = stat
+                        .lines()
+                        .find_map(|l| l.strip_prefix("procs_running "))
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                    {
+                        sum += r;
+                        n += 1;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                sum as f64 / n.max(1) as f64
+            })
+        };
+        Load { stop, sampler }
+    }
+
+    fn mean(self) -> f64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.sampler.join().unwrap()
+    }
+}
+
+/// Three tape programs streamed by `tape record --all --relayd` with a
+/// live viewer attached, `hogs` busy loops beside them (see the two
+/// tests above).
+fn fleet(name: &str, hogs: usize) {
+    let Some((base, relayd, shm)) = set_up(name) else {
         return;
     };
-    // It times a live view (each event within 2 s): alone, as the pipe's
-    // latency tests. Beside the heavy tests of a full run its live viewer
-    // stalled three times (101,374 of 351,232 events shown, then nothing
-    // for 30 s after the session closed), never when run alone: the live
-    // view under load is issue 48's.
+    // It times a live view (each event within 2 s, without hogs): alone,
+    // as the pipe's latency tests; the load, if any, is its own hogs'.
     let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let _hogs = Hogs::start(hogs);
+    let load = Load::sample();
     let host = "tapehost";
     let recorder = Killed(
         Command::new(TAPE)
@@ -264,6 +339,7 @@ fn every_process_of_the_host_reaches_the_relay_live_and_on_disk() {
     }
     let total: u64 = programs.into_iter().map(emitted).sum();
     std::thread::sleep(Duration::from_secs(1));
+    let runnable = load.mean();
     // SIGINT ends the recording: what is left is sent, the session closed.
     let mut recorder = recorder;
     let (status, said, err) = recorder.interrupt();
@@ -280,7 +356,8 @@ fn every_process_of_the_host_reaches_the_relay_live_and_on_disk() {
         if t.elapsed() > Duration::from_secs(30) {
             let got = arrived.lock().unwrap();
             panic!(
-                "the live viewer did not end: {} of {total} events shown, the last: {:?}",
+                "the live viewer did not end: {} of {total} events shown ({runnable:.1} \
+                 threads runnable on average), the last: {:?}",
                 got.len(),
                 got.last().map(|a| &a.line)
             );
@@ -315,14 +392,22 @@ fn every_process_of_the_host_reaches_the_relay_live_and_on_disk() {
     delays.sort_unstable();
     let p99 = delays[delays.len() * 99 / 100];
     eprintln!(
-        "relay fleet: {total} events in 20 s; live delay worst {:.3} s, p99 {:.3} s",
+        "relay fleet ({hogs} hogs, {runnable:.1} threads runnable on average): {total} \
+         events in 20 s; live delay worst {:.3} s, p99 {:.3} s",
         worst as f64 / 1e9,
         p99 as f64 / 1e9
     );
-    assert!(
-        worst < 2_000_000_000,
-        "an event shown {worst} ns after its time"
-    );
+    if hogs == 0 {
+        assert!(
+            worst < 2_000_000_000,
+            "an event shown {worst} ns after its time"
+        );
+    } else {
+        assert!(
+            runnable >= 5.0,
+            "a loaded host: {runnable:.1} threads runnable on average, not 5"
+        );
+    }
 
     // The relay's disk: babeltrace2 reads it with nothing to say, every
     // event once; tape show reads each process's trace whole, every
