@@ -454,6 +454,26 @@ fn fleet(name: &str, hogs: usize) {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// The flight events of the trace `t` as `tape show` reads them: each
+/// one's (thread, seq).
+pub(crate) fn flight_events(t: &Path) -> Vec<(u64, u64)> {
+    let out = Command::new(TAPE)
+        .args(["show", "--format", "json"])
+        .arg(t)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|v| v["name"] == "flight.event")
+        .map(|v| {
+            let f = &v["fields"];
+            (f["thread"].as_u64().unwrap(), f["seq"].as_u64().unwrap())
+        })
+        .collect()
+}
+
 /// Every directory under `dir`, `dir` included.
 pub(crate) fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut all = vec![dir.to_path_buf()];
@@ -1095,22 +1115,7 @@ fn a_relay_killed_and_restarted_costs_counted_losses_only() {
         2,
         "a trace before the outage, one after: {traces:?}"
     );
-    let mut distinct: BTreeSet<(u64, u64)> = BTreeSet::new();
-    for t in &traces {
-        let out = Command::new(TAPE)
-            .args(["show", "--format", "json"])
-            .arg(t)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        for line in text(&out.stdout).lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            if v["name"] == "flight.event" {
-                let f = &v["fields"];
-                distinct.insert((f["thread"].as_u64().unwrap(), f["seq"].as_u64().unwrap()));
-            }
-        }
-    }
+    let distinct: BTreeSet<(u64, u64)> = traces.iter().flat_map(|t| flight_events(t)).collect();
     assert_eq!(
         total - distinct.len() as u64,
         lost,

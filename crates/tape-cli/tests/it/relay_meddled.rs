@@ -6,9 +6,9 @@
 //! the daemon's own. Skipped with a notice without the tools (a failure
 //! under `TAPE_REQUIRE_TOOLS=1`).
 
-use crate::flight::{flight_command, text};
+use crate::flight::flight_command;
 use crate::pipeline::{self, TAPE};
-use crate::relay::{emitted, set_up, walk, Killed, Relayd};
+use crate::relay::{emitted, flight_events, set_up, walk, Killed, Relayd};
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -256,21 +256,8 @@ fn what_is_sent_again_after_an_outage_is_counted_exactly() {
         .collect();
     assert_eq!(traces.len(), 2, "before the outage, after: {traces:?}");
     let mut seen: BTreeMap<(u64, u64), u32> = BTreeMap::new();
-    for t in &traces {
-        let out = Command::new(TAPE)
-            .args(["show", "--format", "json"])
-            .arg(t)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        for line in text(&out.stdout).lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            if v["name"] == "flight.event" {
-                let f = &v["fields"];
-                let key = (f["thread"].as_u64().unwrap(), f["seq"].as_u64().unwrap());
-                *seen.entry(key).or_default() += 1;
-            }
-        }
+    for key in traces.iter().flat_map(|t| flight_events(t)) {
+        *seen.entry(key).or_default() += 1;
     }
     let twice: u64 = seen.values().map(|&n| u64::from(n - 1)).sum();
     assert!(seen.values().all(|&n| n <= 2), "an event thrice");
