@@ -120,9 +120,6 @@ struct Ring {
     /// Events overwritten that the pipe before (killed) may have printed,
     /// said so far.
     maybe_printed: u64,
-    /// The ring's events at its mark as this pipe last stored it (or found
-    /// it): what a write's doubt counts from.
-    marked: Option<u64>,
     /// Its lines not yet printed, with those printed after them, oldest
     /// first; and the place of the first.
     lines: std::collections::VecDeque<Line>,
@@ -254,13 +251,10 @@ pub(crate) fn pipe(
                      counted lost"
                 );
             }
-            if ring.marked.is_none() {
-                // Marked where this pipe begins, if no reader did: a
-                // write's doubt counts from a mark (module docs).
-                if !peek && reader.mark(c.stream).is_none() {
-                    reader.set_mark(c.stream, (seq, c.offset), c.before);
-                }
-                ring.marked = Some(c.before);
+            // Marked where this pipe begins, if no reader did: a write's
+            // doubt counts from the ring's mark (module docs).
+            if !peek && reader.mark(c.stream).is_none() {
+                reader.set_mark(c.stream, (seq, c.offset), c.before);
             }
             let by_owner = c.lost.total() - c.lost.overwritten;
             let dropped = by_owner.saturating_sub(*ring.dropped.get_or_insert(by_owner));
@@ -331,7 +325,6 @@ pub(crate) fn pipe(
                 let line = ring.push(Some((c.end, c.before)));
                 if let Some((cursor, events)) = ring.printed(line).filter(|_| !peek) {
                     reader.set_mark(c.stream, cursor, events);
-                    ring.marked = Some(events);
                 }
             }
         }
@@ -374,7 +367,7 @@ pub(crate) fn pipe(
                     }
                 }
                 for (i, ev) in upto {
-                    let from = rings[&i].marked.unwrap_or(ev);
+                    let from = reader.mark(i).map_or(ev, |m| m.1);
                     reader.set_doubt(i, ev.saturating_sub(from));
                 }
             }
@@ -394,9 +387,6 @@ pub(crate) fn pipe(
         if !peek {
             for (i, (cursor, events)) in marks {
                 reader.set_mark(i, cursor, events);
-                if let Some(r) = rings.get_mut(&i) {
-                    r.marked = Some(events);
-                }
             }
         }
         if ended {

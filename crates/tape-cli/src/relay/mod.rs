@@ -109,6 +109,18 @@ struct Report {
     how: &'static str,
 }
 
+impl Report {
+    /// Of a process whose trace was never started (nothing of it sent).
+    fn unstarted(r: &tape_consumer::record::Recorder) -> Report {
+        Report {
+            path: producer::trace_path(&r.program(), r.pid()),
+            pid: r.pid(),
+            sent: producer::Sent::default(),
+            how: "not started: nothing sent",
+        }
+    }
+}
+
 /// The followed processes of one `tape record --relayd`, and its relay
 /// session.
 struct Host<'a> {
@@ -743,12 +755,7 @@ impl Host<'_> {
                 Traced::Ending(f, _) if f.sent.died => (f, "died"),
                 Traced::Ending(f, _) => (f, "exited"),
                 Traced::Waiting(r) => {
-                    reports.push(Report {
-                        path: producer::trace_path(&r.program(), r.pid()),
-                        pid: r.pid(),
-                        sent: producer::Sent::default(),
-                        how: "not started: nothing sent",
-                    });
+                    reports.push(Report::unstarted(r));
                     continue;
                 }
                 Traced::Dropped => continue,
@@ -773,7 +780,7 @@ impl Host<'_> {
         for t in std::mem::take(&mut self.traced) {
             let (feed, how) = match t {
                 Traced::Waiting(r) if failure.is_none() => {
-                    let (path, pid) = (producer::trace_path(&r.program(), r.pid()), r.pid());
+                    let unstarted = Report::unstarted(&r);
                     match Feed::start(&mut self.session, r) {
                         Ok(f) => (f, why),
                         Err(producer::Fault::Feed(e)) => {
@@ -783,23 +790,13 @@ impl Host<'_> {
                         }
                         Err(e) => {
                             failure = Some(e.to_string());
-                            self.reports.push(Report {
-                                path,
-                                pid,
-                                sent: producer::Sent::default(),
-                                how: "not started: nothing sent",
-                            });
+                            self.reports.push(unstarted);
                             continue;
                         }
                     }
                 }
                 Traced::Waiting(r) => {
-                    self.reports.push(Report {
-                        path: producer::trace_path(&r.program(), r.pid()),
-                        pid: r.pid(),
-                        sent: producer::Sent::default(),
-                        how: "not started: nothing sent",
-                    });
+                    self.reports.push(Report::unstarted(&r));
                     continue;
                 }
                 Traced::Fed(f) => (f, why),
