@@ -1,68 +1,188 @@
 #!/usr/bin/env bash
-# The highest steady rate `tape record` keeps with zero loss (issues 16
-# and 39): the flight example (2 emitting threads, discard mode, paced to
-# a rate) recorded for SECONDS into OUT_BASE (a tmpfs such as /dev/shm, or
-# a disk), rate after rate, by `tape record -o DIR` and then, in the same
-# run, by `tape record --relayd` to an `lttng-relayd` on loopback writing
-# under OUT_BASE too (when lttng-relayd is installed); prints one row per
-# rate and recorder: events/s and MB/s recorded, and the events lost.
+# tape's consumer beside LTTng's, in one run (issues 16, 39 and 48): the
+# same two-thread program (tape's flight example, and its LTTng-UST twin
+# in scripts/lttng-flight/) held at each RATE (million events/s, both
+# threads together) for SECONDS, recorded into OUT_BASE (a tmpfs such as
+# /dev/shm, or a disk) by
 #
-#   bash scripts/record-rate.sh [OUT_BASE] [SECONDS] [PACE...]
+#   tape-dir     tape record PID -o DIR
+#   tape-relay   tape record PID --relayd net://…   (to lttng-relayd)
+#   lttng-dir    an LTTng session writing DIR        (lttng-consumerd)
+#   lttng-relay  an LTTng session streaming to the same lttng-relayd
+#   lttng-live   the same, a live session (`--live`, its timer at 200 ms
+#                as tape's --live-timer: tape's relay sessions are live)
 #
-# PACE is events per millisecond per thread (the example sleeps 1 ms
-# every PACE events): the rate asked is about 2 x PACE x 1000 events/s,
-# less the time the events themselves take.
+# with the same ring memory (tape: 16 MiB a thread; LTTng: 16 x 1 MiB
+# sub-buffers a CPU, per-UID, discard). Each run: what reached the disk
+# (read back by `tape stats`, not taken from the recorder's word), what
+# the tracer counted lost, what the program emitted, and the consumer's
+# CPU (user + system) per million events recorded: `tape record`'s own,
+# and lttng-consumerd's (the difference of its /proc times over the row;
+# the session daemon and the relay daemon are left out on both sides).
+# Every row is run once a round, ROUNDS rounds (3 by default), in turn:
+# the table at the end gives each row's medians over the rounds and the
+# most it lost in one (this machine is shared: one run is one sample).
+#
+#   bash scripts/record-rate.sh [OUT_BASE] [SECONDS] [RATE...]
+#
+# TAPE_BEFORE=path/to/tape (a build of an earlier commit) adds its rows,
+# `tape-dir-before` and `tape-relay-before`, to each rate, in turn with
+# the others: before and after measured in one sitting, on one noisy
+# machine. RECORDERS="tape-dir lttng-dir" keeps only those rows.
+#
+# The LTTng rows need lttng-sessiond, lttng-relayd, gcc and the LTTng-UST
+# headers (Debian: lttng-tools, liblttng-ust-dev); without them only
+# tape's rows are printed, said. Run as root, the session daemon is one
+# of its own (`--no-kernel`), stopped at the end.
 set -euo pipefail
 base=${1:-/dev/shm}
-secs=${2:-10}
+secs=${2:-5}
 shift 2 || true
-paces=("$@")
-[ ${#paces[@]} -gt 0 ] || paces=(250 500 1000 2000 4000 8000)
+rates=("$@")
+[ ${#rates[@]} -gt 0 ] || rates=(2 4 8 10 12 14)
 root=$(cd "$(dirname "$0")/.." && pwd)
 cargo build -q --release -p tape --example flight --manifest-path "$root/Cargo.toml"
 cargo build -q --release -p tape-cli --manifest-path "$root/Cargo.toml"
 flight="$root/target/release/examples/flight"
 tape="$root/target/release/tape"
 work=$(mktemp -d "$base/tape-record-rate.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-modes=(dir)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
+    [ -z "${sessiond:-}" ] || kill "$sessiond" 2> /dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+hz=$(getconf CLK_TCK)
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+before=${TAPE_BEFORE:-}
+recorders=(tape-dir)
+[ -z "$before" ] || recorders+=(tape-dir-before)
 if command -v lttng-relayd > /dev/null; then
-    port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
     c=$(port); d=$(port); l=$(port)
     lttng-relayd -C "tcp://127.0.0.1:$c" -D "tcp://127.0.0.1:$d" -L "tcp://127.0.0.1:$l" \
         -o "$work/relay" > /dev/null 2>&1 &
-    relayd=$!
-    trap 'kill $relayd 2>/dev/null; rm -rf "$work"' EXIT
+    pids+=($!)
     sleep 0.5
-    modes=(dir relayd)
+    recorders+=(tape-relay)
+    [ -z "$before" ] || recorders+=(tape-relay-before)
+else
+    echo "record-rate: no lttng-relayd: the relay rows are left out" >&2
 fi
-printf '%8s %8s %12s %10s %12s %10s %10s\n' PACE TO 'events/s' 'MB/s' 'recorded' 'lost' 'emitted'
-for pace in "${paces[@]}"; do
-for mode in "${modes[@]}"; do
-    shm="$work/shm"
-    mkdir -p "$shm"
-    TAPE_SHM=on TAPE_SHM_DIR="$shm" TAPE_CONTROL=off TAPE_TRACE='flight.*' \
-        TAPE_TRACE_MODE=discard TAPE_TRACE_BUFSZ=${TAPE_TRACE_BUFSZ:-16M} TAPE_TRACE_DIR="$work/saved" \
-        "$flight" --threads 2 --delay 300 --seconds "$secs" --pace "$pace" \
-        > "$work/pid" 2> "$work/err" &
-    prog=$!
-    while [ "$(ls "$shm"/tape-*/"$prog"/ring-* 2>/dev/null | wc -l)" -lt 2 ]; do sleep 0.01; done
-    if [ "$mode" = dir ]; then
-        to=(-o "$work/trace")
-    else
-        to=(--relayd "net://127.0.0.1:$c:$d" --hostname rate)
+lflight="$work/lttng-flight"
+if command -v lttng-sessiond > /dev/null && command -v gcc > /dev/null &&
+    gcc -O2 -I"$root/scripts/lttng-flight" -o "$lflight" "$root/scripts/lttng-flight/flight.c" \
+        -llttng-ust -ldl -lpthread 2> "$work/gcc"; then
+    if ! pgrep -x lttng-sessiond > /dev/null; then
+        export LTTNG_HOME="$work/lttng-home"
+        mkdir -p "$LTTNG_HOME"
+        lttng-sessiond --daemonize --no-kernel --pidfile "$work/sessiond.pid" > /dev/null 2>&1
+        sessiond=$(cat "$work/sessiond.pid")
     fi
-    TAPE_SHM_DIR="$shm" "$tape" record "$prog" "${to[@]}" > "$work/said" 2>/dev/null
-    wait "$prog"
+    recorders+=(lttng-dir)
+    ! command -v lttng-relayd > /dev/null || recorders+=(lttng-relay lttng-live)
+else
+    echo "record-rate: no lttng-sessiond, gcc or LTTng-UST headers: the LTTng rows are left out" >&2
+fi
+
+# The CPU seconds (user + system) of every lttng-consumerd.
+consumerd_cpu() {
+    local t=0 p
+    for p in $(pgrep -x lttng-consumerd); do
+        t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2> /dev/null || echo 0)))
+    done
+    awk "BEGIN { print $t / $hz }"
+}
+
+if [ -n "${RECORDERS:-}" ]; then
+    kept=()
+    for r in "${recorders[@]}"; do
+        case " $RECORDERS " in *" $r "*) kept+=("$r") ;; esac
+    done
+    recorders=("${kept[@]}")
+fi
+
+trap 'echo "record-rate: failed at line $LINENO" >&2' ERR
+rounds=${ROUNDS:-3}
+echo "each row once a round, $rounds rounds; the table at the end (median over the rounds)" >&2
+for round in $(seq "$rounds"); do
+for rate in "${rates[@]}"; do
+for rec in "${recorders[@]}"; do
+    asked=$(awk "BEGIN { print $rate * 1000000 }")
+    out="$work/out"
+    case $rec in
+    tape-*)
+        shm="$work/shm"
+        mkdir -p "$shm"
+        TAPE_SHM=on TAPE_SHM_DIR="$shm" TAPE_CONTROL=off TAPE_TRACE='flight.*' \
+            TAPE_TRACE_MODE=discard TAPE_TRACE_BUFSZ=16M TAPE_TRACE_DIR="$work/saved" \
+            "$flight" --threads 2 --delay 300 --seconds "$secs" --rate "$asked" \
+            > /dev/null 2> "$work/err" &
+        prog=$!
+        while [ "$(ls "$shm"/tape-*/"$prog"/ring-* 2> /dev/null | wc -l)" -lt 2 ]; do sleep 0.01; done
+        bin=$tape
+        [ "${rec%-before}" = "$rec" ] || bin=$before
+        if [ "${rec%-before}" = tape-dir ]; then
+            to=(-o "$out")
+        else
+            to=(--relayd "net://127.0.0.1:$c:$d" --hostname rate)
+            out="$work/relay"
+        fi
+        TAPE_SHM_DIR="$shm" /usr/bin/time -f '%U %S' -o "$work/time" \
+            "$bin" record "$prog" "${to[@]}" > "$work/said" 2> /dev/null
+        wait "$prog"
+        cpu=$(awk '{ print $1 + $2 }' "$work/time")
+        rm -rf "$shm"
+        ;;
+    lttng-*)
+        if [ "$rec" = lttng-dir ]; then
+            lttng create rate --output "$out" > /dev/null
+        elif [ "$rec" = lttng-relay ]; then
+            lttng create rate --set-url "net://127.0.0.1:$c:$d" > /dev/null
+            out="$work/relay"
+        else
+            lttng create rate --live 200000 --set-url "net://127.0.0.1:$c:$d" > /dev/null
+            out="$work/relay"
+        fi
+        lttng enable-channel -u c --subbuf-size 1M --num-subbuf 16 > /dev/null
+        lttng enable-event -u -c c 'flight:event' > /dev/null
+        lttng start > /dev/null
+        cpu0=$(consumerd_cpu)
+        "$lflight" 2 "$secs" "$asked" 300 2> "$work/err"
+        lttng stop > /dev/null
+        cpu1=$(consumerd_cpu)
+        lttng destroy > /dev/null
+        cpu=$(awk "BEGIN { print $cpu1 - $cpu0 }")
+        ;;
+    esac
     emitted=$(sed -n 's/^flight: \([0-9]*\) events emitted/\1/p' "$work/err")
-    events=$(sed -n 's/^  events: \([0-9]*\) (\([0-9]*\)\/s)/\1/p' "$work/said")
-    bytes=$(sed -n 's/^  bytes: \([0-9]*\) .*/\1/p' "$work/said")
-    # Over the emitting seconds (the recorder's own figures include the
-    # program's start and the delay).
-    rate=$(awk "BEGIN { printf \"%.0f\", $events / $secs }")
-    mbs=$(awk "BEGIN { printf \"%.1f\", $bytes / $secs / 1e6 }")
-    lost=$(sed -n 's/^  lost: \([0-9]*\).*/\1/p' "$work/said")
-    printf '%8s %8s %12s %10s %12s %10s %10s\n' "$pace" "$mode" "$rate" "$mbs" "$events" "$lost" "$emitted"
-    rm -rf "$work/trace" "$work/saved" "$shm" "$work/relay"/*
+    "$tape" stats "$out" > "$work/stats"
+    events=$(sed -n 's/^events: \([0-9]*\), lost: \([0-9]*\)/\1/p' "$work/stats")
+    lost=$(sed -n 's/^events: \([0-9]*\), lost: \([0-9]*\)/\2/p' "$work/stats")
+    bytes=$(du -sb "$out" | cut -f1)
+    echo "$rate $rec $events $bytes $lost $emitted $cpu" | tee -a "$work/rows" >&2
+    if [ "$out" = "$work/relay" ]; then rm -rf "$out"/*; else rm -rf "$out"; fi
+    rm -rf "$work/saved"
 done
 done
+done
+# One row per rate and recorder: the medians over the rounds, the most
+# lost in a round, and the lowest CPU per million events.
+python3 - "$work/rows" "$secs" << 'EOF'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    rate, rec, events, size, lost, emitted, cpu = line.split()
+    rows.setdefault((float(rate), rec), []).append(
+        (int(events), int(size), int(lost), int(emitted), float(cpu)))
+secs = float(sys.argv[2])
+print(f"{'RATE':>6} {'RECORDER':<18} {'events/s':>12} {'MB/s':>7} {'lost (max)':>11} "
+      f"{'CPU ms/Mev':>11} {'(min)':>7} {'rounds':>6}")
+for (rate, rec), runs in rows.items():
+    med = lambda f: statistics.median(f(r) for r in runs)
+    per_mev = [r[4] * 1000 / (r[0] / 1e6) for r in runs if r[0] > 0]
+    print(f"{rate:>6g} {rec:<18} {med(lambda r: r[0]) / secs:>12.0f} "
+          f"{med(lambda r: r[1]) / secs / 1e6:>7.1f} {max(r[2] for r in runs):>11} "
+          f"{statistics.median(per_mev):>11.1f} {min(per_mev):>7.1f} {len(runs):>6}")
+EOF

@@ -327,6 +327,7 @@ pub(crate) fn pipe(
                     reader.set_mark(c.stream, cursor, events);
                 }
             }
+            reader.recycle(c.packet);
         }
         if let Some(e) = failed.take() {
             return Err(Failure::Error(e));

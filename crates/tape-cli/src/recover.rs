@@ -277,7 +277,8 @@ fn record_dir(
         limit.map_or(String::new(), |l| format!(", {l} bytes"))
     );
     let start = std::time::Instant::now();
-    let mut idle = std::time::Duration::from_millis(1);
+    let mut idle = tape_consumer::record::REST_MIN;
+    let mut turned = start;
     let mut checked = start;
     let why = loop {
         if crate::reader::stopped() {
@@ -295,15 +296,12 @@ fn record_dir(
                 break "the process exited";
             }
         }
-        let polled = match r.poll(false) {
-            Ok(p) => p,
-            Err(e) => return Err(r.end_after_error(e).to_string().into()),
-        };
-        if polled {
-            idle = std::time::Duration::from_millis(1);
-        } else {
-            idle = (idle * 2).min(std::time::Duration::from_millis(20));
+        let since = turned.elapsed();
+        turned = std::time::Instant::now();
+        if let Err(e) = r.poll(false) {
+            return Err(r.end_after_error(e).to_string().into());
         }
+        idle = tape_consumer::record::rest(r.fill(), since, idle);
         std::thread::sleep(idle);
     };
     let unshared = r.unshared_rings();

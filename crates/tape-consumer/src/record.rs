@@ -3,20 +3,31 @@
 //! daemon streams its buffers (`tape record PID -o DIR`), with no daemon.
 //!
 //! The process must have shared rings (the default, `ring/shm.rs`; not
-//! with `TAPE_SHM=off`). The recorder maps each ring file shared and,
-//! every few milliseconds, takes the packets the owner closed since its
-//! last turn, with the protocol of a save (`tape::ring`, "The
-//! snapshot"): it claims the ring's copy (a claim word in the ring's
-//! region that this process's saves and crash dump take too, so they
-//! take turns), pins the packets, writes each one to the ring's stream
-//! file straight from the ring's memory, and releases them.
+//! with `TAPE_SHM=off`). The recorder maps each ring file shared and, at
+//! each turn, takes the packets the owner closed since its last turn,
+//! with the protocol of a save (`tape::ring`, "The snapshot"): for each
+//! packet it claims the ring's copy (a claim word in the ring's region
+//! that this process's saves and crash dump take too, so they take
+//! turns), pins the packet, writes it to the ring's stream file straight
+//! from the ring's memory (`Ring::write_packets`: one copy, into the
+//! kernel, as LTTng's consumer writes from its mapped sub-buffers), and
+//! releases it: a save of the program waits one packet's write at most.
 //!
 //! ```text
 //!  writer thread (process A)               tape record (process B)
-//!  ring file: [ p4 | p5 | p6 | p3 ]        claim, pin p4.., copy p4 p5 (closed)
-//!                          ^ open          freed = 6: A may reuse p4's, p5's slots
+//!  ring file: [ p4 | p5 | p6 | p3 ]        claim, pin p4, write p4, release;
+//!                          ^ open          the same for p5 (closed ones)
+//!                                          freed = 6: A may reuse p4's, p5's slots
 //!                                          out/<thread>-<tid>: ... p3 p4 p5
 //! ```
+//!
+//! A live reader (`tape pipe`, the relay) keeps what it takes past the
+//! turn, so its packets are copied out under the claim instead
+//! (`Ring::stream_packets`) into buffers it gives back when done
+//! ([`Recorder::recycle`]): a buffer freed and another faulted in at each
+//! turn cost more than the copy. Turns are paced by what they find
+//! ([`rest`]): several packets a turn, no ring past a quarter full.
+//! `scripts/record-rate.sh` measures all this beside LTTng's consumer.
 //!
 //! * **Discard mode**: the packets the recorder consumed are *freed*
 //!   (the gate's `freed` word): the owner reuses their slots instead of
@@ -223,6 +234,102 @@ pub struct Recorder {
     uuid: Option<[u8; 16]>,
     /// The template file as last read (inode, length, modification time).
     template_stamp: Option<(u64, u64, Option<std::time::SystemTime>)>,
+    /// Buffers to copy packets into, given back after use ([`Spare`]).
+    spare: Spare,
+    /// The largest share of a ring's room that the last turn took.
+    fill: f64,
+}
+
+/// How long a reader that follows rings rests before its next turn, its
+/// last turn having taken `fill` ([`Recorder::fill`], the largest over
+/// its recorders) `since` the turn before began, after resting `rested`:
+/// long enough that a turn takes several packets at once (each turn costs
+/// a directory read and a look at every ring: at 1 ms a turn, that was
+/// most of `tape record`'s CPU at 1 M events/s), short enough that, at the
+/// rate just seen, no ring is more than a quarter full when it wakes; from
+/// [`REST_MIN`] to [`REST_MAX`], doubling while nothing comes.
+pub fn rest(
+    fill: f64,
+    since: std::time::Duration,
+    rested: std::time::Duration,
+) -> std::time::Duration {
+    if fill <= 0.0 {
+        return (rested * 2).clamp(REST_MIN, REST_MAX);
+    }
+    since
+        .mul_f64((0.25 / fill).min(1e3))
+        .clamp(REST_MIN, REST_MAX)
+}
+
+/// The shortest rest between a reader's turns ([`rest`]).
+pub const REST_MIN: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// The longest ([`rest`]): what a ring written at once after a silence
+/// must hold.
+pub const REST_MAX: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// A packet taken from a ring: copied into a buffer (after `room` bytes
+/// left for its header), or read in the ring itself, pinned.
+enum Bytes<'a> {
+    Copied(Vec<u8>),
+    InPlace(&'a [u8]),
+}
+
+impl Bytes<'_> {
+    /// Its bytes of events (a copy's after its `room`).
+    fn len(&self, room: usize) -> usize {
+        match self {
+            Bytes::Copied(v) => v.len() - room,
+            Bytes::InPlace(b) => b.len(),
+        }
+    }
+
+    /// Done with: a copy's buffer is kept for a later packet.
+    fn give_back(self, spare: &std::cell::RefCell<&mut Spare>) {
+        if let Bytes::Copied(v) = self {
+            spare.borrow_mut().give_back(v);
+        }
+    }
+}
+
+/// The packet buffers a recorder copies the rings into, kept once used
+/// (written out, or given back by a reader, [`Recorder::recycle`]): at
+/// hundreds of MB/s a buffer freed and another allocated at each turn
+/// costs more in page faults than the copy itself (measured with
+/// `scripts/record-rate.sh` and `perf`: a third of the relay's CPU at
+/// 1 M events/s). At most [`Spare::MAX_BYTES`] are kept.
+#[derive(Default)]
+struct Spare {
+    buffers: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
+impl Spare {
+    /// What the spare buffers may hold in all.
+    const MAX_BYTES: usize = 64 << 20;
+
+    /// A buffer for `len` bytes after `room` bytes of zeros (a header's).
+    fn take(&mut self, room: usize, len: usize) -> Vec<u8> {
+        let mut v = match self.buffers.pop() {
+            Some(v) => {
+                self.bytes -= v.capacity();
+                v
+            }
+            None => Vec::new(),
+        };
+        v.clear();
+        v.reserve(room + len);
+        v.resize(room, 0);
+        v
+    }
+
+    /// Keeps `v` for a later packet, if there is room.
+    fn give_back(&mut self, v: Vec<u8>) {
+        if v.capacity() > 0 && self.bytes + v.capacity() <= Self::MAX_BYTES {
+            self.bytes += v.capacity();
+            self.buffers.push(v);
+        }
+    }
 }
 
 /// What tells that the template file at `path` was replaced.
@@ -347,6 +454,8 @@ impl Recorder {
             clock: None,
             uuid: None,
             template_stamp,
+            spare: Spare::default(),
+            fill: 0.0,
         };
         r.write_metadata()?;
         Ok(r)
@@ -571,6 +680,18 @@ impl Recorder {
         Ok(chunks)
     }
 
+    /// The largest share of a ring's room (0: nothing; 1: a whole ring)
+    /// that the last turn took.
+    pub fn fill(&self) -> f64 {
+        self.fill
+    }
+
+    /// Gives back the buffer of a chunk the reader is done with, for the
+    /// packets of later turns (no memory faulted in afresh: [`Spare`]).
+    pub fn recycle(&mut self, packet: Vec<u8>) {
+        self.spare.give_back(packet);
+    }
+
     /// The reader decoded a chunk of an open packet of ring `stream` and
     /// found `events` events: the ring's events taken so far grow by them
     /// (what the next packet's losses are counted from).
@@ -592,6 +713,7 @@ impl Recorder {
     ) -> Result<bool, Error> {
         self.find_rings();
         self.busy = None;
+        self.fill = 0.0;
         let before = self.progress.bytes;
         for i in 0..self.streams.len() {
             if self.streams[i].done {
@@ -713,6 +835,7 @@ impl Recorder {
         mut sink: Option<&mut ChunkSink<'s>>,
     ) -> Result<Option<u64>, Error> {
         let consumes = self.consumes;
+        let spare = &mut self.spare;
         let s = &mut self.streams[i];
         let name = tape_rings::truncate_utf8(&s.ring.name, 255).to_owned();
         let ctx = Context {
@@ -720,7 +843,8 @@ impl Recorder {
             tid: s.ring.tid(),
             name: &name,
         };
-        s.head.resize(ctx.head_size(), 0);
+        let room = ctx.head_size();
+        s.head.resize(room, 0);
         let created = s.ring.created_ts;
         // The open packet's events: as many as the ring says were written
         // after the packet began (read once the owner is done or stopped).
@@ -747,118 +871,181 @@ impl Recorder {
         } = s;
         let mut not_written = 0u64;
         let until = std::time::Instant::now() + tape_rings::CLAIM_PATIENCE;
-        let taken = ring.stream_packets(
-            *next,
-            to_end,
-            consumes,
-            until,
-            |m: &PacketMeta, offset, content, end| {
-                if failed.is_some() {
-                    // Taken from the ring, never written: counted.
-                    let end = end.unwrap_or_else(|| written.max(m.committed_before));
-                    not_written += end.saturating_sub(m.committed_before);
-                    return;
-                }
-                // Events between the last packet taken and this one were
-                // overwritten before the reader could take them.
-                let position = position.get_or_insert(m.committed_before);
-                *overwritten += m.committed_before.saturating_sub(*position);
-                *maybe_printed += (*doubt_until)
-                    .min(m.committed_before)
-                    .saturating_sub(*position);
-                *position = (*position).max(m.committed_before);
-                let d = Drops {
-                    overwritten: *overwritten,
-                    ..m.dropped_at_close
-                };
-                if let Some(sink) = sink.as_mut() {
-                    let before = *position;
-                    let mut whole = *m;
-                    whole.events = content.len();
-                    ctx.packet_header(head, &whole, Drops::default());
-                    let mut packet = Vec::with_capacity(head.len() + content.len());
-                    packet.extend_from_slice(head);
-                    packet.extend_from_slice(content);
-                    bytes += content.len() as u64;
-                    let n = end.map(|after| after.saturating_sub(before));
-                    match end {
-                        Some(after) => *position = after.max(before),
-                        None => *uncounted = true,
-                    }
-                    events += n.unwrap_or(0);
-                    sink(Chunk {
-                        stream: i,
-                        packet,
-                        offset,
-                        before,
-                        events: n,
-                        lost: d,
-                        maybe_printed: *maybe_printed,
-                        end: if end.is_some() {
-                            (m.seq + 1, 0)
-                        } else {
-                            (m.seq, offset + content.len())
-                        },
-                        closed: end.is_some(),
-                        ts_begin: m.ts_begin,
-                        ts_end: m.ts_end,
-                    });
-                    return;
-                }
+        let spare = std::cell::RefCell::new(spare);
+        // The stream file's length before the last packet written, and
+        // that packet's events and bytes: taken back if the ring's file was
+        // cut under an in-place write (the packet may be zeros).
+        let mut last_write = (0u64, 0u64, 0u64);
+        let copying = sink.is_some();
+        // Each packet taken, copied (for a sink) or in the ring (written to
+        // the stream file): whether it was written (or handed to the sink).
+        let mut handle = |m: &PacketMeta, offset: usize, data: Bytes<'_>, end: Option<u64>| {
+            let content_len = data.len(room);
+            last_write = (0, 0, 0);
+            if failed.is_some() {
+                data.give_back(&spare);
+                // Taken from the ring, never written: counted.
                 let end = end.unwrap_or_else(|| written.max(m.committed_before));
-                // A packet is written whole or not at all: a write that
-                // fails (a full disk) is cut back to the last whole packet,
-                // so that the trace stays readable, and its events counted.
-                let mut put = |parts: &[&[u8]]| -> Result<(), Error> {
-                    match write_parts(file, path, parts) {
-                        Ok(n) => {
-                            bytes += n;
-                            *len += n;
-                            Ok(())
-                        }
-                        Err(e) => {
-                            if let Some(f) = file.as_mut() {
-                                let _ = f.set_len(*len);
-                                let _ = std::io::Seek::seek(f, std::io::SeekFrom::Start(*len));
-                            }
-                            Err(e)
-                        }
+                not_written += end.saturating_sub(m.committed_before);
+                return false;
+            }
+            // Events between the last packet taken and this one were
+            // overwritten before the reader could take them.
+            let position = position.get_or_insert(m.committed_before);
+            *overwritten += m.committed_before.saturating_sub(*position);
+            *maybe_printed += (*doubt_until)
+                .min(m.committed_before)
+                .saturating_sub(*position);
+            *position = (*position).max(m.committed_before);
+            let d = Drops {
+                overwritten: *overwritten,
+                ..m.dropped_at_close
+            };
+            if let Some(sink) = sink.as_mut() {
+                let mut packet = match data {
+                    Bytes::Copied(v) => v,
+                    Bytes::InPlace(b) => {
+                        let mut v = spare.borrow_mut().take(room, b.len());
+                        v.extend_from_slice(b);
+                        v
                     }
                 };
-                if !*started {
-                    *started = true;
-                    if d.total() > 0 {
-                        // An empty packet without losses first, so that readers
-                        // report the first packet's (as a save writes it).
-                        ctx.leading_header(head, created.min(m.ts_begin), m);
-                        if let Err(e) = put(&[head]) {
+                let before = *position;
+                let mut whole = *m;
+                whole.events = content_len;
+                ctx.packet_header(&mut packet[..room], &whole, Drops::default());
+                bytes += content_len as u64;
+                let n = end.map(|after| after.saturating_sub(before));
+                match end {
+                    Some(after) => *position = after.max(before),
+                    None => *uncounted = true,
+                }
+                events += n.unwrap_or(0);
+                sink(Chunk {
+                    stream: i,
+                    packet,
+                    offset,
+                    before,
+                    events: n,
+                    lost: d,
+                    maybe_printed: *maybe_printed,
+                    end: if end.is_some() {
+                        (m.seq + 1, 0)
+                    } else {
+                        (m.seq, offset + content_len)
+                    },
+                    closed: end.is_some(),
+                    ts_begin: m.ts_begin,
+                    ts_end: m.ts_end,
+                });
+                return true;
+            }
+            let end = end.unwrap_or_else(|| written.max(m.committed_before));
+            // A packet is written whole or not at all: a write that
+            // fails (a full disk) is cut back to the last whole packet,
+            // so that the trace stays readable, and its events counted.
+            let put = |file: &mut Option<File>, len: &mut u64, parts: &[&[u8]]| match write_parts(
+                file, path, parts,
+            ) {
+                Ok(n) => {
+                    *len += n;
+                    Ok(n)
+                }
+                Err(e) => {
+                    if let Some(f) = file.as_mut() {
+                        let _ = f.set_len(*len);
+                        let _ = std::io::Seek::seek(f, std::io::SeekFrom::Start(*len));
+                    }
+                    Err(e)
+                }
+            };
+            if !*started {
+                *started = true;
+                if d.total() > 0 {
+                    // An empty packet without losses first, so that readers
+                    // report the first packet's (as a save writes it).
+                    ctx.leading_header(head, created.min(m.ts_begin), m);
+                    match put(file, len, &[head]) {
+                        Ok(n) => bytes += n,
+                        Err(e) => {
+                            // The packet is not written either: counted.
+                            not_written += end.saturating_sub(m.committed_before);
+                            data.give_back(&spare);
                             failed = Some(e);
-                            return;
+                            return false;
                         }
                     }
                 }
-                // (A recording reads whole packets: `content` is all of them.)
-                let mut whole = *m;
-                whole.events = content.len();
-                ctx.packet_header(head, &whole, d);
-                if let Err(e) = put(&[head, content]) {
+            }
+            // (A recording reads whole packets: the content is all of
+            // them.)
+            let mut whole = *m;
+            whole.events = content_len;
+            let before = (*len, bytes);
+            let put = match data {
+                Bytes::Copied(mut v) => {
+                    ctx.packet_header(&mut v[..room], &whole, d);
+                    let put = put(file, len, &[&v]);
+                    spare.borrow_mut().give_back(v);
+                    put
+                }
+                Bytes::InPlace(b) => {
+                    ctx.packet_header(head, &whole, d);
+                    put(file, len, &[head, b])
+                }
+            };
+            match put {
+                Ok(n) => bytes += n,
+                Err(e) => {
                     not_written += end.saturating_sub(m.committed_before);
                     failed = Some(e);
-                    return;
+                    return false;
                 }
-                // (Not those of a packet an earlier reader began.)
-                events += end.saturating_sub(*position);
-                *position = end;
-                *last_end = (*last_end).max(m.ts_end);
-                *lost = d;
-            },
-        );
+            }
+            // (Not those of a packet an earlier reader began.)
+            let taken = end.saturating_sub(*position);
+            last_write = (before.0, taken, bytes - before.1);
+            events += taken;
+            *position = end;
+            *last_end = (*last_end).max(m.ts_end);
+            *lost = d;
+            true
+        };
+        let taken = if copying {
+            ring.stream_packets(
+                *next,
+                to_end,
+                consumes,
+                until,
+                |len| spare.borrow_mut().take(room, len),
+                |m, offset, packet, end| {
+                    handle(m, offset, Bytes::Copied(packet), end);
+                },
+            )
+        } else {
+            ring.write_packets(*next, to_end, consumes, until, |m, offset, b, end| {
+                handle(m, offset, Bytes::InPlace(b), end)
+            })
+        };
+        if !copying && matches!(taken, Err(tape_rings::StreamStop::Cut)) && last_write.2 > 0 {
+            // The packet written last, in place, may be zeros: taken back.
+            let s = &mut self.streams[i];
+            if let Some(f) = s.file.as_mut() {
+                let _ = f.set_len(last_write.0);
+                let _ = std::io::Seek::seek(f, std::io::SeekFrom::Start(last_write.0));
+            }
+            s.len = last_write.0;
+            events -= last_write.1;
+            bytes -= last_write.2;
+        }
         self.not_written += not_written;
         if let Some(e) = failed {
             return Err(e);
         }
         self.progress.bytes += bytes;
         self.progress.events += events;
+        let room = self.streams[i].ring.capacity().max(1);
+        self.fill = self.fill.max(bytes as f64 / room as f64);
         let recording = self.out.is_some();
         let s = &mut self.streams[i];
         match taken {
@@ -1130,4 +1317,65 @@ fn write_parts(file: &mut Option<File>, path: &Path, parts: &[&[u8]]) -> Result<
         IoSlice::advance_slices(&mut slices, n);
     }
     Ok(total as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_turn_rests_so_that_no_ring_passes_a_quarter() {
+        let ms = Duration::from_millis;
+        // (fill of the last turn, since the turn before, rested, rest)
+        let cases = [
+            // Nothing came: the rest doubles, up to the longest.
+            (0.0, ms(1), ms(1), ms(2)),
+            (0.0, ms(20), ms(16), REST_MAX),
+            // A sixteenth of a ring in 4 ms: a quarter in 16 ms.
+            (1.0 / 16.0, ms(4), ms(4), ms(16)),
+            // A quarter in 20 ms already: 20 ms again.
+            (0.25, ms(20), ms(20), ms(20)),
+            // Half a ring in 10 ms: 5 ms.
+            (0.5, ms(10), ms(10), ms(5)),
+            // Faster than the shortest rest allows: the shortest.
+            (2.0, ms(1), ms(1), REST_MIN),
+            // A trickle: the longest, never longer.
+            (1e-9, ms(20), ms(20), REST_MAX),
+        ];
+        for (fill, since, rested, want) in cases {
+            assert_eq!(
+                rest(fill, since, rested),
+                want,
+                "fill {fill}, since {since:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn spare_buffers_come_back_with_room_and_stay_within_their_cap() {
+        let mut spare = Spare::default();
+        let mut v = spare.take(8, 100);
+        assert_eq!(v, vec![0u8; 8], "the room is zeros, nothing else");
+        assert!(v.capacity() >= 108);
+        v.extend_from_slice(&[7; 100]);
+        let cap = v.capacity();
+        spare.give_back(v);
+        assert_eq!(spare.bytes, cap);
+        // Used again: the same memory, cleared, its room zeroed again.
+        let again = spare.take(4, 50);
+        assert_eq!(again, vec![0u8; 4]);
+        assert_eq!(again.capacity(), cap);
+        assert_eq!(spare.bytes, 0);
+        // Past the cap, a buffer is let go.
+        let big = Vec::with_capacity(Spare::MAX_BYTES);
+        spare.give_back(big);
+        spare.give_back(Vec::with_capacity(1024));
+        assert_eq!(spare.buffers.len(), 1);
+        assert_eq!(spare.bytes, Spare::MAX_BYTES);
+        // An empty one is not worth keeping.
+        let mut fresh = Spare::default();
+        fresh.give_back(Vec::new());
+        assert!(fresh.buffers.is_empty());
+    }
 }

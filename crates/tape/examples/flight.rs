@@ -16,7 +16,10 @@
 //! or misplaced event from a whole one, and count the missing ones from
 //! the sequence numbers. `--seconds S` ends the program normally after S
 //! seconds (it runs until killed without); `--pace N` sleeps 1 ms every N
-//! events of a thread (as fast as it can without); `--delay MS` waits
+//! events of a thread (as fast as it can without); `--rate R` keeps the
+//! threads together at R events a second (each thread on its own share's
+//! schedule, checked every 256 events: a steady rate whatever an event
+//! costs, for comparing recorders); `--delay MS` waits
 //! before the first event, the rings made (time for `tape record` to
 //! attach); `--late MS` adds a thread (numbered after the others) that
 //! makes its ring at the start and emits only after MS (a reader sees a
@@ -61,6 +64,7 @@ fn main() -> Result<(), tape::Error> {
     let mut threads = 4u32;
     let mut seconds: Option<f64> = None;
     let mut pace: Option<u64> = None;
+    let mut rate: Option<f64> = None;
     let mut delay = 0u64;
     let mut late: Option<u64> = None;
     let mut args = std::env::args().skip(1);
@@ -70,6 +74,7 @@ fn main() -> Result<(), tape::Error> {
             "--threads" => threads = value("a count").parse().expect("--threads N"),
             "--seconds" => seconds = Some(value("seconds").parse().expect("--seconds S")),
             "--pace" => pace = Some(value("a count").parse().expect("--pace N")),
+            "--rate" => rate = Some(value("events/s").parse().expect("--rate R")),
             "--delay" => delay = value("milliseconds").parse().expect("--delay MS"),
             "--late" => late = Some(value("milliseconds").parse().expect("--late MS")),
             other => panic!("unknown argument {other}"),
@@ -79,6 +84,8 @@ fn main() -> Result<(), tape::Error> {
     let start = Instant::now() + Duration::from_millis(delay);
     let end = seconds.map(|s| start + Duration::from_secs_f64(s));
     let all = threads + u32::from(late.is_some());
+    // Each thread's time between events when `--rate` is given.
+    let gap = rate.map(|r| Duration::from_secs_f64(f64::from(threads) / r));
     let workers: Vec<_> = (0..all)
         .map(|t| {
             let begin = match late {
@@ -102,6 +109,13 @@ fn main() -> Result<(), tape::Error> {
                         }
                         if pace.is_some_and(|p| seq % p == 0) {
                             std::thread::sleep(Duration::from_millis(1));
+                        }
+                        if let Some(gap) = gap.filter(|_| seq % 256 == 0) {
+                            let due = begin + gap.mul_f64(seq as f64);
+                            let now = Instant::now();
+                            if due > now {
+                                std::thread::sleep(due - now);
+                            }
                         }
                     }
                     seq

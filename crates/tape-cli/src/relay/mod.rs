@@ -260,7 +260,8 @@ pub(crate) fn record(
     let start = begun;
     let mut tick = Instant::now();
     let mut checked = start;
-    let mut idle = Duration::from_millis(1);
+    let mut idle = tape_consumer::record::REST_MIN;
+    let mut turned = Instant::now();
     let mut outage: Option<Outage> = None;
     let mut sessions = vec![host.session.path.clone()];
     // When the session in use began, the backoff the next outage starts
@@ -339,14 +340,10 @@ pub(crate) fn record(
         if check {
             checked = Instant::now();
         }
+        let since = turned.elapsed();
+        turned = Instant::now();
         match host.turn(ticked, check) {
-            Ok(came) => {
-                idle = if came {
-                    Duration::from_millis(1)
-                } else {
-                    (idle * 2).min(Duration::from_millis(20))
-                };
-            }
+            Ok(_) => idle = tape_consumer::record::rest(host.fill(), since, idle),
             Err(e) => {
                 // A session that failed at once (a refusal, a garbled
                 // reply) does not reset the backoff; enough of them in a
@@ -612,6 +609,18 @@ impl Host<'_> {
         }
         self.traced.retain(|t| !matches!(t, Traced::Dropped));
         Ok(came)
+    }
+
+    /// The largest share of a ring's room the last turn took, over every
+    /// process followed.
+    fn fill(&self) -> f64 {
+        self.traced
+            .iter()
+            .filter_map(|t| match t {
+                Traced::Fed(f) | Traced::Ending(f, _) => Some(f.fill()),
+                _ => None,
+            })
+            .fold(0.0, f64::max)
     }
 
     /// Keeps the unconfirmed packets of every trace within the cap

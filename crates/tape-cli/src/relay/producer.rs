@@ -114,6 +114,11 @@ pub(crate) const DEFAULT_KEEP_UNCONFIRMED: usize = 64 << 20;
 /// two of its ticks.
 pub(crate) const DEFAULT_LIVE_TIMER: Duration = Duration::from_millis(200);
 
+/// A stream's unconfirmed bytes past which the relay is asked for its
+/// confirmation (DATA_PENDING) before the next tick: 16 packets of 1 MiB,
+/// the default ring of one thread.
+const CONFIRM_PAST: usize = 16 << 20;
+
 /// Why a feed stopped: the relay (its connection, a refusal: every feed
 /// of the session is concerned) or the process's trace alone (its
 /// metadata, a packet that does not decode).
@@ -561,14 +566,21 @@ impl Feed {
                 return Err(e);
             }
         }
-        if tick {
-            // What the relay has now, data and index, need not be kept.
-            for o in &mut self.streams {
-                if !o.unconfirmed.is_empty() && !s.relay.data_pending(o.handle, o.sent - 1)? {
-                    o.unconfirmed.clear();
-                    o.kept_bytes = 0;
+        // What the relay has now, data and index, need not be kept: asked
+        // at each tick, and as soon as a stream keeps `CONFIRM_PAST` (at
+        // hundreds of MB/s a tick's packets would pass the cap).
+        for o in &mut self.streams {
+            if (tick || o.kept_bytes >= CONFIRM_PAST)
+                && !o.unconfirmed.is_empty()
+                && !s.relay.data_pending(o.handle, o.sent - 1)?
+            {
+                for k in o.unconfirmed.drain(..) {
+                    self.recorder.recycle(k.packet);
                 }
+                o.kept_bytes = 0;
             }
+        }
+        if tick {
             self.beacons(s)?;
             // Each stream's own reading (as each stream of LTTng's has its
             // timer): two streams' beacons never tie, which a live viewer
@@ -700,7 +712,9 @@ impl Feed {
         // The losses as the consumer counted them (the owner's and the
         // events overwritten before they were taken), cumulative.
         let discarded = o.discarded.max(c.lost.total());
-        let mut packet = c.packet.clone();
+        // The chunk's buffer becomes the packet kept (no copy); given back
+        // to the chunk if the sending fails.
+        let mut packet = std::mem::take(&mut t.chunk.packet);
         let times = PacketTimes {
             begin,
             end,
@@ -716,9 +730,17 @@ impl Feed {
             self.sent.resent += t.events;
         }
         t.tried = true;
-        s.relay.send_packet(o.handle, o.sent, &packet, 0)?;
-        s.relay
-            .send_index(&index(o.handle, o.sent, &packet, begin, end, discarded, i))?;
+        let sent = s
+            .relay
+            .send_packet(o.handle, o.sent, &packet, 0)
+            .and_then(|()| {
+                s.relay
+                    .send_index(&index(o.handle, o.sent, &packet, begin, end, discarded, i))
+            });
+        if let Err(e) = sent {
+            t.chunk.packet = packet;
+            return Err(e.into());
+        }
         o.sent += 1;
         o.last_end = end;
         o.discarded = discarded;
@@ -768,6 +790,12 @@ impl Feed {
         Ok((st.clock_value(), n))
     }
 
+    /// The largest share of a ring's room its last turn took
+    /// ([`tape_consumer::record::Recorder::fill`]).
+    pub(crate) fn fill(&self) -> f64 {
+        self.recorder.fill()
+    }
+
     /// Bytes of the unconfirmed packets it keeps.
     pub(crate) fn kept_bytes(&self) -> usize {
         self.streams.iter().map(|o| o.kept_bytes).sum()
@@ -796,9 +824,11 @@ impl Feed {
         let Some(k) = o.unconfirmed.pop_front() else {
             return 0;
         };
-        o.kept_bytes -= k.packet.len();
+        let len = k.packet.len();
+        o.kept_bytes -= len;
         self.sent.unkept += k.events;
-        k.packet.len()
+        self.recorder.recycle(k.packet);
+        len
     }
 
     /// A beacon for every stream that got nothing this turn, at the time

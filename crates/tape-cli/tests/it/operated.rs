@@ -1102,18 +1102,32 @@ fn a_tampered_recovery_never_claims_success_it_did_not_achieve() {
 }
 
 /// A ring file cut under its mappings (`truncate -s 4096`) while the
-/// program writes it and `tape pipe` reads it: neither dies of the SIGBUS.
+/// program writes it and a reader reads it: neither dies of the SIGBUS.
 /// The reader (the program stopped meanwhile, so that it cannot mend the
 /// file first) ends that ring's stream and says why; the program restores
 /// the file's size, says so, goes on to its end, and its trace reads and
-/// counts the cut ring.
+/// counts the cut ring. Both readers: `tape pipe` (which copies what it
+/// reads) and `tape record -o` (which writes from the ring in place: the
+/// packet it wrote from the zeros put in the cut's place is taken back,
+/// and its recording checks clean).
 #[test]
 fn a_ring_file_cut_under_the_program_and_its_reader_kills_neither() {
+    for reader in ["pipe", "record"] {
+        cut_under_the_program_and(reader);
+    }
+}
+
+fn cut_under_the_program_and(reader: &str) {
     use std::io::Read;
-    let base = base("cut");
+    let base = base(&format!("cut-{reader}"));
     let (mut p, rings) = program_with(&base, 2, 3.0, "50", "trace");
     let pid = p.0.id();
-    let mut pipe = spawn_reader(&base, &["pipe".to_owned(), pid.to_string()], Stdio::piped());
+    let recording = base.join("recorded");
+    let mut args = vec![reader.to_owned(), pid.to_string()];
+    if reader == "record" {
+        args.extend(["-o".to_owned(), recording.display().to_string()]);
+    }
+    let mut pipe = spawn_reader(&base, &args, Stdio::piped());
     std::thread::sleep(Duration::from_millis(300));
     signal(pid, libc::SIGSTOP);
     let ring = ring_paths(&rings)[0].clone();
@@ -1126,7 +1140,7 @@ fn a_ring_file_cut_under_the_program_and_its_reader_kills_neither() {
     std::thread::sleep(Duration::from_millis(500));
     assert!(
         pipe.0.try_wait().unwrap().is_none(),
-        "tape pipe died of the cut"
+        "tape {reader} died of the cut"
     );
     signal(pid, libc::SIGCONT);
     std::thread::sleep(Duration::from_millis(200));
@@ -1136,7 +1150,7 @@ fn a_ring_file_cut_under_the_program_and_its_reader_kills_neither() {
     assert_ne!(
         status.signal(),
         Some(libc::SIGBUS),
-        "tape pipe died of SIGBUS"
+        "tape {reader} died of SIGBUS"
     );
     let mut err = String::new();
     pipe.0
@@ -1145,7 +1159,24 @@ fn a_ring_file_cut_under_the_program_and_its_reader_kills_neither() {
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    assert!(err.contains("was cut while read"), "tape pipe said: {err}");
+    assert!(
+        err.contains("was cut while read"),
+        "tape {reader} said: {err}"
+    );
+    if reader == "record" {
+        assert!(status.success(), "tape record: {status}: {err}");
+        let (check, _) = tape(
+            &base,
+            &["check", recording.to_str().unwrap()],
+            SAVE_BOUND * 4,
+        );
+        assert!(
+            check.status.success(),
+            "the recording of a cut ring: {}{}",
+            text(&check.stdout),
+            text(&check.stderr)
+        );
+    }
 
     exits_within(&mut p, Duration::from_secs(3) + SAVE_BOUND * 2);
     let mut err = String::new();

@@ -463,7 +463,7 @@ impl Ring {
     }
 
     /// The ring's size in bytes (all its packets).
-    pub(crate) fn capacity(&self) -> usize {
+    pub fn capacity(&self) -> usize {
         self.slots.len() * self.slot_size
     }
 

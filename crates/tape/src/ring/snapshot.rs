@@ -159,14 +159,19 @@ impl Ring {
     /// The packets are copied out while the claim is held and handed to
     /// `each` after it is released: what the reader does with them
     /// (decode, print, write to a disk) never holds the program's saves,
-    /// and a reader stopped there (Ctrl-Z) holds nothing.
+    /// and a reader stopped there (Ctrl-Z) holds nothing. Each is copied
+    /// once, at the end of a buffer that `buffer` gives (asked with the
+    /// bytes to come; the reader may put a header before them and use its
+    /// buffers again: no memory is faulted in afresh at each turn), and
+    /// `each` owns it.
     pub fn stream_packets(
         &self,
         from: (u64, usize),
         open: bool,
         free: bool,
         until: std::time::Instant,
-        mut each: impl FnMut(&PacketMeta, usize, &[u8], Option<u64>),
+        mut buffer: impl FnMut(usize) -> Vec<u8>,
+        mut each: impl FnMut(&PacketMeta, usize, Vec<u8>, Option<u64>),
     ) -> Result<(u64, usize), StreamStop> {
         self.take_claim(Patience::Until(until))
             .map_err(StreamStop::Busy)?;
@@ -179,8 +184,7 @@ impl Ring {
         let last_ts = self.head.0.last_ts.load(Ordering::Relaxed);
         let dropped_now = self.dropped.0.discarded.load();
         let mut cursor = (first, if first == from.0 { from.1 } else { 0 });
-        let mut copied: Vec<(PacketMeta, usize, std::ops::Range<usize>, Option<u64>)> = Vec::new();
-        let mut bytes: Vec<u8> = Vec::new();
+        let mut copied: Vec<(PacketMeta, usize, Vec<u8>, Option<u64>)> = Vec::new();
         let mut k = first;
         while k < k1 || (open && k == k1) {
             let o = (k == k1).then_some((off1, last_ts, dropped_now));
@@ -202,9 +206,9 @@ impl Ring {
             // do not change while we copy them (module docs of `gate`).
             let packet =
                 unsafe { std::slice::from_raw_parts(self.slot_ptr(slot).cast_const(), m.events) };
-            let at = bytes.len();
+            let mut bytes = buffer(m.events - start);
             bytes.extend_from_slice(&packet[start..]);
-            copied.push((m, start, at..bytes.len(), end));
+            copied.push((m, start, bytes, end));
             self.gate.0.advance();
             cursor = if k < k1 { (k + 1, 0) } else { (k, m.events) };
             k += 1;
@@ -219,10 +223,105 @@ impl Ring {
             // zero pages put in its place (`cut`), not events.
             return Err(StreamStop::Cut);
         }
-        for (m, start, range, end) in &copied {
-            each(m, *start, &bytes[range.clone()], *end);
+        for (m, start, bytes, end) in copied {
+            each(&m, start, bytes, end);
         }
         Ok(cursor)
+    }
+
+    /// A recorder's walk (`tape record -o`): as [`Ring::stream_packets`],
+    /// but each packet is handed to `each` **in the ring itself**, pinned,
+    /// with no copy (a writer to a file copies once, into the kernel, as
+    /// LTTng's consumer writes from its mapped sub-buffers). To bound what
+    /// that holds, the claim is taken and released around each packet: a
+    /// save of the program waits one packet's write at most, and a
+    /// recorder stopped in a write (Ctrl-Z) holds the ring's saves for
+    /// [`CLAIM_PATIENCE`] at most, which then leave the ring out, counted
+    /// (`events_skipped_ring_busy`). With `free`, each packet handed whole
+    /// is consumed as soon as it is. `each` returns false to stop there (a
+    /// write that failed: that packet is not consumed).
+    ///
+    /// `Err(StreamStop::Cut)`: the file was cut under the walk, and the
+    /// last packet handed may have been read as zeros: the caller drops it.
+    /// `Err(StreamStop::Busy)`: the claim was held past `until` before any
+    /// packet was handed (after one, the cursor reached is returned).
+    pub fn write_packets(
+        &self,
+        from: (u64, usize),
+        open: bool,
+        free: bool,
+        until: std::time::Instant,
+        mut each: impl FnMut(&PacketMeta, usize, &[u8], Option<u64>) -> bool,
+    ) -> Result<(u64, usize), StreamStop> {
+        let n = self.slots.len() as u64;
+        let mut cursor = from;
+        let mut handed = false;
+        loop {
+            if let Err(holder) = self.take_claim(Patience::Until(until)) {
+                return if handed {
+                    Ok(cursor)
+                } else {
+                    Err(StreamStop::Busy(holder))
+                };
+            }
+            // Acquire: pairs with the Release stores of `write_event` / `switch`.
+            let k0 = self.head.0.pos.load(Ordering::Acquire) >> 32;
+            let k = self.gate.0.pin(cursor.0.max((k0 + 1).saturating_sub(n)), n);
+            let pos1 = self.head.0.pos.load(Ordering::Acquire);
+            let (k1, off1) = (pos1 >> 32, (pos1 & 0xffff_ffff) as usize);
+            if !(k < k1 || (open && k == k1)) {
+                self.gate.0.unpin();
+                self.gate.0.release();
+                // (A ring cut reads as zeros: as having nothing more.)
+                return if self.is_cut() {
+                    Err(StreamStop::Cut)
+                } else {
+                    Ok(cursor)
+                };
+            }
+            let o = (k == k1).then(|| {
+                (
+                    off1,
+                    self.head.0.last_ts.load(Ordering::Relaxed),
+                    self.dropped.0.discarded.load(),
+                )
+            });
+            let (slot, m) = self.pinned_meta(k, o);
+            // Packet k + 1 is pinned too, and its metadata was written
+            // before `pos1` published it.
+            let end = (k < k1).then(|| {
+                self.slots[((k + 1) % n) as usize]
+                    .committed_before
+                    .load(Ordering::Relaxed)
+            });
+            let start = if k == cursor.0 {
+                cursor.1.min(m.events)
+            } else {
+                0
+            };
+            // SAFETY: the slot is pinned (closed) or written only beyond
+            // `off1` (open): its first `m.events` bytes (at most a slot) do
+            // not change while `each` reads them, and the pin is held until
+            // it returns (module docs of `gate`).
+            let packet =
+                unsafe { std::slice::from_raw_parts(self.slot_ptr(slot).cast_const(), m.events) };
+            let kept = each(&m, start, &packet[start..], end);
+            handed = true;
+            if kept {
+                cursor = if k < k1 { (k + 1, 0) } else { (k, m.events) };
+                if free {
+                    self.gate.0.set_freed(cursor.0);
+                }
+            }
+            self.gate.0.unpin();
+            self.gate.0.release();
+            if self.is_cut() {
+                return Err(StreamStop::Cut);
+            }
+            if !kept || k == k1 {
+                return Ok(cursor);
+            }
+        }
     }
 
     /// Where the last reader that consumed this ring stopped: the cursor
