@@ -188,37 +188,18 @@ impl Ring {
         let mut k = first;
         while k < k1 || (open && k == k1) {
             let o = (k == k1).then_some((off1, last_ts, dropped_now));
-            let (slot, m) = self.pinned_meta(k, o);
-            // Packet k + 1 is pinned too, and its metadata was written
-            // before `pos1` published it.
-            let end = (k < k1).then(|| {
-                self.slots[((k + 1) % n) as usize]
-                    .committed_before
-                    .load(Ordering::Relaxed)
-            });
-            let start = if k == cursor.0 {
-                cursor.1.min(m.events)
-            } else {
-                0
-            };
-            // SAFETY: the slot is pinned (closed) or written only beyond
-            // `off1` (open): its first `m.events` bytes (at most a slot)
-            // do not change while we copy them (module docs of `gate`).
-            let packet =
-                unsafe { std::slice::from_raw_parts(self.slot_ptr(slot).cast_const(), m.events) };
-            let mut bytes = buffer(m.events - start);
-            bytes.extend_from_slice(&packet[start..]);
+            // SAFETY: packet k is pinned (`first` <= k), or is the open
+            // one, read below `off1`; the slice is used before the pin
+            // advances past it.
+            let (m, end, start, events) = unsafe { self.pinned_packet(k, k1, o, cursor) };
+            let mut bytes = buffer(events.len());
+            bytes.extend_from_slice(events);
             copied.push((m, start, bytes, end));
             self.gate.0.advance();
             cursor = if k < k1 { (k + 1, 0) } else { (k, m.events) };
             k += 1;
         }
-        if free {
-            self.gate.0.set_freed(cursor.0);
-        }
-        self.gate.0.unpin();
-        self.gate.0.release();
-        if self.is_cut() {
+        if self.let_go(free.then_some(cursor.0)) {
             // The file was cut under the copy: what was copied may be the
             // zero pages put in its place (`cut`), not events.
             return Err(StreamStop::Cut);
@@ -270,10 +251,8 @@ impl Ring {
             let pos1 = self.head.0.pos.load(Ordering::Acquire);
             let (k1, off1) = (pos1 >> 32, (pos1 & 0xffff_ffff) as usize);
             if !(k < k1 || (open && k == k1)) {
-                self.gate.0.unpin();
-                self.gate.0.release();
                 // (A ring cut reads as zeros: as having nothing more.)
-                return if self.is_cut() {
+                return if self.let_go(None) {
                     Err(StreamStop::Cut)
                 } else {
                     Ok(cursor)
@@ -286,36 +265,15 @@ impl Ring {
                     self.dropped.0.discarded.load(),
                 )
             });
-            let (slot, m) = self.pinned_meta(k, o);
-            // Packet k + 1 is pinned too, and its metadata was written
-            // before `pos1` published it.
-            let end = (k < k1).then(|| {
-                self.slots[((k + 1) % n) as usize]
-                    .committed_before
-                    .load(Ordering::Relaxed)
-            });
-            let start = if k == cursor.0 {
-                cursor.1.min(m.events)
-            } else {
-                0
-            };
-            // SAFETY: the slot is pinned (closed) or written only beyond
-            // `off1` (open): its first `m.events` bytes (at most a slot) do
-            // not change while `each` reads them, and the pin is held until
-            // it returns (module docs of `gate`).
-            let packet =
-                unsafe { std::slice::from_raw_parts(self.slot_ptr(slot).cast_const(), m.events) };
-            let kept = each(&m, start, &packet[start..], end);
+            // SAFETY: packet k is pinned (the pin above), or is the open
+            // one, read below `off1`; the pin is held until `each` returns.
+            let (m, end, start, events) = unsafe { self.pinned_packet(k, k1, o, cursor) };
+            let kept = each(&m, start, events, end);
             handed = true;
             if kept {
                 cursor = if k < k1 { (k + 1, 0) } else { (k, m.events) };
-                if free {
-                    self.gate.0.set_freed(cursor.0);
-                }
             }
-            self.gate.0.unpin();
-            self.gate.0.release();
-            if self.is_cut() {
+            if self.let_go((free && kept).then_some(cursor.0)) {
                 return Err(StreamStop::Cut);
             }
             if !kept || k == k1 {
@@ -351,6 +309,57 @@ impl Ring {
     pub fn set_reader_mark(&self, cursor: (u64, usize), events: u64) {
         let offset = u64::try_from(cursor.1).unwrap_or(u64::MAX).min(0xffff_ffff);
         self.gate.0.set_mark(cursor.0 << 32 | offset, events);
+    }
+
+    /// A reader's walk lets the ring go: the packets before `freed` (if
+    /// given) consumed, the pin and the claim released; whether the ring's
+    /// file was cut meanwhile (what was read may be zeros).
+    fn let_go(&self, freed: Option<u64>) -> bool {
+        if let Some(k) = freed {
+            self.gate.0.set_freed(k);
+        }
+        self.gate.0.unpin();
+        self.gate.0.release();
+        self.is_cut()
+    }
+
+    /// Packet `k` of a reader's walk (`k1` the open one, `open` its length,
+    /// last time and drops now when `k == k1`): its metadata, for a closed
+    /// one the events committed up to its end, and its events from the
+    /// reader's `cursor` on (their offset, and their bytes in the slot).
+    ///
+    /// # Safety
+    ///
+    /// The caller pinned packet `k` (and, for a closed one, `k + 1`: the
+    /// pin covers every packet after the oldest pinned) or `k` is the open
+    /// packet, and the bytes are used before the pin moves past `k`: the
+    /// slot's first `m.events` bytes (at most a slot) do not change
+    /// meanwhile (module docs of `gate`).
+    unsafe fn pinned_packet(
+        &self,
+        k: u64,
+        k1: u64,
+        open: Option<(usize, u64, Drops)>,
+        cursor: (u64, usize),
+    ) -> (PacketMeta, Option<u64>, usize, &[u8]) {
+        let n = self.slots.len() as u64;
+        let (slot, m) = self.pinned_meta(k, open);
+        // Packet k + 1's metadata was written before the owner's position
+        // published it.
+        let end = (k < k1).then(|| {
+            self.slots[((k + 1) % n) as usize]
+                .committed_before
+                .load(Ordering::Relaxed)
+        });
+        let start = if k == cursor.0 {
+            cursor.1.min(m.events)
+        } else {
+            0
+        };
+        // SAFETY: as the caller promises; `m.events` is at most a slot.
+        let packet =
+            unsafe { std::slice::from_raw_parts(self.slot_ptr(slot).cast_const(), m.events) };
+        (m, end, start, &packet[start..])
     }
 
     /// The metadata of packet `k`, whose slot the caller pinned (or the
