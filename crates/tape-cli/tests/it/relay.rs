@@ -1492,3 +1492,97 @@ fn a_program_started_by_the_recorder_is_streamed_whole() {
     }
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A tmpfs mounted for a test, unmounted when dropped.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).output();
+    }
+}
+
+/// The relay's disk fills (its output on a 4 MiB tmpfs; `lttng-relayd`
+/// says "No space left on device" and resets the connection, session
+/// after session): `tape record PID --relayd` retries with its backoff,
+/// gives the relay up after 5 sessions that failed at once, and ends with
+/// exit status 1 within seconds, its summary naming the process as cut
+/// off with what reached the relay: never a success, never a hang.
+#[test]
+fn a_relay_whose_disk_fills_is_given_up_with_an_error_not_a_success() {
+    let base = base("relay-full");
+    let out = base.join("relay");
+    std::fs::create_dir_all(&out).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mounted = root
+        && Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+            .arg(&out)
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !mounted {
+        shared::required(
+            "the full relay disk test (a 4 MiB tmpfs under the relay daemon)",
+            "run as root where `mount -t tmpfs` works",
+        );
+        return;
+    }
+    let _unmount = Mounted(out.clone());
+    let Some(relayd) = Relayd::start(&out) else {
+        return;
+    };
+    let shm = base.join("shm");
+    std::fs::create_dir_all(&shm).unwrap();
+    // 1 M events/s of about 54 bytes: the 4 MiB are full within 0.1 s.
+    let mut program = flight_command(&shm, "discard")
+        .args(["--threads", "2", "--rate", "1000000", "--seconds", "30"])
+        .spawn()
+        .unwrap();
+    flight::wait_for_rings(&flight::user_dir(&shm).join(program.id().to_string()), 2);
+    let start = Instant::now();
+    let mut recorder = Killed(
+        Command::new(TAPE)
+            .args([
+                "record",
+                &program.id().to_string(),
+                "--relayd",
+                &relayd.url(),
+            ])
+            .args(["--hostname", "h"])
+            .env("TAPE_SHM_DIR", &shm)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let status = loop {
+        if let Some(status) = recorder.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "tape record still runs against a relay whose disk is full"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let took = start.elapsed();
+    let _ = program.kill();
+    let _ = program.wait();
+    let (mut said, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(recorder.0.stdout.as_mut().unwrap(), &mut said).unwrap();
+    std::io::Read::read_to_string(recorder.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{said}{err}");
+    assert!(err.contains("failed 5 sessions in a row"), "{err}");
+    assert!(
+        said.contains(&format!(
+            "(pid {}, cut off by the relay's failure)",
+            program.id()
+        )),
+        "{said}"
+    );
+    assert!(said.contains("processes: 1"), "{said}");
+    // Backoff across the failed sessions: 0.2 + 0.4 + 0.8 + 1.6 s at least.
+    assert!(took >= Duration::from_secs(3), "{took:?}: {err}");
+    let _ = std::fs::remove_dir_all(&base);
+}
