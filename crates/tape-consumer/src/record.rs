@@ -308,17 +308,22 @@ impl Spare {
     /// What the spare buffers may hold in all.
     const MAX_BYTES: usize = 64 << 20;
 
-    /// A buffer for `len` bytes after `room` bytes of zeros (a header's).
-    fn take(&mut self, room: usize, len: usize) -> Vec<u8> {
-        let mut v = match self.buffers.pop() {
-            Some(v) => {
+    /// A buffer for `len` bytes after `room` bytes of zeros (a header's),
+    /// of a ring whose packets hold up to `packet` bytes: a kept one that
+    /// is large enough, else a new one sized for a whole packet (so that
+    /// it serves any packet later: one grown at each use would fault its
+    /// pages in afresh).
+    fn take(&mut self, room: usize, len: usize, packet: usize) -> Vec<u8> {
+        let need = room + len;
+        let mut v = match self.buffers.iter().rposition(|v| v.capacity() >= need) {
+            Some(i) => {
+                let v = self.buffers.swap_remove(i);
                 self.bytes -= v.capacity();
                 v
             }
-            None => Vec::new(),
+            None => Vec::with_capacity(room + len.max(packet)),
         };
         v.clear();
-        v.reserve(room + len);
         v.resize(room, 0);
         v
     }
@@ -844,6 +849,7 @@ impl Recorder {
             name: &name,
         };
         let room = ctx.head_size();
+        let packet = s.ring.packet_capacity();
         s.head.resize(room, 0);
         let created = s.ring.created_ts;
         // The open packet's events: as many as the ring says were written
@@ -905,7 +911,7 @@ impl Recorder {
                 let mut packet = match data {
                     Bytes::Copied(v) => v,
                     Bytes::InPlace(b) => {
-                        let mut v = spare.borrow_mut().take(room, b.len());
+                        let mut v = spare.borrow_mut().take(room, b.len(), packet);
                         v.extend_from_slice(b);
                         v
                     }
@@ -1017,7 +1023,7 @@ impl Recorder {
                 to_end,
                 consumes,
                 until,
-                |len| spare.borrow_mut().take(room, len),
+                |len| spare.borrow_mut().take(room, len, packet),
                 |m, offset, packet, end| {
                     handle(m, offset, Bytes::Copied(packet), end);
                 },
@@ -1355,18 +1361,28 @@ mod tests {
     #[test]
     fn spare_buffers_come_back_with_room_and_stay_within_their_cap() {
         let mut spare = Spare::default();
-        let mut v = spare.take(8, 100);
+        // A chunk of 100 bytes of a ring of 1000-byte packets: a buffer
+        // for a whole packet.
+        let mut v = spare.take(8, 100, 1000);
         assert_eq!(v, vec![0u8; 8], "the room is zeros, nothing else");
-        assert!(v.capacity() >= 108);
+        assert!(v.capacity() >= 1008);
         v.extend_from_slice(&[7; 100]);
         let cap = v.capacity();
         spare.give_back(v);
         assert_eq!(spare.bytes, cap);
-        // Used again: the same memory, cleared, its room zeroed again.
-        let again = spare.take(4, 50);
+        // Used again for a whole packet: the same memory, cleared, its
+        // room zeroed again.
+        let again = spare.take(4, 1000, 1000);
         assert_eq!(again, vec![0u8; 4]);
         assert_eq!(again.capacity(), cap);
         assert_eq!(spare.bytes, 0);
+        spare.give_back(again);
+        // Too small for what is asked: kept, and a new one made.
+        let bigger = spare.take(8, 5000, 1000);
+        assert!(bigger.capacity() >= 5008);
+        assert_eq!(spare.buffers.len(), 1);
+        let _ = spare.take(8, 10, 1000);
+        assert!(spare.buffers.is_empty());
         // Past the cap, a buffer is let go.
         let big = Vec::with_capacity(Spare::MAX_BYTES);
         spare.give_back(big);

@@ -462,6 +462,11 @@ impl Ring {
         Some(Backing::Heap(p, l))
     }
 
+    /// The most bytes of events one packet holds (a slot).
+    pub fn packet_capacity(&self) -> usize {
+        self.slot_size
+    }
+
     /// The ring's size in bytes (all its packets).
     pub fn capacity(&self) -> usize {
         self.slots.len() * self.slot_size
