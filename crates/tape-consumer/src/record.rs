@@ -654,9 +654,9 @@ impl Recorder {
     }
 
     /// Takes the packets closed since the last turn (the open ones too
-    /// with `to_end`), from every ring, new ones included; whether
-    /// anything was written.
-    pub fn poll(&mut self, to_end: bool) -> Result<bool, Error> {
+    /// with `to_end`), from every ring, new ones included (how much of a
+    /// ring it took: [`Recorder::fill`]).
+    pub fn poll(&mut self, to_end: bool) -> Result<(), Error> {
         self.turn(to_end, false, None)
     }
 
@@ -715,11 +715,10 @@ impl Recorder {
         to_end: bool,
         sink_open: bool,
         mut sink: Option<&mut ChunkSink<'s>>,
-    ) -> Result<bool, Error> {
+    ) -> Result<(), Error> {
         self.find_rings();
         self.busy = None;
         self.fill = 0.0;
-        let before = self.progress.bytes;
         for i in 0..self.streams.len() {
             if self.streams[i].done {
                 continue;
@@ -736,7 +735,7 @@ impl Recorder {
                 self.streams[i].done = true;
             }
         }
-        Ok(self.progress.bytes > before)
+        Ok(())
     }
 
     /// Ring files not yet recorded.

@@ -343,7 +343,7 @@ pub(crate) fn record(
         let since = turned.elapsed();
         turned = Instant::now();
         match host.turn(ticked, check) {
-            Ok(_) => idle = tape_consumer::record::rest(host.fill(), since, idle),
+            Ok(()) => idle = tape_consumer::record::rest(host.fill(), since, idle),
             Err(e) => {
                 // A session that failed at once (a refusal, a garbled
                 // reply) does not reset the backoff; enough of them in a
@@ -488,20 +488,18 @@ impl Host<'_> {
                 .sum::<u64>()
     }
 
-    /// One turn; whether anything came. A trace's own failure leaves it
-    /// out (said); the relay's is the error.
-    fn turn(&mut self, ticked: bool, check: bool) -> Result<bool, producer::Fault> {
+    /// One turn (how much of a ring it took: [`Host::fill`]). A trace's
+    /// own failure leaves it out (said); the relay's is the error.
+    fn turn(&mut self, ticked: bool, check: bool) -> Result<(), producer::Fault> {
         // 1. Read every followed process's rings (its death seen first, so
         //    that the end reads what it left).
-        let mut came = false;
         let mut gone: Vec<bool> = Vec::with_capacity(self.traced.len());
         for t in &mut self.traced {
             let dead = match t {
                 Traced::Fed(f) => {
                     let dead = check && !f.recorder.process_alive();
-                    match f.take(ticked) {
-                        Ok(c) => came |= c,
-                        Err(e) => drop_feed(&mut self.session, t, e, &mut self.left_out)?,
+                    if let Err(e) = f.take(ticked) {
+                        drop_feed(&mut self.session, t, e, &mut self.left_out)?;
                     }
                     dead
                 }
@@ -608,7 +606,7 @@ impl Host<'_> {
             self.close(f, None)?;
         }
         self.traced.retain(|t| !matches!(t, Traced::Dropped));
-        Ok(came)
+        Ok(())
     }
 
     /// The largest share of a ring's room the last turn took, over every

@@ -468,12 +468,11 @@ impl Feed {
     }
 
     /// One turn of this trace alone ([`Feed::take`], [`Feed::publish`],
-    /// [`Feed::send`]); whether anything came.
-    pub(crate) fn turn(&mut self, s: &mut Session, tick: bool) -> Result<bool, Fault> {
-        let came = self.take(tick)?;
+    /// [`Feed::send`]).
+    pub(crate) fn turn(&mut self, s: &mut Session, tick: bool) -> Result<(), Fault> {
+        self.take(tick)?;
         self.publish(s)?;
-        self.send(s, tick)?;
-        Ok(came)
+        self.send(s, tick)
     }
 
     /// Reads the closed packets of every known ring (at a `tick` of the
@@ -481,15 +480,14 @@ impl Feed {
     /// and process made meanwhile is published ([`Feed::publish`]): a
     /// ring not seen then makes events only later than what was read, so
     /// a live viewer never gets a stream whose events are older than
-    /// what it has shown. Whether anything came.
-    pub(crate) fn take(&mut self, tick: bool) -> Result<bool, Fault> {
+    /// what it has shown. How much of a ring it took: [`Feed::fill`].
+    pub(crate) fn take(&mut self, tick: bool) -> Result<(), Fault> {
         let chunks = self
             .recorder
             .poll_chunks_open(tick)
             .map_err(|e| Fault::Feed(e.to_string()))?;
-        let came = !chunks.is_empty();
         self.taken.extend(chunks.into_iter().map(Taken::of));
-        Ok(came)
+        Ok(())
     }
 
     /// Looks for rings made since the last look and adds them as
