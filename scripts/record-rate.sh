@@ -16,9 +16,13 @@
 # sub-buffers a CPU, per-UID, discard). Each run: what reached the disk
 # (read back by `tape stats`, not taken from the recorder's word), what
 # the tracer counted lost, what the program emitted, and the consumer's
-# CPU (user + system) per million events recorded: `tape record`'s own,
-# and lttng-consumerd's (the difference of its /proc times over the row;
-# the session daemon and the relay daemon are left out on both sides).
+# CPU (user + system) per million events recorded: `tape record`'s own
+# from the program's first event to its exit (its start, attaching to the
+# program, is left out, as LTTng's session set-up is), and
+# lttng-consumerd's (the difference of its /proc times from `lttng start`
+# to `lttng stop`, which waits for the consumer to have written all);
+# the session daemon is left out; the relay daemon's CPU over the row is
+# its own column (`relayd`), for both feeding it.
 # Every row is run once a round, ROUNDS rounds (3 by default), in turn:
 # the table at the end gives each row's medians over the rounds and the
 # most it lost in one (this machine is shared: one run is one sample).
@@ -63,7 +67,8 @@ if command -v lttng-relayd > /dev/null; then
     c=$(port); d=$(port); l=$(port)
     lttng-relayd -C "tcp://127.0.0.1:$c" -D "tcp://127.0.0.1:$d" -L "tcp://127.0.0.1:$l" \
         -o "$work/relay" > /dev/null 2>&1 &
-    pids+=($!)
+    relayd=$!
+    pids+=($relayd)
     sleep 0.5
     recorders+=(tape-relay)
     [ -z "$before" ] || recorders+=(tape-relay-before)
@@ -95,6 +100,12 @@ consumerd_cpu() {
     awk "BEGIN { print $t / $hz }"
 }
 
+# The CPU seconds (user + system) of the relay daemon (0 without one).
+relayd_cpu() {
+    [ -n "${relayd:-}" ] || { echo 0; return; }
+    awk -v hz="$hz" '{ print ($14 + $15) / hz }' "/proc/$relayd/stat"
+}
+
 if [ -n "${RECORDERS:-}" ]; then
     kept=()
     for r in "${recorders[@]}"; do
@@ -110,6 +121,7 @@ for round in $(seq "$rounds"); do
 for rate in "${rates[@]}"; do
 for rec in "${recorders[@]}"; do
     asked=$(awk "BEGIN { print $rate * 1000000 }")
+    relayd0=$(relayd_cpu)
     out="$work/out"
     case $rec in
     tape-*)
@@ -130,9 +142,16 @@ for rec in "${recorders[@]}"; do
             out="$work/relay"
         fi
         TAPE_SHM_DIR="$shm" /usr/bin/time -f '%U %S' -o "$work/time" \
-            "$bin" record "$prog" "${to[@]}" > "$work/said" 2> /dev/null
+            "$bin" record "$prog" "${to[@]}" > "$work/said" 2> /dev/null &
+        timer=$!
+        # Its CPU from the program's first event on (within the program's
+        # 300 ms delay: it has attached), as LTTng's is from `lttng start`.
+        sleep 0.2
+        started=$(awk -v hz="$hz" '{ print ($14 + $15) / hz }' \
+            "/proc/$(pgrep -P "$timer")/stat" 2> /dev/null || echo 0)
+        wait "$timer"
         wait "$prog"
-        cpu=$(awk '{ print $1 + $2 }' "$work/time")
+        cpu=$(awk -v s="$started" '{ print $1 + $2 - s }' "$work/time")
         rm -rf "$shm"
         ;;
     lttng-*)
@@ -161,7 +180,9 @@ for rec in "${recorders[@]}"; do
     events=$(sed -n 's/^events: \([0-9]*\), lost: \([0-9]*\)/\1/p' "$work/stats")
     lost=$(sed -n 's/^events: \([0-9]*\), lost: \([0-9]*\)/\2/p' "$work/stats")
     bytes=$(du -sb "$out" | cut -f1)
-    echo "$rate $rec $events $bytes $lost $emitted $cpu" | tee -a "$work/rows" >&2
+    rcpu=0
+    [ "$out" != "$work/relay" ] || rcpu=$(awk "BEGIN { print $(relayd_cpu) - $relayd0 }")
+    echo "$rate $rec $events $bytes $lost $emitted $cpu $rcpu" | tee -a "$work/rows" >&2
     if [ "$out" = "$work/relay" ]; then rm -rf "$out"/*; else rm -rf "$out"; fi
     rm -rf "$work/saved"
 done
@@ -173,16 +194,18 @@ python3 - "$work/rows" "$secs" << 'EOF'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    rate, rec, events, size, lost, emitted, cpu = line.split()
+    rate, rec, events, size, lost, emitted, cpu, rcpu = line.split()
     rows.setdefault((float(rate), rec), []).append(
-        (int(events), int(size), int(lost), int(emitted), float(cpu)))
+        (int(events), int(size), int(lost), int(emitted), float(cpu), float(rcpu)))
 secs = float(sys.argv[2])
 print(f"{'RATE':>6} {'RECORDER':<18} {'events/s':>12} {'MB/s':>7} {'lost (max)':>11} "
-      f"{'CPU ms/Mev':>11} {'(min)':>7} {'rounds':>6}")
+      f"{'CPU ms/Mev':>11} {'(min)':>7} {'relayd':>7} {'rounds':>6}")
 for (rate, rec), runs in rows.items():
     med = lambda f: statistics.median(f(r) for r in runs)
     per_mev = [r[4] * 1000 / (r[0] / 1e6) for r in runs if r[0] > 0]
+    relayd = [r[5] * 1000 / (r[0] / 1e6) for r in runs if r[0] > 0] or [0]
     print(f"{rate:>6g} {rec:<18} {med(lambda r: r[0]) / secs:>12.0f} "
           f"{med(lambda r: r[1]) / secs / 1e6:>7.1f} {max(r[2] for r in runs):>11} "
-          f"{statistics.median(per_mev):>11.1f} {min(per_mev):>7.1f} {len(runs):>6}")
+          f"{statistics.median(per_mev):>11.1f} {min(per_mev):>7.1f} "
+          f"{statistics.median(relayd):>7.1f} {len(runs):>6}")
 EOF
