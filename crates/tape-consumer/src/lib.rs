@@ -24,6 +24,7 @@
 //!
 //! | floor | modules | what they are |
 //! |---|---|---|
+//! | kernel | [`kernel`] | ftrace's raw buffers read on the program's clock, written as a kernel trace beside it |
 //! | process | [`recover`] | ring directories, a dead process's trace, its metadata and clock |
 //! | reader | [`record`] | a running process read as it runs: packets, losses, the reader mark |
 //!
@@ -31,5 +32,6 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod kernel;
 pub mod record;
 pub mod recover;

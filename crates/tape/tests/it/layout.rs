@@ -57,6 +57,7 @@ const FLOORS: Floors = &[
 /// The consumer's floors (`crates/tape-consumer/src`): the ring
 /// directories and a dead process's trace, then the reader of a running one.
 const CONSUMER_FLOORS: Floors = &[
+    ("kernel", &["kernel"]),
     ("process", &["recover"]),
     ("reader", &["record"]),
     ("top", &[""]),

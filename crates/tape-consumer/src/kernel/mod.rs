@@ -1,0 +1,216 @@
+//! The kernel beside the program: ftrace's events (the scheduler's, the
+//! system calls', interrupts') read from its raw per-CPU buffers on the
+//! program's clock, written as a CTF trace beside the program's, so that
+//! a slow call shows why (its thread switched out, who ran, when it woke).
+//!
+//! ```text
+//!  kernel: per-CPU ring buffers of tape's instance  (tracefs.rs)
+//!     | trace_pipe_raw, a page at a time, non-blocking
+//!     v
+//!  page.rs     records and times of a page, what the kernel lost before it
+//!     | format.rs: each event's layout, from its format file
+//!     v
+//!  trace.rs    a CTF stream per CPU, events named as LTTng's kernel tracer
+//!              names them, on the program's clock (x86-tsc: the TSC itself)
+//! ```
+//!
+//! One clock, no mapping: when tape's clock is the TSC, the instance's
+//! `trace_clock` is `x86-tsc`, whose stamps are the same counter the
+//! program's `rdtsc` reads ("events can be unambiguously interlaced",
+//! as the kernel's commit adding it says); when it is `CLOCK_MONOTONIC`,
+//! the instance's is `mono`. The kernel trace states the program's clock
+//! block, so both traces' times compare exactly.
+//!
+//! Written by hand: no crate reads ftrace's raw pages or format files
+//! (trace-cmd's libtraceevent is C); the format is small and the tests
+//! hold it against trace-cmd on this kernel.
+
+pub mod format;
+pub mod page;
+pub mod trace;
+pub mod tracefs;
+
+use std::path::Path;
+
+use tape_ctf_model::{Clock, EnvValue};
+
+pub use trace::KernelStats;
+
+/// The clock source codes of a process's header (`tape::clock`).
+const SOURCE_TSC: u32 = 1;
+const SOURCE_MONOTONIC: u32 = 3;
+
+/// Each CPU's buffer in tape's instance (KiB): at 100k `sched_switch`
+/// records a second (64 bytes each), about 600 ms of them.
+const BUFFER_KB: u32 = 4096;
+
+/// The most pages taken from one CPU in one turn, so that one busy CPU
+/// does not keep the others (and the program's rings) waiting.
+const PAGES_PER_TURN: usize = 256;
+
+/// A kernel recording: tape's instance, and the trace it is written to.
+pub struct KernelRecorder {
+    instance: tracefs::Instance,
+    trace: trace::KernelTrace,
+    layout: format::PageLayout,
+    page: Vec<u8>,
+    spec: String,
+    clock_name: &'static str,
+    /// The kernel's own loss counts at the start, per stream.
+    lost_before: Vec<Option<u64>>,
+}
+
+impl KernelRecorder {
+    /// Makes tape's instance for the events `spec` names, on the clock of
+    /// source `clock_source` (a process header's code), following the
+    /// threads `tids` (and their children), and the trace in `out`.
+    /// Tracing starts before this returns. `said` hears what is worth
+    /// saying (an instance of a dead recorder removed).
+    pub fn start(
+        spec: &str,
+        out: &Path,
+        clock_source: u32,
+        tids: &[u32],
+        said: &mut dyn FnMut(String),
+    ) -> Result<KernelRecorder, String> {
+        let clock_name = match clock_source {
+            SOURCE_TSC => "x86-tsc",
+            SOURCE_MONOTONIC => "mono",
+            _ => {
+                return Err(
+                    "--kernel: the program's clock is neither the TSC nor CLOCK_MONOTONIC, \
+                     which ftrace has no clock of (TAPE_TRACE_CLOCK=monotonic makes it the \
+                     latter)"
+                        .to_owned(),
+                )
+            }
+        };
+        let root = tracefs::root()?;
+        let mut instance = tracefs::Instance::create(&root, said)?;
+        let header = std::fs::read_to_string(root.join("events/header_page"))
+            .map_err(|e| format!("{}: {e}", root.join("events/header_page").display()))?;
+        let layout = format::parse_header_page("events/header_page", &header)?;
+        instance.set_clock(clock_name)?;
+        instance.write("buffer_size_kb", &BUFFER_KB.to_string(), false)?;
+        instance.write("tracing_on", "0", false)?;
+        let chosen = instance.select(spec)?;
+        let mut formats = Vec::new();
+        for (sys, ev) in &chosen {
+            let rel = format!("events/{sys}/{ev}/format");
+            let text = instance.read(&rel)?;
+            formats.push(format::parse_format(sys, &rel, &text)?);
+        }
+        instance.write("options/event-fork", "1", false)?;
+        instance.follow(tids, false)?;
+        for (sys, ev) in &chosen {
+            instance.write(&format!("events/{sys}/{ev}/enable"), "1", false)?;
+        }
+        instance.open_pipes()?;
+        let cpus = instance.cpus();
+        let trace = trace::KernelTrace::create(out, &formats, &cpus)?;
+        let lost_before = cpus.iter().map(|&c| instance.kernel_lost(c)).collect();
+        instance.write("tracing_on", "1", false)?;
+        Ok(KernelRecorder {
+            instance,
+            trace,
+            layout,
+            page: vec![0; layout.size],
+            spec: spec.to_owned(),
+            clock_name,
+            lost_before,
+        })
+    }
+
+    /// Follows these threads too (a process's threads listed again after
+    /// the first list: one made between is not missed).
+    pub fn follow_more(&self, tids: &[u32]) -> Result<(), String> {
+        self.instance.follow(tids, true)
+    }
+
+    /// Follows only these threads from now on (and their children).
+    pub fn follow_only(&self, tids: &[u32]) -> Result<(), String> {
+        self.instance.follow(tids, false)
+    }
+
+    /// Takes the pages ready on every CPU (at most [`PAGES_PER_TURN`] from
+    /// each) into the trace: how many.
+    pub fn poll(&mut self) -> Result<usize, String> {
+        let mut pages = 0;
+        for i in 0..self.trace.cpus().len() {
+            for _ in 0..PAGES_PER_TURN {
+                let n = self.instance.read_page(i, &mut self.page)?;
+                if n == 0 {
+                    break;
+                }
+                self.take_page(i, n)?;
+                pages += 1;
+            }
+        }
+        Ok(pages)
+    }
+
+    fn take_page(&mut self, i: usize, n: usize) -> Result<(), String> {
+        let KernelRecorder {
+            trace, page, layout, ..
+        } = self;
+        let mut failed = Ok(());
+        let missed = page::read_page(layout, &page[..n], |time, data| {
+            if failed.is_ok() {
+                failed = trace.record(i, time, data);
+            }
+        });
+        failed?;
+        match missed {
+            Ok(m) => trace.lost(i, m),
+            Err(_) => {
+                trace.damaged();
+                Ok(())
+            }
+        }
+    }
+
+    /// Stops tracing, takes what is left, writes the trace's metadata with
+    /// the program's `clock` and removes the instance.
+    pub fn finish(mut self, clock: Clock, hostname: &str) -> Result<KernelStats, String> {
+        self.instance.write("tracing_on", "0", false)?;
+        while self.poll()? > 0 {}
+        let cpus = self.trace.cpus();
+        let kernel_lost: u64 = cpus
+            .iter()
+            .zip(&self.lost_before)
+            .filter_map(|(&c, b)| Some(self.instance.kernel_lost(c)? - (*b)?))
+            .sum();
+        let uname = uname();
+        let mut env = vec![
+            ("hostname".to_owned(), EnvValue::Str(hostname.to_owned())),
+            ("sysname".to_owned(), EnvValue::Str(uname.0)),
+            ("kernel_release".to_owned(), EnvValue::Str(uname.1)),
+            ("kernel_version".to_owned(), EnvValue::Str(uname.2)),
+            ("tape_ftrace_events".to_owned(), EnvValue::Str(self.spec.clone())),
+            ("tape_ftrace_clock".to_owned(), EnvValue::Str(self.clock_name.into())),
+        ];
+        env.push((
+            "tape_ftrace_lost".to_owned(),
+            EnvValue::Int(self.trace.stats.lost as i64),
+        ));
+        env.push((
+            "tape_ftrace_kernel_lost".to_owned(),
+            EnvValue::Int(kernel_lost as i64),
+        ));
+        self.trace.finish(clock, env)?;
+        let mut stats = self.trace.stats.clone();
+        // The kernel's own count, when it says more than the pages did.
+        stats.lost = stats.lost.max(kernel_lost);
+        Ok(stats)
+    }
+}
+
+/// (sysname, release, version) of the running kernel.
+fn uname() -> (String, String, String) {
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{f}"))
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    };
+    (read("ostype"), read("osrelease"), read("version"))
+}

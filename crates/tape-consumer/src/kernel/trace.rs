@@ -1,0 +1,473 @@
+//! The kernel's records as a CTF trace beside the program's, laid out as
+//! LTTng lays out a session's `kernel/` trace: one stream per CPU
+//! (`channel0_N`), `env.domain = "kernel"`, `cpu_id` in each packet, and
+//! the clock of the program's trace, so that babeltrace2 and `tape show`
+//! merge both by time, exactly.
+//!
+//! ```text
+//! packet: header  magic u32 | uuid u8[16] | stream_id u32            24 bytes
+//!         context timestamp_begin u64 | timestamp_end u64 |
+//!                 content_size u64 | packet_size u64 (bits) |
+//!                 packet_seq_num u64 | events_discarded u64 | cpu_id u32   52 bytes
+//! event:  header  id u16 (the ftrace ID) | timestamp u64
+//!         context tid s32 (the record's common_pid)
+//!         fields  the format file's own fields, in its order:
+//!                 integers as they are; char[N] as text; __data_loc strings
+//!                 as strings; other dynamic arrays as a length and bytes
+//! ```
+//!
+//! Event and field names follow LTTng's kernel tracer where Trace
+//! Compass's analyses read them: `sched_*` events name thread ids `tid`
+//! (`prev_tid`, `next_tid`, `parent_tid`, `child_tid`, `old_tid`); `sys_enter_X` /
+//! `sys_exit_X` are `syscall_entry_X` / `syscall_exit_X`, without ftrace's
+//! `__syscall_nr`. Every other event is named and laid out as its format
+//! file says.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use tape_ctf_model::{
+    escape_name, Clock, EnvValue, EventClass, Field, Integer, StreamClass, Struct, Trace,
+    Type,
+};
+
+use super::format::{FieldFormat, Format, Kind};
+use super::page::Missed;
+
+/// The most bytes of events in one packet.
+const PACKET_EVENTS: usize = 64 << 10;
+const HEADER: usize = 24;
+const CONTEXT: usize = 52;
+const MAGIC: u32 = 0xC1FC_1FC1;
+
+/// An event as written: its name and fields (renamed as LTTng's), and the
+/// record's fields it takes.
+struct EventPlan {
+    name: String,
+    fields: Vec<(String, FieldFormat)>,
+    pid_offset: usize,
+}
+
+/// One CPU's stream.
+struct CpuStream {
+    cpu: u32,
+    file: File,
+    path: PathBuf,
+    events: Vec<u8>,
+    begin: Option<u64>,
+    end: u64,
+    seq: u64,
+    /// Lost so far (a running count, as CTF's `events_discarded` is).
+    discarded: u64,
+}
+
+/// What a kernel recording took and lost.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Events written.
+    pub events: u64,
+    /// Events the kernel said it lost (the pages' counts).
+    pub lost: u64,
+    /// Pages after which the kernel lost events without counting them
+    /// (each counted as one event above).
+    pub lost_uncounted: u64,
+    /// Records whose id is of no event asked (skipped).
+    pub unknown: u64,
+    /// Pages that did not read as their layout says (their records after
+    /// the damage lost, uncounted).
+    pub damaged: u64,
+    /// Bytes of the streams written.
+    pub bytes: u64,
+}
+
+/// The kernel trace being written into `dir`.
+pub struct KernelTrace {
+    dir: PathBuf,
+    uuid: [u8; 16],
+    plans: HashMap<u16, EventPlan>,
+    classes: Vec<EventClass>,
+    streams: Vec<CpuStream>,
+    /// What was taken and lost so far.
+    pub stats: KernelStats,
+}
+
+impl KernelTrace {
+    /// A trace of these events' `formats`, one stream per CPU of `cpus`,
+    /// in `dir` (made).
+    pub fn create(dir: &Path, formats: &[Format], cpus: &[u32]) -> Result<KernelTrace, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut plans = HashMap::new();
+        let mut classes = Vec::new();
+        for f in formats {
+            let (name, fields) = lttng_names(f);
+            let class = event_class(&name, f.id, &fields)?;
+            classes.push(class);
+            plans.insert(
+                f.id,
+                EventPlan {
+                    name,
+                    fields,
+                    pid_offset: f.pid_offset,
+                },
+            );
+        }
+        let mut streams = Vec::new();
+        for &cpu in cpus {
+            let path = dir.join(format!("channel0_{cpu}"));
+            let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            streams.push(CpuStream {
+                cpu,
+                file,
+                path,
+                events: Vec::with_capacity(PACKET_EVENTS + 4096),
+                begin: None,
+                end: 0,
+                seq: 0,
+                discarded: 0,
+            });
+        }
+        Ok(KernelTrace {
+            dir: dir.to_owned(),
+            uuid: uuid(),
+            plans,
+            classes,
+            streams,
+            stats: KernelStats::default(),
+        })
+    }
+
+    /// What the kernel lost before a page of stream `i`: counted, and the
+    /// packet so far closed so that the loss sits between its packets.
+    pub fn lost(&mut self, i: usize, missed: Missed) -> Result<(), String> {
+        let n = match missed {
+            Missed::None => return Ok(()),
+            Missed::Count(n) => n,
+            Missed::Unknown => {
+                self.stats.lost_uncounted += 1;
+                1
+            }
+        };
+        self.flush(i)?;
+        self.stats.lost += n;
+        self.streams[i].discarded += n;
+        Ok(())
+    }
+
+    /// A page whose records after byte `at` were unreadable.
+    pub fn damaged(&mut self) {
+        self.stats.damaged += 1;
+    }
+
+    /// One record of stream `i` at `time`: encoded into the open packet.
+    pub fn record(&mut self, i: usize, time: u64, data: &[u8]) -> Result<(), String> {
+        let Some(id) = data.get(..2).map(|b| u16::from_le_bytes([b[0], b[1]])) else {
+            self.stats.unknown += 1;
+            return Ok(());
+        };
+        let Some(plan) = self.plans.get(&id) else {
+            self.stats.unknown += 1;
+            return Ok(());
+        };
+        let s = &mut self.streams[i];
+        let mark = s.events.len();
+        s.events.extend_from_slice(&id.to_le_bytes());
+        s.events.extend_from_slice(&time.to_le_bytes());
+        if encode(plan, data, &mut s.events).is_none() {
+            // A record shorter than its format: not written, counted.
+            s.events.truncate(mark);
+            self.stats.unknown += 1;
+            return Ok(());
+        }
+        s.begin.get_or_insert(time);
+        s.end = time;
+        self.stats.events += 1;
+        if s.events.len() >= PACKET_EVENTS {
+            self.flush(i)?;
+        }
+        Ok(())
+    }
+
+    /// Writes stream `i`'s open packet, if it has events.
+    pub fn flush(&mut self, i: usize) -> Result<(), String> {
+        let uuid = self.uuid;
+        let s = &mut self.streams[i];
+        let Some(begin) = s.begin else {
+            return Ok(());
+        };
+        let size = HEADER + CONTEXT + s.events.len();
+        let mut head = Vec::with_capacity(HEADER + CONTEXT);
+        head.extend_from_slice(&MAGIC.to_le_bytes());
+        head.extend_from_slice(&uuid);
+        head.extend_from_slice(&0u32.to_le_bytes());
+        for v in [
+            begin,
+            s.end,
+            size as u64 * 8,
+            size as u64 * 8,
+            s.seq,
+            s.discarded,
+        ] {
+            head.extend_from_slice(&v.to_le_bytes());
+        }
+        head.extend_from_slice(&s.cpu.to_le_bytes());
+        s.file
+            .write_all(&head)
+            .and_then(|()| s.file.write_all(&s.events))
+            .map_err(|e| format!("{}: {e}", s.path.display()))?;
+        self.stats.bytes += size as u64;
+        s.events.clear();
+        s.begin = None;
+        s.seq += 1;
+        Ok(())
+    }
+
+    /// Every packet written and the metadata, with `clock` (the program's)
+    /// and `env`.
+    pub fn finish(&mut self, clock: Clock, env: Vec<(String, EnvValue)>) -> Result<(), String> {
+        for i in 0..self.streams.len() {
+            self.flush(i)?;
+        }
+        let mut t = Trace::new(self.uuid);
+        let u32_ = || Type::Integer(Integer::unsigned(32));
+        let u64_ = || Type::Integer(Integer::unsigned(64));
+        let time = || Type::Integer(Integer::unsigned(64).mapped(&clock.name));
+        t.packet_header = Some(Struct::new(vec![
+            Field::new("magic", u32_()),
+            Field::new(
+                "uuid",
+                Type::Array {
+                    element: Box::new(Type::Integer(Integer::unsigned(8))),
+                    len: 16,
+                },
+            ),
+            Field::new("stream_id", u32_()),
+        ]));
+        let mut all_env = vec![
+            ("domain".to_owned(), EnvValue::Str("kernel".into())),
+            ("tracer_name".to_owned(), EnvValue::Str("tape".into())),
+        ];
+        all_env.extend(env);
+        t.env = all_env;
+        t.streams.push(StreamClass {
+            id: Some(0),
+            packet_context: Some(Struct::new(vec![
+                Field::new("timestamp_begin", time()),
+                Field::new("timestamp_end", time()),
+                Field::new("content_size", u64_()),
+                Field::new("packet_size", u64_()),
+                Field::new("packet_seq_num", u64_()),
+                Field::new("events_discarded", u64_()),
+                Field::new("cpu_id", u32_()),
+            ])),
+            event_header: Some(Struct::new(vec![
+                Field::new("id", Type::Integer(Integer::unsigned(16))),
+                Field::new("timestamp", time()),
+            ])),
+            event_context: Some(Struct::new(vec![Field::new(
+                "tid",
+                Type::Integer(Integer::signed(32)),
+            )])),
+        });
+        t.clocks.push(clock);
+        t.events = self.classes.clone();
+        let text = t
+            .to_tsdl()
+            .map_err(|e| format!("the kernel trace's metadata: {e}"))?;
+        let path = self.dir.join("metadata");
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The streams' CPUs, in order.
+    pub fn cpus(&self) -> Vec<u32> {
+        self.streams.iter().map(|s| s.cpu).collect()
+    }
+
+    /// The names of the events written, by ftrace id.
+    pub fn event_name(&self, id: u16) -> Option<&str> {
+        self.plans.get(&id).map(|p| p.name.as_str())
+    }
+}
+
+/// The event's name and fields as LTTng's kernel tracer names them.
+fn lttng_names(f: &Format) -> (String, Vec<(String, FieldFormat)>) {
+    let syscall = f.system == "syscalls";
+    let name = match (f.name.strip_prefix("sys_enter_"), f.name.strip_prefix("sys_exit_")) {
+        (Some(s), _) if syscall => format!("syscall_entry_{s}"),
+        (_, Some(s)) if syscall => format!("syscall_exit_{s}"),
+        _ => f.name.clone(),
+    };
+    let fields = f
+        .fields
+        .iter()
+        .filter(|x| !(syscall && x.name == "__syscall_nr"))
+        .map(|x| {
+            // A task's pid is a thread id: LTTng says `tid`.
+            let n = match x.name.strip_suffix("pid") {
+                Some(head) if f.system == "sched" && (head.is_empty() || head.ends_with('_')) => {
+                    format!("{head}tid")
+                }
+                _ => x.name.clone(),
+            };
+            (n, x.clone())
+        })
+        .collect();
+    (name, fields)
+}
+
+/// The CTF class of an event.
+fn event_class(name: &str, id: u16, fields: &[(String, FieldFormat)]) -> Result<EventClass, String> {
+    let mut out = Vec::new();
+    for (n, f) in fields {
+        let ident = escape_name(n);
+        let int = |bytes: usize, signed: bool, hex: bool| {
+            let i = if signed {
+                Integer::signed(bytes as u32 * 8)
+            } else {
+                Integer::unsigned(bytes as u32 * 8)
+            };
+            Type::Integer(if hex { i.hex() } else { i })
+        };
+        match &f.kind {
+            Kind::Int { hex } => out.push(Field::new(ident, int(f.size, f.signed, *hex))),
+            Kind::Text => out.push(Field::new(
+                ident,
+                Type::Array {
+                    element: Box::new(Type::Integer(Integer::unsigned(8).utf8())),
+                    len: f.size as u64,
+                },
+            )),
+            Kind::Array { count } => out.push(Field::new(
+                ident,
+                Type::Array {
+                    element: Box::new(int(f.size / count, f.signed, false)),
+                    len: *count as u64,
+                },
+            )),
+            Kind::DynText { .. } => out.push(Field::new(
+                ident,
+                Type::String(tape_ctf_model::Encoding::Utf8),
+            )),
+            Kind::DynBytes { .. } => {
+                let length = escape_name(&format!("_{n}_length"));
+                out.push(Field::new(length.clone(), Type::Integer(Integer::unsigned(32))));
+                out.push(Field::new(
+                    ident,
+                    Type::Sequence {
+                        element: Box::new(Type::Integer(Integer::unsigned(8).hex())),
+                        length,
+                    },
+                ));
+            }
+        }
+    }
+    let _ = id;
+    Ok(EventClass::new(name, u64::from(id), Struct::new(out)))
+}
+
+/// A record's context and fields, encoded as its class says (`None`: the
+/// record is shorter than its format).
+fn encode(plan: &EventPlan, data: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    out.extend_from_slice(data.get(plan.pid_offset..plan.pid_offset + 4)?);
+    for (_, f) in &plan.fields {
+        let at = data.get(f.offset..f.offset + f.size)?;
+        match f.kind {
+            Kind::Int { .. } | Kind::Text | Kind::Array { .. } => out.extend_from_slice(at),
+            Kind::DynText { relative } | Kind::DynBytes { relative } => {
+                let loc = u32::from_le_bytes(at.try_into().ok()?);
+                let mut start = (loc & 0xffff) as usize;
+                if relative {
+                    start += f.offset + f.size;
+                }
+                let len = (loc >> 16) as usize;
+                let bytes = data.get(start..start + len)?;
+                if matches!(f.kind, Kind::DynText { .. }) {
+                    let text = bytes.split(|&b| b == 0).next().unwrap_or_default();
+                    out.extend_from_slice(text);
+                    out.push(0);
+                } else {
+                    out.extend_from_slice(&(len as u32).to_le_bytes());
+                    out.extend_from_slice(bytes);
+                }
+            }
+        }
+    }
+    Some(())
+}
+
+/// A random uuid (version 4) for the kernel trace.
+fn uuid() -> [u8; 16] {
+    let mut u = [0u8; 16];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut u))
+        .is_ok();
+    if !ok {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        u = (t ^ u128::from(std::process::id()) << 64).to_le_bytes();
+    }
+    u[6] = (u[6] & 0x0f) | 0x40;
+    u[8] = (u[8] & 0x3f) | 0x80;
+    u
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::format::parse_format;
+
+    const EXEC: &str = "name: sched_process_exec\nID: 365\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;\n\
+\tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;\n\
+\tfield:pid_t old_pid;\toffset:16;\tsize:4;\tsigned:1;\n";
+
+    #[test]
+    fn names_as_lttngs_kernel_tracer_gives_them() {
+        let exec = parse_format("sched", "f", EXEC).unwrap();
+        let (name, fields) = lttng_names(&exec);
+        let names: Vec<_> = fields.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!((name.as_str(), names), ("sched_process_exec", vec!["filename", "tid", "old_tid"]));
+        let mut openat = exec.clone();
+        openat.system = "syscalls".into();
+        openat.name = "sys_enter_openat".into();
+        openat.fields[0].name = "__syscall_nr".into();
+        let (name, fields) = lttng_names(&openat);
+        assert_eq!(name, "syscall_entry_openat");
+        assert_eq!(fields.len(), 2);
+        assert_eq!(fields[0].0, "pid", "not renamed outside sched");
+    }
+
+    #[test]
+    fn a_record_is_encoded_as_its_class_says() {
+        let exec = parse_format("sched", "f", EXEC).unwrap();
+        let (name, fields) = lttng_names(&exec);
+        let plan = EventPlan {
+            name,
+            fields,
+            pid_offset: exec.pid_offset,
+        };
+        // common_type 365, pid 77 at 4; filename at 20 ("/bin/sh\0", 8 bytes)
+        let mut rec = vec![0u8; 28];
+        rec[..2].copy_from_slice(&365u16.to_le_bytes());
+        rec[4..8].copy_from_slice(&77i32.to_le_bytes());
+        rec[8..12].copy_from_slice(&(8u32 << 16 | 20).to_le_bytes());
+        rec[12..16].copy_from_slice(&78i32.to_le_bytes());
+        rec[16..20].copy_from_slice(&79i32.to_le_bytes());
+        rec[20..28].copy_from_slice(b"/bin/sh\0");
+        let mut out = Vec::new();
+        encode(&plan, &rec, &mut out).unwrap();
+        let mut want = 77i32.to_le_bytes().to_vec();
+        want.extend_from_slice(b"/bin/sh\0");
+        want.extend_from_slice(&78i32.to_le_bytes());
+        want.extend_from_slice(&79i32.to_le_bytes());
+        assert_eq!(out, want);
+        // a location past the record, a record cut short: None, never a panic
+        rec[8..12].copy_from_slice(&(200u32 << 16 | 20).to_le_bytes());
+        assert!(encode(&plan, &rec, &mut Vec::new()).is_none());
+        assert!(encode(&plan, &rec[..10], &mut Vec::new()).is_none());
+    }
+}
