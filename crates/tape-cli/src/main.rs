@@ -337,6 +337,15 @@ enum Command {
         /// End once the trace has this many bytes (`512M`, `2G`).
         #[arg(long, value_name = "LIMIT")]
         size: Option<String>,
+        /// Record the kernel's events beside the program's, on its clock,
+        /// from ftrace (as root): ftrace event globs, `SYSTEM` or
+        /// `SYSTEM:EVENT`, comma-separated (`sched`, `sched:sched_switch`,
+        /// `syscalls:sys_enter_*`, `irq`), of the program's threads only
+        /// (a `sched_switch` when either side is one). The directory then
+        /// holds `kernel/` (a stream per CPU) and `ust/PROGRAM-PID/`, as an
+        /// LTTng session's.
+        #[arg(long, value_name = "EVENTS", conflicts_with_all = ["relayd", "all"])]
+        kernel: Option<String>,
     },
 }
 
@@ -475,6 +484,7 @@ fn main() -> ExitCode {
             keep_unconfirmed,
             duration,
             size,
+            kernel,
         } => (|| -> Result<(), Failure> {
             let relay = relayd
                 .map(|url| {
@@ -493,7 +503,7 @@ fn main() -> ExitCode {
             } else {
                 recover::Recorded::Command(&command)
             };
-            recover::record(recorded, output, relay, duration, size)
+            recover::record(recorded, output, relay, duration, size, kernel)
         })(),
         Command::Pipe {
             target,

@@ -5,6 +5,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
+use tape_consumer::kernel::KernelRecorder;
+
 use crate::{output_error, Failure};
 
 /// `tape recover [TARGET] [-o OUT]`, `tape recover --clean TARGET|--all`.
@@ -193,14 +195,23 @@ fn start(command: &[String]) -> Result<(std::process::Child, PathBuf), Failure> 
     }
 }
 
+/// What `--kernel` asks: the events, where the kernel trace goes, and
+/// its recorder when it was started before the program.
+struct KernelPlan {
+    spec: String,
+    out: PathBuf,
+    started: Option<KernelRecorder>,
+}
+
 /// `tape record TARGET|--all|-- PROGRAM (-o OUT | --relayd URL)
-/// [--duration S] [--size LIMIT]`.
+/// [--duration S] [--size LIMIT] [--kernel EVENTS]`.
 pub(crate) fn record(
     recorded: Recorded<'_>,
     output: Option<PathBuf>,
     relay: Option<crate::relay::producer::Options>,
     duration: Option<f64>,
     size: Option<String>,
+    kernel: Option<String>,
 ) -> Result<(), Failure> {
     let limit = size
         .map(|s| tape::config::parse_size("--size", &s).map(|n| n as u64))
@@ -218,6 +229,40 @@ pub(crate) fn record(
             }
         },
     };
+    // With --kernel, the directory is a session's: `kernel/` and
+    // `ust/PROGRAM-PID/` (made once the program is known).
+    let mut kernel = match (kernel, &output) {
+        (None, _) => None,
+        (Some(spec), Some(out)) => {
+            std::fs::create_dir(out)
+                .and_then(|()| std::fs::create_dir(out.join("ust")))
+                .map_err(|e| format!("tape record: cannot create {}: {e}", out.display()))?;
+            Some(KernelPlan {
+                spec,
+                out: out.join("kernel"),
+                started: None,
+            })
+        }
+        (Some(_), None) => return Err("tape record --kernel: give -o DIR".to_owned().into()),
+    };
+    if let (Some(k), Recorded::Command(_)) = (kernel.as_mut(), &recorded) {
+        // Following this process, with its children, before the program
+        // starts: the program is followed from its first instruction.
+        let source = if std::env::var("TAPE_TRACE_CLOCK").is_ok_and(|v| v == "monotonic")
+            || !tape::clock::invariant_tsc()
+        {
+            3
+        } else {
+            1
+        };
+        k.started = Some(KernelRecorder::start(
+            &k.spec,
+            &k.out,
+            source,
+            &[std::process::id()],
+            &mut |m| crate::say!("tape record: {m}"),
+        )?);
+    }
     let mut child = None;
     let (dir, target) = match recorded {
         Recorded::Target(None) => {
@@ -236,7 +281,7 @@ pub(crate) fn record(
             (dir, target)
         }
     };
-    let r = record_dir(&dir, &target, output, relay, duration, limit);
+    let r = record_dir(&dir, &target, output, relay, duration, limit, kernel);
     if let Some(mut c) = child {
         // The recording ends when the program exits (or earlier: then it
         // goes on, said).
@@ -259,6 +304,7 @@ fn record_dir(
     relay: Option<crate::relay::producer::Options>,
     duration: Option<std::time::Duration>,
     limit: Option<u64>,
+    kernel: Option<KernelPlan>,
 ) -> Result<(), Failure> {
     let output = match (output, relay) {
         (_, Some(relay)) => {
@@ -267,8 +313,19 @@ fn record_dir(
         (Some(o), None) => o,
         (None, None) => return Err("tape record: give -o DIR or --relayd URL".to_owned().into()),
     };
-    let mut r = tape_consumer::record::Recorder::attach(dir, &output).map_err(|e| e.to_string())?;
     crate::reader::catch_stop();
+    let output = match &kernel {
+        None => output,
+        Some(_) => {
+            let peek =
+                tape_consumer::record::Recorder::attach_peek(dir).map_err(|e| e.to_string())?;
+            let name = format!("{}-{}", peek.program(), peek.pid());
+            output.join("ust").join(name)
+        }
+    };
+    let mut r = tape_consumer::record::Recorder::attach(dir, &output).map_err(|e| e.to_string())?;
+    let mut kernel = kernel.map(|k| follow_kernel(k, &r)).transpose()?;
+    let mut kernel_failed = None;
     crate::say!(
         "tape record: recording process {} into {} (until it exits{}{}; Ctrl-C ends)",
         r.pid(),
@@ -301,11 +358,21 @@ fn record_dir(
         if let Err(e) = r.poll(false) {
             return Err(r.end_after_error(e).to_string().into());
         }
+        if let Some(Err(e)) = kernel.as_mut().map(KernelRecorder::poll) {
+            // The program's recording goes on; the exit says it failed.
+            crate::say!("tape record: the kernel's events end here: {e}");
+            kernel = None;
+            kernel_failed = Some(e);
+        }
         idle = tape_consumer::record::rest(r.fill(), since, idle);
         std::thread::sleep(idle);
     };
     let unshared = r.unshared_rings();
+    // One clock for both traces, stated alike: their times compare exactly.
+    let clock = r.clock_params();
+    r.set_clock(clock);
     let p = r.finish().map_err(|e| e.to_string())?;
+    let kernel_stats = kernel.map(|k| k.finish(clock)).transpose()?;
     let run = start.elapsed().as_secs_f64();
     // The rate is over the events' own span (their packets' times), not
     // the recorder's run: a recorder started after a pipe, or long after
@@ -333,9 +400,70 @@ fn record_dir(
     if unshared > 0 {
         text.push_str(&format!("  {}\n", unshared_text(unshared)));
     }
+    if let Some(k) = &kernel_stats {
+        text.push_str(&kernel_text(k));
+    }
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).map_err(output_error)?;
-    out.flush().map_err(output_error)
+    out.flush().map_err(output_error)?;
+    match kernel_failed {
+        Some(e) => Err(format!("tape record: the kernel's events ended early: {e}").into()),
+        None => Ok(()),
+    }
+}
+
+/// The kernel recorder of `k`, following the threads of `r`'s process:
+/// started now, or (started before the program) narrowed to them.
+fn follow_kernel(
+    k: KernelPlan,
+    r: &tape_consumer::record::Recorder,
+) -> Result<KernelRecorder, Failure> {
+    use tape_consumer::kernel::tracefs::threads;
+    let tids = threads(r.pid());
+    let kr = match k.started {
+        Some(kr) => {
+            if kr.clock_source() != r.clock_source() {
+                return Err(format!(
+                    "tape record --kernel: process {} keeps time by another clock than the \
+                     kernel's recording was started on (source {} against {})",
+                    r.pid(),
+                    r.clock_source(),
+                    kr.clock_source()
+                )
+                .into());
+            }
+            kr.follow_only(&tids)?;
+            kr
+        }
+        None => KernelRecorder::start(&k.spec, &k.out, r.clock_source(), &tids, &mut |m| {
+            crate::say!("tape record: {m}")
+        })?,
+    };
+    // A thread made while the first list was written is in the second.
+    kr.follow_more(&threads(r.pid()))?;
+    Ok(kr)
+}
+
+/// The summary's line for the kernel's events.
+fn kernel_text(k: &tape_consumer::kernel::KernelStats) -> String {
+    let mut t = format!(
+        "  kernel: {} events, {} bytes, lost: {}",
+        k.events, k.bytes, k.lost
+    );
+    if k.lost_uncounted > 0 {
+        t.push_str(&format!(
+            " (after {} pages the kernel lost events it did not count: 1 each)",
+            k.lost_uncounted
+        ));
+    }
+    if k.damaged > 0 {
+        t.push_str(&format!(", damaged pages: {}", k.damaged));
+    }
+    if k.unknown > 0 {
+        t.push_str(&format!(", records of no event asked: {}", k.unknown));
+    }
+    t.push('\n');
+    t
 }
 
 /// The seconds between the first and the last event of the trace at `dir`

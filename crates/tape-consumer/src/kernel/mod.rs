@@ -56,6 +56,7 @@ pub struct KernelRecorder {
     page: Vec<u8>,
     spec: String,
     clock_name: &'static str,
+    clock_source: u32,
     /// The kernel's own loss counts at the start, per stream.
     lost_before: Vec<Option<u64>>,
 }
@@ -87,8 +88,7 @@ impl KernelRecorder {
         };
         let root = tracefs::root()?;
         let mut instance = tracefs::Instance::create(&root, said)?;
-        let header = std::fs::read_to_string(root.join("events/header_page"))
-            .map_err(|e| format!("{}: {e}", root.join("events/header_page").display()))?;
+        let header = tracefs::read_file(&root.join("events/header_page"))?;
         let layout = format::parse_header_page("events/header_page", &header)?;
         instance.set_clock(clock_name)?;
         instance.write("buffer_size_kb", &BUFFER_KB.to_string(), false)?;
@@ -117,6 +117,7 @@ impl KernelRecorder {
             page: vec![0; layout.size],
             spec: spec.to_owned(),
             clock_name,
+            clock_source,
             lost_before,
         })
     }
@@ -169,9 +170,28 @@ impl KernelRecorder {
         }
     }
 
+    /// The clock source (a process header's code) it records on.
+    pub fn clock_source(&self) -> u32 {
+        self.clock_source
+    }
+
     /// Stops tracing, takes what is left, writes the trace's metadata with
-    /// the program's `clock` and removes the instance.
-    pub fn finish(mut self, clock: Clock, hostname: &str) -> Result<KernelStats, String> {
+    /// the program's clock (freq, offset_s, offset: the CTF clock's) and
+    /// removes the instance.
+    pub fn finish(mut self, clock: (u64, i64, i64)) -> Result<KernelStats, String> {
+        let (freq, offset_s, offset) = clock;
+        let mut clock = Clock::new("tape", freq);
+        clock.description = Some(format!(
+            "tape trace clock, the program's (ftrace's {})",
+            self.clock_name
+        ));
+        clock.offset_s = offset_s;
+        clock.offset = offset;
+        clock.absolute = true;
+        clock.precision = 1;
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_default();
         self.instance.write("tracing_on", "0", false)?;
         while self.poll()? > 0 {}
         let cpus = self.trace.cpus();
@@ -182,7 +202,7 @@ impl KernelRecorder {
             .sum();
         let uname = uname();
         let mut env = vec![
-            ("hostname".to_owned(), EnvValue::Str(hostname.to_owned())),
+            ("hostname".to_owned(), EnvValue::Str(hostname)),
             ("sysname".to_owned(), EnvValue::Str(uname.0)),
             ("kernel_release".to_owned(), EnvValue::Str(uname.1)),
             ("kernel_version".to_owned(), EnvValue::Str(uname.2)),

@@ -143,8 +143,7 @@ impl Instance {
 
     /// Reads the instance's file `rel`.
     pub fn read(&self, rel: &str) -> Result<String, String> {
-        let path = self.dir.join(rel);
-        std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+        read_file(&self.dir.join(rel))
     }
 
     /// Sets the trace clock, if the kernel has it.
@@ -284,6 +283,25 @@ impl Drop for Instance {
             }
         }
     }
+}
+
+/// A tracefs file's text, read in large reads: some files
+/// (`events/header_page`) answer a first short read, then end, so that a
+/// reader that probes with a small read first (as `read_to_string` does
+/// on a file of size 0) gets a cut text.
+pub fn read_file(path: &Path) -> Result<String, String> {
+    let mut f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut text = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+    String::from_utf8(text).map_err(|e| format!("{}: not text: {e}", path.display()))
 }
 
 /// Whether `pid` is a running `tape` (a recorder whose instance is in use).
