@@ -420,8 +420,8 @@ fn follow_kernel(
 ) -> Result<KernelRecorder, Failure> {
     use tape_consumer::kernel::tracefs::threads;
     let tids = threads(r.pid());
-    let kr = match k.started {
-        Some(kr) => {
+    let mut kr = match k.started {
+        Some(mut kr) => {
             if kr.clock_source() != r.clock_source() {
                 return Err(format!(
                     "tape record --kernel: process {} keeps time by another clock than the \
@@ -432,15 +432,17 @@ fn follow_kernel(
                 )
                 .into());
             }
-            kr.follow_only(&tids)?;
+            // The program and its threads were followed from its fork.
+            kr.unfollow(std::process::id());
+            kr.follow(&tids);
             kr
         }
         None => KernelRecorder::start(&k.spec, &k.out, r.clock_source(), &tids, &mut |m| {
             crate::say!("tape record: {m}")
         })?,
     };
-    // A thread made while the first list was written is in the second.
-    kr.follow_more(&threads(r.pid()))?;
+    // A thread made while the first list was read is in the second.
+    kr.follow(&threads(r.pid()));
     Ok(kr)
 }
 

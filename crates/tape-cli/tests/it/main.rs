@@ -38,6 +38,7 @@ mod filter_table;
 mod first_hour;
 mod graph;
 mod hostile;
+mod kernel;
 mod latency;
 mod losses;
 mod names;

@@ -14,6 +14,17 @@
 //!              names them, on the program's clock (x86-tsc: the TSC itself)
 //! ```
 //!
+//! Which threads: the traced process's, followed in user space. Every
+//! record of the events asked is read, and one is kept when the task that
+//! wrote it, or a task it names (`prev_pid`/`next_pid` of a switch, the
+//! `pid` a wakeup wakes), is followed; a followed task's fork (the kernel's
+//! `sched_process_fork`, enabled for this even when not asked, and then
+//! not written) follows its child. ftrace's own filter (`set_event_pid`
+//! with `event-fork`) was tried first: on this project's kernel (6.18) it
+//! dropped some of the followed threads' switches that an unfiltered
+//! instance, read by trace-cmd, held (6 of about 50 in one run), so it is
+//! not used.
+//!
 //! One clock, no mapping: when tape's clock is the TSC, the instance's
 //! `trace_clock` is `x86-tsc`, whose stamps are the same counter the
 //! program's `rdtsc` reads ("events can be unambiguously interlaced",
@@ -34,6 +45,8 @@ use std::path::Path;
 
 use tape_ctf_model::{Clock, EnvValue};
 
+use std::collections::{HashMap, HashSet};
+
 pub use trace::KernelStats;
 
 /// The clock source codes of a process's header (`tape::clock`).
@@ -48,6 +61,51 @@ const BUFFER_KB: u32 = 4096;
 /// does not keep the others (and the program's rings) waiting.
 const PAGES_PER_TURN: usize = 256;
 
+/// What the follower reads of an event's records: where the tasks it
+/// names are, and whether it was asked (else it is read only to follow
+/// forks, and not written).
+struct Watch {
+    tasks: Vec<usize>,
+    /// `sched_process_fork`: (parent_pid, child_pid) offsets.
+    fork: Option<(usize, usize)>,
+    written: bool,
+}
+
+/// The offsets of the tasks a record of `f` names: the writer's, and for
+/// the scheduler's events every `pid` / `*_pid` field (a task id).
+fn watch(f: &format::Format, written: bool) -> Watch {
+    let mut tasks = vec![f.pid_offset];
+    let at = |name: &str| {
+        f.fields
+            .iter()
+            .find(|x| x.name == name && x.size == 4)
+            .map(|x| x.offset)
+    };
+    let fork = match (f.system.as_str(), f.name.as_str()) {
+        ("sched", "sched_process_fork") => at("parent_pid").zip(at("child_pid")),
+        _ => None,
+    };
+    if f.system == "sched" {
+        tasks.extend(
+            f.fields
+                .iter()
+                .filter(|x| x.size == 4 && (x.name == "pid" || x.name.ends_with("_pid")))
+                .map(|x| x.offset),
+        );
+    }
+    Watch {
+        tasks,
+        fork,
+        written,
+    }
+}
+
+/// A record's task id at `offset`.
+fn task_at(data: &[u8], offset: usize) -> Option<u32> {
+    data.get(offset..offset + 4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4")))
+}
+
 /// A kernel recording: tape's instance, and the trace it is written to.
 pub struct KernelRecorder {
     instance: tracefs::Instance,
@@ -59,6 +117,10 @@ pub struct KernelRecorder {
     clock_source: u32,
     /// The kernel's own loss counts at the start, per stream.
     lost_before: Vec<Option<u64>>,
+    /// The events read, by ftrace id.
+    watches: HashMap<u16, Watch>,
+    /// The tasks followed.
+    followed: HashSet<u32>,
 }
 
 impl KernelRecorder {
@@ -93,15 +155,23 @@ impl KernelRecorder {
         instance.set_clock(clock_name)?;
         instance.write("buffer_size_kb", &BUFFER_KB.to_string(), false)?;
         instance.write("tracing_on", "0", false)?;
-        let chosen = instance.select(spec)?;
+        let mut chosen = instance.select(spec)?;
+        let fork = ("sched".to_owned(), "sched_process_fork".to_owned());
+        let asked = chosen.len();
+        if !chosen.contains(&fork) {
+            chosen.push(fork);
+        }
         let mut formats = Vec::new();
-        for (sys, ev) in &chosen {
+        let mut watches = HashMap::new();
+        for (k, (sys, ev)) in chosen.iter().enumerate() {
             let rel = format!("events/{sys}/{ev}/format");
             let text = instance.read(&rel)?;
-            formats.push(format::parse_format(sys, &rel, &text)?);
+            let f = format::parse_format(sys, &rel, &text)?;
+            watches.insert(f.id, watch(&f, k < asked));
+            if k < asked {
+                formats.push(f);
+            }
         }
-        instance.write("options/event-fork", "1", false)?;
-        instance.follow(tids, false)?;
         for (sys, ev) in &chosen {
             instance.write(&format!("events/{sys}/{ev}/enable"), "1", false)?;
         }
@@ -119,18 +189,44 @@ impl KernelRecorder {
             clock_name,
             clock_source,
             lost_before,
+            watches,
+            followed: tids.iter().copied().collect(),
         })
     }
 
-    /// Follows these threads too (a process's threads listed again after
-    /// the first list: one made between is not missed).
-    pub fn follow_more(&self, tids: &[u32]) -> Result<(), String> {
-        self.instance.follow(tids, true)
+    /// Follows these tasks too (and, from now on, their children).
+    pub fn follow(&mut self, tids: &[u32]) {
+        self.followed.extend(tids.iter().copied());
     }
 
-    /// Follows only these threads from now on (and their children).
-    pub fn follow_only(&self, tids: &[u32]) -> Result<(), String> {
-        self.instance.follow(tids, false)
+    /// Stops following `tid` (the recorder itself, followed until it had
+    /// started the program: its children stay followed).
+    pub fn unfollow(&mut self, tid: u32) {
+        self.followed.remove(&tid);
+    }
+
+    /// Whether a record is of a followed task (following a followed
+    /// task's child from its fork on), and is written.
+    fn keep(&mut self, data: &[u8]) -> bool {
+        let Some(id) = data.get(..2).map(|b| u16::from_le_bytes([b[0], b[1]])) else {
+            // Not a record any event asked: the trace counts it.
+            return true;
+        };
+        let Some(w) = self.watches.get(&id) else {
+            return true;
+        };
+        if let Some((parent, child)) = w.fork {
+            if let (Some(p), Some(c)) = (task_at(data, parent), task_at(data, child)) {
+                if self.followed.contains(&p) {
+                    self.followed.insert(c);
+                }
+            }
+        }
+        w.written
+            && w
+                .tasks
+                .iter()
+                .any(|&o| task_at(data, o).is_some_and(|t| self.followed.contains(&t)))
     }
 
     /// Takes the pages ready on every CPU (at most [`PAGES_PER_TURN`] from
@@ -151,23 +247,29 @@ impl KernelRecorder {
     }
 
     fn take_page(&mut self, i: usize, n: usize) -> Result<(), String> {
-        let KernelRecorder {
-            trace, page, layout, ..
-        } = self;
-        let mut failed = Ok(());
-        let missed = page::read_page(layout, &page[..n], |time, data| {
-            if failed.is_ok() {
-                failed = trace.record(i, time, data);
-            }
+        let page = std::mem::take(&mut self.page);
+        let mut records = Vec::new();
+        let missed = page::read_page(&self.layout, &page[..n], |time, data| {
+            records.push((time, data));
         });
-        failed?;
-        match missed {
-            Ok(m) => trace.lost(i, m),
+        // What the kernel lost came before this page's records.
+        let r = match missed {
+            Ok(m) => self.trace.lost(i, m),
             Err(_) => {
-                trace.damaged();
+                self.trace.damaged();
                 Ok(())
             }
-        }
+        };
+        let r = r.and_then(|()| {
+            for (time, data) in records {
+                if self.keep(data) {
+                    self.trace.record(i, time, data)?;
+                }
+            }
+            Ok(())
+        });
+        self.page = page;
+        r
     }
 
     /// The clock source (a process header's code) it records on.

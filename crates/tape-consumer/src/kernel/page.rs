@@ -58,10 +58,10 @@ pub struct Damage {
 /// A page's records: each record's time and data handed to `each`, in
 /// order; returns what was lost before the page. A damaged page's records
 /// before the damage are handed, then the damage is returned.
-pub fn read_page(
+pub fn read_page<'p>(
     layout: &PageLayout,
-    page: &[u8],
-    mut each: impl FnMut(u64, &[u8]),
+    page: &'p [u8],
+    mut each: impl FnMut(u64, &'p [u8]),
 ) -> Result<Missed, Damage> {
     let damage = |at: usize, why: String| Damage { at, why };
     if page.len() < layout.data {

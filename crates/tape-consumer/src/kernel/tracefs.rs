@@ -7,7 +7,6 @@
 //!   trace_clock       x86-tsc (tape's clock is the TSC) or mono
 //!   buffer_size_kb    per CPU
 //!   events/sched/sched_switch/enable, format     the events asked, and their layouts
-//!   set_event_pid     the traced process's threads; options/event-fork: their children
 //!   tracing_on
 //!   per_cpu/cpuN/trace_pipe_raw                  read non-blocking, a page at a time
 //!   per_cpu/cpuN/stats                           the kernel's own counts
@@ -36,14 +35,22 @@ pub fn root() -> Result<PathBuf, String> {
             }
         }
     }
-    places
-        .into_iter()
-        .find(|p| p.join("trace_clock").exists())
-        .ok_or_else(|| {
-            "--kernel: tracefs is not mounted (as root: mount -t tracefs nodev \
-             /sys/kernel/tracing)"
-                .to_owned()
-        })
+    for p in places {
+        match std::fs::metadata(p.join("trace_clock")) {
+            Ok(_) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(format!(
+                    "--kernel: tracefs at {} cannot be read: {e} (recording the kernel needs \
+                     root, or access to tracefs)",
+                    p.display()
+                ))
+            }
+            Err(_) => {}
+        }
+    }
+    Err("--kernel: tracefs is not mounted (as root: mount -t tracefs nodev \
+         /sys/kernel/tracing)"
+        .to_owned())
 }
 
 /// The instance of one recording.
@@ -200,13 +207,6 @@ impl Instance {
             }
         }
         Ok(chosen)
-    }
-
-    /// Follows only these threads (and, with `event-fork`, their
-    /// children): replaces the list, or adds to it when `append`.
-    pub fn follow(&self, tids: &[u32], append: bool) -> Result<(), String> {
-        let list: Vec<String> = tids.iter().map(u32::to_string).collect();
-        self.write("set_event_pid", &format!("{}\n", list.join(" ")), append)
     }
 
     /// Opens every online CPU's `trace_pipe_raw`, non-blocking.
