@@ -8,7 +8,8 @@
 //! with `target/opt` on the `PATH` (the README's one way to `tape`), after
 //! the quickstart's program, as the README's first command runs it. Each
 //! block must end with status 0 under `bash -e`; the blocks' background
-//! programs are killed at the end. (The Rust blocks are compiled and run
+//! programs are killed at the end. A block that begins `# as root` runs
+//! only as root (skipped, said, otherwise). (The Rust blocks are compiled and run
 //! by `tape/tests/readme.rs`.)
 
 use crate::pipeline;
@@ -73,6 +74,19 @@ fn the_readme_shell_blocks_run_as_written() {
             "pip install perfetto==0.59.1",
         );
         blocks.retain(|(_, code)| !code.contains("perfetto-summary.py"));
+    }
+    // A block that begins `# as root` (the kernel's buffers are root's)
+    // runs as root only: otherwise it is said, and a failure under
+    // TAPE_REQUIRE_TOOLS=1.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        for (line, _) in blocks.iter().filter(|(_, code)| code.starts_with("# as root")) {
+            crate::shared::required(
+                &format!("README.md:{line}'s block (it records the kernel, as root)"),
+                "run the tests as root, as .ci/run does",
+            );
+        }
+        blocks.retain(|(_, code)| !code.starts_with("# as root"));
     }
     let exe = pipeline::example("quickstart");
     let target = exe.ancestors().nth(3).unwrap().to_path_buf(); // target/
