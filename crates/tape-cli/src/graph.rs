@@ -33,8 +33,10 @@ pub(crate) fn graph(
         failed.is_none()
     };
     // A thread per stream (their graphs are independent), unless there
-    // are too many streams for that: then one merged pass.
-    let lost = if !one_pass && streams.len() <= tape_ctf::output::graph::STREAM_THREADS {
+    // are too many streams for that, or a kernel trace's task switches
+    // go into the program's threads' graphs: then one merged pass.
+    let kernel = traces.iter().any(is_kernel_trace);
+    let lost = if !one_pass && !kernel && streams.len() <= tape_ctf::output::graph::STREAM_THREADS {
         tape_ctf::output::graph::render_streams(streams, &opts, &mut write)
     } else {
         drop(streams);

@@ -32,10 +32,26 @@ pub(crate) fn profile(
     let keep = filter
         .map(|text| crate::filter::keep_of(text, &traces, None))
         .transpose()?;
-    let streams = open_streams(&traces)?;
+    // A kernel trace beside the program's: its task switches time the
+    // calls off CPU (read first, in time order across its CPUs).
+    let (kernel, program): (Vec<_>, Vec<_>) =
+        traces.into_iter().partition(crate::output::is_kernel_trace);
+    let off = if kernel.is_empty() {
+        None
+    } else {
+        let mut merge = tape_ctf::merge::FastMerge::new(&kernel)?;
+        Some(tape_ctf::output::profile::off_cpu(&mut merge).map_err(|e| e.to_string())?)
+    };
+    let streams = open_streams(&program)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let p = tape_ctf::output::profile::gather_streams(streams, per_thread, cores, keep.as_ref())
-        .map_err(|e| e.to_string())?;
+    let p = tape_ctf::output::profile::gather_streams(
+        streams,
+        per_thread,
+        cores,
+        keep.as_ref(),
+        off.as_ref(),
+    )
+    .map_err(|e| e.to_string())?;
     let by = match sort {
         ProfileSort::Hit => tape_ctf::output::profile::SortBy::Hit,
         ProfileSort::Time => tape_ctf::output::profile::SortBy::Time,

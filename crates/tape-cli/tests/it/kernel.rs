@@ -234,6 +234,195 @@ fn every_nap_shows_its_thread_switched_out_woken_and_back_in_time_order() {
     assert!(tape_instances().is_empty(), "{:?}", tape_instances());
 }
 
+/// `tape graph DIR`'s lines.
+fn graph(dir: &Path) -> Vec<String> {
+    let out = Command::new(TAPE).arg("graph").arg(dir).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+/// The calls of `func` in a graph's lines: for each, the lines from its
+/// opening to its closing, of thread column `tid`.
+fn calls_of<'a>(lines: &'a [String], func: &str, tid: &str) -> Vec<Vec<&'a str>> {
+    let mut calls = Vec::new();
+    let mut open: Option<Vec<&str>> = None;
+    let col = format!(" {tid}) ");
+    for (i, l) in lines.iter().enumerate() {
+        let mine = l.starts_with(&col) || (l.contains(") ") && l.contains(&format!("-{tid} ")));
+        if let Some(c) = open.as_mut() {
+            // The marker's three lines (rules round a switch line).
+            if mine || l.starts_with(" ------") {
+                c.push(l);
+            }
+            if l.starts_with(&col) && l.trim_end().contains("|  }") {
+                calls.push(open.take().unwrap());
+            }
+        } else if l.starts_with(&col) && l.ends_with(&format!("{func}() {{")) {
+            open = Some(vec![l.as_str()]);
+        }
+        let _ = i;
+    }
+    calls
+}
+
+/// The microseconds of a closing line's `/* off CPU N us */`.
+fn off_cpu_us(line: &str) -> Option<f64> {
+    let at = line.find("/* off CPU ")? + "/* off CPU ".len();
+    line[at..].split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn the_graph_shows_each_nap_switched_out_and_its_time_off_cpu() {
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !kernel_ready("tape graph of a kernel recording") {
+        return;
+    }
+    let base = base("kernel-graph");
+    let out = record_naps(
+        &base,
+        "sched:sched_switch,sched:sched_wakeup",
+        &[],
+        &["--threads", "2", "--calls", "10", "--spin-ms", "1"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines = graph(&base.join("out"));
+    let tids: BTreeSet<String> = lines
+        .iter()
+        .filter(|l| l.ends_with("naps::nap() {") || l.ends_with("naps::nap();"))
+        .map(|l| l.split(')').next().unwrap().trim().to_owned())
+        .collect();
+    assert_eq!(tids.len(), 2, "{}", lines.join("\n"));
+    let mut naps = 0;
+    for tid in &tids {
+        let calls = calls_of(&lines, "naps::nap", tid);
+        assert_eq!(calls.len(), 10, "thread {tid}:\n{}", lines.join("\n"));
+        for c in calls {
+            let switched = c.iter().any(|l| l.contains(&format!("-{tid}  => ")) || l.contains(&format!("-{tid} => ")));
+            assert!(switched, "no switch out drawn in a nap:\n{}", c.join("\n"));
+            let off = off_cpu_us(c.last().unwrap()).unwrap_or_else(|| panic!("{}", c.join("\n")));
+            assert!((2900.0..500_000.0).contains(&off), "off CPU {off} us:\n{}", c.join("\n"));
+            naps += 1;
+        }
+    }
+    assert_eq!(naps, 20);
+}
+
+#[test]
+fn the_profile_gives_each_function_its_time_off_cpu() {
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !kernel_ready("tape profile of a kernel recording") {
+        return;
+    }
+    let base = base("kernel-profile");
+    let out = record_naps(
+        &base,
+        "sched:sched_switch,sched:sched_wakeup",
+        &[],
+        &["--threads", "2", "--calls", "10", "--spin-ms", "1"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = Command::new(TAPE).arg("profile").arg(base.join("out")).output().unwrap();
+    let table = text(&shown.stdout);
+    assert!(shown.status.success(), "{}", text(&shown.stderr));
+    assert!(table.lines().next().unwrap().trim_end().ends_with("Off CPU"), "{table}");
+    // (function, hits, time us, off CPU us)
+    let rows: Vec<(String, u64, f64, f64)> = table
+        .lines()
+        .skip(2)
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let us = |i: usize| w[i].parse::<f64>().unwrap();
+            (w[0].to_owned(), w[1].parse().unwrap(), us(2), us(w.len() - 2))
+        })
+        .collect();
+    let row = |f: &str| rows.iter().find(|r| r.0 == f).unwrap_or_else(|| panic!("{table}"));
+    let nap = row("naps::nap");
+    assert_eq!(nap.1, 20, "{table}");
+    // Asleep nearly all of each call: 20 x 3 ms at least, within its time.
+    assert!(nap.3 >= 20.0 * 2900.0 && nap.3 <= nap.2 && nap.3 >= 0.8 * nap.2, "{table}");
+    // Without the kernel trace: no such column.
+    let alone = Command::new(TAPE)
+        .arg("profile")
+        .arg(base.join("out/ust"))
+        .output()
+        .unwrap();
+    assert!(!text(&alone.stdout).contains("Off CPU"), "{}", text(&alone.stdout));
+}
+
+#[test]
+fn a_spinning_call_beside_a_hog_on_its_cpu_is_drawn_preempted_and_by_whom() {
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !kernel_ready("tape graph of a preempted call") {
+        return;
+    }
+    let base = base("kernel-hog");
+    // The hog: naps spinning 4 s on CPU 0, not recorded.
+    let mut hog = Command::new(pipeline::example("naps"))
+        .args(["--cpu", "0", "--threads", "1", "--calls", "1", "--spin-ms", "4000"])
+        .env("TAPE_TRACE", "")
+        .env("TAPE_SHM", "off")
+        .env("TAPE_CONTROL", "off")
+        .env("TAPE_TRACE_DIR", base.join("hog"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let hog_tids: BTreeSet<i64> = std::fs::read_dir(format!("/proc/{}/task", hog.id()))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    let out = record_naps(
+        &base,
+        "sched:sched_switch",
+        &[],
+        &["--cpu", "0", "--threads", "1", "--calls", "3", "--spin-ms", "60"],
+    );
+    let _ = hog.kill();
+    let _ = hog.wait();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines = graph(&base.join("out"));
+    let tid = lines
+        .iter()
+        .find(|l| l.ends_with("naps::spin() {"))
+        .map(|l| l.split(')').next().unwrap().trim().to_owned())
+        .unwrap_or_else(|| panic!("no spin with lines inside:\n{}", lines.join("\n")));
+    let calls = calls_of(&lines, "naps::spin", &tid);
+    assert!(!calls.is_empty());
+    let mut preempted = 0;
+    // A switch line's two threads: " TID)  a-1  =>  b-2 ".
+    let sides = |l: &str| -> Option<(i64, i64)> {
+        let (a, b) = l.split_once(") ")?.1.split_once(" => ")?;
+        let id = |s: &str| s.trim().rsplit_once('-')?.1.parse().ok();
+        Some((id(a)?, id(b)?))
+    };
+    let me: i64 = tid.parse().unwrap();
+    for c in &calls {
+        // Switched out for the hog (a thread of the hog's process).
+        if c.iter().any(|l| sides(l).is_some_and(|(a, b)| a == me && hog_tids.contains(&b))) {
+            preempted += 1;
+            let off = off_cpu_us(c.last().unwrap()).unwrap_or(0.0);
+            assert!(off > 0.0, "{}", c.join("\n"));
+        }
+    }
+    assert!(
+        preempted >= 1,
+        "no spin drawn preempted by the hog ({hog_tids:?}):\n{}",
+        lines.join("\n")
+    );
+    // The kernel says so: each such switch left the spinner runnable
+    // (prev_state 0: preempted, not asleep).
+    let Some(kernel) = babeltrace2(&base.join("out/kernel"), false) else {
+        return;
+    };
+    let preempts = kernel
+        .iter()
+        .filter(|l| field(l, "prev_tid") == tid.parse().ok() && field(l, "prev_state") == Some(0))
+        .count();
+    assert!(preempts >= preempted, "{preempts} preemptions in the kernel trace");
+    eprintln!("kernel: {preempted} of {} spins drawn preempted by the hog", calls.len());
+}
+
 /// The `freq` of the clock in a metadata file.
 fn clock_freq(metadata: &Path) -> u64 {
     let m = std::fs::read_to_string(metadata).unwrap();
@@ -502,11 +691,16 @@ fn bad_event_globs_and_users_without_tracefs_are_errors_that_say_so() {
     let _ = std::fs::remove_dir_all(&b);
     std::fs::create_dir_all(&b).unwrap();
     std::fs::set_permissions(&b, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let out = Command::new(TAPE)
+    // (a copy of tape there: the build's directory may be closed to it)
+    let tape = b.join("tape");
+    std::fs::copy(TAPE, &tape).unwrap();
+    std::fs::set_permissions(&tape, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = Command::new(&tape)
         .args(["record", "--kernel", "sched", "-o"])
         .arg(b.join("out"))
         .arg("--")
         .arg("/bin/true")
+        .current_dir(&b)
         .uid(65534)
         .gid(65534)
         .output()

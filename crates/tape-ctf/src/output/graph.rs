@@ -34,6 +34,23 @@
 //!   read-time format gives), indented as the kernel indents
 //!   `trace_printk` comments (`print_graph_comment`: two more than the
 //!   current depth, none at depth 0).
+//! * A kernel trace beside the program's (`tape record --kernel`): each
+//!   `sched_switch` that takes a traced thread off its CPU, or puts it
+//!   back, is drawn in that thread's graph as function_graph draws a
+//!   context switch on a CPU (`verif_pid`):
+//!
+//!   ```text
+//!    ------------------------------------------
+//!    4242)  napper--4242  =>  swapper-0
+//!    ------------------------------------------
+//!
+//!   ```
+//!
+//!   and a call that was off CPU inside says how long on its closing line:
+//!   `} /* off CPU 3081.342 us */` (its duration counts that time, as the
+//!   kernel's with `sleep-time` on, its default). A thread put back with no
+//!   `sched_switch` into it (a kernel that did not trace one) is back at its
+//!   next record. These need every stream in one pass ([`render`]).
 //! * Options mirror `trace_options`: `funcgraph-proc` (the `TASK/PID`
 //!   column, centred in 14), `funcgraph-abstime` (`seconds.micros |`),
 //!   `funcgraph-duration`, `funcgraph-overhead`, `funcgraph-tail` (the
@@ -147,6 +164,15 @@ pub enum Event<'a> {
     Comment(&'a str),
     /// Events the thread lost here.
     Lost(u64),
+    /// A task switch on a CPU (the kernel's `sched_switch`): `out` (its
+    /// name and thread id) left it for `into`; given to the graph of each
+    /// of the two threads.
+    Switch {
+        /// The thread switched out.
+        out: (&'a str, i64),
+        /// The thread switched in.
+        into: (&'a str, i64),
+    },
 }
 
 /// A thread, as the kernel's per-CPU graph data.
@@ -158,8 +184,14 @@ struct Thread {
     prefix: String,
     /// `cpu_data->depth`: where comments indent.
     depth: i64,
-    /// `enter_funcs[depth]`: the open calls and their entry times.
-    open: Vec<Option<(u32, Option<i128>)>>,
+    /// `enter_funcs[depth]`: the open calls, their entry times and how
+    /// long each has been off CPU so far.
+    open: Vec<Option<(u32, Option<i128>, i128)>>,
+    /// Whether it made a traced call: a thread with none has no graph of
+    /// its own, and its task switches are not drawn.
+    called: bool,
+    /// Since when it is off CPU (switched out, not yet back).
+    off_since: Option<i128>,
     /// An entry waiting for the thread's next event: its queue slot,
     /// function, depth, time.
     pending: Option<Pending>,
@@ -272,6 +304,13 @@ impl Graph {
         if !self.opts.threads.is_empty() && !self.opts.threads.contains(&tid) {
             return;
         }
+        if let Event::Switch { out: off, into } = event {
+            self.switch(tid, t, off, into, out);
+            return;
+        }
+        // A record of its own: it runs (its switch back, if the kernel
+        // traced none).
+        self.back_on_cpu(tid, t);
         // The name is drawn only in the task column.
         let proc_ = self.opts.proc_;
         let th = self.thread(tid);
@@ -300,7 +339,7 @@ impl Graph {
                 }
                 None
             }
-            Event::Lost(_) => None,
+            Event::Lost(_) | Event::Switch { .. } => None,
         };
         // The undecided entry: is this its exit?
         if let Some(p) = self.thread(tid).pending.take() {
@@ -332,6 +371,7 @@ impl Graph {
                 let slot = self.base + self.queue.len() as u64;
                 self.queue.push_back(None);
                 let th = self.thread(tid);
+                th.called = true;
                 th.pending = Some(Pending {
                     slot,
                     func: id,
@@ -355,9 +395,11 @@ impl Graph {
                 let th = self.thread(tid);
                 th.depth = i64::from(depth) - 1;
                 let entered = th.open.get_mut(depth as usize).and_then(Option::take);
-                let (matched, d) = match &entered {
-                    Some((f, t0)) if *f == id => (true, t.zip(*t0).map(|(t1, t0)| t1 - t0)),
-                    _ => (false, None),
+                let (matched, d, off) = match &entered {
+                    Some((f, t0, off)) if *f == id => {
+                        (true, t.zip(*t0).map(|(t1, t0)| t1 - t0), *off)
+                    }
+                    _ => (false, None, 0),
                 };
                 self.after_exit(tid, raw);
                 self.put(None, t.unwrap_or(i128::MIN), out, |g, line| {
@@ -369,14 +411,18 @@ impl Graph {
                         line.push_str(func);
                         line.push_str(" = ");
                         line.push_str(ret);
-                        line.push_str(" */\n");
+                        line.push_str(" */");
                     } else if matched && !g.opts.tail {
-                        line.push_str("}\n");
+                        line.push('}');
                     } else {
                         line.push_str("} /* ");
                         line.push_str(func);
-                        line.push_str(" */\n");
+                        line.push_str(" */");
                     }
+                    if off > 0 {
+                        let _ = write!(line, " /* off CPU {}.{:03} us */", off / 1000, off % 1000);
+                    }
+                    line.push('\n');
                 });
             }
             (Event::Comment(text), _) => {
@@ -398,7 +444,7 @@ impl Graph {
                     let _ = writeln!(line, "TID:{tid} [LOST {n} EVENTS]");
                 });
             }
-            (Event::Entry { .. } | Event::Exit { .. }, None) => {}
+            (Event::Entry { .. } | Event::Exit { .. }, None) | (Event::Switch { .. }, _) => {}
         }
     }
 
@@ -463,7 +509,58 @@ impl Graph {
             if th.open.len() <= d {
                 th.open.resize(d + 1, None);
             }
-            th.open[d] = Some((p.func, p.t));
+            th.open[d] = Some((p.func, p.t, 0));
+        }
+    }
+
+    /// A task switch concerning thread `tid` (switched out of its CPU, or
+    /// into one) at `t`: drawn in its graph, as function_graph draws a
+    /// context switch; its time off CPU counted for its open calls.
+    fn switch(
+        &mut self,
+        tid: i64,
+        t: Option<i128>,
+        off: (&str, i64),
+        into: (&str, i64),
+        out: &mut String,
+    ) {
+        if !self.thread(tid).called {
+            return;
+        }
+        // A switch inside a call: the call has lines inside, no leaf.
+        if let Some(p) = self.thread(tid).pending.take() {
+            self.decide_nested(tid, p, out);
+        }
+        if tid == off.1 && tid != into.1 {
+            self.back_on_cpu(tid, t);
+            self.thread(tid).off_since = t;
+        } else {
+            self.back_on_cpu(tid, t);
+        }
+        let w = self.opts.tid_width.max(1);
+        self.put(None, t.unwrap_or(i128::MIN), out, |_, line| {
+            line.push_str(" ------------------------------------------\n");
+            let _ = write!(line, " {tid:>w$}) ");
+            proc_column(line, off.0, off.1);
+            line.push_str(" => ");
+            proc_column(line, into.0, into.1);
+            line.push_str("\n ------------------------------------------\n\n");
+        });
+    }
+
+    /// Thread `tid` runs at `t`: the time since it was switched out, if it
+    /// was, is off CPU for each of its open calls.
+    fn back_on_cpu(&mut self, tid: i64, t: Option<i128>) {
+        let th = self.thread(tid);
+        let Some(since) = th.off_since.take() else {
+            return;
+        };
+        let Some(t) = t else {
+            return;
+        };
+        let d = (t - since).max(0);
+        for (_, _, off) in th.open.iter_mut().flatten() {
+            *off += d;
         }
     }
 
@@ -940,6 +1037,19 @@ impl Feed {
                 };
                 let mut sink = crate::decode::plan::ValueSink::default();
                 stream.emit(&mut sink)?;
+                if class.name == "sched_switch" {
+                    if let Some((off, into)) = switch_of(&sink.scopes) {
+                        let e = Event::Switch {
+                            out: (&off.0, off.1),
+                            into: (&into.0, into.1),
+                        };
+                        g.event(off.1, "", t, e, out);
+                        if into.1 != off.1 {
+                            g.event(into.1, "", t, e, out);
+                        }
+                        return Ok(());
+                    }
+                }
                 let (comm, tid) =
                     crate::output::event_text::task(stream.packet_value.as_ref(), &sink.scopes);
                 self.text.clear();
@@ -957,6 +1067,32 @@ impl Feed {
         }
         Ok(())
     }
+}
+
+/// A `sched_switch`'s two threads, (name, id) switched out and in, from
+/// its payload (LTTng's names, `prev_tid`, or ftrace's, `prev_pid`).
+pub(crate) fn switch_of(
+    scopes: &[crate::decode::Value],
+) -> Option<((String, i64), (String, i64))> {
+    use crate::decode::Value;
+    let payload = scopes.last()?;
+    let int = |names: [&str; 2]| {
+        names.iter().find_map(|n| {
+            match crate::output::event_text::member(payload, n)? {
+                Value::SInt(v, _) => Some(*v),
+                Value::UInt(v, _) => i64::try_from(*v).ok(),
+                _ => None,
+            }
+        })
+    };
+    let name = |n: &str| match crate::output::event_text::member(payload, n) {
+        Some(Value::Str(s)) => s.clone(),
+        _ => "<...>".to_owned(),
+    };
+    Some((
+        (name("prev_comm"), int(["prev_tid", "prev_pid"])?),
+        (name("next_comm"), int(["next_tid", "next_pid"])?),
+    ))
 }
 
 /// Draws the events of `merge` (time order across its streams) with
@@ -1181,4 +1317,86 @@ fn draw_stream(
     let keys = g.take_keys();
     send(Piece { text: out, keys });
     Ok(lost)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lines `events` draw: (tid, time ns, event).
+    fn draw(events: &[(i64, i128, Event<'_>)]) -> String {
+        let mut g = Graph::new(Options {
+            tid_width: 4,
+            ..Options::default()
+        });
+        let mut out = String::new();
+        for (tid, t, e) in events {
+            g.event(*tid, "", Some(*t), *e, &mut out);
+        }
+        g.finish(&mut out);
+        out
+    }
+
+    const NAP: Event<'static> = Event::Entry {
+        func: "naps::nap",
+        depth: 0,
+        args: "",
+    };
+    const NAPPED: Event<'static> = Event::Exit {
+        func: "naps::nap",
+        depth: 0,
+        ret: "",
+    };
+    const OUT: Event<'static> = Event::Switch {
+        out: ("napper-0", 4242),
+        into: ("swapper/1", 0),
+    };
+    const IN: Event<'static> = Event::Switch {
+        out: ("swapper/1", 0),
+        into: ("napper-0", 4242),
+    };
+
+    #[test]
+    fn a_task_switch_inside_a_call_is_drawn_and_its_time_off_cpu_said() {
+        let marker = |a: &str, b: &str| {
+            format!(
+                " ------------------------------------------\n 4242) {a} => {b}\n \
+                 ------------------------------------------\n\n"
+            )
+        };
+        let (away, back) = (
+            marker(" napper--4242 ", "  swapper-0   "),
+            marker("  swapper-0   ", " napper--4242 "),
+        );
+        // (events, the lines)
+        let cases: Vec<(Vec<(i64, i128, Event<'_>)>, String)> = vec![
+            // out and back in, traced: off CPU from one to the other
+            (
+                vec![(4242, 0, NAP), (4242, 10, OUT), (4242, 3_000_020, IN), (4242, 3_000_100, NAPPED)],
+                format!(
+                    " 4242)               |  naps::nap() {{\n{away}{back} 4242) # 3000.100 us |  }} /* off CPU 3000.010 us */\n"
+                ),
+            ),
+            // back in untraced (this kernel): back at its next own record
+            (
+                vec![(4242, 0, NAP), (4242, 10, OUT), (4242, 2_000_010, NAPPED)],
+                format!(" 4242)               |  naps::nap() {{\n{away} 4242) # 2000.010 us |  }} /* off CPU 2000.000 us */\n"),
+            ),
+            // a thread with no traced call has no graph: its switches are not drawn
+            (
+                vec![(7, 5, Event::Switch { out: ("other", 7), into: ("swapper/0", 0) })],
+                String::new(),
+            ),
+            // a call with no switch inside stays a leaf, no off-CPU note
+            (
+                vec![(4242, 0, NAP), (4242, 500, NAPPED)],
+                " 4242)   0.500 us    |  naps::nap();\n".to_owned(),
+            ),
+        ];
+        for (events, want) in cases {
+            let got = draw(&events);
+            let body = got.split_once("|   |   |   |\n\n").map_or(got.as_str(), |(_, b)| b);
+            assert_eq!(body, want, "{events:?}");
+        }
+    }
 }

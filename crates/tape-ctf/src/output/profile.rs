@@ -22,6 +22,12 @@
 //!   histogram of 128 steps per power of two, so each is the lower bound
 //!   of its step, within 1/128 (0.8 %) below the true value, in bounded
 //!   memory whatever the number of calls.
+//! * **Off CPU**, with a kernel trace beside the program's (`tape record
+//!   --kernel`): the time its calls spent switched out (asleep or
+//!   preempted), children included, as Time counts it ([`OffCpu`]: each
+//!   thread's intervals off CPU, from the kernel's `sched_switch`es; one
+//!   ends at the switch back, or, where the kernel traced none, at the
+//!   thread's next record).
 //! * Names are printed whole (the kernel cuts them at 30 characters:
 //!   `--ftrace` does that, with the kernel's four columns only), rows
 //!   sorted by total time, highest first (as the kernel sorts with the
@@ -48,6 +54,8 @@ pub struct Stat {
     pub self_time: u128,
     /// The longest, ns.
     pub max: u64,
+    /// Their total time off CPU (children included), ns.
+    pub off: u128,
     /// Calls per histogram step ([`step`]).
     histogram: Vec<u64>,
 }
@@ -96,6 +104,7 @@ impl Stat {
         self.time += o.time;
         self.time_squared += o.time_squared;
         self.self_time += o.self_time;
+        self.off += o.off;
         self.max = self.max.max(o.max);
         if self.histogram.len() < o.histogram.len() {
             self.histogram.resize(o.histogram.len(), 0);
@@ -161,9 +170,9 @@ pub enum SortBy {
     Name,
 }
 
-/// An open call: its function (index), entry time (ns), and the time
-/// spent in traced callees so far.
-type Open = (u32, i128, u64);
+/// An open call: its function (index), entry time (ns), the time spent
+/// in traced callees so far, and its thread's time off CPU at its entry.
+type Open = (u32, i128, u64, i128);
 
 /// One thread's calls: its open calls by depth, its functions' stats by
 /// function index.
@@ -177,6 +186,8 @@ struct ThreadCalls {
 /// call costs no string hashing or copying).
 pub struct Profile {
     per_thread: bool,
+    /// Whether calls were timed off CPU (a kernel trace was read).
+    off_cpu: bool,
     names: crate::output::function::Names,
     threads: crate::output::function::Threads<ThreadCalls>,
 }
@@ -186,6 +197,7 @@ impl Profile {
     pub fn new(per_thread: bool) -> Profile {
         Profile {
             per_thread,
+            off_cpu: false,
             names: crate::output::function::Names::default(),
             threads: crate::output::function::Threads::default(),
         }
@@ -210,6 +222,12 @@ impl Profile {
 
     /// [`Profile::entry`] of function index `f`.
     pub fn entry_of(&mut self, tid: i64, f: u32, depth: u32, t: i128) {
+        self.entry_off(tid, f, depth, t, 0);
+    }
+
+    /// [`Profile::entry_of`], the thread having been off CPU `off` ns so
+    /// far ([`OffCpu`]).
+    fn entry_off(&mut self, tid: i64, f: u32, depth: u32, t: i128, off: i128) {
         if depth > crate::output::function::MAX_CALL_DEPTH {
             return; // a damaged depth: no state for it (see there)
         }
@@ -218,23 +236,29 @@ impl Profile {
         if th.open.len() <= d {
             th.open.resize(d + 1, None);
         }
-        th.open[d] = Some((f, t, 0));
+        th.open[d] = Some((f, t, 0, off));
         // Deeper calls left open (their exits lost) end here.
         th.open.truncate(d + 1);
     }
 
     /// [`Profile::exit`] of function index `f`.
     pub fn exit_of(&mut self, tid: i64, f: u32, depth: u32, t: i128) {
+        self.exit_off(tid, f, depth, t, 0);
+    }
+
+    /// [`Profile::exit_of`], the thread having been off CPU `off` ns so
+    /// far ([`OffCpu`]).
+    fn exit_off(&mut self, tid: i64, f: u32, depth: u32, t: i128, off: i128) {
         let th = self.threads.get(tid);
         let d = depth as usize;
-        let Some(Some((g, t0, children))) = th.open.get_mut(d).map(Option::take) else {
+        let Some(Some((g, t0, children, off0))) = th.open.get_mut(d).map(Option::take) else {
             return;
         };
         if g != f || t < t0 {
             return;
         }
         let ns = u64::try_from(t - t0).unwrap_or(u64::MAX);
-        if let Some(Some((_, _, parent))) = d.checked_sub(1).and_then(|p| th.open.get_mut(p)) {
+        if let Some(Some((_, _, parent, _))) = d.checked_sub(1).and_then(|p| th.open.get_mut(p)) {
             *parent = parent.saturating_add(ns);
         }
         let f = f as usize;
@@ -242,10 +266,12 @@ impl Profile {
             th.stats.resize(f + 1, Stat::default());
         }
         th.stats[f].add(ns, ns.saturating_sub(children));
+        th.stats[f].off += u128::try_from(off - off0).unwrap_or(0);
     }
 
     /// Adds the calls counted in `o` (another part of the same trace).
     pub fn absorb(&mut self, o: Profile) {
+        self.off_cpu |= o.off_cpu;
         for (tid, th) in o.threads.iter() {
             for (f, st) in th.stats.iter().enumerate() {
                 if st.hits == 0 {
@@ -317,7 +343,7 @@ impl Profile {
                     }
                     let _ = writeln!(out, "thread {tid}:");
                 }
-                header(&mut out, width, ftrace);
+                header(&mut out, width, ftrace, self.off_cpu);
                 last_thread = Some(tid);
             }
             let name: String = if ftrace {
@@ -342,6 +368,10 @@ impl Profile {
                     out.push_str("    ");
                     duration_text(&mut out, v);
                 }
+                if self.off_cpu {
+                    out.push_str("    ");
+                    duration_text(&mut out, s.off);
+                }
             }
             while out.ends_with(' ') {
                 out.pop();
@@ -354,7 +384,7 @@ impl Profile {
 
 /// The kernel's two header lines (`function_stat_headers`), widened to
 /// `width` names and with tape's columns unless `ftrace`.
-fn header(out: &mut String, width: usize, ftrace: bool) {
+fn header(out: &mut String, width: usize, ftrace: bool, off_cpu: bool) {
     let pad = width - 30;
     let _ = write!(
         out,
@@ -363,6 +393,9 @@ fn header(out: &mut String, width: usize, ftrace: bool) {
     );
     if !ftrace {
         out.push_str("             Self            p50             p99             Max");
+        if off_cpu {
+            out.push_str("             Off CPU");
+        }
     }
     let _ = write!(
         out,
@@ -371,6 +404,9 @@ fn header(out: &mut String, width: usize, ftrace: bool) {
     );
     if !ftrace {
         out.push_str("             ----            ---             ---             ---");
+        if off_cpu {
+            out.push_str("             -------");
+        }
     }
     out.push('\n');
 }
@@ -385,6 +421,7 @@ pub fn gather_streams(
     per_thread: bool,
     workers: usize,
     keep: Option<&crate::decode::stream::Keep>,
+    off: Option<&OffCpu>,
 ) -> Result<Profile, crate::decode::DecodeError> {
     let workers = workers.clamp(1, streams.len().max(1));
     let mut shares: Vec<Vec<crate::decode::stream::FastStream>> =
@@ -398,8 +435,9 @@ pub fn gather_streams(
             .map(|share| {
                 scope.spawn(move || {
                     let mut p = Profile::new(per_thread);
+                    p.off_cpu = off.is_some();
                     for mut s in share {
-                        read_stream(&mut s, &mut p, keep)?;
+                        read_stream(&mut s, &mut p, keep, off)?;
                     }
                     Ok(p)
                 })
@@ -411,6 +449,7 @@ pub fn gather_streams(
             .collect()
     });
     let mut all = Profile::new(per_thread);
+    all.off_cpu = off.is_some();
     for p in parts {
         all.absorb(p?);
     }
@@ -422,6 +461,7 @@ fn read_stream(
     s: &mut crate::decode::stream::FastStream,
     p: &mut Profile,
     keep: Option<&crate::decode::stream::Keep>,
+    off: Option<&OffCpu>,
 ) -> Result<(), crate::decode::DecodeError> {
     use crate::decode::stream::Next;
     use crate::output::function::Kind;
@@ -435,6 +475,8 @@ fn read_stream(
     // By event class id (one stream: one stream class).
     let mut roles: Vec<Option<Role>> = Vec::new();
     let mut threads = crate::output::function::ThreadOf::default();
+    // Per thread: its next interval off CPU, and its time off so far.
+    let mut offs: HashMap<i64, (usize, i128)> = HashMap::default();
     loop {
         match s.peek()? {
             Next::End => return Ok(()),
@@ -475,14 +517,104 @@ fn read_stream(
                 let (Some(t), tid) = (t, threads.of(s).0) else {
                     continue;
                 };
+                let so_far = match off {
+                    Some(o) => o.so_far(tid, t, offs.entry(tid).or_default()),
+                    None => 0,
+                };
                 if entry {
-                    p.entry_of(tid, f, depth, t);
+                    p.entry_off(tid, f, depth, t, so_far);
                 } else {
-                    p.exit_of(tid, f, depth, t);
+                    p.exit_off(tid, f, depth, t, so_far);
                 }
             }
         }
     }
+}
+
+/// Each thread's intervals off CPU (ns, the trace's times), from a
+/// kernel trace's `sched_switch`es read in time order ([`OffCpu::add`]):
+/// one begins when a switch takes the thread off, and ends when one puts it
+/// back or, where the kernel traced none, at the thread's next record (its
+/// next kernel record here, its next event of the program's when timed).
+#[derive(Default)]
+pub struct OffCpu {
+    intervals: HashMap<i64, Vec<(i128, i128)>>,
+    open: HashMap<i64, i128>,
+}
+
+impl OffCpu {
+    /// A kernel record at `t` written by thread `writer`; `switch`: a
+    /// `sched_switch` of (out, in) threads.
+    pub fn add(&mut self, t: i128, writer: i64, switch: Option<(i64, i64)>) {
+        // The writer runs at `t`: whatever took it off has ended.
+        self.back(writer, t);
+        if let Some((out, into)) = switch {
+            self.back(out, t);
+            if out != into {
+                self.open.insert(out, t);
+                self.back(into, t);
+            }
+        }
+    }
+
+    fn back(&mut self, tid: i64, t: i128) {
+        if let Some(since) = self.open.remove(&tid) {
+            self.intervals.entry(tid).or_default().push((since, t));
+        }
+    }
+
+    /// Ends the reading: intervals still open end at the thread's next
+    /// program event.
+    pub fn finish(&mut self) {
+        for (tid, since) in self.open.drain() {
+            self.intervals.entry(tid).or_default().push((since, i128::MAX));
+        }
+        for v in self.intervals.values_mut() {
+            v.sort_unstable();
+        }
+    }
+
+    /// Thread `tid`'s time off CPU before `t` (`at`: its next interval and
+    /// the sum so far, for calls in time order): an interval is cut at the
+    /// thread's first event after it began (it runs then).
+    fn so_far(&self, tid: i64, t: i128, at: &mut (usize, i128)) -> i128 {
+        if let Some(v) = self.intervals.get(&tid) {
+            while let Some(&(a, b)) = v.get(at.0) {
+                if a >= t {
+                    break;
+                }
+                at.1 += b.min(t) - a;
+                at.0 += 1;
+            }
+        }
+        at.1
+    }
+}
+
+/// The [`OffCpu`] intervals of the kernel traces `merge` reads (their
+/// `sched_switch`es and the tasks that wrote each record).
+pub fn off_cpu(merge: &mut crate::merge::FastMerge) -> Result<OffCpu, crate::decode::DecodeError> {
+    use crate::merge::Step;
+    let mut off = OffCpu::default();
+    while let Some(step) = merge.next() {
+        let Step::Event(s, t) = step? else { continue };
+        let switch = s.class().is_some_and(|c| c.name == "sched_switch");
+        let mut sink = crate::decode::plan::ValueSink::default();
+        if let Err(e) = s.emit(&mut sink) {
+            merge.fail(e);
+            continue;
+        }
+        let Some(t) = t else { continue };
+        let writer = crate::output::event_text::task(None, &sink.scopes).1;
+        let pair = if switch {
+            crate::output::graph::switch_of(&sink.scopes).map(|(a, b)| (a.1, b.1))
+        } else {
+            None
+        };
+        off.add(t, writer, pair);
+    }
+    off.finish();
+    Ok(off)
 }
 
 #[cfg(test)]
@@ -537,5 +669,47 @@ mod tests {
             .collect();
         // f: 1000 of which 500 in g; g: 500 + 100, self 400 + 100.
         assert_eq!(got, vec![("f", 1, 1000, 500), ("g", 2, 600, 500)]);
+    }
+
+    #[test]
+    fn time_off_cpu_from_the_kernels_switches() {
+        // (kernel records: (time, writer, switch), the thread's calls:
+        // (entry, exit), the off CPU each call gets)
+        type Case = (Vec<(i128, i64, Option<(i64, i64)>)>, Vec<(i128, i128)>, Vec<i128>);
+        let cases: Vec<Case> = vec![
+            // out at 10, back at 30 (traced)
+            (vec![(10, 7, Some((7, 0))), (30, 0, Some((0, 7)))], vec![(0, 40)], vec![20]),
+            // out at 10, back untraced: its next kernel record (25)
+            (vec![(10, 7, Some((7, 0))), (25, 7, None)], vec![(0, 40)], vec![15]),
+            // out at 10, never back: cut at its next program event (50)
+            (vec![(10, 7, Some((7, 0)))], vec![(0, 50)], vec![40]),
+            // two calls, one off in each; another thread's switches ignored
+            (
+                vec![(5, 7, Some((7, 9))), (8, 9, Some((9, 7))), (21, 7, Some((7, 0))), (26, 3, Some((3, 7))), (27, 3, Some((3, 4)))],
+                vec![(0, 10), (20, 30)],
+                vec![3, 5],
+            ),
+        ];
+        for (records, calls, want) in cases {
+            let mut off = OffCpu::default();
+            for &(t, w, sw) in &records {
+                off.add(t, w, sw);
+            }
+            off.finish();
+            let mut p = Profile::new(true);
+            p.off_cpu = true;
+            let mut at = (0, 0);
+            let f = p.function("f");
+            let mut got = Vec::new();
+            for &(a, b) in &calls {
+                let o = off.so_far(7, a, &mut at);
+                p.entry_off(7, f, 0, a, o);
+                let before = p.rows(SortBy::Name).first().map_or(0, |r| r.2.off);
+                let o = off.so_far(7, b, &mut at);
+                p.exit_off(7, f, 0, b, o);
+                got.push(p.rows(SortBy::Name)[0].2.off as i128 - before as i128);
+            }
+            assert_eq!(got, want, "{records:?} {calls:?}");
+        }
     }
 }
