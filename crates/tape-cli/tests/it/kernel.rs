@@ -609,10 +609,48 @@ fn the_instance_goes_however_the_recording_ends_and_a_dead_ones_is_removed() {
     let stale = Path::new(TRACEFS).join("instances/tape-4194301");
     let _ = std::fs::create_dir(&stale);
     let base = base("kernel-ends");
-    // --duration: the program still runs when the recording ends.
-    let out = record_naps(&base, "sched:sched_switch", &["--duration", "0.5"], &["--calls", "1000"]);
+    // A running process (PID), and --duration: the program still runs
+    // when the recording ends.
+    let shm = base.join("shm");
+    std::fs::create_dir_all(&shm).unwrap();
+    let mut program = Command::new(pipeline::example("naps"))
+        .args(["--threads", "2", "--calls", "1000"])
+        .env("TAPE_TRACE", "fn.*")
+        .env("TAPE_SHM_DIR", &shm)
+        .env("TAPE_TRACE_DIR", base.join("saved"))
+        .env("TAPE_CONTROL", "off")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    crate::flight::wait_for_rings(&crate::flight::user_dir(&shm).join(program.id().to_string()), 2);
+    let out = Command::new(TAPE)
+        .args(["record", &program.id().to_string(), "--kernel", "sched:sched_switch"])
+        .args(["--duration", "0.5", "-o"])
+        .arg(base.join("out"))
+        .env("TAPE_SHM_DIR", &shm)
+        .output()
+        .unwrap();
+    let still = program.try_wait().unwrap().is_none();
+    let _ = program.kill();
+    let _ = program.wait();
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
+    assert!(still, "the program ended before the recording");
+    assert!(text(&out.stdout).contains("(--duration reached)"), "{}", text(&out.stdout));
+    let Some(lines) = babeltrace2(&base.join("out"), false) else {
+        return;
+    };
+    let napper: BTreeSet<i64> = lines
+        .iter()
+        .filter(|l| l.contains("fn.naps.nap.entry"))
+        .filter_map(|l| field(l, "tid"))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("sched_switch") && napper.contains(&field(l, "prev_tid").unwrap_or(-1))),
+        "no switch of the program's threads"
+    );
     assert!(err.contains("removed the ftrace instance") && err.contains("tape-4194301"), "{err}");
     assert!(!stale.exists());
     assert!(tape_instances().is_empty(), "{:?}", tape_instances());
