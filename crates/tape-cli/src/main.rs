@@ -346,6 +346,11 @@ enum Command {
         /// LTTng session's.
         #[arg(long, value_name = "EVENTS", conflicts_with_all = ["relayd", "all"])]
         kernel: Option<String>,
+        /// Each CPU's ftrace buffer for --kernel (`4M` by default; ftrace's
+        /// `buffer_size_kb`): what holds the kernel's events between the
+        /// recorder's turns.
+        #[arg(long, value_name = "SIZE", requires = "kernel")]
+        kernel_buffer: Option<String>,
     },
 }
 
@@ -485,6 +490,7 @@ fn main() -> ExitCode {
             duration,
             size,
             kernel,
+            kernel_buffer,
         } => (|| -> Result<(), Failure> {
             let relay = relayd
                 .map(|url| {
@@ -503,6 +509,9 @@ fn main() -> ExitCode {
             } else {
                 recover::Recorded::Command(&command)
             };
+            let kernel = kernel
+                .map(|events| recover::kernel_options(events, kernel_buffer.as_deref()))
+                .transpose()?;
             recover::record(recorded, output, relay, duration, size, kernel)
         })(),
         Command::Pipe {

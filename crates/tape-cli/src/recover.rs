@@ -180,8 +180,11 @@ fn start(command: &[String]) -> Result<(std::process::Child, PathBuf), Failure> 
         .map_err(|e| format!("tape record -- {}: cannot start it: {e}", command[0]))?;
     let pid = child.id().to_string();
     loop {
+        // Its directory, and in it its process file written.
         if let Ok(dir) = tape_consumer::recover::find(&pid) {
-            return Ok((child, dir));
+            if tape_consumer::recover::process_of(&dir).is_ok() {
+                return Ok((child, dir));
+            }
         }
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             return Err(format!(
@@ -195,10 +198,34 @@ fn start(command: &[String]) -> Result<(std::process::Child, PathBuf), Failure> 
     }
 }
 
-/// What `--kernel` asks: the events, where the kernel trace goes, and
-/// its recorder when it was started before the program.
+/// What `--kernel` asks: the events and each CPU's buffer (KiB).
+pub(crate) struct KernelOptions {
+    events: String,
+    buffer_kb: u32,
+}
+
+/// `--kernel EVENTS [--kernel-buffer SIZE]`.
+pub(crate) fn kernel_options(
+    events: String,
+    buffer: Option<&str>,
+) -> Result<KernelOptions, Failure> {
+    let buffer_kb = match buffer {
+        None => tape_consumer::kernel::DEFAULT_BUFFER_KB,
+        Some(text) => {
+            let bytes = tape::config::parse_size("--kernel-buffer", text).map_err(|e| e.to_string())?;
+            u32::try_from(bytes.div_ceil(1024))
+                .ok()
+                .filter(|kb| *kb >= 4)
+                .ok_or_else(|| format!("--kernel-buffer {text}: from 4K to 4T a CPU"))?
+        }
+    };
+    Ok(KernelOptions { events, buffer_kb })
+}
+
+/// What `--kernel` asks, where the kernel trace goes, and its recorder
+/// when it was started before the program.
 struct KernelPlan {
-    spec: String,
+    options: KernelOptions,
     out: PathBuf,
     started: Option<KernelRecorder>,
 }
@@ -211,7 +238,7 @@ pub(crate) fn record(
     relay: Option<crate::relay::producer::Options>,
     duration: Option<f64>,
     size: Option<String>,
-    kernel: Option<String>,
+    kernel: Option<KernelOptions>,
 ) -> Result<(), Failure> {
     let limit = size
         .map(|s| tape::config::parse_size("--size", &s).map(|n| n as u64))
@@ -233,12 +260,12 @@ pub(crate) fn record(
     // `ust/PROGRAM-PID/` (made once the program is known).
     let mut kernel = match (kernel, &output) {
         (None, _) => None,
-        (Some(spec), Some(out)) => {
+        (Some(options), Some(out)) => {
             std::fs::create_dir(out)
                 .and_then(|()| std::fs::create_dir(out.join("ust")))
                 .map_err(|e| format!("tape record: cannot create {}: {e}", out.display()))?;
             Some(KernelPlan {
-                spec,
+                options,
                 out: out.join("kernel"),
                 started: None,
             })
@@ -256,10 +283,11 @@ pub(crate) fn record(
             1
         };
         k.started = Some(KernelRecorder::start(
-            &k.spec,
+            &k.options.events,
             &k.out,
             source,
             &[std::process::id()],
+            k.options.buffer_kb,
             &mut |m| crate::say!("tape record: {m}"),
         )?);
     }
@@ -317,10 +345,9 @@ fn record_dir(
     let output = match &kernel {
         None => output,
         Some(_) => {
-            let peek =
-                tape_consumer::record::Recorder::attach_peek(dir).map_err(|e| e.to_string())?;
-            let name = format!("{}-{}", peek.program(), peek.pid());
-            output.join("ust").join(name)
+            let (program, pid) =
+                tape_consumer::recover::process_of(dir).map_err(|e| e.to_string())?;
+            output.join("ust").join(format!("{program}-{pid}"))
         }
     };
     let mut r = tape_consumer::record::Recorder::attach(dir, &output).map_err(|e| e.to_string())?;
@@ -437,9 +464,14 @@ fn follow_kernel(
             kr.follow(&tids);
             kr
         }
-        None => KernelRecorder::start(&k.spec, &k.out, r.clock_source(), &tids, &mut |m| {
-            crate::say!("tape record: {m}")
-        })?,
+        None => KernelRecorder::start(
+            &k.options.events,
+            &k.out,
+            r.clock_source(),
+            &tids,
+            k.options.buffer_kb,
+            &mut |m| crate::say!("tape record: {m}"),
+        )?,
     };
     // A thread made while the first list was read is in the second.
     kr.follow(&threads(r.pid()));

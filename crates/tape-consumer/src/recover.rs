@@ -89,6 +89,19 @@ pub fn find(what: &str) -> Result<PathBuf, Error> {
         })
 }
 
+/// The program and process id a directory of shared rings states (its
+/// process file), once the process has written it (a directory found an
+/// instant after the process made it may not have it yet).
+pub fn process_of(dir: &Path) -> Result<(String, u32), Error> {
+    let h = read_header(dir).map_err(|e| {
+        error(format!(
+            "{} is not a directory of shared rings: {e}",
+            dir.display()
+        ))
+    })?;
+    Ok((h.program(), h.pid))
+}
+
 /// [`find`] for a reader of a running process (`tape pipe`, `tape
 /// record`): a process that runs but has not made its shared rings yet
 /// (started an instant ago: `prog & tape pipe $!`) is waited for, up to
@@ -97,7 +110,12 @@ pub fn find_running(what: &str, patience: std::time::Duration) -> Result<PathBuf
     let until = std::time::Instant::now() + patience;
     loop {
         let e = match find(what) {
-            Ok(dir) => return Ok(dir),
+            // Its process file written too (not an instant after it made
+            // the directory).
+            Ok(dir) => match process_of(&dir) {
+                Ok(_) => return Ok(dir),
+                Err(e) => e,
+            },
             Err(e) => e,
         };
         let running = what.parse::<u32>().is_ok_and(tape_rings::process_exists);

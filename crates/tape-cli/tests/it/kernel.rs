@@ -700,6 +700,75 @@ fn the_instance_goes_however_the_recording_ends_and_a_dead_ones_is_removed() {
 }
 
 #[test]
+fn a_kernel_buffer_overrun_is_counted_not_hidden() {
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !kernel_ready("a kernel buffer overrun") {
+        return;
+    }
+    let base = base("kernel-overrun");
+    std::fs::create_dir_all(base.join("shm")).unwrap();
+    // System calls of the whole machine fill a 16 KiB buffer a CPU while
+    // the recorder is stopped (the kernel writes every task's; tape keeps
+    // the program's).
+    let mut recorder = Command::new(TAPE)
+        .args(["record", "--kernel", "raw_syscalls", "--kernel-buffer", "16K", "-o"])
+        .arg(base.join("out"))
+        .arg("--")
+        .arg(pipeline::example("naps"))
+        .args(["--threads", "2", "--calls", "150"])
+        .env("TAPE_TRACE", "fn.*")
+        .env("TAPE_SHM_DIR", base.join("shm"))
+        .env("TAPE_TRACE_DIR", base.join("saved"))
+        .env("TAPE_CONTROL", "off")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !base.join("out/kernel/channel0_0").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: kill with our child's pid and valid signals.
+    unsafe { libc::kill(recorder.id() as i32, libc::SIGSTOP) };
+    let load = Command::new("dd")
+        .args(["if=/dev/zero", "of=/dev/null", "bs=1", "count=200000"])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(load.success());
+    // SAFETY: as above.
+    unsafe { libc::kill(recorder.id() as i32, libc::SIGCONT) };
+    let out = recorder.wait_with_output().unwrap();
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    let line = said.lines().find(|l| l.contains("kernel: ")).unwrap_or_else(|| panic!("{said}"));
+    let lost: u64 = line.rsplit("lost: ").next().unwrap().split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap();
+    assert!(lost > 1000, "{line}");
+    // The trace says so too: babeltrace2 reads the discarded counts.
+    let bt = Command::new("babeltrace2").arg(base.join("out/kernel")).output();
+    match bt {
+        Ok(o) => {
+            let warned = text(&o.stderr);
+            assert!(o.status.success(), "{warned}");
+            assert!(warned.contains("discarded"), "babeltrace2 said nothing of the losses: {warned}");
+        }
+        Err(e) => shared::required(
+            &format!("babeltrace2's reading of a kernel overrun ({e})"),
+            "apt-get install babeltrace2",
+        ),
+    }
+    let stats = Command::new(TAPE).arg("stats").arg(base.join("out")).output().unwrap();
+    let stats = text(&stats.stdout);
+    let counted: u64 = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("events: ")?.split("lost: ").nth(1)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{stats}"));
+    // (the packets' counts; the summary's may be the kernel's own, larger)
+    assert!(counted > 1000 && counted <= lost, "{stats}");
+    eprintln!("kernel: an overrun while the recorder was stopped: {line}; tape stats: {counted} lost");
+}
+
+#[test]
 fn bad_event_globs_and_users_without_tracefs_are_errors_that_say_so() {
     let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     if !kernel_ready("tape record --kernel's refusals") {

@@ -53,9 +53,10 @@ pub use trace::KernelStats;
 const SOURCE_TSC: u32 = 1;
 const SOURCE_MONOTONIC: u32 = 3;
 
-/// Each CPU's buffer in tape's instance (KiB): at 100k `sched_switch`
-/// records a second (64 bytes each), about 600 ms of them.
-const BUFFER_KB: u32 = 4096;
+/// Each CPU's buffer in tape's instance (KiB) unless asked otherwise: at
+/// 100k `sched_switch` records a second (64 bytes each), about 600 ms of
+/// them.
+pub const DEFAULT_BUFFER_KB: u32 = 4096;
 
 /// The most pages taken from one CPU in one turn, so that one busy CPU
 /// does not keep the others (and the program's rings) waiting.
@@ -125,8 +126,9 @@ pub struct KernelRecorder {
 
 impl KernelRecorder {
     /// Makes tape's instance for the events `spec` names, on the clock of
-    /// source `clock_source` (a process header's code), following the
-    /// threads `tids` (and their children), and the trace in `out`.
+    /// source `clock_source` (a process header's code), each CPU's buffer
+    /// `buffer_kb` KiB, following the threads `tids` (and their
+    /// children), and the trace in `out`.
     /// Tracing starts before this returns. `said` hears what is worth
     /// saying (an instance of a dead recorder removed).
     pub fn start(
@@ -134,6 +136,7 @@ impl KernelRecorder {
         out: &Path,
         clock_source: u32,
         tids: &[u32],
+        buffer_kb: u32,
         said: &mut dyn FnMut(String),
     ) -> Result<KernelRecorder, String> {
         let clock_name = match clock_source {
@@ -153,7 +156,7 @@ impl KernelRecorder {
         let header = tracefs::read_file(&root.join("events/header_page"))?;
         let layout = format::parse_header_page("events/header_page", &header)?;
         instance.set_clock(clock_name)?;
-        instance.write("buffer_size_kb", &BUFFER_KB.to_string(), false)?;
+        instance.write("buffer_size_kb", &buffer_kb.to_string(), false)?;
         instance.write("tracing_on", "0", false)?;
         let mut chosen = instance.select(spec)?;
         let fork = ("sched".to_owned(), "sched_process_fork".to_owned());
