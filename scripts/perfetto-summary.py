@@ -90,6 +90,7 @@ def main(path):
     seqs = {}
     events = []
     clocks = []
+    ftrace = []  # the kernel's events (ftrace's own, BOOTTIME ns)
     for i, p in enumerate(trace.packet):
         where = f"packet {i}"
         unknown(p, where, errors)
@@ -123,6 +124,19 @@ def main(path):
             else:
                 t["kind"] = "track"
             tracks[d.uuid] = t
+        if p.HasField("ftrace_events"):
+            b = p.ftrace_events
+            for fe in b.event:
+                kind = fe.WhichOneof("event")
+                e = {"ts": fe.timestamp, "cpu": b.cpu, "pid": fe.pid, "kind": kind}
+                if kind == "sched_switch":
+                    x = fe.sched_switch
+                    e.update(prev_comm=x.prev_comm, prev_pid=x.prev_pid, prev_state=x.prev_state,
+                             next_comm=x.next_comm, next_pid=x.next_pid)
+                elif kind in ("sched_wakeup", "sched_waking"):
+                    x = getattr(fe, kind)
+                    e.update(comm=x.comm, woken=x.pid, target_cpu=x.target_cpu)
+                ftrace.append(e)
         if p.HasField("track_event"):
             e = p.track_event
             defaults = st["defaults"]
@@ -178,6 +192,7 @@ def main(path):
         "clocks_used": sorted({e["clock"] for e in events}),
         "sequences": len(seqs),
         "slices": slices, "instants": instants, "counters": counters,
+        "ftrace": ftrace,
         "errors": errors,
     }, sys.stdout, indent=1)
     print()

@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 
 /// The decoded summary of `file`, or `None` (after a notice) when Perfetto's
 /// schema cannot be imported here.
-fn summary(file: &Path) -> Option<Value> {
+pub(crate) fn summary(file: &Path) -> Option<Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/perfetto-summary.py");
     let out = Command::new("python3")
         .arg(&script)
@@ -60,7 +60,7 @@ fn summary(file: &Path) -> Option<Value> {
 }
 
 /// `tape export TRACE -o FILE ARGS`: the file, and the summary on stderr.
-fn export(trace: &Path, dir: &Path, args: &[&str]) -> (PathBuf, String) {
+pub(crate) fn export(trace: &Path, dir: &Path, args: &[&str]) -> (PathBuf, String) {
     let file = dir.join("trace.pftrace");
     let out = Command::new(TAPE)
         .arg("export")

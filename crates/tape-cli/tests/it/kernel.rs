@@ -350,6 +350,54 @@ fn the_profile_gives_each_function_its_time_off_cpu() {
 }
 
 #[test]
+fn the_perfetto_export_holds_the_kernels_switches_as_ftrace_events_within_the_calls() {
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !kernel_ready("tape export of a kernel recording") {
+        return;
+    }
+    let base = base("kernel-perfetto");
+    let out = record_naps(
+        &base,
+        "sched:sched_switch,sched:sched_wakeup",
+        &[],
+        &["--threads", "2", "--calls", "5", "--spin-ms", "1"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (file, _) = crate::export::export(&base.join("out"), &base, &["--format", "perfetto"]);
+    let Some(v) = crate::export::summary(&file) else {
+        return;
+    };
+    let ftrace = v["ftrace"].as_array().unwrap();
+    let switches: Vec<&serde_json::Value> =
+        ftrace.iter().filter(|e| e["kind"] == "sched_switch").collect();
+    // Every switch of the kernel trace, and its wakeups, as ftrace events.
+    let Some(kernel) = babeltrace2(&base.join("out/kernel"), false) else {
+        return;
+    };
+    let count = |name: &str| kernel.iter().filter(|l| parse(l).event == name).count();
+    assert_eq!(switches.len(), count("sched_switch"));
+    assert_eq!(ftrace.len(), count("sched_switch") + count("sched_wakeup"));
+    assert!(ftrace.iter().any(|e| e["cpu"] == 1) && ftrace.iter().any(|e| e["cpu"] == 0));
+    // On BOOTTIME: with the file's clock snapshot, each nap (a slice on
+    // REALTIME) holds its thread's switch out.
+    let snap = &v["clock_snapshots"][0]["clocks"];
+    let real_minus_boot = snap["1"].as_i64().unwrap() - snap["6"].as_i64().unwrap();
+    let tracks = v["tracks"].as_object().unwrap();
+    let mut naps = 0;
+    for s in v["slices"].as_array().unwrap().iter().filter(|s| s["name"] == "naps::nap") {
+        let tid = tracks[&s["track"].to_string()]["tid"].as_i64().unwrap();
+        let (from, to) = (s["ts"].as_i64().unwrap(), s["ts"].as_i64().unwrap() + s["dur"].as_i64().unwrap());
+        let inside = switches.iter().any(|e| {
+            let t = e["ts"].as_i64().unwrap() + real_minus_boot;
+            e["prev_pid"].as_i64() == Some(tid) && (from..=to).contains(&t)
+        });
+        assert!(inside, "no switch out of thread {tid} within its nap at {from}..{to}");
+        naps += 1;
+    }
+    assert_eq!(naps, 10);
+}
+
+#[test]
 fn a_spinning_call_beside_a_hog_on_its_cpu_is_drawn_preempted_and_by_whom() {
     let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     if !kernel_ready("tape graph of a preempted call") {
@@ -710,7 +758,7 @@ fn a_kernel_buffer_overrun_is_counted_not_hidden() {
     // System calls of the whole machine fill a 16 KiB buffer a CPU while
     // the recorder is stopped (the kernel writes every task's; tape keeps
     // the program's).
-    let mut recorder = Command::new(TAPE)
+    let recorder = Command::new(TAPE)
         .args(["record", "--kernel", "raw_syscalls", "--kernel-buffer", "16K", "-o"])
         .arg(base.join("out"))
         .arg("--")

@@ -51,6 +51,36 @@ pub fn task<'a>(packet: Option<&'a Value>, scopes: &'a [Value]) -> (&'a str, i64
     (name, tid)
 }
 
+/// The first of the integer fields `names` in a payload (`prev_tid`, or
+/// ftrace's `prev_pid`).
+pub(crate) fn int_field(payload: &Value, names: &[&str]) -> Option<i64> {
+    names.iter().find_map(|n| match member(payload, n)? {
+        Value::SInt(v, _) => Some(*v),
+        Value::UInt(v, _) => i64::try_from(*v).ok(),
+        _ => None,
+    })
+}
+
+/// The text field `name` of a payload (a kernel event's `char[16]` comm
+/// is decoded as text).
+pub(crate) fn text_field(payload: &Value, name: &str) -> Option<String> {
+    match member(payload, name)? {
+        Value::Str(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// A `sched_switch`'s two threads, (name, id) switched out and in, from
+/// its payload (LTTng's names, `prev_tid`, or ftrace's, `prev_pid`).
+pub(crate) fn switch_of(scopes: &[Value]) -> Option<((String, i64), (String, i64))> {
+    let payload = scopes.last()?;
+    let name = |n: &str| text_field(payload, n).unwrap_or_else(|| "<...>".to_owned());
+    Some((
+        (name("prev_comm"), int_field(payload, &["prev_tid", "prev_pid"])?),
+        (name("next_comm"), int_field(payload, &["next_tid", "next_pid"])?),
+    ))
+}
+
 /// The values an event's text is written from: a value tree, or a
 /// [`FlatSink`]. [`write_with`] applies the format to either.
 trait Fields {

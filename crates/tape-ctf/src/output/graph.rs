@@ -1038,7 +1038,7 @@ impl Feed {
                 let mut sink = crate::decode::plan::ValueSink::default();
                 stream.emit(&mut sink)?;
                 if class.name == "sched_switch" {
-                    if let Some((off, into)) = switch_of(&sink.scopes) {
+                    if let Some((off, into)) = crate::output::event_text::switch_of(&sink.scopes) {
                         let e = Event::Switch {
                             out: (&off.0, off.1),
                             into: (&into.0, into.1),
@@ -1067,32 +1067,6 @@ impl Feed {
         }
         Ok(())
     }
-}
-
-/// A `sched_switch`'s two threads, (name, id) switched out and in, from
-/// its payload (LTTng's names, `prev_tid`, or ftrace's, `prev_pid`).
-pub(crate) fn switch_of(
-    scopes: &[crate::decode::Value],
-) -> Option<((String, i64), (String, i64))> {
-    use crate::decode::Value;
-    let payload = scopes.last()?;
-    let int = |names: [&str; 2]| {
-        names.iter().find_map(|n| {
-            match crate::output::event_text::member(payload, n)? {
-                Value::SInt(v, _) => Some(*v),
-                Value::UInt(v, _) => i64::try_from(*v).ok(),
-                _ => None,
-            }
-        })
-    };
-    let name = |n: &str| match crate::output::event_text::member(payload, n) {
-        Some(Value::Str(s)) => s.clone(),
-        _ => "<...>".to_owned(),
-    };
-    Some((
-        (name("prev_comm"), int(["prev_tid", "prev_pid"])?),
-        (name("next_comm"), int(["next_tid", "next_pid"])?),
-    ))
 }
 
 /// Draws the events of `merge` (time order across its streams) with

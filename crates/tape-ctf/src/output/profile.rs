@@ -607,7 +607,7 @@ pub fn off_cpu(merge: &mut crate::merge::FastMerge) -> Result<OffCpu, crate::dec
         let Some(t) = t else { continue };
         let writer = crate::output::event_text::task(None, &sink.scopes).1;
         let pair = if switch {
-            crate::output::graph::switch_of(&sink.scopes).map(|(a, b)| (a.1, b.1))
+            crate::output::event_text::switch_of(&sink.scopes).map(|(a, b)| (a.1, b.1))
         } else {
             None
         };

@@ -49,6 +49,13 @@
 //!   one slice on its thread's track. A first interval whose close is not
 //!   in the trace is drawn as a poll at the end. (Memory: one held
 //!   interval per span exited once and not closed.)
+//! * **The kernel beside the program** (a kernel trace of `tape record
+//!   --kernel`, `env.domain = "kernel"`): its `sched_switch`,
+//!   `sched_wakeup` and `sched_waking` are written as Perfetto's own ftrace
+//!   events (`FtraceEventBundle`, a CPU's per packet, on BOOTTIME as
+//!   `traced_probes` writes them), so the UI draws each thread's states
+//!   (Running, Runnable, Sleeping) and its CPU under the program's slices;
+//!   the kernel's other events are instants, as any event.
 //! * **Clocks**: times are tape's (realtime ns, `timestamp_clock_id`
 //!   REALTIME by the packet defaults); a clock snapshot maps them to
 //!   BOOTTIME and MONOTONIC from the trace's `env`
@@ -110,6 +117,28 @@ mod field {
     pub const TRACE_PACKET_DEFAULTS: u32 = 59;
     pub const TRACK_DESCRIPTOR: u32 = 60;
     pub const FIRST_PACKET_ON_SEQUENCE: u32 = 87;
+    pub const FTRACE_EVENTS: u32 = 1;
+
+    // FtraceEventBundle, FtraceEvent, Sched*FtraceEvent.
+    pub const BUNDLE_CPU: u32 = 1;
+    pub const BUNDLE_EVENT: u32 = 2;
+    pub const FTRACE_TIMESTAMP: u32 = 1;
+    pub const FTRACE_PID: u32 = 2;
+    pub const SCHED_SWITCH: u32 = 4;
+    pub const SCHED_WAKEUP: u32 = 17;
+    pub const SCHED_WAKING: u32 = 20;
+    pub const PREV_COMM: u32 = 1;
+    pub const PREV_PID: u32 = 2;
+    pub const PREV_PRIO: u32 = 3;
+    pub const PREV_STATE: u32 = 4;
+    pub const NEXT_COMM: u32 = 5;
+    pub const NEXT_PID: u32 = 6;
+    pub const NEXT_PRIO: u32 = 7;
+    pub const WAKE_COMM: u32 = 1;
+    pub const WAKE_PID: u32 = 2;
+    pub const WAKE_PRIO: u32 = 3;
+    pub const WAKE_SUCCESS: u32 = 4;
+    pub const WAKE_TARGET_CPU: u32 = 5;
 
     // TracePacketDefaults, TrackEventDefaults.
     pub const DEFAULT_CLOCK_ID: u32 = 58;
@@ -181,6 +210,9 @@ const BOOTTIME: u64 = 6;
 /// The sequence of the trace's own packets (clock, process and shared
 /// tracks); threads' sequences follow.
 const TRACE_SEQUENCE: u32 = 1;
+
+/// The sequence of the kernel's ftrace bundles (past any thread's).
+const KERNEL_SEQUENCE: u32 = u32::MAX - 1;
 
 /// How many async tracks are remembered as described.
 pub const ASYNC_KNOWN: usize = 1 << 16;
@@ -622,6 +654,8 @@ impl Sink for Args<'_> {
 /// The exporter's state: one pass over the merged events.
 struct Exporter<W: Write> {
     out: W,
+    /// By trace (process index): whether it is a kernel trace.
+    kernel: Vec<bool>,
     packet: Vec<u8>,
     event_names: Names,
     arg_names: Names,
@@ -685,6 +719,10 @@ impl<W: Write> Exporter<W> {
             });
             process_of_dir.insert(t.dir.clone(), i);
         }
+        let kernel = traces
+            .iter()
+            .map(|t| crate::output::export::env_str(&t.trace, "domain") == Some("kernel"))
+            .collect();
         // The clock's place on BOOTTIME and MONOTONIC, from the first
         // trace that says it.
         let clock = traces.iter().find_map(|t| {
@@ -703,6 +741,7 @@ impl<W: Write> Exporter<W> {
         }
         Exporter {
             out,
+            kernel,
             packet: Vec::with_capacity(4096),
             event_names,
             arg_names: Names::default(),
@@ -724,6 +763,69 @@ impl<W: Write> Exporter<W> {
             args: ArgSink::new(),
             done: Exported::default(),
         }
+    }
+
+    /// A kernel trace's scheduling event as Perfetto's own ftrace event
+    /// (`false`: not one of them, or no BOOTTIME to put it on: drawn as
+    /// any event).
+    fn ftrace_event(&mut self, stream: &mut FastStream, t: Option<i128>) -> Result<bool, Failure> {
+        let Some(name) = stream.class().map(|c| c.name.clone()) else {
+            return Ok(false);
+        };
+        let which = match name.as_str() {
+            "sched_switch" => field::SCHED_SWITCH,
+            "sched_wakeup" => field::SCHED_WAKEUP,
+            "sched_waking" => field::SCHED_WAKING,
+            _ => return Ok(false),
+        };
+        let (Some((boot, _)), Some(t)) = (self.clock, t) else {
+            return Ok(false);
+        };
+        let mut sink = crate::decode::plan::ValueSink::default();
+        stream.emit(&mut sink).map_err(Failure::Decode)?;
+        use crate::output::event_text::{int_field, text_field};
+        let payload = sink.scopes.last();
+        let int = |names: &[&str]| payload.and_then(|v| int_field(v, names)).unwrap_or(0);
+        let text = |n: &str| payload.and_then(|v| text_field(v, n)).unwrap_or_default();
+        let writer = crate::output::event_text::task(None, &sink.scopes).1;
+        let cpu = stream
+            .packet_value
+            .as_ref()
+            .and_then(|v| match crate::output::event_text::member(v, "cpu_id")? {
+                crate::decode::Value::UInt(c, _) => Some(*c),
+                _ => None,
+            })
+            .unwrap_or(0);
+        let ts = u64::try_from(t - i128::from(boot)).unwrap_or(0);
+        let out = &mut self.packet;
+        out.clear();
+        proto::uint(out, field::SEQUENCE_ID, u64::from(KERNEL_SEQUENCE));
+        let bundle = proto::begin(out, field::FTRACE_EVENTS);
+        proto::uint(out, field::BUNDLE_CPU, cpu);
+        let e = proto::begin(out, field::BUNDLE_EVENT);
+        proto::uint(out, field::FTRACE_TIMESTAMP, ts);
+        proto::uint(out, field::FTRACE_PID, writer.max(0) as u64);
+        let x = proto::begin(out, which);
+        if which == field::SCHED_SWITCH {
+            proto::bytes(out, field::PREV_COMM, text("prev_comm").as_bytes());
+            proto::int(out, field::PREV_PID, int(&["prev_tid", "prev_pid"]));
+            proto::int(out, field::PREV_PRIO, int(&["prev_prio"]));
+            proto::int(out, field::PREV_STATE, int(&["prev_state"]));
+            proto::bytes(out, field::NEXT_COMM, text("next_comm").as_bytes());
+            proto::int(out, field::NEXT_PID, int(&["next_tid", "next_pid"]));
+            proto::int(out, field::NEXT_PRIO, int(&["next_prio"]));
+        } else {
+            proto::bytes(out, field::WAKE_COMM, text("comm").as_bytes());
+            proto::int(out, field::WAKE_PID, int(&["tid", "pid"]));
+            proto::int(out, field::WAKE_PRIO, int(&["prio"]));
+            proto::int(out, field::WAKE_SUCCESS, 1);
+            proto::int(out, field::WAKE_TARGET_CPU, int(&["target_cpu"]));
+        }
+        proto::end(out, x);
+        proto::end(out, e);
+        proto::end(out, bundle);
+        self.flush_packet()?;
+        Ok(true)
     }
 
     /// The file's time of an event at `t` on sequence `s` (see
@@ -1225,6 +1327,10 @@ impl<W: Write> Exporter<W> {
 impl<W: Write> Export for Exporter<W> {
     fn event(&mut self, stream: &mut FastStream, t: Option<i128>) -> Result<(), Failure> {
         self.done.events += 1;
+        let p = self.process(stream);
+        if self.kernel[p] && self.ftrace_event(stream, t)? {
+            return Ok(());
+        }
         let c = self.class(stream);
         let s = self.sequence(stream)?;
         let ts = self.time(s, t);
