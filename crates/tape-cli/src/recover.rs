@@ -212,7 +212,8 @@ pub(crate) fn kernel_options(
     let buffer_kb = match buffer {
         None => tape_consumer::kernel::DEFAULT_BUFFER_KB,
         Some(text) => {
-            let bytes = tape::config::parse_size("--kernel-buffer", text).map_err(|e| e.to_string())?;
+            let bytes =
+                tape::config::parse_size("--kernel-buffer", text).map_err(|e| e.to_string())?;
             u32::try_from(bytes.div_ceil(1024))
                 .ok()
                 .filter(|kb| *kb >= 4)

@@ -37,7 +37,10 @@ fn pin(cpu: usize) {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
-            eprintln!("naps: cannot pin to CPU {cpu}: {}", std::io::Error::last_os_error());
+            eprintln!(
+                "naps: cannot pin to CPU {cpu}: {}",
+                std::io::Error::last_os_error()
+            );
         }
     }
 }

@@ -75,6 +75,30 @@ fn record_naps(base: &Path, events: &str, extra: &[&str], naps: &[&str]) -> Outp
         .unwrap()
 }
 
+/// The start of a test of a recording of naps with the kernel's `events`:
+/// [`crate::ALONE`] held, the kernel ready (else `None`, said), and naps
+/// (`args`) recorded into `base/out` (its `base`).
+fn naps_recorded(
+    what: &str,
+    tag: &str,
+    events: &str,
+    args: &[&str],
+) -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf)> {
+    let alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !kernel_ready(what) {
+        return None;
+    }
+    let base = base(tag);
+    let out = record_naps(&base, events, &[], args);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    Some((alone, base))
+}
+
 /// `babeltrace2 [--clock-cycles] DIR`'s lines.
 fn babeltrace2(dir: &Path, cycles: bool) -> Option<Vec<String>> {
     let mut c = Command::new("babeltrace2");
@@ -91,7 +115,12 @@ fn babeltrace2(dir: &Path, cycles: bool) -> Option<Vec<String>> {
             return None;
         }
     };
-    assert!(out.status.success(), "babeltrace2 {}: {}", dir.display(), text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "babeltrace2 {}: {}",
+        dir.display(),
+        text(&out.stderr)
+    );
     Some(text(&out.stdout).lines().map(str::to_owned).collect())
 }
 
@@ -128,7 +157,9 @@ fn field(line: &str, name: &str) -> Option<i64> {
     let key = format!(" {name} = ");
     let at = line.find(&key)? + key.len();
     let rest = &line[at..];
-    let end = rest.find(|c: char| c != '-' && !c.is_ascii_digit()).unwrap_or(rest.len());
+    let end = rest
+        .find(|c: char| c != '-' && !c.is_ascii_digit())
+        .unwrap_or(rest.len());
     rest[..end].parse().ok()
 }
 
@@ -173,7 +204,10 @@ fn every_nap_shows_its_thread_switched_out_woken_and_back_in_time_order() {
     let (mut calls, mut switched_in) = (0, 0);
     for &t in &tids {
         let mut i = 0;
-        while let Some(e) = lines[i..].iter().position(|l| l.event == "fn.naps.nap.entry" && l.tid == t) {
+        while let Some(e) = lines[i..]
+            .iter()
+            .position(|l| l.event == "fn.naps.nap.entry" && l.tid == t)
+        {
             let entry = i + e;
             let exit = entry
                 + lines[entry..]
@@ -182,7 +216,11 @@ fn every_nap_shows_its_thread_switched_out_woken_and_back_in_time_order() {
                     .unwrap_or_else(|| panic!("no exit of the nap at line {entry}"));
             let inside = &lines[entry..=exit];
             let where_ = || {
-                inside.iter().map(|l| l.text.as_str()).collect::<Vec<_>>().join("\n")
+                inside
+                    .iter()
+                    .map(|l| l.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
             };
             // Switched out, asleep (S: prev_state 1).
             let out = inside
@@ -212,7 +250,11 @@ fn every_nap_shows_its_thread_switched_out_woken_and_back_in_time_order() {
             }
             // Off CPU about the 3 ms it slept.
             let off = (inside[woken].time - inside[out].time) as f64 / freq as f64;
-            assert!((0.0029..0.5).contains(&off), "off CPU {off} s:\n{}", where_());
+            assert!(
+                (0.0029..0.5).contains(&off),
+                "off CPU {off} s:\n{}",
+                where_()
+            );
             calls += 1;
             i = exit + 1;
         }
@@ -273,18 +315,14 @@ fn off_cpu_us(line: &str) -> Option<f64> {
 
 #[test]
 fn the_graph_shows_each_nap_switched_out_and_its_time_off_cpu() {
-    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    if !kernel_ready("tape graph of a kernel recording") {
-        return;
-    }
-    let base = base("kernel-graph");
-    let out = record_naps(
-        &base,
+    let Some((_alone, base)) = naps_recorded(
+        "tape graph of a kernel recording",
+        "kernel-graph",
         "sched:sched_switch,sched:sched_wakeup",
-        &[],
         &["--threads", "2", "--calls", "10", "--spin-ms", "1"],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    ) else {
+        return;
+    };
     let lines = graph(&base.join("out"));
     let tids: BTreeSet<String> = lines
         .iter()
@@ -297,10 +335,16 @@ fn the_graph_shows_each_nap_switched_out_and_its_time_off_cpu() {
         let calls = calls_of(&lines, "naps::nap", tid);
         assert_eq!(calls.len(), 10, "thread {tid}:\n{}", lines.join("\n"));
         for c in calls {
-            let switched = c.iter().any(|l| l.contains(&format!("-{tid}  => ")) || l.contains(&format!("-{tid} => ")));
+            let switched = c
+                .iter()
+                .any(|l| l.contains(&format!("-{tid}  => ")) || l.contains(&format!("-{tid} => ")));
             assert!(switched, "no switch out drawn in a nap:\n{}", c.join("\n"));
             let off = off_cpu_us(c.last().unwrap()).unwrap_or_else(|| panic!("{}", c.join("\n")));
-            assert!((2900.0..500_000.0).contains(&off), "off CPU {off} us:\n{}", c.join("\n"));
+            assert!(
+                (2900.0..500_000.0).contains(&off),
+                "off CPU {off} us:\n{}",
+                c.join("\n")
+            );
             naps += 1;
         }
     }
@@ -309,22 +353,30 @@ fn the_graph_shows_each_nap_switched_out_and_its_time_off_cpu() {
 
 #[test]
 fn the_profile_gives_each_function_its_time_off_cpu() {
-    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    if !kernel_ready("tape profile of a kernel recording") {
-        return;
-    }
-    let base = base("kernel-profile");
-    let out = record_naps(
-        &base,
+    let Some((_alone, base)) = naps_recorded(
+        "tape profile of a kernel recording",
+        "kernel-profile",
         "sched:sched_switch,sched:sched_wakeup",
-        &[],
         &["--threads", "2", "--calls", "10", "--spin-ms", "1"],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let shown = Command::new(TAPE).arg("profile").arg(base.join("out")).output().unwrap();
+    ) else {
+        return;
+    };
+    let shown = Command::new(TAPE)
+        .arg("profile")
+        .arg(base.join("out"))
+        .output()
+        .unwrap();
     let table = text(&shown.stdout);
     assert!(shown.status.success(), "{}", text(&shown.stderr));
-    assert!(table.lines().next().unwrap().trim_end().ends_with("Off CPU"), "{table}");
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .trim_end()
+            .ends_with("Off CPU"),
+        "{table}"
+    );
     // (function, hits, time us, off CPU us)
     let rows: Vec<(String, u64, f64, f64)> = table
         .lines()
@@ -332,44 +384,58 @@ fn the_profile_gives_each_function_its_time_off_cpu() {
         .map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
             let us = |i: usize| w[i].parse::<f64>().unwrap();
-            (w[0].to_owned(), w[1].parse().unwrap(), us(2), us(w.len() - 2))
+            (
+                w[0].to_owned(),
+                w[1].parse().unwrap(),
+                us(2),
+                us(w.len() - 2),
+            )
         })
         .collect();
-    let row = |f: &str| rows.iter().find(|r| r.0 == f).unwrap_or_else(|| panic!("{table}"));
+    let row = |f: &str| {
+        rows.iter()
+            .find(|r| r.0 == f)
+            .unwrap_or_else(|| panic!("{table}"))
+    };
     let nap = row("naps::nap");
     assert_eq!(nap.1, 20, "{table}");
     // Asleep nearly all of each call: 20 x 3 ms at least, within its time.
-    assert!(nap.3 >= 20.0 * 2900.0 && nap.3 <= nap.2 && nap.3 >= 0.8 * nap.2, "{table}");
+    assert!(
+        nap.3 >= 20.0 * 2900.0 && nap.3 <= nap.2 && nap.3 >= 0.8 * nap.2,
+        "{table}"
+    );
     // Without the kernel trace: no such column.
     let alone = Command::new(TAPE)
         .arg("profile")
         .arg(base.join("out/ust"))
         .output()
         .unwrap();
-    assert!(!text(&alone.stdout).contains("Off CPU"), "{}", text(&alone.stdout));
+    assert!(
+        !text(&alone.stdout).contains("Off CPU"),
+        "{}",
+        text(&alone.stdout)
+    );
 }
 
 #[test]
 fn the_perfetto_export_holds_the_kernels_switches_as_ftrace_events_within_the_calls() {
-    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    if !kernel_ready("tape export of a kernel recording") {
-        return;
-    }
-    let base = base("kernel-perfetto");
-    let out = record_naps(
-        &base,
+    let Some((_alone, base)) = naps_recorded(
+        "tape export of a kernel recording",
+        "kernel-perfetto",
         "sched:sched_switch,sched:sched_wakeup",
-        &[],
         &["--threads", "2", "--calls", "5", "--spin-ms", "1"],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    ) else {
+        return;
+    };
     let (file, _) = crate::export::export(&base.join("out"), &base, &["--format", "perfetto"]);
     let Some(v) = crate::export::summary(&file) else {
         return;
     };
     let ftrace = v["ftrace"].as_array().unwrap();
-    let switches: Vec<&serde_json::Value> =
-        ftrace.iter().filter(|e| e["kind"] == "sched_switch").collect();
+    let switches: Vec<&serde_json::Value> = ftrace
+        .iter()
+        .filter(|e| e["kind"] == "sched_switch")
+        .collect();
     // Every switch of the kernel trace, and its wakeups, as ftrace events.
     let Some(kernel) = babeltrace2(&base.join("out/kernel"), false) else {
         return;
@@ -384,14 +450,25 @@ fn the_perfetto_export_holds_the_kernels_switches_as_ftrace_events_within_the_ca
     let real_minus_boot = snap["1"].as_i64().unwrap() - snap["6"].as_i64().unwrap();
     let tracks = v["tracks"].as_object().unwrap();
     let mut naps = 0;
-    for s in v["slices"].as_array().unwrap().iter().filter(|s| s["name"] == "naps::nap") {
+    for s in v["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["name"] == "naps::nap")
+    {
         let tid = tracks[&s["track"].to_string()]["tid"].as_i64().unwrap();
-        let (from, to) = (s["ts"].as_i64().unwrap(), s["ts"].as_i64().unwrap() + s["dur"].as_i64().unwrap());
+        let (from, to) = (
+            s["ts"].as_i64().unwrap(),
+            s["ts"].as_i64().unwrap() + s["dur"].as_i64().unwrap(),
+        );
         let inside = switches.iter().any(|e| {
             let t = e["ts"].as_i64().unwrap() + real_minus_boot;
             e["prev_pid"].as_i64() == Some(tid) && (from..=to).contains(&t)
         });
-        assert!(inside, "no switch out of thread {tid} within its nap at {from}..{to}");
+        assert!(
+            inside,
+            "no switch out of thread {tid} within its nap at {from}..{to}"
+        );
         naps += 1;
     }
     assert_eq!(naps, 10);
@@ -406,7 +483,16 @@ fn a_spinning_call_beside_a_hog_on_its_cpu_is_drawn_preempted_and_by_whom() {
     let base = base("kernel-hog");
     // The hog: naps spinning 4 s on CPU 0, not recorded.
     let mut hog = Command::new(pipeline::example("naps"))
-        .args(["--cpu", "0", "--threads", "1", "--calls", "1", "--spin-ms", "4000"])
+        .args([
+            "--cpu",
+            "0",
+            "--threads",
+            "1",
+            "--calls",
+            "1",
+            "--spin-ms",
+            "4000",
+        ])
         .env("TAPE_TRACE", "")
         .env("TAPE_SHM", "off")
         .env("TAPE_CONTROL", "off")
@@ -424,7 +510,16 @@ fn a_spinning_call_beside_a_hog_on_its_cpu_is_drawn_preempted_and_by_whom() {
         &base,
         "sched:sched_switch",
         &[],
-        &["--cpu", "0", "--threads", "1", "--calls", "3", "--spin-ms", "60"],
+        &[
+            "--cpu",
+            "0",
+            "--threads",
+            "1",
+            "--calls",
+            "3",
+            "--spin-ms",
+            "60",
+        ],
     );
     let _ = hog.kill();
     let _ = hog.wait();
@@ -447,7 +542,9 @@ fn a_spinning_call_beside_a_hog_on_its_cpu_is_drawn_preempted_and_by_whom() {
     let me: i64 = tid.parse().unwrap();
     for c in &calls {
         // Switched out for the hog (a thread of the hog's process).
-        if c.iter().any(|l| sides(l).is_some_and(|(a, b)| a == me && hog_tids.contains(&b))) {
+        if c.iter()
+            .any(|l| sides(l).is_some_and(|(a, b)| a == me && hog_tids.contains(&b)))
+        {
             preempted += 1;
             let off = off_cpu_us(c.last().unwrap()).unwrap_or(0.0);
             assert!(off > 0.0, "{}", c.join("\n"));
@@ -467,8 +564,14 @@ fn a_spinning_call_beside_a_hog_on_its_cpu_is_drawn_preempted_and_by_whom() {
         .iter()
         .filter(|l| field(l, "prev_tid") == tid.parse().ok() && field(l, "prev_state") == Some(0))
         .count();
-    assert!(preempts >= preempted, "{preempts} preemptions in the kernel trace");
-    eprintln!("kernel: {preempted} of {} spins drawn preempted by the hog", calls.len());
+    assert!(
+        preempts >= preempted,
+        "{preempts} preemptions in the kernel trace"
+    );
+    eprintln!(
+        "kernel: {preempted} of {} spins drawn preempted by the hog",
+        calls.len()
+    );
 }
 
 /// The `freq` of the clock in a metadata file.
@@ -563,7 +666,12 @@ fn the_kernel_trace_holds_trace_cmds_switches_at_the_same_cycles() {
         &[],
         &["--threads", "2", "--calls", "20", "--spin-ms", "1"],
     );
-    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     let Some(theirs) = oracle.switches(&base) else {
         return;
     };
@@ -670,9 +778,17 @@ fn the_instance_goes_however_the_recording_ends_and_a_dead_ones_is_removed() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    crate::flight::wait_for_rings(&crate::flight::user_dir(&shm).join(program.id().to_string()), 2);
+    crate::flight::wait_for_rings(
+        &crate::flight::user_dir(&shm).join(program.id().to_string()),
+        2,
+    );
     let out = Command::new(TAPE)
-        .args(["record", &program.id().to_string(), "--kernel", "sched:sched_switch"])
+        .args([
+            "record",
+            &program.id().to_string(),
+            "--kernel",
+            "sched:sched_switch",
+        ])
         .args(["--duration", "0.5", "-o"])
         .arg(base.join("out"))
         .env("TAPE_SHM_DIR", &shm)
@@ -684,7 +800,11 @@ fn the_instance_goes_however_the_recording_ends_and_a_dead_ones_is_removed() {
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(still, "the program ended before the recording");
-    assert!(text(&out.stdout).contains("(--duration reached)"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("(--duration reached)"),
+        "{}",
+        text(&out.stdout)
+    );
     let Some(lines) = babeltrace2(&base.join("out"), false) else {
         return;
     };
@@ -696,10 +816,14 @@ fn the_instance_goes_however_the_recording_ends_and_a_dead_ones_is_removed() {
     assert!(
         lines
             .iter()
-            .any(|l| l.contains("sched_switch") && napper.contains(&field(l, "prev_tid").unwrap_or(-1))),
+            .any(|l| l.contains("sched_switch")
+                && napper.contains(&field(l, "prev_tid").unwrap_or(-1))),
         "no switch of the program's threads"
     );
-    assert!(err.contains("removed the ftrace instance") && err.contains("tape-4194301"), "{err}");
+    assert!(
+        err.contains("removed the ftrace instance") && err.contains("tape-4194301"),
+        "{err}"
+    );
     assert!(!stale.exists());
     assert!(tape_instances().is_empty(), "{:?}", tape_instances());
     // SIGTERM and SIGINT: within a second, the trace readable.
@@ -732,14 +856,21 @@ fn the_instance_goes_however_the_recording_ends_and_a_dead_ones_is_removed() {
             if let Some(s) = child.try_wait().unwrap() {
                 break s;
             }
-            assert!(sent.elapsed() < Duration::from_secs(5), "tape record did not end");
+            assert!(
+                sent.elapsed() < Duration::from_secs(5),
+                "tape record did not end"
+            );
             std::thread::sleep(Duration::from_millis(10));
         };
         let took = sent.elapsed();
         let out = child.wait_with_output().unwrap();
         assert!(status.success(), "{}", text(&out.stderr));
         assert!(took < Duration::from_secs(1), "{took:?}");
-        assert!(text(&out.stdout).contains("(interrupted)"), "{}", text(&out.stdout));
+        assert!(
+            text(&out.stdout).contains("(interrupted)"),
+            "{}",
+            text(&out.stdout)
+        );
         assert!(tape_instances().is_empty(), "{:?}", tape_instances());
         if babeltrace2(&base.join("out"), false).is_none() {
             return;
@@ -759,7 +890,14 @@ fn a_kernel_buffer_overrun_is_counted_not_hidden() {
     // the recorder is stopped (the kernel writes every task's; tape keeps
     // the program's).
     let recorder = Command::new(TAPE)
-        .args(["record", "--kernel", "raw_syscalls", "--kernel-buffer", "16K", "-o"])
+        .args([
+            "record",
+            "--kernel",
+            "raw_syscalls",
+            "--kernel-buffer",
+            "16K",
+            "-o",
+        ])
         .arg(base.join("out"))
         .arg("--")
         .arg(pipeline::example("naps"))
@@ -789,31 +927,60 @@ fn a_kernel_buffer_overrun_is_counted_not_hidden() {
     let out = recorder.wait_with_output().unwrap();
     let said = text(&out.stdout);
     assert!(out.status.success(), "{said}{}", text(&out.stderr));
-    let line = said.lines().find(|l| l.contains("kernel: ")).unwrap_or_else(|| panic!("{said}"));
-    let lost: u64 = line.rsplit("lost: ").next().unwrap().split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap();
+    let line = said
+        .lines()
+        .find(|l| l.contains("kernel: "))
+        .unwrap_or_else(|| panic!("{said}"));
+    let lost: u64 = line
+        .rsplit("lost: ")
+        .next()
+        .unwrap()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(lost > 1000, "{line}");
     // The trace says so too: babeltrace2 reads the discarded counts.
-    let bt = Command::new("babeltrace2").arg(base.join("out/kernel")).output();
+    let bt = Command::new("babeltrace2")
+        .arg(base.join("out/kernel"))
+        .output();
     match bt {
         Ok(o) => {
             let warned = text(&o.stderr);
             assert!(o.status.success(), "{warned}");
-            assert!(warned.contains("discarded"), "babeltrace2 said nothing of the losses: {warned}");
+            assert!(
+                warned.contains("discarded"),
+                "babeltrace2 said nothing of the losses: {warned}"
+            );
         }
         Err(e) => shared::required(
             &format!("babeltrace2's reading of a kernel overrun ({e})"),
             "apt-get install babeltrace2",
         ),
     }
-    let stats = Command::new(TAPE).arg("stats").arg(base.join("out")).output().unwrap();
+    let stats = Command::new(TAPE)
+        .arg("stats")
+        .arg(base.join("out"))
+        .output()
+        .unwrap();
     let stats = text(&stats.stdout);
     let counted: u64 = stats
         .lines()
-        .find_map(|l| l.strip_prefix("events: ")?.split("lost: ").nth(1)?.trim().parse().ok())
+        .find_map(|l| {
+            l.strip_prefix("events: ")?
+                .split("lost: ")
+                .nth(1)?
+                .trim()
+                .parse()
+                .ok()
+        })
         .unwrap_or_else(|| panic!("{stats}"));
     // (the packets' counts; the summary's may be the kernel's own, larger)
     assert!(counted > 1000 && counted <= lost, "{stats}");
-    eprintln!("kernel: an overrun while the recorder was stopped: {line}; tape stats: {counted} lost");
+    eprintln!(
+        "kernel: an overrun while the recorder was stopped: {line}; tape stats: {counted} lost"
+    );
 }
 
 #[test]
@@ -826,7 +993,10 @@ fn bad_event_globs_and_users_without_tracefs_are_errors_that_say_so() {
     // (events, what the error says)
     let cases: &[(&str, &str)] = &[
         ("nosuchsystem", "\"nosuchsystem\" matches no kernel event"),
-        ("sched:nosuch_*", "\"sched:nosuch_*\" matches no kernel event"),
+        (
+            "sched:nosuch_*",
+            "\"sched:nosuch_*\" matches no kernel event",
+        ),
         ("sched,,irq", "item 2 (\"\") is not SYSTEM or SYSTEM:EVENT"),
         ("sched:", "is not SYSTEM or SYSTEM:EVENT"),
     ];
@@ -836,7 +1006,10 @@ fn bad_event_globs_and_users_without_tracefs_are_errors_that_say_so() {
         let err = text(&out.stderr);
         assert!(!out.status.success(), "{events}: {err}");
         assert!(err.contains(want), "{events}: {err}");
-        assert!(!b.join("saved").exists(), "{events}: the program ran: {err}");
+        assert!(
+            !b.join("saved").exists(),
+            "{events}: the program ran: {err}"
+        );
     }
     assert!(tape_instances().is_empty(), "{:?}", tape_instances());
     // Another user (nobody): tracefs is root's.

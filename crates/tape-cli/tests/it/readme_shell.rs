@@ -80,7 +80,10 @@ fn the_readme_shell_blocks_run_as_written() {
     // TAPE_REQUIRE_TOOLS=1.
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        for (line, _) in blocks.iter().filter(|(_, code)| code.starts_with("# as root")) {
+        for (line, _) in blocks
+            .iter()
+            .filter(|(_, code)| code.starts_with("# as root"))
+        {
             crate::shared::required(
                 &format!("README.md:{line}'s block (it records the kernel, as root)"),
                 "run the tests as root, as .ci/run does",

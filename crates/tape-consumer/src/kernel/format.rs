@@ -164,7 +164,9 @@ fn parse_field(line: &str) -> Result<FieldFormat, String> {
         None => (word, None),
     };
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(format!("{line:?}: field name {name:?} is not a C identifier"));
+        return Err(format!(
+            "{line:?}: field name {name:?} is not a C identifier"
+        ));
     }
     let dynamic = ctype.starts_with("__data_loc") || ctype.starts_with("__rel_loc");
     let relative = ctype.starts_with("__rel_loc");
@@ -182,7 +184,9 @@ fn parse_field(line: &str) -> Result<FieldFormat, String> {
             .parse()
             .map_err(|e| format!("{line:?}: array length {len:?}: {e}"))?;
         if count == 0 || size % count != 0 {
-            return Err(format!("{line:?}: {size} bytes are not {count} equal elements"));
+            return Err(format!(
+                "{line:?}: {size} bytes are not {count} equal elements"
+            ));
         }
         let element = size / count;
         if element == 1 && ctype.contains("char") {
@@ -280,7 +284,10 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
     #[test]
     fn a_format_file_gives_the_id_the_own_fields_and_the_pid() {
         let f = parse_format("sched", "f", SCHED_SWITCH).unwrap();
-        assert_eq!((f.name.as_str(), f.id, f.pid_offset), ("sched_switch", 372, 4));
+        assert_eq!(
+            (f.name.as_str(), f.id, f.pid_offset),
+            ("sched_switch", 372, 4)
+        );
         let got: Vec<_> = f
             .fields
             .iter()
@@ -299,19 +306,68 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
     #[test]
     fn field_lines_by_their_kind() {
         let cases: &[(&str, &str, Kind, usize)] = &[
-            ("field:int dfd;\toffset:16;\tsize:8;\tsigned:0;", "dfd", Kind::Int { hex: false }, 8),
-            ("field:const char * filename;\toffset:24;\tsize:8;\tsigned:0;", "filename", Kind::Int { hex: true }, 8),
-            ("field:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;", "filename", Kind::DynText { relative: false }, 4),
-            ("field:__rel_loc char[] name;\toffset:8;\tsize:4;\tsigned:0;", "name", Kind::DynText { relative: true }, 4),
-            ("field:__data_loc unsigned long[] ips;\toffset:8;\tsize:4;\tsigned:0;", "ips", Kind::DynBytes { relative: false }, 4),
-            ("field:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;", "args", Kind::Array { count: 6 }, 48),
-            ("field:u16 pair[3];\toffset:16;\tsize:6;\tsigned:0;", "pair", Kind::Array { count: 3 }, 6),
-            ("field:u8 blob[4];\toffset:16;\tsize:12;\tsigned:0;", "blob", Kind::Array { count: 12 }, 12),
-            ("field:struct foo thing;\toffset:16;\tsize:12;\tsigned:0;", "thing", Kind::Array { count: 12 }, 12),
+            (
+                "field:int dfd;\toffset:16;\tsize:8;\tsigned:0;",
+                "dfd",
+                Kind::Int { hex: false },
+                8,
+            ),
+            (
+                "field:const char * filename;\toffset:24;\tsize:8;\tsigned:0;",
+                "filename",
+                Kind::Int { hex: true },
+                8,
+            ),
+            (
+                "field:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;",
+                "filename",
+                Kind::DynText { relative: false },
+                4,
+            ),
+            (
+                "field:__rel_loc char[] name;\toffset:8;\tsize:4;\tsigned:0;",
+                "name",
+                Kind::DynText { relative: true },
+                4,
+            ),
+            (
+                "field:__data_loc unsigned long[] ips;\toffset:8;\tsize:4;\tsigned:0;",
+                "ips",
+                Kind::DynBytes { relative: false },
+                4,
+            ),
+            (
+                "field:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;",
+                "args",
+                Kind::Array { count: 6 },
+                48,
+            ),
+            (
+                "field:u16 pair[3];\toffset:16;\tsize:6;\tsigned:0;",
+                "pair",
+                Kind::Array { count: 3 },
+                6,
+            ),
+            (
+                "field:u8 blob[4];\toffset:16;\tsize:12;\tsigned:0;",
+                "blob",
+                Kind::Array { count: 12 },
+                12,
+            ),
+            (
+                "field:struct foo thing;\toffset:16;\tsize:12;\tsigned:0;",
+                "thing",
+                Kind::Array { count: 12 },
+                12,
+            ),
         ];
         for (line, name, kind, size) in cases {
             let f = parse_field(line).unwrap_or_else(|e| panic!("{line}: {e}"));
-            assert_eq!((f.name.as_str(), &f.kind, f.size), (*name, kind, *size), "{line}");
+            assert_eq!(
+                (f.name.as_str(), &f.kind, f.size),
+                (*name, kind, *size),
+                "{line}"
+            );
         }
     }
 
@@ -348,8 +404,10 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
                 size: 4096
             }
         );
-        assert!(parse_header_page("h", "field: u64 timestamp; offset:0; size:8; signed:0;\n")
-            .unwrap_err()
-            .contains("no commit"));
+        assert!(
+            parse_header_page("h", "field: u64 timestamp; offset:0; size:8; signed:0;\n")
+                .unwrap_err()
+                .contains("no commit")
+        );
     }
 }

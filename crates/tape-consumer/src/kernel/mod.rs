@@ -226,8 +226,7 @@ impl KernelRecorder {
             }
         }
         w.written
-            && w
-                .tasks
+            && w.tasks
                 .iter()
                 .any(|&o| task_at(data, o).is_some_and(|t| self.followed.contains(&t)))
     }
@@ -311,8 +310,14 @@ impl KernelRecorder {
             ("sysname".to_owned(), EnvValue::Str(uname.0)),
             ("kernel_release".to_owned(), EnvValue::Str(uname.1)),
             ("kernel_version".to_owned(), EnvValue::Str(uname.2)),
-            ("tape_ftrace_events".to_owned(), EnvValue::Str(self.spec.clone())),
-            ("tape_ftrace_clock".to_owned(), EnvValue::Str(self.clock_name.into())),
+            (
+                "tape_ftrace_events".to_owned(),
+                EnvValue::Str(self.spec.clone()),
+            ),
+            (
+                "tape_ftrace_clock".to_owned(),
+                EnvValue::Str(self.clock_name.into()),
+            ),
         ];
         env.push((
             "tape_ftrace_lost".to_owned(),

@@ -65,32 +65,40 @@ pub fn read_page<'p>(
 ) -> Result<Missed, Damage> {
     let damage = |at: usize, why: String| Damage { at, why };
     if page.len() < layout.data {
-        return Err(damage(0, format!("{} bytes: shorter than a page header", page.len())));
+        return Err(damage(
+            0,
+            format!("{} bytes: shorter than a page header", page.len()),
+        ));
     }
     let mut time = u64::from_le_bytes(page[layout.timestamp..][..8].try_into().expect("8"));
     let commit_word = match layout.commit_size {
         8 => u64::from_le_bytes(page[layout.commit..][..8].try_into().expect("8")),
-        _ => u64::from(u32::from_le_bytes(page[layout.commit..][..4].try_into().expect("4"))),
+        _ => u64::from(u32::from_le_bytes(
+            page[layout.commit..][..4].try_into().expect("4"),
+        )),
     };
     let len = (commit_word & COMMIT_MASK) as usize;
-    let data = page
-        .get(layout.data..layout.data + len)
-        .ok_or_else(|| {
-            damage(
-                layout.commit,
-                format!(
-                    "commit says {len} bytes of data, the page holds {}",
-                    page.len().saturating_sub(layout.data)
-                ),
-            )
-        })?;
+    let data = page.get(layout.data..layout.data + len).ok_or_else(|| {
+        damage(
+            layout.commit,
+            format!(
+                "commit says {len} bytes of data, the page holds {}",
+                page.len().saturating_sub(layout.data)
+            ),
+        )
+    })?;
     let missed = if commit_word & MISSED_EVENTS == 0 {
         Missed::None
     } else if commit_word & MISSED_STORED != 0 {
         let at = layout.data + len;
         match page.get(at..at + 8) {
             Some(b) => Missed::Count(u64::from_le_bytes(b.try_into().expect("8"))),
-            None => return Err(damage(at, "the missed-events count is past the page".into())),
+            None => {
+                return Err(damage(
+                    at,
+                    "the missed-events count is past the page".into(),
+                ))
+            }
         }
     } else {
         Missed::Unknown
@@ -98,7 +106,12 @@ pub fn read_page<'p>(
     let word = |at: usize| -> Result<u32, Damage> {
         data.get(at..at + 4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4")))
-            .ok_or_else(|| damage(layout.data + at, "a record cut by the end of the data".into()))
+            .ok_or_else(|| {
+                damage(
+                    layout.data + at,
+                    "a record cut by the end of the data".into(),
+                )
+            })
     };
     let mut at = 0;
     while at < data.len() {
@@ -141,7 +154,10 @@ pub fn read_page<'p>(
                 }
                 time = time.wrapping_add(delta);
                 let body = data.get(at + 8..at + 4 + n).ok_or_else(|| {
-                    damage(layout.data + at, format!("a record of {n} bytes past the data"))
+                    damage(
+                        layout.data + at,
+                        format!("a record of {n} bytes past the data"),
+                    )
                 })?;
                 each(time, body);
                 at += 4 + n;
@@ -150,7 +166,10 @@ pub fn read_page<'p>(
                 let n = type_len as usize * 4;
                 time = time.wrapping_add(delta);
                 let body = data.get(at + 4..at + 4 + n).ok_or_else(|| {
-                    damage(layout.data + at, format!("a record of {n} bytes past the data"))
+                    damage(
+                        layout.data + at,
+                        format!("a record of {n} bytes past the data"),
+                    )
                 })?;
                 each(time, body);
                 at += 4 + n;
@@ -201,7 +220,10 @@ pub(crate) mod tests {
                     d.extend_from_slice(body);
                 }
                 Rec::Extend(delta) => {
-                    w(&mut d, ((delta & ((1 << 27) - 1)) as u32) << 5 | TIME_EXTEND);
+                    w(
+                        &mut d,
+                        ((delta & ((1 << 27) - 1)) as u32) << 5 | TIME_EXTEND,
+                    );
                     w(&mut d, (delta >> 27) as u32);
                 }
                 Rec::Stamp(t) => {
@@ -243,18 +265,44 @@ pub(crate) mod tests {
         let body = |b: u8, n: usize| vec![b; n];
         // (records, expected (time, first byte, length) of each record)
         let cases: Vec<(Vec<Rec>, Vec<(u64, u8, usize)>)> = vec![
-            (vec![Rec::Data(5, body(1, 8), false), Rec::Data(7, body(2, 112), false)],
-             vec![(1005, 1, 8), (1012, 2, 112)]),
-            (vec![Rec::Data(3, body(3, 116), false), Rec::Data(0, body(4, 12), true)],
-             vec![(1003, 3, 116), (1003, 4, 12)]),
-            (vec![Rec::Extend(1 << 40 | 9), Rec::Data(1, body(5, 4), false)],
-             vec![(1000 + (1 << 40) + 10, 5, 4)]),
-            (vec![Rec::Data(1, body(6, 4), false), Rec::Pad(99, 8), Rec::Data(2, body(7, 4), false)],
-             vec![(1001, 6, 4), (1102, 7, 4)]),
-            (vec![Rec::Stamp(123_456_789_012), Rec::Data(4, body(8, 4), false)],
-             vec![(123_456_789_016, 8, 4)]),
-            (vec![Rec::Data(1, body(9, 4), false), Rec::End, Rec::Data(1, body(10, 4), false)],
-             vec![(1001, 9, 4)]),
+            (
+                vec![
+                    Rec::Data(5, body(1, 8), false),
+                    Rec::Data(7, body(2, 112), false),
+                ],
+                vec![(1005, 1, 8), (1012, 2, 112)],
+            ),
+            (
+                vec![
+                    Rec::Data(3, body(3, 116), false),
+                    Rec::Data(0, body(4, 12), true),
+                ],
+                vec![(1003, 3, 116), (1003, 4, 12)],
+            ),
+            (
+                vec![Rec::Extend(1 << 40 | 9), Rec::Data(1, body(5, 4), false)],
+                vec![(1000 + (1 << 40) + 10, 5, 4)],
+            ),
+            (
+                vec![
+                    Rec::Data(1, body(6, 4), false),
+                    Rec::Pad(99, 8),
+                    Rec::Data(2, body(7, 4), false),
+                ],
+                vec![(1001, 6, 4), (1102, 7, 4)],
+            ),
+            (
+                vec![Rec::Stamp(123_456_789_012), Rec::Data(4, body(8, 4), false)],
+                vec![(123_456_789_016, 8, 4)],
+            ),
+            (
+                vec![
+                    Rec::Data(1, body(9, 4), false),
+                    Rec::End,
+                    Rec::Data(1, body(10, 4), false),
+                ],
+                vec![(1001, 9, 4)],
+            ),
         ];
         for (recs, want) in cases {
             let (got, r) = read(&page(1000, &recs, None));
@@ -267,7 +315,11 @@ pub(crate) mod tests {
     #[test]
     fn an_absolute_stamp_takes_its_top_bits_from_the_page() {
         let base = 0xf800_0000_0000_1000;
-        let (got, _) = read(&page(base, &[Rec::Stamp(0x2000), Rec::Data(0, vec![1; 4], false)], None));
+        let (got, _) = read(&page(
+            base,
+            &[Rec::Stamp(0x2000), Rec::Data(0, vec![1; 4], false)],
+            None,
+        ));
         assert_eq!(got[0].0, 0xf800_0000_0000_2000);
     }
 
@@ -286,7 +338,14 @@ pub(crate) mod tests {
 
     #[test]
     fn a_damaged_page_hands_what_came_before_and_says_where() {
-        let good = page(0, &[Rec::Data(1, vec![1; 8], false), Rec::Data(1, vec![2; 8], false)], None);
+        let good = page(
+            0,
+            &[
+                Rec::Data(1, vec![1; 8], false),
+                Rec::Data(1, vec![2; 8], false),
+            ],
+            None,
+        );
         // commit past the page
         let mut p = good.clone();
         p[8..16].copy_from_slice(&5000u64.to_le_bytes());

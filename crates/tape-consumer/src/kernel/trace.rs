@@ -29,8 +29,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use tape_ctf_model::{
-    escape_name, Clock, EnvValue, EventClass, Field, Integer, StreamClass, Struct, Trace,
-    Type,
+    escape_name, Clock, EnvValue, EventClass, Field, Integer, StreamClass, Struct, Trace, Type,
 };
 
 use super::format::{FieldFormat, Format, Kind};
@@ -42,10 +41,9 @@ const HEADER: usize = 24;
 const CONTEXT: usize = 52;
 const MAGIC: u32 = 0xC1FC_1FC1;
 
-/// An event as written: its name and fields (renamed as LTTng's), and the
-/// record's fields it takes.
+/// An event as written: its fields (renamed as LTTng's: the record's
+/// fields it takes) and where the writing task is.
 struct EventPlan {
-    name: String,
     fields: Vec<(String, FieldFormat)>,
     pid_offset: usize,
 }
@@ -107,7 +105,6 @@ impl KernelTrace {
             plans.insert(
                 f.id,
                 EventPlan {
-                    name,
                     fields,
                     pid_offset: f.pid_offset,
                 },
@@ -283,17 +280,15 @@ impl KernelTrace {
     pub fn cpus(&self) -> Vec<u32> {
         self.streams.iter().map(|s| s.cpu).collect()
     }
-
-    /// The names of the events written, by ftrace id.
-    pub fn event_name(&self, id: u16) -> Option<&str> {
-        self.plans.get(&id).map(|p| p.name.as_str())
-    }
 }
 
 /// The event's name and fields as LTTng's kernel tracer names them.
 fn lttng_names(f: &Format) -> (String, Vec<(String, FieldFormat)>) {
     let syscall = f.system == "syscalls";
-    let name = match (f.name.strip_prefix("sys_enter_"), f.name.strip_prefix("sys_exit_")) {
+    let name = match (
+        f.name.strip_prefix("sys_enter_"),
+        f.name.strip_prefix("sys_exit_"),
+    ) {
         (Some(s), _) if syscall => format!("syscall_entry_{s}"),
         (_, Some(s)) if syscall => format!("syscall_exit_{s}"),
         _ => f.name.clone(),
@@ -317,7 +312,11 @@ fn lttng_names(f: &Format) -> (String, Vec<(String, FieldFormat)>) {
 }
 
 /// The CTF class of an event.
-fn event_class(name: &str, id: u16, fields: &[(String, FieldFormat)]) -> Result<EventClass, String> {
+fn event_class(
+    name: &str,
+    id: u16,
+    fields: &[(String, FieldFormat)],
+) -> Result<EventClass, String> {
     let mut out = Vec::new();
     for (n, f) in fields {
         let ident = escape_name(n);
@@ -351,7 +350,10 @@ fn event_class(name: &str, id: u16, fields: &[(String, FieldFormat)]) -> Result<
             )),
             Kind::DynBytes { .. } => {
                 let length = escape_name(&format!("_{n}_length"));
-                out.push(Field::new(length.clone(), Type::Integer(Integer::unsigned(32))));
+                out.push(Field::new(
+                    length.clone(),
+                    Type::Integer(Integer::unsigned(32)),
+                ));
                 out.push(Field::new(
                     ident,
                     Type::Sequence {
@@ -362,7 +364,6 @@ fn event_class(name: &str, id: u16, fields: &[(String, FieldFormat)]) -> Result<
             }
         }
     }
-    let _ = id;
     Ok(EventClass::new(name, u64::from(id), Struct::new(out)))
 }
 
@@ -430,7 +431,10 @@ mod tests {
         let exec = parse_format("sched", "f", EXEC).unwrap();
         let (name, fields) = lttng_names(&exec);
         let names: Vec<_> = fields.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!((name.as_str(), names), ("sched_process_exec", vec!["filename", "tid", "old_tid"]));
+        assert_eq!(
+            (name.as_str(), names),
+            ("sched_process_exec", vec!["filename", "tid", "old_tid"])
+        );
         let mut openat = exec.clone();
         openat.system = "syscalls".into();
         openat.name = "sys_enter_openat".into();
@@ -444,9 +448,8 @@ mod tests {
     #[test]
     fn a_record_is_encoded_as_its_class_says() {
         let exec = parse_format("sched", "f", EXEC).unwrap();
-        let (name, fields) = lttng_names(&exec);
+        let (_, fields) = lttng_names(&exec);
         let plan = EventPlan {
-            name,
             fields,
             pid_offset: exec.pid_offset,
         };

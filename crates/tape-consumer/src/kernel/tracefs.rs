@@ -48,9 +48,11 @@ pub fn root() -> Result<PathBuf, String> {
             Err(_) => {}
         }
     }
-    Err("--kernel: tracefs is not mounted (as root: mount -t tracefs nodev \
+    Err(
+        "--kernel: tracefs is not mounted (as root: mount -t tracefs nodev \
          /sys/kernel/tracing)"
-        .to_owned())
+            .to_owned(),
+    )
 }
 
 /// The instance of one recording.
@@ -91,7 +93,9 @@ impl Instance {
         if let Ok(all) = std::fs::read_dir(&instances) {
             for e in all.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                let Some(pid) = name.strip_prefix("tape-").and_then(|p| p.parse::<i32>().ok())
+                let Some(pid) = name
+                    .strip_prefix("tape-")
+                    .and_then(|p| p.parse::<i32>().ok())
                 else {
                     continue;
                 };
@@ -121,17 +125,15 @@ impl Instance {
                 }
                 _ => String::new(),
             };
-            format!("--kernel: cannot make the ftrace instance {}: {e}{why}", dir.display())
+            format!(
+                "--kernel: cannot make the ftrace instance {}: {e}{why}",
+                dir.display()
+            )
         })?;
         Ok(Instance {
             dir,
             pipes: Vec::new(),
         })
-    }
-
-    /// The instance's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// Writes `text` to the instance's file `rel` (appended when `append`,
@@ -346,7 +348,11 @@ mod tests {
             ("*switch", "sched_switch", true),
             ("a*b*c", "aXbYc", true),
             ("a*b*c", "aXbY", false),
-            ("*a*a*a*a*a*a*a*a*a*a*b", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", false),
+            (
+                "*a*a*a*a*a*a*a*a*a*a*b",
+                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                false,
+            ),
         ] {
             assert_eq!(glob(p, n), want, "{p} {n}");
         }

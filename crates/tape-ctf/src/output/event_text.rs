@@ -76,8 +76,14 @@ pub(crate) fn switch_of(scopes: &[Value]) -> Option<((String, i64), (String, i64
     let payload = scopes.last()?;
     let name = |n: &str| text_field(payload, n).unwrap_or_else(|| "<...>".to_owned());
     Some((
-        (name("prev_comm"), int_field(payload, &["prev_tid", "prev_pid"])?),
-        (name("next_comm"), int_field(payload, &["next_tid", "next_pid"])?),
+        (
+            name("prev_comm"),
+            int_field(payload, &["prev_tid", "prev_pid"])?,
+        ),
+        (
+            name("next_comm"),
+            int_field(payload, &["next_tid", "next_pid"])?,
+        ),
     ))
 }
 

@@ -1369,7 +1369,9 @@ mod tests {
         ];
         for (events, want) in cases {
             let got = draw(&events);
-            let body = got.split_once("|   |   |   |\n\n").map_or(got.as_str(), |(_, b)| b);
+            let body = got
+                .split_once("|   |   |   |\n\n")
+                .map_or(got.as_str(), |(_, b)| b);
             assert_eq!(body, want, "{events:?}");
         }
     }

@@ -567,7 +567,10 @@ impl OffCpu {
     /// program event.
     pub fn finish(&mut self) {
         for (tid, since) in self.open.drain() {
-            self.intervals.entry(tid).or_default().push((since, i128::MAX));
+            self.intervals
+                .entry(tid)
+                .or_default()
+                .push((since, i128::MAX));
         }
         for v in self.intervals.values_mut() {
             v.sort_unstable();
@@ -675,17 +678,35 @@ mod tests {
     fn time_off_cpu_from_the_kernels_switches() {
         // (kernel records: (time, writer, switch), the thread's calls:
         // (entry, exit), the off CPU each call gets)
-        type Case = (Vec<(i128, i64, Option<(i64, i64)>)>, Vec<(i128, i128)>, Vec<i128>);
+        type Case = (
+            Vec<(i128, i64, Option<(i64, i64)>)>,
+            Vec<(i128, i128)>,
+            Vec<i128>,
+        );
         let cases: Vec<Case> = vec![
             // out at 10, back at 30 (traced)
-            (vec![(10, 7, Some((7, 0))), (30, 0, Some((0, 7)))], vec![(0, 40)], vec![20]),
+            (
+                vec![(10, 7, Some((7, 0))), (30, 0, Some((0, 7)))],
+                vec![(0, 40)],
+                vec![20],
+            ),
             // out at 10, back untraced: its next kernel record (25)
-            (vec![(10, 7, Some((7, 0))), (25, 7, None)], vec![(0, 40)], vec![15]),
+            (
+                vec![(10, 7, Some((7, 0))), (25, 7, None)],
+                vec![(0, 40)],
+                vec![15],
+            ),
             // out at 10, never back: cut at its next program event (50)
             (vec![(10, 7, Some((7, 0)))], vec![(0, 50)], vec![40]),
             // two calls, one off in each; another thread's switches ignored
             (
-                vec![(5, 7, Some((7, 9))), (8, 9, Some((9, 7))), (21, 7, Some((7, 0))), (26, 3, Some((3, 7))), (27, 3, Some((3, 4)))],
+                vec![
+                    (5, 7, Some((7, 9))),
+                    (8, 9, Some((9, 7))),
+                    (21, 7, Some((7, 0))),
+                    (26, 3, Some((3, 7))),
+                    (27, 3, Some((3, 4))),
+                ],
                 vec![(0, 10), (20, 30)],
                 vec![3, 5],
             ),
