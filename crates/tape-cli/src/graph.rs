@@ -35,7 +35,7 @@ pub(crate) fn graph(
     // A thread per stream (their graphs are independent), unless there
     // are too many streams for that, or a kernel trace's task switches
     // go into the program's threads' graphs: then one merged pass.
-    let kernel = traces.iter().any(is_kernel_trace);
+    let kernel = traces.iter().any(TraceDir::is_kernel);
     let lost = if !one_pass && !kernel && streams.len() <= tape_ctf::output::graph::STREAM_THREADS {
         tape_ctf::output::graph::render_streams(streams, &opts, &mut write)
     } else {

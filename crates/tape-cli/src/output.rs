@@ -86,12 +86,3 @@ pub(crate) fn json_string(s: &str) -> String {
     JsonSink::new(&mut v).string(s.as_bytes());
     String::from_utf8(v).unwrap_or_default()
 }
-
-/// Whether `t` is a kernel trace (`env.domain = "kernel"`: `tape record
-/// --kernel`'s, or LTTng's kernel tracer's).
-pub(crate) fn is_kernel_trace(t: &TraceDir) -> bool {
-    t.trace
-        .env
-        .iter()
-        .any(|(k, v)| k == "domain" && matches!(v, tape_ctf::EnvValue::Str(s) if s == "kernel"))
-}

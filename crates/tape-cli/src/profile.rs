@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use crate::output::*;
 use tape_ctf::decode::stream::open_streams;
+use tape_ctf::metadata::read::TraceDir;
 
 /// `tape profile --sort`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -34,8 +35,7 @@ pub(crate) fn profile(
         .transpose()?;
     // A kernel trace beside the program's: its task switches time the
     // calls off CPU (read first, in time order across its CPUs).
-    let (kernel, program): (Vec<_>, Vec<_>) =
-        traces.into_iter().partition(crate::output::is_kernel_trace);
+    let (kernel, program): (Vec<_>, Vec<_>) = traces.into_iter().partition(TraceDir::is_kernel);
     let off = if kernel.is_empty() {
         None
     } else {

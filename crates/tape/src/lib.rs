@@ -307,7 +307,9 @@ pub mod __consumer {
     pub use crate::save::{
         losses_packet, losses_packet_size, write_atomically, write_file, write_streams, Context,
     };
-    pub use crate::sys::{boot_id, local_date, process_exists, sanitize, truncate_utf8};
+    pub use crate::sys::{
+        boot_id, hostname, local_date, new_uuid, process_exists, sanitize, truncate_utf8,
+    };
     pub use crate::template::{fill, Hole, AWAITING_ENV};
 
     /// An error of tape's kind, for what the consumer reports.

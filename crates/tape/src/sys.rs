@@ -254,7 +254,7 @@ pub(crate) fn program_name() -> String {
 }
 
 /// The machine's host name (`unknown` if the system does not say).
-pub(crate) fn hostname() -> String {
+pub fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: buf is valid for buf.len() bytes; gethostname NUL-terminates
     // within that length when it succeeds (we also cap at the first NUL).
@@ -292,7 +292,7 @@ pub(crate) fn local_date_of(now: libc::time_t) -> String {
 }
 
 /// A random (version 4) UUID from the standard library's OS-seeded hasher.
-pub(crate) fn new_uuid() -> [u8; 16] {
+pub fn new_uuid() -> [u8; 16] {
     use std::hash::{BuildHasher, Hasher};
     let mut out = [0u8; 16];
     for (i, chunk) in out.chunks_mut(8).enumerate() {

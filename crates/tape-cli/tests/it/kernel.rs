@@ -57,11 +57,12 @@ fn kernel_ready(what: &str) -> bool {
     false
 }
 
-/// `tape record --kernel EVENTS -o OUT [extra] -- naps ARGS`.
-fn record_naps(base: &Path, events: &str, extra: &[&str], naps: &[&str]) -> Output {
+/// `tape record --kernel EVENTS -o OUT [extra] -- naps ARGS`, its output
+/// piped, its rings and saves under `base`.
+fn naps_command(base: &Path, events: &str, extra: &[&str], naps: &[&str]) -> Command {
     std::fs::create_dir_all(base.join("shm")).unwrap();
-    Command::new(TAPE)
-        .args(["record", "--kernel", events, "-o"])
+    let mut c = Command::new(TAPE);
+    c.args(["record", "--kernel", events, "-o"])
         .arg(base.join("out"))
         .args(extra)
         .arg("--")
@@ -71,8 +72,23 @@ fn record_naps(base: &Path, events: &str, extra: &[&str], naps: &[&str]) -> Outp
         .env("TAPE_SHM_DIR", base.join("shm"))
         .env("TAPE_TRACE_DIR", base.join("saved"))
         .env("TAPE_CONTROL", "off")
-        .output()
-        .unwrap()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// [`naps_command`] run to its end.
+fn record_naps(base: &Path, events: &str, extra: &[&str], naps: &[&str]) -> Output {
+    naps_command(base, events, extra, naps).output().unwrap()
+}
+
+/// Waits (10 s at most) for the kernel trace's first stream under `base`:
+/// the recording has begun.
+fn wait_for_kernel_stream(base: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !base.join("out/kernel/channel0_0").exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// The start of a test of a recording of naps with the kernel's `events`:
@@ -829,25 +845,10 @@ fn the_instance_goes_however_the_recording_ends_and_a_dead_ones_is_removed() {
     // SIGTERM and SIGINT: within a second, the trace readable.
     for signal in [libc::SIGTERM, libc::SIGINT] {
         let base = crate::flight::base(&format!("kernel-signal-{signal}"));
-        std::fs::create_dir_all(base.join("shm")).unwrap();
-        let mut child = Command::new(TAPE)
-            .args(["record", "--kernel", "sched", "-o"])
-            .arg(base.join("out"))
-            .arg("--")
-            .arg(pipeline::example("naps"))
-            .args(["--calls", "300"])
-            .env("TAPE_TRACE", "fn.*")
-            .env("TAPE_SHM_DIR", base.join("shm"))
-            .env("TAPE_TRACE_DIR", base.join("saved"))
-            .env("TAPE_CONTROL", "off")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+        let mut child = naps_command(&base, "sched", &[], &["--calls", "300"])
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !base.join("out/kernel/channel0_0").exists() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_kernel_stream(&base);
         std::thread::sleep(Duration::from_millis(300));
         // SAFETY: kill with a pid of our own child and a valid signal.
         unsafe { libc::kill(child.id() as i32, signal) };
@@ -885,35 +886,18 @@ fn a_kernel_buffer_overrun_is_counted_not_hidden() {
         return;
     }
     let base = base("kernel-overrun");
-    std::fs::create_dir_all(base.join("shm")).unwrap();
     // System calls of the whole machine fill a 16 KiB buffer a CPU while
     // the recorder is stopped (the kernel writes every task's; tape keeps
     // the program's).
-    let recorder = Command::new(TAPE)
-        .args([
-            "record",
-            "--kernel",
-            "raw_syscalls",
-            "--kernel-buffer",
-            "16K",
-            "-o",
-        ])
-        .arg(base.join("out"))
-        .arg("--")
-        .arg(pipeline::example("naps"))
-        .args(["--threads", "2", "--calls", "150"])
-        .env("TAPE_TRACE", "fn.*")
-        .env("TAPE_SHM_DIR", base.join("shm"))
-        .env("TAPE_TRACE_DIR", base.join("saved"))
-        .env("TAPE_CONTROL", "off")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !base.join("out/kernel/channel0_0").exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let recorder = naps_command(
+        &base,
+        "raw_syscalls",
+        &["--kernel-buffer", "16K"],
+        &["--threads", "2", "--calls", "150"],
+    )
+    .spawn()
+    .unwrap();
+    wait_for_kernel_stream(&base);
     // SAFETY: kill with our child's pid and valid signals.
     unsafe { libc::kill(recorder.id() as i32, libc::SIGSTOP) };
     let load = Command::new("dd")

@@ -43,7 +43,7 @@ pub mod tracefs;
 
 use std::path::Path;
 
-use tape_ctf_model::{Clock, EnvValue};
+use tape_ctf_model::EnvValue;
 
 use std::collections::{HashMap, HashSet};
 
@@ -283,19 +283,10 @@ impl KernelRecorder {
     /// the program's clock (freq, offset_s, offset: the CTF clock's) and
     /// removes the instance.
     pub fn finish(mut self, clock: (u64, i64, i64)) -> Result<KernelStats, String> {
+        // The program trace's very clock block (as its recorder writes it).
         let (freq, offset_s, offset) = clock;
-        let mut clock = Clock::new("tape", freq);
-        clock.description = Some(format!(
-            "tape trace clock, the program's (ftrace's {})",
-            self.clock_name
-        ));
-        clock.offset_s = offset_s;
-        clock.offset = offset;
-        clock.absolute = true;
-        clock.precision = 1;
-        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .unwrap_or_default();
+        let clock = tape::__consumer::clock_description(freq, offset_s, offset);
+        let hostname = tape::__consumer::hostname();
         self.instance.write("tracing_on", "0", false)?;
         while self.poll()? > 0 {}
         let cpus = self.trace.cpus();

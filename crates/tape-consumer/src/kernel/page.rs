@@ -27,7 +27,6 @@ use super::format::PageLayout;
 const PADDING: u32 = 29;
 const TIME_EXTEND: u32 = 30;
 const TIME_STAMP: u32 = 31;
-const DATA_MAX: u32 = 28;
 const TS_SHIFT: u32 = 27;
 /// The bits an absolute time stamp record does not hold (`TS_MSB`).
 const TS_MSB: u64 = 0xf8 << 56;
@@ -147,13 +146,20 @@ pub fn read_page<'p>(
                 time = abs;
                 at += 8;
             }
-            0 => {
-                let n = word(at + 4)? as usize;
-                if n < 4 {
-                    return Err(damage(layout.data + at, format!("a record of length {n}")));
-                }
+            // Data: type 0 gives its length (+ 4) in the next word, 1..=28
+            // its length in words.
+            _ => {
+                let (from, n) = if type_len == 0 {
+                    let n = word(at + 4)? as usize;
+                    if n < 4 {
+                        return Err(damage(layout.data + at, format!("a record of length {n}")));
+                    }
+                    (at + 8, n)
+                } else {
+                    (at + 4, type_len as usize * 4)
+                };
                 time = time.wrapping_add(delta);
-                let body = data.get(at + 8..at + 4 + n).ok_or_else(|| {
+                let body = data.get(from..at + 4 + n).ok_or_else(|| {
                     damage(
                         layout.data + at,
                         format!("a record of {n} bytes past the data"),
@@ -162,19 +168,6 @@ pub fn read_page<'p>(
                 each(time, body);
                 at += 4 + n;
             }
-            1..=DATA_MAX => {
-                let n = type_len as usize * 4;
-                time = time.wrapping_add(delta);
-                let body = data.get(at + 4..at + 4 + n).ok_or_else(|| {
-                    damage(
-                        layout.data + at,
-                        format!("a record of {n} bytes past the data"),
-                    )
-                })?;
-                each(time, body);
-                at += 4 + n;
-            }
-            _ => unreachable!("type_len is 5 bits"),
         }
     }
     Ok(missed)

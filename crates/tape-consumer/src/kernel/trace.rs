@@ -127,7 +127,7 @@ impl KernelTrace {
         }
         Ok(KernelTrace {
             dir: dir.to_owned(),
-            uuid: uuid(),
+            uuid: tape::__consumer::new_uuid(),
             plans,
             classes,
             streams,
@@ -397,23 +397,6 @@ fn encode(plan: &EventPlan, data: &[u8], out: &mut Vec<u8>) -> Option<()> {
     Some(())
 }
 
-/// A random uuid (version 4) for the kernel trace.
-fn uuid() -> [u8; 16] {
-    let mut u = [0u8; 16];
-    let ok = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut u))
-        .is_ok();
-    if !ok {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        u = (t ^ u128::from(std::process::id()) << 64).to_le_bytes();
-    }
-    u[6] = (u[6] & 0x0f) | 0x40;
-    u[8] = (u[8] & 0x3f) | 0x80;
-    u
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -472,5 +455,69 @@ mod tests {
         rec[8..12].copy_from_slice(&(200u32 << 16 | 20).to_le_bytes());
         assert!(encode(&plan, &rec, &mut Vec::new()).is_none());
         assert!(encode(&plan, &rec[..10], &mut Vec::new()).is_none());
+    }
+
+    #[test]
+    fn odd_event_and_field_names_reach_the_metadata_escaped() {
+        // (names a hostile or future format file may hold)
+        let odd = [
+            "http.method",
+            "a b",
+            "\u{fc}ber",
+            "}; event {",
+            "event",
+            "1st",
+            "",
+            "x\"y",
+        ];
+        let field = |name: &str, offset: usize| FieldFormat {
+            name: name.to_owned(),
+            ctype: "int".into(),
+            offset,
+            size: 4,
+            signed: true,
+            kind: Kind::Int { hex: false },
+        };
+        let formats: Vec<Format> = odd
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Format {
+                system: "odd".into(),
+                name: (*n).to_owned(),
+                id: 100 + i as u16,
+                fields: odd
+                    .iter()
+                    .enumerate()
+                    .map(|(k, f)| field(f, 8 + 4 * k))
+                    .collect(),
+                pid_offset: 4,
+            })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("tape-kernel-odd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut t = KernelTrace::create(&dir, &formats, &[0]).unwrap();
+        t.finish(Clock::new("tape", 1_000_000_000), Vec::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let text = std::fs::read_to_string(dir.join("metadata")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        // Every field an identifier (the writer refuses others), each
+        // the escape of its name (after CTF's leading `_`, which readers
+        // drop); no name written raw.
+        for n in odd {
+            assert!(
+                text.contains(&format!(" _{};", escape_name(n))),
+                "{n:?}:\n{text}"
+            );
+        }
+        assert!(
+            !text.contains("} http.method;") && !text.contains("}; event {;"),
+            "{text}"
+        );
+        // One event block each: a name's `}; event {` stays in its quotes.
+        assert_eq!(
+            text.lines().filter(|l| *l == "event {").count(),
+            odd.len(),
+            "{text}"
+        );
     }
 }

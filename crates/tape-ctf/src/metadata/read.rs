@@ -54,6 +54,15 @@ pub struct TraceDir {
 }
 
 impl TraceDir {
+    /// Whether it is a kernel trace (`env.domain = "kernel"`: `tape record
+    /// --kernel`'s, or LTTng's kernel tracer's).
+    pub fn is_kernel(&self) -> bool {
+        self.trace
+            .env
+            .iter()
+            .any(|(k, v)| k == "domain" && matches!(v, crate::EnvValue::Str(s) if s == "kernel"))
+    }
+
     /// Whether the trace declares a losses stream (tape's traces since
     /// the losses left the printed packet context): its streams' losses
     /// by cause are there, and a stream it does not name lost nothing.

@@ -719,10 +719,7 @@ impl<W: Write> Exporter<W> {
             });
             process_of_dir.insert(t.dir.clone(), i);
         }
-        let kernel = traces
-            .iter()
-            .map(|t| crate::output::export::env_str(&t.trace, "domain") == Some("kernel"))
-            .collect();
+        let kernel = traces.iter().map(TraceDir::is_kernel).collect();
         // The clock's place on BOOTTIME and MONOTONIC, from the first
         // trace that says it.
         let clock = traces.iter().find_map(|t| {
