@@ -180,9 +180,9 @@ fn start(command: &[String]) -> Result<(std::process::Child, PathBuf), Failure> 
         .map_err(|e| format!("tape record -- {}: cannot start it: {e}", command[0]))?;
     let pid = child.id().to_string();
     loop {
-        // Its directory, and in it its process file written.
+        // Its directory, and in it its process file and template written.
         if let Ok(dir) = tape_consumer::recover::find(&pid) {
-            if tape_consumer::recover::process_of(&dir).is_ok() {
+            if tape_consumer::recover::made_whole(&dir).is_ok() {
                 return Ok((child, dir));
             }
         }

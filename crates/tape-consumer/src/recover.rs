@@ -102,6 +102,18 @@ pub fn process_of(dir: &Path) -> Result<(String, u32), Error> {
     Ok((h.program(), h.pid))
 }
 
+/// Whether the process of `dir` has made it whole: its process file
+/// written, then its metadata template (written an instant after, which a
+/// reader needs before its first packet).
+pub fn made_whole(dir: &Path) -> Result<(), Error> {
+    process_of(dir)?;
+    let template = dir.join(shm::METADATA_FILE);
+    match std::fs::symlink_metadata(&template) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(error(format!("{}: {e}", template.display()))),
+    }
+}
+
 /// [`find`] for a reader of a running process (`tape pipe`, `tape
 /// record`): a process that runs but has not made its shared rings yet
 /// (started an instant ago: `prog & tape pipe $!`) is waited for, up to
@@ -110,9 +122,9 @@ pub fn find_running(what: &str, patience: std::time::Duration) -> Result<PathBuf
     let until = std::time::Instant::now() + patience;
     loop {
         let e = match find(what) {
-            // Its process file written too (not an instant after it made
-            // the directory).
-            Ok(dir) => match process_of(&dir) {
+            // Its process file and template written too (not an instant
+            // after it made the directory).
+            Ok(dir) => match made_whole(&dir) {
                 Ok(_) => return Ok(dir),
                 Err(e) => e,
             },

@@ -163,6 +163,9 @@ impl KernelTrace {
             self.stats.unknown += 1;
             return Ok(());
         };
+        if self.streams[i].seq == 0 && self.streams[i].begin.is_none() {
+            self.open(i, time)?;
+        }
         let Some(plan) = self.plans.get(&id) else {
             self.stats.unknown += 1;
             return Ok(());
@@ -186,7 +189,26 @@ impl KernelTrace {
         Ok(())
     }
 
-    /// Writes stream `i`'s open packet, if it has events.
+    /// Before stream `i`'s first event at `time`: when the kernel lost
+    /// events before it, an empty packet at `time` that counts none, so
+    /// that the loss lies between two packets. (CTF's `events_discarded`
+    /// counts from the stream's start, and readers (babeltrace2 as tape)
+    /// count a loss from one packet to the next: a count already in the
+    /// first packet says "some, maybe" to babeltrace2 and nothing to tape.)
+    fn open(&mut self, i: usize, time: u64) -> Result<(), String> {
+        let s = &mut self.streams[i];
+        if s.discarded == 0 {
+            return Ok(());
+        }
+        let discarded = std::mem::take(&mut s.discarded);
+        s.begin = Some(time);
+        s.end = time;
+        let r = self.flush(i);
+        self.streams[i].discarded = discarded;
+        r
+    }
+
+    /// Writes stream `i`'s open packet, if it was begun.
     pub fn flush(&mut self, i: usize) -> Result<(), String> {
         let uuid = self.uuid;
         let s = &mut self.streams[i];
@@ -455,6 +477,74 @@ mod tests {
         rec[8..12].copy_from_slice(&(200u32 << 16 | 20).to_le_bytes());
         assert!(encode(&plan, &rec, &mut Vec::new()).is_none());
         assert!(encode(&plan, &rec[..10], &mut Vec::new()).is_none());
+    }
+
+    /// (timestamp_begin, timestamp_end, packet_seq_num, events_discarded)
+    /// of each packet of a stream file.
+    fn packets(file: &[u8]) -> Vec<[u64; 4]> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < file.len() {
+            let word = |k: usize| {
+                let o = at + HEADER + 8 * k;
+                u64::from_le_bytes(file[o..o + 8].try_into().unwrap())
+            };
+            out.push([word(0), word(1), word(4), word(5)]);
+            at += word(3) as usize / 8;
+        }
+        out
+    }
+
+    #[test]
+    fn a_loss_before_a_streams_first_event_lies_between_two_packets() {
+        let exec = parse_format("sched", "f", EXEC).unwrap();
+        let mut rec = vec![0u8; 28];
+        rec[..2].copy_from_slice(&365u16.to_le_bytes());
+        rec[8..12].copy_from_slice(&(8u32 << 16 | 20).to_le_bytes());
+        // (what the kernel lost before each page, then the page's records)
+        let cases: &[(&str, &[(Missed, &[u64])], &[[u64; 4]])] = &[
+            (
+                "a loss before any event: an empty packet first",
+                &[(Missed::Count(500), &[1000, 2000])],
+                &[[1000, 1000, 0, 0], [1000, 2000, 1, 500]],
+            ),
+            (
+                "losses before the first page with records add up",
+                &[
+                    (Missed::Count(7), &[]),
+                    (Missed::Unknown, &[]),
+                    (Missed::Count(3), &[50]),
+                ],
+                &[[50, 50, 0, 0], [50, 50, 1, 11]],
+            ),
+            (
+                "a loss after events: between their packet and the next",
+                &[(Missed::None, &[10, 20]), (Missed::Count(9), &[30])],
+                &[[10, 20, 0, 0], [30, 30, 1, 9]],
+            ),
+            (
+                "no loss: no empty packet",
+                &[(Missed::None, &[10])],
+                &[[10, 10, 0, 0]],
+            ),
+        ];
+        for (i, (what, pages, want)) in cases.iter().enumerate() {
+            let dir =
+                std::env::temp_dir().join(format!("tape-kernel-loss-{}-{i}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let mut t = KernelTrace::create(&dir, std::slice::from_ref(&exec), &[0]).unwrap();
+            for (missed, times) in pages.iter() {
+                t.lost(0, *missed).unwrap();
+                for &time in times.iter() {
+                    t.record(0, time, &rec).unwrap();
+                }
+            }
+            t.finish(Clock::new("tape", 1_000_000_000), Vec::new())
+                .unwrap();
+            let file = std::fs::read(dir.join("channel0_0")).unwrap();
+            let _ = std::fs::remove_dir_all(&dir);
+            assert_eq!(&packets(&file), want, "{what}");
+        }
     }
 
     #[test]
