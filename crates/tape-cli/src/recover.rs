@@ -5,7 +5,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use tape_consumer::kernel::KernelRecorder;
+use tape_consumer::kernel::snapshots::SnapshotList;
+use tape_consumer::kernel::{KernelRecorder, WindowStats};
 
 use crate::{output_error, Failure};
 
@@ -354,6 +355,13 @@ fn record_dir(
     let mut r = tape_consumer::record::Recorder::attach(dir, &output).map_err(|e| e.to_string())?;
     let mut kernel = kernel.map(|k| follow_kernel(k, &r)).transpose()?;
     let mut kernel_failed = None;
+    // The program's latency snapshots, each given the kernel's window.
+    let mut windows = Windows {
+        list: SnapshotList::of(dir),
+        pid: r.pid(),
+        given: 0,
+        failed: 0,
+    };
     crate::say!(
         "tape record: recording process {} into {} (until it exits{}{}; Ctrl-C ends)",
         r.pid(),
@@ -380,6 +388,9 @@ fn record_dir(
             if !r.process_alive() {
                 break "the process exited";
             }
+            if let Some(k) = kernel.as_mut() {
+                windows.look(k);
+            }
         }
         let since = turned.elapsed();
         turned = std::time::Instant::now();
@@ -395,6 +406,10 @@ fn record_dir(
         idle = tape_consumer::record::rest(r.fill(), since, idle);
         std::thread::sleep(idle);
     };
+    // (before the recorder's end removes the list with the directory)
+    if let Some(k) = kernel.as_mut() {
+        windows.look(k);
+    }
     let unshared = r.unshared_rings();
     // One clock for both traces, stated alike: their times compare exactly.
     let clock = r.clock_params();
@@ -430,6 +445,7 @@ fn record_dir(
     }
     if let Some(k) = &kernel_stats {
         text.push_str(&kernel_text(k));
+        text.push_str(&windows.text());
     }
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).map_err(output_error)?;
@@ -477,6 +493,136 @@ fn follow_kernel(
     // A thread made while the first list was read is in the second.
     kr.follow(&threads(r.pid()));
     Ok(kr)
+}
+
+/// The latency snapshots of the recorded process, each given the kernel's
+/// events of its window (`SNAPSHOT/kernel`, owned as the snapshot is, so
+/// that the program's removal of old snapshots removes it too).
+struct Windows {
+    list: SnapshotList,
+    pid: u32,
+    given: u64,
+    failed: u64,
+}
+
+impl Windows {
+    /// Gives the snapshots listed since the last look their windows (the
+    /// first of each outcome said).
+    fn look(&mut self, k: &mut KernelRecorder) {
+        let paths = match self.list.new_ones() {
+            Ok(p) => p,
+            Err(e) => {
+                if self.failed == 0 {
+                    crate::say!("tape record: latency snapshots: {e}");
+                }
+                self.failed += 1;
+                return;
+            }
+        };
+        for p in paths {
+            // A relative path is the program's (its working directory).
+            let p = match p.is_relative() {
+                true => std::fs::read_link(format!("/proc/{}/cwd", self.pid))
+                    .map_or(p.clone(), |cwd| cwd.join(&p)),
+                false => p,
+            };
+            match kernel_window(k, &p) {
+                Ok(w) => {
+                    if self.given == 0 {
+                        crate::say!(
+                            "tape record: latency snapshot {}: the kernel's events of its \
+                             window added ({} events{}{})",
+                            p.display(),
+                            w.events,
+                            match w.lost {
+                                0 => String::new(),
+                                n => format!(", {n} lost"),
+                            },
+                            match w.incomplete {
+                                true => ", its start no longer held",
+                                false => "",
+                            }
+                        );
+                    }
+                    self.given += 1;
+                }
+                Err(e) => {
+                    if self.failed == 0 {
+                        crate::say!(
+                            "tape record: latency snapshot {}: the kernel's events not added: {e}",
+                            p.display()
+                        );
+                    }
+                    self.failed += 1;
+                }
+            }
+        }
+    }
+
+    /// The summary's line, when there were snapshots.
+    fn text(&self) -> String {
+        match (self.given, self.failed) {
+            (0, 0) => String::new(),
+            (given, 0) => {
+                format!("  latency snapshots: {given} given the kernel's events of their window\n")
+            }
+            (given, failed) => format!(
+                "  latency snapshots: {given} given the kernel's events of their window, {failed} \
+                 not (the first said why)\n"
+            ),
+        }
+    }
+}
+
+/// Writes `snapshot/kernel`: the kernel's events of the latency
+/// snapshot's window (its env's `tape_latency_start` and `_end`), on its
+/// clock, owned by the snapshot's owner.
+fn kernel_window(
+    k: &mut KernelRecorder,
+    snapshot: &std::path::Path,
+) -> Result<WindowStats, String> {
+    let t = tape_ctf::metadata::read::open_trace(snapshot).map_err(|e| e.to_string())?;
+    let int = |name: &str| {
+        t.trace
+            .env
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| match v {
+                tape_ctf::EnvValue::Int(i) => u64::try_from(*i).ok(),
+                _ => None,
+            })
+            .ok_or_else(|| format!("no {name} in its env"))
+    };
+    let (begin, end) = (int("tape_latency_start")?, int("tape_latency_end")?);
+    let clock = t
+        .trace
+        .clocks
+        .first()
+        .cloned()
+        .ok_or("no clock in its metadata")?;
+    let out = snapshot.join("kernel");
+    let w = k.write_window(&out, begin, end, clock)?;
+    own_as(&out, snapshot)?;
+    Ok(w)
+}
+
+/// Gives `dir` and its files to the owner of `like`, when they differ.
+fn own_as(dir: &std::path::Path, like: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let named = |p: &std::path::Path, e: std::io::Error| format!("{}: {e}", p.display());
+    let m = std::fs::metadata(like).map_err(|e| named(like, e))?;
+    let mine = std::fs::metadata(dir).map_err(|e| named(dir, e))?;
+    if (m.uid(), m.gid()) == (mine.uid(), mine.gid()) {
+        return Ok(());
+    }
+    let mut paths = vec![dir.to_path_buf()];
+    for e in std::fs::read_dir(dir).map_err(|e| named(dir, e))? {
+        paths.push(e.map_err(|e| named(dir, e))?.path());
+    }
+    for p in paths {
+        std::os::unix::fs::lchown(&p, Some(m.uid()), Some(m.gid())).map_err(|e| named(&p, e))?;
+    }
+    Ok(())
 }
 
 /// The summary's line for the kernel's events.

@@ -16,6 +16,10 @@
 
 #[tape::traced]
 fn nap() {
+    // A latency section too: with the latency tracer on (TAPE_LATENCY=on),
+    // the slowest nap is saved as a snapshot, which `tape record --kernel`
+    // gives the kernel's events of its window.
+    let _s = tape::latency::section!("nap");
     std::thread::sleep(std::time::Duration::from_millis(3));
 }
 

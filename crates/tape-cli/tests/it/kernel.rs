@@ -115,13 +115,19 @@ fn naps_recorded(
     Some((alone, base))
 }
 
-/// `babeltrace2 [--clock-cycles] DIR`'s lines.
+/// `babeltrace2 [--clock-cycles] DIR [MORE…]`'s lines.
 fn babeltrace2(dir: &Path, cycles: bool) -> Option<Vec<String>> {
+    babeltrace2_of(&[dir], cycles)
+}
+
+/// [`babeltrace2`] of several paths, merged.
+fn babeltrace2_of(dirs: &[&Path], cycles: bool) -> Option<Vec<String>> {
+    let dir = dirs[0];
     let mut c = Command::new("babeltrace2");
     if cycles {
         c.arg("--clock-cycles");
     }
-    let out = match c.arg(dir).output() {
+    let out = match c.args(dirs).output() {
         Ok(o) => o,
         Err(e) => {
             shared::required(
@@ -966,6 +972,105 @@ fn a_kernel_buffer_overrun_is_counted_not_hidden() {
     assert!(counted > 1000 && counted <= lost, "{stats}");
     eprintln!(
         "kernel: an overrun while the recorder was stopped: {line}; tape stats: {counted} lost"
+    );
+}
+
+#[test]
+fn a_latency_snapshot_holds_the_kernels_events_of_its_window() {
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !kernel_ready("a latency snapshot beside a kernel recording") {
+        return;
+    }
+    let base = base("kernel-latency");
+    // naps' `nap` is a latency section: each new slowest nap is saved.
+    let out = naps_command(
+        &base,
+        "sched:sched_switch,sched:sched_wakeup",
+        &[],
+        &["--threads", "1", "--calls", "6"],
+    )
+    .env("TAPE_LATENCY", "on")
+    .output()
+    .unwrap();
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{said}");
+    let snapshots: Vec<PathBuf> = std::fs::read_dir(base.join("saved"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with("-latency"))
+        .flat_map(|e| std::fs::read_dir(e.path()).unwrap().flatten())
+        .map(|e| e.path())
+        .collect();
+    assert!(!snapshots.is_empty(), "no latency snapshot: {said}");
+    assert!(
+        said.contains(&format!(
+            "latency snapshots: {} given the kernel's events of their window",
+            snapshots.len()
+        )),
+        "{said}"
+    );
+    for snap in &snapshots {
+        let metadata = std::fs::read_to_string(snap.join("metadata")).unwrap();
+        let env = |name: &str| -> u64 {
+            let key = format!("{name} = ");
+            let at = metadata.find(&key).unwrap_or_else(|| panic!("{name}")) + key.len();
+            metadata[at..]
+                .split(';')
+                .next()
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        let (start, end, tid) = (
+            env("tape_latency_start"),
+            env("tape_latency_end"),
+            env("tape_latency_tid") as i64,
+        );
+        assert!(snap.join("kernel/metadata").is_file(), "{}", snap.display());
+        // babeltrace2 reads both (given both: it does not look inside a
+        // trace's directory for another) and merges them by time.
+        let Some(lines) = babeltrace2_of(&[snap, &snap.join("kernel")], true) else {
+            return;
+        };
+        let lines: Vec<Line> = lines.iter().map(|l| parse(l)).collect();
+        let kernel: Vec<&Line> = lines
+            .iter()
+            .filter(|l| l.event.starts_with("sched_"))
+            .collect();
+        for k in &kernel {
+            assert!(
+                (start..=end).contains(&k.time),
+                "outside the window {start}..={end}: {}",
+                k.text
+            );
+        }
+        // The nap's thread switched out within the window, inside the nap
+        // whose entry is the last before it and whose exit the first after.
+        let out_at = kernel
+            .iter()
+            .find(|k| k.event == "sched_switch" && field(&k.text, "prev_tid") == Some(tid))
+            .unwrap_or_else(|| panic!("{}: no switch of {tid} out", snap.display()))
+            .time;
+        let entry = lines
+            .iter()
+            .filter(|l| l.event == "fn.naps.nap.entry" && l.tid == tid && l.time <= start)
+            .last()
+            .map(|l| l.time);
+        let exit = lines
+            .iter()
+            .find(|l| l.event == "fn.naps.nap.exit" && l.tid == tid && l.time >= end)
+            .map(|l| l.time);
+        assert!(
+            // (the exit may follow the snapshot by an instant)
+            entry.is_some_and(|e| e <= out_at) && exit.is_none_or(|x| out_at <= x),
+            "{}: entry {entry:?}, out {out_at}, exit {exit:?}",
+            snap.display()
+        );
+    }
+    eprintln!(
+        "kernel: {} latency snapshots, each with the kernel's events of its window",
+        snapshots.len()
     );
 }
 

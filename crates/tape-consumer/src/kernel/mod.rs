@@ -14,6 +14,10 @@
 //!              names them, on the program's clock (x86-tsc: the TSC itself)
 //! ```
 //!
+//! The records kept are also held in memory for a while (`recent.rs`,
+//! [`RECENT_BYTES`] a CPU): a latency snapshot the program saves meanwhile
+//! gets the kernel's events of its window ([`KernelRecorder::write_window`]).
+//!
 //! Which threads: the traced process's, followed in user space. Every
 //! record of the events asked is read, and one is kept when the task that
 //! wrote it, or a task it names (`prev_pid`/`next_pid` of a switch, the
@@ -38,12 +42,14 @@
 
 pub mod format;
 pub mod page;
+pub mod recent;
+pub mod snapshots;
 pub mod trace;
 pub mod tracefs;
 
 use std::path::Path;
 
-use tape_ctf_model::EnvValue;
+use tape_ctf_model::{Clock, EnvValue};
 
 use std::collections::{HashMap, HashSet};
 
@@ -57,6 +63,10 @@ const SOURCE_MONOTONIC: u32 = 3;
 /// 100k `sched_switch` records a second (64 bytes each), about 600 ms of
 /// them.
 pub const DEFAULT_BUFFER_KB: u32 = 4096;
+
+/// The recent records held a CPU for latency snapshots (`recent.rs`): at
+/// 100k `sched_switch` records a second over 2 CPUs, more than a second.
+pub const RECENT_BYTES: usize = 8 << 20;
 
 /// The most pages taken from one CPU in one turn, so that one busy CPU
 /// does not keep the others (and the program's rings) waiting.
@@ -122,6 +132,23 @@ pub struct KernelRecorder {
     watches: HashMap<u16, Watch>,
     /// The tasks followed.
     followed: HashSet<u32>,
+    /// The events written (for a window's trace).
+    formats: Vec<format::Format>,
+    /// Each CPU's recent records, for latency snapshots.
+    recent: Vec<recent::Recent>,
+}
+
+/// What [`KernelRecorder::write_window`] wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowStats {
+    /// Events written.
+    pub events: u64,
+    /// Events the kernel lost within the window (a loss it did not
+    /// count, and an incomplete window's start, as 1 each).
+    pub lost: u64,
+    /// Whether records of the window's start were no longer held (its
+    /// trace counts an unknown loss there).
+    pub incomplete: bool,
 }
 
 impl KernelRecorder {
@@ -182,6 +209,10 @@ impl KernelRecorder {
         let cpus = instance.cpus();
         let trace = trace::KernelTrace::create(out, &formats, &cpus)?;
         let lost_before = cpus.iter().map(|&c| instance.kernel_lost(c)).collect();
+        let recent = cpus
+            .iter()
+            .map(|_| recent::Recent::new(RECENT_BYTES))
+            .collect();
         instance.write("tracing_on", "1", false)?;
         Ok(KernelRecorder {
             instance,
@@ -194,6 +225,8 @@ impl KernelRecorder {
             lost_before,
             watches,
             followed: tids.iter().copied().collect(),
+            formats,
+            recent,
         })
     }
 
@@ -256,7 +289,14 @@ impl KernelRecorder {
         });
         // What the kernel lost came before this page's records.
         let r = match missed {
-            Ok(m) => self.trace.lost(i, m),
+            Ok(m) => {
+                match m {
+                    page::Missed::None => {}
+                    page::Missed::Count(n) => self.recent[i].push_lost(n),
+                    page::Missed::Unknown => self.recent[i].push_lost(1),
+                }
+                self.trace.lost(i, m)
+            }
             Err(_) => {
                 self.trace.damaged();
                 Ok(())
@@ -265,6 +305,7 @@ impl KernelRecorder {
         let r = r.and_then(|()| {
             for (time, data) in records {
                 if self.keep(data) {
+                    self.recent[i].push(time, data);
                     self.trace.record(i, time, data)?;
                 }
             }
@@ -279,25 +320,14 @@ impl KernelRecorder {
         self.clock_source
     }
 
-    /// Stops tracing, takes what is left, writes the trace's metadata with
-    /// the program's clock (freq, offset_s, offset: the CTF clock's) and
-    /// removes the instance.
-    pub fn finish(mut self, clock: (u64, i64, i64)) -> Result<KernelStats, String> {
-        // The program trace's very clock block (as its recorder writes it).
-        let (freq, offset_s, offset) = clock;
-        let clock = tape::__consumer::clock_description(freq, offset_s, offset);
-        let hostname = tape::__consumer::hostname();
-        self.instance.write("tracing_on", "0", false)?;
-        while self.poll()? > 0 {}
-        let cpus = self.trace.cpus();
-        let kernel_lost: u64 = cpus
-            .iter()
-            .zip(&self.lost_before)
-            .filter_map(|(&c, b)| Some(self.instance.kernel_lost(c)? - (*b)?))
-            .sum();
+    /// The kernel trace's `env` (but its counts).
+    fn env(&self) -> Vec<(String, EnvValue)> {
         let uname = uname();
-        let mut env = vec![
-            ("hostname".to_owned(), EnvValue::Str(hostname)),
+        vec![
+            (
+                "hostname".to_owned(),
+                EnvValue::Str(tape::__consumer::hostname()),
+            ),
             ("sysname".to_owned(), EnvValue::Str(uname.0)),
             ("kernel_release".to_owned(), EnvValue::Str(uname.1)),
             ("kernel_version".to_owned(), EnvValue::Str(uname.2)),
@@ -309,7 +339,86 @@ impl KernelRecorder {
                 "tape_ftrace_clock".to_owned(),
                 EnvValue::Str(self.clock_name.into()),
             ),
-        ];
+        ]
+    }
+
+    /// Writes the kernel's events from `begin` to `end` (the program's
+    /// clock values: a latency snapshot's window) as a kernel trace in
+    /// `out`, stating `clock` (the snapshot's own clock block), from the
+    /// records held in memory ([`RECENT_BYTES`] a CPU), after taking
+    /// what the kernel has ready. A window that reaches back before what
+    /// is held is written with an unknown loss at its start, and said.
+    pub fn write_window(
+        &mut self,
+        out: &Path,
+        begin: u64,
+        end: u64,
+        clock: Clock,
+    ) -> Result<WindowStats, String> {
+        // What the kernel has of the window (its end is a few ms ago);
+        // bounded, as a turn is.
+        for _ in 0..4 {
+            if self.poll()? == 0 {
+                break;
+            }
+        }
+        let cpus = self.trace.cpus();
+        let mut t = trace::KernelTrace::create(out, &self.formats, &cpus)?;
+        let mut w = WindowStats::default();
+        for (i, held) in self.recent.iter().enumerate() {
+            if held.forgot_since(begin) {
+                w.incomplete = true;
+                t.lost(i, page::Missed::Unknown)?;
+            }
+            let mut r = Ok(());
+            held.each_in(begin, end, |item| {
+                if r.is_err() {
+                    return;
+                }
+                r = match item {
+                    recent::Item::Record(time, data) => t.record(i, time, data),
+                    recent::Item::Lost(n) => t.lost(i, page::Missed::Count(n)),
+                };
+            });
+            r?;
+        }
+        let mut env = self.env();
+        env.extend([
+            (
+                "tape_ftrace_window_begin".to_owned(),
+                EnvValue::Int(begin as i64),
+            ),
+            (
+                "tape_ftrace_window_end".to_owned(),
+                EnvValue::Int(end as i64),
+            ),
+            (
+                "tape_ftrace_lost".to_owned(),
+                EnvValue::Int(t.stats.lost as i64),
+            ),
+        ]);
+        t.finish(clock, env)?;
+        w.events = t.stats.events;
+        w.lost = t.stats.lost;
+        Ok(w)
+    }
+
+    /// Stops tracing, takes what is left, writes the trace's metadata with
+    /// the program's clock (freq, offset_s, offset: the CTF clock's) and
+    /// removes the instance.
+    pub fn finish(mut self, clock: (u64, i64, i64)) -> Result<KernelStats, String> {
+        // The program trace's very clock block (as its recorder writes it).
+        let (freq, offset_s, offset) = clock;
+        let clock = tape::__consumer::clock_description(freq, offset_s, offset);
+        self.instance.write("tracing_on", "0", false)?;
+        while self.poll()? > 0 {}
+        let cpus = self.trace.cpus();
+        let kernel_lost: u64 = cpus
+            .iter()
+            .zip(&self.lost_before)
+            .filter_map(|(&c, b)| Some(self.instance.kernel_lost(c)? - (*b)?))
+            .sum();
+        let mut env = self.env();
         env.push((
             "tape_ftrace_lost".to_owned(),
             EnvValue::Int(self.trace.stats.lost as i64),

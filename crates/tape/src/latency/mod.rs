@@ -51,7 +51,10 @@
 //! and end in clock ticks, thread id and name, scheduling policy, where
 //! it started and ended), which `tape show` prints as ftrace's
 //! latency-format header. The last [`set_keep`] snapshots of each tracker
-//! are kept; older ones are removed. A ring that wraps within the poll
+//! are kept; older ones are removed. Each snapshot saved is listed in
+//! the process's ring directory (`snapshots`): `tape record --kernel`
+//! reads the list and adds to each snapshot the kernel's events of its
+//! window (`kernel/`). A ring that wraps within the poll
 //! has overwritten the oldest part of the window before the save copies
 //! it (ftrace swaps a whole buffer instead; tape's rings are per thread
 //! and copied): size the rings for a few milliseconds more than the
@@ -268,6 +271,9 @@ pub(crate) fn take_snapshots() {
         let dir = snapshot_dir().join(format!("{}-{n}", crate::sys::sanitize(r.tracker.name)));
         match save_snapshot(&dir, &r, ns, &thread) {
             Ok(()) => {
+                // Listed for a kernel recorder (`tape record --kernel`),
+                // which adds the kernel's events of its window.
+                let _ = crate::ring::shm::note_snapshot(&dir);
                 l.saved = n;
                 l.kept.push_back(dir);
                 while l.kept.len() > keep {

@@ -14,6 +14,8 @@
 //!                                      anchor and latest calibration, mode,
 //!                                      losses outside rings, the recorder's pid
 //!      metadata-template               the trace's metadata with holes (crate::template)
+//!      snapshots                       the latency snapshots saved, a path a line
+//!                                      (for `tape record --kernel`: note_snapshot)
 //!      ring-<tid>-<n>                  mode 0600, one per ring:
 //!      +--------------------+  0
 //!      | FileHeader         |  magic "TAPERING", version, sizes, offsets
@@ -169,6 +171,14 @@ pub(crate) const PROCESS_FILE_MAX: u64 = 4096;
 /// Largest metadata template read (a program with tens of thousands of
 /// tracepoints has a few MiB).
 pub const METADATA_FILE_MAX: u64 = 64 << 20;
+
+/// Name of the list of the latency snapshots this process saved (a path
+/// a line), for `tape record --kernel` to add the kernel's events of each
+/// one's window ([`note_snapshot`]).
+pub const SNAPSHOTS_FILE: &str = "snapshots";
+/// Largest snapshot list: past it, no more lines are added (a recorder
+/// then adds nothing to later snapshots).
+pub const SNAPSHOTS_FILE_MAX: u64 = 1 << 20;
 
 /// Opens a file of a shared-ring directory for reading as a hostile
 /// directory may hold it: no symbolic link followed (`O_NOFOLLOW`), no
@@ -586,6 +596,36 @@ pub(crate) fn rewrite_template() -> io::Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// Adds `saved` (a latency snapshot just saved) to this process's list of
+/// them, when it has a directory of shared rings: a line, appended whole
+/// by one `write` (`O_APPEND`), so that a reader sees whole lines or none.
+/// Called by the snapshot thread, never on the emit path.
+pub(crate) fn note_snapshot(saved: &Path) -> io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let made = MADE.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let Some((pid, dir)) = made else {
+        return Ok(());
+    };
+    let path = saved.as_os_str().as_bytes();
+    if pid != std::process::id() || path.contains(&b'\n') {
+        return Ok(());
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir.join(SNAPSHOTS_FILE))?;
+    if f.metadata()?.len() + path.len() as u64 >= SNAPSHOTS_FILE_MAX {
+        return Ok(());
+    }
+    let mut line = path.to_vec();
+    line.push(b'\n');
+    f.write_all(&line)
 }
 
 /// The metadata text with holes, beside the rings (written whole, then
