@@ -286,7 +286,7 @@ pub(crate) fn record(
         };
         k.started = Some(KernelRecorder::start(
             &k.options.events,
-            &k.out,
+            Some(&k.out),
             source,
             &[std::process::id()],
             k.options.buffer_kb,
@@ -483,7 +483,7 @@ fn follow_kernel(
         }
         None => KernelRecorder::start(
             &k.options.events,
-            &k.out,
+            Some(&k.out),
             r.clock_source(),
             &tids,
             k.options.buffer_kb,

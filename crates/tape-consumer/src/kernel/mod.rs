@@ -155,12 +155,13 @@ impl KernelRecorder {
     /// Makes tape's instance for the events `spec` names, on the clock of
     /// source `clock_source` (a process header's code), each CPU's buffer
     /// `buffer_kb` KiB, following the threads `tids` (and their
-    /// children), and the trace in `out`.
+    /// children), and the trace in `out` (`None`: kept in memory, packet
+    /// by packet, for a relay: [`KernelRecorder::take_packets`]).
     /// Tracing starts before this returns. `said` hears what is worth
     /// saying (an instance of a dead recorder removed).
     pub fn start(
         spec: &str,
-        out: &Path,
+        out: Option<&Path>,
         clock_source: u32,
         tids: &[u32],
         buffer_kb: u32,
@@ -207,7 +208,10 @@ impl KernelRecorder {
         }
         instance.open_pipes()?;
         let cpus = instance.cpus();
-        let trace = trace::KernelTrace::create(out, &formats, &cpus)?;
+        let trace = match out {
+            Some(out) => trace::KernelTrace::create(out, &formats, &cpus)?,
+            None => trace::KernelTrace::in_memory(&formats, &cpus)?,
+        };
         let lost_before = cpus.iter().map(|&c| instance.kernel_lost(c)).collect();
         let recent = cpus
             .iter()
@@ -405,34 +409,76 @@ impl KernelRecorder {
 
     /// Stops tracing, takes what is left, writes the trace's metadata with
     /// the program's clock (freq, offset_s, offset: the CTF clock's) and
-    /// removes the instance.
+    /// removes the instance. (Kept in memory: the last packets are made,
+    /// for [`KernelRecorder::take_packets`].)
     pub fn finish(mut self, clock: (u64, i64, i64)) -> Result<KernelStats, String> {
-        // The program trace's very clock block (as its recorder writes it).
-        let (freq, offset_s, offset) = clock;
-        let clock = tape::__consumer::clock_description(freq, offset_s, offset);
+        let stats = self.stop()?;
+        let mut env = self.env();
+        env.extend([
+            (
+                "tape_ftrace_lost".to_owned(),
+                EnvValue::Int(self.trace.stats.lost as i64),
+            ),
+            (
+                "tape_ftrace_kernel_lost".to_owned(),
+                EnvValue::Int(stats.lost as i64),
+            ),
+        ]);
+        self.trace.finish(clock_of(clock), env)?;
+        Ok(stats)
+    }
+
+    /// Stops tracing and takes what is left, every packet made: what it
+    /// took and lost (the kernel's own loss count, when it says more than
+    /// the pages did).
+    pub fn stop(&mut self) -> Result<KernelStats, String> {
         self.instance.write("tracing_on", "0", false)?;
         while self.poll()? > 0 {}
+        self.flush()?;
         let cpus = self.trace.cpus();
         let kernel_lost: u64 = cpus
             .iter()
             .zip(&self.lost_before)
             .filter_map(|(&c, b)| Some(self.instance.kernel_lost(c)? - (*b)?))
             .sum();
-        let mut env = self.env();
-        env.push((
-            "tape_ftrace_lost".to_owned(),
-            EnvValue::Int(self.trace.stats.lost as i64),
-        ));
-        env.push((
-            "tape_ftrace_kernel_lost".to_owned(),
-            EnvValue::Int(kernel_lost as i64),
-        ));
-        self.trace.finish(clock, env)?;
         let mut stats = self.trace.stats.clone();
-        // The kernel's own count, when it says more than the pages did.
         stats.lost = stats.lost.max(kernel_lost);
         Ok(stats)
     }
+
+    /// Makes a packet of every CPU's events not yet in one (a relay's
+    /// live timer).
+    pub fn flush(&mut self) -> Result<(), String> {
+        for i in 0..self.trace.cpus().len() {
+            self.trace.flush(i)?;
+        }
+        Ok(())
+    }
+
+    /// The packets made since the last call (a trace kept in memory).
+    pub fn take_packets(&mut self) -> Vec<trace::KernelPacket> {
+        self.trace.take_packets()
+    }
+
+    /// The trace's metadata (a trace kept in memory: for a relay), with
+    /// the program's clock (freq, offset_s, offset) and `uuid`; its counts
+    /// are the summary's.
+    pub fn metadata(&mut self, clock: (u64, i64, i64), uuid: [u8; 16]) -> Result<String, String> {
+        self.trace.set_uuid(uuid);
+        self.trace.metadata(clock_of(clock), self.env())
+    }
+
+    /// The CPUs of its streams, in order.
+    pub fn cpus(&self) -> Vec<u32> {
+        self.trace.cpus()
+    }
+}
+
+/// The program trace's very clock block (as its recorder writes it), of
+/// (freq, offset_s, offset).
+fn clock_of(clock: (u64, i64, i64)) -> Clock {
+    let (freq, offset_s, offset) = clock;
+    tape::__consumer::clock_description(freq, offset_s, offset)
 }
 
 /// (sysname, release, version) of the running kernel.

@@ -51,14 +51,16 @@ struct EventPlan {
 /// One CPU's stream.
 struct CpuStream {
     cpu: u32,
-    file: File,
-    path: PathBuf,
+    /// Its file and path, when the trace is written to a directory.
+    file: Option<(File, PathBuf)>,
     events: Vec<u8>,
     begin: Option<u64>,
     end: u64,
     seq: u64,
     /// Lost so far (a running count, as CTF's `events_discarded` is).
     discarded: u64,
+    /// Events in the open packet.
+    count: u64,
 }
 
 /// What a kernel recording took and lost.
@@ -80,9 +82,29 @@ pub struct KernelStats {
     pub bytes: u64,
 }
 
-/// The kernel trace being written into `dir`.
+/// A packet made for a trace kept in memory ([`KernelTrace::in_memory`]),
+/// as it would be written: header, context, events.
+pub struct KernelPacket {
+    /// Its stream (the CPU's index among the trace's).
+    pub stream: usize,
+    /// The packet, whole.
+    pub bytes: Vec<u8>,
+    /// Its first event's time.
+    pub begin: u64,
+    /// Its last event's time.
+    pub end: u64,
+    /// Events the kernel lost since the stream began (cumulative).
+    pub discarded: u64,
+    /// Its events.
+    pub events: u64,
+}
+
+/// The kernel trace being written into `dir` (or kept in memory, packet
+/// by packet, for a relay).
 pub struct KernelTrace {
-    dir: PathBuf,
+    dir: Option<PathBuf>,
+    /// The packets made, when kept in memory.
+    made: Vec<KernelPacket>,
     uuid: [u8; 16],
     plans: HashMap<u16, EventPlan>,
     classes: Vec<EventClass>,
@@ -96,6 +118,17 @@ impl KernelTrace {
     /// in `dir` (made).
     pub fn create(dir: &Path, formats: &[Format], cpus: &[u32]) -> Result<KernelTrace, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        KernelTrace::new(Some(dir), formats, cpus)
+    }
+
+    /// The same trace, its packets kept in memory until taken
+    /// ([`KernelTrace::take_packets`]), its metadata made on demand
+    /// ([`KernelTrace::metadata`]): for a relay.
+    pub fn in_memory(formats: &[Format], cpus: &[u32]) -> Result<KernelTrace, String> {
+        KernelTrace::new(None, formats, cpus)
+    }
+
+    fn new(dir: Option<&Path>, formats: &[Format], cpus: &[u32]) -> Result<KernelTrace, String> {
         let mut plans = HashMap::new();
         let mut classes = Vec::new();
         for f in formats {
@@ -112,21 +145,29 @@ impl KernelTrace {
         }
         let mut streams = Vec::new();
         for &cpu in cpus {
-            let path = dir.join(format!("channel0_{cpu}"));
-            let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let file = match dir {
+                Some(dir) => {
+                    let path = dir.join(format!("channel0_{cpu}"));
+                    let file =
+                        File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    Some((file, path))
+                }
+                None => None,
+            };
             streams.push(CpuStream {
                 cpu,
                 file,
-                path,
                 events: Vec::with_capacity(PACKET_EVENTS + 4096),
                 begin: None,
                 end: 0,
                 seq: 0,
                 discarded: 0,
+                count: 0,
             });
         }
         Ok(KernelTrace {
-            dir: dir.to_owned(),
+            dir: dir.map(Path::to_owned),
+            made: Vec::new(),
             uuid: tape::__consumer::new_uuid(),
             plans,
             classes,
@@ -182,6 +223,7 @@ impl KernelTrace {
         }
         s.begin.get_or_insert(time);
         s.end = time;
+        s.count += 1;
         self.stats.events += 1;
         if s.events.len() >= PACKET_EVENTS {
             self.flush(i)?;
@@ -216,26 +258,33 @@ impl KernelTrace {
             return Ok(());
         };
         let size = HEADER + CONTEXT + s.events.len();
-        let mut head = Vec::with_capacity(HEADER + CONTEXT);
-        head.extend_from_slice(&MAGIC.to_le_bytes());
-        head.extend_from_slice(&uuid);
-        head.extend_from_slice(&0u32.to_le_bytes());
-        for v in [
-            begin,
-            s.end,
-            size as u64 * 8,
-            size as u64 * 8,
-            s.seq,
-            s.discarded,
-        ] {
-            head.extend_from_slice(&v.to_le_bytes());
+        let mut head = Vec::with_capacity(size);
+        packet_head(
+            &mut head,
+            &uuid,
+            s.cpu,
+            [begin, s.end, s.seq, s.discarded],
+            s.events.len(),
+        );
+        match &mut s.file {
+            Some((file, path)) => file
+                .write_all(&head)
+                .and_then(|()| file.write_all(&s.events))
+                .map_err(|e| format!("{}: {e}", path.display()))?,
+            None => {
+                head.extend_from_slice(&s.events);
+                self.made.push(KernelPacket {
+                    stream: i,
+                    bytes: head,
+                    begin,
+                    end: s.end,
+                    discarded: s.discarded,
+                    events: s.count,
+                });
+            }
         }
-        head.extend_from_slice(&s.cpu.to_le_bytes());
-        s.file
-            .write_all(&head)
-            .and_then(|()| s.file.write_all(&s.events))
-            .map_err(|e| format!("{}: {e}", s.path.display()))?;
         self.stats.bytes += size as u64;
+        s.count = 0;
         s.events.clear();
         s.begin = None;
         s.seq += 1;
@@ -243,11 +292,39 @@ impl KernelTrace {
     }
 
     /// Every packet written and the metadata, with `clock` (the program's)
-    /// and `env`.
+    /// and `env` (in the directory; kept in memory: the packets made).
     pub fn finish(&mut self, clock: Clock, env: Vec<(String, EnvValue)>) -> Result<(), String> {
         for i in 0..self.streams.len() {
             self.flush(i)?;
         }
+        let text = self.metadata(clock, env)?;
+        match &self.dir {
+            Some(dir) => {
+                let path = dir.join("metadata");
+                std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The packets made since the last call (a trace kept in memory).
+    pub fn take_packets(&mut self) -> Vec<KernelPacket> {
+        std::mem::take(&mut self.made)
+    }
+
+    /// Its UUID (in every packet's header and the metadata).
+    pub fn uuid(&self) -> [u8; 16] {
+        self.uuid
+    }
+
+    /// Another UUID, for the packets made from now on and the metadata
+    /// (a relay session's resumed trace).
+    pub fn set_uuid(&mut self, uuid: [u8; 16]) {
+        self.uuid = uuid;
+    }
+
+    /// The metadata text, with `clock` (the program's) and `env`.
+    pub fn metadata(&self, clock: Clock, env: Vec<(String, EnvValue)>) -> Result<String, String> {
         let mut t = Trace::new(self.uuid);
         let u32_ = || Type::Integer(Integer::unsigned(32));
         let u64_ = || Type::Integer(Integer::unsigned(64));
@@ -291,16 +368,37 @@ impl KernelTrace {
         });
         t.clocks.push(clock);
         t.events = self.classes.clone();
-        let text = t
-            .to_tsdl()
-            .map_err(|e| format!("the kernel trace's metadata: {e}"))?;
-        let path = self.dir.join("metadata");
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+        t.to_tsdl()
+            .map_err(|e| format!("the kernel trace's metadata: {e}"))
     }
 
     /// The streams' CPUs, in order.
     pub fn cpus(&self) -> Vec<u32> {
         self.streams.iter().map(|s| s.cpu).collect()
+    }
+}
+
+/// Appends a packet's header and context to `out`: the trace's `uuid`,
+/// stream `cpu`, its times, `packet_seq_num` and `events_discarded`
+/// (`[begin, end, seq, discarded]`), and `events` bytes of events after.
+pub fn packet_head(out: &mut Vec<u8>, uuid: &[u8; 16], cpu: u32, at: [u64; 4], events: usize) {
+    let [begin, end, seq, discarded] = at;
+    let bits = (HEADER + CONTEXT + events) as u64 * 8;
+    out.extend_from_slice(&MAGIC.to_le_bytes());
+    out.extend_from_slice(uuid);
+    out.extend_from_slice(&0u32.to_le_bytes());
+    for v in [begin, end, bits, bits, seq, discarded] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&cpu.to_le_bytes());
+}
+
+/// Restamps a packet made by [`packet_head`]: another trace's `uuid` (a
+/// relay session's resumed trace) and `packet_seq_num`.
+pub fn restamp(packet: &mut [u8], uuid: &[u8; 16], seq: u64) {
+    if packet.len() >= HEADER + CONTEXT {
+        packet[4..20].copy_from_slice(uuid);
+        packet[HEADER + 32..HEADER + 40].copy_from_slice(&seq.to_le_bytes());
     }
 }
 
