@@ -343,8 +343,10 @@ enum Command {
         /// `syscalls:sys_enter_*`, `irq`), of the program's threads only
         /// (a `sched_switch` when either side is one). The directory then
         /// holds `kernel/` (a stream per CPU) and `ust/PROGRAM-PID/`, as an
-        /// LTTng session's.
-        #[arg(long, value_name = "EVENTS", conflicts_with_all = ["relayd", "all"])]
+        /// LTTng session's; with --relayd, the relay session holds the
+        /// trace `kernel` beside the programs' (with --all, every
+        /// followed process's threads).
+        #[arg(long, value_name = "EVENTS")]
         kernel: Option<String>,
         /// Each CPU's ftrace buffer for --kernel (`4M` by default; ftrace's
         /// `buffer_size_kb`): what holds the kernel's events between the

@@ -225,11 +225,40 @@ pub(crate) fn kernel_options(
 }
 
 /// What `--kernel` asks, where the kernel trace goes, and its recorder
-/// when it was started before the program.
+/// when it was started before the program (`out`: none with a relay,
+/// which gets the kernel trace as a trace of its session).
 struct KernelPlan {
     options: KernelOptions,
-    out: PathBuf,
+    out: Option<PathBuf>,
     started: Option<KernelRecorder>,
+}
+
+impl KernelPlan {
+    /// Starts the kernel's recording on clock `source`, following `tids`.
+    fn start(&self, source: u32, tids: &[u32]) -> Result<KernelRecorder, Failure> {
+        Ok(KernelRecorder::start(
+            &self.options.events,
+            self.out.as_deref(),
+            source,
+            tids,
+            self.options.buffer_kb,
+            &mut |m| crate::say!("tape record: {m}"),
+        )?)
+    }
+}
+
+/// The clock source (a process header's code) of the programs this
+/// recorder starts, before they run: tape's own choice, as they will
+/// make it (`tape::clock`): the monotonic clock when asked or when the
+/// TSC is not invariant. Checked against each program once attached.
+fn expected_clock_source() -> u32 {
+    if std::env::var("TAPE_TRACE_CLOCK").is_ok_and(|v| v == "monotonic")
+        || !tape::clock::invariant_tsc()
+    {
+        3
+    } else {
+        1
+    }
 }
 
 /// `tape record TARGET|--all|-- PROGRAM (-o OUT | --relayd URL)
@@ -259,7 +288,8 @@ pub(crate) fn record(
         },
     };
     // With --kernel, the directory is a session's: `kernel/` and
-    // `ust/PROGRAM-PID/` (made once the program is known).
+    // `ust/PROGRAM-PID/` (made once the program is known); with a relay,
+    // the kernel's is a trace of the relay session.
     let mut kernel = match (kernel, &output) {
         (None, _) => None,
         (Some(options), Some(out)) => {
@@ -268,36 +298,35 @@ pub(crate) fn record(
                 .map_err(|e| format!("tape record: cannot create {}: {e}", out.display()))?;
             Some(KernelPlan {
                 options,
-                out: out.join("kernel"),
+                out: Some(out.join("kernel")),
                 started: None,
             })
         }
-        (Some(_), None) => return Err("tape record --kernel: give -o DIR".to_owned().into()),
+        (Some(options), None) => Some(KernelPlan {
+            options,
+            out: None,
+            started: None,
+        }),
     };
-    if let (Some(k), Recorded::Command(_)) = (kernel.as_mut(), &recorded) {
-        // Following this process, with its children, before the program
-        // starts: the program is followed from its first instruction.
-        let source = if std::env::var("TAPE_TRACE_CLOCK").is_ok_and(|v| v == "monotonic")
-            || !tape::clock::invariant_tsc()
-        {
-            3
-        } else {
-            1
-        };
-        k.started = Some(KernelRecorder::start(
-            &k.options.events,
-            Some(&k.out),
-            source,
-            &[std::process::id()],
-            k.options.buffer_kb,
-            &mut |m| crate::say!("tape record: {m}"),
-        )?);
+    if let Some(k) = kernel.as_mut() {
+        match &recorded {
+            // Following this process, with its children, before the
+            // program starts: the program is followed from its first
+            // instruction.
+            Recorded::Command(_) => {
+                k.started = Some(k.start(expected_clock_source(), &[std::process::id()])?)
+            }
+            // Every process followed as it comes (none yet).
+            Recorded::Target(None) => k.started = Some(k.start(expected_clock_source(), &[])?),
+            Recorded::Target(Some(_)) => {}
+        }
     }
     let mut child = None;
     let (dir, target) = match recorded {
         Recorded::Target(None) => {
             let relay = relay.ok_or_else(|| "tape record --all: give --relayd URL".to_owned())?;
-            return crate::relay::record(crate::relay::Follow::All, relay, duration, limit);
+            let kernel = kernel.and_then(|k| k.started);
+            return crate::relay::record(crate::relay::Follow::All, relay, duration, limit, kernel);
         }
         Recorded::Target(Some(t)) => (
             tape_consumer::recover::find_running(t, crate::reader::STARTING)
@@ -338,7 +367,18 @@ fn record_dir(
 ) -> Result<(), Failure> {
     let output = match (output, relay) {
         (_, Some(relay)) => {
-            return crate::relay::record(crate::relay::Follow::One(dir), relay, duration, limit)
+            let kernel = match kernel {
+                Some(k) => {
+                    let (_, pid) =
+                        tape_consumer::recover::process_of(dir).map_err(|e| e.to_string())?;
+                    let source =
+                        tape_consumer::recover::clock_source_of(dir).map_err(|e| e.to_string())?;
+                    Some(follow_kernel(k, pid, source)?)
+                }
+                None => None,
+            };
+            let follow = crate::relay::Follow::One(dir);
+            return crate::relay::record(follow, relay, duration, limit, kernel);
         }
         (Some(o), None) => o,
         (None, None) => return Err("tape record: give -o DIR or --relayd URL".to_owned().into()),
@@ -353,7 +393,9 @@ fn record_dir(
         }
     };
     let mut r = tape_consumer::record::Recorder::attach(dir, &output).map_err(|e| e.to_string())?;
-    let mut kernel = kernel.map(|k| follow_kernel(k, &r)).transpose()?;
+    let mut kernel = kernel
+        .map(|k| follow_kernel(k, r.pid(), r.clock_source()))
+        .transpose()?;
     let mut kernel_failed = None;
     // The program's latency snapshots, each given the kernel's window.
     let mut windows = Windows {
@@ -456,22 +498,18 @@ fn record_dir(
     }
 }
 
-/// The kernel recorder of `k`, following the threads of `r`'s process:
-/// started now, or (started before the program) narrowed to them.
-fn follow_kernel(
-    k: KernelPlan,
-    r: &tape_consumer::record::Recorder,
-) -> Result<KernelRecorder, Failure> {
+/// The kernel recorder of `k`, following the threads of process `pid`
+/// (whose clock is of `source`): started now, or (started before the
+/// program) narrowed to them.
+fn follow_kernel(k: KernelPlan, pid: u32, source: u32) -> Result<KernelRecorder, Failure> {
     use tape_consumer::kernel::tracefs::threads;
-    let tids = threads(r.pid());
+    let tids = threads(pid);
     let mut kr = match k.started {
         Some(mut kr) => {
-            if kr.clock_source() != r.clock_source() {
+            if kr.clock_source() != source {
                 return Err(format!(
-                    "tape record --kernel: process {} keeps time by another clock than the \
-                     kernel's recording was started on (source {} against {})",
-                    r.pid(),
-                    r.clock_source(),
+                    "tape record --kernel: process {pid} keeps time by another clock than the \
+                     kernel's recording was started on (source {source} against {})",
                     kr.clock_source()
                 )
                 .into());
@@ -481,17 +519,10 @@ fn follow_kernel(
             kr.follow(&tids);
             kr
         }
-        None => KernelRecorder::start(
-            &k.options.events,
-            Some(&k.out),
-            r.clock_source(),
-            &tids,
-            k.options.buffer_kb,
-            &mut |m| crate::say!("tape record: {m}"),
-        )?,
+        None => k.start(source, &tids)?,
     };
     // A thread made while the first list was read is in the second.
-    kr.follow(&threads(r.pid()));
+    kr.follow(&threads(pid));
     Ok(kr)
 }
 
@@ -626,7 +657,7 @@ fn own_as(dir: &std::path::Path, like: &std::path::Path) -> Result<(), String> {
 }
 
 /// The summary's line for the kernel's events.
-fn kernel_text(k: &tape_consumer::kernel::KernelStats) -> String {
+pub(crate) fn kernel_text(k: &tape_consumer::kernel::KernelStats) -> String {
     let mut t = format!(
         "  kernel: {} events, {} bytes, lost: {}",
         k.events, k.bytes, k.lost

@@ -102,6 +102,17 @@ pub fn process_of(dir: &Path) -> Result<(String, u32), Error> {
     Ok((h.program(), h.pid))
 }
 
+/// The clock source (a process header's code) of the process of `dir`.
+pub fn clock_source_of(dir: &Path) -> Result<u32, Error> {
+    let h = read_header(dir).map_err(|e| {
+        error(format!(
+            "{} is not a directory of shared rings: {e}",
+            dir.display()
+        ))
+    })?;
+    Ok(h.clock_source)
+}
+
 /// Whether the process of `dir` has made it whole: its process file
 /// written, then its metadata template (written an instant after, which a
 /// reader needs before its first packet).

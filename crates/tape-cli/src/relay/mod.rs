@@ -28,6 +28,7 @@
 //! answers is read bounded and checked (`wire.rs`, `client.rs`).
 
 pub(crate) mod client;
+pub(crate) mod kernel;
 pub(crate) mod producer;
 pub(crate) mod wire;
 
@@ -37,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::{output_error, Failure};
+use kernel::KernelFeed;
 use producer::{Feed, Options, Session};
 
 /// The options of `tape record --relayd URL [--session NAME] [--live-timer
@@ -140,6 +142,10 @@ struct Host<'a> {
     dir_refused: bool,
     /// Unconfirmed packets were dropped past the cap (said once).
     unkept_said: bool,
+    /// The kernel's events (`--kernel`), a trace of the session.
+    kernel: Option<KernelFeed>,
+    /// Why the kernel's events ended early (the exit says it failed).
+    kernel_failed: Option<String>,
 }
 
 /// The relay gone (its connection failed): retried with backoff.
@@ -200,6 +206,7 @@ pub(crate) fn record(
     options: Options,
     duration: Option<Duration>,
     limit: Option<u64>,
+    kernel: Option<tape_consumer::kernel::KernelRecorder>,
 ) -> Result<(), Failure> {
     let live_timer = options.live_timer;
     // From here: a stop ends the run within its grace, and --duration
@@ -230,6 +237,8 @@ pub(crate) fn record(
         me: std::process::id(),
         dir_refused: false,
         unkept_said: false,
+        kernel: kernel.map(KernelFeed::new),
+        kernel_failed: None,
     };
     if let Follow::One(dir) = follow {
         let r = tape_consumer::record::Recorder::attach_live(dir).map_err(|e| e.to_string())?;
@@ -380,9 +389,10 @@ pub(crate) fn record(
     // However the run ends, what each process got: a failure's report
     // too (what was sent before it), then the error.
     let failed = |host: Host<'_>, sessions: &[String], e: String| -> Result<(), Failure> {
+        let kernel = host.kernel_text();
         let (reports, left_out) = host.reports_so_far();
         let why = "ended by the error below";
-        print_summary(&reports, left_out, sessions, why, secs())?;
+        print_summary(&reports, left_out, sessions, why, secs(), &kernel)?;
         Err(e.into())
     };
     if let Some(e) = given_up {
@@ -405,11 +415,18 @@ pub(crate) fn record(
         }
         sessions.push(host.session.path.clone());
     }
-    let (reports, left_out, failure) = host.finish(why);
+    let (reports, left_out, failure, kernel) = host.finish(why);
     match failure {
-        None => print_summary(&reports, left_out, &sessions, why, secs()),
+        None => {
+            print_summary(&reports, left_out, &sessions, why, secs(), &kernel.0)?;
+            match kernel.1 {
+                Some(e) => Err(format!("tape record: the kernel's events ended early: {e}").into()),
+                None => Ok(()),
+            }
+        }
         Some(e) => {
-            print_summary(&reports, left_out, &sessions, "its end cut short", secs())?;
+            let why = "its end cut short";
+            print_summary(&reports, left_out, &sessions, why, secs(), &kernel.0)?;
             Err(e.into())
         }
     }
@@ -423,6 +440,7 @@ fn print_summary(
     sessions: &[String],
     why: &str,
     secs: f64,
+    kernel: &str,
 ) -> Result<(), Failure> {
     let mut total = producer::Sent::default();
     let mut text = format!(
@@ -469,6 +487,7 @@ fn print_summary(
              after that)\n"
         ));
     }
+    text.push_str(kernel);
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).map_err(output_error)?;
     out.flush().map_err(output_error)
@@ -514,7 +533,12 @@ impl Host<'_> {
         }
         for t in &mut self.traced {
             if let Traced::Waiting(r) = t {
-                if self.session.must_wait(r) {
+                // Its rings mapped as they come: a ring file goes with its
+                // thread, and the mapping keeps what it holds. A process
+                // gone waits no longer for a longer calibration (none is
+                // coming): its trace starts with the one it has.
+                r.find_new_rings();
+                if self.session.must_wait(r) && r.process_alive() {
                     continue;
                 }
                 let Traced::Waiting(r) = std::mem::replace(t, Traced::Dropped) else {
@@ -575,6 +599,12 @@ impl Host<'_> {
                 }
             }
         }
+        // The kernel's, after the programs' (their clocks known first).
+        if let Some(k) = self.kernel.as_mut() {
+            if let Err(e) = k.turn(&mut self.session, ticked) {
+                self.drop_kernel(e)?;
+            }
+        }
         self.trim_kept();
         // 5. Past MAX_ENDED_OPEN ended traces, the oldest closed (after
         //    the linger at least).
@@ -632,7 +662,8 @@ impl Host<'_> {
                 _ => None,
             })
         };
-        let mut kept: usize = feeds().map(Feed::kept_bytes).sum();
+        let mut kept: usize = feeds().map(Feed::kept_bytes).sum::<usize>()
+            + self.kernel.as_ref().map_or(0, KernelFeed::kept_bytes);
         if kept <= cap {
             return;
         }
@@ -655,8 +686,16 @@ impl Host<'_> {
                 })
                 .filter_map(|f| f.oldest_kept().map(|o| (o, f)))
                 .min_by_key(|(o, _)| *o);
-            let Some((_, f)) = oldest else { break };
-            let freed = f.drop_oldest_kept();
+            let kernel = self
+                .kernel
+                .as_mut()
+                .and_then(|k| k.oldest_kept().map(|o| (o, k)));
+            let freed = match (oldest, kernel) {
+                (Some((o, _)), Some((ko, k))) if ko < o => k.drop_oldest_kept(),
+                (Some((_, f)), _) => f.drop_oldest_kept(),
+                (None, Some((_, k))) => k.drop_oldest_kept(),
+                (None, None) => break,
+            };
             if freed == 0 {
                 break;
             }
@@ -689,6 +728,13 @@ impl Host<'_> {
             }
             match tape_consumer::record::Recorder::attach_live(&dir) {
                 Ok(r) => {
+                    if let Some(k) = self.kernel.as_mut() {
+                        // From now (before this turn's read of the
+                        // kernel's pages), not once its trace starts; its
+                        // threads made later are its forks: followed.
+                        k.recorder
+                            .follow(&tape_consumer::kernel::tracefs::threads(r.pid()));
+                    }
                     self.seen.insert(dir);
                     self.traced.push(Traced::Waiting(r));
                     gone.push(false);
@@ -724,10 +770,66 @@ impl Host<'_> {
         Ok(())
     }
 
+    /// The kernel's own failure: said, its streams closed (what it sent
+    /// stays readable), its instance removed, the exit made a failure;
+    /// the relay's is the error.
+    fn drop_kernel(&mut self, e: producer::Fault) -> Result<(), producer::Fault> {
+        let producer::Fault::Feed(why) = e else {
+            return Err(e);
+        };
+        crate::say!("tape record: the kernel's events end here: {why}");
+        if let Some(k) = self.kernel.take() {
+            let _ = k.close(&mut self.session);
+        }
+        self.kernel_failed = Some(why);
+        Ok(())
+    }
+
+    /// The summary's lines for the kernel's events (none without
+    /// `--kernel`).
+    fn kernel_text(&self) -> String {
+        let Some(k) = &self.kernel else {
+            return match &self.kernel_failed {
+                Some(e) => format!("  kernel: ended early: {e}\n"),
+                None => String::new(),
+            };
+        };
+        let sent = &k.sent;
+        let mut t = match &k.stats {
+            Some(stats) => crate::recover::kernel_text(stats),
+            None => String::new(),
+        };
+        t.push_str(&format!(
+            "  its trace on the relay (`{}`): events {} in {} packets",
+            kernel::PATH,
+            sent.events,
+            sent.packets
+        ));
+        if sent.late > 0 {
+            t.push_str(&format!(", late for a live viewer {}", sent.late));
+        }
+        if sent.resent > 0 {
+            t.push_str(&format!(", sent again after an outage {}", sent.resent));
+        }
+        if sent.unkept > 0 {
+            t.push_str(&format!(
+                ", not kept for sending again {} (lost if the relay had not written them)",
+                sent.unkept
+            ));
+        }
+        t.push('\n');
+        t
+    }
+
     /// After an outage: a new relay session, every trace's streams made
     /// again in it. Traces that ended meanwhile are reported.
     fn resume(&mut self) -> Result<(), producer::Fault> {
         self.session.reconnect()?;
+        if let Some(k) = self.kernel.as_mut() {
+            if let Err(e) = k.resume(&mut self.session) {
+                self.drop_kernel(e)?;
+            }
+        }
         for t in &mut self.traced {
             match t {
                 Traced::Fed(f) => f.resume(&mut self.session)?,
@@ -781,7 +883,12 @@ impl Host<'_> {
     /// streams closed, then the session. The reports, how many processes
     /// were left out, and the relay's failure if one cut the end short
     /// (the reports then say what each had sent).
-    fn finish(mut self, why: &'static str) -> (Vec<Report>, usize, Option<String>) {
+    /// With the kernel's summary lines, and why its events ended early.
+    #[allow(clippy::type_complexity)]
+    fn finish(
+        mut self,
+        why: &'static str,
+    ) -> (Vec<Report>, usize, Option<String>, (String, Option<String>)) {
         let mut ending: Vec<(Feed, &'static str)> = Vec::new();
         let mut failure: Option<String> = None;
         for t in std::mem::take(&mut self.traced) {
@@ -829,7 +936,16 @@ impl Host<'_> {
                 }
             }
         }
-        if !ending.is_empty() && failure.is_none() {
+        // The kernel's last events, after the programs' (a program's
+        // end is in the kernel's too).
+        if let (Some(k), None) = (self.kernel.as_mut(), &failure) {
+            if let Err(e) = k.end(&mut self.session) {
+                if let Err(e) = self.drop_kernel(e) {
+                    failure = Some(e.to_string());
+                }
+            }
+        }
+        if (!ending.is_empty() || self.kernel.is_some()) && failure.is_none() {
             std::thread::sleep(self.session.linger());
         }
         // The chunk first, then the streams (`Session::close_chunk`).
@@ -864,8 +980,14 @@ impl Host<'_> {
                 });
             }
         }
+        if let (Some(k), None) = (self.kernel.as_ref(), &failure) {
+            if let Err(e) = k.close(&mut self.session) {
+                failure = Some(e.to_string());
+            }
+        }
+        let kernel = (self.kernel_text(), self.kernel_failed.take());
         let reports = std::mem::take(&mut self.reports);
-        (reports, self.left_out, failure)
+        (reports, self.left_out, failure, kernel)
     }
 }
 

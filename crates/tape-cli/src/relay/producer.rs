@@ -146,7 +146,7 @@ impl std::fmt::Display for Fault {
 
 /// One relay session on one connection, its trace chunk made.
 pub(crate) struct Session {
-    relay: Relay,
+    pub(super) relay: Relay,
     /// Where the session's traces go on the relay's side
     /// (`HOST/NAME-DATE`).
     pub(crate) path: String,
@@ -154,16 +154,16 @@ pub(crate) struct Session {
     /// The clock every trace of a clock source states (the first one's
     /// calibration): their times compare exactly, as a live viewer, which
     /// shows the session's events in one order, needs.
-    clocks: Vec<(u32, (u64, i64, i64))>,
+    pub(super) clocks: Vec<(u32, (u64, i64, i64))>,
     /// Per clock source, the latest time sent (a packet's end, a
     /// beacon): a live viewer may have shown everything up to it, so a
     /// stream added later begins no earlier.
     horizon: Vec<(u32, u64)>,
     /// Streams begun at the horizon so far.
-    ties: u64,
+    pub(super) ties: u64,
     /// Packets kept unconfirmed so far, in the order sent (each one's
     /// [`Kept::order`]).
-    kept_order: u64,
+    pub(super) kept_order: u64,
 }
 
 fn unix_seconds() -> u64 {
@@ -174,7 +174,7 @@ fn unix_seconds() -> u64 {
 
 /// 16 random bytes (never all zero: the relay refuses a nil session
 /// daemon UUID).
-fn random_id() -> [u8; 16] {
+pub(super) fn random_id() -> [u8; 16] {
     let mut b = [0u8; 16];
     // SAFETY: `b` is 16 writable bytes.
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
@@ -260,14 +260,14 @@ impl Session {
         !self.clocks.iter().any(|c| c.0 == source) && !r.calibration_wait().is_zero()
     }
 
-    fn horizon(&self, source: u32) -> u64 {
+    pub(super) fn horizon(&self, source: u32) -> u64 {
         self.horizon
             .iter()
             .find(|h| h.0 == source)
             .map_or(0, |h| h.1)
     }
 
-    fn advance(&mut self, source: u32, t: u64) {
+    pub(super) fn advance(&mut self, source: u32, t: u64) {
         match self.horizon.iter_mut().find(|h| h.0 == source) {
             Some(h) => h.1 = h.1.max(t),
             None => self.horizon.push((source, t)),
@@ -300,36 +300,53 @@ pub(crate) const DIED: &str = "tape.process.died";
 const DIED_HOW: &str = "gone without exiting (killed, or crashed): its trace ends with what its \
                         rings held then, read as tape recover reads them";
 
-/// What the relay knows of one ring's stream.
-struct Out {
-    handle: u64,
+/// What the relay knows of one ring's stream (or one CPU's, `kernel.rs`).
+pub(super) struct Out {
+    pub(super) handle: u64,
     /// Data packets sent (the next one's `net_seq_num`; the first is the
     /// empty packet).
-    sent: u64,
+    pub(super) sent: u64,
     /// The last packet's end, and the last beacon's time.
-    last_end: u64,
-    beacon: u64,
+    pub(super) last_end: u64,
+    pub(super) beacon: u64,
     /// The `events_discarded` the last packet stated.
-    discarded: u64,
+    pub(super) discarded: u64,
     /// Whether a chunk of it came this turn.
-    fed: bool,
+    pub(super) fed: bool,
     /// The process's clock read at the last tick (the next beacon's time).
-    tick: Option<u64>,
+    pub(super) tick: Option<u64>,
     /// The packets sent that the relay has not confirmed yet
     /// (`DATA_PENDING`, at each tick): sent again in a new session if the
     /// relay goes away; and their bytes.
-    unconfirmed: std::collections::VecDeque<Kept>,
-    kept_bytes: usize,
+    pub(super) unconfirmed: std::collections::VecDeque<Kept>,
+    pub(super) kept_bytes: usize,
+}
+
+impl Out {
+    /// A stream begun (its empty packet sent) at `born`.
+    pub(super) fn begun(handle: u64, born: u64) -> Out {
+        Out {
+            handle,
+            sent: 1,
+            last_end: born,
+            beacon: born,
+            discarded: 0,
+            fed: false,
+            tick: None,
+            unconfirmed: Default::default(),
+            kept_bytes: 0,
+        }
+    }
 }
 
 /// A packet sent and kept until the relay confirms it.
-struct Kept {
-    packet: Vec<u8>,
-    times: PacketTimes,
-    events: u64,
+pub(super) struct Kept {
+    pub(super) packet: Vec<u8>,
+    pub(super) times: PacketTimes,
+    pub(super) events: u64,
     /// When it was sent, in the session's order (the oldest kept of every
     /// stream goes first past the cap).
-    order: u64,
+    pub(super) order: u64,
 }
 
 /// A chunk of a ring taken this turn (sent after the turn), with its
@@ -623,17 +640,7 @@ impl Feed {
             s.relay.send_packet(handle, 0, &head, 0)?;
             s.relay
                 .send_index(&index(handle, 0, &head, born, born, 0, i))?;
-            self.streams.push(Out {
-                handle,
-                sent: 1,
-                last_end: born,
-                beacon: born,
-                discarded: 0,
-                fed: false,
-                tick: None,
-                unconfirmed: Default::default(),
-                kept_bytes: 0,
-            });
+            self.streams.push(Out::begun(handle, born));
         }
         if self.streams.len() > before {
             s.relay.streams_sent()?;
@@ -1145,7 +1152,13 @@ pub(crate) fn trace_path(program: &str, pid: u32) -> String {
 /// Sends stream `i`'s beacon at `t` (an index entry without a packet:
 /// no event of it before `t`), and takes `t` as its and the session's
 /// latest time.
-fn beacon(s: &mut Session, source: u32, o: &mut Out, i: usize, t: u64) -> Result<(), Fault> {
+pub(super) fn beacon(
+    s: &mut Session,
+    source: u32,
+    o: &mut Out,
+    i: usize,
+    t: u64,
+) -> Result<(), Fault> {
     s.relay.send_index(&wire::Index {
         handle: o.handle,
         net_seq_num: o.sent - 1,
@@ -1160,7 +1173,7 @@ fn beacon(s: &mut Session, source: u32, o: &mut Out, i: usize, t: u64) -> Result
 
 /// The index entry of a packet sent as `packet` (header, context,
 /// events: its whole size).
-fn index(
+pub(super) fn index(
     handle: u64,
     net_seq_num: u64,
     packet: &[u8],

@@ -1074,6 +1074,174 @@ fn a_latency_snapshot_holds_the_kernels_events_of_its_window() {
     );
 }
 
+/// Each `nap` call of `lines` (babeltrace2's text, in time order): its
+/// thread's id, and whether its thread switched out between its entry
+/// and its exit.
+fn naps_switched_out(lines: &[String]) -> Vec<(i64, bool)> {
+    let mut open: std::collections::HashMap<i64, bool> = Default::default();
+    let mut calls = Vec::new();
+    for l in lines.iter().map(|l| parse(l)) {
+        match l.event.as_str() {
+            "fn.naps.nap.entry" => {
+                open.insert(l.tid, false);
+            }
+            "fn.naps.nap.exit" => {
+                if let Some(out) = open.remove(&l.tid) {
+                    calls.push((l.tid, out));
+                }
+            }
+            "sched_switch" => {
+                if let Some(out) = field(&l.text, "prev_tid").and_then(|t| open.get_mut(&t)) {
+                    *out = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    calls
+}
+
+/// `tape record --all --relayd URL --kernel sched`: two naps programs
+/// started after the recorder, one after the other, both followed; the
+/// relay session holds the trace `kernel` beside theirs, on their clock:
+/// babeltrace2 reads the relay's disk with every nap of both switched out
+/// inside it, and a live viewer attached before them shows what the disk
+/// holds.
+#[test]
+fn the_kernel_reaches_the_relay_beside_every_followed_process() {
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !kernel_ready("tape record --kernel to a relay daemon") {
+        return;
+    }
+    let Some((base, relayd, shm)) = crate::relay::set_up("kernel-relay") else {
+        return;
+    };
+    let host = "kernelhost";
+    let mut recorder = crate::relay::Killed(
+        Command::new(TAPE)
+            .args(["record", "--all", "--relayd", &relayd.url()])
+            .args(["--hostname", host, "--live-timer", "100ms"])
+            .args(["--kernel", "sched:sched_switch,sched:sched_wakeup"])
+            .env("TAPE_SHM_DIR", &shm)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while !relayd.out.join(host).is_dir() {
+        assert!(t.elapsed() < Duration::from_secs(10), "no relay session");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut viewer = crate::relay::Killed(
+        Command::new("babeltrace2")
+            .args(["--input-format=lttng-live"])
+            .arg(format!("net://127.0.0.1:{}/host/{host}/tape", relayd.live))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let read_all = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let live_out = read_all(viewer.0.stdout.take().map(|p| Box::new(p) as _));
+    let live_err = read_all(viewer.0.stderr.take().map(|p| Box::new(p) as _));
+    std::thread::sleep(Duration::from_millis(300));
+    let mut pids = Vec::new();
+    for _ in 0..2 {
+        let out = Command::new(pipeline::example("naps"))
+            .args(["--threads", "1", "--calls", "40"])
+            .env("TAPE_TRACE", "fn.*")
+            .env("TAPE_SHM_DIR", &shm)
+            .env("TAPE_TRACE_DIR", base.join("saved"))
+            .env("TAPE_CONTROL", "off")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        pids.push(out.status);
+    }
+    // The second program's last turn sent, then Ctrl-C.
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, said, err) = recorder.interrupt();
+    assert!(status.success(), "{said}{err}");
+    // Each whole (40 calls, 4 events each), though each lives about as
+    // long as a clock's calibration, which a trace waits for.
+    assert!(
+        said.contains("processes: 2") && said.matches(", exited): events 160, lost 0").count() == 2,
+        "{said}{err}"
+    );
+    let kernel_line = said
+        .lines()
+        .find(|l| l.contains("its trace on the relay (`kernel`)"))
+        .unwrap_or_else(|| panic!("{said}"));
+    // The live viewer ends with the session (10 s at most).
+    let t = Instant::now();
+    while viewer.0.try_wait().unwrap().is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the live viewer did not end"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let live_lines: Vec<String> = live_out
+        .join()
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let live_err = live_err.join().unwrap();
+    let sessions: Vec<PathBuf> = std::fs::read_dir(relayd.out.join(host))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert!(
+        sessions[0].join("kernel/metadata").is_file(),
+        "{sessions:?}"
+    );
+    let Some(disk) = babeltrace2(&sessions[0], false) else {
+        return;
+    };
+    let calls = naps_switched_out(&disk);
+    let tids: BTreeSet<i64> = calls.iter().map(|c| c.0).collect();
+    assert_eq!((calls.len(), tids.len()), (80, 2), "{said}");
+    let missed: Vec<_> = calls.iter().filter(|c| !c.1).collect();
+    assert!(
+        missed.is_empty(),
+        "naps without their switch out: {missed:?}"
+    );
+    // The live view: what the disk holds (the viewer attached first).
+    let strip = |l: &String| {
+        // (time and event: the deltas differ where a viewer's order of
+        // streams at one time does)
+        let mut w = l.split_whitespace();
+        let time = w.next().unwrap_or_default().to_owned();
+        format!("{time} {}", w.nth(2).unwrap_or_default())
+    };
+    let on_disk: BTreeSet<String> = disk.iter().map(strip).collect();
+    let seen: BTreeSet<String> = live_lines.iter().map(strip).collect();
+    let missing = on_disk.difference(&seen).count();
+    assert_eq!(
+        (missing, live_lines.len()),
+        (0, disk.len()),
+        "live: {live_err}"
+    );
+    eprintln!(
+        "kernel: {} naps of 2 processes each switched out on the relay's disk; live view {} \
+         lines = disk; {kernel_line}",
+        calls.len(),
+        live_lines.len()
+    );
+}
+
 #[test]
 fn bad_event_globs_and_users_without_tracefs_are_errors_that_say_so() {
     let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());

@@ -55,7 +55,7 @@ pub(crate) struct Relayd {
     pub(crate) out: PathBuf,
     pub(crate) control: u16,
     pub(crate) data: u16,
-    live: u16,
+    pub(crate) live: u16,
 }
 
 impl Relayd {
@@ -114,7 +114,7 @@ impl Relayd {
         let _ = self._child.0.wait();
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("net://127.0.0.1:{}:{}", self.control, self.data)
     }
 }

@@ -136,6 +136,8 @@ pub struct KernelRecorder {
     formats: Vec<format::Format>,
     /// Each CPU's recent records, for latency snapshots.
     recent: Vec<recent::Recent>,
+    /// Its clock just before tracing started (no record is older).
+    started_at: u64,
 }
 
 /// What [`KernelRecorder::write_window`] wrote.
@@ -217,6 +219,7 @@ impl KernelRecorder {
             .iter()
             .map(|_| recent::Recent::new(RECENT_BYTES))
             .collect();
+        let started_at = clock_now(clock_source).unwrap_or(0);
         instance.write("tracing_on", "1", false)?;
         Ok(KernelRecorder {
             instance,
@@ -231,6 +234,7 @@ impl KernelRecorder {
             followed: tids.iter().copied().collect(),
             formats,
             recent,
+            started_at,
         })
     }
 
@@ -468,6 +472,22 @@ impl KernelRecorder {
         self.trace.metadata(clock_of(clock), self.env())
     }
 
+    /// Another UUID for the packets made from now on (a relay session's
+    /// resumed trace).
+    pub fn set_uuid(&mut self, uuid: [u8; 16]) {
+        self.trace.set_uuid(uuid);
+    }
+
+    /// Its clock just before tracing started: no record is older.
+    pub fn started_at(&self) -> u64 {
+        self.started_at
+    }
+
+    /// Its clock now (the program's clock source's counter).
+    pub fn clock_now(&self) -> Option<u64> {
+        clock_now(self.clock_source)
+    }
+
     /// The CPUs of its streams, in order.
     pub fn cpus(&self) -> Vec<u32> {
         self.trace.cpus()
@@ -479,6 +499,12 @@ impl KernelRecorder {
 fn clock_of(clock: (u64, i64, i64)) -> Clock {
     let (freq, offset_s, offset) = clock;
     tape::__consumer::clock_description(freq, offset_s, offset)
+}
+
+/// The counter of clock source `source` (a process header's code) now.
+fn clock_now(source: u32) -> Option<u64> {
+    let source = u8::try_from(source).ok()?;
+    tape::__consumer::pairs_of_source(source).map(|(mono, _)| mono.0)
 }
 
 /// (sysname, release, version) of the running kernel.

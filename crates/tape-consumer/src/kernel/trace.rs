@@ -393,12 +393,18 @@ pub fn packet_head(out: &mut Vec<u8>, uuid: &[u8; 16], cpu: u32, at: [u64; 4], e
     out.extend_from_slice(&cpu.to_le_bytes());
 }
 
-/// Restamps a packet made by [`packet_head`]: another trace's `uuid` (a
-/// relay session's resumed trace) and `packet_seq_num`.
-pub fn restamp(packet: &mut [u8], uuid: &[u8; 16], seq: u64) {
-    if packet.len() >= HEADER + CONTEXT {
-        packet[4..20].copy_from_slice(uuid);
-        packet[HEADER + 32..HEADER + 40].copy_from_slice(&seq.to_le_bytes());
+/// Restamps a packet made by [`packet_head`] as a relay sends it: its
+/// trace's `uuid` (a resumed trace has another) and `[begin, end, seq,
+/// discarded]`.
+pub fn restamp(packet: &mut [u8], uuid: &[u8; 16], at: [u64; 4]) {
+    if packet.len() < HEADER + CONTEXT {
+        return;
+    }
+    packet[4..20].copy_from_slice(uuid);
+    let [begin, end, seq, discarded] = at;
+    for (k, v) in [(0, begin), (1, end), (4, seq), (5, discarded)] {
+        let o = HEADER + 8 * k;
+        packet[o..o + 8].copy_from_slice(&v.to_le_bytes());
     }
 }
 
