@@ -84,7 +84,7 @@ impl Relayd {
 
     /// Kills the daemon (SIGKILL) if it runs, and starts it again on the
     /// same ports and output directory; returns once it listens.
-    fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         let tcp = |p: u16| format!("tcp://127.0.0.1:{p}");
         self.kill();
         let child = Command::new("lttng-relayd")
@@ -109,7 +109,7 @@ impl Relayd {
     }
 
     /// Kills the daemon (SIGKILL).
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self._child.0.kill();
         let _ = self._child.0.wait();
     }
