@@ -1316,6 +1316,88 @@ fn the_kernels_trace_goes_on_after_a_relay_outage() {
     );
 }
 
+/// CPU 1 taken offline (`cpu1/online`), brought back when dropped
+/// (a failing test leaves the machine whole).
+struct Offline(PathBuf);
+
+impl Offline {
+    fn cpu1() -> Option<Offline> {
+        let online = PathBuf::from("/sys/devices/system/cpu/cpu1/online");
+        match std::fs::write(&online, "0") {
+            Ok(()) => Some(Offline(online)),
+            Err(e) => {
+                shared::required(
+                    &format!("a CPU taken offline under a kernel recording ({e})"),
+                    "a kernel with CPU hotplug, as root",
+                );
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Offline {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, "1");
+    }
+}
+
+/// A CPU going offline during the recording, and one offline when it
+/// starts (its stream made, read once it is back): the recording ends
+/// as usual, says what it took, and babeltrace2 reads it.
+#[test]
+fn a_cpu_going_offline_or_offline_at_the_start_is_no_failure() {
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !kernel_ready("a CPU going offline under a kernel recording") {
+        return;
+    }
+    let online = || std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let before = online();
+    for (case, at_start) in [("during", false), ("at-start", true)] {
+        let base = base(&format!("kernel-offline-{case}"));
+        let mut offline = None;
+        if at_start {
+            offline = Offline::cpu1();
+            if offline.is_none() {
+                return;
+            }
+        }
+        let recorder = naps_command(
+            &base,
+            "sched:sched_switch,sched:sched_wakeup",
+            &[],
+            &["--threads", "2", "--calls", "60"],
+        )
+        .spawn()
+        .unwrap();
+        if !at_start {
+            wait_for_kernel_stream(&base);
+            std::thread::sleep(Duration::from_millis(100));
+            offline = Offline::cpu1();
+            if offline.is_none() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            drop(offline.take());
+        }
+        let out = recorder.wait_with_output().unwrap();
+        drop(offline);
+        let said = text(&out.stdout);
+        assert!(out.status.success(), "{case}: {said}{}", text(&out.stderr));
+        let kernel: u64 = said
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("kernel: "))
+            .and_then(|l| l.split(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{case}: {said}"));
+        assert!(kernel > 0, "{case}: {said}");
+        assert_eq!(online(), before, "CPU 1 not back");
+        if babeltrace2(&base.join("out"), false).is_none() {
+            return;
+        }
+        eprintln!("kernel: CPU 1 offline {case}: {kernel} kernel events, the recording whole");
+    }
+}
+
 #[test]
 fn bad_event_globs_and_users_without_tracefs_are_errors_that_say_so() {
     let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());

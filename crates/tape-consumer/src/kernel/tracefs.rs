@@ -99,7 +99,9 @@ impl Instance {
                 else {
                     continue;
                 };
-                if pid != std::process::id() as i32 && !recorder_alive(pid) {
+                // (one of this pid is of a recorder gone whose pid this
+                // one got: this one has made none yet)
+                if pid == std::process::id() as i32 || !recorder_alive(pid) {
                     match std::fs::remove_dir(e.path()) {
                         Ok(()) => said(format!(
                             "removed the ftrace instance {} left by a recorder that is gone",
@@ -334,7 +336,42 @@ pub fn threads(pid: u32) -> Vec<u32> {
 
 #[cfg(test)]
 mod tests {
-    use super::glob;
+    use super::*;
+
+    /// An instance of this pid's name, left by a recorder gone whose pid
+    /// this one got, is removed and said, not an error. Needs root and
+    /// tracefs (else a notice; a failure under `TAPE_REQUIRE_TOOLS=1`).
+    #[test]
+    fn an_instance_of_this_pids_name_is_a_stale_one_removed() {
+        // SAFETY: geteuid has no preconditions.
+        let root = (unsafe { libc::geteuid() } == 0)
+            .then(root)
+            .and_then(Result::ok);
+        let Some(root) = root else {
+            assert!(
+                std::env::var("TAPE_REQUIRE_TOOLS").map_or(true, |v| v != "1"),
+                "TAPE_REQUIRE_TOOLS=1 and no tracefs as root"
+            );
+            eprintln!("NOTICE: skipped, needs root and tracefs: a stale instance's removal");
+            return;
+        };
+        let stale = root
+            .join("instances")
+            .join(format!("tape-{}", std::process::id()));
+        std::fs::create_dir(&stale).unwrap();
+        let mut said = Vec::new();
+        let made = Instance::create(&root, &mut |m| said.push(m));
+        let ok = made.is_ok();
+        drop(made);
+        let _ = std::fs::remove_dir(&stale);
+        assert!(ok, "{said:?}");
+        assert!(
+            said.iter()
+                .any(|m| m.contains("removed the ftrace instance")),
+            "{said:?}"
+        );
+        assert!(!stale.exists());
+    }
 
     #[test]
     fn globs() {
