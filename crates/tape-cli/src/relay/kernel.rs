@@ -31,7 +31,10 @@ use tape_consumer::kernel::trace::{packet_head, restamp, KernelPacket};
 use tape_consumer::kernel::{KernelRecorder, KernelStats};
 use tape_consumer::record::PacketTimes;
 
-use super::producer::{beacon, index, random_id, Fault, Kept, Out, Sent, Session};
+use super::producer::{
+    beacon, drop_oldest_kept, index, oldest_kept, random_id, send_kept_again, Fault, Kept, Out,
+    Sent, Session,
+};
 use super::wire;
 
 /// The kernel trace's path in the session (LTTng's).
@@ -87,13 +90,7 @@ impl KernelFeed {
             .recorder
             .metadata(clock, self.uuid)
             .map_err(Fault::Feed)?;
-        self.metadata = s.relay.add_stream("metadata", PATH, 0)?;
-        let packet = wire::metadata_packet(
-            &self.uuid,
-            self.metadata_text.as_bytes(),
-            cfg!(target_endian = "little"),
-        );
-        s.relay.send_metadata(self.metadata, &packet)?;
+        self.send_metadata(s)?;
         let mut born = self.recorder.started_at();
         let horizon = s.horizon(source);
         if born <= horizon {
@@ -109,6 +106,18 @@ impl KernelFeed {
         }
         s.relay.streams_sent()?;
         self.started = true;
+        Ok(())
+    }
+
+    /// Its metadata stream made in the session, and the text sent.
+    fn send_metadata(&mut self, s: &mut Session) -> Result<(), Fault> {
+        self.metadata = s.relay.add_stream("metadata", PATH, 0)?;
+        let packet = wire::metadata_packet(
+            &self.uuid,
+            self.metadata_text.as_bytes(),
+            cfg!(target_endian = "little"),
+        );
+        s.relay.send_metadata(self.metadata, &packet)?;
         Ok(())
     }
 
@@ -288,13 +297,7 @@ impl KernelFeed {
         );
         // The packets made from now on carry it too.
         self.recorder.set_uuid(self.uuid);
-        self.metadata = s.relay.add_stream("metadata", PATH, 0)?;
-        let packet = wire::metadata_packet(
-            &self.uuid,
-            self.metadata_text.as_bytes(),
-            cfg!(target_endian = "little"),
-        );
-        s.relay.send_metadata(self.metadata, &packet)?;
+        self.send_metadata(s)?;
         let cpus = self.recorder.cpus();
         let source = self.source();
         for (i, &cpu) in cpus.iter().enumerate() {
@@ -313,22 +316,11 @@ impl KernelFeed {
             o.sent = 1;
             o.beacon = t;
             o.tick = None;
-            for k in &mut o.unconfirmed {
-                let at = [k.times.begin, k.times.end, o.sent, k.times.discarded];
-                restamp(&mut k.packet, &self.uuid, at);
-                s.relay.send_packet(handle, o.sent, &k.packet, 0)?;
-                s.relay.send_index(&index(
-                    handle,
-                    o.sent,
-                    &k.packet,
-                    k.times.begin,
-                    k.times.end,
-                    k.times.discarded,
-                    i,
-                ))?;
-                o.sent += 1;
-                self.sent.resent += k.events;
-            }
+            let uuid = self.uuid;
+            send_kept_again(s, o, i, &mut self.sent.resent, |k, seq| {
+                let at = [k.times.begin, k.times.end, seq, k.times.discarded];
+                restamp(&mut k.packet, &uuid, at);
+            })?;
             s.advance(source, o.last_end);
         }
         s.relay.streams_sent()?;
@@ -342,29 +334,13 @@ impl KernelFeed {
 
     /// The session's order of the oldest unconfirmed packet it keeps.
     pub(crate) fn oldest_kept(&self) -> Option<u64> {
-        self.streams
-            .iter()
-            .filter_map(|o| o.unconfirmed.front().map(|k| k.order))
-            .min()
+        oldest_kept(&self.streams)
     }
 
     /// Drops its oldest unconfirmed packet kept, counted as not kept; its
     /// bytes.
     pub(crate) fn drop_oldest_kept(&mut self) -> usize {
-        let Some(o) = self
-            .streams
-            .iter_mut()
-            .filter(|o| !o.unconfirmed.is_empty())
-            .min_by_key(|o| o.unconfirmed.front().map(|k| k.order))
-        else {
-            return 0;
-        };
-        let Some(k) = o.unconfirmed.pop_front() else {
-            return 0;
-        };
-        o.kept_bytes -= k.packet.len();
-        self.sent.unkept += k.events;
-        k.packet.len()
+        drop_oldest_kept(&mut self.streams, &mut self.sent).map_or(0, |k| k.packet.len())
     }
 
     /// Closes its streams (with the session, after its chunk).

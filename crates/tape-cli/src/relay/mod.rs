@@ -432,6 +432,25 @@ pub(crate) fn record(
     }
 }
 
+/// What a summary line adds to a trace's events and losses, when it
+/// has some: late ones, those sent again, those no longer kept.
+fn sent_extras(sent: &producer::Sent) -> String {
+    let mut extra = String::new();
+    if sent.late > 0 {
+        extra.push_str(&format!(", late for a live viewer {}", sent.late));
+    }
+    if sent.resent > 0 {
+        extra.push_str(&format!(", sent again after an outage {}", sent.resent));
+    }
+    if sent.unkept > 0 {
+        extra.push_str(&format!(
+            ", not kept for sending again {} (lost if the relay had not written them)",
+            sent.unkept
+        ));
+    }
+    extra
+}
+
 /// `tape record --relayd`'s summary on stdout: each process with what it
 /// sent and lost, then the totals.
 fn print_summary(
@@ -448,19 +467,7 @@ fn print_summary(
         sessions.join(", then ")
     );
     for r in reports {
-        let mut extra = String::new();
-        if r.sent.late > 0 {
-            extra.push_str(&format!(", late for a live viewer {}", r.sent.late));
-        }
-        if r.sent.resent > 0 {
-            extra.push_str(&format!(", sent again after an outage {}", r.sent.resent));
-        }
-        if r.sent.unkept > 0 {
-            extra.push_str(&format!(
-                ", not kept for sending again {} (lost if the relay had not written them)",
-                r.sent.unkept
-            ));
-        }
+        let extra = sent_extras(&r.sent);
         text.push_str(&format!(
             "  {} (pid {}, {}): events {}, lost {}{extra}\n",
             r.path, r.pid, r.how, r.sent.events, r.sent.lost,
@@ -805,18 +812,7 @@ impl Host<'_> {
             sent.events,
             sent.packets
         ));
-        if sent.late > 0 {
-            t.push_str(&format!(", late for a live viewer {}", sent.late));
-        }
-        if sent.resent > 0 {
-            t.push_str(&format!(", sent again after an outage {}", sent.resent));
-        }
-        if sent.unkept > 0 {
-            t.push_str(&format!(
-                ", not kept for sending again {} (lost if the relay had not written them)",
-                sent.unkept
-            ));
-        }
+        t.push_str(&sent_extras(sent));
         t.push('\n');
         t
     }

@@ -808,30 +808,17 @@ impl Feed {
 
     /// The session's order of the oldest unconfirmed packet it keeps.
     pub(crate) fn oldest_kept(&self) -> Option<u64> {
-        self.streams
-            .iter()
-            .filter_map(|o| o.unconfirmed.front().map(|k| k.order))
-            .min()
+        oldest_kept(&self.streams)
     }
 
     /// Drops its oldest unconfirmed packet kept (the session keeps too
     /// much: [`Options::keep_unconfirmed`]), its events counted as not
     /// kept; its bytes.
     pub(crate) fn drop_oldest_kept(&mut self) -> usize {
-        let Some(o) = self
-            .streams
-            .iter_mut()
-            .filter(|o| !o.unconfirmed.is_empty())
-            .min_by_key(|o| o.unconfirmed.front().map(|k| k.order))
-        else {
-            return 0;
-        };
-        let Some(k) = o.unconfirmed.pop_front() else {
+        let Some(k) = drop_oldest_kept(&mut self.streams, &mut self.sent) else {
             return 0;
         };
         let len = k.packet.len();
-        o.kept_bytes -= len;
-        self.sent.unkept += k.events;
         self.recorder.recycle(k.packet);
         len
     }
@@ -938,28 +925,11 @@ impl Feed {
             o.sent = 1;
             o.beacon = t;
             o.tick = None;
-            for k in &mut o.unconfirmed {
-                self.recorder.packet_head(
-                    i,
-                    &mut k.packet[..head_size],
-                    &PacketTimes {
-                        seq: o.sent,
-                        ..k.times
-                    },
-                );
-                s.relay.send_packet(handle, o.sent, &k.packet, 0)?;
-                s.relay.send_index(&index(
-                    handle,
-                    o.sent,
-                    &k.packet,
-                    k.times.begin,
-                    k.times.end,
-                    k.times.discarded,
-                    i,
-                ))?;
-                o.sent += 1;
-                self.sent.resent += k.events;
-            }
+            let recorder = &self.recorder;
+            send_kept_again(s, o, i, &mut self.sent.resent, |k, seq| {
+                let times = PacketTimes { seq, ..k.times };
+                recorder.packet_head(i, &mut k.packet[..head_size], &times);
+            })?;
             s.advance(self.source, o.last_end);
         }
         s.relay.streams_sent()?;
@@ -1147,6 +1117,55 @@ pub(crate) fn trace_path(program: &str, pid: u32) -> String {
     let name = name.trim_start_matches('.');
     let name = if name.is_empty() { "process" } else { name };
     format!("{name}-{pid}")
+}
+
+/// The session's order of the oldest unconfirmed packet `streams` keep.
+pub(super) fn oldest_kept(streams: &[Out]) -> Option<u64> {
+    streams
+        .iter()
+        .filter_map(|o| o.unconfirmed.front().map(|k| k.order))
+        .min()
+}
+
+/// Takes the oldest unconfirmed packet `streams` keep, its events
+/// counted in `sent` as not kept.
+pub(super) fn drop_oldest_kept(streams: &mut [Out], sent: &mut Sent) -> Option<Kept> {
+    let o = streams
+        .iter_mut()
+        .filter(|o| !o.unconfirmed.is_empty())
+        .min_by_key(|o| o.unconfirmed.front().map(|k| k.order))?;
+    let k = o.unconfirmed.pop_front()?;
+    o.kept_bytes -= k.packet.len();
+    sent.unkept += k.events;
+    Some(k)
+}
+
+/// Sends stream `i`'s unconfirmed packets again (a new session, after an
+/// outage), each restamped by `stamp` with its number there, counting
+/// their events in `resent` as each goes.
+pub(super) fn send_kept_again(
+    s: &mut Session,
+    o: &mut Out,
+    i: usize,
+    resent: &mut u64,
+    mut stamp: impl FnMut(&mut Kept, u64),
+) -> Result<(), Fault> {
+    for k in &mut o.unconfirmed {
+        stamp(k, o.sent);
+        s.relay.send_packet(o.handle, o.sent, &k.packet, 0)?;
+        s.relay.send_index(&index(
+            o.handle,
+            o.sent,
+            &k.packet,
+            k.times.begin,
+            k.times.end,
+            k.times.discarded,
+            i,
+        ))?;
+        o.sent += 1;
+        *resent += k.events;
+    }
+    Ok(())
 }
 
 /// Sends stream `i`'s beacon at `t` (an index entry without a packet:

@@ -82,11 +82,14 @@ fn record_naps(base: &Path, events: &str, extra: &[&str], naps: &[&str]) -> Outp
     naps_command(base, events, extra, naps).output().unwrap()
 }
 
-/// Waits (10 s at most) for the kernel trace's first stream under `base`:
-/// the recording has begun.
+/// Waits (10 s at most) until the recording under `base` has begun: the
+/// program's trace directory made (`out/ust/PROGRAM-PID`), which comes
+/// after the kernel's tracing is on (the kernel trace's streams come
+/// before).
 fn wait_for_kernel_stream(base: &Path) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !base.join("out/kernel/channel0_0").exists() && Instant::now() < deadline {
+    let begun = || std::fs::read_dir(base.join("out/ust")).is_ok_and(|mut d| d.next().is_some());
+    while !begun() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -1119,22 +1122,9 @@ fn the_kernel_reaches_the_relay_beside_every_followed_process() {
         return;
     };
     let host = "kernelhost";
-    let mut recorder = crate::relay::Killed(
-        Command::new(TAPE)
-            .args(["record", "--all", "--relayd", &relayd.url()])
-            .args(["--hostname", host, "--live-timer", "100ms"])
-            .args(["--kernel", "sched:sched_switch,sched:sched_wakeup"])
-            .env("TAPE_SHM_DIR", &shm)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    while !relayd.out.join(host).is_dir() {
-        assert!(t.elapsed() < Duration::from_secs(10), "no relay session");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let kernel = ["--kernel", "sched:sched_switch,sched:sched_wakeup"];
+    let mut recorder = crate::relay::record_all_as(&relayd, &shm, host, "100ms", &kernel);
+    crate::relay::wait_for_session(&relayd, host);
     let mut viewer = crate::relay::Killed(
         Command::new("babeltrace2")
             .args(["--input-format=lttng-live"])

@@ -122,16 +122,39 @@ impl Relayd {
 /// `tape record --all --relayd` to `relayd` for the programs of `shm`,
 /// host `h`, a live timer of 100 ms, its output piped.
 fn record_all(relayd: &Relayd, shm: &Path) -> Killed {
+    record_all_as(relayd, shm, "h", "100ms", &[])
+}
+
+/// `tape record --all --relayd` to `relayd` for the programs of `shm`,
+/// as `host`, with this live timer and `more` options, its output piped.
+pub(crate) fn record_all_as(
+    relayd: &Relayd,
+    shm: &Path,
+    host: &str,
+    live_timer: &str,
+    more: &[&str],
+) -> Killed {
     Killed(
         Command::new(TAPE)
             .args(["record", "--all", "--relayd", &relayd.url()])
-            .args(["--hostname", "h", "--live-timer", "100ms"])
+            .args(["--hostname", host, "--live-timer", live_timer])
+            .args(more)
             .env("TAPE_SHM_DIR", shm)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
     )
+}
+
+/// Waits (10 s at most) for `host`'s first session on the relay's disk:
+/// a live viewer can attach.
+pub(crate) fn wait_for_session(relayd: &Relayd, host: &str) {
+    let t = Instant::now();
+    while !relayd.out.join(host).is_dir() {
+        assert!(t.elapsed() < Duration::from_secs(10), "no relay session");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A line of the live viewer, and when it arrived (ns since the epoch).
@@ -282,22 +305,9 @@ fn fleet(name: &str, hogs: usize) {
     let _hogs = Hogs::start(hogs);
     let load = Load::sample();
     let host = "tapehost";
-    let recorder = Killed(
-        Command::new(TAPE)
-            .args(["record", "--all", "--relayd", &relayd.url()])
-            .args(["--hostname", host, "--live-timer", "200ms"])
-            .env("TAPE_SHM_DIR", &shm)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let recorder = record_all_as(&relayd, &shm, host, "200ms", &[]);
     // The viewer attaches once the session exists (its directory).
-    let t = Instant::now();
-    while !relayd.out.join(host).is_dir() {
-        assert!(t.elapsed() < Duration::from_secs(10), "no relay session");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_session(&relayd, host);
     let mut viewer = Killed(
         Command::new("stdbuf")
             .args(["-oL", "babeltrace2", "--clock-seconds"])
