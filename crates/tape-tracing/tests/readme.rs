@@ -1,19 +1,19 @@
-//! The README's three lines that add tape-tracing to a `tracing` program
-//! are the crate's doc example, which compiles (a doc test): the same
-//! lines, in the same order.
+//! The guide's three lines that add tape-tracing to a `tracing` program
+//! (`docs/10-tracing.md`) are the crate's doc example, which compiles (a
+//! doc test): the same lines, in the same order.
 
 #[test]
 fn the_readme_lines_are_the_doc_example() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let readme = std::fs::read_to_string(format!("{root}/docs/10-tracing.md")).unwrap();
     let lib = std::fs::read_to_string(format!("{root}/crates/tape-tracing/src/lib.rs")).unwrap();
     let section = readme
         .split("## Programs already instrumented with `tracing`")
         .nth(1)
-        .expect("the README's tape-tracing section");
+        .expect("the guide's tape-tracing section");
     let block = section
         // `rs`: a snippet, not one of the whole programs that tape's
-        // README test compiles (`rust` blocks).
+        // guide test compiles (`rust` blocks).
         .split("```rs\n")
         .nth(1)
         .and_then(|b| b.split("```").next())

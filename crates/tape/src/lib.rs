@@ -268,11 +268,45 @@ pub use tape_macros::tracepoint;
 /// Whether `#[fast_path]` tracepoints are compiled in (the `fast-path` feature).
 pub const FAST_PATH: bool = cfg!(feature = "fast-path");
 
-/// The README's Rust blocks, compiled and run as doctests (its complete
-/// program is `examples/readme.rs`, run by `tests/readme.rs`).
+/// The Rust blocks of the README and of the guide (`docs/`), compiled and
+/// run as doctests: one item per page (`tests/readme.rs` checks that every
+/// page is here; the complete program that saves, `examples/readme.rs`, is
+/// run there).
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
+pub mod guide {
+    #[doc = include_str!("../../../README.md")]
+    pub struct Readme;
+    #[doc = include_str!("../../../docs/01-instrument.md")]
+    pub struct Chapter01Instrument;
+    #[doc = include_str!("../../../docs/02-record.md")]
+    pub struct Chapter02Record;
+    #[doc = include_str!("../../../docs/03-probes.md")]
+    pub struct Chapter03Probes;
+    #[doc = include_str!("../../../docs/04-operate.md")]
+    pub struct Chapter04Operate;
+    #[doc = include_str!("../../../docs/05-flight-recorder.md")]
+    pub struct Chapter05FlightRecorder;
+    #[doc = include_str!("../../../docs/06-fleet.md")]
+    pub struct Chapter06Fleet;
+    #[doc = include_str!("../../../docs/07-function-tracer.md")]
+    pub struct Chapter07FunctionTracer;
+    #[doc = include_str!("../../../docs/08-kernel.md")]
+    pub struct Chapter08Kernel;
+    #[doc = include_str!("../../../docs/09-latency.md")]
+    pub struct Chapter09Latency;
+    #[doc = include_str!("../../../docs/10-tracing.md")]
+    pub struct Chapter10Tracing;
+    #[doc = include_str!("../../../docs/11-view.md")]
+    pub struct Chapter11View;
+    #[doc = include_str!("../../../docs/12-peers.md")]
+    pub struct Chapter12Peers;
+    #[doc = include_str!("../../../docs/13-limits.md")]
+    pub struct Chapter13Limits;
+    #[doc = include_str!("../../../docs/14-layout.md")]
+    pub struct Chapter14Layout;
+    #[doc = include_str!("../../../docs/README.md")]
+    pub struct Index;
+}
 
 #[doc(hidden)]
 pub mod __private {

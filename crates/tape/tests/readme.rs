@@ -1,34 +1,69 @@
-//! The README's programs cannot drift from the library: each Rust block is a
-//! whole program, compiled and run as a doctest (`lib.rs` includes the README
-//! under `cfg(doctest)`), but for "Enable, record, save", which writes a
-//! trace: it is `examples/readme.rs` as it is (checked here), built by
-//! `cargo test` and run here, with its trace directory set, as a user would
-//! run it.
+//! The README's and the guide's programs cannot drift from the library:
+//! each Rust block is a whole program, compiled and run as a doctest
+//! (`lib.rs` includes the README and every page of `docs/` under
+//! `cfg(doctest)`: checked here), but for "Enable, record, save", which
+//! writes a trace: it is `examples/readme.rs` as it is (checked here),
+//! built by `cargo test` and run here, with its trace directory set, as a
+//! user would run it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const README: &str = include_str!("../../../README.md");
 const EXAMPLE: &str = include_str!("../examples/readme.rs");
+const LIB: &str = include_str!("../src/lib.rs");
 
-/// The Rust blocks of the README: (info string, code).
-fn rust_blocks() -> Vec<(&'static str, String)> {
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The README and the guide's pages (`docs/*.md`, in order): (path from
+/// the root, text).
+fn pages() -> Vec<(String, String)> {
+    let mut names: Vec<String> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .collect();
+    names.sort();
+    std::iter::once("README.md".to_owned())
+        .chain(names.into_iter().map(|n| format!("docs/{n}")))
+        .map(|p| {
+            let text = std::fs::read_to_string(root().join(&p)).unwrap();
+            (p, text)
+        })
+        .collect()
+}
+
+/// The Rust blocks of the README and the guide: (info string, code).
+fn rust_blocks() -> Vec<(String, String)> {
     let mut blocks = Vec::new();
-    let mut lines = README.lines();
-    while let Some(l) = lines.next() {
-        let Some(info) = l.strip_prefix("```") else {
-            continue;
-        };
-        let mut code = String::new();
-        for l in lines.by_ref().take_while(|l| *l != "```") {
-            code.push_str(l);
-            code.push('\n');
-        }
-        if info.starts_with("rust") {
-            blocks.push((info, code));
+    for (_, text) in pages() {
+        let mut lines = text.lines();
+        while let Some(l) = lines.next() {
+            let Some(info) = l.strip_prefix("```") else {
+                continue;
+            };
+            let mut code = String::new();
+            for l in lines.by_ref().take_while(|l| *l != "```") {
+                code.push_str(l);
+                code.push('\n');
+            }
+            if info.starts_with("rust") {
+                blocks.push((info.to_owned(), code));
+            }
         }
     }
     blocks
+}
+
+#[test]
+fn every_page_is_compiled_by_the_doctests() {
+    for (path, _) in pages() {
+        let include = format!("#[doc = include_str!(\"../../../{path}\")]");
+        assert!(LIB.contains(&include), "lib.rs's guide module lacks {path}");
+    }
 }
 
 #[test]
@@ -41,7 +76,7 @@ fn the_readme_shows_the_example_as_it_is() {
         assert!(code.contains("\nfn main()"), "{code}");
     }
     // The one that saves is run here, not by rustdoc (it writes a trace).
-    let saving: Vec<_> = blocks.iter().filter(|(i, _)| *i == "rust,no_run").collect();
+    let saving: Vec<_> = blocks.iter().filter(|(i, _)| i == "rust,no_run").collect();
     assert_eq!(saving.len(), 1, "{blocks:?}");
     assert_eq!(saving[0].1, EXAMPLE, "README and examples/readme.rs differ");
 }

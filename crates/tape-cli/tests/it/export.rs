@@ -4,7 +4,7 @@
 //! (`scripts/perfetto-summary.py`: the `perfetto` package's
 //! `perfetto_trace_pb2`, trace_processor's rules for interning, defaults
 //! and slices; an unknown field number is an error). Real programs (the
-//! README's example, the function tracer's) and generated traces of every
+//! guide's example, the function tracer's) and generated traces of every
 //! field type: every event is in the file, at its time, on its thread,
 //! with its fields; every traced call is a slice with the entry's and
 //! exit's times; calls without an exit or an entry are kept, marked.

@@ -1,5 +1,6 @@
-//! The README's shell blocks that can run here, run as written, in order,
-//! in one shell, as a newcomer following the README would: each marked
+//! The shell blocks of the README and the guide (`docs/*.md`, in order)
+//! that can run here, run as written, in order, in one shell, as a
+//! newcomer following them would: each marked
 //! `<!-- README test: runs as written -->` before its fence. They run in
 //! a fresh home (so `~/tape-traces` holds only what they make), fresh
 //! directories for shared rings and control sockets (`TAPE_SHM_DIR`,
@@ -10,7 +11,8 @@
 //! block must end with status 0 under `bash -e`; the blocks' background
 //! programs are killed at the end. A block that begins `# as root` runs
 //! only as root (skipped, said, otherwise). (The Rust blocks are compiled and run
-//! by `tape/tests/readme.rs`.)
+//! by `tape/tests/readme.rs`.) A block is named by its page and line
+//! (`docs/08-kernel.md:19`).
 
 use crate::pipeline;
 
@@ -19,30 +21,50 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const README: &str = include_str!("../../../../README.md");
 const MARK: &str = "<!-- README test: runs as written -->";
 
-/// The marked blocks: (line of the fence, code).
-fn marked_blocks() -> Vec<(usize, String)> {
-    let lines: Vec<&str> = README.lines().collect();
+/// The README, then the guide's pages in order: (path from the
+/// repository's root, text).
+fn pages(repo: &Path) -> Vec<(String, String)> {
+    let mut names: Vec<String> = std::fs::read_dir(repo.join("docs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .collect();
+    names.sort();
+    std::iter::once("README.md".to_owned())
+        .chain(names.into_iter().map(|n| format!("docs/{n}")))
+        .map(|p| {
+            let text = std::fs::read_to_string(repo.join(&p)).unwrap();
+            (p, text)
+        })
+        .collect()
+}
+
+/// The marked blocks: (page:line of the fence, code).
+fn marked_blocks(repo: &Path) -> Vec<(String, String)> {
     let mut blocks = Vec::new();
-    for (i, l) in lines.iter().enumerate() {
-        if *l != MARK {
-            continue;
+    for (page, text) in pages(repo) {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            if *l != MARK {
+                continue;
+            }
+            let fence = lines.get(i + 1).copied().unwrap_or("");
+            assert_eq!(
+                fence,
+                "```sh",
+                "{page}:{}: the mark is not before a sh block",
+                i + 1
+            );
+            let code: Vec<&str> = lines[i + 2..]
+                .iter()
+                .take_while(|l| **l != "```")
+                .copied()
+                .collect();
+            blocks.push((format!("{page}:{}", i + 2), code.join("\n")));
         }
-        let fence = lines.get(i + 1).copied().unwrap_or("");
-        assert_eq!(
-            fence,
-            "```sh",
-            "README.md:{}: the mark is not before a sh block",
-            i + 1
-        );
-        let code: Vec<&str> = lines[i + 2..]
-            .iter()
-            .take_while(|l| **l != "```")
-            .copied()
-            .collect();
-        blocks.push((i + 2, code.join("\n")));
     }
     blocks
 }
@@ -58,7 +80,8 @@ fn the_readme_shell_blocks_run_as_written() {
             return;
         }
     }
-    let mut blocks = marked_blocks();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut blocks = marked_blocks(&repo);
     assert!(blocks.len() >= 10, "{} marked blocks", blocks.len());
     // The export's check needs Python's `perfetto` package.
     let perfetto = Command::new("python3")
@@ -85,7 +108,7 @@ fn the_readme_shell_blocks_run_as_written() {
             .filter(|(_, code)| code.starts_with("# as root"))
         {
             crate::shared::required(
-                &format!("README.md:{line}'s block (it records the kernel, as root)"),
+                &format!("{line}'s block (it records the kernel, as root)"),
                 "run the tests as root, as .ci/run does",
             );
         }
@@ -93,7 +116,6 @@ fn the_readme_shell_blocks_run_as_written() {
     }
     let exe = pipeline::example("quickstart");
     let target = exe.ancestors().nth(3).unwrap().to_path_buf(); // target/
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let base = std::env::temp_dir().join(format!("tape-readme-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     let (home, work) = (base.join("home"), base.join("work"));
@@ -108,7 +130,7 @@ fn the_readme_shell_blocks_run_as_written() {
         "echo '--- the quickstart program' >&2\ntarget/opt/examples/quickstart > /dev/null\n",
     );
     for (line, code) in &blocks {
-        script.push_str(&format!("echo '--- README.md:{line}' >&2\n{code}\n"));
+        script.push_str(&format!("echo '--- {line}' >&2\n{code}\n"));
     }
     let path = format!(
         "{}:{}",
@@ -158,7 +180,7 @@ fn the_readme_shell_blocks_run_as_written() {
     assert!(status.success(), "a README block failed ({status}):\n{err}");
     // Each ran.
     for (line, _) in &blocks {
-        assert!(err.contains(&format!("--- README.md:{line}\n")), "{err}");
+        assert!(err.contains(&format!("--- {line}\n")), "{err}");
     }
     assert!(work.join("flight-recorded/metadata").is_file());
     assert!(work.join("traced.pftrace").is_file() && work.join("traced.json").is_file());

@@ -3,7 +3,7 @@
 //! most trace tools read, for the tools that read only that. Perfetto's
 //! protobuf export (`output::perfetto`) is the one to use where it can be:
 //! JSON cannot name a track, its slices must nest, its times are floating
-//! point microseconds, and viewers load it whole (the README says where it
+//! point microseconds, and viewers load it whole (`docs/11-view.md` says where it
 //! stops scaling).
 //!
 //! ```text
