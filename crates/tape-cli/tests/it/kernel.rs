@@ -1057,8 +1057,7 @@ fn a_latency_snapshot_holds_the_kernels_events_of_its_window() {
             .time;
         let entry = lines
             .iter()
-            .filter(|l| l.event == "fn.naps.nap.entry" && l.tid == tid && l.time <= start)
-            .last()
+            .rfind(|l| l.event == "fn.naps.nap.entry" && l.tid == tid && l.time <= start)
             .map(|l| l.time);
         let exit = lines
             .iter()
@@ -1352,7 +1351,7 @@ fn a_cpu_going_offline_or_offline_at_the_start_is_no_failure() {
                 return;
             }
         }
-        let recorder = naps_command(
+        let mut recorder = naps_command(
             &base,
             "sched:sched_switch,sched:sched_wakeup",
             &[],
@@ -1365,6 +1364,8 @@ fn a_cpu_going_offline_or_offline_at_the_start_is_no_failure() {
             std::thread::sleep(Duration::from_millis(100));
             offline = Offline::cpu1();
             if offline.is_none() {
+                let _ = recorder.kill();
+                let _ = recorder.wait();
                 return;
             }
             std::thread::sleep(Duration::from_millis(200));

@@ -226,7 +226,7 @@ pub(crate) mod tests {
                 Rec::Pad(delta, n) => {
                     w(&mut d, delta << 5 | PADDING);
                     w(&mut d, *n);
-                    d.extend(std::iter::repeat(0xee).take(*n as usize - 4));
+                    d.extend(std::iter::repeat_n(0xee, *n as usize - 4));
                 }
                 Rec::End => w(&mut d, PADDING),
             }
@@ -247,7 +247,10 @@ pub(crate) mod tests {
         p
     }
 
-    fn read(p: &[u8]) -> (Vec<(u64, Vec<u8>)>, Result<Missed, Damage>) {
+    /// A page's records (time, bytes), and what it says was lost.
+    type Read = (Vec<(u64, Vec<u8>)>, Result<Missed, Damage>);
+
+    fn read(p: &[u8]) -> Read {
         let mut got = Vec::new();
         let r = read_page(&LAYOUT, p, |t, b| got.push((t, b.to_vec())));
         (got, r)
@@ -257,7 +260,8 @@ pub(crate) mod tests {
     fn records_and_times_by_each_kind_of_record() {
         let body = |b: u8, n: usize| vec![b; n];
         // (records, expected (time, first byte, length) of each record)
-        let cases: Vec<(Vec<Rec>, Vec<(u64, u8, usize)>)> = vec![
+        type Case = (Vec<Rec>, Vec<(u64, u8, usize)>);
+        let cases: Vec<Case> = vec![
             (
                 vec![
                     Rec::Data(5, body(1, 8), false),

@@ -606,7 +606,8 @@ mod tests {
         rec[..2].copy_from_slice(&365u16.to_le_bytes());
         rec[8..12].copy_from_slice(&(8u32 << 16 | 20).to_le_bytes());
         // (what the kernel lost before each page, then the page's records)
-        let cases: &[(&str, &[(Missed, &[u64])], &[[u64; 4]])] = &[
+        type Case<'a> = (&'a str, &'a [(Missed, &'a [u64])], &'a [[u64; 4]]);
+        let cases: &[Case] = &[
             (
                 "a loss before any event: an empty packet first",
                 &[(Missed::Count(500), &[1000, 2000])],

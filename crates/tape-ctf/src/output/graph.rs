@@ -1343,7 +1343,8 @@ mod tests {
             marker("  swapper-0   ", " napper--4242 "),
         );
         // (events, the lines)
-        let cases: Vec<(Vec<(i64, i128, Event<'_>)>, String)> = vec![
+        type Case<'a> = (Vec<(i64, i128, Event<'a>)>, String);
+        let cases: Vec<Case> = vec![
             // out and back in, traced: off CPU from one to the other
             (
                 vec![(4242, 0, NAP), (4242, 10, OUT), (4242, 3_000_020, IN), (4242, 3_000_100, NAPPED)],
