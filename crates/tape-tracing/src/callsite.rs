@@ -51,7 +51,7 @@
 //! (`events_lost_tracing_unregistered` in every trace's `env`, which
 //! `tape stats` adds to the losses), and the first is said on stderr.
 
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use tape::field::{Field as TapeField, FieldDesc};
@@ -73,13 +73,16 @@ pub(crate) static UNREGISTERED_EVENTS: AtomicU64 = AtomicU64::new(0);
 
 /// A callsite's tracepoints.
 pub(crate) struct Callsite {
-    meta: usize,
+    meta: &'static Metadata<'static>,
     /// An event's tracepoint, or a span's `.new` (its fields at creation).
     pub(crate) main: &'static Tracepoint,
     /// The types of `main`'s fields, set at its first event ([`Typing`]).
     pub(crate) main_kinds: Typing,
     /// A span's tracepoints: `.record`, `.entry`, `.exit`.
     pub(crate) span: Option<SpanPoints>,
+    /// Whether a thread noted a span of it as made (`crate::made`): its
+    /// closes elsewhere then make older entries stale.
+    noted: AtomicBool,
 }
 
 /// A span callsite's other tracepoints.
@@ -220,6 +223,29 @@ impl Callsite {
         lost
     }
 
+    /// How many fields its `tracing` metadata names.
+    #[inline]
+    pub(crate) fn fields(&self) -> usize {
+        self.meta.fields().len()
+    }
+
+    /// Marks that a thread noted a span of it as made (`crate::made`).
+    #[inline]
+    pub(crate) fn note_made(&self) {
+        // Relaxed: the closing thread learns of the span, and of this
+        // store before it, through the span's own hand-over.
+        if !self.noted.load(Ordering::Relaxed) {
+            self.noted.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether [`Callsite::note_made`] was called.
+    #[inline]
+    pub(crate) fn was_made_noted(&self) -> bool {
+        // Relaxed: as in `note_made`.
+        self.noted.load(Ordering::Relaxed)
+    }
+
     /// Whether any of its tracepoints is active now (records, or has
     /// probes, a filter or triggers).
     pub(crate) fn active(&self) -> bool {
@@ -261,7 +287,7 @@ impl Table {
             // SAFETY: a non-null slot holds a `Callsite` leaked by
             // `insert`, never freed or changed.
             let c = unsafe { &*p };
-            if c.meta == key {
+            if self::key(c.meta) == key {
                 return Some(c);
             }
             i = (i + 1) & (n - 1);
@@ -273,7 +299,7 @@ impl Table {
     /// at most half full, so there is one).
     fn put(&self, c: &'static Callsite) {
         let n = self.slots.len();
-        let mut i = self.slot_of(c.meta);
+        let mut i = self.slot_of(key(c.meta));
         while !self.slots[i].load(Ordering::Relaxed).is_null() {
             i = (i + 1) & (n - 1);
         }
@@ -596,10 +622,11 @@ pub(crate) fn register(meta: &'static Metadata<'static>) -> &'static Callsite {
     } else {
         register_shared(meta, &event_name(meta), [""], fields(meta, false), true).map(|[main]| {
             Callsite {
-                meta: key(meta),
+                meta,
                 main,
                 main_kinds: Typing::new(),
                 span: None,
+                noted: AtomicBool::new(false),
             }
         })
     };
@@ -618,10 +645,11 @@ pub(crate) fn register(meta: &'static Metadata<'static>) -> &'static Callsite {
         // Kept, so its events find it and are counted, without trying
         // again at each one.
         Callsite {
-            meta: key(meta),
+            meta,
             main: &NOWHERE,
             main_kinds: Typing::new(),
             span: None,
+            noted: AtomicBool::new(false),
         }
     });
     // A tool attached to `tape:runtime_event` sees the callsite's events
@@ -669,7 +697,7 @@ fn make_span(meta: &'static Metadata<'static>) -> Result<Callsite, String> {
     }];
     let [close] = register_shared(meta, &base, [".close"], &CALL_ONLY, false)?;
     Ok(Callsite {
-        meta: key(meta),
+        meta,
         main,
         main_kinds: Typing::new(),
         span: Some(SpanPoints {
@@ -679,5 +707,6 @@ fn make_span(meta: &'static Metadata<'static>) -> Result<Callsite, String> {
             exit,
             close,
         }),
+        noted: AtomicBool::new(false),
     })
 }

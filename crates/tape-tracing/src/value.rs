@@ -575,6 +575,11 @@ impl<'a, 'r> Direct<'a, 'r> {
         kinds: &'a [Kind],
         visit: impl FnOnce(&mut dyn Visit),
     ) -> Option<usize> {
+        if kinds.is_empty() {
+            // A callsite without fields (`#[instrument(skip_all)]`'s
+            // span): nothing to visit.
+            return Some(0);
+        }
         let mut d = Direct {
             out,
             len: 0,
