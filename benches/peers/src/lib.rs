@@ -66,7 +66,9 @@ fn median(v: &mut [f64]) -> f64 {
 ///
 /// `PEERS_ONLY=a,b` keeps only the rows whose names contain one of those
 /// words, the baselines (`(baseline)`) and row `base`: paired runs of a
-/// few rows, as when one of them is being made faster.
+/// few rows, as when one of them is being made faster. The last column,
+/// "paired", is the median over rounds of the row's sample over the base
+/// row's sample of the same round.
 pub fn run(rows: &[Row], iters: u64, base: usize, ratio: &str, between: &dyn Fn()) -> f64 {
     let only = std::env::var("PEERS_ONLY").unwrap_or_default();
     let words: Vec<&str> = only.split(',').filter(|w| !w.is_empty()).collect();
@@ -87,6 +89,12 @@ pub fn run(rows: &[Row], iters: u64, base: usize, ratio: &str, between: &dyn Fn(
         .filter(|r| kept.iter().any(|k| std::ptr::eq(*k, *r)))
         .count();
     let rows = kept;
+    // `PEERS_BASE=word`: the ratios to the first row whose name contains
+    // it instead (a peer's row, when tape's layer is compared with it).
+    let base = std::env::var("PEERS_BASE")
+        .ok()
+        .and_then(|w| rows.iter().position(|r| r.0.contains(w.as_str())))
+        .unwrap_or(base);
     let mut per: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
     let (mut all_ticks, mut all_ns) = (0u128, 0u128);
     // `PEERS_ROUNDS=N`: more rounds, for a profiler's samples.
@@ -95,7 +103,7 @@ pub fn run(rows: &[Row], iters: u64, base: usize, ratio: &str, between: &dyn Fn(
         .and_then(|v| v.parse().ok())
         .unwrap_or(ROUNDS);
     for round in 0..=rounds {
-        for (i, (_, sample)) in rows.iter().map(|r| *r).enumerate() {
+        for (i, (_, sample)) in rows.iter().copied().enumerate() {
             let (t, ns) = sample();
             if round > 0 {
                 per[i].push(t as f64 / iters as f64);
@@ -106,16 +114,26 @@ pub fn run(rows: &[Row], iters: u64, base: usize, ratio: &str, between: &dyn Fn(
         between();
     }
     let ghz = all_ticks as f64 / all_ns as f64;
+    // Paired: the row over the base row in the same round, the median of
+    // those (a noisy stretch of the machine slows both of a round's rows:
+    // their ratio holds where the medians of each drift apart).
+    let paired: Vec<f64> = (0..rows.len())
+        .map(|i| {
+            let mut r: Vec<f64> = per[i].iter().zip(&per[base]).map(|(a, b)| a / b).collect();
+            median(&mut r)
+        })
+        .collect();
     let base = median(&mut per[base].clone());
-    println!("| row | ticks (median) | ns | ticks (min) | {ratio} |");
-    println!("|---|--:|--:|--:|--:|");
-    for (i, (name, _)) in rows.iter().map(|r| *r).enumerate() {
+    println!("| row | ticks (median) | ns | ticks (min) | {ratio} | paired |");
+    println!("|---|--:|--:|--:|--:|--:|");
+    for (i, (name, _)) in rows.iter().copied().enumerate() {
         let min = per[i].iter().copied().fold(f64::INFINITY, f64::min);
         let m = median(&mut per[i]);
         println!(
-            "| {name} | {m:.2} | {:.2} | {min:.2} | {:.2} |",
+            "| {name} | {m:.2} | {:.2} | {min:.2} | {:.2} | {:.2} |",
             m / ghz,
-            m / base
+            m / base,
+            paired[i]
         );
     }
     println!(

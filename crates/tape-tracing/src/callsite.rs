@@ -248,9 +248,16 @@ impl Callsite {
 
     /// Whether any of its tracepoints is active now (records, or has
     /// probes, a filter or triggers).
+    #[inline]
     pub(crate) fn active(&self) -> bool {
-        self.points()
-            .any(|tp| tape::__private::is_active(tp.state()))
+        // The event's (or `.new`'s) first, with no iterator: asked at each
+        // event while `tracing` asks the filter.
+        let active = |tp: &Tracepoint| tape::__private::is_active(tp.state());
+        active(self.main)
+            || self
+                .span
+                .as_ref()
+                .is_some_and(|s| [s.record, s.entry, s.exit, s.close].into_iter().any(active))
     }
 }
 

@@ -560,19 +560,31 @@ pub(crate) fn with_values(
 /// packet's room or [`TEXT_BYTES`] of text.
 pub(crate) struct Direct<'a, 'r> {
     out: &'r mut [MaybeUninit<u8>],
-    len: usize,
     kinds: &'a [Kind],
-    /// The field expected next.
-    next: usize,
-    text: usize,
-    ok: bool,
+    /// Where the encoding is, in one word: the field expected next (high
+    /// 32 bits) and the bytes written (low 32); [`GAVE_UP`] once given up.
+    /// One word so that each value's visit loads and stores the state
+    /// once: a visit's turn waits on one store of the visit before it, not
+    /// on four (the turn, the length, the text and a flag were four fields:
+    /// ~23 of an event's ~125 ticks went to the visits, `benches/peers`).
+    at: u64,
 }
+
+/// [`Direct::at`] once given up: no field's index is `0xffff_ffff`.
+const GAVE_UP: u64 = u64::MAX;
+
+/// One field further, in [`Direct::at`].
+const NEXT: u64 = 1 << 32;
 
 impl<'a, 'r> Direct<'a, 'r> {
     /// Visits with `visit` into `out`: the bytes written, or `None`.
+    /// `need` is the least the values take (8 a number, 1 a boolean or a
+    /// string's NUL): what is written beyond it is the strings' text,
+    /// which [`TEXT_BYTES`] bounds.
     pub(crate) fn encode(
         out: &'r mut [MaybeUninit<u8>],
         kinds: &'a [Kind],
+        need: usize,
         visit: impl FnOnce(&mut dyn Visit),
     ) -> Option<usize> {
         if kinds.is_empty() {
@@ -580,128 +592,165 @@ impl<'a, 'r> Direct<'a, 'r> {
             // span): nothing to visit.
             return Some(0);
         }
+        // The length must fit `at`'s 32 bits (a packet is far smaller).
+        let room = out.len().min(u32::MAX as usize);
         let mut d = Direct {
-            out,
-            len: 0,
+            out: &mut out[..room],
             kinds,
-            next: 0,
-            text: 0,
-            ok: true,
+            at: 0,
         };
         visit(&mut d);
-        (d.ok && d.next == d.kinds.len()).then_some(d.len)
+        let (next, len) = ((d.at >> 32) as usize, (d.at & 0xffff_ffff) as usize);
+        (next == d.kinds.len() && len.saturating_sub(need) <= TEXT_BYTES).then_some(len)
     }
 
-    /// Whether field `f` comes now and is of `kind` (then it is the next
-    /// one's turn); a field past the callsite's first [`MAX_FIELDS`] is
-    /// left out, as the gathering leaves it.
+    /// Where field `f` (of `kind`) is to be written, if it comes now and
+    /// is of that kind; else the encoding gives up (a field past the
+    /// callsite's first [`MAX_FIELDS`] is left out instead, as the
+    /// gathering leaves it).
     #[inline(always)]
-    fn turn(&mut self, f: &Field, kind: Kind) -> bool {
-        if f.index() >= self.kinds.len() {
-            return false;
+    fn turn(&mut self, f: &Field, kind: Kind) -> Option<usize> {
+        let i = f.index();
+        let at = self.at;
+        if (at >> 32) as usize == i && self.kinds.get(i) == Some(&kind) {
+            Some((at & 0xffff_ffff) as usize)
+        } else {
+            self.not_its_turn(i);
+            None
         }
-        let now = self.ok && f.index() == self.next && self.kinds.get(self.next) == Some(&kind);
-        self.ok = now;
-        self.next += 1;
-        now
     }
 
+    #[cold]
+    fn not_its_turn(&mut self, i: usize) {
+        if i < self.kinds.len() {
+            self.at = GAVE_UP;
+        }
+    }
+
+    /// Writes `bytes` at `len` (the field's turn), the next field's turn
+    /// then.
     #[inline(always)]
-    fn put(&mut self, bytes: &[u8]) {
-        match self.out.get_mut(self.len..self.len + bytes.len()) {
+    fn put(&mut self, len: usize, bytes: &[u8]) {
+        match self.out.get_mut(len..len + bytes.len()) {
             Some(dst) => {
                 for (d, b) in dst.iter_mut().zip(bytes) {
                     d.write(*b);
                 }
-                self.len += bytes.len();
+                self.at += NEXT + bytes.len() as u64;
             }
-            None => self.ok = false,
+            None => self.at = GAVE_UP,
         }
     }
 
-    /// A string's bytes up to a NUL, then a NUL: `&str`'s encoding.
-    fn string(&mut self, s: &str) {
+    /// A string's bytes up to a NUL, then a NUL (`&str`'s encoding), at
+    /// `len` (the field's turn).
+    #[inline(always)]
+    fn string(&mut self, len: usize, s: &str) {
         // tape's own string encoding (words, not a call, for short ones);
-        // no room for the whole string and its NUL, or past the text's
-        // bytes: given up (the stack buffer cuts and counts).
+        // no room for the whole string and its NUL: given up (the stack
+        // buffer cuts and counts; so it does past the text's bytes, which
+        // `encode` checks at the end).
         let written = self
             .out
-            .get_mut(self.len..)
+            .get_mut(len..)
             .and_then(|room| tape::__private::put_str(s.as_bytes(), room));
         match written {
-            Some(n) if self.text + n - 1 <= TEXT_BYTES => {
-                self.text += n - 1;
-                self.len += n;
-            }
-            _ => self.ok = false,
+            Some(n) => self.at += NEXT + n as u64,
+            None => self.at = GAVE_UP,
         }
     }
 }
 
 impl Visit for Direct<'_, '_> {
     fn record_u64(&mut self, f: &Field, v: u64) {
-        if self.turn(f, Kind::U64) {
-            self.put(&v.to_ne_bytes());
+        if let Some(len) = self.turn(f, Kind::U64) {
+            self.put(len, &v.to_ne_bytes());
         }
     }
     fn record_i64(&mut self, f: &Field, v: i64) {
-        if self.turn(f, Kind::I64) {
-            self.put(&v.to_ne_bytes());
+        if let Some(len) = self.turn(f, Kind::I64) {
+            self.put(len, &v.to_ne_bytes());
         }
     }
     fn record_f64(&mut self, f: &Field, v: f64) {
-        if self.turn(f, Kind::F64) {
-            self.put(&v.to_bits().to_ne_bytes());
+        if let Some(len) = self.turn(f, Kind::F64) {
+            self.put(len, &v.to_bits().to_ne_bytes());
         }
     }
     fn record_bool(&mut self, f: &Field, v: bool) {
-        if self.turn(f, Kind::Bool) {
-            self.put(&[u8::from(v)]);
+        if let Some(len) = self.turn(f, Kind::Bool) {
+            self.put(len, &[u8::from(v)]);
         }
     }
     fn record_str(&mut self, f: &Field, v: &str) {
-        if self.turn(f, Kind::Text) {
-            self.string(v);
+        if let Some(len) = self.turn(f, Kind::Text) {
+            self.string(len, v);
         }
     }
     fn record_u128(&mut self, _: &Field, _: u128) {
-        self.ok = false;
+        self.at = GAVE_UP;
     }
     fn record_i128(&mut self, _: &Field, _: i128) {
-        self.ok = false;
+        self.at = GAVE_UP;
     }
     fn record_error(&mut self, _: &Field, _: &(dyn std::error::Error + 'static)) {
-        self.ok = false;
+        self.at = GAVE_UP;
     }
     fn record_debug(&mut self, f: &Field, v: &dyn std::fmt::Debug) {
-        if !self.turn(f, Kind::Text) {
+        let Some(start) = self.turn(f, Kind::Text) else {
             return;
+        };
+        /// Formats into the ring from `len`, up to a NUL, within the
+        /// room and at most `TEXT_BYTES` of text.
+        struct Cursor<'d> {
+            out: &'d mut [MaybeUninit<u8>],
+            len: usize,
+            text: usize,
+            /// A NUL was written by the value: the rest is left out.
+            ended: bool,
+            fits: bool,
         }
-        /// Formats into the ring, up to a NUL, within the text's bytes.
-        struct Cursor<'d, 'a, 'r>(&'d mut Direct<'a, 'r>, bool);
-        impl std::fmt::Write for Cursor<'_, '_, '_> {
+        impl std::fmt::Write for Cursor<'_> {
             fn write_str(&mut self, s: &str) -> std::fmt::Result {
-                if self.1 {
+                if self.ended {
                     return Ok(());
                 }
                 let b = s.as_bytes();
                 let n = tape::__private::nul_at(b);
-                self.1 = n < b.len();
-                self.0.text += n;
-                if self.0.text > TEXT_BYTES {
-                    self.0.ok = false;
-                    return Err(std::fmt::Error);
-                }
-                self.0.put(&b[..n]);
-                if self.0.ok {
-                    Ok(())
+                self.ended = n < b.len();
+                self.text += n;
+                let dst = if self.text <= TEXT_BYTES {
+                    self.out.get_mut(self.len..self.len + n)
                 } else {
-                    Err(std::fmt::Error)
+                    None
+                };
+                let Some(dst) = dst else {
+                    self.fits = false;
+                    return Err(std::fmt::Error);
+                };
+                for (d, b) in dst.iter_mut().zip(&b[..n]) {
+                    d.write(*b);
                 }
+                self.len += n;
+                Ok(())
             }
         }
-        let _ = std::fmt::Write::write_fmt(&mut Cursor(self, false), format_args!("{v:?}"));
-        self.put(&[0]);
+        let mut c = Cursor {
+            out: &mut *self.out,
+            len: start,
+            text: 0,
+            ended: false,
+            fits: true,
+        };
+        let _ = std::fmt::Write::write_fmt(&mut c, format_args!("{v:?}"));
+        let (fits, len) = (c.fits, c.len);
+        if fits {
+            // The text's end, then its NUL (which gives the turn on).
+            self.at = (self.at & !0xffff_ffff) | len as u64;
+            self.put(len, &[0]);
+        } else {
+            self.at = GAVE_UP;
+        }
     }
 }
 

@@ -14,10 +14,24 @@ use support::field;
 /// takes the rings of the other's threads.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// A value whose `Debug` writes its text raw: a NUL in it reaches the
+/// encoder as it is.
+struct Raw(&'static str);
+
+impl std::fmt::Debug for Raw {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // In pieces, as a formatter writes: the NUL may come in any.
+        for piece in self.0.split_inclusive('b') {
+            f.write_str(piece)?;
+        }
+        Ok(())
+    }
+}
+
 /// A callsite's events after its first (typed) one are encoded as they
 /// are visited, its first through the stack buffer: both give the same
 /// values, edge values and strings with a NUL (cut there, as a C reader
-/// would) or none included.
+/// would) or none included, in a `&str` and in a formatted value.
 #[test]
 fn every_event_of_a_typed_callsite_reads_as_written() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -26,6 +40,7 @@ fn every_event_of_a_typed_callsite_reads_as_written() {
     let cases: Vec<(u64, i64, f64, bool, &str)> = vec![
         (0, 0, 0.0, false, ""),
         (u64::MAX, i64::MIN, -1.5, true, "a\0b"),
+        (9, 9, 9.0, true, "a\0bcd"),
         (7, -7, f64::MAX, false, "ünï😀"),
         (1 << 40, i64::MAX, 1e-300, true, "}; event {"),
         (3, 3, 3.5, true, ""),
@@ -34,7 +49,8 @@ fn every_event_of_a_typed_callsite_reads_as_written() {
     let subscriber = tracing_subscriber::registry().with(tape_tracing::layer());
     tracing::subscriber::with_default(subscriber, || {
         for (u, i, f, b, s) in &cases {
-            tracing::info!(target: "visited", u, i, f, b, s, d = ?(u, s), "{u}");
+            let r = Raw(s);
+            tracing::info!(target: "visited", u, i, f, b, s, d = ?(u, s), r = ?r, "{u}");
         }
     });
     let trace = tape::save_to(dir.join("trace")).expect("save");
@@ -53,6 +69,7 @@ fn every_event_of_a_typed_callsite_reads_as_written() {
             ("f", ("float", f.to_string())),
             ("b", ("enum", if *b { "true" } else { "false" }.to_string())),
             ("s", ("string", kept.to_string())),
+            ("r", ("string", kept.to_string())),
             (
                 "d",
                 (
@@ -112,6 +129,45 @@ fn every_new_span_of_a_typed_callsite_reads_as_written() {
                 s.split('\0').next().unwrap().to_string()
             )
         );
+    }
+    support::babeltrace2(&trace);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The strings of an event share `TEXT_BYTES` bytes: exactly that many
+/// are kept whole (encoded as visited); one more, and the last string is
+/// cut, as the stack buffer cuts it.
+#[test]
+fn strings_up_to_the_text_bytes_are_whole_and_past_them_cut() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = support::tape_in("visited-text");
+    tape::enable_pattern("tracing.vtext.*").unwrap();
+    use tracing_subscriber::layer::SubscriberExt;
+    let subscriber = tracing_subscriber::registry().with(tape_tracing::layer());
+    let half = tape_tracing::TEXT_BYTES / 2;
+    let (a, b) = ("a".repeat(half), "b".repeat(half));
+    let b1 = "b".repeat(half + 1);
+    let cases: [(&str, &str); 4] = [("x", "y"), (&a, &b), (&a, &b1), (&a, &b)];
+    tracing::subscriber::with_default(subscriber, || {
+        for (a, b) in cases {
+            tracing::info!(target: "vtext", a, b);
+        }
+    });
+    let trace = tape::save_to(dir.join("trace")).expect("save");
+    let got: Vec<(String, String)> = support::events(&trace)
+        .into_iter()
+        .filter(|(n, _)| n == "tracing.vtext.info")
+        .map(|(_, f)| (field(&f[0].1).1, field(&f[1].1).1))
+        .collect();
+    assert_eq!(got.len(), cases.len());
+    for (i, ((ga, gb), (a, b))) in got.iter().zip(cases).enumerate() {
+        assert_eq!(ga, a, "event {i}");
+        if a.len() + b.len() <= tape_tracing::TEXT_BYTES {
+            assert_eq!(gb, b, "event {i}");
+        } else {
+            assert!(gb.ends_with(tape_tracing::CUT_MARK), "event {i}: {gb}");
+            assert!(a.len() + gb.len() <= tape_tracing::TEXT_BYTES, "event {i}");
+        }
     }
     support::babeltrace2(&trace);
     let _ = std::fs::remove_dir_all(&dir);
