@@ -486,7 +486,7 @@ fn record_dir(
         text.push_str(&format!("  {}\n", unshared_text(unshared)));
     }
     if let Some(k) = &kernel_stats {
-        text.push_str(&kernel_text(k));
+        text.push_str(&k.summary_line());
         text.push_str(&windows.text());
     }
     let mut out = std::io::stdout().lock();
@@ -654,28 +654,6 @@ fn own_as(dir: &std::path::Path, like: &std::path::Path) -> Result<(), String> {
         std::os::unix::fs::lchown(&p, Some(m.uid()), Some(m.gid())).map_err(|e| named(&p, e))?;
     }
     Ok(())
-}
-
-/// The summary's line for the kernel's events.
-pub(crate) fn kernel_text(k: &tape_consumer::kernel::KernelStats) -> String {
-    let mut t = format!(
-        "  kernel: {} events, {} bytes, lost: {}",
-        k.events, k.bytes, k.lost
-    );
-    if k.lost_uncounted > 0 {
-        t.push_str(&format!(
-            " (after {} pages the kernel lost events it did not count: 1 each)",
-            k.lost_uncounted
-        ));
-    }
-    if k.damaged > 0 {
-        t.push_str(&format!(", damaged pages: {}", k.damaged));
-    }
-    if k.unknown > 0 {
-        t.push_str(&format!(", records of no event asked: {}", k.unknown));
-    }
-    t.push('\n');
-    t
 }
 
 /// The seconds between the first and the last event of the trace at `dir`

@@ -503,8 +503,7 @@ impl Recorder {
     /// its events' timestamps count) read now in this process; `None` if
     /// this machine cannot read it (a counter this CPU lacks).
     pub fn clock_now(&self) -> Option<u64> {
-        let source = u8::try_from(self.header.clock_source).ok()?;
-        tape_rings::pairs_of_source(source).map(|(mono, _)| mono.0)
+        crate::kernel::counter_now(self.header.clock_source)
     }
 
     /// How long until the process's clock can be calibrated to

@@ -803,7 +803,7 @@ impl Host<'_> {
         };
         let sent = &k.sent;
         let mut t = match &k.stats {
-            Some(stats) => crate::recover::kernel_text(stats),
+            Some(stats) => stats.summary_line(),
             None => String::new(),
         };
         t.push_str(&format!(

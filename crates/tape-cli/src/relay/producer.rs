@@ -172,33 +172,18 @@ fn unix_seconds() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// 16 random bytes (never all zero: the relay refuses a nil session
-/// daemon UUID).
+/// A session's or a trace's UUID: tape's own (`tape::__consumer::new_uuid`,
+/// a random version-4 UUID, so never the nil one the relay refuses).
 pub(super) fn random_id() -> [u8; 16] {
-    let mut b = [0u8; 16];
-    // SAFETY: `b` is 16 writable bytes.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != 16 {
-        // No getrandom: the time and pid, still unique enough per session.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        b[..8].copy_from_slice(&(t as u64).to_le_bytes());
-        b[8..12].copy_from_slice(&std::process::id().to_le_bytes());
-    }
-    b[15] |= 1;
-    b
+    tape::__consumer::new_uuid()
 }
 
-/// This machine's host name (`gethostname`), or `localhost`.
+/// This machine's host name (tape's: `gethostname`), or `localhost` when
+/// the system gives none (tape's `unknown` is no name a relay would show).
 pub(crate) fn hostname() -> String {
-    let mut b = [0u8; 256];
-    // SAFETY: `b` is writable for its length; the name is cut there.
-    let r = unsafe { libc::gethostname(b.as_mut_ptr().cast(), b.len()) };
-    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    match std::str::from_utf8(&b[..end]) {
-        Ok(h) if r == 0 && !h.is_empty() => h.to_owned(),
-        _ => "localhost".to_owned(),
+    match tape::__consumer::hostname() {
+        h if h.is_empty() || h == "unknown" => "localhost".to_owned(),
+        h => h,
     }
 }
 

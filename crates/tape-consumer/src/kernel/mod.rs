@@ -219,7 +219,7 @@ impl KernelRecorder {
             .iter()
             .map(|_| recent::Recent::new(RECENT_BYTES))
             .collect();
-        let started_at = clock_now(clock_source).unwrap_or(0);
+        let started_at = counter_now(clock_source).unwrap_or(0);
         instance.write("tracing_on", "1", false)?;
         Ok(KernelRecorder {
             instance,
@@ -485,7 +485,7 @@ impl KernelRecorder {
 
     /// Its clock now (the program's clock source's counter).
     pub fn clock_now(&self) -> Option<u64> {
-        clock_now(self.clock_source)
+        counter_now(self.clock_source)
     }
 
     /// The CPUs of its streams, in order.
@@ -501,8 +501,12 @@ fn clock_of(clock: (u64, i64, i64)) -> Clock {
     tape::__consumer::clock_description(freq, offset_s, offset)
 }
 
-/// The counter of clock source `source` (a process header's code) now.
-fn clock_now(source: u32) -> Option<u64> {
+/// The counter of clock source `source` (a process header's code: TSC,
+/// CNTVCT or monotonic ns, as a program's timestamps count) read now in
+/// this process; `None` if this machine cannot read it (a counter this CPU
+/// lacks, a code no source has). The kernel trace's clock and the reader's
+/// of a running program (`crate::record`) are both this.
+pub fn counter_now(source: u32) -> Option<u64> {
     let source = u8::try_from(source).ok()?;
     tape::__consumer::pairs_of_source(source).map(|(mono, _)| mono.0)
 }

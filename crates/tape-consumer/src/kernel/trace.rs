@@ -82,6 +82,32 @@ pub struct KernelStats {
     pub bytes: u64,
 }
 
+impl KernelStats {
+    /// The recorder's summary line for the kernel's events (`tape record`'s
+    /// and the relay's): `  kernel: N events, B bytes, lost: L`, then what
+    /// else happened, and a newline.
+    pub fn summary_line(&self) -> String {
+        let mut t = format!(
+            "  kernel: {} events, {} bytes, lost: {}",
+            self.events, self.bytes, self.lost
+        );
+        if self.lost_uncounted > 0 {
+            t.push_str(&format!(
+                " (after {} pages the kernel lost events it did not count: 1 each)",
+                self.lost_uncounted
+            ));
+        }
+        if self.damaged > 0 {
+            t.push_str(&format!(", damaged pages: {}", self.damaged));
+        }
+        if self.unknown > 0 {
+            t.push_str(&format!(", records of no event asked: {}", self.unknown));
+        }
+        t.push('\n');
+        t
+    }
+}
+
 /// A packet made for a trace kept in memory ([`KernelTrace::in_memory`]),
 /// as it would be written: header, context, events.
 pub struct KernelPacket {
