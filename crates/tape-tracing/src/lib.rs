@@ -354,13 +354,6 @@ fn record_span_fields(
     visit: impl Fn(&mut dyn tracing_core::field::Visit),
 ) {
     let call = id.into_u64();
-    if n == 0 {
-        // A span without fields (`#[instrument(skip_all)]`): its call id
-        // alone, as `WithCall` of no values encodes it, by the emit path's
-        // leaf (nothing to visit, nothing to type).
-        emit(tp, state, &call);
-        return;
-    }
     if let (Some((kinds, need)), true) = (typing.direct(), tape::__private::records_only(state)) {
         // The call id, then the values as they are visited (`WithCall`).
         let done = tape::__private::try_emit_with(state, 8 + need, |out| {

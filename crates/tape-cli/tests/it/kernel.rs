@@ -1077,16 +1077,19 @@ fn a_latency_snapshot_holds_the_kernels_events_of_its_window() {
 }
 
 /// Each `nap` call of `lines` (babeltrace2's text, in time order) that
-/// began after the kernel's first line there: its thread's id, and
-/// whether its thread switched out between its entry and its exit.
+/// began once the kernel's trace follows its thread (a record of the
+/// kernel's has named it before: under `--all` a process is followed from
+/// when the recorder finds its rings, which may be after its first naps;
+/// CI saw the second program's first nap begin 3 ms before its thread's
+/// first record): its thread's id, and whether its thread switched out
+/// between its entry and its exit.
 fn naps_switched_out(lines: &[String]) -> Vec<(i64, bool)> {
     let mut open: std::collections::HashMap<i64, bool> = Default::default();
+    let mut followed = BTreeSet::new();
     let mut calls = Vec::new();
-    let mut kernel = false;
     for l in lines.iter().map(|l| parse(l)) {
-        kernel |= l.event.starts_with("sched_");
         match l.event.as_str() {
-            "fn.naps.nap.entry" if kernel => {
+            "fn.naps.nap.entry" if followed.contains(&l.tid) => {
                 open.insert(l.tid, false);
             }
             "fn.naps.nap.exit" => {
@@ -1100,6 +1103,16 @@ fn naps_switched_out(lines: &[String]) -> Vec<(i64, bool)> {
                 }
             }
             _ => {}
+        }
+        if l.event.starts_with("sched_") {
+            // Every task the record names: its writer (the context's
+            // `tid`), a switch's `prev_tid` and `next_tid`, a wakeup's.
+            followed.extend(l.text.split("tid = ").skip(1).filter_map(|rest| {
+                let end = rest
+                    .find(|c: char| c != '-' && !c.is_ascii_digit())
+                    .unwrap_or(rest.len());
+                rest[..end].parse::<i64>().ok()
+            }));
         }
     }
     calls
