@@ -691,7 +691,7 @@ impl Recorder {
     }
 
     /// Gives back the buffer of a chunk the reader is done with, for the
-    /// packets of later turns (no memory faulted in afresh: [`Spare`]).
+    /// packets of later turns (no memory faulted in afresh: `Spare`).
     pub fn recycle(&mut self, packet: Vec<u8>) {
         self.spare.give_back(packet);
     }

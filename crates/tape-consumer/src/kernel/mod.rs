@@ -272,7 +272,7 @@ impl KernelRecorder {
                 .any(|&o| task_at(data, o).is_some_and(|t| self.followed.contains(&t)))
     }
 
-    /// Takes the pages ready on every CPU (at most [`PAGES_PER_TURN`] from
+    /// Takes the pages ready on every CPU (at most `PAGES_PER_TURN` from
     /// each) into the trace: how many.
     pub fn poll(&mut self) -> Result<usize, String> {
         let mut pages = 0;

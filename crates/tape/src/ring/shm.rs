@@ -43,14 +43,14 @@
 //! should not print.
 //!
 //! Only this user can read the rings: the directory is 0700 and checked as
-//! the control socket's is ([`crate::sys::ensure_private_dir`]),
+//! the control socket's is (`crate::sys::ensure_private_dir`),
 //! the files 0600; readers open only files of this user.
 //!
 //! A normal exit removes the directory, but for the description and the
 //! process file while a consuming reader follows (`ProcessHeader::reader`,
 //! alive): they are its to read to the end and remove (`Recorder`). A
 //! death leaves it all. A forked child
-//! copies its own ring into private memory ([`Mapping::detach_after_fork`])
+//! copies its own ring into private memory (`Mapping::detach_after_fork`)
 //! and never removes the parent's files; it makes a directory of its own
 //! for rings it makes later. A directory left by a dead process whose pid
 //! is reused is set aside (`<pid>-<start time>`), not mixed with the new
@@ -164,7 +164,7 @@ pub(crate) fn unshared_why() -> Option<&'static str> {
 
 /// Name of the process file in a process's directory.
 pub const PROCESS_FILE: &str = "process";
-/// Name of the metadata text with holes ([`crate::template`]).
+/// Name of the metadata text with holes (`crate::template`).
 pub const METADATA_FILE: &str = "metadata-template";
 /// Largest process file read (it is one page).
 pub(crate) const PROCESS_FILE_MAX: u64 = 4096;
@@ -174,7 +174,7 @@ pub const METADATA_FILE_MAX: u64 = 64 << 20;
 
 /// Name of the list of the latency snapshots this process saved (a path
 /// a line), for `tape record --kernel` to add the kernel's events of each
-/// one's window ([`note_snapshot`]).
+/// one's window (`note_snapshot`).
 pub const SNAPSHOTS_FILE: &str = "snapshots";
 /// Largest snapshot list: past it, no more lines are added (a recorder
 /// then adds nothing to later snapshots).
@@ -295,7 +295,7 @@ pub struct ProcessHeader {
     pub mode: AtomicU32,
     /// Mirrors of `ring::DROPPED_NO_RING`, `ring::DROPPED_NO_MEMORY`,
     /// `ring::EVENTS_LOST_EXITED`, added to with them
-    /// ([`crate::ring::Outside::lose`]).
+    /// (`crate::ring::Outside::lose`).
     pub dropped_no_ring: AtomicU64,
     /// The mirror of `ring::DROPPED_NO_MEMORY`.
     pub dropped_no_memory: AtomicU64,
@@ -868,7 +868,7 @@ impl Mapping {
     /// dead one's (what this process writes stays its own), or `shared`
     /// with a running one (a reader's pins and claims reach the owner);
     /// the file is never removed. It must be a regular file of this
-    /// user's, of at least [`HEADER_SPACE`] bytes.
+    /// user's, of at least `HEADER_SPACE` bytes.
     pub fn open_file(path: &Path, shared: bool) -> io::Result<Mapping> {
         use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
         let named = |e: String| io::Error::other(format!("{}: {e}", path.display()));

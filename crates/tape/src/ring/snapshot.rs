@@ -413,7 +413,7 @@ impl Ring {
     }
 }
 
-/// What [`Ring::copy_packets`] tells of a packet copied.
+/// What `Ring::copy_packets` tells of a packet copied.
 #[derive(Clone, Copy)]
 pub struct PacketMeta {
     /// Packet index in the stream.
@@ -437,7 +437,7 @@ pub enum StreamStop {
     /// Another copier (this process id) held the ring past the patience
     /// given: the next turn tries again.
     Busy(u64),
-    /// The ring's file was cut under its mapping ([`cut`](super::cut)): nothing more
+    /// The ring's file was cut under its mapping (`super::cut`): nothing more
     /// can be read from it.
     Cut,
 }
