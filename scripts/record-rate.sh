@@ -79,7 +79,12 @@ lflight="$work/lttng-flight"
 if command -v lttng-sessiond > /dev/null && command -v gcc > /dev/null &&
     gcc -O2 -I"$root/scripts/lttng-flight" -o "$lflight" "$root/scripts/lttng-flight/flight.c" \
         -llttng-ust -ldl -lpthread 2> "$work/gcc"; then
-    if ! pgrep -x lttng-sessiond > /dev/null; then
+    if pgrep -x lttng-sessiond > /dev/null; then
+        # Not this script's: one left running (by hand, or by a run of
+        # benches/peers/run.sh before it stopped its own) made every
+        # recorder, tape's and LTTng's, lose events at 8 M/s.
+        echo "record-rate: notice: an lttng-sessiond already runs ($(pgrep -x lttng-sessiond | tr '\n' ' ')): it is used; one left over from an earlier run skews every row (stop it first)" >&2
+    else
         export LTTNG_HOME="$work/lttng-home"
         mkdir -p "$LTTNG_HOME"
         lttng-sessiond --daemonize --no-kernel --pidfile "$work/sessiond.pid" > /dev/null 2>&1
