@@ -194,7 +194,13 @@ done
 done
 done
 # One row per rate and recorder: the medians over the rounds, the most
-# lost in a round, and the lowest CPU per million events.
+# lost in a round (the tracer's count, read from the trace), the most
+# missing in a round (what the program emitted and the disk does not
+# have: the loss whatever the counters say), and the lowest CPU per
+# million events. The two differ for LTTng: its per-UID streams'
+# `events_discarded` was seen to go backwards between packets here
+# (babeltrace2 warns of 18446744073709549752 events discarded), so the
+# sum of its steps is not its loss; tape's two columns must agree.
 python3 - "$work/rows" "$secs" << 'EOF'
 import statistics, sys
 rows = {}
@@ -204,13 +210,14 @@ for line in open(sys.argv[1]):
         (int(events), int(size), int(lost), int(emitted), float(cpu), float(rcpu)))
 secs = float(sys.argv[2])
 print(f"{'RATE':>6} {'RECORDER':<18} {'events/s':>12} {'MB/s':>7} {'lost (max)':>11} "
-      f"{'CPU ms/Mev':>11} {'(min)':>7} {'relayd':>7} {'rounds':>6}")
+      f"{'missing (max)':>13} {'CPU ms/Mev':>11} {'(min)':>7} {'relayd':>7} {'rounds':>6}")
 for (rate, rec), runs in rows.items():
     med = lambda f: statistics.median(f(r) for r in runs)
     per_mev = [r[4] * 1000 / (r[0] / 1e6) for r in runs if r[0] > 0]
     relayd = [r[5] * 1000 / (r[0] / 1e6) for r in runs if r[0] > 0] or [0]
     print(f"{rate:>6g} {rec:<18} {med(lambda r: r[0]) / secs:>12.0f} "
           f"{med(lambda r: r[1]) / secs / 1e6:>7.1f} {max(r[2] for r in runs):>11} "
+          f"{max(r[3] - r[0] for r in runs):>13} "
           f"{statistics.median(per_mev):>11.1f} {min(per_mev):>7.1f} "
           f"{statistics.median(relayd):>7.1f} {len(runs):>6}")
 EOF
