@@ -18,11 +18,7 @@
 //! always did before the test command was halved (issue 37). The first 500
 //! mutants are the same in both runs.
 
-#[path = "../../tape-ctf/tests/support/shared.rs"]
-mod shared;
-
-#[path = "../../tape-ctf/tests/support/mutate.rs"]
-mod mutate;
+use tape_test_support::{mutate, shared};
 
 use std::collections::BTreeMap;
 use std::io::Read;

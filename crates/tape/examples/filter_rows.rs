@@ -1,5 +1,5 @@
 //! The program `tape-cli/tests/it/filter_table.rs` drives: it emits the two
-//! rows of the shared filter table (`tests/support/filter_table.rs`, an
+//! rows of the shared filter table (`tape-test-support/src/filter_table.rs`, an
 //! event with a field of every type) each time it reads `emit` on stdin,
 //! on a thread named `filt-rows`, and answers `emitted`; the test sets the
 //! filters with `tape ctl PID filter` in between. It ends at end of input.
@@ -10,8 +10,7 @@
 
 use std::io::BufRead;
 
-#[path = "../tests/support/filter_table.rs"]
-mod table;
+use tape_test_support::filter_table as table;
 
 fn main() -> Result<(), tape::Error> {
     let _guard = tape::init()?;

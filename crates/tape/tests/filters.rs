@@ -10,10 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use tape::filter::{Capture, Commons, Context, Filter};
 
-#[path = "support/filter_table.rs"]
-mod table;
-
-use table::{emit_rows, every, INVALID, SELECTS};
+use tape_test_support::filter_table::{emit_rows, every, INVALID, SELECTS};
 
 /// The two rows, encoded: what a probe saw.
 fn rows() -> Vec<Vec<u8>> {

@@ -484,8 +484,7 @@ impl Relay {
 }
 
 #[cfg(test)]
-#[path = "../../../tape-ctf/tests/support/skipped.rs"]
-mod skipped;
+use tape_test_support::skipped;
 
 #[cfg(test)]
 mod tests {

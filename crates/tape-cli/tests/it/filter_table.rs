@@ -1,4 +1,4 @@
-//! One table of filter expressions (`tape/tests/support/filter_table.rs`),
+//! One table of filter expressions (`tape-test-support/src/filter_table.rs`),
 //! three places that run them, the same selection: set with `tape ctl PID
 //! filter` on a running program (`examples/filter_rows.rs`) that then
 //! emits the table's two rows, and with `tape show --filter` / `tape stats

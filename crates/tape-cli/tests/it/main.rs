@@ -5,19 +5,15 @@
 //! binary of its own: it runs for minutes, and its many processes would
 //! crowd the timed tests here.
 
-#[path = "../../../tape/tests/support/filter_table.rs"]
-mod filter_table_rows;
+use tape_test_support::filter_table as filter_table_rows;
 #[path = "../support/flight.rs"]
 mod flight;
 #[path = "../support/gen.rs"]
 mod gen;
-#[path = "../../../tape-ctf/tests/support/mutate.rs"]
-#[allow(dead_code)] // its generator only
-mod mutate;
+use tape_test_support::mutate;
 #[path = "../support/pipeline.rs"]
 mod pipeline;
-#[path = "../../../tape-ctf/tests/support/shared.rs"]
-mod shared;
+use tape_test_support::shared;
 
 /// Held by the tests that time latencies (`pipe`, the relay's live view) and by those that keep
 /// both cores busy for seconds (`names`' 120 names and 70,000 callsites),

@@ -2,10 +2,7 @@
 //! (issue 37: a binary per file took most of the test command's time
 //! linking). The helpers they share are declared once, here.
 
-#[path = "../support/mutate.rs"]
-mod mutate;
-#[path = "../support/shared.rs"]
-mod shared;
+use tape_test_support::{mutate, shared};
 
 mod babeltrace_expect;
 mod fuzz_corpus;

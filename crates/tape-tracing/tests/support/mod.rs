@@ -4,8 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-#[path = "../../../tape-ctf/tests/support/skipped.rs"]
-mod skipped;
+use tape_test_support::skipped;
 
 /// tape recording into a fresh temporary directory named after `tag` (no
 /// control socket, no shared rings, no save at exit); the directory.

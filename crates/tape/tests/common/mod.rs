@@ -7,8 +7,7 @@
 
 #![allow(dead_code)]
 
-#[path = "../../../tape-ctf/tests/support/skipped.rs"]
-pub mod skipped;
+pub use tape_test_support::skipped;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! the notices of passing tests. A check that needs an outside tool
 //! skips through [`required`], which fails instead under
 //! `TAPE_REQUIRE_TOOLS=1` (CI); one that needs what CI always has (root,
-//! an optimised build) through [`skipped`]. Included by the support
+//! an optimised build) through [`skipped`]. Used by the support
 //! modules of every test crate.
 
 use std::io::Write;

@@ -1,16 +1,11 @@
 //! `../shared/ctf-suites` beside the repository (public CTF test data, used
 //! in place): the path of one of its entries, or `None` with a printed
 //! notice when it is missing — a failure instead under `TAPE_REQUIRE_TOOLS=1`
-//! (CI). Included by the tests of `tape-ctf` and `tape-cli`.
-
-#![allow(dead_code)] // each test crate uses what it needs
+//! (CI). Used by the tests of `tape-ctf` and `tape-cli`.
 
 use std::path::{Path, PathBuf};
 
-#[path = "skipped.rs"]
-pub mod skipped;
-#[allow(unused_imports)] // each test crate calls what it needs
-pub use skipped::{required, skipped};
+pub use crate::skipped::{required, skipped};
 
 /// The `shared` directory beside the repository (`TAPE_SHARED_DIR` names
 /// another: the test of the test command hides it so).

@@ -12,22 +12,27 @@
 //! `common_thread ~ "fil*"` (the emitting thread's name), `common_cpu >
 //! 100000`.
 
-#![allow(dead_code)]
-
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+/// A direction: the event's enumeration field (`op`).
 #[derive(tape::Enum, Clone, Copy, Debug)]
 #[repr(u8)]
 pub enum Dir {
+    /// Coming in.
     In = 1,
+    /// Going out.
     Out = 2,
 }
 
+/// A header: the event's structure field (`hdr`).
 #[derive(tape::Fields)]
 pub struct Hdr<'a> {
+    /// Its length.
     pub len: u16,
+    /// Its direction.
     pub dir: Dir,
+    /// Its name.
     pub name: &'a str,
 }
 

@@ -5,7 +5,9 @@
 pub struct Rng(pub u64);
 
 impl Rng {
-    /// The next number.
+    /// The next number (an endless generator, not an iterator: the
+    /// name is the generator's word).
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         // xorshift64*
         self.0 ^= self.0 >> 12;
