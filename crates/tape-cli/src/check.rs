@@ -1,10 +1,10 @@
 //! `tape check`: validates every packet and event; exit 1 at the first
 //! problem, with the file, packet offset and bit offset.
 
+use crate::output::{open, print, say, Failure};
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::output::*;
 use tape_ctf::decode::plan::Discard;
 use tape_ctf::merge::{FastMerge, Step};
 

@@ -1,9 +1,8 @@
 //! `tape ctl PID COMMAND...` and `tape ps`: the control protocol's client
 //! (`tape::control`).
 
+use crate::output::{output_error, Failure};
 use std::io::Write;
-
-use crate::output::*;
 
 /// `tape ctl PID COMMAND...`: the process's answer on stdout.
 pub(crate) fn ctl(pid: u32, command: &[String]) -> Result<(), Failure> {

@@ -11,9 +11,10 @@ use tape_ctf::merge::FastMerge;
 use tape_ctf::output::chrome;
 use tape_ctf::output::perfetto::{self, CounterSpec, Exported};
 
+use crate::output::{open, say, warn_formats, Failure};
+use crate::select::globs;
 use crate::show::first_time;
 use crate::time::Bound;
-use crate::{globs, open, say, warn_formats, Failure};
 
 /// `tape export --format`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -112,7 +113,7 @@ pub(crate) fn export(
     };
     let (done, failed) = match result {
         Ok(r) => r,
-        Err(e) if to_stdout => return Err(crate::output_error(e)),
+        Err(e) if to_stdout => return Err(crate::output::output_error(e)),
         Err(e) => {
             // A partial file is not a trace: removed (and its space freed,
             // when the disk was full); only a regular file (never a device

@@ -2,9 +2,9 @@
 
 use std::io::Write;
 
-use crate::output::*;
-use crate::select::*;
-use crate::Format;
+use crate::output::Format;
+use crate::output::{end_output, warn_formats, Failure};
+use crate::select::{say_lost, Selection, Shows};
 use tape_ctf::decode::stream::open_streams;
 use tape_ctf::merge::FastMerge;
 use tape_ctf::metadata::read::TraceDir;

@@ -51,8 +51,8 @@ mod show;
 mod stats;
 mod symbols;
 mod time;
-use output::*;
-use select::*;
+use output::{open, say, Failure, Format};
+use select::{globs, Selection};
 use time::Bound;
 
 #[derive(Parser)]
@@ -64,16 +64,6 @@ use time::Bound;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Format {
-    /// babeltrace2's text lines.
-    Text,
-    /// One JSON object a line.
-    Json,
-    /// ftrace's `trace` file, with the events' read-time formats.
-    Ftrace,
 }
 
 #[derive(Subcommand)]

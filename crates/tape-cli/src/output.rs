@@ -9,6 +9,17 @@ use tape_ctf::decode::json::JsonSink;
 use tape_ctf::decode::plan::Sink;
 use tape_ctf::metadata::read::{find_traces, TraceDir};
 
+/// The text formats of `tape show` and `tape graph`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// babeltrace2's text lines.
+    Text,
+    /// One JSON object a line.
+    Json,
+    /// ftrace's `trace` file, with the events' read-time formats.
+    Ftrace,
+}
+
 /// Why a command stopped early.
 pub(crate) enum Failure {
     /// The output's reader went away (EPIPE): stop quietly.

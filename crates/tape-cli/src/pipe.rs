@@ -82,8 +82,8 @@ use tape_ctf::decode::text::TimeText;
 use tape_ctf::output::json::write_json_line;
 use tape_ctf::output::text::{write_event_rest, write_line_prefix};
 
+use crate::output::{output_error, Failure, Format};
 use crate::show::LineTime;
-use crate::{output_error, Failure, Format};
 
 /// How long an event is held before it is printed (see the module docs).
 pub(crate) const WINDOW: Duration = Duration::from_millis(10);
@@ -183,7 +183,7 @@ pub(crate) fn pipe(
             if crate::select::each_matches("--events", std::slice::from_ref(p), &names, "event")
                 .is_err()
             {
-                crate::say!(
+                crate::output::say!(
                     "tape pipe: --events {p:?} matches no event of process {} yet{}: going on",
                     reader.pid(),
                     crate::select::nearest(p, &names)
@@ -210,7 +210,7 @@ pub(crate) fn pipe(
         let unshared = reader.unshared_rings();
         if unshared > unshared_said {
             unshared_said = unshared;
-            crate::say!(
+            crate::output::say!(
                 "tape pipe: process {} has {unshared} ring(s) in private memory (past \
                  TAPE_SHM_MAX, or no room): their threads' events are not seen here",
                 reader.pid()
@@ -244,7 +244,7 @@ pub(crate) fn pipe(
             let doubted = c.maybe_printed - ring.maybe_printed.min(c.maybe_printed);
             ring.maybe_printed = c.maybe_printed;
             if doubted > 0 {
-                crate::say!(
+                crate::output::say!(
                     "tape pipe: {doubted} event(s) of {name} that the pipe before may have \
                      printed (it was killed between printing them and marking them printed) \
                      were overwritten before this one started: not printed again, not \
@@ -475,7 +475,7 @@ fn lost_line(format: Format, n: u64, t: i128, stream: &str) -> Vec<u8> {
     match format {
         Format::Json => format!(
             "{{\"lost\":{n},\"time_ns\":{t},\"stream\":{}}}\n",
-            crate::json_string(stream)
+            crate::output::json_string(stream)
         ),
         _ => format!("[LOST {n} EVENTS] in {stream}\n"),
     }

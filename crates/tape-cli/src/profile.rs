@@ -1,9 +1,9 @@
 //! `tape profile`: the function profiler's table
 //! (`tape_ctf::output::profile`).
 
+use crate::output::{open, print, Failure};
 use std::path::PathBuf;
 
-use crate::output::*;
 use tape_ctf::decode::stream::open_streams;
 use tape_ctf::metadata::read::TraceDir;
 

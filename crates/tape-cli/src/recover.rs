@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use tape_consumer::kernel::snapshots::SnapshotList;
 use tape_consumer::kernel::{KernelRecorder, WindowStats};
 
-use crate::{output_error, Failure};
+use crate::output::{output_error, Failure};
 
 /// `tape recover [TARGET] [-o OUT]`, `tape recover --clean TARGET|--all`.
 pub(crate) fn recover(
@@ -76,7 +76,7 @@ pub(crate) fn recover(
     };
     let r = tape_consumer::recover::recover(&dir, &out_dir).map_err(|e| e.to_string())?;
     for u in &r.unreadable {
-        crate::say!("tape recover: left out {u}");
+        crate::output::say!("tape recover: left out {u}");
     }
     // What was written is read back whole, as `tape check` reads it: a
     // recovery is said to succeed only if its trace reads.
@@ -242,7 +242,7 @@ impl KernelPlan {
             source,
             tids,
             self.options.buffer_kb,
-            &mut |m| crate::say!("tape record: {m}"),
+            &mut |m| crate::output::say!("tape record: {m}"),
         )?)
     }
 }
@@ -346,9 +346,9 @@ pub(crate) fn record(
         // goes on, said).
         match c.try_wait() {
             Ok(Some(status)) if !status.success() => {
-                crate::say!("tape record: {target} ended: {status}")
+                crate::output::say!("tape record: {target} ended: {status}")
             }
-            Ok(None) => crate::say!("tape record: {target} still runs"),
+            Ok(None) => crate::output::say!("tape record: {target} still runs"),
             _ => {}
         }
     }
@@ -404,7 +404,7 @@ fn record_dir(
         given: 0,
         failed: 0,
     };
-    crate::say!(
+    crate::output::say!(
         "tape record: recording process {} into {} (until it exits{}{}; Ctrl-C ends)",
         r.pid(),
         output.display(),
@@ -441,7 +441,7 @@ fn record_dir(
         }
         if let Some(Err(e)) = kernel.as_mut().map(KernelRecorder::poll) {
             // The program's recording goes on; the exit says it failed.
-            crate::say!("tape record: the kernel's events end here: {e}");
+            crate::output::say!("tape record: the kernel's events end here: {e}");
             kernel = None;
             kernel_failed = Some(e);
         }
@@ -544,7 +544,7 @@ impl Windows {
             Ok(p) => p,
             Err(e) => {
                 if self.failed == 0 {
-                    crate::say!("tape record: latency snapshots: {e}");
+                    crate::output::say!("tape record: latency snapshots: {e}");
                 }
                 self.failed += 1;
                 return;
@@ -560,7 +560,7 @@ impl Windows {
             match kernel_window(k, &p) {
                 Ok(w) => {
                     if self.given == 0 {
-                        crate::say!(
+                        crate::output::say!(
                             "tape record: latency snapshot {}: the kernel's events of its \
                              window added ({} events{}{})",
                             p.display(),
@@ -579,7 +579,7 @@ impl Windows {
                 }
                 Err(e) => {
                     if self.failed == 0 {
-                        crate::say!(
+                        crate::output::say!(
                             "tape record: latency snapshot {}: the kernel's events not added: {e}",
                             p.display()
                         );

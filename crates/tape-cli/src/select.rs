@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-use crate::output::*;
-use crate::{filter, Format};
+use crate::filter;
+use crate::output::say;
+use crate::output::Format;
 use tape_ctf::decode::stream::{
     losses_by_stream, open_streams, FastStream, LostByCause, LOSS_CAUSES,
 };

@@ -4,9 +4,10 @@
 
 use std::io::{IoSlice, Write};
 
-use crate::output::*;
-use crate::select::*;
-use crate::{symbols, time, Format};
+use crate::output::Format;
+use crate::output::{end_output, json_string, output_error, say, warn_formats, Failure};
+use crate::select::{say_lost, Selection, Shows};
+use crate::{symbols, time};
 use tape_ctf::decode::stream::{open_streams, FastStream};
 use tape_ctf::decode::text::TimeText;
 use tape_ctf::merge::FastMerge;

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::filter;
-use crate::output::*;
-use crate::select::*;
+use crate::output::{open, print, say, Failure};
+use crate::select::{causes_text, Filtered};
 use tape_ctf::decode::stream::{losses_by_stream, FastStream, LostByCause, TracePlan};
 
 use crate::select::stream_losses;

@@ -10,12 +10,15 @@
 //! mutate         seeded random mutations of trace files
 //! filter_table   the one table of filters that the process, `tape ctl`
 //!                and the reader must answer alike, and its two rows
+//! layout         a crate's files on floors, read from its source: the
+//!                layout tests of tape, tape-consumer and tape-cli
 //! ```
 //!
 //! Not published: it exists for the tests, benches and examples of this
 //! workspace.
 
 pub mod filter_table;
+pub mod layout;
 pub mod mutate;
 pub mod shared;
 pub mod skipped;

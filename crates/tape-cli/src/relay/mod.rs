@@ -37,7 +37,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::{output_error, Failure};
+use crate::output::{output_error, Failure};
 use kernel::KernelFeed;
 use producer::{Feed, Options, Session};
 
@@ -246,7 +246,7 @@ pub(crate) fn record(
         host.traced.push(Traced::Waiting(r));
     }
     let url = &host.session.options.url;
-    crate::say!(
+    crate::output::say!(
         "tape record: streaming {} to the relay daemon at {}:{} as {} (live: babeltrace2 \
          --input-format=lttng-live net://{}{}/host/{}/{}){}{}; Ctrl-C ends",
         match follow {
@@ -305,7 +305,7 @@ pub(crate) fn record(
                 o.tries += 1;
                 match host.resume() {
                     Ok(()) => {
-                        crate::say!(
+                        crate::output::say!(
                             "tape record: the relay daemon answers again after {:.1} s: the \
                              streams go on in a new relay session, {} (what the old one had \
                              not confirmed sent again; the outage's losses counted in the \
@@ -330,7 +330,9 @@ pub(crate) fn record(
                             }
                         }
                         if o.tries == 1 {
-                            crate::say!("tape record: still no relay daemon: {e}; retrying");
+                            crate::output::say!(
+                                "tape record: still no relay daemon: {e}; retrying"
+                            );
                         }
                         o.backoff = (o.backoff * 2).min(RETRY_MAX);
                         backoff = o.backoff;
@@ -368,7 +370,7 @@ pub(crate) fn record(
                     given_up = Some(given_up_text(fruitless, &e));
                     break "the relay daemon given up";
                 }
-                crate::say!(
+                crate::output::say!(
                     "tape record: the relay daemon went away ({e}); retrying in {:.1} s, the \
                      rings not read meanwhile (their losses counted)",
                     backoff.as_secs_f64()
@@ -556,7 +558,7 @@ impl Host<'_> {
                     Ok(f) => *t = Traced::Fed(f),
                     Err(producer::Fault::Feed(e)) => {
                         self.left_out += 1;
-                        crate::say!("tape record: process {pid}: {e}: left out")
+                        crate::output::say!("tape record: process {pid}: {e}: left out")
                     }
                     Err(e) => {
                         // Followed again once the relay is back.
@@ -676,7 +678,7 @@ impl Host<'_> {
         }
         if !self.unkept_said {
             self.unkept_said = true;
-            crate::say!(
+            crate::output::say!(
                 "tape record: the relay daemon has not confirmed {kept} bytes of packets sent \
                  (DATA_PENDING): past --keep-unconfirmed ({cap} bytes) the oldest are no \
                  longer kept for sending again after an outage (counted: \"not kept for \
@@ -719,7 +721,7 @@ impl Host<'_> {
             Err(e) => {
                 if !self.dir_refused {
                     self.dir_refused = true;
-                    crate::say!("tape record: no new process can be followed: {e}");
+                    crate::output::say!("tape record: no new process can be followed: {e}");
                 }
                 return;
             }
@@ -750,7 +752,7 @@ impl Host<'_> {
                 // another reader: tried again at the next turn, said once.
                 Err(e) => {
                     if self.refused.insert(dir) {
-                        crate::say!(
+                        crate::output::say!(
                             "tape record: process {} ({}) not followed yet: {e}",
                             d.pid,
                             d.program
@@ -784,7 +786,7 @@ impl Host<'_> {
         let producer::Fault::Feed(why) = e else {
             return Err(e);
         };
-        crate::say!("tape record: the kernel's events end here: {why}");
+        crate::output::say!("tape record: the kernel's events end here: {why}");
         if let Some(k) = self.kernel.take() {
             let _ = k.close(&mut self.session);
         }
@@ -895,7 +897,7 @@ impl Host<'_> {
                         Ok(f) => (f, why),
                         Err(producer::Fault::Feed(e)) => {
                             self.left_out += 1;
-                            crate::say!("tape record: {e}: left out");
+                            crate::output::say!("tape record: {e}: left out");
                             continue;
                         }
                         Err(e) => {
@@ -924,7 +926,7 @@ impl Host<'_> {
             }
             if let Err(e) = f.end(&mut self.session, false) {
                 match e {
-                    producer::Fault::Feed(e) => crate::say!("tape record: {}: {e}", f.path),
+                    producer::Fault::Feed(e) => crate::output::say!("tape record: {}: {e}", f.path),
                     e => {
                         failure = Some(e.to_string());
                         *how = "its end cut off by the relay's failure";
@@ -1001,7 +1003,7 @@ fn drop_feed(
     };
     if let Traced::Fed(f) | Traced::Ending(f, _) = std::mem::replace(t, Traced::Dropped) {
         *left_out += 1;
-        crate::say!("tape record: {}: {why}: left out", f.path);
+        crate::output::say!("tape record: {}: {why}: left out", f.path);
         let _ = f.close(session);
     }
     Ok(())

@@ -527,7 +527,7 @@ impl Feed {
             if self.sent_classes.contains(id) {
                 if !self.redeclared && !self.metadata_text.contains(block.as_str()) {
                     self.redeclared = true;
-                    crate::say!(
+                    crate::output::say!(
                         "tape record: {}: event class {id} was described again after it was \
                          sent; the relay's trace keeps the first description",
                         self.path
@@ -688,7 +688,7 @@ impl Feed {
         if first_ts < o.beacon {
             self.sent.late += 1;
             if self.sent.late == 1 {
-                crate::say!(
+                crate::output::say!(
                     "tape record: an event of {} is older than the time a live viewer was \
                      told the stream had reached (its thread was held between taking its \
                      time and publishing it for more than a live-timer tick): it is in the \
@@ -926,7 +926,7 @@ impl Feed {
     /// as a metadata packet of its own.
     fn say_death(&mut self, s: &mut Session) -> Result<(), Fault> {
         let Ok(id) = u16::try_from(self.spare_id) else {
-            crate::say!(
+            crate::output::say!(
                 "tape record: {}: its process died; its trace has no event id left to say so",
                 self.path
             );

@@ -35,7 +35,9 @@ mod first_hour;
 mod graph;
 mod hostile;
 mod kernel;
+
 mod latency;
+mod layout;
 mod losses;
 mod names;
 mod operated;
