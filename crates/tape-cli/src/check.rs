@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use tape_ctf::decode::plan::Discard;
-use tape_ctf::merge::{FastMerge, Step};
+use tape_ctf::merge::{Step, StreamMerge};
 
 /// A stream's time in `tape check` (see there).
 #[derive(Default)]
@@ -95,7 +95,7 @@ pub(crate) fn verify(
             );
         }
     }
-    let mut merge = FastMerge::new(&traces)?;
+    let mut merge = StreamMerge::new(&traces)?;
     let (mut events, mut lost) = (0u64, outside);
     // Per stream, time as babeltrace2's muxer sees it (packet beginnings,
     // events, packet ends): how often it went backwards, and where first.

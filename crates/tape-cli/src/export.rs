@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use tape_ctf::merge::FastMerge;
+use tape_ctf::merge::StreamMerge;
 use tape_ctf::output::chrome;
 use tape_ctf::output::perfetto::{self, CounterSpec, Exported};
 
@@ -87,7 +87,7 @@ pub(crate) fn export(
         .map(|c| counter(c))
         .collect::<Result<Vec<_>, _>>()?;
     perfetto::check_counters(&traces, &counters)?;
-    let mut merge = FastMerge::new(&traces)?;
+    let mut merge = StreamMerge::new(&traces)?;
     let opts = perfetto::Options {
         counters,
         begin: begin.map(|b| b.resolve(first)),

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tape::filter::{Capture, Commons, Filter};
-use tape_ctf::decode::stream::FastStream;
+use tape_ctf::decode::stream::StreamReader;
 use tape_ctf::metadata::formats::{Formats, Hint};
 use tape_ctf::metadata::read::TraceDir;
 use tape_ctf::{EventClass, Struct};
@@ -106,7 +106,7 @@ pub fn keep_of(
         .into_iter()
         .filter(|c| events.is_none_or(|g| g.is_match(&c.event.name)));
     let f = ValueFilter::new(text, classes)?;
-    Ok(Arc::new(move |s: &mut FastStream| f.keep(s)))
+    Ok(Arc::new(move |s: &mut StreamReader| f.keep(s)))
 }
 
 /// Per (filter, event class): the compiled filter and its capture, or none
@@ -241,7 +241,7 @@ impl ValueFilter {
     /// Whether the event `s` has peeked passes (decoding it without
     /// consuming it). An event that cannot be decoded passes: rendering it
     /// reports the error.
-    pub fn keep(&self, s: &mut FastStream) -> bool {
+    pub fn keep(&self, s: &mut StreamReader) -> bool {
         let Some(class) = s.class().cloned() else {
             return true;
         };

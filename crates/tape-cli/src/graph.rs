@@ -6,7 +6,7 @@ use crate::output::Format;
 use crate::output::{end_output, warn_formats, Failure};
 use crate::select::{say_lost, Selection, Shows};
 use tape_ctf::decode::stream::open_streams;
-use tape_ctf::merge::FastMerge;
+use tape_ctf::merge::StreamMerge;
 use tape_ctf::metadata::read::TraceDir;
 
 /// `tape graph`: the function_graph view of `traces`.
@@ -40,7 +40,7 @@ pub(crate) fn graph(
         tape_ctf::output::graph::render_streams(streams, &opts, &mut write)
     } else {
         drop(streams);
-        let mut merge = FastMerge::new(traces)?;
+        let mut merge = StreamMerge::new(traces)?;
         tape_ctf::output::graph::render(&mut merge, opts, Shows(&sel), &mut write)
     };
     end_output(&mut stdout, failed)?;

@@ -76,7 +76,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tape_ctf::decode::plan::Discard;
-use tape_ctf::decode::stream::{FastStream, Next, TracePlan};
+use tape_ctf::decode::stream::{Next, StreamReader, TracePlan};
 use tape_ctf::decode::text::line::TextBuf;
 use tape_ctf::decode::text::TimeText;
 use tape_ctf::output::json::write_json_line;
@@ -264,7 +264,7 @@ pub(crate) fn pipe(
                 break;
             }
             // The stream is named by its ring (as in a saved trace).
-            let stream = FastStream::from_file(
+            let stream = StreamReader::from_file(
                 plan.clone(),
                 Arc::clone(&packet_file),
                 &PathBuf::from(&name),
@@ -407,7 +407,7 @@ pub(crate) fn pipe(
 /// --format ftrace` prints it, without the header: `trace_pipe` has none);
 /// the number of events decoded.
 fn decode(
-    mut s: FastStream,
+    mut s: StreamReader,
     format: Format,
     events: Option<&globset::GlobSet>,
     symbols: &mut crate::symbols::Symbols,

@@ -39,7 +39,7 @@ pub(crate) fn profile(
     let off = if kernel.is_empty() {
         None
     } else {
-        let mut merge = tape_ctf::merge::FastMerge::new(&kernel)?;
+        let mut merge = tape_ctf::merge::StreamMerge::new(&kernel)?;
         Some(tape_ctf::output::profile::off_cpu(&mut merge).map_err(|e| e.to_string())?)
     };
     let streams = open_streams(&program)?;

@@ -9,7 +9,7 @@ use crate::filter;
 use crate::output::say;
 use crate::output::Format;
 use tape_ctf::decode::stream::{
-    losses_by_stream, open_streams, FastStream, LostByCause, LOSS_CAUSES,
+    losses_by_stream, open_streams, LostByCause, StreamReader, LOSS_CAUSES,
 };
 use tape_ctf::metadata::read::TraceDir;
 
@@ -111,7 +111,7 @@ impl tape_ctf::decode::stream::Shown for Filtered<'_> {
         true
     }
 
-    fn event(&self, s: &mut FastStream) -> bool {
+    fn event(&self, s: &mut StreamReader) -> bool {
         self.0.keep(s)
     }
 
@@ -130,7 +130,7 @@ impl tape_ctf::decode::stream::Shown for Shows<'_> {
         sel.in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name))
     }
 
-    fn event(&self, s: &mut FastStream) -> bool {
+    fn event(&self, s: &mut StreamReader) -> bool {
         self.0.filter.as_ref().is_none_or(|f| f.keep(s))
     }
 

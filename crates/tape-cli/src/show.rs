@@ -8,9 +8,9 @@ use crate::output::Format;
 use crate::output::{end_output, json_string, output_error, say, warn_formats, Failure};
 use crate::select::{say_lost, Selection, Shows};
 use crate::{symbols, time};
-use tape_ctf::decode::stream::{open_streams, FastStream};
+use tape_ctf::decode::stream::{open_streams, StreamReader};
 use tape_ctf::decode::text::TimeText;
-use tape_ctf::merge::FastMerge;
+use tape_ctf::merge::StreamMerge;
 use tape_ctf::metadata::read::TraceDir;
 use tape_ctf::output::text::parallel::{render_merged, Piece, Render, Seconds, Threads};
 
@@ -123,10 +123,12 @@ pub(crate) fn show(traces: Vec<TraceDir>, sel: &Selection) -> Result<(), Failure
         Format::Json => Render::Lines(tape_ctf::output::json::write_json_line),
     };
     if sel.format == Format::Json {
-        streams.iter_mut().for_each(FastStream::render_json);
+        streams.iter_mut().for_each(StreamReader::render_json);
     }
     if sel.filter.as_ref().is_some_and(|f| f.uses_common()) {
-        streams.iter_mut().for_each(FastStream::keep_packet_values);
+        streams
+            .iter_mut()
+            .for_each(StreamReader::keep_packet_values);
     }
     let shown = Shows(sel);
     let stdout = std::io::stdout();
@@ -209,7 +211,7 @@ pub(crate) fn write_all_runs(
 
 pub(crate) fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Failure> {
     warn_formats(traces);
-    let mut merge = FastMerge::filtered(traces, |p| sel.stream_shown(p))?;
+    let mut merge = StreamMerge::filtered(traces, |p| sel.stream_shown(p))?;
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
     let shown = Shows(sel);

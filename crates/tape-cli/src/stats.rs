@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::filter;
 use crate::output::{open, print, say, Failure};
 use crate::select::{causes_text, Filtered};
-use tape_ctf::decode::stream::{losses_by_stream, FastStream, LostByCause, TracePlan};
+use tape_ctf::decode::stream::{losses_by_stream, LostByCause, StreamReader, TracePlan};
 
 use crate::select::stream_losses;
 
@@ -33,7 +33,7 @@ pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failu
         side.push(losses_by_stream(t)?);
     }
     let counted = parallel_map(&jobs, |(plan, path, _)| {
-        FastStream::open(plan.clone(), path)
+        StreamReader::open(plan.clone(), path)
             .and_then(|mut s| match &filtered {
                 None => s.count(),
                 Some(f) => {
@@ -173,7 +173,7 @@ pub(crate) const ENV_LOSSES: [&str; 5] = [
 
 /// Whether the `env` entry `k` of a tape trace counts events lost
 /// outside any stream: the recorder's own ([`ENV_LOSSES`]) and those of
-/// the layers above it (`events_lost_*`, `tape::losses`).
+/// the layers above it (`events_lost_*`, `tape::layer_losses`).
 pub(crate) fn is_env_loss(k: &str) -> bool {
     ENV_LOSSES.contains(&k) || k.starts_with("events_lost_")
 }

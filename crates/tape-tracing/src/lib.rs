@@ -173,7 +173,7 @@ pub struct TapeLayer {
 
 impl TapeLayer {
     /// The layer. Its loss counters are registered with tape
-    /// (`tape::losses`): every trace saved from then on counts, in its
+    /// (`tape::layer_losses`): every trace saved from then on counts, in its
     /// `env`, the span entries and exits it could not record.
     pub fn new() -> TapeLayer {
         span::register_losses();

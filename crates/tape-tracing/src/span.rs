@@ -31,7 +31,7 @@
 //! the thread is in here), the inner enter is not recorded.
 //!
 //! **What is not recorded is counted, in the trace.** Two counters,
-//! registered with tape (`tape::losses`) when the layer is made, reach
+//! registered with tape (`tape::layer_losses`) when the layer is made, reach
 //! every trace's `env`, where `tape stats` adds them to its losses:
 //!
 //! ```text
@@ -71,7 +71,7 @@ pub(crate) fn register_losses() {
             &crate::callsite::UNREGISTERED_EVENTS,
         ),
     ] {
-        if let Err(e) = tape::losses::register(name, counter) {
+        if let Err(e) = tape::layer_losses::register(name, counter) {
             eprintln!("tape-tracing: {e}");
         }
     }

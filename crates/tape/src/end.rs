@@ -207,7 +207,7 @@ pub(crate) fn save_at_end() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // Snapshots asked for in the program's last milliseconds (a trigger,
     // the latency tracer's worst case) are taken before the last save.
-    crate::snapshot::take_pending_at_exit();
+    crate::snapshot_thread::take_pending_at_exit();
     let mut err = std::io::stderr();
     let mut said = String::new();
     if !crate::save::unsaved() {

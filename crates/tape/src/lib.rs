@@ -64,7 +64,7 @@
 //! | storage | [`ring`], [`mod@save`] | per-thread rings, the emit path, snapshots, shared ring files, trace directories |
 //! | schema | `metadata`, `template` | the CTF description of a trace, and the same with holes |
 //! | model | [`point`], [`registry`] | the tracepoint and its state word; the set of them, `printk!` sites |
-//! | base | `error`, `sys`, `knobs`, [`clock`], [`field`], [`losses`] | errors, OS helpers, the settings every floor reads, time, field types |
+//! | base | `error`, `sys`, `knobs`, [`clock`], [`field`], [`layer_losses`] | errors, OS helpers, the settings every floor reads, time, field types |
 //!
 //! ## Guarantees
 //!
@@ -89,7 +89,7 @@ pub mod field;
 pub mod filter;
 mod knobs;
 pub mod latency;
-pub mod losses;
+pub mod layer_losses;
 mod metadata;
 pub mod point;
 pub mod printk;
@@ -97,7 +97,7 @@ pub mod probe;
 pub mod registry;
 pub mod ring;
 pub mod save;
-mod snapshot;
+mod snapshot_thread;
 mod sys;
 mod template;
 pub mod traced;

@@ -734,8 +734,8 @@ pub(crate) fn metadata(uuid: [u8; 16]) -> Trace {
 /// a crash add.
 pub(crate) fn counts() -> Counts {
     let mut more: Vec<(String, EnvValue)> = Vec::new();
-    // Losses counted by layers above tape (`crate::losses`).
-    for (name, n) in crate::losses::values() {
+    // Losses counted by layers above tape (`crate::layer_losses`).
+    for (name, n) in crate::layer_losses::values() {
         more.push((name.into(), EnvValue::Int(n)));
     }
     let _ = EXTRA_ENV.try_with(|e| more.extend(e.borrow().iter().cloned()));

@@ -127,11 +127,11 @@ pub(crate) fn metadata(
         num(Hole::Offset),
     );
     let mut t = crate::metadata::describe(uuid, clock, counts);
-    // A layer's loss counters (`crate::losses`) live in the process's
+    // A layer's loss counters (`crate::layer_losses`) live in the process's
     // memory: a recovery or a crash dump cannot know them, and says
     // nothing rather than a stale count.
     t.env.retain(|(k, _)| {
-        !k.starts_with(crate::losses::PREFIX) || k == "events_lost_with_exited_threads"
+        !k.starts_with(crate::layer_losses::PREFIX) || k == "events_lost_with_exited_threads"
     });
     for (k, v) in t.env.iter_mut() {
         let h = match k.as_str() {

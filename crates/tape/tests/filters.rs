@@ -129,7 +129,7 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
             (f, c, Vec::new())
         })
         .collect();
-    let mut merge = tape_ctf::merge::FastMerge::filtered(&[trace], |p| {
+    let mut merge = tape_ctf::merge::StreamMerge::filtered(&[trace], |p| {
         p.file_name()
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.starts_with("filt-read"))

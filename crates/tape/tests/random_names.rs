@@ -160,7 +160,7 @@ fn random_names_reach_every_reader_as_declared() {
     }
 
     // JSON: the names as declared.
-    let mut merge = tape_ctf::merge::FastMerge::new(&traces).unwrap();
+    let mut merge = tape_ctf::merge::StreamMerge::new(&traces).unwrap();
     merge.render_json();
     let mut json = Vec::new();
     while let Some(step) = merge.next() {
@@ -183,7 +183,7 @@ fn random_names_reach_every_reader_as_declared() {
     }
 
     // ftrace text: each event's name, and `name=` for each field.
-    let mut merge = tape_ctf::merge::FastMerge::new(&traces).unwrap();
+    let mut merge = tape_ctf::merge::StreamMerge::new(&traces).unwrap();
     let mut ftrace = String::new();
     let every = |_: &tape_ctf::EventClass, _: Option<i128>| true;
     tape_ctf::output::ftrace::render(

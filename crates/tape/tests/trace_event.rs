@@ -262,7 +262,7 @@ fn rows() -> Vec<Row> {
 fn ftrace_text(trace: &Path, thread: &str) -> String {
     let traces = tape_ctf::metadata::read::find_traces(trace).expect("trace");
     let prefix = format!("{thread}-");
-    let mut merge = tape_ctf::merge::FastMerge::filtered(&traces, |p| {
+    let mut merge = tape_ctf::merge::StreamMerge::filtered(&traces, |p| {
         p.file_name()
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.starts_with(&prefix))

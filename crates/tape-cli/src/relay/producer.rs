@@ -82,7 +82,7 @@ use std::time::Duration;
 
 use tape_consumer::record::{Chunk, PacketTimes, Recorder};
 use tape_ctf::decode::plan::Discard;
-use tape_ctf::decode::stream::{FastStream, Next, TracePlan};
+use tape_ctf::decode::stream::{Next, StreamReader, TracePlan};
 
 use super::client::{Relay, RelayError, RelayUrl};
 use super::wire;
@@ -759,7 +759,7 @@ impl Feed {
         crate::reader::put_packet(&self.packet_file, packet).map_err(|e| {
             Fault::Feed(format!("the copy of ring {name}'s packet (in memory): {e}"))
         })?;
-        let mut st = FastStream::from_file(
+        let mut st = StreamReader::from_file(
             self.plan.clone(),
             Arc::clone(&self.packet_file),
             &PathBuf::from(name),

@@ -1,11 +1,11 @@
 //! The stream reader: a stream file's packets read one at a time and their
 //! events decoded with compiled [plans](crate::decode::plan). The merge
 //! stage orders several streams ([`crate::merge`]); `tape show`'s hot loop
-//! runs the text programs of its events here ([`FastStream::render_quick`]).
+//! runs the text programs of its events here ([`StreamReader::render_quick`]).
 //!
-//! A stream is read in two steps per event: [`FastStream::peek`] decodes the
+//! A stream is read in two steps per event: [`StreamReader::peek`] decodes the
 //! event header (enough to know the time and the event class), the merge
-//! picks the stream with the earliest event, and [`FastStream::emit`]
+//! picks the stream with the earliest event, and [`StreamReader::emit`]
 //! decodes the rest into a [`Sink`].
 
 use std::collections::HashMap;
@@ -339,7 +339,7 @@ fn clock_for(trace: &Trace, st: &crate::StreamClass) -> Option<Clock> {
     }
 }
 
-/// What [`FastStream::peek`] found next.
+/// What [`StreamReader::peek`] found next.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Next {
     /// An event at this time (ns since the clock's origin, if clocked).
@@ -355,7 +355,7 @@ pub use crate::decode::plan::LOSS_CAUSES;
 /// Events lost, per cause of [`LOSS_CAUSES`].
 pub type LostByCause = [u64; LOSS_CAUSES.len()];
 
-/// What [`FastStream::count`] found in a stream.
+/// What [`StreamReader::count`] found in a stream.
 #[derive(Clone, Debug, Default)]
 pub struct StreamCount {
     /// Events read.
@@ -387,13 +387,13 @@ fn range_message(value: u64, t: i128) -> String {
 }
 
 /// One stream file, read with plans.
-pub struct FastStream {
+pub struct StreamReader {
     pub(crate) plan: Arc<TracePlan>,
     file: Arc<File>,
     pub(crate) path: PathBuf,
     file_len: u64,
     /// Where this stream stops: the file's end, or a cut made by
-    /// [`FastStream::split_off`].
+    /// [`StreamReader::split_off`].
     stop: u64,
     next_packet: u64,
     pub(crate) buf: PacketBuf,
@@ -413,10 +413,10 @@ pub struct FastStream {
     pending_lost: Option<(u64, Option<i128>)>,
     /// The packet context, rendered once per packet: babeltrace2's format
     /// (hidden fields left out; empty when nothing is shown), or a JSON
-    /// object after [`FastStream::render_json`].
+    /// object after [`StreamReader::render_json`].
     pub packet_text: TextBuf,
     json: bool,
-    /// The packet context as a value, after [`FastStream::keep_packet_values`]
+    /// The packet context as a value, after [`StreamReader::keep_packet_values`]
     /// (`packet_text` is kept too).
     pub packet_value: Option<Value>,
     values: bool,
@@ -426,13 +426,13 @@ pub struct FastStream {
     packets: u64,
     /// Per event class of the packet's stream class, the text of its
     /// lines from the time's `]` to the first value, for the packet
-    /// `packets` it was made in (see [`FastStream::render_quick`]).
+    /// `packets` it was made in (see [`StreamReader::render_quick`]).
     line_heads: Vec<(u64, Vec<Lit>)>,
 }
 
-impl FastStream {
+impl StreamReader {
     /// Opens a stream file.
-    pub fn open(plan: Arc<TracePlan>, path: &Path) -> Result<FastStream, DecodeError> {
+    pub fn open(plan: Arc<TracePlan>, path: &Path) -> Result<StreamReader, DecodeError> {
         let e = |m: String| DecodeError {
             file: path.to_path_buf(),
             packet_offset: 0,
@@ -444,7 +444,12 @@ impl FastStream {
             .metadata()
             .map_err(|x| e(format!("cannot stat: {x}")))?
             .len();
-        Ok(FastStream::from_file(plan, Arc::new(file), path, file_len))
+        Ok(StreamReader::from_file(
+            plan,
+            Arc::new(file),
+            path,
+            file_len,
+        ))
     }
 
     /// A stream of an open `file`, its first `file_len` bytes, not yet
@@ -455,9 +460,9 @@ impl FastStream {
         file: Arc<File>,
         path: &Path,
         file_len: u64,
-    ) -> FastStream {
+    ) -> StreamReader {
         let state = State::new(plan.nslots);
-        FastStream {
+        StreamReader {
             plan,
             file,
             path: path.to_path_buf(),
@@ -488,8 +493,8 @@ impl FastStream {
 
     /// The same stream file (the file shared: it is read with `pread`),
     /// not yet read, from the packet at byte `at` to this one's stop.
-    fn reopen_at(&self, at: u64) -> FastStream {
-        let mut s = FastStream::from_file(
+    fn reopen_at(&self, at: u64) -> StreamReader {
+        let mut s = StreamReader::from_file(
             Arc::clone(&self.plan),
             Arc::clone(&self.file),
             &self.path,
@@ -501,7 +506,7 @@ impl FastStream {
     }
 
     /// Takes this stream's packet buffer (once it is read to its end), for
-    /// another stream to read into with [`FastStream::reuse_buffer`].
+    /// another stream to read into with [`StreamReader::reuse_buffer`].
     pub fn take_buffer(&mut self) -> PacketBuf {
         std::mem::take(&mut self.buf)
     }
@@ -529,7 +534,7 @@ impl FastStream {
     /// read (not the events). `None` when there is no such packet, when
     /// this stream was read already, or when a packet header on the way
     /// cannot be read: this stream then meets the error itself, in order.
-    pub fn split_off(&mut self, bytes: u64) -> Option<FastStream> {
+    pub fn split_off(&mut self, bytes: u64) -> Option<StreamReader> {
         if self.packets > 0 {
             return None;
         }
@@ -782,7 +787,7 @@ impl FastStream {
     /// delta placeholder starts from the line's start. Returns how many
     /// lines were rendered: at most `max`, and none started once `out`
     /// holds `text_max` bytes; anything else (a hidden event, the packet's
-    /// end, a loss, an error) is left to [`FastStream::peek`].
+    /// end, a loss, an error) is left to [`StreamReader::peek`].
     pub fn render_quick<T: TimeText>(
         &mut self,
         out: &mut TextBuf,
@@ -888,7 +893,7 @@ impl FastStream {
 
     /// The place of the class of the event found by `peek` in its trace's
     /// plan (stream class, event): a key for tables by class that needs
-    /// no hashing, unique within one plan ([`FastStream::plan`]).
+    /// no hashing, unique within one plan ([`StreamReader::plan`]).
     #[inline]
     pub fn class_index(&self) -> Option<(usize, usize)> {
         let (idx, _) = self.current?;
@@ -903,7 +908,7 @@ impl FastStream {
         sp.event_context.is_some() || own.is_some_and(|e| e.context.is_some())
     }
 
-    /// Decodes the event found by `peek` into `sink` as [`FastStream::emit`]
+    /// Decodes the event found by `peek` into `sink` as [`StreamReader::emit`]
     /// does, without consuming it: the next `emit` (or a line writer)
     /// decodes it again. For a test on the event's values before it is
     /// rendered (`tape show --filter`).
@@ -932,7 +937,7 @@ impl FastStream {
     /// The event found by `peek`, taken as the raw bytes of its scopes
     /// (stepped over, not decoded) when they are exactly `len` whole bytes:
     /// for a reader that knows the layout (the function tracer's one
-    /// `u32`). `None`, and nothing taken, otherwise: [`FastStream::emit`]
+    /// `u32`). `None`, and nothing taken, otherwise: [`StreamReader::emit`]
     /// then decodes it.
     #[inline]
     pub fn emit_raw(&mut self, len: usize) -> Option<&[u8]> {
@@ -1113,7 +1118,7 @@ impl FastStream {
         Ok(c)
     }
 
-    /// [`FastStream::count`] of the events `shown` shows (`tape stats
+    /// [`StreamReader::count`] of the events `shown` shows (`tape stats
     /// --filter`): each event's class and time asked, and its values if
     /// [`Shown::event`] looks at them; events not shown are stepped over.
     pub fn count_shown(&mut self, shown: &impl Shown) -> Result<StreamCount, DecodeError> {
@@ -1434,7 +1439,7 @@ fn run_scope<S: Sink>(
 /// name, from its losses stream (the last packet of a stream gives its
 /// totals); a stream it does not name lost nothing. `None` when the trace
 /// declares no losses stream (another tracer's, or tape's before it: its
-/// streams' packet contexts may carry them, [`FastStream::lost_by_cause`]).
+/// streams' packet contexts may carry them, [`StreamReader::lost_by_cause`]).
 pub fn losses_by_stream(t: &TraceDir) -> Result<Option<HashMap<String, LostByCause>>, String> {
     if !t.declares_losses() {
         return Ok(None);
@@ -1446,7 +1451,7 @@ pub fn losses_by_stream(t: &TraceDir) -> Result<Option<HashMap<String, LostByCau
     let plan = Arc::new(
         TracePlan::new(&t.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?,
     );
-    let mut s = FastStream::open(plan, path).map_err(|e| e.to_string())?;
+    let mut s = StreamReader::open(plan, path).map_err(|e| e.to_string())?;
     let mut bad = None;
     s.packet_contexts(|v| {
         let Value::Struct(fields) = v else { return };
@@ -1479,14 +1484,14 @@ pub fn losses_by_stream(t: &TraceDir) -> Result<Option<HashMap<String, LostByCau
 }
 
 /// Compiles the plans of `traces` and opens all their streams.
-pub fn open_streams(traces: &[TraceDir]) -> Result<Vec<FastStream>, String> {
+pub fn open_streams(traces: &[TraceDir]) -> Result<Vec<StreamReader>, String> {
     let mut streams = Vec::new();
     for t in traces {
         let plan = Arc::new(
             TracePlan::new(&t.trace).map_err(|e| format!("{}/metadata: {e}", t.dir.display()))?,
         );
         for s in &t.streams {
-            streams.push(FastStream::open(plan.clone(), s).map_err(|e| e.to_string())?);
+            streams.push(StreamReader::open(plan.clone(), s).map_err(|e| e.to_string())?);
         }
     }
     Ok(streams)
@@ -1500,8 +1505,8 @@ pub trait Shown {
     /// Whether events of `class` at time `t` may be shown.
     fn class(&self, class: &EventClass, t: Option<i128>) -> bool;
     /// Whether the event that `s` has peeked (its class accepted) is
-    /// shown; `s` may decode it with [`FastStream::inspect`].
-    fn event(&self, s: &mut FastStream) -> bool {
+    /// shown; `s` may decode it with [`StreamReader::inspect`].
+    fn event(&self, s: &mut StreamReader) -> bool {
         let _ = s;
         true
     }
@@ -1515,7 +1520,7 @@ pub trait Shown {
 /// A test of the event a stream has peeked, by its values (`--filter`
 /// of `tape export`, `graph` and `profile`): `false` skips it. Shared by
 /// the threads that read streams side by side.
-pub type Keep = std::sync::Arc<dyn Fn(&mut FastStream) -> bool + Send + Sync>;
+pub type Keep = std::sync::Arc<dyn Fn(&mut StreamReader) -> bool + Send + Sync>;
 
 impl<F: Fn(&EventClass, Option<i128>) -> bool> Shown for F {
     fn class(&self, class: &EventClass, t: Option<i128>) -> bool {

@@ -1,7 +1,7 @@
 //! The merge stage: the events of several streams in time order.
 //!
-//! [`FastMerge`] keeps each stream's next event header decoded
-//! ([`FastStream::peek`]) and hands out the earliest, its scopes not yet
+//! [`StreamMerge`] keeps each stream's next event header decoded
+//! ([`StreamReader::peek`]) and hands out the earliest, its scopes not yet
 //! decoded: the output decodes them into its own sink. [`events`] gives
 //! them as value trees. (`tape show` merges rendered parts instead: see
 //! [`crate::output::text::parallel`].)
@@ -14,14 +14,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::decode::plan::ValueSink;
-use crate::decode::stream::{open_streams, FastStream, Next};
+use crate::decode::stream::{open_streams, Next, StreamReader};
 use crate::decode::{DecodeError, Value};
 use crate::metadata::read::TraceDir;
 use crate::EventClass;
 
 /// Streams of several traces, merged in time order.
-pub struct FastMerge {
-    streams: Vec<FastStream>,
+pub struct StreamMerge {
+    streams: Vec<StreamReader>,
     heap: BinaryHeap<Reverse<(i128, usize)>>,
     started: bool,
     /// The stream whose event was handed out last (re-queued on `next`).
@@ -31,25 +31,25 @@ pub struct FastMerge {
     failed: Option<DecodeError>,
 }
 
-/// What [`FastMerge::next`] gives.
+/// What [`StreamMerge::next`] gives.
 pub enum Step<'a> {
     /// An event is ready in this stream: call `emit` on it.
-    Event(&'a mut FastStream, Option<i128>),
+    Event(&'a mut StreamReader, Option<i128>),
     /// Lost events in this stream.
-    Lost(&'a FastStream, u64, Option<i128>),
+    Lost(&'a StreamReader, u64, Option<i128>),
 }
 
-impl FastMerge {
+impl StreamMerge {
     /// Renders packet contexts as JSON objects.
     pub fn render_json(&mut self) {
-        self.streams.iter_mut().for_each(FastStream::render_json);
+        self.streams.iter_mut().for_each(StreamReader::render_json);
     }
 
-    /// Keeps packet contexts as values (see [`FastStream::keep_packet_values`]).
+    /// Keeps packet contexts as values (see [`StreamReader::keep_packet_values`]).
     pub fn keep_packet_values(&mut self) {
         self.streams
             .iter_mut()
-            .for_each(FastStream::keep_packet_values);
+            .for_each(StreamReader::keep_packet_values);
     }
 
     /// Opens every stream of `traces`, keeping the streams whose file name
@@ -57,16 +57,16 @@ impl FastMerge {
     pub fn filtered(
         traces: &[TraceDir],
         keep: impl Fn(&Path) -> bool,
-    ) -> Result<FastMerge, String> {
-        let mut m = FastMerge::new(traces)?;
+    ) -> Result<StreamMerge, String> {
+        let mut m = StreamMerge::new(traces)?;
         m.streams.retain(|s| keep(&s.path));
         Ok(m)
     }
 
     /// Opens every stream of `traces`.
-    pub fn new(traces: &[TraceDir]) -> Result<FastMerge, String> {
+    pub fn new(traces: &[TraceDir]) -> Result<StreamMerge, String> {
         let streams = open_streams(traces)?;
-        Ok(FastMerge {
+        Ok(StreamMerge {
             streams,
             heap: BinaryHeap::new(),
             started: false,
@@ -166,7 +166,7 @@ pub enum Record {
 pub fn events(
     traces: &[TraceDir],
 ) -> Result<impl Iterator<Item = Result<Record, DecodeError>>, String> {
-    let mut merge = FastMerge::new(traces)?;
+    let mut merge = StreamMerge::new(traces)?;
     Ok(std::iter::from_fn(move || loop {
         let r = match merge.next()? {
             Err(e) => Err(e),

@@ -45,9 +45,9 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::decode::json::JsonSink;
 use crate::decode::plan::Sink;
-use crate::decode::stream::FastStream;
+use crate::decode::stream::StreamReader;
 use crate::decode::DecodeError;
-use crate::merge::FastMerge;
+use crate::merge::StreamMerge;
 use crate::metadata::read::TraceDir;
 use crate::output::calls::{CallStack, OpenCall};
 use crate::output::export::{process, run, stream_key, time, Export, Exported, Failure, Options};
@@ -242,7 +242,7 @@ struct Exporter<W: Write> {
 /// Writes every event `merge` gives (that `opts` selects) as a Chrome JSON
 /// trace into `out`; errors as [`crate::output::perfetto::export`]'s.
 pub fn export<W: Write>(
-    merge: &mut FastMerge,
+    merge: &mut StreamMerge,
     traces: &[TraceDir],
     opts: &Options,
     out: W,
@@ -326,7 +326,7 @@ impl<W: Write> Exporter<W> {
     }
 
     /// The thread of `stream`, its metadata written at its first event.
-    fn thread(&mut self, stream: &FastStream) -> std::io::Result<usize> {
+    fn thread(&mut self, stream: &StreamReader) -> std::io::Result<usize> {
         let p = stream
             .path()
             .parent()
@@ -496,7 +496,7 @@ impl<W: Write> Exporter<W> {
 }
 
 impl<W: Write> Export for Exporter<W> {
-    fn event(&mut self, stream: &mut FastStream, t: Option<i128>) -> Result<(), Failure> {
+    fn event(&mut self, stream: &mut StreamReader, t: Option<i128>) -> Result<(), Failure> {
         self.done.events += 1;
         let (sc, ec) = stream.class_index().unwrap_or((0, 0));
         let key = (stream.plan() as *const _ as usize, sc, ec);
@@ -606,7 +606,7 @@ impl<W: Write> Export for Exporter<W> {
         Ok(())
     }
 
-    fn lost(&mut self, stream: &FastStream, n: u64, t: Option<i128>) -> std::io::Result<()> {
+    fn lost(&mut self, stream: &StreamReader, n: u64, t: Option<i128>) -> std::io::Result<()> {
         let th = self.thread(stream)?;
         let ts = self.time(th, t);
         self.start("i", "lost events", th, ts);

@@ -50,7 +50,7 @@ impl Options {
     /// a name accepted.
     pub(crate) fn wants(
         &self,
-        stream: &crate::decode::stream::FastStream,
+        stream: &crate::decode::stream::StreamReader,
         t: Option<i128>,
     ) -> bool {
         self.in_range(t)
@@ -184,13 +184,13 @@ pub(crate) trait Export {
     /// The event at `stream`'s head, at `t` (to be emitted).
     fn event(
         &mut self,
-        stream: &mut crate::decode::stream::FastStream,
+        stream: &mut crate::decode::stream::StreamReader,
         t: Option<i128>,
     ) -> Result<(), Failure>;
     /// `n` events lost in `stream`, reported at `t`.
     fn lost(
         &mut self,
-        stream: &crate::decode::stream::FastStream,
+        stream: &crate::decode::stream::StreamReader,
         n: u64,
         t: Option<i128>,
     ) -> std::io::Result<()>;
@@ -203,7 +203,7 @@ pub(crate) trait Export {
 /// and the others go on (as in `tape show`): the first such error is
 /// returned after the output is complete. An error writing stops it.
 pub(crate) fn run(
-    merge: &mut crate::merge::FastMerge,
+    merge: &mut crate::merge::StreamMerge,
     opts: &Options,
     x: &mut impl Export,
 ) -> std::io::Result<Option<crate::decode::DecodeError>> {
@@ -255,7 +255,7 @@ pub(crate) fn process(i: usize, t: &TraceDir) -> (i64, String) {
 
 /// A key for a stream whose packets do not say their thread (tid 0): its
 /// own thread, apart from every real one (negative).
-pub(crate) fn stream_key(stream: &crate::decode::stream::FastStream) -> i64 {
+pub(crate) fn stream_key(stream: &crate::decode::stream::StreamReader) -> i64 {
     -(stream.path().as_os_str().as_encoded_bytes().as_ptr() as i64 & i64::MAX)
 }
 

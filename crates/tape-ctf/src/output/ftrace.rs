@@ -34,7 +34,7 @@ pub const STACKTRACE: &str = "tape.stacktrace";
 /// as ftrace text, the header first, handing `each` about a megabyte at a
 /// time (`each` returns `false` to stop); returns the events lost.
 pub fn render(
-    merge: &mut crate::merge::FastMerge,
+    merge: &mut crate::merge::StreamMerge,
     shown: impl crate::decode::stream::Shown,
     shown_loss: impl Fn(Option<i128>) -> bool,
     each: impl FnMut(&str) -> bool,
@@ -46,7 +46,7 @@ pub fn render(
 /// `tape.stacktrace` events, printed as ftrace prints a `<stack trace>`:
 /// one ` => function` line per frame (the address when it has no name).
 pub fn render_with_symbols(
-    merge: &mut crate::merge::FastMerge,
+    merge: &mut crate::merge::StreamMerge,
     shown: impl crate::decode::stream::Shown,
     shown_loss: impl Fn(Option<i128>) -> bool,
     symbol: &mut dyn FnMut(&Executable, u64) -> Option<String>,

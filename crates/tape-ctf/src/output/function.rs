@@ -178,7 +178,7 @@ pub(crate) const MAX_CALL_DEPTH: u32 = 10_000;
 /// `depth`, or an error at `stream`'s event if it is deeper than
 /// [`MAX_CALL_DEPTH`].
 pub(crate) fn checked_depth(
-    stream: &crate::decode::stream::FastStream,
+    stream: &crate::decode::stream::StreamReader,
     depth: u32,
 ) -> Result<u32, crate::decode::DecodeError> {
     if depth > MAX_CALL_DEPTH {
@@ -267,7 +267,7 @@ impl Default for ThreadOf {
 
 impl ThreadOf {
     /// The thread of `stream`'s packet.
-    pub(crate) fn of(&mut self, stream: &crate::decode::stream::FastStream) -> (i64, &str) {
+    pub(crate) fn of(&mut self, stream: &crate::decode::stream::StreamReader) -> (i64, &str) {
         let key = stream.path().as_os_str().as_encoded_bytes().as_ptr() as usize;
         let packet = stream.packet_times().0;
         if (self.last.0, self.last.1) != (key, packet) {

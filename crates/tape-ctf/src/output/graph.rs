@@ -800,7 +800,7 @@ fn proc_column(s: &mut String, comm: &str, tid: i64) {
 
 /// The thread ids of the streams at `paths` (the `tid` of each one's first
 /// packet context), for the width of the thread column.
-pub fn thread_ids(streams: &mut [crate::decode::stream::FastStream]) -> Vec<i64> {
+pub fn thread_ids(streams: &mut [crate::decode::stream::StreamReader]) -> Vec<i64> {
     let mut ids = Vec::new();
     for s in streams {
         s.keep_packet_values();
@@ -844,7 +844,7 @@ enum Role {
 #[derive(Default)]
 struct Feed {
     /// By trace plan (its address), by stream class and event
-    /// ([`crate::decode::stream::FastStream::class_index`]): no hashing per event.
+    /// ([`crate::decode::stream::StreamReader::class_index`]): no hashing per event.
     classes: Vec<(usize, Vec<Vec<Option<ClassInfo>>>)>,
     /// The functions' displayed names, by index.
     funcs: Vec<Box<str>>,
@@ -864,7 +864,7 @@ impl Feed {
     fn info(
         &mut self,
         g: &mut Graph,
-        stream: &crate::decode::stream::FastStream,
+        stream: &crate::decode::stream::StreamReader,
     ) -> Option<ClassInfo> {
         let (sc, ev) = stream.class_index()?;
         let plan = std::ptr::from_ref(stream.plan()) as usize;
@@ -884,7 +884,7 @@ impl Feed {
     fn learn(
         &mut self,
         g: &mut Graph,
-        stream: &crate::decode::stream::FastStream,
+        stream: &crate::decode::stream::StreamReader,
         plan: usize,
         sc: usize,
         ev: usize,
@@ -938,7 +938,7 @@ impl Feed {
     fn event(
         &mut self,
         g: &mut Graph,
-        stream: &mut crate::decode::stream::FastStream,
+        stream: &mut crate::decode::stream::StreamReader,
         t: Option<i128>,
         out: &mut String,
     ) -> Result<(), crate::decode::DecodeError> {
@@ -1074,7 +1074,7 @@ impl Feed {
 /// events lost. (One thread; [`render_streams`] draws each stream on its
 /// own thread.)
 pub fn render(
-    merge: &mut crate::merge::FastMerge,
+    merge: &mut crate::merge::StreamMerge,
     opts: Options,
     shown: impl crate::decode::stream::Shown,
     mut each: impl FnMut(&str) -> bool,
@@ -1089,7 +1089,7 @@ pub fn render(
         match step? {
             Step::Event(stream, t) => {
                 let shows = stream.class().is_some_and(|c| shown.class(c, t));
-                let kept = |s: &mut crate::decode::stream::FastStream| {
+                let kept = |s: &mut crate::decode::stream::StreamReader| {
                     g.opts.keep.as_ref().is_none_or(|k| k(s))
                 };
                 if !(shows && shown.event(stream) && kept(stream)) {
@@ -1138,7 +1138,7 @@ struct Piece {
 /// undecided entry, so no entry is decided early ([`QUEUE_LIMIT`]).
 /// Hands the text to `each` in pieces (stop with `false`); the events lost.
 pub fn render_streams(
-    streams: Vec<crate::decode::stream::FastStream>,
+    streams: Vec<crate::decode::stream::StreamReader>,
     opts: &Options,
     mut each: impl FnMut(&str) -> bool,
 ) -> Result<u64, crate::decode::DecodeError> {
@@ -1249,7 +1249,7 @@ pub fn render_streams(
 
 /// One stream's graph, in pieces handed to `send` (stop with `false`).
 fn draw_stream(
-    stream: &mut crate::decode::stream::FastStream,
+    stream: &mut crate::decode::stream::StreamReader,
     opts: Options,
     mut send: impl FnMut(Piece) -> bool,
 ) -> Result<u64, crate::decode::DecodeError> {

@@ -3,7 +3,7 @@
 
 use crate::decode::json::JsonSink;
 use crate::decode::plan::Sink as _;
-use crate::decode::stream::FastStream;
+use crate::decode::stream::StreamReader;
 use crate::decode::DecodeError;
 
 /// One event as a JSON object on its own line: time, name, stream, packet
@@ -11,7 +11,7 @@ use crate::decode::DecodeError;
 pub fn write_json_line(
     out: &mut Vec<u8>,
     t: Option<i128>,
-    stream: &mut FastStream,
+    stream: &mut StreamReader,
 ) -> Result<(), DecodeError> {
     out.extend_from_slice(b"{\"time_ns\":");
     match t {

@@ -417,14 +417,14 @@ fn header(out: &mut String, width: usize, ftrace: bool, off_cpu: bool) {
 /// only the events `keep` keeps (`--filter`; a call whose entry or exit
 /// it drops is not timed).
 pub fn gather_streams(
-    streams: Vec<crate::decode::stream::FastStream>,
+    streams: Vec<crate::decode::stream::StreamReader>,
     per_thread: bool,
     workers: usize,
     keep: Option<&crate::decode::stream::Keep>,
     off: Option<&OffCpu>,
 ) -> Result<Profile, crate::decode::DecodeError> {
     let workers = workers.clamp(1, streams.len().max(1));
-    let mut shares: Vec<Vec<crate::decode::stream::FastStream>> =
+    let mut shares: Vec<Vec<crate::decode::stream::StreamReader>> =
         (0..workers).map(|_| Vec::new()).collect();
     for (i, s) in streams.into_iter().enumerate() {
         shares[i % workers].push(s);
@@ -458,7 +458,7 @@ pub fn gather_streams(
 
 /// Adds the calls of one stream to `p`.
 fn read_stream(
-    s: &mut crate::decode::stream::FastStream,
+    s: &mut crate::decode::stream::StreamReader,
     p: &mut Profile,
     keep: Option<&crate::decode::stream::Keep>,
     off: Option<&OffCpu>,
@@ -596,7 +596,9 @@ impl OffCpu {
 
 /// The [`OffCpu`] intervals of the kernel traces `merge` reads (their
 /// `sched_switch`es and the tasks that wrote each record).
-pub fn off_cpu(merge: &mut crate::merge::FastMerge) -> Result<OffCpu, crate::decode::DecodeError> {
+pub fn off_cpu(
+    merge: &mut crate::merge::StreamMerge,
+) -> Result<OffCpu, crate::decode::DecodeError> {
     use crate::merge::Step;
     let mut off = OffCpu::default();
     while let Some(step) = merge.next() {

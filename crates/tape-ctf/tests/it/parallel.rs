@@ -16,7 +16,7 @@ use tape_ctf::decode::plan::Discard;
 use tape_ctf::decode::stream::open_streams;
 use tape_ctf::decode::text::line::TextBuf;
 use tape_ctf::decode::text::TimeText;
-use tape_ctf::merge::{FastMerge, Step};
+use tape_ctf::merge::{Step, StreamMerge};
 use tape_ctf::metadata::read::find_traces;
 use tape_ctf::output::text::parallel::{render_merged, Piece, Render, Seconds, Threads};
 use tape_ctf::output::text::{write_event_rest, write_line_prefix};
@@ -47,7 +47,7 @@ fn one_thread(dir: &Path, filter: Filter) -> Vec<String> {
     let Ok(traces) = find_traces(dir) else {
         return vec!["OPEN".into()];
     };
-    let Ok(mut merge) = FastMerge::new(&traces) else {
+    let Ok(mut merge) = StreamMerge::new(&traces) else {
         return vec!["PLAN".into()];
     };
     let mut prev: Option<i128> = None;

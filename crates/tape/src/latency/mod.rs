@@ -43,7 +43,7 @@
 //! tracing_max_latency`) sets every maximum back to zero.
 //!
 //! **Snapshots.** The tape-trigger thread takes the requests every
-//! [`crate::snapshot::SNAPSHOT_POLL`] while the tracer is on. Of the
+//! [`crate::snapshot_thread::SNAPSHOT_POLL`] while the tracer is on. Of the
 //! requests of one tracker taken together it keeps the largest (the others
 //! are counted as superseded); then it saves the rings (every thread's, as
 //! a `snapshot` trigger does) into a new trace whose metadata's `env`
@@ -102,7 +102,7 @@ pub const DEFAULT_KEEP: usize = 4;
 // Settings.
 
 /// The snapshot thread's service of the latency tracer.
-static SERVICE: crate::snapshot::Service = crate::snapshot::Service {
+static SERVICE: crate::snapshot_thread::Service = crate::snapshot_thread::Service {
     take: |_| take_snapshots(),
     polling,
 };
@@ -118,7 +118,7 @@ pub fn set_on(on: bool) {
     }
     ON.store(on, Ordering::Relaxed);
     if on {
-        crate::snapshot::wake(&SERVICE);
+        crate::snapshot_thread::wake(&SERVICE);
     }
 }
 
@@ -387,7 +387,7 @@ fn save_snapshot(dir: &std::path::Path, r: &Taken, ns: u64, thread: &str) -> Res
 pub fn wait_for_snapshots(timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     let upto = NEXT.load(Ordering::Relaxed);
-    crate::snapshot::wake(&SERVICE);
+    crate::snapshot_thread::wake(&SERVICE);
     loop {
         if taken_upto() >= upto {
             return true;

@@ -81,7 +81,7 @@ pub const MAX_PER_EVENT: usize = 64;
 /// when they are not recorded.
 pub const STACK_PAYLOAD: usize = 1024;
 
-pub use crate::snapshot::SNAPSHOT_POLL;
+pub use crate::snapshot_thread::SNAPSHOT_POLL;
 
 /// The commands, for messages.
 const COMMANDS: &str = "traceon, traceoff, snapshot, stacktrace, enable_event:PATTERN, \
@@ -809,14 +809,14 @@ fn worker_state() -> std::sync::MutexGuard<'static, WorkerState> {
 }
 
 /// The snapshot thread's service of the triggers.
-static SERVICE: crate::snapshot::Service = crate::snapshot::Service {
+static SERVICE: crate::snapshot_thread::Service = crate::snapshot_thread::Service {
     take: take_snapshots,
     polling: || SNAPSHOT_TRIGGERS.load(Ordering::Relaxed) > 0,
 };
 
 /// Starts the snapshot thread (once) and wakes it for the triggers.
 pub(crate) fn worker_wake() {
-    crate::snapshot::wake(&SERVICE);
+    crate::snapshot_thread::wake(&SERVICE);
 }
 
 /// Takes the snapshots asked for and not yet taken: one trace per request

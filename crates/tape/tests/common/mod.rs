@@ -37,10 +37,10 @@ impl Reader {
 /// What tape's reader prints for a trace (babeltrace2's format, times
 /// left out): `tape show`, as library calls.
 pub fn tape_text(trace: &Path) -> Result<ReadOutput, String> {
-    use tape_ctf::merge::{FastMerge, Step};
+    use tape_ctf::merge::{Step, StreamMerge};
     use tape_ctf::output::text::write_event_line;
     let traces = tape_ctf::metadata::read::find_traces(trace).map_err(|e| e.to_string())?;
-    let mut merge = FastMerge::new(&traces)?;
+    let mut merge = StreamMerge::new(&traces)?;
     let (mut stdout, mut stderr) = (tape_ctf::decode::text::line::TextBuf::new(), String::new());
     while let Some(step) = merge.next() {
         match step.map_err(|e| e.to_string())? {

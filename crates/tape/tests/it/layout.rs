@@ -5,11 +5,11 @@
 //!
 //! | floor | modules | what they are |
 //! |---|---|---|
-//! | base | `error`, `sys`, `knobs`, `clock`, `field`, `losses` | errors, OS helpers, the settings every floor reads, time, field types |
+//! | base | `error`, `sys`, `knobs`, `clock`, `field`, `layer_losses` | errors, OS helpers, the settings every floor reads, time, field types |
 //! | model | `point`, `registry`, `hooks` | the tracepoint, its state word, the set of them |
 //! | schema | `metadata`, `template`, `view` | the CTF description of a trace, and an event read by it |
 //! | storage | `ring`, `save` | per-thread rings, the emit path, snapshots, trace directories |
-//! | features | `probe`, `filter`, `trigger`, `traced`, `latency`, `printk`, `snapshot`, `usdt` | what runs at a tracepoint or beside the rings |
+//! | features | `probe`, `filter`, `trigger`, `traced`, `latency`, `printk`, `snapshot_thread`, `usdt` | what runs at a tracepoint or beside the rings |
 //! | control | `config`, `control`, `crash`, `dump_text`, `end` | starting, operating and ending the recorder |
 //! | top | `lib.rs` | the public face |
 //!
@@ -26,7 +26,7 @@ use tape_test_support::layout::{check, Floors};
 const FLOORS: Floors = &[
     (
         "base",
-        &["error", "sys", "knobs", "clock", "field", "losses"],
+        &["error", "sys", "knobs", "clock", "field", "layer_losses"],
     ),
     ("model", &["point", "registry", "hooks"]),
     ("schema", &["metadata", "template", "view"]),
@@ -34,7 +34,14 @@ const FLOORS: Floors = &[
     (
         "features",
         &[
-            "probe", "filter", "trigger", "traced", "latency", "printk", "snapshot", "usdt",
+            "probe",
+            "filter",
+            "trigger",
+            "traced",
+            "latency",
+            "printk",
+            "snapshot_thread",
+            "usdt",
         ],
     ),
     (

@@ -76,9 +76,9 @@ use std::io::Write;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::decode::plan::Sink;
-use crate::decode::stream::FastStream;
+use crate::decode::stream::StreamReader;
 use crate::decode::DecodeError;
-use crate::merge::FastMerge;
+use crate::merge::StreamMerge;
 use crate::metadata::read::TraceDir;
 use crate::output::calls::{CallStack, OpenCall};
 pub use crate::output::export::{check_counters, CounterSpec, Exported, Options};
@@ -694,7 +694,7 @@ struct Exporter<W: Write> {
 /// the counts after the file is complete. An error writing `out` stops
 /// the export.
 pub fn export<W: Write>(
-    merge: &mut FastMerge,
+    merge: &mut StreamMerge,
     traces: &[TraceDir],
     opts: &Options,
     out: W,
@@ -765,7 +765,11 @@ impl<W: Write> Exporter<W> {
     /// A kernel trace's scheduling event as Perfetto's own ftrace event
     /// (`false`: not one of them, or no BOOTTIME to put it on: drawn as
     /// any event).
-    fn ftrace_event(&mut self, stream: &mut FastStream, t: Option<i128>) -> Result<bool, Failure> {
+    fn ftrace_event(
+        &mut self,
+        stream: &mut StreamReader,
+        t: Option<i128>,
+    ) -> Result<bool, Failure> {
         let Some(name) = stream.class().map(|c| c.name.clone()) else {
             return Ok(false);
         };
@@ -921,7 +925,7 @@ impl<W: Write> Exporter<W> {
     }
 
     /// The process of `stream` (by its directory).
-    fn process(&mut self, stream: &FastStream) -> usize {
+    fn process(&mut self, stream: &StreamReader) -> usize {
         let key = stream.path().as_os_str().as_encoded_bytes().as_ptr() as usize;
         if let Some(&p) = self.process_of_stream.get(&key) {
             return p;
@@ -937,7 +941,7 @@ impl<W: Write> Exporter<W> {
 
     /// The sequence of `stream`'s thread, made (and its tracks described)
     /// at its first event.
-    fn sequence(&mut self, stream: &FastStream) -> std::io::Result<usize> {
+    fn sequence(&mut self, stream: &StreamReader) -> std::io::Result<usize> {
         let p = self.process(stream);
         let (tid, name) = self.threads.of(stream);
         // A trace that does not say its threads (tid 0, `<...>`): a
@@ -1009,7 +1013,7 @@ impl<W: Write> Exporter<W> {
     }
 
     /// What the export knows of the class of `stream`'s event.
-    fn class(&mut self, stream: &FastStream) -> usize {
+    fn class(&mut self, stream: &StreamReader) -> usize {
         let (sc, ec) = stream.class_index().unwrap_or((0, 0));
         let key = (stream.plan() as *const _ as usize, sc, ec);
         if let Some(&c) = self.class_of.get(&key) {
@@ -1322,7 +1326,7 @@ impl<W: Write> Exporter<W> {
 }
 
 impl<W: Write> Export for Exporter<W> {
-    fn event(&mut self, stream: &mut FastStream, t: Option<i128>) -> Result<(), Failure> {
+    fn event(&mut self, stream: &mut StreamReader, t: Option<i128>) -> Result<(), Failure> {
         self.done.events += 1;
         let p = self.process(stream);
         if self.kernel[p] && self.ftrace_event(stream, t)? {
@@ -1379,7 +1383,7 @@ impl<W: Write> Export for Exporter<W> {
         Ok(())
     }
 
-    fn lost(&mut self, stream: &FastStream, n: u64, t: Option<i128>) -> std::io::Result<()> {
+    fn lost(&mut self, stream: &StreamReader, n: u64, t: Option<i128>) -> std::io::Result<()> {
         let s = self.sequence(stream)?;
         let ts = self.time(s, t);
         if !self.clock_written {

@@ -16,7 +16,7 @@
 pub mod parallel;
 
 use crate::decode::plan::{Bits, Discard};
-use crate::decode::stream::FastStream;
+use crate::decode::stream::StreamReader;
 use crate::decode::text::line::TextBuf;
 use crate::decode::text::sink::TextSink;
 use crate::decode::DecodeError;
@@ -29,7 +29,7 @@ pub fn write_event_line(
     out: &mut TextBuf,
     time: &[u8],
     delta_ns: Option<i128>,
-    stream: &mut FastStream,
+    stream: &mut StreamReader,
 ) -> Result<(), DecodeError> {
     write_line_prefix(out, time, delta_ns);
     write_event_rest(out, stream)
@@ -54,7 +54,7 @@ pub fn write_line_prefix(out: &mut TextBuf, time: &[u8], delta_ns: Option<i128>)
 
 /// The rest of an event line after [`write_line_prefix`]: `host name:`,
 /// the packet context and the event's scopes, and a newline.
-pub fn write_event_rest(out: &mut TextBuf, stream: &mut FastStream) -> Result<(), DecodeError> {
+pub fn write_event_rest(out: &mut TextBuf, stream: &mut StreamReader) -> Result<(), DecodeError> {
     let Some((idx, _)) = stream.current else {
         return stream.emit(&mut Discard); // the error of an emit without peek
     };

@@ -2,7 +2,7 @@
 //! the calling thread: how `tape show` uses every core.
 //!
 //! Each stream file is cut into *parts* at packet boundaries (a part is a
-//! few packets; see [`FastStream::split_off`]), and each part is decoded in
+//! few packets; see [`StreamReader::split_off`]), and each part is decoded in
 //! order by one thread at a time, in *chunks* of records. Several threads
 //! decode parts of one stream at once, so that a stream that has the
 //! trace to itself for a while (a thread that started first, or ran
@@ -25,7 +25,7 @@
 //!                                                        the line for writev
 //! ```
 //!
-//! The order is the one [`FastMerge`](crate::merge::FastMerge) gives: the
+//! The order is the one [`StreamMerge`](crate::merge::StreamMerge) gives: the
 //! least key first, ties to the lower stream index, and every record of a
 //! stream in file order (the parts of a stream one after the other).
 //! Events that are not shown stay in the merge as `hidden` records, so
@@ -49,7 +49,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::decode::plan::Discard;
 use crate::decode::stream::Shown;
-use crate::decode::stream::{FastStream, Next, PacketBuf, DELTA_PLACEHOLDER};
+use crate::decode::stream::{Next, PacketBuf, StreamReader, DELTA_PLACEHOLDER};
 use crate::decode::text::line::{delta_into, TextBuf};
 use crate::decode::text::TimeText;
 use crate::decode::DecodeError;
@@ -115,7 +115,7 @@ pub enum Render<T> {
 
 /// Writes the event at a stream's head (time `t`) as one line into `out`.
 pub type LineWriter =
-    fn(out: &mut Vec<u8>, t: Option<i128>, stream: &mut FastStream) -> Result<(), DecodeError>;
+    fn(out: &mut Vec<u8>, t: Option<i128>, stream: &mut StreamReader) -> Result<(), DecodeError>;
 
 // A text line is written with the delta placeholder `+?.?????????`, which
 // is also what babeltrace2 prints for the first event: the merge writes the
@@ -197,13 +197,13 @@ struct Part {
     /// Its number in its stream (from 0, in file order).
     seq: u64,
     /// `None` while a thread decodes a chunk of it, and once finished.
-    decoder: Option<FastStream>,
+    decoder: Option<StreamReader>,
     /// Chunks decoded, for the merge.
     ready: VecDeque<Chunk>,
     /// Its last chunk is decoded.
     finished: bool,
     /// The stream's last part, not cut yet: cut before its first chunk
-    /// (see [`FastStream::split_off`]).
+    /// (see [`StreamReader::split_off`]).
     uncut: bool,
 }
 
@@ -214,7 +214,7 @@ struct Sched {
     /// Chunks merged, for the workers to fill again (no fresh pages).
     free: Vec<Chunk>,
     /// Packet buffers of the parts decoded to their end, for the next
-    /// parts (see [`FastStream::reuse_buffer`]).
+    /// parts (see [`StreamReader::reuse_buffer`]).
     buffers: Vec<PacketBuf>,
     quit: bool,
     /// Workers waiting on `Shared::work`, and whether the merge waits on
@@ -227,7 +227,7 @@ struct Sched {
 
 impl Part {
     /// Part `seq` of a stream, `stream` its packets, not cut yet.
-    fn new(seq: u64, stream: FastStream) -> Part {
+    fn new(seq: u64, stream: StreamReader) -> Part {
         Part {
             seq,
             decoder: Some(stream),
@@ -307,7 +307,7 @@ fn lock(m: &Mutex<Sched>) -> MutexGuard<'_, Sched> {
 
 /// Decodes up to `max` records of `s` into chunk `c` (emptied first).
 fn decode_chunk<F, T: TimeText>(
-    s: &mut FastStream,
+    s: &mut StreamReader,
     render: &mut Render<T>,
     shown: &F,
     max: usize,
@@ -399,7 +399,7 @@ where
     F: Shown,
 {
     let mut decode =
-        |s: &mut FastStream, chunk: Chunk| decode_chunk(s, &mut render, shown, max, chunk);
+        |s: &mut StreamReader, chunk: Chunk| decode_chunk(s, &mut render, shown, max, chunk);
     let mut g = lock(&shared.sched);
     loop {
         if g.quit {
@@ -426,7 +426,7 @@ fn decode_part<'a>(
     mut g: MutexGuard<'a, Sched>,
     i: usize,
     seq: u64,
-    decode: &mut dyn FnMut(&mut FastStream, Chunk) -> Chunk,
+    decode: &mut dyn FnMut(&mut StreamReader, Chunk) -> Chunk,
 ) -> MutexGuard<'a, Sched> {
     let p = g.part(i, seq);
     let Some(mut stream) = p.decoder.take() else {
@@ -591,7 +591,7 @@ pub struct Threads {
     /// Worker threads besides the calling one (0: a one-thread run).
     pub workers: usize,
     /// A stream is cut into parts of at least this many bytes (at packet
-    /// boundaries, see [`FastStream::split_off`]), so that several threads
+    /// boundaries, see [`StreamReader::split_off`]), so that several threads
     /// decode one stream at once; `u64::MAX` never cuts.
     pub part_bytes: u64,
 }
@@ -614,7 +614,7 @@ impl Threads {
 /// records before it are merged, as if the file ended cleanly there); the
 /// other streams go on to their end, and the first error is returned then.
 pub fn render_merged<F, T: TimeText>(
-    streams: Vec<FastStream>,
+    streams: Vec<StreamReader>,
     render: Render<T>,
     shown: F,
     threads: Threads,
@@ -662,7 +662,7 @@ where
         let text = matches!(render, Render::Text(_));
         let mut render = render;
         let mut decode_here =
-            |s: &mut FastStream, chunk: Chunk| decode_chunk(s, &mut render, &shown, max, chunk);
+            |s: &mut StreamReader, chunk: Chunk| decode_chunk(s, &mut render, &shown, max, chunk);
         let mut out = Pending::new();
         let r = merge(&mut out, &shared, &paths, text, &mut decode_here, &mut each);
         // The lines merged last, before an error too.
@@ -682,7 +682,7 @@ where
 fn next_chunk(
     shared: &Shared,
     i: usize,
-    decode_here: &mut dyn FnMut(&mut FastStream, Chunk) -> Chunk,
+    decode_here: &mut dyn FnMut(&mut StreamReader, Chunk) -> Chunk,
 ) -> Option<Chunk> {
     let mut g = lock(&shared.sched);
     loop {
@@ -719,7 +719,7 @@ fn advance(
     cursors: &mut [Option<Cursor>],
     out: &mut Pending,
     i: usize,
-    decode_here: &mut dyn FnMut(&mut FastStream, Chunk) -> Chunk,
+    decode_here: &mut dyn FnMut(&mut StreamReader, Chunk) -> Chunk,
 ) -> Result<Option<i128>, DecodeError> {
     loop {
         if let Some(c) = &cursors[i] {
@@ -804,7 +804,7 @@ fn merge(
     shared: &Shared,
     paths: &[std::path::PathBuf],
     text: bool,
-    decode_here: &mut dyn FnMut(&mut FastStream, Chunk) -> Chunk,
+    decode_here: &mut dyn FnMut(&mut StreamReader, Chunk) -> Chunk,
     each: &mut impl FnMut(Piece<'_, '_>) -> bool,
 ) -> Result<(), DecodeError> {
     // The time of the last event shown.
