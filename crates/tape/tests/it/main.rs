@@ -11,3 +11,4 @@ mod compile_fail;
 mod dependencies;
 mod disabled_cost;
 mod layout;
+mod public_items;

@@ -1,0 +1,222 @@
+//! The public surface of `tape`, `tape-tracing` and `tape-ctf`, checked
+//! in (issue 51): `crates/<crate>/public-items.txt` lists every item
+//! rustdoc documents (its list of all items: structs, enums, traits,
+//! functions, macros, constants, statics, type aliases, by path), with
+//! each struct's, enum's and union's fields, variants and inherent
+//! methods, and each trait's methods. A change of surface then shows in
+//! review as a change of that file; this test fails until it is made
+//! (`TAPE_BLESS=1` writes the lists anew).
+//!
+//! What rustdoc hides is not listed: the `#[doc(hidden)]` doors
+//! (`tape::__private`, the macros' expansions; `tape::__consumer`, the
+//! consumer's), and the trait impls (`Debug`, `From`, ...). Read from
+//! rustdoc's HTML (its JSON needs a nightly toolchain, which this
+//! machine cannot fetch), written into a target directory of its own
+//! (`target/public-items`): `cargo test` may hold the build directory's
+//! lock while its tests run.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The crates whose surface is kept: by package, by rustdoc's name, and
+/// an item each list must have (the scan read the pages as they are).
+const CRATES: [(&str, &str, &str); 3] = [
+    (
+        "tape",
+        "tape",
+        "struct tape::config::Config: method buffer_size",
+    ),
+    (
+        "tape-tracing",
+        "tape_tracing",
+        "struct tape_tracing::TapeLayer: method new",
+    ),
+    (
+        "tape-ctf",
+        "tape_ctf",
+        "struct tape_ctf::Clock: field absolute",
+    ),
+];
+
+/// The sections of rustdoc's `all.html`, by its ids, and the word a line
+/// of the list gives each.
+const KINDS: [(&str, &str); 12] = [
+    ("structs", "struct"),
+    ("enums", "enum"),
+    ("unions", "union"),
+    ("traits", "trait"),
+    ("functions", "fn"),
+    ("macros", "macro"),
+    ("attributes", "attribute macro"),
+    ("derives", "derive macro"),
+    ("constants", "const"),
+    ("statics", "static"),
+    ("types", "type"),
+    ("traitaliases", "trait alias"),
+];
+
+/// The text between `from` and the next `to` in `s`, after `at`.
+fn between<'a>(s: &'a str, at: usize, from: &str, to: &str) -> Option<(&'a str, usize)> {
+    let i = s[at..].find(from)? + at + from.len();
+    let j = s[i..].find(to)? + i;
+    Some((&s[i..j], j + to.len()))
+}
+
+/// The `id="<prefix>NAME"` names in `s`, in order, each once (rustdoc
+/// numbers a second one `NAME-1`).
+fn ids(s: &str, prefix: &str) -> Vec<String> {
+    let pat = format!("id=\"{prefix}");
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some((name, next)) = between(s, at, &pat, "\"") {
+        if !name.contains('-') && !out.iter().any(|n| n == name) {
+            out.push(name.to_owned());
+        }
+        at = next;
+    }
+    out
+}
+
+/// The part of an item page with its inherent impls (not the trait,
+/// auto-trait and blanket impls after it).
+fn inherent(page: &str) -> &str {
+    let Some(i) = page.find("id=\"implementations-list\"") else {
+        return "";
+    };
+    let end = [
+        "id=\"trait-implementations\"",
+        "id=\"synthetic-implementations\"",
+        "id=\"blanket-implementations\"",
+    ]
+    .iter()
+    .filter_map(|m| page[i..].find(m).map(|j| i + j))
+    .min()
+    .unwrap_or(page.len());
+    &page[i..end]
+}
+
+/// The lines of one crate's list, from its documentation at `doc`.
+fn list(doc: &Path, name: &str) -> Vec<String> {
+    let all = std::fs::read_to_string(doc.join("all.html"))
+        .unwrap_or_else(|e| panic!("{}: {e}", doc.join("all.html").display()));
+    let mut lines = BTreeSet::new();
+    for (id, word) in KINDS {
+        let Some((section, _)) = between(&all, 0, &format!("<h3 id=\"{id}\">"), "</ul>") else {
+            continue;
+        };
+        let mut at = 0;
+        while let Some((href, next)) = between(section, at, "<a href=\"", "\"") {
+            let (path, next) = between(section, next, ">", "</a>").expect("a link's text");
+            at = next;
+            let path = format!("{name}::{path}");
+            lines.insert(format!("{word} {path}"));
+            if !matches!(word, "struct" | "enum" | "union" | "trait") {
+                continue;
+            }
+            let page = std::fs::read_to_string(doc.join(href))
+                .unwrap_or_else(|e| panic!("{}: {e}", doc.join(href).display()));
+            let mut members: Vec<(&str, Vec<String>)> = vec![
+                ("field", ids(&page, "structfield.")),
+                ("variant", ids(&page, "variant.")),
+            ];
+            if word == "trait" {
+                // Required, then provided methods; the impls on foreign
+                // types and the implementors after.
+                let end = ["id=\"foreign-impls\"", "id=\"implementors\""]
+                    .iter()
+                    .filter_map(|m| page.find(m))
+                    .min()
+                    .unwrap_or(page.len());
+                let own = &page[..end];
+                members.push(("method", ids(own, "tymethod.")));
+                members.push(("method", ids(own, "method.")));
+                members.push(("const", ids(own, "associatedconstant.")));
+                members.push(("type", ids(own, "associatedtype.")));
+            } else {
+                members.push(("method", ids(inherent(&page), "method.")));
+                members.push(("const", ids(inherent(&page), "associatedconstant.")));
+            }
+            for (what, names) in members {
+                for n in names {
+                    lines.insert(format!("{word} {path}: {what} {n}"));
+                }
+            }
+        }
+    }
+    lines.into_iter().collect()
+}
+
+#[test]
+fn the_public_items_are_the_checked_in_lists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("the workspace");
+    let target: PathBuf = root.join("target/public-items");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut doc = Command::new(cargo);
+    doc.current_dir(root)
+        .args(["doc", "-q", "--no-deps", "--offline"])
+        .arg("--target-dir")
+        .arg(&target);
+    for (package, _, _) in CRATES {
+        doc.args(["-p", package]);
+    }
+    // The same rustdoc as the doc gate's, without its flags of warnings.
+    doc.env_remove("RUSTDOCFLAGS");
+    let out = doc.output().expect("cargo doc runs");
+    assert!(
+        out.status.success(),
+        "cargo doc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bless = std::env::var_os("TAPE_BLESS").is_some();
+    let mut differ = Vec::new();
+    for (package, name, must) in CRATES {
+        let lines = list(&target.join("doc").join(name), name);
+        assert!(
+            lines.iter().any(|l| l == must),
+            "{name}: the scan of rustdoc's pages missed {must:?} ({} lines read)",
+            lines.len()
+        );
+        let text = lines.join("\n") + "\n";
+        let file = root.join("crates").join(package).join("public-items.txt");
+        let kept = std::fs::read_to_string(&file).unwrap_or_default();
+        if kept == text {
+            continue;
+        }
+        if bless {
+            std::fs::write(&file, &text).expect("write the list");
+            continue;
+        }
+        let (old, new): (BTreeSet<&str>, BTreeSet<&str>) =
+            (kept.lines().collect(), text.lines().collect());
+        let gone: Vec<&&str> = old.difference(&new).collect();
+        let added: Vec<&&str> = new.difference(&old).collect();
+        differ.push(format!(
+            "{}: {} items now; gone: {gone:?}; new: {added:?}",
+            file.display(),
+            lines.len()
+        ));
+    }
+    assert!(
+        differ.is_empty(),
+        "the public surface changed (TAPE_BLESS=1 writes the lists anew, to be \
+         reviewed):\n{}",
+        differ.join("\n")
+    );
+}
+
+#[test]
+fn the_page_scan_reads_members_as_rustdoc_writes_them() {
+    let page = "<section id=\"structfield.a\"></section><div id=\"variant.B\"></div>\
+        <div id=\"implementations-list\"><section id=\"method.new\"></section>\
+        <section id=\"method.new-1\"></section></div>\
+        <h2 id=\"trait-implementations\"></h2><div id=\"trait-implementations-list\">\
+        <section id=\"method.fmt\"></section></div>";
+    assert_eq!(ids(page, "structfield."), ["a"]);
+    assert_eq!(ids(page, "variant."), ["B"]);
+    assert_eq!(ids(inherent(page), "method."), ["new"]);
+    assert_eq!(ids(page, "method."), ["new", "fmt"]);
+}
