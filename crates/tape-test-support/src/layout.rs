@@ -246,7 +246,8 @@ struct Use {
     to: Vec<String>,
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir`, into `out`.
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.is_dir() {

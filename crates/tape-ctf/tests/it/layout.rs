@@ -14,6 +14,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use tape_test_support::layout::rust_files;
+
 /// Uses against the layout that remain, `from -> to`, each with its
 /// reason. None: the text the stream reader writes while it decodes (line
 /// programs, the value sinks for text and JSON, numbers and strings) is the
@@ -54,17 +56,6 @@ fn unit(path: &[&str], src: &Path) -> String {
         }
         [stage, ..] => (*stage).to_owned(),
         [] => String::new(),
-    }
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
     }
 }
 
