@@ -15,10 +15,10 @@
 //! | `TAPE_SAVE_ON_STOP`   | [`Config::save_on_stop`] | `on` or `off`                            | `on` (SIGTERM, SIGINT, SIGHUP save) |
 //! | `TAPE_FILTER`         | [`Config::filter`]       | `PATTERN if EXPR; PATTERN if EXPR...`    | none                     |
 //! | `TAPE_TRIGGER`        | [`Config::trigger`]      | `PATTERN TRIGGER; PATTERN TRIGGER...`    | none                     |
-//! | `TAPE_SHM`            | [`Config::shared_rings`] | `on` or `off`                            | shared where there is room, quietly |
 //! | `TAPE_TRACER`         | [`Config::tracer`]       | `nop`, `function`, `function_graph`, `latency` | none chosen       |
 //! | `TAPE_LATENCY`        | [`Config::latency`]      | `on`/`off`, `thresh=D`, `keep=N`, comma-separated | off              |
 //! | `TAPE_WAKEUP`         | [`Config::wakeup`]       | `NAME FROM TO [KEY]; ...`                | none                     |
+//! | `TAPE_SHM`            | [`Config::shared_rings`] | `on` or `off`                            | shared where there is room, quietly |
 //!
 //! With shared rings, read where used (`ring/shm.rs`,
 //! `tape_consumer::recover`): `TAPE_SHM_DIR` (an absolute directory instead of
@@ -44,25 +44,331 @@ pub use crate::knobs::{mode, parse_size, set_buffer_size, trace_dir, Mode, DEFAU
 use crate::registry::{self, Pattern};
 pub use crate::ring::set_mode;
 
-/// The variables read by [`Config::from_env`] (`TAPE_TRACE_DIR` apart: a
-/// path, taken as bytes).
-const ALL_VARS: [&str; 15] = [
-    "TAPE_SHM",
-    "TAPE_SAVE_ON_STOP",
-    "TAPE_TRACER",
-    "TAPE_LATENCY",
-    "TAPE_WAKEUP",
-    "TAPE_FILTER",
-    "TAPE_TRIGGER",
-    "TAPE_DUMP",
-    "TAPE_TRACE",
-    "TAPE_TRACE_BUFSZ",
-    "TAPE_TRACE_PACKETSZ",
-    "TAPE_TRACE_MODE",
-    "TAPE_TRACE_CLOCK",
-    "TAPE_CONTROL",
-    "TAPE_USDT",
+/// One setting read from the environment: its variable, the [`Config`]
+/// builder that sets it, what it accepts and its default (the module
+/// docs' table), a line and an example of the guide's table
+/// (`docs/02-record.md`), and how its value is taken (`None`: not by
+/// [`Config::from_env`] as text: `TAPE_TRACE_DIR`, a path, is taken as
+/// bytes; the shared rings' variables are read where they are used,
+/// `ring/shm.rs` and `tape_consumer::recover`). The two tables are
+/// checked against this one (the tests below): a setting is defined here
+/// once.
+// The columns only the tables show are read by the tests that hold the
+// tables to this one.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) struct Setting {
+    pub(crate) var: &'static str,
+    /// The [`Config`] method that sets it, or empty.
+    pub(crate) builder: &'static str,
+    pub(crate) accepts: &'static str,
+    pub(crate) default: &'static str,
+    pub(crate) meaning: &'static str,
+    pub(crate) example: &'static str,
+    apply: Option<Apply>,
+}
+
+/// How a setting's text is taken into a [`Config`].
+type Apply = fn(&mut Config, &str) -> Result<(), Error>;
+
+/// Every setting, in the guide's order (also the order in which values
+/// are taken, once all are read and found UTF-8).
+pub(crate) const SETTINGS: &[Setting] = &[
+    Setting {
+        var: "TAPE_TRACE",
+        builder: "enable",
+        accepts: "comma-separated names, globs, `/regex/`",
+        default: "none enabled",
+        meaning: "tracepoints to enable: names, globs, `/regex/`; one that matches nothing yet is said at `init()` with the nearest names (but one under `tracing.`: tape-tracing's callsites all register after `init()`) and enables what registers later (a `tracing` callsite at its first event); at the end it is said again if it never matched",
+        example: "`app.net.*,/^app\\.disk/`",
+        apply: Some(|c, v| {
+            c.enable = parse_patterns("TAPE_TRACE", v)?
+                .into_iter()
+                .map(|p| (p, Some("TAPE_TRACE")))
+                .collect();
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_TRACE_DIR",
+        builder: "dir",
+        accepts: "a directory path",
+        default: "`$HOME/tape-traces`",
+        meaning: "where `save()` creates traces",
+        example: "`/var/tmp/traces`",
+        apply: None,
+    },
+    Setting {
+        var: "TAPE_TRACE_BUFSZ",
+        builder: "buffer_size",
+        accepts: "bytes, or with `K`, `M`, `G` (`4M`)",
+        default: "`1M` per thread",
+        meaning: "ring size per thread (default `1M`)",
+        example: "`4M`",
+        apply: Some(|c, v| {
+            c.buffer_size = parse_size("TAPE_TRACE_BUFSZ", v)?;
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_TRACE_PACKETSZ",
+        builder: "packet_size",
+        accepts: "as above, `256` .. `BUFSZ / 2`",
+        default: "`BUFSZ / 16`, 4K..1M",
+        meaning: "packet size (default ring / 16)",
+        example: "`64K`",
+        apply: Some(|c, v| {
+            c.packet_size = Some(parse_size("TAPE_TRACE_PACKETSZ", v)?);
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_TRACE_MODE",
+        builder: "mode",
+        accepts: "`overwrite` or `discard`",
+        default: "`overwrite`",
+        meaning: "`overwrite` (default) or `discard`",
+        example: "`discard`",
+        apply: Some(|c, v| {
+            c.mode = match v.trim() {
+                "overwrite" => Mode::Overwrite,
+                "discard" => Mode::Discard,
+                _ => return Err(refused("TAPE_TRACE_MODE", v, "is not a mode")),
+            };
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_TRACE_CLOCK",
+        builder: "clock",
+        accepts: "`auto` or `monotonic`",
+        default: "`auto` (TSC if invariant)",
+        meaning: "`auto` (TSC when invariant) or `monotonic`",
+        example: "`monotonic`",
+        apply: Some(|c, v| {
+            c.clock = match v.trim() {
+                "auto" => ClockChoice::Auto,
+                "monotonic" => ClockChoice::Monotonic,
+                _ => return Err(refused("TAPE_TRACE_CLOCK", v, "is not a clock")),
+            };
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_CONTROL",
+        builder: "control",
+        accepts: "`on` or `off`",
+        default: "`on` (the control socket)",
+        meaning: "`on` (default: serve `tape ctl`) or `off`",
+        example: "`off`",
+        apply: Some(|c, v| {
+            c.control = on_off(
+                "TAPE_CONTROL",
+                v,
+                "`on` (serve `tape ctl` on a socket) or `off`",
+            )?;
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_USDT",
+        builder: "usdt",
+        accepts: "`on` or `off`",
+        default: "`on` (the USDT watcher)",
+        meaning: "`on` (default: USDT tools' probes fire, [chapter 3](03-probes.md)) or `off`",
+        example: "`off`",
+        apply: Some(|c, v| {
+            c.usdt = on_off(
+                "TAPE_USDT",
+                v,
+                "`on` (a watcher makes USDT tools' probes fire) or `off`",
+            )?;
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_DUMP",
+        builder: "dump",
+        accepts: "`trace`, `text` or `off`",
+        default: "`trace` (dump on crash)",
+        meaning: "`trace` (default: save on a crash), `text`, `off`",
+        example: "`text`",
+        apply: Some(|c, v| {
+            c.dump = match v.trim() {
+                "trace" => crate::crash::Dump::Trace,
+                "text" => crate::crash::Dump::Text,
+                "off" => crate::crash::Dump::Off,
+                _ => {
+                    return Err(bad(
+                        "TAPE_DUMP",
+                        v,
+                        0,
+                        "is not a dump mode",
+                        "`trace` (save the trace on a crash), `text` (and print its last \
+                         events on stderr) or `off`",
+                    ))
+                }
+            };
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_SAVE_ON_STOP",
+        builder: "save_on_stop",
+        accepts: "`on` or `off`",
+        default: "`on` (SIGTERM, SIGINT, SIGHUP save)",
+        meaning: "`on` (default: SIGTERM, SIGINT or SIGHUP saves the trace, its path on stderr, then ends the program by that signal, exit 128+N; a second one ends it at once; a signal the program handles or ignores is left alone) or `off`",
+        example: "`off`",
+        apply: Some(|c, v| {
+            c.save_on_stop = on_off(
+                "TAPE_SAVE_ON_STOP",
+                v,
+                "`on` (SIGTERM, SIGINT and SIGHUP save the trace, then end the program) or `off`",
+            )?;
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_FILTER",
+        builder: "filter",
+        accepts: "`PATTERN if EXPR; PATTERN if EXPR...`",
+        default: "none",
+        meaning: "event filters: `PATTERN if EXPR; ...`",
+        example: "`app.net.rx if len > 1400`",
+        apply: Some(|c, v| {
+            c.filters = parse_filters("TAPE_FILTER", v)?
+                .into_iter()
+                .map(|(p, e)| (p, e, Some("TAPE_FILTER")))
+                .collect();
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_TRIGGER",
+        builder: "trigger",
+        accepts: "`PATTERN TRIGGER; PATTERN TRIGGER...`",
+        default: "none",
+        meaning: "triggers: `PATTERN TRIGGER; ...`",
+        example: "`app.q traceoff:1 if depth > 1000`",
+        apply: Some(|c, v| {
+            c.triggers = parse_triggers("TAPE_TRIGGER", v)?
+                .into_iter()
+                .map(|(p, t)| (p, t, Some("TAPE_TRIGGER")))
+                .collect();
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_TRACER",
+        builder: "tracer",
+        accepts: "`nop`, `function`, `function_graph`, `latency`",
+        default: "none chosen",
+        meaning: "`nop`, `function`, `function_graph`, `latency` (chapters [7](07-function-tracer.md), [9](09-latency.md))",
+        example: "`latency`",
+        apply: Some(|c, v| {
+            let name = v.trim();
+            if !crate::control::TRACERS.contains(&name) {
+                return Err(bad(
+                    "TAPE_TRACER",
+                    v,
+                    0,
+                    "is not a tracer",
+                    &crate::control::TRACERS.join(", "),
+                ));
+            }
+            c.tracer = Some((name.to_owned(), Some("TAPE_TRACER")));
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_LATENCY",
+        builder: "latency",
+        accepts: "`on`/`off`, `thresh=D`, `keep=N`, comma-separated",
+        default: "off",
+        meaning: "the latency tracer: `on`/`off`, `thresh=D`, `keep=N`",
+        example: "`on,thresh=50us`",
+        apply: Some(|c, v| {
+            c.latency = parse_latency("TAPE_LATENCY", v)?;
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_WAKEUP",
+        builder: "wakeup",
+        accepts: "`NAME FROM TO [KEY]; ...`",
+        default: "none",
+        meaning: "wakeup pairs: `NAME FROM TO [KEY]; ...`",
+        example: "`req app.req.arrive app.req.reply id`",
+        apply: Some(|c, v| {
+            c.wakeups = parse_wakeups("TAPE_WAKEUP", v)?
+                .into_iter()
+                .map(|w| (w, Some("TAPE_WAKEUP")))
+                .collect();
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_SHM",
+        builder: "shared_rings",
+        accepts: "`on` or `off`",
+        default: "shared where there is room, quietly",
+        meaning: "rings in shared files another process can read (`tape pipe`, `tape record`), left if the process dies (`tape recover`): `/dev/shm/tape-UID/PID/`, 0700 ([chapter 5](05-flight-recorder.md)). Default: shared where there is room, quietly; `on`: say on stderr when a ring cannot be; `off`: private memory",
+        example: "`off`",
+        apply: Some(|c, v| {
+            c.shared_rings = Some(on_off(
+                "TAPE_SHM",
+                v,
+                "`on` (rings in shared files another process can read) or `off`",
+            )?);
+            Ok(())
+        }),
+    },
+    Setting {
+        var: "TAPE_SHM_DIR",
+        builder: "",
+        accepts: "",
+        default: "",
+        meaning: "where the shared rings go instead of `/dev/shm` (an absolute directory)",
+        example: "`/run/tape`",
+        apply: None,
+    },
+    Setting {
+        var: "TAPE_SHM_MAX",
+        builder: "",
+        accepts: "",
+        default: "",
+        meaning: "the most bytes of shared rings a process keeps (default half the filesystem)",
+        example: "`2G`",
+        apply: None,
+    },
+    Setting {
+        var: "TAPE_SHM_KEEP_SIZE",
+        builder: "",
+        accepts: "",
+        default: "",
+        meaning: "the most bytes of dead processes' rings kept (default `1G`)",
+        example: "`4G`",
+        apply: None,
+    },
+    Setting {
+        var: "TAPE_SHM_KEEP_AGE",
+        builder: "",
+        accepts: "",
+        default: "",
+        meaning: "the oldest dead processes' rings kept (default `7d`)",
+        example: "`2d`",
+        apply: None,
+    },
 ];
+
+/// The error for a value of `var` that is none of those its setting
+/// accepts (its `accepts`, as the tables say).
+fn refused(var: &str, v: &str, what: &str) -> Error {
+    let accepts = SETTINGS
+        .iter()
+        .find(|s| s.var == var)
+        .map_or("", |s| s.accepts);
+    bad(var, v, 0, what, accepts)
+}
 
 /// Which clock to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,8 +468,12 @@ impl Config {
             c.dir = Some(PathBuf::from(v));
         }
         // Every other variable as text, all checked before any is used.
-        let mut vars = Vec::new();
-        for k in ALL_VARS {
+        let mut taken = Vec::new();
+        for s in SETTINGS {
+            let Some(apply) = s.apply else {
+                continue;
+            };
+            let k = s.var;
             let v = get(k).map(|v| {
                 v.into_string().map_err(|v| {
                     let bytes = v.as_encoded_bytes();
@@ -174,133 +484,12 @@ impl Config {
                     bad(k, &shown, at, "is not UTF-8", "UTF-8 text")
                 })
             });
-            vars.push((k, v.transpose()?));
-        }
-        let get = |k: &str| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .and_then(|(_, v)| v.clone())
-        };
-        if let Some(v) = get("TAPE_TRACE") {
-            c.enable = parse_patterns("TAPE_TRACE", &v)?
-                .into_iter()
-                .map(|p| (p, Some("TAPE_TRACE")))
-                .collect();
-        }
-        if let Some(v) = get("TAPE_TRACE_BUFSZ") {
-            c.buffer_size = parse_size("TAPE_TRACE_BUFSZ", &v)?;
-        }
-        if let Some(v) = get("TAPE_TRACE_PACKETSZ") {
-            c.packet_size = Some(parse_size("TAPE_TRACE_PACKETSZ", &v)?);
-        }
-        if let Some(v) = get("TAPE_TRACE_MODE") {
-            c.mode = match v.trim() {
-                "overwrite" => Mode::Overwrite,
-                "discard" => Mode::Discard,
-                _ => {
-                    return Err(bad(
-                        "TAPE_TRACE_MODE",
-                        &v,
-                        0,
-                        "is not a mode",
-                        "`overwrite` or `discard`",
-                    ))
-                }
-            };
-        }
-        if let Some(v) = get("TAPE_TRACE_CLOCK") {
-            c.clock = match v.trim() {
-                "auto" => ClockChoice::Auto,
-                "monotonic" => ClockChoice::Monotonic,
-                _ => {
-                    return Err(bad(
-                        "TAPE_TRACE_CLOCK",
-                        &v,
-                        0,
-                        "is not a clock",
-                        "`auto` or `monotonic`",
-                    ))
-                }
-            };
-        }
-        if let Some(v) = get("TAPE_CONTROL") {
-            c.control = on_off(
-                "TAPE_CONTROL",
-                &v,
-                "`on` (serve `tape ctl` on a socket) or `off`",
-            )?;
-        }
-        if let Some(v) = get("TAPE_USDT") {
-            c.usdt = on_off(
-                "TAPE_USDT",
-                &v,
-                "`on` (a watcher makes USDT tools' probes fire) or `off`",
-            )?;
-        }
-        if let Some(v) = get("TAPE_SAVE_ON_STOP") {
-            c.save_on_stop = on_off(
-                "TAPE_SAVE_ON_STOP",
-                &v,
-                "`on` (SIGTERM, SIGINT and SIGHUP save the trace, then end the program) or `off`",
-            )?;
-        }
-        if let Some(v) = get("TAPE_SHM") {
-            c.shared_rings = Some(on_off(
-                "TAPE_SHM",
-                &v,
-                "`on` (rings in shared files another process can read) or `off`",
-            )?);
-        }
-        if let Some(v) = get("TAPE_FILTER") {
-            c.filters = parse_filters("TAPE_FILTER", &v)?
-                .into_iter()
-                .map(|(p, e)| (p, e, Some("TAPE_FILTER")))
-                .collect();
-        }
-        if let Some(v) = get("TAPE_TRIGGER") {
-            c.triggers = parse_triggers("TAPE_TRIGGER", &v)?
-                .into_iter()
-                .map(|(p, t)| (p, t, Some("TAPE_TRIGGER")))
-                .collect();
-        }
-        if let Some(v) = get("TAPE_TRACER") {
-            let name = v.trim();
-            if !crate::control::TRACERS.contains(&name) {
-                return Err(bad(
-                    "TAPE_TRACER",
-                    &v,
-                    0,
-                    "is not a tracer",
-                    &crate::control::TRACERS.join(", "),
-                ));
+            if let Some(v) = v.transpose()? {
+                taken.push((apply, v));
             }
-            c.tracer = Some((name.to_owned(), Some("TAPE_TRACER")));
         }
-        if let Some(v) = get("TAPE_LATENCY") {
-            c.latency = parse_latency("TAPE_LATENCY", &v)?;
-        }
-        if let Some(v) = get("TAPE_WAKEUP") {
-            c.wakeups = parse_wakeups("TAPE_WAKEUP", &v)?
-                .into_iter()
-                .map(|w| (w, Some("TAPE_WAKEUP")))
-                .collect();
-        }
-        if let Some(v) = get("TAPE_DUMP") {
-            c.dump = match v.trim() {
-                "trace" => crate::crash::Dump::Trace,
-                "text" => crate::crash::Dump::Text,
-                "off" => crate::crash::Dump::Off,
-                _ => {
-                    return Err(bad(
-                        "TAPE_DUMP",
-                        &v,
-                        0,
-                        "is not a dump mode",
-                        "`trace` (save the trace on a crash), `text` (and print its last \
-                         events on stderr) or `off`",
-                    ))
-                }
-            };
+        for (apply, v) in taken {
+            apply(&mut c, &v)?;
         }
         check_geometry(
             c.buffer_size,
@@ -895,6 +1084,73 @@ mod tests {
                     .unwrap_err();
             assert_eq!(e.kind(), ErrorKind::Config);
             assert!(e.message().contains(needle), "{needle}: {e}");
+        }
+    }
+
+    /// The cells of the Markdown table rows of `text` whose first cell is
+    /// a `TAPE_` variable (`line_prefix` before each row, `//!` in module
+    /// docs).
+    fn rows(text: &str, line_prefix: &str) -> Vec<Vec<String>> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(line_prefix))
+            .map(str::trim)
+            .filter(|l| l.starts_with("| `TAPE_"))
+            .map(|l| {
+                l.trim_matches('|')
+                    .split('|')
+                    .map(|c| c.trim().to_owned())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_module_docs_table_is_the_settings_table() {
+        let text = include_str!("config.rs");
+        let want: Vec<Vec<String>> = SETTINGS
+            .iter()
+            .filter(|s| !s.builder.is_empty())
+            .map(|s| {
+                vec![
+                    format!("`{}`", s.var),
+                    format!("[`Config::{}`]", s.builder),
+                    s.accepts.to_owned(),
+                    s.default.to_owned(),
+                ]
+            })
+            .collect();
+        assert_eq!(rows(text, "//!"), want);
+    }
+
+    #[test]
+    fn the_guides_table_is_the_settings_table() {
+        let guide = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/02-record.md");
+        let text = std::fs::read_to_string(guide).expect("docs/02-record.md");
+        let want: Vec<Vec<String>> = SETTINGS
+            .iter()
+            .map(|s| {
+                vec![
+                    format!("`{}`", s.var),
+                    s.meaning.to_owned(),
+                    s.example.to_owned(),
+                ]
+            })
+            .collect();
+        assert_eq!(rows(&text, ""), want);
+    }
+
+    #[test]
+    fn every_setting_taken_as_text_is_read_and_refuses_bad_text() {
+        // A value that is not UTF-8 is refused naming the variable: the
+        // parser reads every setting the table says it takes.
+        use std::os::unix::ffi::OsStringExt as _;
+        for s in SETTINGS.iter().filter(|s| s.apply.is_some()) {
+            let e = Config::from_os_vars(|k| {
+                (k == s.var).then(|| OsString::from_vec(vec![b'a', 0xff]))
+            })
+            .expect_err(s.var);
+            assert!(e.message().contains(s.var), "{}: {e}", s.var);
+            assert!(e.message().contains("UTF-8"), "{}: {e}", s.var);
         }
     }
 }
