@@ -81,9 +81,10 @@ if command -v lttng-sessiond > /dev/null && command -v gcc > /dev/null &&
         -llttng-ust -ldl -lpthread 2> "$work/gcc"; then
     if pgrep -x lttng-sessiond > /dev/null; then
         # Not this script's: one left running (by hand, or by a run of
-        # benches/peers/run.sh before it stopped its own) made every
-        # recorder, tape's and LTTng's, lose events at 8 M/s.
-        echo "record-rate: notice: an lttng-sessiond already runs ($(pgrep -x lttng-sessiond | tr '\n' ' ')): it is used; one left over from an earlier run skews every row (stop it first)" >&2
+        # benches/peers/run.sh before it stopped its own); an earlier
+        # sitting saw every recorder, tape's and LTTng's, lose events at
+        # 8 M/s beside one left over, and none once it was killed.
+        echo "record-rate: notice: an lttng-sessiond already runs ($(pgrep -x lttng-sessiond | tr '\n' ' ')): it is used; one left over from an earlier run was seen to skew every row (stop it first)" >&2
     else
         export LTTNG_HOME="$work/lttng-home"
         mkdir -p "$LTTNG_HOME"

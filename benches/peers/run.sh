@@ -30,8 +30,9 @@ readers=1
 work=$(mktemp -d)
 sessiond=""
 # A session daemon this script started is stopped at the end: one left
-# running made every recorder of scripts/record-rate.sh, tape's and
-# LTTng's, lose events at 8 M events/s on a 2-core host.
+# running is taken by scripts/record-rate.sh as it finds it (an earlier
+# sitting saw every recorder there, tape's and LTTng's, lose events at
+# 8 M events/s beside one left over; killed, they lost none).
 trap '[ -z "$sessiond" ] || kill "$sessiond" 2>/dev/null || true; rm -rf "$work"' EXIT
 
 echo "building the benches (release, fat LTO: a few minutes the first time)..." >&2
