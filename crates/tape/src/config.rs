@@ -67,8 +67,9 @@ pub(crate) struct Setting {
     apply: Option<Apply>,
 }
 
-/// How a setting's text is taken into a [`Config`].
-type Apply = fn(&mut Config, &str) -> Result<(), Error>;
+/// How a setting's text is taken into a [`Config`] (the setting given:
+/// its variable names the errors).
+type Apply = fn(&mut Config, &Setting, &str) -> Result<(), Error>;
 
 /// Every setting, in the guide's order (also the order in which values
 /// are taken, once all are read and found UTF-8).
@@ -80,10 +81,10 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "none enabled",
         meaning: "tracepoints to enable: names, globs, `/regex/`; one that matches nothing yet is said at `init()` with the nearest names (but one under `tracing.`: tape-tracing's callsites all register after `init()`) and enables what registers later (a `tracing` callsite at its first event); at the end it is said again if it never matched",
         example: "`app.net.*,/^app\\.disk/`",
-        apply: Some(|c, v| {
-            c.enable = parse_patterns("TAPE_TRACE", v)?
+        apply: Some(|c, s, v| {
+            c.enable = parse_patterns(s.var, v)?
                 .into_iter()
-                .map(|p| (p, Some("TAPE_TRACE")))
+                .map(|p| (p, Some(s.var)))
                 .collect();
             Ok(())
         }),
@@ -104,8 +105,8 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`1M` per thread",
         meaning: "ring size per thread (default `1M`)",
         example: "`4M`",
-        apply: Some(|c, v| {
-            c.buffer_size = parse_size("TAPE_TRACE_BUFSZ", v)?;
+        apply: Some(|c, s, v| {
+            c.buffer_size = parse_size(s.var, v)?;
             Ok(())
         }),
     },
@@ -116,8 +117,8 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`BUFSZ / 16`, 4K..1M",
         meaning: "packet size (default ring / 16)",
         example: "`64K`",
-        apply: Some(|c, v| {
-            c.packet_size = Some(parse_size("TAPE_TRACE_PACKETSZ", v)?);
+        apply: Some(|c, s, v| {
+            c.packet_size = Some(parse_size(s.var, v)?);
             Ok(())
         }),
     },
@@ -128,11 +129,11 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`overwrite`",
         meaning: "`overwrite` (default) or `discard`",
         example: "`discard`",
-        apply: Some(|c, v| {
+        apply: Some(|c, s, v| {
             c.mode = match v.trim() {
                 "overwrite" => Mode::Overwrite,
                 "discard" => Mode::Discard,
-                _ => return Err(refused("TAPE_TRACE_MODE", v, "is not a mode")),
+                _ => return Err(refused(s, v, "is not a mode")),
             };
             Ok(())
         }),
@@ -144,11 +145,11 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`auto` (TSC if invariant)",
         meaning: "`auto` (TSC when invariant) or `monotonic`",
         example: "`monotonic`",
-        apply: Some(|c, v| {
+        apply: Some(|c, s, v| {
             c.clock = match v.trim() {
                 "auto" => ClockChoice::Auto,
                 "monotonic" => ClockChoice::Monotonic,
-                _ => return Err(refused("TAPE_TRACE_CLOCK", v, "is not a clock")),
+                _ => return Err(refused(s, v, "is not a clock")),
             };
             Ok(())
         }),
@@ -160,9 +161,9 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`on` (the control socket)",
         meaning: "`on` (default: serve `tape ctl`) or `off`",
         example: "`off`",
-        apply: Some(|c, v| {
+        apply: Some(|c, s, v| {
             c.control = on_off(
-                "TAPE_CONTROL",
+                s.var,
                 v,
                 "`on` (serve `tape ctl` on a socket) or `off`",
             )?;
@@ -176,9 +177,9 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`on` (the USDT watcher)",
         meaning: "`on` (default: USDT tools' probes fire, [chapter 3](03-probes.md)) or `off`",
         example: "`off`",
-        apply: Some(|c, v| {
+        apply: Some(|c, s, v| {
             c.usdt = on_off(
-                "TAPE_USDT",
+                s.var,
                 v,
                 "`on` (a watcher makes USDT tools' probes fire) or `off`",
             )?;
@@ -192,14 +193,14 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`trace` (dump on crash)",
         meaning: "`trace` (default: save on a crash), `text`, `off`",
         example: "`text`",
-        apply: Some(|c, v| {
+        apply: Some(|c, s, v| {
             c.dump = match v.trim() {
                 "trace" => crate::crash::Dump::Trace,
                 "text" => crate::crash::Dump::Text,
                 "off" => crate::crash::Dump::Off,
                 _ => {
                     return Err(bad(
-                        "TAPE_DUMP",
+                        s.var,
                         v,
                         0,
                         "is not a dump mode",
@@ -218,9 +219,9 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`on` (SIGTERM, SIGINT, SIGHUP save)",
         meaning: "`on` (default: SIGTERM, SIGINT or SIGHUP saves the trace, its path on stderr, then ends the program by that signal, exit 128+N; a second one ends it at once; a signal the program handles or ignores is left alone) or `off`",
         example: "`off`",
-        apply: Some(|c, v| {
+        apply: Some(|c, s, v| {
             c.save_on_stop = on_off(
-                "TAPE_SAVE_ON_STOP",
+                s.var,
                 v,
                 "`on` (SIGTERM, SIGINT and SIGHUP save the trace, then end the program) or `off`",
             )?;
@@ -234,10 +235,10 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "none",
         meaning: "event filters: `PATTERN if EXPR; ...`",
         example: "`app.net.rx if len > 1400`",
-        apply: Some(|c, v| {
-            c.filters = parse_filters("TAPE_FILTER", v)?
+        apply: Some(|c, s, v| {
+            c.filters = parse_filters(s.var, v)?
                 .into_iter()
-                .map(|(p, e)| (p, e, Some("TAPE_FILTER")))
+                .map(|(p, e)| (p, e, Some(s.var)))
                 .collect();
             Ok(())
         }),
@@ -249,10 +250,10 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "none",
         meaning: "triggers: `PATTERN TRIGGER; ...`",
         example: "`app.q traceoff:1 if depth > 1000`",
-        apply: Some(|c, v| {
-            c.triggers = parse_triggers("TAPE_TRIGGER", v)?
+        apply: Some(|c, s, v| {
+            c.triggers = parse_triggers(s.var, v)?
                 .into_iter()
-                .map(|(p, t)| (p, t, Some("TAPE_TRIGGER")))
+                .map(|(p, t)| (p, t, Some(s.var)))
                 .collect();
             Ok(())
         }),
@@ -264,18 +265,18 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "none chosen",
         meaning: "`nop`, `function`, `function_graph`, `latency` (chapters [7](07-function-tracer.md), [9](09-latency.md))",
         example: "`latency`",
-        apply: Some(|c, v| {
+        apply: Some(|c, s, v| {
             let name = v.trim();
             if !crate::control::TRACERS.contains(&name) {
                 return Err(bad(
-                    "TAPE_TRACER",
+                    s.var,
                     v,
                     0,
                     "is not a tracer",
                     &crate::control::TRACERS.join(", "),
                 ));
             }
-            c.tracer = Some((name.to_owned(), Some("TAPE_TRACER")));
+            c.tracer = Some((name.to_owned(), Some(s.var)));
             Ok(())
         }),
     },
@@ -286,8 +287,8 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "off",
         meaning: "the latency tracer: `on`/`off`, `thresh=D`, `keep=N`",
         example: "`on,thresh=50us`",
-        apply: Some(|c, v| {
-            c.latency = parse_latency("TAPE_LATENCY", v)?;
+        apply: Some(|c, s, v| {
+            c.latency = parse_latency(s.var, v)?;
             Ok(())
         }),
     },
@@ -298,10 +299,10 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "none",
         meaning: "wakeup pairs: `NAME FROM TO [KEY]; ...`",
         example: "`req app.req.arrive app.req.reply id`",
-        apply: Some(|c, v| {
-            c.wakeups = parse_wakeups("TAPE_WAKEUP", v)?
+        apply: Some(|c, s, v| {
+            c.wakeups = parse_wakeups(s.var, v)?
                 .into_iter()
-                .map(|w| (w, Some("TAPE_WAKEUP")))
+                .map(|w| (w, Some(s.var)))
                 .collect();
             Ok(())
         }),
@@ -313,9 +314,9 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "shared where there is room, quietly",
         meaning: "rings in shared files another process can read (`tape pipe`, `tape record`), left if the process dies (`tape recover`): `/dev/shm/tape-UID/PID/`, 0700 ([chapter 5](05-flight-recorder.md)). Default: shared where there is room, quietly; `on`: say on stderr when a ring cannot be; `off`: private memory",
         example: "`off`",
-        apply: Some(|c, v| {
+        apply: Some(|c, s, v| {
             c.shared_rings = Some(on_off(
-                "TAPE_SHM",
+                s.var,
                 v,
                 "`on` (rings in shared files another process can read) or `off`",
             )?);
@@ -360,14 +361,10 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
 ];
 
-/// The error for a value of `var` that is none of those its setting
-/// accepts (its `accepts`, as the tables say).
-fn refused(var: &str, v: &str, what: &str) -> Error {
-    let accepts = SETTINGS
-        .iter()
-        .find(|s| s.var == var)
-        .map_or("", |s| s.accepts);
-    bad(var, v, 0, what, accepts)
+/// The error for a value of `s` that is none of those it accepts (its
+/// `accepts`, as the tables say).
+fn refused(s: &Setting, v: &str, what: &str) -> Error {
+    bad(s.var, v, 0, what, s.accepts)
 }
 
 /// Which clock to use.
@@ -485,11 +482,11 @@ impl Config {
                 })
             });
             if let Some(v) = v.transpose()? {
-                taken.push((apply, v));
+                taken.push((apply, s, v));
             }
         }
-        for (apply, v) in taken {
-            apply(&mut c, &v)?;
+        for (apply, s, v) in taken {
+            apply(&mut c, s, &v)?;
         }
         check_geometry(
             c.buffer_size,

@@ -76,7 +76,7 @@ pub(super) fn align(b: &mut Bits<'_>, a: u64) -> Result<(), RunError> {
 
 /// The error of a `size`-bit field that does not fit in the content.
 #[cold]
-pub(super) fn past_end(b: &Bits<'_>, size: u32) -> RunError {
+fn past_end(b: &Bits<'_>, size: u32) -> RunError {
     err(
         b,
         format!(

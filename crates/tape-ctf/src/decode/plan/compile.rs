@@ -4,7 +4,7 @@
 use super::*;
 
 /// A field's identity: its scope and the names leading to it.
-pub(super) type FieldId = (&'static str, Vec<String>);
+type FieldId = (&'static str, Vec<String>);
 
 /// Compiles plans for one stream class (and its event classes): resolves
 /// paths to slots first, then emits operations.
@@ -16,7 +16,7 @@ pub(crate) struct Compiler<'t> {
     scopes: Vec<(&'static str, &'t Struct)>,
 }
 
-pub(super) const WELL_KNOWN: [(&str, &str, usize); 8] = [
+const WELL_KNOWN: [(&str, &str, usize); 8] = [
     ("trace.packet.header", "magic", SLOT_MAGIC),
     ("trace.packet.header", "stream_id", SLOT_STREAM_ID),
     ("stream.packet.context", "content_size", SLOT_CONTENT_SIZE),
@@ -425,4 +425,54 @@ pub(crate) fn min_bits(t: &Type) -> u64 {
         Type::Array { element, len } => min_bits(element).saturating_mul(*len),
         Type::Sequence { .. } | Type::Variant { .. } | Type::Named(_) => 0,
     }
+}
+
+/// Groups the members of a struct body into fixed runs where it can. The
+/// body starts aligned to `start_align` (the struct's alignment).
+fn fuse(body: Vec<Op>, start_align: u64) -> Vec<Op> {
+    let mut out = Vec::new();
+    let mut run: Option<FixedRun> = None;
+    // Alignment known for the current position when no run is open.
+    let mut known = start_align;
+    let close = |run: &mut Option<FixedRun>, out: &mut Vec<Op>| {
+        if let Some(r) = run.take() {
+            out.push(Op::Fixed(r));
+        }
+    };
+    for op in body {
+        let fixed = match &op {
+            Op::Field(_, _, inner) => match &**inner {
+                Op::Int(i) if i.size <= 64 => Some((
+                    i.align,
+                    u64::from(i.size),
+                    i.store.is_some() || i.event_id || i.clock != ClockUse::None,
+                )),
+                Op::Float { align, bits, .. } => Some((*align, u64::from(*bits), false)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some((a, size, needs)) = fixed else {
+            close(&mut run, &mut out);
+            known = 1;
+            out.push(op);
+            continue;
+        };
+        if run.as_ref().is_some_and(|r| a > r.align) {
+            close(&mut run, &mut out);
+            known = 1;
+        }
+        let r = run.get_or_insert_with(|| FixedRun {
+            align: a.max(known),
+            bits: 0,
+            items: Vec::new(),
+            needs_read: false,
+        });
+        let off = (r.bits + a - 1) & !(a - 1);
+        r.bits = off + size;
+        r.needs_read |= needs;
+        r.items.push((off, op));
+    }
+    close(&mut run, &mut out);
+    out
 }

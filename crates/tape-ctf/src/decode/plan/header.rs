@@ -24,7 +24,7 @@ pub(crate) struct HeaderPlan {
 
 /// The variant of a [`HeaderPlan`].
 #[derive(Debug)]
-pub(super) struct HeaderVariant {
+struct HeaderVariant {
     /// The slot of its tag.
     tag: usize,
     /// Ranges of tag values, to option indices.
@@ -38,7 +38,7 @@ pub(super) struct HeaderVariant {
 /// within 8 bytes, it is read as one little-endian word at `byte`, shifted
 /// and masked.
 #[derive(Debug)]
-pub(super) struct HeaderMember {
+struct HeaderMember {
     off: u64,
     op: IntOp,
     /// The one-word read, when the member allows it.
@@ -248,7 +248,7 @@ pub(crate) struct QuickHeader {
 
 /// One option of a [`QuickHeader`]'s variant.
 #[derive(Debug)]
-pub(super) struct QuickOption {
+struct QuickOption {
     lo: i128,
     hi: i128,
     end: u64,
@@ -258,14 +258,14 @@ pub(super) struct QuickOption {
 /// The members of a header part: the event id and a clock value, each
 /// maybe.
 #[derive(Debug, Default)]
-pub(super) struct IdClock {
+struct IdClock {
     id: Option<Word>,
     clock: Option<Word>,
 }
 
 /// A header member: `(u64 at byte) >> shift & mask`, `size` bits.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Word {
+struct Word {
     byte: usize,
     shift: u32,
     mask: u64,

@@ -48,7 +48,7 @@ pub(crate) fn int_read<'a>(i: &'a IntOp, raw: u64, st: &mut State) -> IntVal<'a>
 
 /// What an integer does once read: clock, slots, then the sink.
 #[inline(always)]
-pub(super) fn int_value<S: Sink>(i: &IntOp, raw: u64, st: &mut State, sink: &mut S) {
+fn int_value<S: Sink>(i: &IntOp, raw: u64, st: &mut State, sink: &mut S) {
     match int_read(i, raw, st) {
         IntVal::Unsigned(v) => sink.uint(v, i.base, i.size),
         IntVal::Signed(v) => sink.sint(v, i.base, i.size),
@@ -67,7 +67,7 @@ pub(crate) fn float_of(bits: u32, raw: u64) -> f64 {
 }
 
 #[inline(always)]
-pub(super) fn float_value<S: Sink>(bits: u32, raw: u64, sink: &mut S) {
+fn float_value<S: Sink>(bits: u32, raw: u64, sink: &mut S) {
     sink.float(float_of(bits, raw));
 }
 
@@ -154,56 +154,6 @@ pub(super) fn run_fixed<S: Sink>(
     Ok(())
 }
 
-/// Groups the members of a struct body into fixed runs where it can. The
-/// body starts aligned to `start_align` (the struct's alignment).
-pub(super) fn fuse(body: Vec<Op>, start_align: u64) -> Vec<Op> {
-    let mut out = Vec::new();
-    let mut run: Option<FixedRun> = None;
-    // Alignment known for the current position when no run is open.
-    let mut known = start_align;
-    let close = |run: &mut Option<FixedRun>, out: &mut Vec<Op>| {
-        if let Some(r) = run.take() {
-            out.push(Op::Fixed(r));
-        }
-    };
-    for op in body {
-        let fixed = match &op {
-            Op::Field(_, _, inner) => match &**inner {
-                Op::Int(i) if i.size <= 64 => Some((
-                    i.align,
-                    u64::from(i.size),
-                    i.store.is_some() || i.event_id || i.clock != ClockUse::None,
-                )),
-                Op::Float { align, bits, .. } => Some((*align, u64::from(*bits), false)),
-                _ => None,
-            },
-            _ => None,
-        };
-        let Some((a, size, needs)) = fixed else {
-            close(&mut run, &mut out);
-            known = 1;
-            out.push(op);
-            continue;
-        };
-        if run.as_ref().is_some_and(|r| a > r.align) {
-            close(&mut run, &mut out);
-            known = 1;
-        }
-        let r = run.get_or_insert_with(|| FixedRun {
-            align: a.max(known),
-            bits: 0,
-            items: Vec::new(),
-            needs_read: false,
-        });
-        let off = (r.bits + a - 1) & !(a - 1);
-        r.bits = off + size;
-        r.needs_read |= needs;
-        r.items.push((off, op));
-    }
-    close(&mut run, &mut out);
-    out
-}
-
 /// Runs `ops` on the packet bits, sending values to `sink`.
 pub(super) fn run<S: Sink>(
     ops: &[Op],
@@ -268,7 +218,7 @@ pub(super) fn run_str<S: Sink>(b: &mut Bits<'_>, sink: &mut S) -> Result<(), Run
     Ok(())
 }
 
-pub(super) fn run_op<S: Sink>(
+fn run_op<S: Sink>(
     op: &Op,
     b: &mut Bits<'_>,
     st: &mut State,
