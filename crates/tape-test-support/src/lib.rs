@@ -3,6 +3,7 @@
 //! `#[path]`, and no production source includes a test's):
 //!
 //! ```text
+//! child          a child process run within a deadline
 //! skipped        a check that cannot run here: a notice, or a failure
 //!                under TAPE_REQUIRE_TOOLS=1 (CI)
 //! shared         ../shared beside the repository: the CTF suites,
@@ -17,6 +18,7 @@
 //! Not published: it exists for the tests, benches and examples of this
 //! workspace.
 
+pub mod child;
 pub mod filter_table;
 pub mod layout;
 pub mod mutate;

@@ -165,7 +165,11 @@ fn the_public_items_are_the_checked_in_lists() {
     }
     // The same rustdoc as the doc gate's, without its flags of warnings.
     doc.env_remove("RUSTDOCFLAGS");
-    let out = doc.output().expect("cargo doc runs");
+    // Seconds on a built tree; a few minutes where nothing is built yet.
+    let limit = std::time::Duration::from_secs(900);
+    let out = tape_test_support::child::output_within(&mut doc, limit)
+        .expect("cargo doc runs")
+        .unwrap_or_else(|| panic!("cargo doc did not end within {limit:?}"));
     assert!(
         out.status.success(),
         "cargo doc: {}",
