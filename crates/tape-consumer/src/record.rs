@@ -242,12 +242,20 @@ pub struct Recorder {
 
 /// How long a reader that follows rings rests before its next turn, its
 /// last turn having taken `fill` ([`Recorder::fill`], the largest over
-/// its recorders) `since` the turn before began, after resting `rested`:
-/// long enough that a turn takes several packets at once (each turn costs
-/// a directory read and a look at every ring: at 1 ms a turn, that was
-/// most of `tape record`'s CPU at 1 M events/s), short enough that, at the
-/// rate just seen, no ring is more than a quarter full when it wakes; from
+/// its recorders) `since` the turn before began, after resting `rested`
+/// (the turn itself took the rest of `since`): long enough that a turn
+/// takes several packets at once (each turn costs a directory read and a
+/// look at every ring: at 1 ms a turn, that was most of `tape record`'s
+/// CPU at 1 M events/s), short enough that, at the rate just seen, no
+/// ring is more than a quarter full when the next turn reads it; from
 /// [`REST_MIN`] to [`REST_MAX`], doubling while nothing comes.
+///
+/// The next turn reads a ring a rest *and a turn* after this one did, so
+/// the turn's own time comes off the rest: a relay's turn, which waits on
+/// the relay daemon, takes 10-40 ms at 10 M events/s, and a rest of a
+/// quarter's time on top of it had its rings half to nine tenths full
+/// when read, and losing at the first hiccup (`scripts/record-rate.sh`,
+/// issue 48).
 pub fn rest(
     fill: f64,
     since: std::time::Duration,
@@ -256,8 +264,10 @@ pub fn rest(
     if fill <= 0.0 {
         return (rested * 2).clamp(REST_MIN, REST_MAX);
     }
+    let turn = since.saturating_sub(rested);
     since
         .mul_f64((0.25 / fill).min(1e3))
+        .saturating_sub(turn)
         .clamp(REST_MIN, REST_MAX)
 }
 
@@ -1336,12 +1346,19 @@ mod tests {
             // Nothing came: the rest doubles, up to the longest.
             (0.0, ms(1), ms(1), ms(2)),
             (0.0, ms(20), ms(16), REST_MAX),
-            // A sixteenth of a ring in 4 ms: a quarter in 16 ms.
+            // A sixteenth of a ring in 4 ms of rest: a quarter in 16 ms.
             (1.0 / 16.0, ms(4), ms(4), ms(16)),
             // A quarter in 20 ms already: 20 ms again.
             (0.25, ms(20), ms(20), ms(20)),
             // Half a ring in 10 ms: 5 ms.
             (0.5, ms(10), ms(10), ms(5)),
+            // The turn's own time comes off: half a ring in a cycle of
+            // 30 ms, 12 of them the turn: a quarter in 15 ms, 12 of which
+            // the next turn takes.
+            (0.5, ms(30), ms(18), ms(3)),
+            // A turn that takes longer than the quarter's time: the
+            // shortest rest.
+            (0.8, ms(50), ms(15), REST_MIN),
             // Faster than the shortest rest allows: the shortest.
             (2.0, ms(1), ms(1), REST_MIN),
             // A trickle: the longest, never longer.

@@ -168,6 +168,8 @@ impl KernelFeed {
                 return Err(e);
             }
         }
+        // The indexes' replies (`client.rs`): a refusal is this turn's error.
+        s.relay.settle()?;
         for o in &mut self.streams {
             if tick && !o.unconfirmed.is_empty() && !s.relay.data_pending(o.handle, o.sent - 1)? {
                 o.unconfirmed.clear();

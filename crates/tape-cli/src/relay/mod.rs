@@ -270,6 +270,7 @@ pub(crate) fn record(
     let mut tick = Instant::now();
     let mut checked = start;
     let mut idle = tape_consumer::record::REST_MIN;
+    let mut slept = idle;
     let mut turned = Instant::now();
     let mut outage: Option<Outage> = None;
     let mut sessions = vec![host.session.path.clone()];
@@ -354,7 +355,7 @@ pub(crate) fn record(
         let since = turned.elapsed();
         turned = Instant::now();
         match host.turn(ticked, check) {
-            Ok(()) => idle = tape_consumer::record::rest(host.fill(), since, idle),
+            Ok(()) => idle = tape_consumer::record::rest(host.fill(), since, slept),
             Err(e) => {
                 // A session that failed at once (a refusal, a garbled
                 // reply) does not reset the backoff; enough of them in a
@@ -385,7 +386,10 @@ pub(crate) fn record(
                 continue;
             }
         }
-        std::thread::sleep(idle.min(live_timer.saturating_sub(tick.elapsed())));
+        // (Cut short by the live timer's tick: what the next rest is
+        // worked out from is the time slept.)
+        slept = idle.min(live_timer.saturating_sub(tick.elapsed()));
+        std::thread::sleep(slept);
     };
     let secs = || start.elapsed().as_secs_f64();
     // However the run ends, what each process got: a failure's report

@@ -150,6 +150,9 @@ pub(crate) struct Session {
     /// Where the session's traces go on the relay's side
     /// (`HOST/NAME-DATE`).
     pub(crate) path: String,
+    /// The creation time it gave the relay (Unix seconds): the relay
+    /// names its directory by it (`NAME-DATE`).
+    created: u64,
     pub(crate) options: Options,
     /// The clock every trace of a clock source states (the first one's
     /// calibration): their times compare exactly, as a live viewer, which
@@ -191,8 +194,13 @@ impl Session {
     /// Connects to the relay daemon and creates a live session and its
     /// trace chunk.
     pub(crate) fn create(options: Options) -> Result<Session, RelayError> {
+        Session::create_after(options, 0)
+    }
+
+    /// As [`Session::create`], its creation time later than `earlier`.
+    fn create_after(options: Options, earlier: u64) -> Result<Session, RelayError> {
         let mut relay = Relay::connect(&options.url)?;
-        let now = unix_seconds();
+        let now = unix_seconds().max(earlier + 1);
         let live_timer_us = u32::try_from(options.live_timer.as_micros())
             .ok()
             .filter(|&us| us > 0)
@@ -216,6 +224,7 @@ impl Session {
         Ok(Session {
             relay,
             path,
+            created: now,
             options,
             clocks: Vec::new(),
             horizon: Vec::new(),
@@ -226,11 +235,16 @@ impl Session {
 
     /// After an outage: a new connection and relay session in place of
     /// the old (the relay daemon may have restarted: the old session is
-    /// gone), its traces' clocks kept; a new live viewer's horizon.
+    /// gone), its traces' clocks kept; a new live viewer's horizon. Its
+    /// creation time is a second past the old one's at least: the relay
+    /// names a session's directory by that second, and an outage shorter
+    /// than a second (a refused command, retried at once) put the new
+    /// session's traces in the old one's directory, over its files.
     pub(crate) fn reconnect(&mut self) -> Result<(), RelayError> {
-        let new = Session::create(self.options.clone())?;
+        let new = Session::create_after(self.options.clone(), self.created)?;
         self.relay = new.relay;
         self.path = new.path;
+        self.created = new.created;
         self.horizon.clear();
         self.ties = 0;
         Ok(())
@@ -566,6 +580,9 @@ impl Feed {
                 return Err(e);
             }
         }
+        // The indexes' replies, read once the turn's packets are all sent
+        // (`client.rs`): a refusal is this turn's error.
+        s.relay.settle()?;
         // What the relay has now, data and index, need not be kept: asked
         // at each tick, and as soon as a stream keeps `CONFIRM_PAST` (at
         // hundreds of MB/s a tick's packets would pass the cap).

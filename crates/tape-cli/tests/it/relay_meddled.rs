@@ -2,7 +2,8 @@
 //! proxy on its control port (issue 48): the proxy passes every command
 //! and reply through, whole, and changes one thing — a relay that never
 //! confirms a packet (fault 4: memory without bound), a reply that never
-//! comes (fault 5: what is sent again, counted exactly). The data port is
+//! comes or a refusal that comes a few packets late (fault 5: what is
+//! sent again, counted exactly). The data port is
 //! the daemon's own. Skipped with a notice without the tools (a failure
 //! under `TAPE_REQUIRE_TOOLS=1`).
 
@@ -27,6 +28,11 @@ enum Meddle {
     /// daemon has it) gets no reply: the connection is held for the
     /// duration, then closed. Later connections pass.
     StallIndex(u32, Duration),
+    /// The `n`-th `SEND_INDEX` of the first connection (forwarded) is
+    /// answered with a refusal, code 57; the conversation goes on. tape
+    /// reads `SEND_INDEX` replies after the turn's packets (`client.rs`):
+    /// the packets sent after the refused one are in the old session too.
+    RefuseIndex(u32),
 }
 
 /// The relay daemon's reply to command `cmd` (`lttcomm_relayd_command`):
@@ -60,7 +66,9 @@ fn meddling_proxy(relayd: &Relayd, how: Meddle) -> u16 {
 }
 
 /// One control connection passed through, command by command (each
-/// reply read whole before the next command: tape waits for each).
+/// reply read whole from the daemon before the next command is passed:
+/// the commands tape sends without waiting, `SEND_INDEX`, queue in the
+/// socket meanwhile).
 fn conversation(
     mut client: TcpStream,
     upstream: u16,
@@ -98,6 +106,12 @@ fn conversation(
                 if indexes == at {
                     std::thread::sleep(hold);
                     return Ok(());
+                }
+            }
+            Meddle::RefuseIndex(at) if first && cmd == 13 => {
+                indexes += 1;
+                if indexes == at {
+                    reply = 57u32.to_be_bytes().to_vec();
                 }
             }
             _ => {}
@@ -223,19 +237,39 @@ fn a_relay_that_never_confirms_costs_bounded_memory_counted() {
 }
 
 /// A `SEND_INDEX` whose reply never comes (the relay has the packet and
-/// its index): after its 10 s deadline the recorder makes a new relay
-/// session and sends again what the old one had not confirmed, that chunk
-/// included. Every event on the relay's disk twice (in the trace before
-/// the outage and the one after) is counted in "sent again after an
-/// outage", exactly; every event emitted and on neither is counted lost.
-/// Before: the chunk whose index timed out was sent again uncounted
-/// (1,215 events twice, 86 said).
+/// its index), or that is refused while the packets after it go on: after
+/// the stall's 10 s deadline, or at the end of the turn that read the
+/// refusal, the recorder makes a new relay session and sends again what
+/// the old one had not confirmed, that chunk included. Every event on the
+/// relay's disk twice (in the trace before the outage and the one after)
+/// is counted in "sent again after an outage", exactly; every event
+/// emitted and on neither is counted lost. Before: the chunk whose index
+/// timed out was sent again uncounted (1,215 events twice, 86 said).
 #[test]
 fn what_is_sent_again_after_an_outage_is_counted_exactly() {
-    let Some((base, relayd, shm)) = set_up("relay-resent") else {
+    // (the meddling, what the recorder must say of it)
+    let cases = [
+        (
+            "stalled",
+            Meddle::StallIndex(40, Duration::from_secs(11)),
+            "SEND_INDEX",
+        ),
+        (
+            "refused",
+            Meddle::RefuseIndex(40),
+            "refused SEND_INDEX (code 57)",
+        ),
+    ];
+    for (name, meddle, says) in cases {
+        sent_again_is_counted_exactly(name, meddle, says);
+    }
+}
+
+fn sent_again_is_counted_exactly(name: &str, meddle: Meddle, says: &str) {
+    let Some((base, relayd, shm)) = set_up(&format!("relay-resent-{name}")) else {
         return;
     };
-    let proxy = meddling_proxy(&relayd, Meddle::StallIndex(40, Duration::from_secs(11)));
+    let proxy = meddling_proxy(&relayd, meddle);
     let mut recorder = record_through(&relayd, proxy, &shm, &[]);
     let program = flight_command(&shm, "discard")
         .env("TAPE_TRACE_BUFSZ", "1M")
@@ -245,34 +279,39 @@ fn what_is_sent_again_after_an_outage_is_counted_exactly() {
     let total = emitted(program);
     std::thread::sleep(Duration::from_millis(800));
     let (status, said, err) = recorder.interrupt();
-    assert!(status.success(), "{said}{err}");
-    assert!(err.contains("SEND_INDEX"), "{err}");
-    assert!(err.contains("answers again"), "{err}");
+    assert!(status.success(), "{name}: {said}{err}");
+    assert!(err.contains(says), "{name}: {err}");
+    assert!(err.contains("answers again"), "{name}: {err}");
     let resent = summed(&said, "sent again after an outage ");
     let lost = pipeline::number_after(&said, "  lost: ");
     let traces: Vec<PathBuf> = walk(&relayd.out.join("h"))
         .into_iter()
         .filter(|p| p.join("metadata").is_file())
         .collect();
-    assert_eq!(traces.len(), 2, "before the outage, after: {traces:?}");
+    assert_eq!(
+        traces.len(),
+        2,
+        "{name}: before the outage, after: {traces:?}\n{said}{err}\n{:?}",
+        walk(&relayd.out)
+    );
     let mut seen: BTreeMap<(u64, u64), u32> = BTreeMap::new();
     for key in traces.iter().flat_map(|t| flight_events(t)) {
         *seen.entry(key).or_default() += 1;
     }
     let twice: u64 = seen.values().map(|&n| u64::from(n - 1)).sum();
-    assert!(seen.values().all(|&n| n <= 2), "an event thrice");
+    assert!(seen.values().all(|&n| n <= 2), "{name}: an event thrice");
     assert!(
         twice > 0,
-        "nothing was sent again: the stall missed\n{said}{err}"
+        "{name}: nothing was sent again: the meddling missed\n{said}{err}"
     );
     assert_eq!(
         twice, resent,
-        "events on the relay's disk twice against those said sent again\n{said}{err}"
+        "{name}: events on the relay's disk twice against those said sent again\n{said}{err}"
     );
     assert_eq!(
         total - seen.len() as u64,
         lost,
-        "missing against counted ({total} emitted)\n{said}"
+        "{name}: missing against counted ({total} emitted)\n{said}"
     );
     let _ = std::fs::remove_dir_all(&base);
 }
