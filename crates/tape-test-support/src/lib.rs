@@ -13,6 +13,7 @@
 //!                and the reader must answer alike, and its two rows
 //! layout         a crate's files on floors, read from its source: the
 //!                layout tests of tape, tape-consumer and tape-cli
+//! text           captured text cut at the first of its markers
 //! ```
 //!
 //! Not published: it exists for the tests, benches and examples of this
@@ -24,3 +25,4 @@ pub mod layout;
 pub mod mutate;
 pub mod shared;
 pub mod skipped;
+pub mod text;

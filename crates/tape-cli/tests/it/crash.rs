@@ -302,12 +302,10 @@ fn text_mode_prints_each_threads_last_events_on_stderr() {
         // The first dump's text (a panic in a worker makes main panic too,
         // and that is a second dump).
         let text = &err[at..];
-        let end = ["\ntape: crash dump saved", "\nthread '"]
-            .iter()
-            .filter_map(|m| text.find(m))
-            .min()
-            .unwrap_or(text.len());
-        let text = &text[..end];
+        let text = tape_test_support::text::before_first(
+            text,
+            &["\ntape: crash dump saved", "\nthread '"],
+        );
         assert!(text.contains("#           TASK-TID"), "{text}");
         for thread in ["worker-0", "worker-1", "sink", "source"] {
             let n = text

@@ -123,12 +123,10 @@ fn list(doc: &Path, name: &str) -> Vec<String> {
             if word == "trait" {
                 // Required, then provided methods; the impls on foreign
                 // types and the implementors after.
-                let end = ["id=\"foreign-impls\"", "id=\"implementors\""]
-                    .iter()
-                    .filter_map(|m| page.find(m))
-                    .min()
-                    .unwrap_or(page.len());
-                let own = &page[..end];
+                let own = tape_test_support::text::before_first(
+                    &page,
+                    &["id=\"foreign-impls\"", "id=\"implementors\""],
+                );
                 members.push(("method", ids(own, "tymethod.")));
                 members.push(("method", ids(own, "method.")));
                 members.push(("const", ids(own, "associatedconstant.")));
