@@ -35,12 +35,13 @@ pub(crate) const MAX_OWED: usize = 256;
 /// Asks the kernel to acknowledge what comes on `s` at once, not up to
 /// 40 ms later (`TCP_QUICKACK`, which the kernel turns off again by
 /// itself: set before each wait). Before waiting for several
-/// `SEND_INDEX` replies: the relay daemon sends its replies without
-/// `TCP_NODELAY`, so its second holds until its first is acknowledged,
-/// and with our acknowledgement delayed a relay turn at 10 M events/s
-/// took 70-80 ms instead of 5-15 and lost a fifth of the events (issue
-/// 48). Best effort: failing, it costs only that delay. By hand (one
-/// `setsockopt`, `libc` already here) rather than a socket crate.
+/// `SEND_INDEX` replies: without it a relay turn at 10 M events/s took
+/// 70-80 ms instead of 5-15, in steps of about 5 ms, and lost a fifth of
+/// the events (issue 48, measured against lttng-relayd); what that looks
+/// like is the daemon's later replies held (Nagle's algorithm) until our
+/// delayed acknowledgement of the first, not checked in its source. Best
+/// effort: failing, it costs only that delay. By hand (one `setsockopt`,
+/// `libc` already here) rather than a socket crate.
 fn quick_ack(s: &TcpStream) {
     use std::os::fd::AsRawFd;
     let one: libc::c_int = 1;
