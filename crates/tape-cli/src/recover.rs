@@ -252,9 +252,8 @@ impl KernelPlan {
 /// make it (`tape::clock`): the monotonic clock when asked or when the
 /// TSC is not invariant. Checked against each program once attached.
 fn expected_clock_source() -> u32 {
-    if std::env::var("TAPE_TRACE_CLOCK").is_ok_and(|v| v == "monotonic")
-        || !tape::clock::invariant_tsc()
-    {
+    // (A bad value is the programs' error to give, at their `init`.)
+    if tape::__consumer::monotonic_asked().unwrap_or(false) || !tape::clock::invariant_tsc() {
         3
     } else {
         1

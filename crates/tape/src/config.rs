@@ -20,11 +20,15 @@
 //! | `TAPE_WAKEUP`         | [`Config::wakeup`]       | `NAME FROM TO [KEY]; ...`                | none                     |
 //! | `TAPE_SHM`            | [`Config::shared_rings`] | `on` or `off`                            | shared where there is room, quietly |
 //!
-//! With shared rings, read where used (`ring/shm.rs`,
-//! `tape_consumer::recover`): `TAPE_SHM_DIR` (an absolute directory instead of
-//! `/dev/shm`), `TAPE_SHM_MAX` (the most bytes of ring files a process
-//! keeps; default half the filesystem), `TAPE_SHM_KEEP_SIZE` and
-//! `TAPE_SHM_KEEP_AGE` (the dead processes' rings kept: `1G`, `7d`).
+//! The shared rings' own settings have no builder: `TAPE_SHM_DIR` (an
+//! absolute directory instead of `/dev/shm`), `TAPE_SHM_MAX` (the most bytes
+//! of ring files a process keeps; default half the filesystem),
+//! `TAPE_SHM_KEEP_SIZE` and `TAPE_SHM_KEEP_AGE` (the dead processes' rings
+//! kept: `1G`, `7d`). A process that never calls `init` makes rings, and the
+//! consumer (`tape ps`, `tape record`) finds them, so they are read where
+//! they are used (`ring/shm.rs`, `ring/dirs.rs`), by their rows' parsers
+//! here (`from_env_only`); `init` checks them with the others. No other
+//! code reads a setting from the environment (`tests/it/settings_reads.rs`).
 //!
 //! A bad value is an [`Error`] naming the variable, the value, the position
 //! of the problem and the accepted forms. A value that is not UTF-8 is an
@@ -49,8 +53,7 @@ pub use crate::ring::set_mode;
 /// docs' table), a line and an example of the guide's table
 /// (`docs/02-record.md`), and how its value is taken (`None`: not by
 /// [`Config::from_env`] as text: `TAPE_TRACE_DIR`, a path, is taken as
-/// bytes; the shared rings' variables are read where they are used,
-/// `ring/shm.rs` and `tape_consumer::recover`). The two tables are
+/// bytes). The two tables are
 /// checked against this one (the tests below): a setting is defined here
 /// once.
 // The columns only the tables show are read by the tests that hold the
@@ -323,43 +326,96 @@ pub(crate) const SETTINGS: &[Setting] = &[
             Ok(())
         }),
     },
+    // The shared rings' own: no builder (a process that never calls
+    // `init` makes rings, and the consumer, `tape ps` or `tape record`,
+    // finds them: read where they are used, by [`from_env_only`], with
+    // the parsers here).
     Setting {
         var: "TAPE_SHM_DIR",
         builder: "",
-        accepts: "",
-        default: "",
+        accepts: "an absolute directory",
+        default: "`/dev/shm`, else `$XDG_RUNTIME_DIR`",
         meaning: "where the shared rings go instead of `/dev/shm` (an absolute directory)",
         example: "`/run/tape`",
-        apply: None,
+        apply: Some(|c, s, v| {
+            if !v.starts_with('/') {
+                return Err(bad(s.var, v, 0, "is not an absolute path", s.accepts));
+            }
+            c.shm_dir = Some(PathBuf::from(v));
+            Ok(())
+        }),
     },
     Setting {
         var: "TAPE_SHM_MAX",
         builder: "",
-        accepts: "",
-        default: "",
+        accepts: "bytes, or with `K`, `M`, `G`",
+        default: "half the filesystem",
         meaning: "the most bytes of shared rings a process keeps (default half the filesystem)",
         example: "`2G`",
-        apply: None,
+        apply: Some(|c, s, v| {
+            c.shm_max = Some(parse_size(s.var, v)?);
+            Ok(())
+        }),
     },
     Setting {
         var: "TAPE_SHM_KEEP_SIZE",
         builder: "",
-        accepts: "",
-        default: "",
+        accepts: "bytes, or with `K`, `M`, `G`",
+        default: "`1G`",
         meaning: "the most bytes of dead processes' rings kept (default `1G`)",
         example: "`4G`",
-        apply: None,
+        apply: Some(|c, s, v| {
+            c.keep_size = Some(parse_size(s.var, v)? as u64);
+            Ok(())
+        }),
     },
     Setting {
         var: "TAPE_SHM_KEEP_AGE",
         builder: "",
-        accepts: "",
-        default: "",
+        accepts: "seconds, or with `s`, `m`, `h`, `d` (`7d`)",
+        default: "`7d`",
         meaning: "the oldest dead processes' rings kept (default `7d`)",
         example: "`2d`",
-        apply: None,
+        apply: Some(|c, s, v| {
+            c.keep_age = Some(
+                crate::ring::dirs::parse_age(v)
+                    .ok_or_else(|| refused(s, v, "is not an age"))?,
+            );
+            Ok(())
+        }),
     },
 ];
+
+/// The settings `vars` alone, as the environment has them, taken by their
+/// rows' parsers into a default [`Config`]: for what is read where it is
+/// used rather than at `init` (the shared rings' variables; the clock a
+/// recorder expects of the programs it starts), with the errors `init`
+/// gives for them. A name not in the table is a mistake of tape's
+/// (caught by the tests), read as unset.
+pub(crate) fn from_env_only(vars: &[&str]) -> Result<Config, Error> {
+    debug_assert!(
+        vars.iter().all(|v| SETTINGS.iter().any(|s| s.var == *v)),
+        "{vars:?}: every setting is in SETTINGS"
+    );
+    Config::taking(|k| std::env::var_os(k), |s| vars.contains(&s.var))
+}
+
+/// Whether setting `var` is in the environment at all (to explain an
+/// empty trace: `TAPE_TRACE` set and `init` never called).
+pub(crate) fn given(var: &str) -> bool {
+    debug_assert!(
+        SETTINGS.iter().any(|s| s.var == var),
+        "{var} is in SETTINGS"
+    );
+    std::env::var_os(var).is_some()
+}
+
+/// Whether the programs a recorder starts will use the monotonic clock
+/// when asked (`TAPE_TRACE_CLOCK=monotonic` in the environment they get):
+/// the clock's row read alone ([`from_env_only`]).
+pub(crate) fn monotonic_asked() -> Result<bool, Error> {
+    Ok(from_env_only(&["TAPE_TRACE_CLOCK"])?.clock == ClockChoice::Monotonic)
+}
 
 /// The error for a value of `s` that is none of those it accepts (its
 /// `accepts`, as the tables say).
@@ -383,7 +439,7 @@ pub enum ClockChoice {
 pub struct Config {
     /// Patterns, and the variable they came from (for error messages).
     enable: Vec<(String, Option<&'static str>)>,
-    dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     buffer_size: usize,
     packet_size: Option<usize>,
     mode: Mode,
@@ -401,6 +457,11 @@ pub struct Config {
     latency: Latency,
     /// (name, from, to, key, the variable it came from).
     wakeups: Vec<([String; 4], Option<&'static str>)>,
+    /// The shared rings' settings (no builder: [`from_env_only`]).
+    pub(crate) shm_dir: Option<PathBuf>,
+    pub(crate) shm_max: Option<usize>,
+    pub(crate) keep_size: Option<u64>,
+    pub(crate) keep_age: Option<std::time::Duration>,
 }
 
 /// The latency tracer's settings ([`Config::latency`]).
@@ -433,6 +494,10 @@ impl Default for Config {
             tracer: None,
             latency: Latency::default(),
             wakeups: Vec::new(),
+            shm_dir: None,
+            shm_max: None,
+            keep_size: None,
+            keep_age: None,
         }
     }
 }
@@ -456,8 +521,19 @@ impl Config {
     /// As [`from_env`](Self::from_env), reading variables (as the bytes
     /// the environment holds) through `get`.
     pub fn from_os_vars(get: impl Fn(&str) -> Option<OsString>) -> Result<Config, Error> {
+        Config::taking(get, |_| true)
+    }
+
+    /// The settings `wanted` picks, read through `get`.
+    fn taking(
+        get: impl Fn(&str) -> Option<OsString>,
+        wanted: impl Fn(&Setting) -> bool,
+    ) -> Result<Config, Error> {
         let mut c = Config::default();
-        if let Some(v) = get("TAPE_TRACE_DIR") {
+        let dir_wanted = SETTINGS
+            .iter()
+            .any(|s| s.var == "TAPE_TRACE_DIR" && wanted(s));
+        if let Some(v) = get("TAPE_TRACE_DIR").filter(|_| dir_wanted) {
             if v.is_empty() {
                 return Err(bad("TAPE_TRACE_DIR", "", 0, "is empty", "a directory path"));
             }
@@ -466,7 +542,7 @@ impl Config {
         }
         // Every other variable as text, all checked before any is used.
         let mut taken = Vec::new();
-        for s in SETTINGS {
+        for s in SETTINGS.iter().filter(|s| wanted(s)) {
             let Some(apply) = s.apply else {
                 continue;
             };
@@ -1047,6 +1123,20 @@ mod tests {
         .unwrap();
         assert_eq!(c.mode, Mode::Discard);
         assert_eq!(c.buffer_size, 64 << 10);
+        let c = Config::from_vars(env(&[
+            ("TAPE_SHM_DIR", "/run/tape"),
+            ("TAPE_SHM_MAX", "2G"),
+            ("TAPE_SHM_KEEP_SIZE", "4G"),
+            ("TAPE_SHM_KEEP_AGE", "2d"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            c.shm_dir.as_deref(),
+            Some(std::path::Path::new("/run/tape"))
+        );
+        assert_eq!(c.shm_max, Some(2 << 30));
+        assert_eq!(c.keep_size, Some(4 << 30));
+        assert_eq!(c.keep_age, Some(std::time::Duration::from_secs(2 * 86_400)));
         let bad_cases: &[(&[(&str, &str)], &str)] = &[
             (&[("TAPE_TRACE_MODE", "ring")], "TAPE_TRACE_MODE=\"ring\""),
             (&[("TAPE_TRACE_BUFSZ", "lots")], "TAPE_TRACE_BUFSZ=\"lots\""),
@@ -1070,6 +1160,18 @@ mod tests {
             (&[("TAPE_CONTROL", "maybe")], "TAPE_CONTROL=\"maybe\""),
             (&[("TAPE_USDT", "yes")], "TAPE_USDT=\"yes\""),
             (&[("TAPE_SHM", "yes")], "TAPE_SHM=\"yes\""),
+            // The shared rings' own, read where used by the same parsers
+            // (a bad one was taken as unset before).
+            (
+                &[("TAPE_SHM_DIR", "run/tape")],
+                "TAPE_SHM_DIR=\"run/tape\": at byte 0: is not an absolute path",
+            ),
+            (&[("TAPE_SHM_MAX", "2Q")], "TAPE_SHM_MAX=\"2Q\""),
+            (&[("TAPE_SHM_KEEP_SIZE", "lots")], "TAPE_SHM_KEEP_SIZE=\"lots\""),
+            (
+                &[("TAPE_SHM_KEEP_AGE", "7y")],
+                "TAPE_SHM_KEEP_AGE=\"7y\": at byte 0: is not an age",
+            ),
         ];
         for (vars, needle) in bad_cases {
             let vars: Vec<(String, String)> = vars

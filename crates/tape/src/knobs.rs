@@ -156,9 +156,12 @@ pub fn trace_dir() -> PathBuf {
     if let Some(d) = DIR.lock().unwrap_or_else(|e| e.into_inner()).clone() {
         return d;
     }
-    match std::env::var_os("TAPE_TRACE_DIR") {
-        Some(d) if !d.is_empty() => return PathBuf::from(d),
-        _ => {}
+    // (An empty one is refused by `init`; here, as unset.)
+    if let Some(d) = crate::config::from_env_only(&["TAPE_TRACE_DIR"])
+        .ok()
+        .and_then(|c| c.dir)
+    {
+        return d;
     }
     match std::env::var_os("HOME") {
         Some(h) if !h.is_empty() => Path::new(&h).join("tape-traces"),

@@ -346,6 +346,13 @@ pub mod __consumer {
     };
     pub use crate::template::{fill, Hole, AWAITING_ENV};
 
+    /// Whether the programs a recorder starts will use the monotonic
+    /// clock when asked (`TAPE_TRACE_CLOCK=monotonic`), read by the
+    /// setting's own parser (`config::SETTINGS`).
+    pub fn monotonic_asked() -> Result<bool, crate::Error> {
+        crate::config::monotonic_asked()
+    }
+
     /// An error of tape's kind, for what the consumer reports.
     pub fn error(kind: crate::ErrorKind, message: impl Into<String>) -> crate::Error {
         crate::Error::new(kind, message)

@@ -142,14 +142,17 @@ const KEEP_AGE: Duration = Duration::from_secs(7 * 86_400);
 /// (`TAPE_SHM_KEEP_SIZE`, `TAPE_SHM_KEEP_AGE`), oldest first, saying so on
 /// stderr; called when a process makes its directory. Best effort.
 pub(crate) fn limit_dead() {
-    let size = std::env::var("TAPE_SHM_KEEP_SIZE")
-        .ok()
-        .and_then(|v| crate::knobs::parse_size("TAPE_SHM_KEEP_SIZE", &v).ok())
-        .map_or(KEEP_SIZE, |s| s as u64);
-    let age = std::env::var("TAPE_SHM_KEEP_AGE")
-        .ok()
-        .and_then(|v| parse_age(&v))
-        .unwrap_or(KEEP_AGE);
+    // (A bad value stops `init`; a process that did not call it keeps
+    // the defaults, said.)
+    let kept = match crate::config::from_env_only(&["TAPE_SHM_KEEP_SIZE", "TAPE_SHM_KEEP_AGE"]) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("tape: {e}; the dead processes' rings are kept to 1G and 7 days");
+            crate::Config::default()
+        }
+    };
+    let size = kept.keep_size.unwrap_or(KEEP_SIZE);
+    let age = kept.keep_age.unwrap_or(KEEP_AGE);
     let Ok(dirs) = ring_dirs() else { return };
     let now = SystemTime::now();
     let mut total = 0u64;

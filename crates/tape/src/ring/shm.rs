@@ -441,17 +441,10 @@ pub(crate) fn current_dir() -> Option<PathBuf> {
 /// The directory under which every process of this user keeps its rings:
 /// `$TAPE_SHM_DIR`, `/dev/shm` or `$XDG_RUNTIME_DIR`, then `tape-<uid>`.
 pub fn user_dir() -> io::Result<PathBuf> {
-    let base = match std::env::var_os("TAPE_SHM_DIR") {
-        Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d),
-        Some(d) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "TAPE_SHM_DIR={:?} is not an absolute path (at 0: it must start with /)",
-                    Path::new(&d)
-                ),
-            ))
-        }
+    let asked = crate::config::from_env_only(&["TAPE_SHM_DIR"])
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.message().to_owned()))?;
+    let base = match asked.shm_dir {
+        Some(d) => d,
         _ if Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
         _ => match std::env::var_os("XDG_RUNTIME_DIR") {
             Some(d) if Path::new(&d).is_absolute() => PathBuf::from(d),
@@ -701,11 +694,15 @@ static SHARED_BYTES: AtomicUsize = AtomicUsize::new(0);
 fn shared_cap(dir: &Path) -> usize {
     static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CAP.get_or_init(|| {
-        if let Some(v) = std::env::var("TAPE_SHM_MAX")
-            .ok()
-            .and_then(|v| crate::knobs::parse_size("TAPE_SHM_MAX", &v).ok())
-        {
-            return v;
+        // (A bad value stops `init`; a process that did not call it takes
+        // the default, said.)
+        match crate::config::from_env_only(&["TAPE_SHM_MAX"]) {
+            Ok(c) => {
+                if let Some(v) = c.shm_max {
+                    return v;
+                }
+            }
+            Err(e) => eprintln!("tape: {e}; half the filesystem is taken instead"),
         }
         let Ok(c) = cstring(dir) else {
             return usize::MAX;

@@ -12,3 +12,4 @@ mod dependencies;
 mod disabled_cost;
 mod layout;
 mod public_items;
+mod settings_reads;
