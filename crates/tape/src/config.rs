@@ -59,6 +59,7 @@ pub use crate::ring::set_mode;
 // The columns only the tables show are read by the tests that hold the
 // tables to this one.
 #[cfg_attr(not(test), allow(dead_code))]
+#[derive(Clone, Copy)]
 pub(crate) struct Setting {
     pub(crate) var: &'static str,
     /// The [`Config`] method that sets it, or empty.
@@ -67,6 +68,11 @@ pub(crate) struct Setting {
     pub(crate) default: &'static str,
     pub(crate) meaning: &'static str,
     pub(crate) example: &'static str,
+    /// The `tape ctl PID` command that changes it while the program runs,
+    /// as an example (the guide's table), or empty: its first word is the
+    /// command, and the command's value goes through `apply` as the
+    /// variable's does ([`from_ctl`]).
+    pub(crate) ctl: &'static str,
     apply: Option<Apply>,
 }
 
@@ -84,6 +90,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "none enabled",
         meaning: "tracepoints to enable: names, globs, `/regex/`; one that matches nothing yet is said at `init()` with the nearest names (but one under `tracing.`: tape-tracing's callsites all register after `init()`) and enables what registers later (a `tracing` callsite at its first event); at the end it is said again if it never matched",
         example: "`app.net.*,/^app\\.disk/`",
+        ctl: "enable app.net.*",
         apply: Some(|c, s, v| {
             c.enable = parse_patterns(s.var, v)?
                 .into_iter()
@@ -99,6 +106,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`$HOME/tape-traces`",
         meaning: "where `save()` creates traces",
         example: "`/var/tmp/traces`",
+        ctl: "",
         apply: None,
     },
     Setting {
@@ -108,6 +116,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`1M` per thread",
         meaning: "ring size per thread (default `1M`)",
         example: "`4M`",
+        ctl: "buffer 4M",
         apply: Some(|c, s, v| {
             c.buffer_size = parse_size(s.var, v)?;
             Ok(())
@@ -120,6 +129,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`BUFSZ / 16`, 4K..1M",
         meaning: "packet size (default ring / 16)",
         example: "`64K`",
+        ctl: "buffer 4M 64K",
         apply: Some(|c, s, v| {
             c.packet_size = Some(parse_size(s.var, v)?);
             Ok(())
@@ -132,6 +142,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`overwrite`",
         meaning: "`overwrite` (default) or `discard`",
         example: "`discard`",
+        ctl: "mode discard",
         apply: Some(|c, s, v| {
             c.mode = match v.trim() {
                 "overwrite" => Mode::Overwrite,
@@ -148,6 +159,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`auto` (TSC if invariant)",
         meaning: "`auto` (TSC when invariant) or `monotonic`",
         example: "`monotonic`",
+        ctl: "",
         apply: Some(|c, s, v| {
             c.clock = match v.trim() {
                 "auto" => ClockChoice::Auto,
@@ -164,6 +176,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`on` (the control socket)",
         meaning: "`on` (default: serve `tape ctl`) or `off`",
         example: "`off`",
+        ctl: "",
         apply: Some(|c, s, v| {
             c.control = on_off(
                 s.var,
@@ -180,6 +193,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`on` (the USDT watcher)",
         meaning: "`on` (default: USDT tools' probes fire, [chapter 3](03-probes.md)) or `off`",
         example: "`off`",
+        ctl: "",
         apply: Some(|c, s, v| {
             c.usdt = on_off(
                 s.var,
@@ -196,6 +210,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`trace` (dump on crash)",
         meaning: "`trace` (default: save on a crash), `text`, `off`",
         example: "`text`",
+        ctl: "",
         apply: Some(|c, s, v| {
             c.dump = match v.trim() {
                 "trace" => crate::crash::Dump::Trace,
@@ -222,6 +237,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`on` (SIGTERM, SIGINT, SIGHUP save)",
         meaning: "`on` (default: SIGTERM, SIGINT or SIGHUP saves the trace, its path on stderr, then ends the program by that signal, exit 128+N; a second one ends it at once; a signal the program handles or ignores is left alone) or `off`",
         example: "`off`",
+        ctl: "",
         apply: Some(|c, s, v| {
             c.save_on_stop = on_off(
                 s.var,
@@ -238,6 +254,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "none",
         meaning: "event filters: `PATTERN if EXPR; ...`",
         example: "`app.net.rx if len > 1400`",
+        ctl: "filter app.net.rx 'len > 1400'",
         apply: Some(|c, s, v| {
             c.filters = parse_filters(s.var, v)?
                 .into_iter()
@@ -253,6 +270,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "none",
         meaning: "triggers: `PATTERN TRIGGER; ...`",
         example: "`app.q traceoff:1 if depth > 1000`",
+        ctl: "trigger app.q 'traceoff:1 if depth > 1000'",
         apply: Some(|c, s, v| {
             c.triggers = parse_triggers(s.var, v)?
                 .into_iter()
@@ -268,6 +286,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "none chosen",
         meaning: "`nop`, `function`, `function_graph`, `latency` (chapters [7](07-function-tracer.md), [9](09-latency.md))",
         example: "`latency`",
+        ctl: "tracer latency",
         apply: Some(|c, s, v| {
             let name = v.trim();
             if !crate::control::TRACERS.contains(&name) {
@@ -290,6 +309,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "off",
         meaning: "the latency tracer: `on`/`off`, `thresh=D`, `keep=N`",
         example: "`on,thresh=50us`",
+        ctl: "latency thresh 50us",
         apply: Some(|c, s, v| {
             c.latency = parse_latency(s.var, v)?;
             Ok(())
@@ -302,6 +322,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "none",
         meaning: "wakeup pairs: `NAME FROM TO [KEY]; ...`",
         example: "`req app.req.arrive app.req.reply id`",
+        ctl: "latency wakeup req app.req.arrive app.req.reply id",
         apply: Some(|c, s, v| {
             c.wakeups = parse_wakeups(s.var, v)?
                 .into_iter()
@@ -317,6 +338,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "shared where there is room, quietly",
         meaning: "rings in shared files another process can read (`tape pipe`, `tape record`), left if the process dies (`tape recover`): `/dev/shm/tape-UID/PID/`, 0700 ([chapter 5](05-flight-recorder.md)). Default: shared where there is room, quietly; `on`: say on stderr when a ring cannot be; `off`: private memory",
         example: "`off`",
+        ctl: "",
         apply: Some(|c, s, v| {
             c.shared_rings = Some(on_off(
                 s.var,
@@ -337,6 +359,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`/dev/shm`, else `$XDG_RUNTIME_DIR`",
         meaning: "where the shared rings go instead of `/dev/shm` (an absolute directory)",
         example: "`/run/tape`",
+        ctl: "",
         apply: Some(|c, s, v| {
             if !v.starts_with('/') {
                 return Err(bad(s.var, v, 0, "is not an absolute path", s.accepts));
@@ -352,6 +375,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "half the filesystem",
         meaning: "the most bytes of shared rings a process keeps (default half the filesystem)",
         example: "`2G`",
+        ctl: "",
         apply: Some(|c, s, v| {
             c.shm_max = Some(parse_size(s.var, v)?);
             Ok(())
@@ -364,6 +388,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`1G`",
         meaning: "the most bytes of dead processes' rings kept (default `1G`)",
         example: "`4G`",
+        ctl: "",
         apply: Some(|c, s, v| {
             c.keep_size = Some(parse_size(s.var, v)? as u64);
             Ok(())
@@ -376,6 +401,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         default: "`7d`",
         meaning: "the oldest dead processes' rings kept (default `7d`)",
         example: "`2d`",
+        ctl: "",
         apply: Some(|c, s, v| {
             c.keep_age = Some(
                 crate::ring::dirs::parse_age(v)
@@ -398,6 +424,24 @@ pub(crate) fn from_env_only(vars: &[&str]) -> Result<Config, Error> {
         "{vars:?}: every setting is in SETTINGS"
     );
     Config::taking(|k| std::env::var_os(k), |s| vars.contains(&s.var))
+}
+
+/// The value a `tape ctl` command gives setting `var` (`word`, the
+/// command and what it sets, names the errors), taken by the setting's
+/// own parser into a default [`Config`]: a command and a variable accept
+/// the same values, with the same errors.
+pub(crate) fn from_ctl(var: &str, word: &'static str, value: &str) -> Result<Config, Error> {
+    let row = SETTINGS.iter().find(|s| s.var == var);
+    let Some((row, apply)) = row.and_then(|r| Some((r, r.apply?))) else {
+        debug_assert!(false, "{var} is a setting taken as text");
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!("{word}: not a setting"),
+        ));
+    };
+    let mut c = Config::default();
+    apply(&mut c, &Setting { var: word, ..*row }, value)?;
+    Ok(c)
 }
 
 /// Whether setting `var` is in the environment at all (to explain an
@@ -440,9 +484,9 @@ pub struct Config {
     /// Patterns, and the variable they came from (for error messages).
     enable: Vec<(String, Option<&'static str>)>,
     pub(crate) dir: Option<PathBuf>,
-    buffer_size: usize,
-    packet_size: Option<usize>,
-    mode: Mode,
+    pub(crate) buffer_size: usize,
+    pub(crate) packet_size: Option<usize>,
+    pub(crate) mode: Mode,
     clock: ClockChoice,
     control: bool,
     usdt: bool,
@@ -1232,10 +1276,66 @@ mod tests {
                     format!("`{}`", s.var),
                     s.meaning.to_owned(),
                     s.example.to_owned(),
+                    if s.ctl.is_empty() {
+                        "–".to_owned()
+                    } else {
+                        format!("`{}`", s.ctl)
+                    },
                 ]
             })
             .collect();
         assert_eq!(rows(&text, ""), want);
+    }
+
+    #[test]
+    fn a_settings_ctl_command_is_one_tape_ctl_knows_and_takes_its_value() {
+        let commands: Vec<&str> = crate::control::COMMANDS
+            .split(", ")
+            .filter_map(|c| c.split_whitespace().next())
+            .collect();
+        for s in SETTINGS.iter().filter(|s| !s.ctl.is_empty()) {
+            let word = s.ctl.split_whitespace().next().unwrap_or_default();
+            assert!(
+                commands.contains(&word),
+                "{}: {word} in {commands:?}",
+                s.var
+            );
+        }
+        // Those parsed by the table: a command's value and the variable's,
+        // the same errors but for the name.
+        for (var, word, good, bad, says) in [
+            (
+                "TAPE_TRACE_MODE",
+                "mode",
+                "discard",
+                "sideways",
+                "mode=\"sideways\": at byte 0: is not a mode; accepted: `overwrite` or `discard`",
+            ),
+            (
+                "TAPE_TRACE_BUFSZ",
+                "buffer SIZE",
+                "4M",
+                "4Q",
+                "buffer SIZE=\"4Q\"",
+            ),
+            (
+                "TAPE_TRACE_PACKETSZ",
+                "buffer PACKET",
+                "64K",
+                "",
+                "buffer PACKET=\"\"",
+            ),
+        ] {
+            assert!(from_ctl(var, word, good).is_ok(), "{var} {good}");
+            let e = from_ctl(var, word, bad).expect_err(bad);
+            assert!(e.message().contains(says), "{says}: {e}");
+            let env = Config::from_vars(|k| (k == var).then(|| bad.to_owned())).expect_err(bad);
+            assert_eq!(
+                e.message().replacen(word, var, 1),
+                env.message(),
+                "the command's error is the variable's"
+            );
+        }
     }
 
     #[test]

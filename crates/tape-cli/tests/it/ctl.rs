@@ -323,9 +323,14 @@ fn bad_commands_patterns_and_sizes_are_clear_errors() {
             &["buffer", "1M", "100"],
             "packets of 100 bytes is not possible",
         ),
+        // The value as TAPE_TRACE_MODE's, by its parser (config::SETTINGS).
         (
             &["mode", "sideways"],
-            "`mode` takes `overwrite` or `discard` (given: \"sideways\")",
+            "mode=\"sideways\": at byte 0: is not a mode; accepted: `overwrite` or `discard`",
+        ),
+        (
+            &["mode", "overwrite", "discard"],
+            "`mode` takes `overwrite` or `discard` (given: \"overwrite discard\")",
         ),
         (&["save", "a", "b"], "`save` takes one directory at most"),
     ];

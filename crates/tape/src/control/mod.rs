@@ -100,9 +100,9 @@ pub fn execute(words: &[String]) -> Result<String, Error> {
                 "`buffer` takes SIZE [PACKET], such as `buffer 4M` or `buffer 4M 256K`".into(),
             )),
         },
+        // Its value taken as `TAPE_TRACE_MODE`'s (`config::SETTINGS`).
         "mode" => match args.as_slice() {
-            ["overwrite"] => Ok(set_mode(Mode::Overwrite)),
-            ["discard"] => Ok(set_mode(Mode::Discard)),
+            [v] => crate::config::from_ctl("TAPE_TRACE_MODE", "mode", v).map(|c| set_mode(c.mode)),
             _ => Err(command_error(format!(
                 "`mode` takes `overwrite` or `discard` (given: {:?})",
                 args.join(" ")
@@ -382,10 +382,13 @@ fn kib(bytes: usize) -> String {
 }
 
 fn buffer(size: &str, packet: Option<&str>) -> Result<String, Error> {
-    let b = knobs::parse_size("buffer SIZE", size)?;
+    // Taken as `TAPE_TRACE_BUFSZ` and `TAPE_TRACE_PACKETSZ` are
+    // (`config::SETTINGS`).
+    let b = crate::config::from_ctl("TAPE_TRACE_BUFSZ", "buffer SIZE", size)?.buffer_size;
     let p = packet
-        .map(|p| knobs::parse_size("buffer PACKET", p))
-        .transpose()?;
+        .map(|p| crate::config::from_ctl("TAPE_TRACE_PACKETSZ", "buffer PACKET", p))
+        .transpose()?
+        .and_then(|c| c.packet_size);
     knobs::set_buffer_size(b, p)?;
     let (b, p) = knobs::ring_geometry();
     let existing = crate::ring::rings().iter().filter(|r| !r.exited()).count();
