@@ -26,8 +26,8 @@
 //! `TAPE_SHM_KEEP_SIZE` and `TAPE_SHM_KEEP_AGE` (the dead processes' rings
 //! kept: `1G`, `7d`). A process that never calls `init` makes rings, and the
 //! consumer (`tape ps`, `tape record`) finds them, so they are read where
-//! they are used (`ring/shm.rs`, `ring/dirs.rs`), by their rows' parsers
-//! here (`from_env_only`); `init` checks them with the others. No other
+//! they are used (`ring/shm.rs`, `ring/dirs.rs`, through `knobs`, with the
+//! parsers their rows use); `init` checks them with the others. No other
 //! code reads a setting from the environment (`tests/it/settings_reads.rs`).
 //!
 //! A bad value is an [`Error`] naming the variable, the value, the position
@@ -70,8 +70,8 @@ pub(crate) struct Setting {
     pub(crate) example: &'static str,
     /// The `tape ctl PID` command that changes it while the program runs,
     /// as an example (the guide's table), or empty: its first word is the
-    /// command, and the command's value goes through `apply` as the
-    /// variable's does ([`from_ctl`]).
+    /// command, and the command takes the value with the parser the row's
+    /// `apply` uses (in `knobs`, below `control`).
     pub(crate) ctl: &'static str,
     apply: Option<Apply>,
 }
@@ -138,17 +138,13 @@ pub(crate) const SETTINGS: &[Setting] = &[
     Setting {
         var: "TAPE_TRACE_MODE",
         builder: "mode",
-        accepts: "`overwrite` or `discard`",
+        accepts: knobs::MODE_ACCEPTS,
         default: "`overwrite`",
         meaning: "`overwrite` (default) or `discard`",
         example: "`discard`",
         ctl: "mode discard",
         apply: Some(|c, s, v| {
-            c.mode = match v.trim() {
-                "overwrite" => Mode::Overwrite,
-                "discard" => Mode::Discard,
-                _ => return Err(refused(s, v, "is not a mode")),
-            };
+            c.mode = knobs::parse_mode(s.var, v)?;
             Ok(())
         }),
     },
@@ -350,8 +346,8 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     // The shared rings' own: no builder (a process that never calls
     // `init` makes rings, and the consumer, `tape ps` or `tape record`,
-    // finds them: read where they are used, by [`from_env_only`], with
-    // the parsers here).
+    // finds them: read where they are used, `knobs::READ_WHERE_USED`, by
+    // the parsers their rows use here).
     Setting {
         var: "TAPE_SHM_DIR",
         builder: "",
@@ -361,10 +357,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         example: "`/run/tape`",
         ctl: "",
         apply: Some(|c, s, v| {
-            if !v.starts_with('/') {
-                return Err(bad(s.var, v, 0, "is not an absolute path", s.accepts));
-            }
-            c.shm_dir = Some(PathBuf::from(v));
+            c.shm_dir = Some(knobs::parse_absolute_dir(s.var, v)?);
             Ok(())
         }),
     },
@@ -404,8 +397,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         ctl: "",
         apply: Some(|c, s, v| {
             c.keep_age = Some(
-                crate::ring::dirs::parse_age(v)
-                    .ok_or_else(|| refused(s, v, "is not an age"))?,
+                knobs::parse_age(v).ok_or_else(|| refused(s, v, "is not an age"))?,
             );
             Ok(())
         }),
@@ -413,45 +405,17 @@ pub(crate) const SETTINGS: &[Setting] = &[
 ];
 
 /// The settings `vars` alone, as the environment has them, taken by their
-/// rows' parsers into a default [`Config`]: for what is read where it is
-/// used rather than at `init` (the shared rings' variables; the clock a
-/// recorder expects of the programs it starts), with the errors `init`
-/// gives for them. A name not in the table is a mistake of tape's
-/// (caught by the tests), read as unset.
+/// rows' parsers into a default [`Config`], with the errors `init` gives
+/// for them: for a consumer that needs a program's setting before the
+/// program runs (the clock a recorder expects of the programs it starts).
+/// A name not in the table is a mistake of tape's (caught by the tests),
+/// read as unset.
 pub(crate) fn from_env_only(vars: &[&str]) -> Result<Config, Error> {
     debug_assert!(
         vars.iter().all(|v| SETTINGS.iter().any(|s| s.var == *v)),
         "{vars:?}: every setting is in SETTINGS"
     );
     Config::taking(|k| std::env::var_os(k), |s| vars.contains(&s.var))
-}
-
-/// The value a `tape ctl` command gives setting `var` (`word`, the
-/// command and what it sets, names the errors), taken by the setting's
-/// own parser into a default [`Config`]: a command and a variable accept
-/// the same values, with the same errors.
-pub(crate) fn from_ctl(var: &str, word: &'static str, value: &str) -> Result<Config, Error> {
-    let row = SETTINGS.iter().find(|s| s.var == var);
-    let Some((row, apply)) = row.and_then(|r| Some((r, r.apply?))) else {
-        debug_assert!(false, "{var} is a setting taken as text");
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!("{word}: not a setting"),
-        ));
-    };
-    let mut c = Config::default();
-    apply(&mut c, &Setting { var: word, ..*row }, value)?;
-    Ok(c)
-}
-
-/// Whether setting `var` is in the environment at all (to explain an
-/// empty trace: `TAPE_TRACE` set and `init` never called).
-pub(crate) fn given(var: &str) -> bool {
-    debug_assert!(
-        SETTINGS.iter().any(|s| s.var == var),
-        "{var} is in SETTINGS"
-    );
-    std::env::var_os(var).is_some()
 }
 
 /// Whether the programs a recorder starts will use the monotonic clock
@@ -590,17 +554,7 @@ impl Config {
             let Some(apply) = s.apply else {
                 continue;
             };
-            let k = s.var;
-            let v = get(k).map(|v| {
-                v.into_string().map_err(|v| {
-                    let bytes = v.as_encoded_bytes();
-                    let at = std::str::from_utf8(bytes)
-                        .err()
-                        .map_or(0, |e| e.valid_up_to());
-                    let shown = String::from_utf8_lossy(bytes);
-                    bad(k, &shown, at, "is not UTF-8", "UTF-8 text")
-                })
-            });
+            let v = get(s.var).map(|v| knobs::utf8(s.var, v));
             if let Some(v) = v.transpose()? {
                 taken.push((apply, s, v));
             }
@@ -691,7 +645,7 @@ impl Config {
     }
 
     /// Whether a watcher thread makes the tracepoints fire their SDT probes
-    /// while a USDT tool (bpftrace, perf, gdb) is attached ([`crate::usdt`]);
+    /// while a USDT tool (bpftrace, perf, gdb) is attached (`usdt.rs`);
     /// on by default.
     pub fn usdt(mut self, on: bool) -> Config {
         self.usdt = on;
@@ -701,7 +655,7 @@ impl Config {
     /// Whether rings created after [`Config::init`] are files in a shared
     /// directory of this user (`/dev/shm/tape-UID/PID/`, 0700) that another
     /// process can read (`tape pipe`, `tape record`), left there if the
-    /// process dies (`tape recover`); see [`crate::ring`]'s shared rings.
+    /// process dies (`tape recover`); see the guide's flight recorder chapter (`docs/05-flight-recorder.md`).
     /// Unset (the default), rings are shared where there is room and made
     /// in private memory where there is not, quietly (`tape ctl status`
     /// says why); `true` (`TAPE_SHM=on`) says so on stderr; `false`
@@ -1301,40 +1255,43 @@ mod tests {
                 s.var
             );
         }
-        // Those parsed by the table: a command's value and the variable's,
-        // the same errors but for the name.
-        for (var, word, good, bad, says) in [
+        // A command's bad value and the variable's: the same error but
+        // for the name (one parser; bad values only: nothing is applied).
+        for (var, words, word, bad) in [
             (
                 "TAPE_TRACE_MODE",
+                &["mode", "sideways"][..],
                 "mode",
-                "discard",
                 "sideways",
-                "mode=\"sideways\": at byte 0: is not a mode; accepted: `overwrite` or `discard`",
             ),
             (
                 "TAPE_TRACE_BUFSZ",
+                &["buffer", "4Q"][..],
                 "buffer SIZE",
-                "4M",
                 "4Q",
-                "buffer SIZE=\"4Q\"",
             ),
             (
                 "TAPE_TRACE_PACKETSZ",
+                &["buffer", "4M", "1X"][..],
                 "buffer PACKET",
-                "64K",
-                "",
-                "buffer PACKET=\"\"",
+                "1X",
             ),
         ] {
-            assert!(from_ctl(var, word, good).is_ok(), "{var} {good}");
-            let e = from_ctl(var, word, bad).expect_err(bad);
-            assert!(e.message().contains(says), "{says}: {e}");
+            let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+            let e = crate::control::execute(&words).expect_err(bad);
             let env = Config::from_vars(|k| (k == var).then(|| bad.to_owned())).expect_err(bad);
             assert_eq!(
                 e.message().replacen(word, var, 1),
                 env.message(),
                 "the command's error is the variable's"
             );
+        }
+    }
+
+    #[test]
+    fn the_settings_read_where_used_are_rows_of_the_table() {
+        for var in knobs::READ_WHERE_USED {
+            assert!(SETTINGS.iter().any(|s| s.var == *var), "{var}");
         }
     }
 

@@ -15,6 +15,91 @@ use std::sync::Mutex;
 
 use crate::error::{Error, ErrorKind};
 
+/// The settings read where they are used, not only by `init` (a process
+/// that never calls it makes rings and saves; the consumer, `tape ps` or
+/// `tape record`, finds the rings): each a row of `config::SETTINGS`
+/// (checked there), read by [`setting_os`] or [`setting_text`] and taken
+/// by the parser its row uses, so a bad value is the same error wherever
+/// it is read.
+pub(crate) const READ_WHERE_USED: &[&str] = &[
+    "TAPE_TRACE",
+    "TAPE_TRACE_DIR",
+    "TAPE_SHM_DIR",
+    "TAPE_SHM_MAX",
+    "TAPE_SHM_KEEP_SIZE",
+    "TAPE_SHM_KEEP_AGE",
+];
+
+/// Setting `var` (one of [`READ_WHERE_USED`]) as the environment holds it.
+pub(crate) fn setting_os(var: &'static str) -> Option<std::ffi::OsString> {
+    debug_assert!(READ_WHERE_USED.contains(&var), "{var} is read where used");
+    std::env::var_os(var)
+}
+
+/// Setting `var` (one of [`READ_WHERE_USED`]) as text: an error naming it
+/// if it is not UTF-8 (as `init` gives).
+pub(crate) fn setting_text(var: &'static str) -> Result<Option<String>, Error> {
+    setting_os(var).map(|v| utf8(var, v)).transpose()
+}
+
+/// `v`, the value of `var`, as text; an error naming the variable and the
+/// first byte that is not UTF-8.
+pub(crate) fn utf8(var: &str, v: std::ffi::OsString) -> Result<String, Error> {
+    v.into_string().map_err(|v| {
+        let bytes = v.as_encoded_bytes();
+        let at = std::str::from_utf8(bytes)
+            .err()
+            .map_or(0, |e| e.valid_up_to());
+        let shown = String::from_utf8_lossy(bytes);
+        bad(var, &shown, at, "is not UTF-8", "UTF-8 text")
+    })
+}
+
+/// The modes a ring takes, as `TAPE_TRACE_MODE` and `tape ctl PID mode`
+/// accept them.
+pub(crate) const MODE_ACCEPTS: &str = "`overwrite` or `discard`";
+
+/// A mode (`TAPE_TRACE_MODE`'s value, or `tape ctl`'s `mode` command's,
+/// `var` naming which in the error).
+pub(crate) fn parse_mode(var: &str, v: &str) -> Result<Mode, Error> {
+    match v.trim() {
+        "overwrite" => Ok(Mode::Overwrite),
+        "discard" => Ok(Mode::Discard),
+        _ => Err(bad(var, v, 0, "is not a mode", MODE_ACCEPTS)),
+    }
+}
+
+/// An absolute directory (`TAPE_SHM_DIR`'s value).
+pub(crate) fn parse_absolute_dir(var: &str, v: &str) -> Result<PathBuf, Error> {
+    if !v.starts_with('/') {
+        return Err(bad(
+            var,
+            v,
+            0,
+            "is not an absolute path",
+            "an absolute directory",
+        ));
+    }
+    Ok(PathBuf::from(v))
+}
+
+/// Parses an age: seconds, or with a unit `s`, `m`, `h`, `d` (`7d`).
+pub fn parse_age(v: &str) -> Option<std::time::Duration> {
+    let v = v.trim();
+    let (num, unit) = match v.char_indices().last()? {
+        (i, c @ ('d' | 'h' | 'm' | 's')) => (&v[..i], c),
+        _ => (v, 's'),
+    };
+    let n: u64 = num.parse().ok()?;
+    let secs = match unit {
+        'd' => n.checked_mul(86_400)?,
+        'h' => n.checked_mul(3600)?,
+        'm' => n.checked_mul(60)?,
+        _ => n,
+    };
+    Some(std::time::Duration::from_secs(secs))
+}
+
 /// Smallest slot: room for an event header and a few fields.
 pub(crate) const MIN_PACKET_SIZE: usize = 256;
 
@@ -157,11 +242,9 @@ pub fn trace_dir() -> PathBuf {
         return d;
     }
     // (An empty one is refused by `init`; here, as unset.)
-    if let Some(d) = crate::config::from_env_only(&["TAPE_TRACE_DIR"])
-        .ok()
-        .and_then(|c| c.dir)
-    {
-        return d;
+    match setting_os("TAPE_TRACE_DIR") {
+        Some(d) if !d.is_empty() => return PathBuf::from(d),
+        _ => {}
     }
     match std::env::var_os("HOME") {
         Some(h) if !h.is_empty() => Path::new(&h).join("tape-traces"),

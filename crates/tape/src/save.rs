@@ -165,7 +165,7 @@ fn why_empty_with(lost: ring::Drops) -> String {
         .filter(|p| p.is_enabled())
         .count();
     match enabled {
-        0 if crate::config::given("TAPE_TRACE") && !knobs::initialised() => {
+        0 if knobs::setting_os("TAPE_TRACE").is_some() && !knobs::initialised() => {
             "TAPE_TRACE is set, but tape::init() was not called (it reads the TAPE_TRACE* \
              variables)"
                 .into()

@@ -100,9 +100,9 @@ pub fn execute(words: &[String]) -> Result<String, Error> {
                 "`buffer` takes SIZE [PACKET], such as `buffer 4M` or `buffer 4M 256K`".into(),
             )),
         },
-        // Its value taken as `TAPE_TRACE_MODE`'s (`config::SETTINGS`).
+        // Its value taken by `TAPE_TRACE_MODE`'s parser.
         "mode" => match args.as_slice() {
-            [v] => crate::config::from_ctl("TAPE_TRACE_MODE", "mode", v).map(|c| set_mode(c.mode)),
+            [v] => knobs::parse_mode("mode", v).map(set_mode),
             _ => Err(command_error(format!(
                 "`mode` takes `overwrite` or `discard` (given: {:?})",
                 args.join(" ")
@@ -382,13 +382,11 @@ fn kib(bytes: usize) -> String {
 }
 
 fn buffer(size: &str, packet: Option<&str>) -> Result<String, Error> {
-    // Taken as `TAPE_TRACE_BUFSZ` and `TAPE_TRACE_PACKETSZ` are
-    // (`config::SETTINGS`).
-    let b = crate::config::from_ctl("TAPE_TRACE_BUFSZ", "buffer SIZE", size)?.buffer_size;
+    // Taken by `TAPE_TRACE_BUFSZ`'s and `TAPE_TRACE_PACKETSZ`'s parser.
+    let b = knobs::parse_size("buffer SIZE", size)?;
     let p = packet
-        .map(|p| crate::config::from_ctl("TAPE_TRACE_PACKETSZ", "buffer PACKET", p))
-        .transpose()?
-        .and_then(|c| c.packet_size);
+        .map(|p| knobs::parse_size("buffer PACKET", p))
+        .transpose()?;
     knobs::set_buffer_size(b, p)?;
     let (b, p) = knobs::ring_geometry();
     let existing = crate::ring::rings().iter().filter(|r| !r.exited()).count();

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use super::shm::{self, ProcessHeader};
 use crate::error::{Error, ErrorKind};
+use crate::knobs;
 
 fn error(message: String) -> Error {
     Error::new(ErrorKind::Io, message)
@@ -144,15 +145,31 @@ const KEEP_AGE: Duration = Duration::from_secs(7 * 86_400);
 pub(crate) fn limit_dead() {
     // (A bad value stops `init`; a process that did not call it keeps
     // the defaults, said.)
-    let kept = match crate::config::from_env_only(&["TAPE_SHM_KEEP_SIZE", "TAPE_SHM_KEEP_AGE"]) {
-        Ok(c) => c,
+    let size = knobs::setting_text("TAPE_SHM_KEEP_SIZE").and_then(|v| {
+        v.map(|v| knobs::parse_size("TAPE_SHM_KEEP_SIZE", &v))
+            .transpose()
+    });
+    let size = match size {
+        Ok(s) => s.map_or(KEEP_SIZE, |s| s as u64),
         Err(e) => {
-            eprintln!("tape: {e}; the dead processes' rings are kept to 1G and 7 days");
-            crate::Config::default()
+            eprintln!("tape: {e}; the dead processes' rings are kept to 1G");
+            KEEP_SIZE
         }
     };
-    let size = kept.keep_size.unwrap_or(KEEP_SIZE);
-    let age = kept.keep_age.unwrap_or(KEEP_AGE);
+    let age = match knobs::setting_text("TAPE_SHM_KEEP_AGE") {
+        Ok(None) => KEEP_AGE,
+        Ok(Some(v)) => parse_age(&v).unwrap_or_else(|| {
+            eprintln!(
+                "tape: TAPE_SHM_KEEP_AGE={v:?} is not an age (accepted: seconds, or with \
+                 `s`, `m`, `h`, `d`); the dead processes' rings are kept 7 days"
+            );
+            KEEP_AGE
+        }),
+        Err(e) => {
+            eprintln!("tape: {e}; the dead processes' rings are kept 7 days");
+            KEEP_AGE
+        }
+    };
     let Ok(dirs) = ring_dirs() else { return };
     let now = SystemTime::now();
     let mut total = 0u64;
@@ -182,19 +199,4 @@ pub(crate) fn limit_dead() {
     }
 }
 
-/// `7d`, `12h`, `30m`, `90s` or seconds.
-pub fn parse_age(v: &str) -> Option<Duration> {
-    let v = v.trim();
-    let (num, unit) = match v.char_indices().last()? {
-        (i, c @ ('d' | 'h' | 'm' | 's')) => (&v[..i], c),
-        _ => (v, 's'),
-    };
-    let n: u64 = num.parse().ok()?;
-    let secs = match unit {
-        'd' => n.checked_mul(86_400)?,
-        'h' => n.checked_mul(3600)?,
-        'm' => n.checked_mul(60)?,
-        _ => n,
-    };
-    Some(Duration::from_secs(secs))
-}
+pub use crate::knobs::parse_age;

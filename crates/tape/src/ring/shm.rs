@@ -441,9 +441,13 @@ pub(crate) fn current_dir() -> Option<PathBuf> {
 /// The directory under which every process of this user keeps its rings:
 /// `$TAPE_SHM_DIR`, `/dev/shm` or `$XDG_RUNTIME_DIR`, then `tape-<uid>`.
 pub fn user_dir() -> io::Result<PathBuf> {
-    let asked = crate::config::from_env_only(&["TAPE_SHM_DIR"])
+    let asked = crate::knobs::setting_text("TAPE_SHM_DIR")
+        .and_then(|v| {
+            v.map(|v| crate::knobs::parse_absolute_dir("TAPE_SHM_DIR", &v))
+                .transpose()
+        })
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.message().to_owned()))?;
-    let base = match asked.shm_dir {
+    let base = match asked {
         Some(d) => d,
         _ if Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
         _ => match std::env::var_os("XDG_RUNTIME_DIR") {
@@ -696,12 +700,13 @@ fn shared_cap(dir: &Path) -> usize {
     *CAP.get_or_init(|| {
         // (A bad value stops `init`; a process that did not call it takes
         // the default, said.)
-        match crate::config::from_env_only(&["TAPE_SHM_MAX"]) {
-            Ok(c) => {
-                if let Some(v) = c.shm_max {
-                    return v;
-                }
-            }
+        let asked = crate::knobs::setting_text("TAPE_SHM_MAX").and_then(|v| {
+            v.map(|v| crate::knobs::parse_size("TAPE_SHM_MAX", &v))
+                .transpose()
+        });
+        match asked {
+            Ok(Some(v)) => return v,
+            Ok(None) => {}
             Err(e) => eprintln!("tape: {e}; half the filesystem is taken instead"),
         }
         let Ok(c) = cstring(dir) else {
