@@ -200,7 +200,7 @@ pub(crate) fn traced_block(
     }
     let func = sig.ident.to_string().trim_start_matches("r#").to_owned();
     let line = declaration_line(&sig.ident);
-    let t = quote!(::tape::traced);
+    let t = quote!(::tape::__private::traced);
     let private = quote!(::tape::__private);
     // An async fn's polls are of the class with the call id.
     let class = if sig.asyncness.is_some() {

@@ -20,23 +20,23 @@
 //! `tracepoint!` knows its names when it expands and writes them as
 //! strings. `#[traced]` names a tracepoint from `module_path!()`, which
 //! only the compiler knows: its note's strings are a constant the
-//! compiler computes (`tape::usdt::note_strings`), written as
-//! `tape::usdt::NOTE_WORDS` words of `const` operands, zeros after the
+//! compiler computes (`tape::__private::usdt::note_strings`), written as
+//! `tape::__private::usdt::NOTE_WORDS` words of `const` operands, zeros after the
 //! last string (readers stop at its NUL).
 
 use proc_macro2::TokenStream as TokenStream2;
 use quote::{format_ident, quote};
 use syn::{Ident, Type};
 
-/// The most arguments a probe site has (`tape::usdt::MAX_ARGS`).
+/// The most arguments a probe site has (`tape::__private::usdt::MAX_ARGS`).
 const MAX_ARGS: usize = 10;
 
 /// The words of a note whose strings the compiler computes
-/// (`tape::usdt::NOTE_WORDS`).
+/// (`tape::__private::usdt::NOTE_WORDS`).
 const NOTE_WORDS: usize = 40;
 
 /// The SDT provider and probe names of the tracepoint named `name`
-/// (`tape::usdt`'s rule, also `tape::usdt::note_strings`'): the first
+/// (`tape::usdt`'s rule, also `tape::__private::usdt::note_strings`'): the first
 /// part, and the rest with `.` as `_`; `tape` and the name for one part;
 /// characters other than letters, digits and `_` as `_`, a `_` before a
 /// leading digit.
@@ -129,7 +129,7 @@ fn site_asm(text: &str, operands: TokenStream2, registers: TokenStream2) -> Toke
     }
 }
 
-/// A probe site's registration for the watcher (`tape::usdt::UsdtSite`).
+/// A probe site's registration for the watcher (`tape::__private::usdt::UsdtSite`).
 fn registration(
     tracepoint: TokenStream2,
     provider: TokenStream2,
@@ -139,7 +139,7 @@ fn registration(
     quote! {
         #[::tape::__private::linkme::distributed_slice(::tape::__private::USDT_SITES)]
         #[linkme(crate = ::tape::__private::linkme)]
-        static SITE: ::tape::usdt::UsdtSite = ::tape::usdt::UsdtSite {
+        static SITE: ::tape::__private::usdt::UsdtSite = ::tape::__private::usdt::UsdtSite {
             tracepoint: #tracepoint,
             semaphore: &SEMAPHORE,
             provider: #provider,
@@ -195,7 +195,7 @@ pub(crate) fn usdt_site(name: &str, args: &[(Ident, Type)]) -> TokenStream2 {
         quote!(&TRACEPOINT),
         quote!(#provider),
         quote!(#probe),
-        quote!(|| attach_with_priority(::tape::usdt::PRIORITY, |#(#names: &#tys),*| {
+        quote!(|| attach_with_priority(::tape::__private::usdt::PRIORITY, |#(#names: &#tys),*| {
             fire(#(#names),*)
         })),
     );
@@ -227,7 +227,7 @@ pub(crate) fn usdt_site_named(tracepoint: &Ident, name: TokenStream2) -> TokenSt
     let words: Vec<Ident> = (0..NOTE_WORDS).map(|k| format_ident!("w{k}")).collect();
     let operands = (0..NOTE_WORDS).map(|k| {
         let w = &words[k];
-        quote!(#w = const ::tape::usdt::note_word(&STRINGS, #k),)
+        quote!(#w = const ::tape::__private::usdt::note_word(&STRINGS, #k),)
     });
     // Exactly `{n}` bytes (readers such as bcc take a note whose strings
     // end where its description does, and no other): the whole words,
@@ -249,22 +249,22 @@ pub(crate) fn usdt_site_named(tracepoint: &Ident, name: TokenStream2) -> TokenSt
     let semaphore = semaphore();
     let asm = site_asm(
         &text,
-        quote!(#(#operands)* n = const ::tape::usdt::note_len(&STRINGS),),
+        quote!(#(#operands)* n = const ::tape::__private::usdt::note_len(&STRINGS),),
         quote!(in("rdi") payload.as_ptr(), in("rsi") payload.len(),),
     );
     let registration = registration(
         quote!(&#tracepoint),
-        quote!(::tape::usdt::note_part(&STRINGS, 0)),
-        quote!(::tape::usdt::note_part(&STRINGS, 1)),
-        quote!(|| ::tape::probe::attach_to(&#tracepoint, ::tape::usdt::PRIORITY, |e| {
+        quote!(::tape::__private::usdt::note_part(&STRINGS, 0)),
+        quote!(::tape::__private::usdt::note_part(&STRINGS, 1)),
+        quote!(|| ::tape::probe::attach_to(&#tracepoint, ::tape::__private::usdt::PRIORITY, |e| {
             fire(e.payload())
         })),
     );
     quote! {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         const _: () = {
-            const STRINGS: [u8; ::tape::usdt::NOTE_BYTES] =
-                ::tape::usdt::note_strings(#name, "8@%rdi 8@%rsi");
+            const STRINGS: [u8; ::tape::__private::usdt::NOTE_BYTES] =
+                ::tape::__private::usdt::note_strings(#name, "8@%rdi 8@%rsi");
 
             #semaphore
 

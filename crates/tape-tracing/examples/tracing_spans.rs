@@ -109,7 +109,9 @@ fn main() -> Result<(), tape::Error> {
     if wait_usdt {
         println!("{}", std::process::id());
         let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !tape::usdt::attached(&tape::usdt::runtime_event::TRACEPOINT).is_some_and(|a| a.2) {
+        while !tape::__private::usdt::attached(&tape::__private::usdt::runtime_event::TRACEPOINT)
+            .is_some_and(|a| a.2)
+        {
             if std::time::Instant::now() > until {
                 eprintln!("tracing_spans: no USDT tool within 60 s");
                 std::process::exit(2);

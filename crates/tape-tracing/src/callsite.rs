@@ -479,7 +479,9 @@ fn prefix(meta: &Metadata<'_>) -> String {
 pub fn event_name(meta: &Metadata<'_>) -> String {
     let n = full_name(meta, !meta.name().starts_with("event "));
     let mut n = kept_name(&n).into_owned();
-    if n.ends_with(tape::traced::ENTRY) || n.ends_with(tape::traced::EXIT) || n.ends_with(".close")
+    if n.ends_with(tape::__private::traced::ENTRY)
+        || n.ends_with(tape::__private::traced::EXIT)
+        || n.ends_with(".close")
     {
         n.push('_');
     }
@@ -601,7 +603,7 @@ fn span_point(
             )),
         };
     }
-    let d: &'static TracepointDesc = Box::leak(Box::new(tape::traced::poll_desc(
+    let d: &'static TracepointDesc = Box::leak(Box::new(tape::__private::traced::poll_desc(
         leak(name),
         meta.file().unwrap_or("?"),
         meta.line().unwrap_or(0),
@@ -668,7 +670,7 @@ pub(crate) fn register(meta: &'static Metadata<'static>) -> &'static Callsite {
     // subscriber (`tape::usdt`).
     for tp in made.points() {
         if !std::ptr::eq(tp, &NOWHERE) {
-            tape::usdt::cover(tp);
+            tape::__private::usdt::cover(tp);
         }
     }
     let c = insert(made, &mut len);
@@ -694,8 +696,8 @@ static NOWHERE: Tracepoint = Tracepoint::new(&TracepointDesc {
 
 fn make_span(meta: &'static Metadata<'static>) -> Result<Callsite, String> {
     let base = span_name(meta);
-    let entry = span_point(meta, format!("{base}{}", tape::traced::ENTRY))?;
-    let exit = span_point(meta, format!("{base}{}", tape::traced::EXIT))?;
+    let entry = span_point(meta, format!("{base}{}", tape::__private::traced::ENTRY))?;
+    let exit = span_point(meta, format!("{base}{}", tape::__private::traced::EXIT))?;
     let f = fields(meta, true);
     let [main, record] = register_shared(meta, &base, [".new", ".record"], f, true)?;
     static CALL_ONLY: [FieldDesc; 1] = [FieldDesc {

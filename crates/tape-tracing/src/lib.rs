@@ -303,7 +303,7 @@ fn emit<P: tape::Encode>(tp: &'static Tracepoint, state: u64, payload: &P) {
     if tape::__private::records_only(state) {
         tape::__private::emit(state, payload);
     } else {
-        tape::traced::record_payload(tp, state, payload);
+        tape::__private::traced::record_payload(tp, state, payload);
     }
 }
 

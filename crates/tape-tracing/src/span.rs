@@ -71,7 +71,7 @@ pub(crate) fn register_losses() {
             &crate::callsite::UNREGISTERED_EVENTS,
         ),
     ] {
-        if let Err(e) = tape::layer_losses::register(name, counter) {
+        if let Err(e) = tape::__private::layer_losses::register(name, counter) {
             eprintln!("tape-tracing: {e}");
         }
     }
@@ -113,7 +113,7 @@ pub(crate) fn enter(id: u64, entry: &'static Tracepoint, exit: &'static Tracepoi
             // Not recorded, counted (and its exit, when it comes).
             return false;
         }
-        let Some(depth) = tape::traced::enter_span(entry, id) else {
+        let Some(depth) = tape::__private::traced::enter_span(entry, id) else {
             // Disabled: nothing to keep, nothing lost.
             return true;
         };
@@ -182,7 +182,7 @@ pub(crate) fn exit(id: u64, exit_tp: impl FnOnce() -> Option<&'static Tracepoint
         };
         drop(s);
         if let Some(exit) = o.exit {
-            tape::traced::leave_span(exit, o.depth, id, back_to);
+            tape::__private::traced::leave_span(exit, o.depth, id, back_to);
         }
     });
 }

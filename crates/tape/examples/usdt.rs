@@ -50,7 +50,7 @@ fn serve(id: u64) {
 
 /// The tracepoint of the SDT probe `provider:name`.
 fn probe(provider: &str, name: &str) -> &'static tape::Tracepoint {
-    tape::usdt::USDT_SITES
+    tape::__private::usdt::USDT_SITES
         .iter()
         .find(|s| s.provider == provider && s.name == name)
         .map(|s| s.tracepoint)
@@ -64,7 +64,7 @@ fn wait_for(points: &[&tape::Tracepoint], on: bool, limit: Duration) -> bool {
     while Instant::now() < until {
         if points
             .iter()
-            .all(|tp| tape::usdt::attached(tp).is_some_and(|(_, _, a)| a == on))
+            .all(|tp| tape::__private::usdt::attached(tp).is_some_and(|(_, _, a)| a == on))
         {
             return true;
         }
@@ -95,7 +95,7 @@ fn main() -> Result<(), tape::Error> {
             "--wait" => wait = true,
             "--leave" => leave = true,
             "--list" => {
-                for s in tape::usdt::USDT_SITES.iter() {
+                for s in tape::__private::usdt::USDT_SITES.iter() {
                     println!("{}:{}", s.provider, s.name);
                 }
                 _tape.disarm(); // a listing, not a run: nothing to save

@@ -24,8 +24,9 @@
 //!
 //! ## Contents
 //!
-//! * [`tracepoint!`] declares tracepoints; [`point`] is the tracepoint object
-//!   and its packed state word; [`field`] the field types and their CTF form.
+//! * [`tracepoint!`] declares tracepoints; [`Tracepoint`] is the tracepoint
+//!   object and its packed state word; [`field`] the field types and their CTF
+//!   form.
 //! * [`probe`]: callbacks attached to tracepoints at run time, typed
 //!   (`net_rx::attach(|port, len, ifname| ..)`) or untyped (an [`probe::Event`]
 //!   view, by name or pattern), and `synchronize`.
@@ -36,10 +37,10 @@
 //!   emitting thread without blocking.
 //! * [`registry`]: link-section registration, ids, duplicates, selection by
 //!   name, glob or regex.
-//! * [`ring`]: per-thread rings of packets, the emit path, loss counters and
-//!   the consistent snapshot.
+//! * The rings (private: `ring/`): per-thread rings of packets, the emit path,
+//!   loss counters ([`stats`], [`Drops`]) and the consistent snapshot.
 //! * [`clock`]: TSC or fallback clock, calibration.
-//! * [`mod@save`]: the trace directory, written atomically.
+//! * [`save()`](fn@save), [`save_to`]: the trace directory, written atomically.
 //! * [`config`]: `TAPE_TRACE*` variables and the [`Config`] builder.
 //! * [`crash`]: dump on crash: the trace saved on a panic or a fatal signal,
 //!   with a `tape.crash` event, from an async-signal-safe handler.
@@ -60,11 +61,11 @@
 //! | floor | modules | what they are |
 //! |---|---|---|
 //! | control | `config`, [`control`], [`crash`] | the composition root (the environment, the builder, the guard), `tape ctl`, dump on crash |
-//! | features | [`probe`], [`filter`], [`trigger`], [`traced`](mod@traced), [`latency`], [`printk`](mod@printk), `snapshot` | what runs at a tracepoint or beside the rings |
-//! | storage | [`ring`], [`mod@save`] | per-thread rings, the emit path, snapshots, shared ring files, trace directories |
+//! | features | [`probe`], [`filter`], [`trigger`], `traced`, [`latency`], `printk`, `snapshot` | what runs at a tracepoint or beside the rings |
+//! | storage | `ring`, `save` | per-thread rings, the emit path, snapshots, shared ring files, trace directories |
 //! | schema | `metadata`, `template` | the CTF description of a trace, and the same with holes |
-//! | model | [`point`], [`registry`] | the tracepoint and its state word; the set of them, `printk!` sites |
-//! | base | `error`, `sys`, `knobs`, [`clock`], [`field`], [`layer_losses`] | errors, OS helpers, the settings every floor reads, time, field types |
+//! | model | `point`, [`registry`] | the tracepoint and its state word; the set of them, `printk!` sites |
+//! | base | `error`, `sys`, `knobs`, [`clock`], [`field`], `layer_losses` | errors, OS helpers, the settings every floor reads, time, field types |
 //!
 //! ## Guarantees
 //!
@@ -78,6 +79,10 @@
 
 extern crate self as tape;
 
+// The modules shown are what an instrumented program uses (ten: held by
+// `tests/it/public_items.rs`); the rest are private, and what the macros
+// and tape's other crates need of them goes through the hidden doors below
+// (`__private`, `__consumer`).
 pub mod clock;
 pub mod config;
 pub mod control;
@@ -89,20 +94,20 @@ pub mod field;
 pub mod filter;
 mod knobs;
 pub mod latency;
-pub mod layer_losses;
+mod layer_losses;
 mod metadata;
-pub mod point;
-pub mod printk;
+mod point;
+mod printk;
 pub mod probe;
 pub mod registry;
-pub mod ring;
-pub mod save;
+mod ring;
+mod save;
 mod snapshot_thread;
 mod sys;
 mod template;
-pub mod traced;
+mod traced;
 pub mod trigger;
-pub mod usdt;
+mod usdt;
 mod view;
 
 pub use config::{init, ClockChoice, Config, Guard, Mode};
@@ -139,7 +144,7 @@ pub use tape_macros::notrace;
 /// Traces a function, the methods of an `impl` or the functions of an
 /// inline module: each call records its entry and exit as the tracepoints
 /// `fn.<module path>.<function>.entry` / `.exit` (ftrace's function and
-/// function_graph tracers; see [`traced`](mod@traced)).
+/// function_graph tracers; the guide's chapter 7, `docs/07-function-tracer.md`).
 ///
 /// ```
 /// #[tape::traced]
@@ -321,6 +326,24 @@ pub mod __private {
     pub use crate::usdt::USDT_SITES;
     pub use crate::FAST_PATH;
     pub use linkme;
+
+    /// What `printk!` expands to.
+    pub mod printk {
+        pub use crate::printk::*;
+    }
+    /// What `#[tape::traced]` and tape-tracing's callsites use: the call
+    /// and span descriptions, the entry and exit kinds.
+    pub mod traced {
+        pub use crate::traced::*;
+    }
+    /// What `tape::usdt!`'s notes and the USDT tools' tests use.
+    pub mod usdt {
+        pub use crate::usdt::*;
+    }
+    /// tape-tracing's loss counters, registered for the traces' losses.
+    pub mod layer_losses {
+        pub use crate::layer_losses::*;
+    }
 }
 
 /// What a consumer in another process uses of the shared rings: the
@@ -337,7 +360,10 @@ pub mod __consumer {
         civil_utc, clock_description, frequency, offsets, pairs_of_source, to_realtime_ns,
         MIN_CALIBRATION,
     };
-    pub use crate::ring::{dirs, shm, Drops, PacketMeta, Ring, StreamStop, CLAIM_PATIENCE};
+    pub use crate::ring::{
+        dirs, shm, Drops, PacketMeta, Ring, StreamStop, CLAIM_PATIENCE, MAX_EXITED_RINGS,
+    };
+    pub use crate::save::PACKET_MAGIC;
     pub use crate::save::{
         losses_packet, losses_packet_size, write_atomically, write_file, write_streams, Context,
     };

@@ -324,7 +324,7 @@ impl Tracepoint {
     }
 }
 
-/// Whether a state word asks for anything (the [`ACTIVE`] bit): the test
+/// Whether a state word asks for anything (the `ACTIVE` bit): the test
 /// of the disabled path.
 #[inline(always)]
 pub fn is_active(state: u64) -> bool {
@@ -368,7 +368,7 @@ pub(crate) fn swap_tracing_on(on: bool) -> bool {
 }
 
 /// The prefix of the names of traced functions' tracepoints
-/// (`#[tape::traced]`, see [`crate::traced`](mod@crate::traced)): `fn.<module path>.<function>`
+/// (`#[tape::traced]`): `fn.<module path>.<function>`
 /// then one of the suffixes below. The registry selects a function's
 /// tracepoints by its name; the model keeps the rule so that both read it.
 pub const PREFIX: &str = "fn.";

@@ -178,7 +178,7 @@ impl Field for Args<'_> {
 }
 
 /// Records a print whose format is applied only when the trace is read:
-/// `tape::printk!("queue {} is {} deep", q, depth)`. See the [`printk`](mod@crate::printk) module.
+/// `tape::printk!("queue {} is {} deep", q, depth)`. See the guide's first chapter (`docs/01-instrument.md`).
 ///
 /// A format that does not match its arguments does not compile:
 ///
@@ -188,17 +188,17 @@ impl Field for Args<'_> {
 #[macro_export]
 macro_rules! printk {
     ($fmt:literal $(, $arg:expr)* $(,)?) => {{
-        static SITE: $crate::printk::Site =
-            $crate::printk::Site::new($fmt, ::core::file!(), ::core::line!());
-        #[$crate::__private::linkme::distributed_slice($crate::printk::SITES)]
+        static SITE: $crate::__private::printk::Site =
+            $crate::__private::printk::Site::new($fmt, ::core::file!(), ::core::line!());
+        #[$crate::__private::linkme::distributed_slice($crate::__private::printk::SITES)]
         #[linkme(crate = $crate::__private::linkme)]
-        static REGISTER: &$crate::printk::Site = &SITE;
+        static REGISTER: &$crate::__private::printk::Site = &SITE;
         if false {
             // The format checked against the arguments, at compile time only.
             let _ = ::core::format_args!($fmt $(, $arg)*);
         }
-        if $crate::printk::enabled() {
-            $crate::printk::emit(&SITE, &[$($crate::printk::Arg::from(&$arg)),*]);
+        if $crate::__private::printk::enabled() {
+            $crate::__private::printk::emit(&SITE, &[$($crate::__private::printk::Arg::from(&$arg)),*]);
         }
     }};
 }

@@ -27,7 +27,7 @@ use crate::point::{function_of, EXIT, RET};
 #[linkme::distributed_slice]
 pub static TRACEPOINTS: [&'static Tracepoint];
 
-/// One `printk!` call site (see [`crate::printk`](mod@crate::printk)), registered at link
+/// One `printk!` call site (see [`crate::printk!`]), registered at link
 /// time as tracepoints are; its id is its index among the sorted sites.
 #[derive(Debug)]
 pub struct PrintkSite {

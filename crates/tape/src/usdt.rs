@@ -116,7 +116,7 @@ const fn name_byte(b: u8) -> u8 {
 }
 
 /// Writes `part` of a tracepoint name into `out` at `at` as an SDT name
-/// (the [module rule](self)), then its NUL; the index after it.
+/// (the module's rule), then its NUL; the index after it.
 const fn put_name(out: &mut [u8; NOTE_BYTES], mut at: usize, part: &[u8]) -> usize {
     if part.is_empty() || part[0].is_ascii_digit() {
         out[at] = b'_';
@@ -223,7 +223,7 @@ pub const fn note_part(strings: &'static [u8; NOTE_BYTES], k: usize) -> &'static
 }
 
 /// The SDT provider and probe names of the tracepoint named `tracepoint`
-/// (the [module rule](self)), as `tracepoint!` and `#[traced]` write them.
+/// (the module's rule), as `tracepoint!` and `#[traced]` write them.
 pub fn names(tracepoint: &str) -> (String, String) {
     let ident = |s: &str| {
         let mut out: String = s.bytes().map(|b| name_byte(b) as char).collect();

@@ -63,7 +63,7 @@ fn emits_from_thread_local_destructors_never_panic() {
 }
 
 /// Threads that come and go without a save: at most
-/// `tape::ring::MAX_EXITED_RINGS` rings of exited threads are kept; the
+/// `tape::__consumer::MAX_EXITED_RINGS` rings of exited threads are kept; the
 /// events of the older ones are counted as lost, exactly.
 #[test]
 fn rings_of_exited_threads_are_bounded_and_their_loss_counted() {
@@ -75,13 +75,13 @@ fn rings_of_exited_threads_are_bounded_and_their_loss_counted() {
         .expect("init");
     _g.disarm();
     let before = tape::stats();
-    let threads = tape::ring::MAX_EXITED_RINGS + 40;
+    let threads = tape::__consumer::MAX_EXITED_RINGS + 40;
     for _ in 0..threads {
         std::thread::spawn(|| (0..10).for_each(bye)).join().unwrap();
     }
     let after = tape::stats();
-    assert_eq!(after.exited_rings, tape::ring::MAX_EXITED_RINGS);
-    let freed = (before.exited_rings + threads - tape::ring::MAX_EXITED_RINGS) as u64;
+    assert_eq!(after.exited_rings, tape::__consumer::MAX_EXITED_RINGS);
+    let freed = (before.exited_rings + threads - tape::__consumer::MAX_EXITED_RINGS) as u64;
     assert_eq!(
         after.lost_with_exited_rings - before.lost_with_exited_rings,
         10 * freed

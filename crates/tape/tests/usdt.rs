@@ -12,8 +12,8 @@ tape::tracepoint! {
     pub fn usdt_probe_hit(n: u32, text: &str, ok: bool) = "usdt_test.probe.hit";
 }
 
-fn site() -> &'static tape::usdt::UsdtSite {
-    tape::usdt::USDT_SITES
+fn site() -> &'static tape::__private::usdt::UsdtSite {
+    tape::__private::usdt::USDT_SITES
         .iter()
         .find(|s| s.tracepoint.name() == "usdt_test.probe.hit")
         .expect("tracepoint! registers an SDT site")
@@ -30,10 +30,10 @@ fn a_semaphore_set_by_a_tool_activates_the_tracepoint_and_its_return_restores_it
     assert!(!usdt_probe_hit::enabled());
     // The kernel's increment when a uprobe with this semaphore attaches.
     s.semaphore.fetch_add(1, Ordering::Relaxed);
-    tape::usdt::look();
+    tape::__private::usdt::look();
     assert!(usdt_probe_hit::enabled(), "{:#x}", tp.state());
     assert_eq!(
-        tape::usdt::attached(tp),
+        tape::__private::usdt::attached(tp),
         Some(("usdt_test", "probe_hit", true))
     );
     // The site runs (a nop here: no uprobe), with each kind of argument.
@@ -42,15 +42,15 @@ fn a_semaphore_set_by_a_tool_activates_the_tracepoint_and_its_return_restores_it
     }
     // A second tool, then both leave: attached until the last one goes.
     s.semaphore.fetch_add(1, Ordering::Relaxed);
-    tape::usdt::look();
+    tape::__private::usdt::look();
     s.semaphore.fetch_sub(1, Ordering::Relaxed);
-    tape::usdt::look();
+    tape::__private::usdt::look();
     assert!(usdt_probe_hit::enabled());
     s.semaphore.fetch_sub(1, Ordering::Relaxed);
-    tape::usdt::look();
+    tape::__private::usdt::look();
     assert!(!usdt_probe_hit::enabled());
     assert_eq!(
-        tape::usdt::attached(tp),
+        tape::__private::usdt::attached(tp),
         Some(("usdt_test", "probe_hit", false))
     );
     assert_eq!(tp.state(), before, "the state word as before");
@@ -65,7 +65,7 @@ fn traced_step(n: u32) -> u32 {
 
 #[test]
 fn a_traced_function_is_an_sdt_probe_too() {
-    let entry = tape::usdt::USDT_SITES
+    let entry = tape::__private::usdt::USDT_SITES
         .iter()
         .find(|s| s.tracepoint.name() == "fn.usdt.traced_step.entry")
         .expect("#[traced] registers an SDT site");
@@ -77,12 +77,12 @@ fn a_traced_function_is_an_sdt_probe_too() {
     tape::tracepoints();
     let before = tp.state();
     entry.semaphore.fetch_add(1, Ordering::Relaxed);
-    tape::usdt::look();
-    assert!(tape::point::is_active(tp.state()), "{:#x}", tp.state());
+    tape::__private::usdt::look();
+    assert!(tape::__private::is_active(tp.state()), "{:#x}", tp.state());
     // The site runs with the payload (a nop here: no uprobe).
     assert_eq!(traced_step(1), 2);
     entry.semaphore.fetch_sub(1, Ordering::Relaxed);
-    tape::usdt::look();
+    tape::__private::usdt::look();
     assert_eq!(tp.state(), before, "the state word as before");
 }
 
@@ -103,18 +103,18 @@ fn note_strings_hold_the_names_and_arguments_exactly() {
         ("fn.app.Ünïcode.f.exit", "", "fn", "app___n__code_f_exit"),
     ];
     for (tracepoint, args, provider, probe) in cases {
-        let strings = tape::usdt::note_strings(tracepoint, args);
+        let strings = tape::__private::usdt::note_strings(tracepoint, args);
         let want = format!("{provider}\0{probe}\0{args}\0");
-        let len = tape::usdt::note_len(&strings);
+        let len = tape::__private::usdt::note_len(&strings);
         assert_eq!(&strings[..len], want.as_bytes(), "{tracepoint}");
         assert!(strings[len..].iter().all(|&b| b == 0), "{tracepoint}");
         assert_eq!(
-            tape::usdt::names(tracepoint),
+            tape::__private::usdt::names(tracepoint),
             (provider.to_owned(), probe.to_owned()),
             "{tracepoint}"
         );
-        let word: Vec<u8> = (0..tape::usdt::NOTE_WORDS)
-            .flat_map(|i| tape::usdt::note_word(&strings, i).to_le_bytes())
+        let word: Vec<u8> = (0..tape::__private::usdt::NOTE_WORDS)
+            .flat_map(|i| tape::__private::usdt::note_word(&strings, i).to_le_bytes())
             .collect();
         assert_eq!(word, strings, "{tracepoint}");
     }
@@ -122,15 +122,15 @@ fn note_strings_hold_the_names_and_arguments_exactly() {
 
 #[test]
 fn sdt_names_follow_the_stated_rule() {
-    let names: Vec<(&str, &str, &str)> = tape::usdt::USDT_SITES
+    let names: Vec<(&str, &str, &str)> = tape::__private::usdt::USDT_SITES
         .iter()
         .map(|s| (s.tracepoint.name(), s.provider, s.name))
         .collect();
     for (tracepoint, provider, name) in &names {
         assert_eq!(
-            tape::usdt::names(tracepoint),
+            tape::__private::usdt::names(tracepoint),
             (provider.to_string(), name.to_string()),
-            "tracepoint! and #[traced] write the rule of tape::usdt::names"
+            "tracepoint! and #[traced] write the rule of tape::__private::usdt::names"
         );
         let ok = |s: &str| {
             !s.is_empty()
@@ -181,7 +181,7 @@ tape::tracepoint! {
 /// watcher held at the fork.
 #[test]
 fn a_child_forked_with_a_tool_attached_goes_on() {
-    let s = tape::usdt::USDT_SITES
+    let s = tape::__private::usdt::USDT_SITES
         .iter()
         .find(|s| s.tracepoint.name() == "usdt_test.fork.hit")
         .unwrap();
@@ -190,18 +190,18 @@ fn a_child_forked_with_a_tool_attached_goes_on() {
     tape::tracepoints();
     let before = tp.state();
     s.semaphore.fetch_add(1, Ordering::Relaxed);
-    tape::usdt::look();
-    assert_eq!(tape::usdt::attached(tp).map(|a| a.2), Some(true));
+    tape::__private::usdt::look();
+    assert_eq!(tape::__private::usdt::attached(tp).map(|a| a.2), Some(true));
     // SAFETY: the child calls only what the test states (atomics, the
     // tracepoint's probe path, a bounded look), then `_exit`.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork");
     if pid == 0 {
-        let on = tape::usdt::attached(tp).is_some_and(|a| a.2);
+        let on = tape::__private::usdt::attached(tp).is_some_and(|a| a.2);
         for n in 0..10 {
             usdt_fork_hit(n);
         }
-        tape::usdt::look();
+        tape::__private::usdt::look();
         let still = usdt_fork_hit::enabled();
         // SAFETY: ends the child without running the parent's destructors.
         unsafe { libc::_exit(if on && still { 0 } else { 1 }) };
@@ -222,7 +222,7 @@ fn a_child_forked_with_a_tool_attached_goes_on() {
         "{status:#x}"
     );
     s.semaphore.fetch_sub(1, Ordering::Relaxed);
-    tape::usdt::look();
+    tape::__private::usdt::look();
     assert_eq!(tp.state(), before);
 }
 
@@ -233,12 +233,20 @@ fn a_child_forked_with_a_tool_attached_goes_on() {
 /// probes go and the words are as before.
 #[test]
 fn tracepoints_made_at_run_time_fire_tape_runtime_event() {
-    static EARLY: tape::TracepointDesc =
-        tape::traced::call_desc("usdt_test.runtime.early", file!(), line!(), module_path!());
-    static LATE: tape::TracepointDesc =
-        tape::traced::call_desc("usdt_test.runtime.late", file!(), line!(), module_path!());
+    static EARLY: tape::TracepointDesc = tape::__private::traced::call_desc(
+        "usdt_test.runtime.early",
+        file!(),
+        line!(),
+        module_path!(),
+    );
+    static LATE: tape::TracepointDesc = tape::__private::traced::call_desc(
+        "usdt_test.runtime.late",
+        file!(),
+        line!(),
+        module_path!(),
+    );
     let early = tape::registry::register(&EARLY).unwrap();
-    let site = tape::usdt::USDT_SITES
+    let site = tape::__private::usdt::USDT_SITES
         .iter()
         .find(|s| s.tracepoint.name() == "tape.runtime_event")
         .unwrap();
@@ -249,18 +257,18 @@ fn tracepoints_made_at_run_time_fire_tape_runtime_event() {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, Vec<u8>)>::new()));
     let _watch = {
         let seen = seen.clone();
-        tape::usdt::runtime_event::attach(move |name: &&str, payload: &&[u8]| {
+        tape::__private::usdt::runtime_event::attach(move |name: &&str, payload: &&[u8]| {
             seen.lock()
                 .unwrap()
                 .push((name.to_string(), payload.to_vec()));
         })
     };
     site.semaphore.fetch_add(1, Ordering::Relaxed);
-    tape::usdt::look();
+    tape::__private::usdt::look();
     let late = tape::registry::register(&LATE).unwrap();
-    tape::usdt::cover(late);
+    tape::__private::usdt::cover(late);
     for (tp, depth) in [(early, 7u32), (late, 9u32)] {
-        tape::traced::record_payload(tp, tp.state(), &(depth,));
+        tape::__private::traced::record_payload(tp, tp.state(), &(depth,));
     }
     assert_eq!(
         *seen.lock().unwrap(),
@@ -276,7 +284,7 @@ fn tracepoints_made_at_run_time_fire_tape_runtime_event() {
         ]
     );
     site.semaphore.fetch_sub(1, Ordering::Relaxed);
-    tape::usdt::look();
+    tape::__private::usdt::look();
     assert_eq!(early.state(), before, "the state word as before");
     assert!(!tape::__private::is_active(late.state()));
 }

@@ -17,7 +17,7 @@ use flight::{flight_command, text, user_dir, wait_for_rings};
 use pipeline::TAPE;
 
 /// How long a save may wait for a ring held by another copier
-/// (`tape::ring::CLAIM_PATIENCE`, 1 s) and still be on time: the bound
+/// (`tape::__consumer::CLAIM_PATIENCE`, 1 s) and still be on time: the bound
 /// these tests state for a `tape ctl PID save` and for an exit.
 const SAVE_BOUND: Duration = Duration::from_secs(5);
 

@@ -1,6 +1,6 @@
 //! The latency snapshots a followed process saves, as its ring directory
 //! lists them (`snapshots`, a path a line, appended whole by the program:
-//! `tape::ring::shm::note_snapshot`), read as they come, each once.
+//! `tape::__consumer::shm::note_snapshot`), read as they come, each once.
 
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};

@@ -101,18 +101,20 @@ impl Drop for Section {
 #[macro_export]
 macro_rules! __latency_section {
     ($name:literal) => {{
-        static __TAPE_SECTION_ENTRY_DESC: $crate::TracepointDesc = $crate::traced::call_desc(
-            ::core::concat!("latency.", $name, ".entry"),
-            ::core::file!(),
-            ::core::line!(),
-            ::core::module_path!(),
-        );
-        static __TAPE_SECTION_EXIT_DESC: $crate::TracepointDesc = $crate::traced::call_desc(
-            ::core::concat!("latency.", $name, ".exit"),
-            ::core::file!(),
-            ::core::line!(),
-            ::core::module_path!(),
-        );
+        static __TAPE_SECTION_ENTRY_DESC: $crate::TracepointDesc =
+            $crate::__private::traced::call_desc(
+                ::core::concat!("latency.", $name, ".entry"),
+                ::core::file!(),
+                ::core::line!(),
+                ::core::module_path!(),
+            );
+        static __TAPE_SECTION_EXIT_DESC: $crate::TracepointDesc =
+            $crate::__private::traced::call_desc(
+                ::core::concat!("latency.", $name, ".exit"),
+                ::core::file!(),
+                ::core::line!(),
+                ::core::module_path!(),
+            );
         static __TAPE_SECTION_ENTRY: $crate::Tracepoint =
             $crate::Tracepoint::new(&__TAPE_SECTION_ENTRY_DESC);
         static __TAPE_SECTION_EXIT: $crate::Tracepoint =

@@ -43,7 +43,7 @@
 //! The emitting thread never blocks, locks, allocates or makes a system
 //! call for a trigger: `traceon` / `traceoff` / `enable_event` /
 //! `disable_event` change state words with atomic read-modify-writes (one
-//! per tracepoint for tracing on/off, see [`crate::point`]); `stacktrace`
+//! per tracepoint for tracing on/off, see [`crate::Tracepoint`]); `stacktrace`
 //! walks the stack with the unwinder (`backtrace::trace_unsynchronized`,
 //! return addresses into a stack array) and records them; `snapshot` only
 //! counts a request, which the `tape-trigger` thread takes within
