@@ -159,178 +159,35 @@ pub(crate) fn pipe(
     format: Format,
     events: Option<(globset::GlobSet, Vec<String>)>,
 ) -> Result<(), Failure> {
-    let dir = tape_consumer::recover::find_running(target, crate::reader::STARTING)
-        .map_err(|e| e.to_string())?;
-    // A pipe that prints some events only peeks: it leaves them all to the
-    // next reader (module docs).
-    let peek = events.is_some();
-    let mut reader = if peek {
-        tape_consumer::record::Recorder::attach_peek(&dir)
-    } else {
-        tape_consumer::record::Recorder::attach_live(&dir)
-    }
-    .map_err(|e| e.to_string())?;
-    let text = reader.metadata().map_err(|e| e.to_string())?;
-    let trace = tape_ctf::parse_metadata(&text)
-        .map_err(|e| format!("the metadata of process {}: {e}", reader.pid()))?
-        .trace;
-    let plan = Arc::new(TracePlan::new(&trace).map_err(|e| format!("the metadata: {e}"))?);
-    // A pattern that matches no event yet is said (a tracepoint registered
-    // later may match it: the pipe goes on, as a pending TAPE_TRACE does).
-    let events = events.map(|(g, patterns)| {
-        let names = trace.events.iter().map(|c| c.name.clone()).collect();
-        for p in &patterns {
-            if crate::select::each_matches("--events", std::slice::from_ref(p), &names, "event")
-                .is_err()
-            {
-                crate::output::say!(
-                    "tape pipe: --events {p:?} matches no event of process {} yet{}: going on",
-                    reader.pid(),
-                    crate::select::nearest(p, &names)
-                );
-            }
-        }
-        g
-    });
-    let packet_file = Arc::new(crate::reader::packet_file()?);
+    let mut p = Pipe::open(target, format, events)?;
     crate::reader::catch_stop();
     let mut out = std::io::stdout().lock();
-    let mut rings: HashMap<usize, Ring> = HashMap::new();
-    let mut held: Vec<Held> = Vec::new();
-    let mut order = 0u64;
-    let mut time = LineTime::default();
-    let mut last_printed: Option<i128> = None;
     let mut idle = Duration::from_millis(1);
     let mut checked = Instant::now();
-    let mut failed: Option<String> = None;
     let mut ended = false;
-    let mut symbols = crate::symbols::Symbols::default();
     let mut unshared_said = 0;
     loop {
-        let unshared = reader.unshared_rings();
+        let unshared = p.reader.unshared_rings();
         if unshared > unshared_said {
             unshared_said = unshared;
             crate::output::say!(
                 "tape pipe: process {} has {unshared} ring(s) in private memory (past \
                  TAPE_SHM_MAX, or no room): their threads' events are not seen here",
-                reader.pid()
+                p.reader.pid()
             );
         }
         if crate::reader::stopped() {
             ended = true;
         } else if checked.elapsed() >= Duration::from_millis(50) {
             checked = Instant::now();
-            ended = !reader.process_alive();
+            ended = !p.reader.process_alive();
         }
         // Every ring is read after this moment (see the module docs).
         let turn = tape::clock::realtime_ns();
-        let chunks = reader.poll_chunks().map_err(|e| e.to_string())?;
+        let chunks = p.reader.poll_chunks().map_err(|e| e.to_string())?;
         let came = !chunks.is_empty();
         for c in chunks {
-            let ring = rings.entry(c.stream).or_default();
-            let name = reader.stream_name(c.stream);
-            let ring_id = c.stream;
-            // Where each event ends in the ring: its packet and offset.
-            let head = reader.packet_head_size(c.stream);
-            let seq = if c.closed { c.end.0 - 1 } else { c.end.0 };
-            let content = c.packet.len().saturating_sub(head);
-            // The losses since the last chunk (both lines at the first
-            // event's time, known once decoded).
-            // Events the pipe before may have printed are not lost: said
-            // apart (module docs).
-            let gone = c.lost.overwritten - c.maybe_printed.min(c.lost.overwritten);
-            let overwritten = gone - ring.overwritten.min(gone);
-            ring.overwritten = gone;
-            let doubted = c.maybe_printed - ring.maybe_printed.min(c.maybe_printed);
-            ring.maybe_printed = c.maybe_printed;
-            if doubted > 0 {
-                crate::output::say!(
-                    "tape pipe: {doubted} event(s) of {name} that the pipe before may have \
-                     printed (it was killed between printing them and marking them printed) \
-                     were overwritten before this one started: not printed again, not \
-                     counted lost"
-                );
-            }
-            // Marked where this pipe begins, if no reader did: a write's
-            // doubt counts from the ring's mark (module docs).
-            if !peek && reader.mark(c.stream).is_none() {
-                reader.set_mark(c.stream, (seq, c.offset), c.before);
-            }
-            let by_owner = c.lost.total() - c.lost.overwritten;
-            let dropped = by_owner.saturating_sub(*ring.dropped.get_or_insert(by_owner));
-            ring.dropped = ring.dropped.max(Some(by_owner));
-            if let Err(e) = crate::reader::put_packet(&packet_file, &c.packet) {
-                failed = Some(format!("the copy of ring {name}'s packet (in memory): {e}"));
-                break;
-            }
-            // The stream is named by its ring (as in a saved trace).
-            let stream = StreamReader::from_file(
-                plan.clone(),
-                Arc::clone(&packet_file),
-                &PathBuf::from(&name),
-                c.packet.len() as u64,
-            );
-            let mut lost_at: Option<i128> = None;
-            let (before, end) = (c.before, c.end);
-            let offset = c.offset;
-            let decoded = decode(
-                stream,
-                format,
-                events.as_ref(),
-                &mut symbols,
-                |t, rest, n, at| {
-                    lost_at.get_or_insert(t);
-                    order += 1;
-                    let into = (at as usize).saturating_sub(head);
-                    let cursor = if into >= content {
-                        end
-                    } else {
-                        (seq, offset + into)
-                    };
-                    let line = ring.push(Some((cursor, before + n)));
-                    held.push(Held {
-                        t,
-                        order,
-                        rest,
-                        ring: ring_id,
-                        line,
-                    });
-                },
-            );
-            let n = match decoded {
-                Ok(n) => n,
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            };
-            if c.events.is_none() {
-                reader.took(c.stream, n);
-            }
-            for lost in [overwritten, dropped].into_iter().filter(|&n| n > 0) {
-                let t = lost_at.map_or(i128::MIN, |t| t - 1);
-                order += 1;
-                let line = ring.push(None);
-                held.push(Held {
-                    t,
-                    order,
-                    rest: lost_line(format, lost, t, &name),
-                    ring: ring_id,
-                    line,
-                });
-            }
-            // A chunk with no event to print (none shown) ends where it
-            // ends once the lines before it are out.
-            if n == 0 {
-                let line = ring.push(Some((c.end, c.before)));
-                if let Some((cursor, events)) = ring.printed(line).filter(|_| !peek) {
-                    reader.set_mark(c.stream, cursor, events);
-                }
-            }
-            reader.recycle(c.packet);
-        }
-        if let Some(e) = failed.take() {
-            return Err(Failure::Error(e));
+            p.take(c).map_err(Failure::Error)?;
         }
         // Print what the window has passed (everything at the end).
         let horizon = if ended {
@@ -338,17 +195,212 @@ pub(crate) fn pipe(
         } else {
             turn - WINDOW.as_nanos() as i128
         };
-        held.sort_by_key(|h| (h.t, h.order));
-        let ready = held.partition_point(|h| h.t <= horizon);
+        p.print(&mut out, horizon)?;
+        if ended {
+            return Ok(());
+        }
+        idle = if came {
+            Duration::from_millis(1)
+        } else {
+            (idle * 2).min(Duration::from_millis(10))
+        };
+        std::thread::sleep(idle);
+    }
+}
+
+/// A pipe's reader and what it holds between turns: the lines decoded and
+/// not yet printed (the window), each ring's lines and losses.
+struct Pipe {
+    reader: tape_consumer::record::Recorder,
+    format: Format,
+    /// The events shown (`--events`), or all.
+    events: Option<globset::GlobSet>,
+    /// It only peeks (`--events`): it leaves every event to the next
+    /// reader, and moves no mark (module docs).
+    peek: bool,
+    plan: Arc<TracePlan>,
+    packet_file: Arc<std::fs::File>,
+    rings: HashMap<usize, Ring>,
+    held: Vec<Held>,
+    order: u64,
+    time: LineTime,
+    last_printed: Option<i128>,
+    symbols: crate::symbols::Symbols,
+}
+
+impl Pipe {
+    /// Attaches to the process `target` names and reads its metadata; a
+    /// pattern of `events` that matches no event yet is said (a
+    /// tracepoint registered later may match it: the pipe goes on, as a
+    /// pending TAPE_TRACE does).
+    fn open(
+        target: &str,
+        format: Format,
+        events: Option<(globset::GlobSet, Vec<String>)>,
+    ) -> Result<Pipe, Failure> {
+        let dir = tape_consumer::recover::find_running(target, crate::reader::STARTING)
+            .map_err(|e| e.to_string())?;
+        let peek = events.is_some();
+        let reader = if peek {
+            tape_consumer::record::Recorder::attach_peek(&dir)
+        } else {
+            tape_consumer::record::Recorder::attach_live(&dir)
+        }
+        .map_err(|e| e.to_string())?;
+        let text = reader.metadata().map_err(|e| e.to_string())?;
+        let trace = tape_ctf::parse_metadata(&text)
+            .map_err(|e| format!("the metadata of process {}: {e}", reader.pid()))?
+            .trace;
+        let plan = Arc::new(TracePlan::new(&trace).map_err(|e| format!("the metadata: {e}"))?);
+        let events = events.map(|(g, patterns)| {
+            let names = trace.events.iter().map(|c| c.name.clone()).collect();
+            for p in &patterns {
+                if crate::select::each_matches("--events", std::slice::from_ref(p), &names, "event")
+                    .is_err()
+                {
+                    crate::output::say!(
+                        "tape pipe: --events {p:?} matches no event of process {} yet{}: going on",
+                        reader.pid(),
+                        crate::select::nearest(p, &names)
+                    );
+                }
+            }
+            g
+        });
+        Ok(Pipe {
+            reader,
+            format,
+            events,
+            peek,
+            plan,
+            packet_file: Arc::new(crate::reader::packet_file()?),
+            rings: HashMap::new(),
+            held: Vec::new(),
+            order: 0,
+            time: LineTime::default(),
+            last_printed: None,
+            symbols: crate::symbols::Symbols::default(),
+        })
+    }
+
+    /// Decodes chunk `c` into lines held for the window, with a line for
+    /// each loss since the ring's last chunk.
+    fn take(&mut self, c: tape_consumer::record::Chunk) -> Result<(), String> {
+        let reader = &mut self.reader;
+        let ring = self.rings.entry(c.stream).or_default();
+        let name = reader.stream_name(c.stream);
+        let ring_id = c.stream;
+        // Where each event ends in the ring: its packet and offset.
+        let head = reader.packet_head_size(c.stream);
+        let seq = if c.closed { c.end.0 - 1 } else { c.end.0 };
+        let content = c.packet.len().saturating_sub(head);
+        // The losses since the last chunk (both lines at the first
+        // event's time, known once decoded).
+        // Events the pipe before may have printed are not lost: said
+        // apart (module docs).
+        let gone = c.lost.overwritten - c.maybe_printed.min(c.lost.overwritten);
+        let overwritten = gone - ring.overwritten.min(gone);
+        ring.overwritten = gone;
+        let doubted = c.maybe_printed - ring.maybe_printed.min(c.maybe_printed);
+        ring.maybe_printed = c.maybe_printed;
+        if doubted > 0 {
+            crate::output::say!(
+                "tape pipe: {doubted} event(s) of {name} that the pipe before may have \
+                 printed (it was killed between printing them and marking them printed) \
+                 were overwritten before this one started: not printed again, not \
+                 counted lost"
+            );
+        }
+        // Marked where this pipe begins, if no reader did: a write's
+        // doubt counts from the ring's mark (module docs).
+        if !self.peek && reader.mark(c.stream).is_none() {
+            reader.set_mark(c.stream, (seq, c.offset), c.before);
+        }
+        let by_owner = c.lost.total() - c.lost.overwritten;
+        let dropped = by_owner.saturating_sub(*ring.dropped.get_or_insert(by_owner));
+        ring.dropped = ring.dropped.max(Some(by_owner));
+        crate::reader::put_packet(&self.packet_file, &c.packet)
+            .map_err(|e| format!("the copy of ring {name}'s packet (in memory): {e}"))?;
+        // The stream is named by its ring (as in a saved trace).
+        let stream = StreamReader::from_file(
+            self.plan.clone(),
+            Arc::clone(&self.packet_file),
+            &PathBuf::from(&name),
+            c.packet.len() as u64,
+        );
+        let mut lost_at: Option<i128> = None;
+        let (before, end) = (c.before, c.end);
+        let offset = c.offset;
+        let (order, held) = (&mut self.order, &mut self.held);
+        let n = decode(
+            stream,
+            self.format,
+            self.events.as_ref(),
+            &mut self.symbols,
+            |t, rest, n, at| {
+                lost_at.get_or_insert(t);
+                *order += 1;
+                let into = (at as usize).saturating_sub(head);
+                let cursor = if into >= content {
+                    end
+                } else {
+                    (seq, offset + into)
+                };
+                let line = ring.push(Some((cursor, before + n)));
+                held.push(Held {
+                    t,
+                    order: *order,
+                    rest,
+                    ring: ring_id,
+                    line,
+                });
+            },
+        )?;
+        if c.events.is_none() {
+            reader.took(c.stream, n);
+        }
+        for lost in [overwritten, dropped].into_iter().filter(|&n| n > 0) {
+            let t = lost_at.map_or(i128::MIN, |t| t - 1);
+            *order += 1;
+            let line = ring.push(None);
+            held.push(Held {
+                t,
+                order: *order,
+                rest: lost_line(self.format, lost, t, &name),
+                ring: ring_id,
+                line,
+            });
+        }
+        // A chunk with no event to print (none shown) ends where it
+        // ends once the lines before it are out.
+        if n == 0 {
+            let line = ring.push(Some((c.end, c.before)));
+            if let Some((cursor, events)) = ring.printed(line).filter(|_| !self.peek) {
+                reader.set_mark(c.stream, cursor, events);
+            }
+        }
+        reader.recycle(c.packet);
+        Ok(())
+    }
+
+    /// Prints the lines held up to `horizon`, in time order, and moves
+    /// each ring's mark past its last event printed.
+    fn print(&mut self, out: &mut impl Write, horizon: i128) -> Result<(), Failure> {
+        self.held.sort_by_key(|h| (h.t, h.order));
+        let ready = self.held.partition_point(|h| h.t <= horizon);
         let mut buf = TextBuf::new();
         let mut stamp = TextBuf::new();
         let mut printed: Vec<(usize, u64)> = Vec::new();
-        for h in held.drain(..ready) {
-            if format == Format::Text && !h.rest.starts_with(b"[LOST") {
+        for h in self.held.drain(..ready) {
+            if self.format == Format::Text && !h.rest.starts_with(b"[LOST") {
                 stamp.clear();
-                time.write(&mut stamp, h.t);
-                write_line_prefix(&mut buf, stamp.as_slice(), last_printed.map(|l| h.t - l));
-                last_printed = Some(h.t);
+                self.time.write(&mut stamp, h.t);
+                write_line_prefix(
+                    &mut buf,
+                    stamp.as_slice(),
+                    self.last_printed.map(|l| h.t - l),
+                );
+                self.last_printed = Some(h.t);
             }
             buf.put(&h.rest);
             printed.push((h.ring, h.line));
@@ -356,10 +408,10 @@ pub(crate) fn pipe(
         if !buf.is_empty() {
             // The events about to go out are in doubt until their marks
             // are stored (a pipe killed in between leaves that to the next).
-            if !peek {
+            if !self.peek {
                 let mut upto: HashMap<usize, u64> = HashMap::new();
                 for &(i, line) in &printed {
-                    let r = &rings[&i];
+                    let r = &self.rings[&i];
                     if let Some(Some((_, ev))) =
                         r.lines.get((line - r.first) as usize).map(|l| l.mark)
                     {
@@ -368,8 +420,8 @@ pub(crate) fn pipe(
                     }
                 }
                 for (i, ev) in upto {
-                    let from = reader.mark(i).map_or(ev, |m| m.1);
-                    reader.set_doubt(i, ev.saturating_sub(from));
+                    let from = self.reader.mark(i).map_or(ev, |m| m.1);
+                    self.reader.set_doubt(i, ev.saturating_sub(from));
                 }
             }
             out.write_all(buf.as_slice()).map_err(output_error)?;
@@ -381,24 +433,16 @@ pub(crate) fn pipe(
         // the write and these stores (module docs).
         let mut marks: HashMap<usize, ((u64, usize), u64)> = HashMap::new();
         for (i, line) in printed {
-            if let Some(m) = rings.get_mut(&i).and_then(|r| r.printed(line)) {
+            if let Some(m) = self.rings.get_mut(&i).and_then(|r| r.printed(line)) {
                 marks.insert(i, m);
             }
         }
-        if !peek {
+        if !self.peek {
             for (i, (cursor, events)) in marks {
-                reader.set_mark(i, cursor, events);
+                self.reader.set_mark(i, cursor, events);
             }
         }
-        if ended {
-            return Ok(());
-        }
-        idle = if came {
-            Duration::from_millis(1)
-        } else {
-            (idle * 2).min(Duration::from_millis(10))
-        };
-        std::thread::sleep(idle);
+        Ok(())
     }
 }
 

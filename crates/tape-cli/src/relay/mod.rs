@@ -208,7 +208,6 @@ pub(crate) fn record(
     limit: Option<u64>,
     kernel: Option<tape_consumer::kernel::KernelRecorder>,
 ) -> Result<(), Failure> {
-    let live_timer = options.live_timer;
     // From here: a stop ends the run within its grace, and --duration
     // holds (from the command's start) whatever the relay does.
     let begun = Instant::now();
@@ -245,11 +244,32 @@ pub(crate) fn record(
         host.seen.insert(dir.to_path_buf());
         host.traced.push(Traced::Waiting(r));
     }
+    say_start(&host, duration, limit);
+    let mut run = Run::new(begun, host.session.path.clone());
+    let why = loop {
+        if let Some(why) = run.over(&host, duration, limit) {
+            break why;
+        }
+        let stop = if run.outage.is_some() {
+            run.retry(&mut host)
+        } else {
+            run.turn(&mut host)
+        };
+        if let Some(why) = stop {
+            break why;
+        }
+    };
+    run.end(host, why)
+}
+
+/// `tape record --relayd`'s first line: what it streams, where, and the
+/// live URL a viewer opens.
+fn say_start(host: &Host<'_>, duration: Option<Duration>, limit: Option<u64>) {
     let url = &host.session.options.url;
     crate::output::say!(
         "tape record: streaming {} to the relay daemon at {}:{} as {} (live: babeltrace2 \
          --input-format=lttng-live net://{}{}/host/{}/{}){}{}; Ctrl-C ends",
-        match follow {
+        match host.follow {
             Follow::One(_) => "the process",
             Follow::All => "every tape process of this user on this host",
         },
@@ -266,174 +286,228 @@ pub(crate) fn record(
         duration.map_or(String::new(), |d| format!(" for {} s", d.as_secs_f64())),
         limit.map_or(String::new(), |l| format!(", up to {l} bytes"))
     );
-    let start = begun;
-    let mut tick = Instant::now();
-    let mut checked = start;
-    let mut idle = tape_consumer::record::REST_MIN;
-    let mut slept = idle;
-    let mut turned = Instant::now();
-    let mut outage: Option<Outage> = None;
-    let mut sessions = vec![host.session.path.clone()];
-    // When the session in use began, the backoff the next outage starts
-    // from, the sessions in a row that failed at once, and the error that
-    // made the recorder give the relay up.
-    let mut session_began = Instant::now();
-    let mut backoff = RETRY_FIRST;
-    let mut fruitless = 0u32;
-    let mut given_up: Option<String> = None;
-    let why = loop {
-        if crate::reader::stopped() {
-            break "interrupted";
+}
+
+/// The relay loop's state from turn to turn ([`record`]): the live
+/// timer's tick, the rest between turns, an outage and its backoff, and
+/// the relay sessions used.
+struct Run {
+    start: Instant,
+    tick: Instant,
+    checked: Instant,
+    /// The next rest, and the last one as slept (cut by a tick).
+    idle: Duration,
+    slept: Duration,
+    turned: Instant,
+    outage: Option<Outage>,
+    sessions: Vec<String>,
+    /// When the session in use began, the backoff the next outage starts
+    /// from, the sessions in a row that failed at once, and the error that
+    /// made the recorder give the relay up.
+    session_began: Instant,
+    backoff: Duration,
+    fruitless: u32,
+    given_up: Option<String>,
+}
+
+impl Run {
+    fn new(start: Instant, session: String) -> Run {
+        let now = Instant::now();
+        Run {
+            start,
+            tick: now,
+            checked: start,
+            idle: tape_consumer::record::REST_MIN,
+            slept: tape_consumer::record::REST_MIN,
+            turned: now,
+            outage: None,
+            sessions: vec![session],
+            session_began: now,
+            backoff: RETRY_FIRST,
+            fruitless: 0,
+            given_up: None,
         }
-        if duration.is_some_and(|d| start.elapsed() >= d) {
-            break "--duration reached";
+    }
+
+    /// Why the run ends now, if it does: a stop, `--duration`, `--size`,
+    /// or the one process followed gone.
+    fn over(
+        &self,
+        host: &Host<'_>,
+        duration: Option<Duration>,
+        limit: Option<u64>,
+    ) -> Option<&'static str> {
+        if crate::reader::stopped() {
+            return Some("interrupted");
+        }
+        if duration.is_some_and(|d| self.start.elapsed() >= d) {
+            return Some("--duration reached");
         }
         if limit.is_some_and(|l| host.bytes() >= l) {
-            break "--size reached";
+            return Some("--size reached");
         }
         // (An ended trace stays open until the session ends: it does not
         // count as followed.)
-        if matches!(follow, Follow::One(_))
+        if matches!(host.follow, Follow::One(_))
             && !host
                 .traced
                 .iter()
                 .any(|t| matches!(t, Traced::Waiting(_) | Traced::Fed(_)))
         {
-            break "the process exited";
+            return Some("the process exited");
         }
-        if let Some(o) = &mut outage {
-            if Instant::now() >= o.next_try {
-                o.tries += 1;
-                match host.resume() {
-                    Ok(()) => {
-                        crate::output::say!(
-                            "tape record: the relay daemon answers again after {:.1} s: the \
-                             streams go on in a new relay session, {} (what the old one had \
-                             not confirmed sent again; the outage's losses counted in the \
-                             rings)",
-                            o.since.elapsed().as_secs_f64(),
-                            host.session.path
-                        );
-                        sessions.push(host.session.path.clone());
-                        session_began = Instant::now();
-                        outage = None;
-                    }
-                    Err(e) => {
-                        // It answers, and fails the new session at once.
-                        if !matches!(
-                            e,
-                            producer::Fault::Relay(client::RelayError::Unreachable(_))
-                        ) {
-                            fruitless += 1;
-                            if fruitless >= MAX_FRUITLESS {
-                                given_up = Some(given_up_text(fruitless, &e));
-                                break "the relay daemon given up";
-                            }
+        None
+    }
+
+    /// In an outage: the relay tried again once its backoff is over (a
+    /// new session, what the old one had not confirmed sent again); why
+    /// the run ends, if the relay is given up.
+    fn retry(&mut self, host: &mut Host<'_>) -> Option<&'static str> {
+        let o = self.outage.as_mut()?;
+        if Instant::now() >= o.next_try {
+            o.tries += 1;
+            match host.resume() {
+                Ok(()) => {
+                    crate::output::say!(
+                        "tape record: the relay daemon answers again after {:.1} s: the \
+                         streams go on in a new relay session, {} (what the old one had \
+                         not confirmed sent again; the outage's losses counted in the \
+                         rings)",
+                        o.since.elapsed().as_secs_f64(),
+                        host.session.path
+                    );
+                    self.sessions.push(host.session.path.clone());
+                    self.session_began = Instant::now();
+                    self.outage = None;
+                }
+                Err(e) => {
+                    // It answers, and fails the new session at once.
+                    if !matches!(
+                        e,
+                        producer::Fault::Relay(client::RelayError::Unreachable(_))
+                    ) {
+                        self.fruitless += 1;
+                        if self.fruitless >= MAX_FRUITLESS {
+                            self.given_up = Some(given_up_text(self.fruitless, &e));
+                            return Some("the relay daemon given up");
                         }
-                        if o.tries == 1 {
-                            crate::output::say!(
-                                "tape record: still no relay daemon: {e}; retrying"
-                            );
-                        }
-                        o.backoff = (o.backoff * 2).min(RETRY_MAX);
-                        backoff = o.backoff;
-                        o.next_try = Instant::now() + o.backoff;
                     }
+                    if o.tries == 1 {
+                        crate::output::say!("tape record: still no relay daemon: {e}; retrying");
+                    }
+                    o.backoff = (o.backoff * 2).min(RETRY_MAX);
+                    self.backoff = o.backoff;
+                    o.next_try = Instant::now() + o.backoff;
                 }
             }
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
         }
-        let ticked = tick.elapsed() >= live_timer;
+        std::thread::sleep(Duration::from_millis(20));
+        None
+    }
+
+    /// One turn of every trace, then the rest; a failed turn begins an
+    /// outage (or gives the relay up: why the run ends).
+    fn turn(&mut self, host: &mut Host<'_>) -> Option<&'static str> {
+        let live_timer = host.session.options.live_timer;
+        let ticked = self.tick.elapsed() >= live_timer;
         if ticked {
-            tick = Instant::now();
+            self.tick = Instant::now();
         }
-        let check = checked.elapsed() >= Duration::from_millis(50);
+        let check = self.checked.elapsed() >= Duration::from_millis(50);
         if check {
-            checked = Instant::now();
+            self.checked = Instant::now();
         }
-        let since = turned.elapsed();
-        turned = Instant::now();
+        let since = self.turned.elapsed();
+        self.turned = Instant::now();
         match host.turn(ticked, check) {
-            Ok(()) => idle = tape_consumer::record::rest(host.fill(), since, slept),
+            Ok(()) => self.idle = tape_consumer::record::rest(host.fill(), since, self.slept),
             Err(e) => {
                 // A session that failed at once (a refusal, a garbled
                 // reply) does not reset the backoff; enough of them in a
                 // row and the relay is given up.
-                if session_began.elapsed() < FRUITFUL {
-                    fruitless += 1;
-                    backoff = (backoff * 2).min(RETRY_MAX);
+                if self.session_began.elapsed() < FRUITFUL {
+                    self.fruitless += 1;
+                    self.backoff = (self.backoff * 2).min(RETRY_MAX);
                 } else {
-                    fruitless = 1;
-                    backoff = RETRY_FIRST;
+                    self.fruitless = 1;
+                    self.backoff = RETRY_FIRST;
                 }
-                if fruitless >= MAX_FRUITLESS {
-                    given_up = Some(given_up_text(fruitless, &e));
-                    break "the relay daemon given up";
+                if self.fruitless >= MAX_FRUITLESS {
+                    self.given_up = Some(given_up_text(self.fruitless, &e));
+                    return Some("the relay daemon given up");
                 }
                 crate::output::say!(
                     "tape record: the relay daemon went away ({e}); retrying in {:.1} s, the \
                      rings not read meanwhile (their losses counted)",
-                    backoff.as_secs_f64()
+                    self.backoff.as_secs_f64()
                 );
                 let now = Instant::now();
-                outage = Some(Outage {
+                self.outage = Some(Outage {
                     since: now,
-                    next_try: now + backoff,
-                    backoff,
+                    next_try: now + self.backoff,
+                    backoff: self.backoff,
                     tries: 0,
                 });
-                continue;
+                return None;
             }
         }
         // (Cut short by the live timer's tick: what the next rest is
         // worked out from is the time slept.)
-        slept = idle.min(live_timer.saturating_sub(tick.elapsed()));
-        std::thread::sleep(slept);
-    };
-    let secs = || start.elapsed().as_secs_f64();
-    // However the run ends, what each process got: a failure's report
-    // too (what was sent before it), then the error.
-    let failed = |host: Host<'_>, sessions: &[String], e: String| -> Result<(), Failure> {
-        let kernel = host.kernel_text();
-        let (reports, left_out) = host.reports_so_far();
-        let why = "ended by the error below";
-        print_summary(&reports, left_out, sessions, why, secs(), &kernel)?;
-        Err(e.into())
-    };
-    if let Some(e) = given_up {
-        let e = format!(
-            "{e}; sent before: {} bytes in {} relay session(s) ({})",
-            host.bytes(),
-            sessions.len(),
-            sessions.join(", ")
-        );
-        return failed(host, &sessions, e);
+        self.slept = self
+            .idle
+            .min(live_timer.saturating_sub(self.tick.elapsed()));
+        std::thread::sleep(self.slept);
+        None
     }
-    if outage.is_some() {
-        // One last try: what the rings hold is sent if the relay is back.
-        if let Err(e) = host.resume() {
+
+    /// Ends the run (`why`): however it ends, what each process got, a
+    /// failure's report too (what was sent before it), then the error.
+    fn end(self, mut host: Host<'_>, why: &'static str) -> Result<(), Failure> {
+        let mut sessions = self.sessions;
+        let secs = || self.start.elapsed().as_secs_f64();
+        let failed = |host: Host<'_>, sessions: &[String], e: String| -> Result<(), Failure> {
+            let kernel = host.kernel_text();
+            let (reports, left_out) = host.reports_so_far();
+            let why = "ended by the error below";
+            print_summary(&reports, left_out, sessions, why, secs(), &kernel)?;
+            Err(e.into())
+        };
+        if let Some(e) = self.given_up {
             let e = format!(
-                "the relay daemon is still away ({e}): the events since it went are not sent \
-                 (the rings of the processes still running hold the newest)"
+                "{e}; sent before: {} bytes in {} relay session(s) ({})",
+                host.bytes(),
+                sessions.len(),
+                sessions.join(", ")
             );
             return failed(host, &sessions, e);
         }
-        sessions.push(host.session.path.clone());
-    }
-    let (reports, left_out, failure, kernel) = host.finish(why);
-    match failure {
-        None => {
-            print_summary(&reports, left_out, &sessions, why, secs(), &kernel.0)?;
-            match kernel.1 {
-                Some(e) => Err(format!("tape record: the kernel's events ended early: {e}").into()),
-                None => Ok(()),
+        if self.outage.is_some() {
+            // One last try: what the rings hold is sent if the relay is back.
+            if let Err(e) = host.resume() {
+                let e = format!(
+                    "the relay daemon is still away ({e}): the events since it went are not \
+                     sent (the rings of the processes still running hold the newest)"
+                );
+                return failed(host, &sessions, e);
             }
+            sessions.push(host.session.path.clone());
         }
-        Some(e) => {
-            let why = "its end cut short";
-            print_summary(&reports, left_out, &sessions, why, secs(), &kernel.0)?;
-            Err(e.into())
+        let (reports, left_out, failure, kernel) = host.finish(why);
+        match failure {
+            None => {
+                print_summary(&reports, left_out, &sessions, why, secs(), &kernel.0)?;
+                match kernel.1 {
+                    Some(e) => {
+                        Err(format!("tape record: the kernel's events ended early: {e}").into())
+                    }
+                    None => Ok(()),
+                }
+            }
+            Some(e) => {
+                let why = "its end cut short";
+                print_summary(&reports, left_out, &sessions, why, secs(), &kernel.0)?;
+                Err(e.into())
+            }
         }
     }
 }
