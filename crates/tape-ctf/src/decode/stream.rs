@@ -131,7 +131,10 @@ pub struct TracePlan {
 }
 
 impl TracePlan {
-    /// Compiles the plans of a parsed trace.
+    /// Compiles the plans of a parsed trace: every scope collected first
+    /// (a later scope may name a field of an earlier one), then each
+    /// stream's plans emitted, then what each event's plan derives from
+    /// them.
     pub fn new(trace: &Trace) -> Result<TracePlan, String> {
         let implicit;
         let streams: Vec<&crate::StreamClass> = if trace.streams.is_empty() {
@@ -141,51 +144,13 @@ impl TracePlan {
             trace.streams.iter().collect()
         };
         let single_stream = streams.len() == 1;
-        let events_of = |sid: u64| -> Vec<&EventClass> {
-            trace
-                .events
-                .iter()
-                .filter(|e| e.stream_id.map_or(single_stream || sid == 0, |x| x == sid))
-                .collect()
-        };
         let mut c = Compiler::new(trace.byte_order);
-        // Pass 1 over every scope (a later scope may name a field of an
-        // earlier one), then pass 2.
         if let Some(h) = &trace.packet_header {
             c.push("trace.packet.header", h);
             c.collect_scope()?;
         }
         for st in &streams {
-            let sid = st.id.unwrap_or(0);
-            let mut pushed = 0;
-            for (name, s) in [
-                ("stream.packet.context", &st.packet_context),
-                ("stream.event.header", &st.event_header),
-                ("stream.event.context", &st.event_context),
-            ] {
-                if let Some(s) = s {
-                    c.push(name, s);
-                    c.collect_scope()?;
-                    pushed += 1;
-                }
-            }
-            for e in events_of(sid) {
-                let mut n = 0;
-                for (name, s) in [("event.context", &e.context), ("event.fields", &e.fields)] {
-                    if let Some(s) = s {
-                        c.push(name, s);
-                        c.collect_scope()
-                            .map_err(|m| format!("event `{}`: {m}", e.name))?;
-                        n += 1;
-                    }
-                }
-                for _ in 0..n {
-                    c.pop();
-                }
-            }
-            for _ in 0..pushed {
-                c.pop();
-            }
+            collect_stream(&mut c, st, &events_of(trace, st, single_stream))?;
         }
         let header = match &trace.packet_header {
             Some(_) => Some(c.emit_scope()?),
@@ -193,84 +158,12 @@ impl TracePlan {
         };
         let mut plans = Vec::new();
         for st in &streams {
-            let sid = st.id.unwrap_or(0);
-            let mut pushed = 0;
-            let mut out: [Option<ScopePlan>; 3] = [None, None, None];
-            for (k, (name, s)) in [
-                ("stream.packet.context", &st.packet_context),
-                ("stream.event.header", &st.event_header),
-                ("stream.event.context", &st.event_context),
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                if let Some(s) = s {
-                    c.push(name, s);
-                    out[k] = Some(c.emit_scope()?);
-                    pushed += 1;
-                }
-            }
-            let mut events: Vec<Option<EventPlan>> = Vec::new();
-            let evs = events_of(sid);
-            for e in &evs {
-                let mut n = 0;
-                let mut scopes: [Option<ScopePlan>; 2] = [None, None];
-                for (k, (name, s)) in [("event.context", &e.context), ("event.fields", &e.fields)]
-                    .into_iter()
-                    .enumerate()
-                {
-                    if let Some(s) = s {
-                        c.push(name, s);
-                        n += 1;
-                        scopes[k] = Some(
-                            c.emit_scope()
-                                .map_err(|m| format!("event `{}`: {m}", e.name))?,
-                        );
-                    }
-                }
-                let [context, fields] = scopes;
-                for _ in 0..n {
-                    c.pop();
-                }
-                let id =
-                    usize::try_from(e.id).map_err(|_| format!("event id {} too large", e.id))?;
-                if id > 1 << 20 {
-                    return Err(format!("event id {id} is too large for this reader"));
-                }
-                if events.len() <= id {
-                    events.resize_with(id + 1, || None);
-                }
-                events[id] = Some(EventPlan {
-                    class: Arc::new((*e).clone()),
-                    context,
-                    fields,
-                    head: Vec::new(),
-                    text: None,
-                    skip: None,
-                    bare: false,
-                });
-            }
-            for _ in 0..pushed {
-                c.pop();
-            }
-            let single = if evs.len() == 1 {
-                Some(evs[0].id as usize)
-            } else {
-                None
-            };
-            let [packet_context, event_header, event_context] = out;
-            let header_plan = event_header.as_ref().and_then(HeaderPlan::new);
-            plans.push(StreamPlan {
-                id: sid,
-                packet_context,
-                quick_header: header_plan.as_ref().and_then(QuickHeader::new),
-                header_plan,
-                event_header,
-                event_context,
-                events,
-                single,
-                clock: clock_for(trace, st).as_ref().map(ClockConv::new),
-            });
+            plans.push(stream_plan(
+                &mut c,
+                trace,
+                st,
+                &events_of(trace, st, single_stream),
+            )?);
         }
         let host = trace
             .env
@@ -280,25 +173,8 @@ impl TracePlan {
                 EnvValue::Str(s) => s.clone(),
                 EnvValue::Int(i) => i.to_string(),
             });
-        // What each event plan derives from its scopes and the stream's.
         for sp in &mut plans {
-            let mut events = std::mem::take(&mut sp.events);
-            for ev in events.iter_mut().flatten() {
-                let mut head = Vec::new();
-                if let Some(h) = &host {
-                    head.extend_from_slice(h.as_bytes());
-                    head.push(b' ');
-                }
-                head.extend_from_slice(ev.class.name.as_bytes());
-                head.push(b':');
-                ev.head = Lit::pieces(&head);
-                let scopes: Vec<&ScopePlan> =
-                    ev.scopes(sp).into_iter().filter_map(|(_, s)| s).collect();
-                let bare = scopes.is_empty();
-                let (text, skip) = (TextProgram::new(&scopes), plan::SkipPlan::new(scopes));
-                (ev.text, ev.skip, ev.bare) = (text, skip, bare);
-            }
-            sp.events = events;
+            derive_event_plans(sp, host.as_deref());
         }
         Ok(TracePlan {
             formats: crate::metadata::formats::Formats::new(trace),
@@ -308,6 +184,177 @@ impl TracePlan {
             nslots: c.slots(),
         })
     }
+}
+
+/// The event classes of stream `st` (all of a trace with one stream; of a
+/// stream without an id, those without one too).
+fn events_of<'t>(
+    trace: &'t Trace,
+    st: &crate::StreamClass,
+    single_stream: bool,
+) -> Vec<&'t EventClass> {
+    let sid = st.id.unwrap_or(0);
+    trace
+        .events
+        .iter()
+        .filter(|e| e.stream_id.map_or(single_stream || sid == 0, |x| x == sid))
+        .collect()
+}
+
+/// A stream's scopes, and those of its events (`evs`), as they nest:
+/// the compiler's first pass.
+fn collect_stream<'t>(
+    c: &mut Compiler<'t>,
+    st: &'t crate::StreamClass,
+    evs: &[&'t EventClass],
+) -> Result<(), String> {
+    let mut pushed = 0;
+    for (name, s) in [
+        ("stream.packet.context", &st.packet_context),
+        ("stream.event.header", &st.event_header),
+        ("stream.event.context", &st.event_context),
+    ] {
+        if let Some(s) = s {
+            c.push(name, s);
+            c.collect_scope()?;
+            pushed += 1;
+        }
+    }
+    for e in evs {
+        let mut n = 0;
+        for (name, s) in [("event.context", &e.context), ("event.fields", &e.fields)] {
+            if let Some(s) = s {
+                c.push(name, s);
+                c.collect_scope()
+                    .map_err(|m| format!("event `{}`: {m}", e.name))?;
+                n += 1;
+            }
+        }
+        for _ in 0..n {
+            c.pop();
+        }
+    }
+    for _ in 0..pushed {
+        c.pop();
+    }
+    Ok(())
+}
+
+/// Stream `st`'s plan, with its events' (`evs`): the compiler's second
+/// pass.
+fn stream_plan<'t>(
+    c: &mut Compiler<'t>,
+    trace: &Trace,
+    st: &'t crate::StreamClass,
+    evs: &[&'t EventClass],
+) -> Result<StreamPlan, String> {
+    let mut pushed = 0;
+    let mut out: [Option<ScopePlan>; 3] = [None, None, None];
+    for (k, (name, s)) in [
+        ("stream.packet.context", &st.packet_context),
+        ("stream.event.header", &st.event_header),
+        ("stream.event.context", &st.event_context),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if let Some(s) = s {
+            c.push(name, s);
+            out[k] = Some(c.emit_scope()?);
+            pushed += 1;
+        }
+    }
+    let mut events: Vec<Option<EventPlan>> = Vec::new();
+    for e in evs {
+        let (id, plan) = event_plan(c, e)?;
+        if events.len() <= id {
+            events.resize_with(id + 1, || None);
+        }
+        events[id] = Some(plan);
+    }
+    for _ in 0..pushed {
+        c.pop();
+    }
+    let single = if evs.len() == 1 {
+        Some(evs[0].id as usize)
+    } else {
+        None
+    };
+    let [packet_context, event_header, event_context] = out;
+    let header_plan = event_header.as_ref().and_then(HeaderPlan::new);
+    Ok(StreamPlan {
+        id: st.id.unwrap_or(0),
+        packet_context,
+        quick_header: header_plan.as_ref().and_then(QuickHeader::new),
+        header_plan,
+        event_header,
+        event_context,
+        events,
+        single,
+        clock: clock_for(trace, st).as_ref().map(ClockConv::new),
+    })
+}
+
+/// Event class `e`'s id and plan (its scopes; what derives from them
+/// comes later, [`derive_event_plans`]).
+fn event_plan<'t>(c: &mut Compiler<'t>, e: &'t EventClass) -> Result<(usize, EventPlan), String> {
+    let mut n = 0;
+    let mut scopes: [Option<ScopePlan>; 2] = [None, None];
+    for (k, (name, s)) in [("event.context", &e.context), ("event.fields", &e.fields)]
+        .into_iter()
+        .enumerate()
+    {
+        if let Some(s) = s {
+            c.push(name, s);
+            n += 1;
+            scopes[k] = Some(
+                c.emit_scope()
+                    .map_err(|m| format!("event `{}`: {m}", e.name))?,
+            );
+        }
+    }
+    let [context, fields] = scopes;
+    for _ in 0..n {
+        c.pop();
+    }
+    let id = usize::try_from(e.id).map_err(|_| format!("event id {} too large", e.id))?;
+    if id > 1 << 20 {
+        return Err(format!("event id {id} is too large for this reader"));
+    }
+    Ok((
+        id,
+        EventPlan {
+            class: Arc::new(e.clone()),
+            context,
+            fields,
+            head: Vec::new(),
+            text: None,
+            skip: None,
+            bare: false,
+        },
+    ))
+}
+
+/// What each event plan of stream `sp` derives from its scopes and the
+/// stream's: its line's head (`host name:`), its text program and its
+/// skip plan.
+fn derive_event_plans(sp: &mut StreamPlan, host: Option<&str>) {
+    let mut events = std::mem::take(&mut sp.events);
+    for ev in events.iter_mut().flatten() {
+        let mut head = Vec::new();
+        if let Some(h) = host {
+            head.extend_from_slice(h.as_bytes());
+            head.push(b' ');
+        }
+        head.extend_from_slice(ev.class.name.as_bytes());
+        head.push(b':');
+        ev.head = Lit::pieces(&head);
+        let scopes: Vec<&ScopePlan> = ev.scopes(sp).into_iter().filter_map(|(_, s)| s).collect();
+        let bare = scopes.is_empty();
+        let (text, skip) = (TextProgram::new(&scopes), plan::SkipPlan::new(scopes));
+        (ev.text, ev.skip, ev.bare) = (text, skip, bare);
+    }
+    sp.events = events;
 }
 
 fn clock_for(trace: &Trace, st: &crate::StreamClass) -> Option<Clock> {
