@@ -182,35 +182,32 @@ pub(crate) fn impl_type_name(ty: &Type) -> syn::Result<String> {
     }
 }
 
-/// The body of a traced function: its two tracepoints (named at compile
-/// time from `module_path!()`, `ty` and the function), then the call guard,
-/// then the original body. An `async fn` records each poll of its body as
-/// a call.
-pub(crate) fn traced_block(
-    sig: &syn::Signature,
-    ty: &str,
-    block: &syn::Block,
-    opts: &TracedOptions,
-) -> syn::Result<syn::Block> {
-    if let Some(c) = &sig.constness {
-        return Err(syn::Error::new_spanned(
-            c,
-            "a const fn cannot be traced (it may run at compile time): mark it #[tape::notrace]",
-        ));
-    }
-    let func = sig.ident.to_string().trim_start_matches("r#").to_owned();
-    let line = declaration_line(&sig.ident);
-    let t = quote!(::tape::__private::traced);
-    let private = quote!(::tape::__private);
-    // An async fn's polls are of the class with the call id.
-    let class = if sig.asyncness.is_some() {
-        quote!(#t::fn_poll)
-    } else {
-        quote!(#t::fn_call)
-    };
-    // A tracepoint named from the function and `suffix`: `before` (its own
-    // field list, if any) and `layout` (fields, size, format, class).
-    let named = |tp: &Ident, suffix: TokenStream2, before: TokenStream2, layout: TokenStream2| {
+/// The tracepoints of one traced function, named at compile time from
+/// `module_path!()`, its type and its name.
+struct Points<'a> {
+    /// `::tape::__private::traced`.
+    t: TokenStream2,
+    ty: &'a str,
+    func: String,
+    line: TokenStream2,
+    /// Its class (`fn_call`, or `fn_poll` for an async fn).
+    class: TokenStream2,
+}
+
+impl Points<'_> {
+    /// Tracepoint `tp`, named from the function and `suffix`: `before`
+    /// (its own field list, if any) and `layout` (fields, size, format,
+    /// class).
+    fn named(
+        &self,
+        tp: &Ident,
+        suffix: TokenStream2,
+        before: TokenStream2,
+        layout: TokenStream2,
+    ) -> TokenStream2 {
+        let Points {
+            t, ty, func, line, ..
+        } = self;
         let len = format_ident!("{tp}_LEN");
         let name = format_ident!("{tp}_NAME");
         let desc = format_ident!("{tp}_DESC");
@@ -233,10 +230,12 @@ pub(crate) fn traced_block(
             static #tp: ::tape::Tracepoint = ::tape::Tracepoint::new(&#desc);
             #usdt
         }
-    };
-    // One of the class's (fn_call, fn_poll).
-    let point = |suffix: TokenStream2, tp: &Ident| {
-        named(
+    }
+
+    /// One of the class's (fn_call, fn_poll).
+    fn of_class(&self, suffix: TokenStream2, tp: &Ident) -> TokenStream2 {
+        let class = &self.class;
+        self.named(
             tp,
             suffix,
             quote!(),
@@ -247,60 +246,67 @@ pub(crate) fn traced_block(
                 class: ::core::option::Option::Some(#class::NAME),
             },
         )
-    };
-    let entry = format_ident!("__TAPE_FN_ENTRY");
-    let exit = format_ident!("__TAPE_FN_EXIT");
-    let mut entry_point = point(quote!(#t::ENTRY), &entry);
-    let exit_point = point(quote!(#t::EXIT), &exit);
-    if let (Some(a), false) = (&sig.asyncness, opts.is_empty()) {
-        return Err(syn::Error::new_spanned(
-            a,
-            "args(..) and ret are not recorded for an async fn (its polls carry the call id)",
-        ));
     }
-    // The types must be nameable in a static: no generic parameter, no
-    // `Self`, no `impl Trait`.
-    let generics: Vec<String> = sig
-        .generics
-        .params
-        .iter()
-        .filter_map(|p| match p {
-            syn::GenericParam::Type(t) => Some(t.ident.to_string()),
-            _ => None,
-        })
-        .collect();
-    let check = |ty: &Type, what: &str| -> syn::Result<()> {
-        if let Some(e) = crate::tracepoints::owned_container(ty) {
-            return Err(e);
-        }
-        let bad = ty.to_token_stream().into_iter().find_map(|tt| {
-            fn walk(tt: proc_macro2::TokenTree, g: &[String]) -> Option<String> {
-                match tt {
-                    proc_macro2::TokenTree::Ident(i)
-                        if i == "Self" || i == "impl" || g.iter().any(|n| i == n) =>
-                    {
-                        Some(i.to_string())
-                    }
-                    proc_macro2::TokenTree::Group(gr) => {
-                        gr.stream().into_iter().find_map(|t| walk(t, g))
-                    }
-                    _ => None,
-                }
+
+    /// One with its own fields, `fs`.
+    fn with_fields(&self, tp: &Ident, suffix: TokenStream2, fs: &[(Ident, Type)]) -> TokenStream2 {
+        let fields_static = format_ident!("{tp}_FIELDS");
+        let (descs, fixed) = field_descs(fs);
+        let n = descs.len();
+        self.named(
+            tp,
+            suffix,
+            quote!(static #fields_static: [::tape::FieldDesc; #n] = [#(#descs),*];),
+            quote! {
+                fields: &#fields_static,
+                fixed_size: #fixed,
+                format: ::core::option::Option::None,
+                class: ::core::option::Option::None,
+            },
+        )
+    }
+}
+
+/// A recorded type (`what`: the argument or the return value) must be
+/// nameable in a static: no generic parameter (`generics`), no `Self`, no
+/// `impl Trait`, no owned container.
+fn check_nameable(ty: &Type, what: &str, generics: &[String]) -> syn::Result<()> {
+    if let Some(e) = crate::tracepoints::owned_container(ty) {
+        return Err(e);
+    }
+    fn walk(tt: proc_macro2::TokenTree, g: &[String]) -> Option<String> {
+        match tt {
+            proc_macro2::TokenTree::Ident(i)
+                if i == "Self" || i == "impl" || g.iter().any(|n| i == n) =>
+            {
+                Some(i.to_string())
             }
-            walk(tt, &generics)
-        });
-        match bad {
-            Some(b) => Err(syn::Error::new_spanned(
-                ty,
-                format!(
-                    "{what}: a recorded type cannot use `{b}` (it is described once, in a \
-                     static): record a value of a concrete type"
-                ),
-            )),
-            None => Ok(()),
+            proc_macro2::TokenTree::Group(gr) => gr.stream().into_iter().find_map(|t| walk(t, g)),
+            _ => None,
         }
-    };
-    // The chosen arguments, by name, with their types.
+    }
+    match ty
+        .to_token_stream()
+        .into_iter()
+        .find_map(|tt| walk(tt, generics))
+    {
+        Some(b) => Err(syn::Error::new_spanned(
+            ty,
+            format!(
+                "{what}: a recorded type cannot use `{b}` (it is described once, in a \
+                 static): record a value of a concrete type"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The arguments `args(..)` chooses, by name, with their types.
+fn recorded_args(
+    sig: &syn::Signature,
+    opts: &TracedOptions,
+    generics: &[String],
+) -> syn::Result<Vec<(Ident, Type)>> {
     let mut fields: Vec<(Ident, Type)> = Vec::new();
     for name in &opts.args {
         let ty = sig
@@ -319,42 +325,83 @@ pub(crate) fn traced_block(
                     format!("args({name}): the function has no argument `{name}` (by name, not a pattern; not self)"),
                 )
             })?;
-        check(&ty, &format!("args({name})"))?;
+        check_nameable(&ty, &format!("args({name})"), generics)?;
         fields.push((name.clone(), ty));
     }
+    Ok(fields)
+}
+
+/// The type `ret` records: the function's, unless it returns nothing.
+fn returned_type(sig: &syn::Signature) -> syn::Result<Type> {
+    match &sig.output {
+        syn::ReturnType::Type(_, t) if !matches!(&**t, Type::Tuple(u) if u.elems.is_empty()) => {
+            Ok((**t).clone())
+        }
+        _ => Err(syn::Error::new_spanned(
+            &sig.ident,
+            "ret: the function returns nothing to record",
+        )),
+    }
+}
+
+/// The body of a traced function: its two tracepoints (named at compile
+/// time from `module_path!()`, `ty` and the function), then the call guard,
+/// then the original body. An `async fn` records each poll of its body as
+/// a call.
+pub(crate) fn traced_block(
+    sig: &syn::Signature,
+    ty: &str,
+    block: &syn::Block,
+    opts: &TracedOptions,
+) -> syn::Result<syn::Block> {
+    if let Some(c) = &sig.constness {
+        return Err(syn::Error::new_spanned(
+            c,
+            "a const fn cannot be traced (it may run at compile time): mark it #[tape::notrace]",
+        ));
+    }
+    let t = quote!(::tape::__private::traced);
+    let private = quote!(::tape::__private);
+    let points = Points {
+        ty,
+        func: sig.ident.to_string().trim_start_matches("r#").to_owned(),
+        line: declaration_line(&sig.ident),
+        // An async fn's polls are of the class with the call id.
+        class: if sig.asyncness.is_some() {
+            quote!(#t::fn_poll)
+        } else {
+            quote!(#t::fn_call)
+        },
+        t: t.clone(),
+    };
+    let entry = format_ident!("__TAPE_FN_ENTRY");
+    let exit = format_ident!("__TAPE_FN_EXIT");
+    let mut entry_point = points.of_class(quote!(#t::ENTRY), &entry);
+    let exit_point = points.of_class(quote!(#t::EXIT), &exit);
+    if let (Some(a), false) = (&sig.asyncness, opts.is_empty()) {
+        return Err(syn::Error::new_spanned(
+            a,
+            "args(..) and ret are not recorded for an async fn (its polls carry the call id)",
+        ));
+    }
+    let generics: Vec<String> = sig
+        .generics
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            syn::GenericParam::Type(t) => Some(t.ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    let fields = recorded_args(sig, opts, &generics)?;
     let depth_field = (format_ident!("depth"), syn::parse_quote!(u32));
     let mut entry_fields = vec![depth_field];
     entry_fields.extend(fields.iter().cloned());
-    let fields_of = |fs: &[(Ident, Type)]| {
-        let (descs, fixed) = field_descs(fs);
-        let n = descs.len();
-        (
-            quote!([::tape::FieldDesc; #n]),
-            quote!([#(#descs),*]),
-            fixed,
-        )
-    };
-    // One with its own fields.
-    let desc_of = |tp: &Ident, suffix: TokenStream2, fs: &[(Ident, Type)]| {
-        let fields_static = format_ident!("{tp}_FIELDS");
-        let (fty, fval, fixed) = fields_of(fs);
-        named(
-            tp,
-            suffix,
-            quote!(static #fields_static: #fty = #fval;),
-            quote! {
-                fields: &#fields_static,
-                fixed_size: #fixed,
-                format: ::core::option::Option::None,
-                class: ::core::option::Option::None,
-            },
-        )
-    };
     let names: Vec<&Ident> = fields.iter().map(|(n, _)| n).collect();
     let enter = if fields.is_empty() {
         quote!(#t::enter(&#entry, &#exit))
     } else {
-        entry_point = desc_of(&entry, quote!(#t::ENTRY), &entry_fields);
+        entry_point = points.with_fields(&entry, quote!(#t::ENTRY), &entry_fields);
         quote! {
             #t::enter_with(&#entry, &#exit, |__tape_state, __tape_depth| {
                 #t::record_payload(&#entry, __tape_state, &(__tape_depth, #(&#names,)*));
@@ -371,19 +418,9 @@ pub(crate) fn traced_block(
         )
     } else if opts.ret {
         let ret_tp = format_ident!("__TAPE_FN_RET");
-        let out_ty: Type = match &sig.output {
-            syn::ReturnType::Type(_, t) if !matches!(&**t, Type::Tuple(u) if u.elems.is_empty()) => {
-                (**t).clone()
-            }
-            _ => {
-                return Err(syn::Error::new_spanned(
-                    &sig.ident,
-                    "ret: the function returns nothing to record",
-                ))
-            }
-        };
-        check(&out_ty, "ret")?;
-        let point = desc_of(
+        let out_ty = returned_type(sig)?;
+        check_nameable(&out_ty, "ret", &generics)?;
+        let point = points.with_fields(
             &ret_tp,
             quote!(#t::RET),
             &[(format_ident!("ret"), out_ty.clone())],

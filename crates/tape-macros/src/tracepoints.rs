@@ -398,60 +398,16 @@ pub(crate) fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
     } else {
         quote!(true)
     };
-    let (record, cold, fields, fixed, class_name, callback) = match class {
-        Some(c) => (
-            quote!(#c::emit(__tape_state, #(#names),*)),
-            quote!(#c::__hit(&#ident::TRACEPOINT, __tape_state, #(#names),*)),
-            quote!(&#c::FIELDS),
-            quote!(#c::FIXED_SIZE),
-            quote!(::core::option::Option::Some(#c::NAME)),
-            quote! {
-                /// A typed probe of this tracepoint: the arguments by reference.
-                pub type Callback = #c::Callback;
-            },
-        ),
-        None => {
-            let payload = payload_tuple(&names);
-            let borrowed = borrowed_tuple(&names);
-            let (descs, fixed) = field_descs(&args);
-            let hit = hit_fn(&args, quote!(), quote!(&TRACEPOINT));
-            (
-                quote!(#ident::__record(__tape_state, #(#names),*)),
-                quote!(#ident::__hit(__tape_state, #(#names),*)),
-                quote!(&[#(#descs),*]),
-                fixed,
-                quote!(::core::option::Option::None),
-                quote! {
-                    /// A typed probe of this tracepoint: the arguments by reference.
-                    pub type Callback = dyn Fn(#(&#tys),*) + ::core::marker::Send + ::core::marker::Sync;
-
-                    /// Records an event: out of line, so that the site of a
-                    /// disabled tracepoint is the load, the test and the
-                    /// branch alone (no register the recording needs is
-                    /// saved on its way). A leaf in the common case
-                    /// (`try_emit`); the rest jumps to `__record_cold`.
-                    #[doc(hidden)]
-                    #[inline(never)]
-                    #[allow(clippy::too_many_arguments)]
-                    pub fn __record(__tape_state: u64, #(#names: #tys),*) {
-                        if !#private::try_emit(__tape_state, &#borrowed) {
-                            __record_cold(__tape_state, #(#names),*);
-                        }
-                    }
-
-                    /// Records an event in the cases `try_emit` declines.
-                    #[doc(hidden)]
-                    #[cold]
-                    #[inline(never)]
-                    #[allow(clippy::too_many_arguments)]
-                    pub fn __record_cold(__tape_state: u64, #(#names: #tys),*) {
-                        #private::emit(__tape_state, #payload);
-                    }
-
-                    #hit
-                },
-            )
-        }
+    let Emitting {
+        record,
+        cold,
+        fields,
+        fixed,
+        class_name,
+        callback,
+    } = match class {
+        Some(c) => of_class(c, &ident, &names),
+        None => own(&ident, &args, &names, &tys),
     };
     let format = option_lit(format.as_ref());
     let fn_doc = format!("Emits tracepoint `{}`.", name.value());
@@ -537,6 +493,80 @@ pub(crate) fn expand(d: Decl, class: Option<&Ident>) -> TokenStream2 {
                 #private::attach_typed(&TRACEPOINT, priority, ::std::boxed::Box::new(callback))
             }
         }
+    }
+}
+
+/// What an event's emit function and module are made of: the calls that
+/// record it and that take its cold path, its field descriptions and
+/// fixed size, its class's name, and its probes' type (with, for an event
+/// of its own, its encoder).
+struct Emitting {
+    record: TokenStream2,
+    cold: TokenStream2,
+    fields: TokenStream2,
+    fixed: TokenStream2,
+    class_name: TokenStream2,
+    callback: TokenStream2,
+}
+
+/// An event of class `c`: the class's encoder, fields and probes' type.
+fn of_class(c: &Ident, ident: &Ident, names: &[&Ident]) -> Emitting {
+    Emitting {
+        record: quote!(#c::emit(__tape_state, #(#names),*)),
+        cold: quote!(#c::__hit(&#ident::TRACEPOINT, __tape_state, #(#names),*)),
+        fields: quote!(&#c::FIELDS),
+        fixed: quote!(#c::FIXED_SIZE),
+        class_name: quote!(::core::option::Option::Some(#c::NAME)),
+        callback: quote! {
+            /// A typed probe of this tracepoint: the arguments by reference.
+            pub type Callback = #c::Callback;
+        },
+    }
+}
+
+/// An event of its own: its encoder (`__record`, out of line, and its cold
+/// half), its field descriptions and its hit function.
+fn own(ident: &Ident, args: &[(Ident, Type)], names: &[&Ident], tys: &[&Type]) -> Emitting {
+    let private = quote!(::tape::__private);
+    let payload = payload_tuple(names);
+    let borrowed = borrowed_tuple(names);
+    let (descs, fixed) = field_descs(args);
+    let hit = hit_fn(args, quote!(), quote!(&TRACEPOINT));
+    Emitting {
+        record: quote!(#ident::__record(__tape_state, #(#names),*)),
+        cold: quote!(#ident::__hit(__tape_state, #(#names),*)),
+        fields: quote!(&[#(#descs),*]),
+        fixed,
+        class_name: quote!(::core::option::Option::None),
+        callback: quote! {
+            /// A typed probe of this tracepoint: the arguments by reference.
+            pub type Callback = dyn Fn(#(&#tys),*) + ::core::marker::Send + ::core::marker::Sync;
+
+            /// Records an event: out of line, so that the site of a
+            /// disabled tracepoint is the load, the test and the
+            /// branch alone (no register the recording needs is
+            /// saved on its way). A leaf in the common case
+            /// (`try_emit`); the rest jumps to `__record_cold`.
+            #[doc(hidden)]
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            pub fn __record(__tape_state: u64, #(#names: #tys),*) {
+                if !#private::try_emit(__tape_state, &#borrowed) {
+                    __record_cold(__tape_state, #(#names),*);
+                }
+            }
+
+            /// Records an event in the cases `try_emit` declines.
+            #[doc(hidden)]
+            #[cold]
+            #[inline(never)]
+            #[allow(clippy::too_many_arguments)]
+            pub fn __record_cold(__tape_state: u64, #(#names: #tys),*) {
+                #private::emit(__tape_state, #payload);
+            }
+
+            #hit
+        },
     }
 }
 
