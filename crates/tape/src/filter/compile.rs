@@ -359,20 +359,35 @@ pub(super) fn names(s: &Struct, commons: Commons) -> String {
     v.join(", ")
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A comparison as parsed (`hdr.len >= 512`): the field's path, the
+/// operator, the value, and where each stands in the expression.
+pub(super) struct Compared<'e> {
+    pub(super) path: &'e [Step],
+    pub(super) field_at: usize,
+    pub(super) op: Op,
+    pub(super) op_at: usize,
+    pub(super) value: &'e Literal,
+    pub(super) value_at: usize,
+}
+
+/// Compiles comparison `c` against the event's `fields` (`reader`: for a
+/// reader, handed values of any size): a common field's, or a path into
+/// the payload to its leaf, the value checked against the leaf's type.
 pub(super) fn compile_cmp(
     fields: &Struct,
-    path: &[Step],
-    field_at: usize,
-    op: Op,
-    op_at: usize,
-    value: &Literal,
-    value_at: usize,
+    c: &Compared<'_>,
     fail: &impl Fn(usize, String) -> Error,
     reader: bool,
     given: &Given<'_>,
 ) -> Result<Cmp, Error> {
-    let durations = given.durations;
+    let Compared {
+        path,
+        field_at,
+        op,
+        op_at,
+        value,
+        value_at,
+    } = *c;
     let shown: Vec<String> = path
         .iter()
         .map(|s| match s {
@@ -381,71 +396,126 @@ pub(super) fn compile_cmp(
         })
         .collect();
     let shown = shown.join(".").replace(".[", "[");
-    // A duration (`30us`) is its nanoseconds, for a field that holds one.
     let in_ns;
-    let value = match value {
-        Literal::Duration(ns) if durations.contains(&shown) => {
-            in_ns = Literal::Int(*ns);
+    let value = match in_nanoseconds(value, &shown, given.durations) {
+        Ok(Some(ns)) => {
+            in_ns = ns;
             &in_ns
         }
-        Literal::Duration(_) => {
-            return Err(fail(
-                value_at,
-                format!(
-                    "`{shown}` is not a duration field: a value with a unit (ns, us, µs, ms, s) \
-                     compares with a Duration (shown as `1.5ms`){}",
-                    if durations.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; the event's: {}", durations.join(", "))
-                    }
-                ),
-            ))
-        }
-        v => v,
+        Ok(None) => value,
+        Err(why) => return Err(fail(value_at, why)),
     };
-    // The common fields.
     if let [Step::Name(n)] = path {
-        // A field of the payload by that name is the payload's.
-        let own = fields.fields.iter().any(|f| is_named(&f.name, n));
-        let common = Common::named(n).filter(|_| !own);
-        if let Some(c) = common.filter(|c| !given.commons.has(*c)) {
-            return Err(fail(
-                field_at,
-                format!(
-                    "no field `{n}`: these events carry no {} (fields: {})",
-                    match c {
-                        Common::Tid => "thread id",
-                        Common::Thread => "thread name",
-                        Common::Cpu => "CPU",
-                    },
-                    names(fields, given.commons)
-                ),
-            ));
-        }
-        let common = common.map(|c| match c {
-            Common::Tid | Common::Cpu => (c, Leaf::UInt(4)),
-            Common::Thread => (c, Leaf::Str),
-        });
-        if let Some((c, leaf)) = common {
-            let rhs = check(&shown, &leaf, None, op, op_at, value, value_at, fail)?;
-            return Ok(Cmp {
-                common: Some(c),
-                path: Box::new([]),
-                parts: Box::new([]),
-                slot: 0,
-                fixed: None,
-                fast: None,
-                leaf,
-                op,
-                rhs,
-            });
+        if let Some(cmp) = common_cmp(fields, n, &shown, c, value, fail, given)? {
+            return Ok(cmp);
         }
     }
+    let (go, parts, t) = walk(fields, path, &shown, field_at, fail, given)?;
+    let (leaf, labels) = leaf_of(t, reader, &shown, field_at, fail)?;
+    let rhs = check(&shown, &leaf, labels, op, op_at, value, value_at, fail)?;
+    warn_if_constant(t, &rhs, op, &shown, value_at, fail);
+    Ok(Cmp {
+        common: None,
+        path: go.into_boxed_slice(),
+        parts: parts.into_boxed_slice(),
+        slot: 0,
+        fixed: None,
+        fast: None,
+        leaf,
+        op,
+        rhs,
+    })
+}
+
+/// A duration (`30us`) is its nanoseconds, for a field that holds one
+/// (`Some`); another value is as it is (`None`); an error for a duration
+/// compared with a field that is not one.
+fn in_nanoseconds(
+    value: &Literal,
+    shown: &str,
+    durations: &[String],
+) -> Result<Option<Literal>, String> {
+    match value {
+        Literal::Duration(ns) if durations.iter().any(|d| d == shown) => {
+            Ok(Some(Literal::Int(*ns)))
+        }
+        Literal::Duration(_) => Err(format!(
+            "`{shown}` is not a duration field: a value with a unit (ns, us, µs, ms, s) \
+             compares with a Duration (shown as `1.5ms`){}",
+            if durations.is_empty() {
+                String::new()
+            } else {
+                format!("; the event's: {}", durations.join(", "))
+            }
+        )),
+        _ => Ok(None),
+    }
+}
+
+/// The comparison of common field `n` (the thread's id or name, the CPU),
+/// unless the payload has a field by that name; an error for one these
+/// events do not carry.
+fn common_cmp(
+    fields: &Struct,
+    n: &str,
+    shown: &str,
+    c: &Compared<'_>,
+    value: &Literal,
+    fail: &impl Fn(usize, String) -> Error,
+    given: &Given<'_>,
+) -> Result<Option<Cmp>, Error> {
+    // A field of the payload by that name is the payload's.
+    let own = fields.fields.iter().any(|f| is_named(&f.name, n));
+    let common = Common::named(n).filter(|_| !own);
+    if let Some(m) = common.filter(|m| !given.commons.has(*m)) {
+        return Err(fail(
+            c.field_at,
+            format!(
+                "no field `{n}`: these events carry no {} (fields: {})",
+                match m {
+                    Common::Tid => "thread id",
+                    Common::Thread => "thread name",
+                    Common::Cpu => "CPU",
+                },
+                names(fields, given.commons)
+            ),
+        ));
+    }
+    let Some(m) = common else {
+        return Ok(None);
+    };
+    let leaf = match m {
+        Common::Tid | Common::Cpu => Leaf::UInt(4),
+        Common::Thread => Leaf::Str,
+    };
+    let rhs = check(shown, &leaf, None, c.op, c.op_at, value, c.value_at, fail)?;
+    Ok(Some(Cmp {
+        common: Some(m),
+        path: Box::new([]),
+        parts: Box::new([]),
+        slot: 0,
+        fixed: None,
+        fast: None,
+        leaf,
+        op: c.op,
+        rhs,
+    }))
+}
+
+/// The way from the payload to the field `path` names: each step (a
+/// member, an `Option`'s value, an element), its part as shown, and the
+/// field's type.
+fn walk<'f>(
+    fields: &'f Struct,
+    path: &[Step],
+    shown: &str,
+    field_at: usize,
+    fail: &impl Fn(usize, String) -> Error,
+    given: &Given<'_>,
+) -> Result<(Vec<Go>, Vec<Part>, &'f Type), Error> {
     let mut go = Vec::new();
     let mut parts = Vec::new();
     let mut ty: Option<&Type> = None;
-    let mut parent = fields;
     let mut at_struct = Some(fields);
     let mut next = 0;
     while next < path.len() {
@@ -497,7 +567,6 @@ pub(super) fn compile_cmp(
                 }
                 go.push(Go::Member(i));
                 parts.push(Part::Member(display(&s.fields[i].name).into_owned()));
-                parent = s;
                 let mut t = &s.fields[i].ty;
                 // An Option's value: into its `some` option.
                 if let Type::Variant { tag, options } = t {
@@ -541,11 +610,23 @@ pub(super) fn compile_cmp(
             }
         }
     }
-    let t = ty.expect("a path has a first name");
-    let _ = parent;
-    // A reader is handed values, whatever their size and byte order: any
-    // integer, enum or float of up to 64 bits, any text array or sequence.
-    let (leaf, labels) = match t {
+    // (A path has a first name: the parser makes none without.)
+    let t = ty.ok_or_else(|| fail(field_at, format!("`{shown}`: no field")))?;
+    Ok((go, parts, t))
+}
+
+/// The leaf a field of type `t` is compared as, and its enum's labels; an
+/// error for a type filters cannot compare. A reader is handed values,
+/// whatever their size and byte order: any integer, enum or float of up
+/// to 64 bits, any text array or sequence.
+fn leaf_of<'t>(
+    t: &'t Type,
+    reader: bool,
+    shown: &str,
+    field_at: usize,
+    fail: &impl Fn(usize, String) -> Error,
+) -> Result<(Leaf, Option<&'t tape_ctf_model::Enum>), Error> {
+    Ok(match t {
         Type::Integer(i) if reader && i.size <= 64 => (
             if i.signed {
                 Leaf::SInt(0)
@@ -603,17 +684,26 @@ pub(super) fn compile_cmp(
             };
             return Err(fail(field_at, format!("`{shown}` is {what}")));
         }
-    };
-    let rhs = check(&shown, &leaf, labels, op, op_at, value, value_at, fail)?;
-    // A constant outside the field's type makes the comparison the same
-    // for every event (`worker == 256` on a u8: never true): a warning,
-    // with the position, since the comparison is still well defined.
+    })
+}
+
+/// A constant outside the field's type makes the comparison the same for
+/// every event (`worker == 256` on a u8: never true): a warning, with the
+/// position, since the comparison is still well defined.
+fn warn_if_constant(
+    t: &Type,
+    rhs: &Rhs,
+    op: Op,
+    shown: &str,
+    value_at: usize,
+    fail: &impl Fn(usize, String) -> Error,
+) {
     let bits = match t {
         Type::Integer(i) => Some((i.size, i.signed)),
         Type::Enum(e) => Some((e.container.size, e.container.signed)),
         _ => None,
     };
-    if let (Some((size @ 1..=64, signed)), Rhs::Int(v), false) = (bits, &rhs, op == Op::And) {
+    if let (Some((size @ 1..=64, signed)), Rhs::Int(v), false) = (bits, rhs, op == Op::And) {
         let (lo, hi) = if signed {
             (-(1i128 << (size - 1)), (1i128 << (size - 1)) - 1)
         } else {
@@ -632,17 +722,6 @@ pub(super) fn compile_cmp(
             WARNINGS.with(|w| w.borrow_mut().push(e.message().to_owned()));
         }
     }
-    Ok(Cmp {
-        common: None,
-        path: go.into_boxed_slice(),
-        parts: parts.into_boxed_slice(),
-        slot: 0,
-        fixed: None,
-        fast: None,
-        leaf,
-        op,
-        rhs,
-    })
 }
 
 /// Checks that `op` and `value` suit a field of kind `leaf`; the value as
@@ -1007,9 +1086,15 @@ impl Filter {
                 value,
                 value_at,
             } => {
-                let cmp = compile_cmp(
-                    fields, field, *field_at, *op, *op_at, value, *value_at, fail, reader, given,
-                )?;
+                let c = Compared {
+                    path: field,
+                    field_at: *field_at,
+                    op: *op,
+                    op_at: *op_at,
+                    value,
+                    value_at: *value_at,
+                };
+                let cmp = compile_cmp(fields, &c, fail, reader, given)?;
                 self.steps.push(Insn {
                     cmp,
                     on_true,
