@@ -302,6 +302,20 @@ impl Bytes<'_> {
     }
 }
 
+/// What a walk of a ring left to its end ([`Recorder::end_walk`]): where
+/// it stopped, whether the packets were written in place, the last write
+/// (the file's length before it, its events and bytes), the events taken
+/// and not written, a write's failure, and the bytes and events taken.
+struct Walked {
+    taken: Result<(u64, usize), tape_rings::StreamStop>,
+    in_place: bool,
+    last_write: (u64, u64, u64),
+    not_written: u64,
+    failed: Option<Error>,
+    bytes: u64,
+    events: u64,
+}
+
 /// The packet buffers a recorder copies the rings into, kept once used
 /// (written out, or given back by a reader, [`Recorder::recycle`]): at
 /// hundreds of MB/s a buffer freed and another allocated at each turn
@@ -1041,7 +1055,35 @@ impl Recorder {
                 handle(m, offset, Bytes::InPlace(b), end)
             })
         };
-        if !copying && matches!(taken, Err(tape_rings::StreamStop::Cut)) && last_write.2 > 0 {
+        self.end_walk(
+            i,
+            Walked {
+                taken,
+                in_place: !copying,
+                last_write,
+                not_written,
+                failed,
+                bytes,
+                events,
+            },
+        )
+    }
+
+    /// The end of stream `i`'s walk (`w`): a packet written in place just
+    /// before its ring's file was cut taken back (it may be zeros), what
+    /// was taken added up, the reader's place and mark moved, the losses
+    /// said.
+    fn end_walk(&mut self, i: usize, w: Walked) -> Result<Option<u64>, Error> {
+        let Walked {
+            taken,
+            in_place,
+            last_write,
+            not_written,
+            failed,
+            mut bytes,
+            mut events,
+        } = w;
+        if in_place && matches!(taken, Err(tape_rings::StreamStop::Cut)) && last_write.2 > 0 {
             // The packet written last, in place, may be zeros: taken back.
             let s = &mut self.streams[i];
             if let Some(f) = s.file.as_mut() {
