@@ -719,3 +719,47 @@ fn ps_line() -> String {
         bytes
     )
 }
+
+#[cfg(test)]
+mod tests {
+    /// The first word of each command, in order.
+    fn words<'a>(commands: impl Iterator<Item = &'a str>) -> Vec<String> {
+        commands
+            .filter_map(|c| c.split_whitespace().next())
+            .map(|w| w.trim_matches('`').to_owned())
+            .collect()
+    }
+
+    /// The guide's table of `tape ctl` commands (docs/04-operate.md) has
+    /// a row for each command `execute` lists, in its order, and no other.
+    #[test]
+    fn the_guides_command_table_is_the_command_list() {
+        let guide = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/04-operate.md");
+        let text = std::fs::read_to_string(guide).expect("docs/04-operate.md");
+        let rows = text
+            .lines()
+            .skip_while(|l| !l.starts_with("| `tape ctl PID ...`"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .filter_map(|l| l.trim_start_matches('|').split(" | ").next())
+            // `on` / `off`: two commands in one row.
+            .flat_map(|cell| cell.split(" / ").map(str::trim).collect::<Vec<_>>())
+            .collect::<Vec<_>>();
+        // (COMMANDS' asides, `(or --all, ...)`, left out.)
+        let mut depth = 0;
+        let listed: String = super::COMMANDS
+            .chars()
+            .filter(|&c| {
+                depth += i32::from(c == '(');
+                let kept = depth == 0;
+                depth -= i32::from(c == ')');
+                kept
+            })
+            .collect();
+        assert_eq!(
+            words(rows.iter().copied()),
+            words(listed.split(", ")),
+            "the guide's commands (docs/04-operate.md) and COMMANDS"
+        );
+    }
+}
