@@ -59,7 +59,6 @@ pub use crate::ring::set_mode;
 // The columns only the tables show are read by the tests that hold the
 // tables to this one.
 #[cfg_attr(not(test), allow(dead_code))]
-#[derive(Clone, Copy)]
 pub(crate) struct Setting {
     pub(crate) var: &'static str,
     /// The [`Config`] method that sets it, or empty.
@@ -390,15 +389,13 @@ pub(crate) const SETTINGS: &[Setting] = &[
     Setting {
         var: "TAPE_SHM_KEEP_AGE",
         builder: "",
-        accepts: "seconds, or with `s`, `m`, `h`, `d` (`7d`)",
+        accepts: knobs::AGE_ACCEPTS,
         default: "`7d`",
         meaning: "the oldest dead processes' rings kept (default `7d`)",
         example: "`2d`",
         ctl: "",
         apply: Some(|c, s, v| {
-            c.keep_age = Some(
-                knobs::parse_age(v).ok_or_else(|| refused(s, v, "is not an age"))?,
-            );
+            c.keep_age = Some(knobs::parse_age_of(s.var, v)?);
             Ok(())
         }),
     },
@@ -447,10 +444,10 @@ pub enum ClockChoice {
 pub struct Config {
     /// Patterns, and the variable they came from (for error messages).
     enable: Vec<(String, Option<&'static str>)>,
-    pub(crate) dir: Option<PathBuf>,
-    pub(crate) buffer_size: usize,
-    pub(crate) packet_size: Option<usize>,
-    pub(crate) mode: Mode,
+    dir: Option<PathBuf>,
+    buffer_size: usize,
+    packet_size: Option<usize>,
+    mode: Mode,
     clock: ClockChoice,
     control: bool,
     usdt: bool,
@@ -466,10 +463,10 @@ pub struct Config {
     /// (name, from, to, key, the variable it came from).
     wakeups: Vec<([String; 4], Option<&'static str>)>,
     /// The shared rings' settings (no builder: [`from_env_only`]).
-    pub(crate) shm_dir: Option<PathBuf>,
-    pub(crate) shm_max: Option<usize>,
-    pub(crate) keep_size: Option<u64>,
-    pub(crate) keep_age: Option<std::time::Duration>,
+    shm_dir: Option<PathBuf>,
+    shm_max: Option<usize>,
+    keep_size: Option<u64>,
+    keep_age: Option<std::time::Duration>,
 }
 
 /// The latency tracer's settings ([`Config::latency`]).

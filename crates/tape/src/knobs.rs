@@ -36,10 +36,15 @@ pub(crate) fn setting_os(var: &'static str) -> Option<std::ffi::OsString> {
     std::env::var_os(var)
 }
 
-/// Setting `var` (one of [`READ_WHERE_USED`]) as text: an error naming it
-/// if it is not UTF-8 (as `init` gives).
-pub(crate) fn setting_text(var: &'static str) -> Result<Option<String>, Error> {
-    setting_os(var).map(|v| utf8(var, v)).transpose()
+/// Setting `var` (one of [`READ_WHERE_USED`]) taken by `parse`, its row's
+/// parser, if it is set: the errors `init` gives (not UTF-8, a bad value).
+pub(crate) fn setting<T>(
+    var: &'static str,
+    parse: impl FnOnce(&str, &str) -> Result<T, Error>,
+) -> Result<Option<T>, Error> {
+    setting_os(var)
+        .map(|v| parse(var, &utf8(var, v)?))
+        .transpose()
 }
 
 /// `v`, the value of `var`, as text; an error naming the variable and the
@@ -81,6 +86,14 @@ pub(crate) fn parse_absolute_dir(var: &str, v: &str) -> Result<PathBuf, Error> {
         ));
     }
     Ok(PathBuf::from(v))
+}
+
+/// The ages [`parse_age_of`] takes.
+pub(crate) const AGE_ACCEPTS: &str = "seconds, or with `s`, `m`, `h`, `d` (`7d`)";
+
+/// An age (`TAPE_SHM_KEEP_AGE`'s value), `var` naming it in the error.
+pub(crate) fn parse_age_of(var: &str, v: &str) -> Result<std::time::Duration, Error> {
+    parse_age(v).ok_or_else(|| bad(var, v, 0, "is not an age", AGE_ACCEPTS))
 }
 
 /// Parses an age: seconds, or with a unit `s`, `m`, `h`, `d` (`7d`).

@@ -145,31 +145,18 @@ const KEEP_AGE: Duration = Duration::from_secs(7 * 86_400);
 pub(crate) fn limit_dead() {
     // (A bad value stops `init`; a process that did not call it keeps
     // the defaults, said.)
-    let size = knobs::setting_text("TAPE_SHM_KEEP_SIZE").and_then(|v| {
-        v.map(|v| knobs::parse_size("TAPE_SHM_KEEP_SIZE", &v))
-            .transpose()
-    });
-    let size = match size {
-        Ok(s) => s.map_or(KEEP_SIZE, |s| s as u64),
-        Err(e) => {
+    let size = knobs::setting("TAPE_SHM_KEEP_SIZE", knobs::parse_size)
+        .unwrap_or_else(|e| {
             eprintln!("tape: {e}; the dead processes' rings are kept to 1G");
-            KEEP_SIZE
-        }
-    };
-    let age = match knobs::setting_text("TAPE_SHM_KEEP_AGE") {
-        Ok(None) => KEEP_AGE,
-        Ok(Some(v)) => parse_age(&v).unwrap_or_else(|| {
-            eprintln!(
-                "tape: TAPE_SHM_KEEP_AGE={v:?} is not an age (accepted: seconds, or with \
-                 `s`, `m`, `h`, `d`); the dead processes' rings are kept 7 days"
-            );
-            KEEP_AGE
-        }),
-        Err(e) => {
+            None
+        })
+        .map_or(KEEP_SIZE, |s| s as u64);
+    let age = knobs::setting("TAPE_SHM_KEEP_AGE", knobs::parse_age_of)
+        .unwrap_or_else(|e| {
             eprintln!("tape: {e}; the dead processes' rings are kept 7 days");
-            KEEP_AGE
-        }
-    };
+            None
+        })
+        .unwrap_or(KEEP_AGE);
     let Ok(dirs) = ring_dirs() else { return };
     let now = SystemTime::now();
     let mut total = 0u64;

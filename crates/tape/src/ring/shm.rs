@@ -441,11 +441,7 @@ pub(crate) fn current_dir() -> Option<PathBuf> {
 /// The directory under which every process of this user keeps its rings:
 /// `$TAPE_SHM_DIR`, `/dev/shm` or `$XDG_RUNTIME_DIR`, then `tape-<uid>`.
 pub fn user_dir() -> io::Result<PathBuf> {
-    let asked = crate::knobs::setting_text("TAPE_SHM_DIR")
-        .and_then(|v| {
-            v.map(|v| crate::knobs::parse_absolute_dir("TAPE_SHM_DIR", &v))
-                .transpose()
-        })
+    let asked = crate::knobs::setting("TAPE_SHM_DIR", crate::knobs::parse_absolute_dir)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.message().to_owned()))?;
     let base = match asked {
         Some(d) => d,
@@ -700,10 +696,7 @@ fn shared_cap(dir: &Path) -> usize {
     *CAP.get_or_init(|| {
         // (A bad value stops `init`; a process that did not call it takes
         // the default, said.)
-        let asked = crate::knobs::setting_text("TAPE_SHM_MAX").and_then(|v| {
-            v.map(|v| crate::knobs::parse_size("TAPE_SHM_MAX", &v))
-                .transpose()
-        });
+        let asked = crate::knobs::setting("TAPE_SHM_MAX", crate::knobs::parse_size);
         match asked {
             Ok(Some(v)) => return v,
             Ok(None) => {}
