@@ -5,7 +5,7 @@ use crate::output::{open, print, say, Failure};
 use std::io::Write;
 use std::path::PathBuf;
 
-use tape_ctf::decode::plan::Discard;
+use tape_ctf::decode::Discard;
 use tape_ctf::merge::{Step, StreamMerge};
 
 /// A stream's time in `tape check` (see there).

@@ -1,15 +1,14 @@
 //! `tape export`: a trace in the formats other tools open. `perfetto`
-//! writes Perfetto's protobuf trace (`tape_ctf::output::perfetto`), which
+//! writes Perfetto's protobuf trace (`tape_ctf::export::perfetto`), which
 //! the Perfetto UI (ui.perfetto.dev) and trace_processor open; `chrome` the
-//! JSON trace event format (`tape_ctf::output::chrome`). Both streamed: a
+//! JSON trace event format (`tape_ctf::export::chrome`). Both streamed: a
 //! trace of any length in bounded memory.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use tape_ctf::export::{self, CounterSpec, Exported};
 use tape_ctf::merge::StreamMerge;
-use tape_ctf::output::chrome;
-use tape_ctf::output::perfetto::{self, CounterSpec, Exported};
 
 use crate::output::{open, say, warn_formats, Failure};
 use crate::select::globs;
@@ -79,16 +78,15 @@ pub(crate) fn export(
         .map(|text| crate::filter::keep_of(text, &traces, events.as_ref()))
         .transpose()?;
     let events = events.map(|g| {
-        std::sync::Arc::new(move |name: &str| g.is_match(name))
-            as tape_ctf::output::export::NameFilter
+        std::sync::Arc::new(move |name: &str| g.is_match(name)) as tape_ctf::export::NameFilter
     });
     let counters = counters
         .iter()
         .map(|c| counter(c))
         .collect::<Result<Vec<_>, _>>()?;
-    perfetto::check_counters(&traces, &counters)?;
+    export::check_counters(&traces, &counters)?;
     let mut merge = StreamMerge::new(&traces)?;
-    let opts = perfetto::Options {
+    let opts = export::Options {
         counters,
         begin: begin.map(|b| b.resolve(first)),
         end: end.map(|b| b.resolve(first)),
@@ -99,16 +97,16 @@ pub(crate) fn export(
     let result = if to_stdout {
         let out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
         match format {
-            ExportFormat::Perfetto => perfetto::export(&mut merge, &traces, &opts, out),
-            ExportFormat::Chrome => chrome::export(&mut merge, &traces, &opts, out),
+            ExportFormat::Perfetto => export::perfetto(&mut merge, &traces, &opts, out),
+            ExportFormat::Chrome => export::chrome(&mut merge, &traces, &opts, out),
         }
     } else {
         let file = std::fs::File::create(output)
             .map_err(|e| format!("cannot create {}: {e}", output.display()))?;
         let out = std::io::BufWriter::with_capacity(1 << 20, file);
         match format {
-            ExportFormat::Perfetto => perfetto::export(&mut merge, &traces, &opts, out),
-            ExportFormat::Chrome => chrome::export(&mut merge, &traces, &opts, out),
+            ExportFormat::Perfetto => export::perfetto(&mut merge, &traces, &opts, out),
+            ExportFormat::Chrome => export::chrome(&mut merge, &traces, &opts, out),
         }
     };
     let (done, failed) = match result {

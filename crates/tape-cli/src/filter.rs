@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tape::filter::{Capture, Commons, Filter};
-use tape_ctf::decode::stream::StreamReader;
-use tape_ctf::metadata::formats::{Formats, Hint};
-use tape_ctf::metadata::read::TraceDir;
+use tape_ctf::decode::StreamReader;
+use tape_ctf::metadata::TraceDir;
+use tape_ctf::metadata::{Formats, Hint};
 use tape_ctf::{EventClass, Struct};
 
 /// A filter expression for a reader.
@@ -101,7 +101,7 @@ pub fn keep_of(
     text: &str,
     traces: &[TraceDir],
     events: Option<&globset::GlobSet>,
-) -> Result<tape_ctf::decode::stream::Keep, String> {
+) -> Result<tape_ctf::decode::Keep, String> {
     let classes = classes_of(traces)
         .into_iter()
         .filter(|c| events.is_none_or(|g| g.is_match(&c.event.name)));

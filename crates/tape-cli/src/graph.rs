@@ -1,23 +1,23 @@
-//! `tape graph`: the function_graph view (`tape_ctf::output::graph`).
+//! `tape graph`: the function_graph view (`tape_ctf::graph`).
 
 use std::io::Write;
 
 use crate::output::Format;
 use crate::output::{end_output, warn_formats, Failure};
 use crate::select::{say_lost, Selection, Shows};
-use tape_ctf::decode::stream::open_streams;
+use tape_ctf::decode::open_streams;
 use tape_ctf::merge::StreamMerge;
-use tape_ctf::metadata::read::TraceDir;
+use tape_ctf::metadata::TraceDir;
 
 /// `tape graph`: the function_graph view of `traces`.
 pub(crate) fn graph(
     traces: &[TraceDir],
-    mut opts: tape_ctf::output::graph::Options,
+    mut opts: tape_ctf::graph::Options,
     one_pass: bool,
 ) -> Result<(), Failure> {
     warn_formats(traces);
     let mut streams = open_streams(traces)?;
-    let widest = tape_ctf::output::graph::thread_ids(&mut streams)
+    let widest = tape_ctf::graph::thread_ids(&mut streams)
         .into_iter()
         .map(|t| t.to_string().len())
         .max()
@@ -36,12 +36,12 @@ pub(crate) fn graph(
     // are too many streams for that, or a kernel trace's task switches
     // go into the program's threads' graphs: then one merged pass.
     let kernel = traces.iter().any(TraceDir::is_kernel);
-    let lost = if !one_pass && !kernel && streams.len() <= tape_ctf::output::graph::STREAM_THREADS {
-        tape_ctf::output::graph::render_streams(streams, &opts, &mut write)
+    let lost = if !one_pass && !kernel && streams.len() <= tape_ctf::graph::STREAM_THREADS {
+        tape_ctf::graph::render_streams(streams, &opts, &mut write)
     } else {
         drop(streams);
         let mut merge = StreamMerge::new(traces)?;
-        tape_ctf::output::graph::render(&mut merge, opts, Shows(&sel), &mut write)
+        tape_ctf::graph::render(&mut merge, opts, Shows(&sel), &mut write)
     };
     end_output(&mut stdout, failed)?;
     let lost = lost.map_err(|e| e.to_string())?;

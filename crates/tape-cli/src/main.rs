@@ -372,14 +372,14 @@ fn main() -> ExitCode {
             let traces = open(&paths)?;
             let drawn: std::collections::BTreeSet<String> = select::event_names(&traces)
                 .iter()
-                .filter_map(|n| tape_ctf::output::function::entry_of(n))
+                .filter_map(|n| tape_ctf::graph::entry_of(n))
                 .collect();
             select::each_matches("--function", &functions, &drawn, "traced function")?;
             let functions = globs("--function", &functions)?;
             let keep = filter
                 .map(|text| filter::keep_of(&text, &traces, None))
                 .transpose()?;
-            let opts = tape_ctf::output::graph::Options {
+            let opts = tape_ctf::graph::Options {
                 proc_,
                 abstime,
                 duration: !no_duration,
@@ -387,7 +387,7 @@ fn main() -> ExitCode {
                 tail,
                 functions: functions.map(|g| {
                     std::sync::Arc::new(move |f: &str| g.is_match(f))
-                        as tape_ctf::output::graph::FunctionFilter
+                        as tape_ctf::graph::FunctionFilter
                 }),
                 max_depth: max_depth.unwrap_or(0),
                 threads,

@@ -5,9 +5,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use tape_ctf::decode::json::JsonSink;
-use tape_ctf::decode::plan::Sink;
-use tape_ctf::metadata::read::{find_traces, TraceDir};
+use tape_ctf::decode::JsonSink;
+use tape_ctf::decode::Sink;
+use tape_ctf::metadata::{find_traces, TraceDir};
 
 /// The text formats of `tape show` and `tape graph`.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -66,7 +66,7 @@ pub(crate) fn open(paths: &[PathBuf]) -> Result<Vec<TraceDir>, String> {
 /// print without them).
 pub(crate) fn warn_formats(traces: &[TraceDir]) {
     for t in traces {
-        for e in &tape_ctf::metadata::formats::Formats::new(&t.trace).errors {
+        for e in &tape_ctf::metadata::Formats::new(&t.trace).errors {
             say!("tape: warning: {}/metadata: {e}", t.dir.display());
         }
     }

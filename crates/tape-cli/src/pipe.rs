@@ -75,12 +75,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tape_ctf::decode::plan::Discard;
-use tape_ctf::decode::stream::{Next, StreamReader, TracePlan};
-use tape_ctf::decode::text::line::TextBuf;
-use tape_ctf::decode::text::TimeText;
-use tape_ctf::output::json::write_json_line;
-use tape_ctf::output::text::{write_event_rest, write_line_prefix};
+use tape_ctf::decode::Discard;
+use tape_ctf::decode::TextBuf;
+use tape_ctf::decode::TimeText;
+use tape_ctf::decode::{Next, StreamReader, TracePlan};
+use tape_ctf::text::write_json_line;
+use tape_ctf::text::{write_event_rest, write_line_prefix};
 
 use crate::output::{output_error, Failure, Format};
 use crate::show::LineTime;
@@ -481,13 +481,13 @@ fn decode(
                 let rest = match format {
                     Format::Ftrace => {
                         let class = s.class().cloned();
-                        let mut sink = tape_ctf::decode::plan::ValueSink::default();
+                        let mut sink = tape_ctf::decode::ValueSink::default();
                         s.emit(&mut sink).map_err(|e| e.to_string())?;
                         let Some(class) = class else {
                             continue;
                         };
                         let mut line = String::new();
-                        tape_ctf::output::ftrace::write_line(
+                        tape_ctf::ftrace::write_line(
                             &mut line,
                             &s.plan().formats,
                             &class,

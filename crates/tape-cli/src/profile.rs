@@ -1,11 +1,11 @@
 //! `tape profile`: the function profiler's table
-//! (`tape_ctf::output::profile`).
+//! (`tape_ctf::profile`).
 
 use crate::output::{open, print, Failure};
 use std::path::PathBuf;
 
-use tape_ctf::decode::stream::open_streams;
-use tape_ctf::metadata::read::TraceDir;
+use tape_ctf::decode::open_streams;
+use tape_ctf::metadata::TraceDir;
 
 /// `tape profile --sort`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -40,26 +40,21 @@ pub(crate) fn profile(
         None
     } else {
         let mut merge = tape_ctf::merge::StreamMerge::new(&kernel)?;
-        Some(tape_ctf::output::profile::off_cpu(&mut merge).map_err(|e| e.to_string())?)
+        Some(tape_ctf::profile::off_cpu(&mut merge).map_err(|e| e.to_string())?)
     };
     let streams = open_streams(&program)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let p = tape_ctf::output::profile::gather_streams(
-        streams,
-        per_thread,
-        cores,
-        keep.as_ref(),
-        off.as_ref(),
-    )
-    .map_err(|e| e.to_string())?;
+    let p =
+        tape_ctf::profile::gather_streams(streams, per_thread, cores, keep.as_ref(), off.as_ref())
+            .map_err(|e| e.to_string())?;
     let by = match sort {
-        ProfileSort::Hit => tape_ctf::output::profile::SortBy::Hit,
-        ProfileSort::Time => tape_ctf::output::profile::SortBy::Time,
-        ProfileSort::Avg => tape_ctf::output::profile::SortBy::Avg,
-        ProfileSort::SelfTime => tape_ctf::output::profile::SortBy::SelfTime,
-        ProfileSort::P99 => tape_ctf::output::profile::SortBy::P99,
-        ProfileSort::Max => tape_ctf::output::profile::SortBy::Max,
-        ProfileSort::Name => tape_ctf::output::profile::SortBy::Name,
+        ProfileSort::Hit => tape_ctf::profile::SortBy::Hit,
+        ProfileSort::Time => tape_ctf::profile::SortBy::Time,
+        ProfileSort::Avg => tape_ctf::profile::SortBy::Avg,
+        ProfileSort::SelfTime => tape_ctf::profile::SortBy::SelfTime,
+        ProfileSort::P99 => tape_ctf::profile::SortBy::P99,
+        ProfileSort::Max => tape_ctf::profile::SortBy::Max,
+        ProfileSort::Name => tape_ctf::profile::SortBy::Name,
     };
     print(&p.table(by, ftrace))
 }

@@ -611,7 +611,7 @@ fn kernel_window(
     k: &mut KernelRecorder,
     snapshot: &std::path::Path,
 ) -> Result<WindowStats, String> {
-    let t = tape_ctf::metadata::read::open_trace(snapshot).map_err(|e| e.to_string())?;
+    let t = tape_ctf::metadata::open_trace(snapshot).map_err(|e| e.to_string())?;
     let int = |name: &str| {
         t.trace
             .env
@@ -659,9 +659,9 @@ fn own_as(dir: &std::path::Path, like: &std::path::Path) -> Result<(), String> {
 /// (its streams' first and last packets' times: read from the packet
 /// contexts only), if there are events and the packets say.
 fn events_span(dir: &std::path::Path) -> Option<f64> {
-    let trace = tape_ctf::metadata::read::open_trace(dir).ok()?;
+    let trace = tape_ctf::metadata::open_trace(dir).ok()?;
     let (mut first, mut last) = (None::<i128>, None::<i128>);
-    for mut s in tape_ctf::decode::stream::open_streams(std::slice::from_ref(&trace)).ok()? {
+    for mut s in tape_ctf::decode::open_streams(std::slice::from_ref(&trace)).ok()? {
         if let Ok(Some((b, e))) = s.packet_span() {
             first = Some(first.map_or(b, |f| f.min(b)));
             last = Some(last.map_or(e, |l| l.max(e)));

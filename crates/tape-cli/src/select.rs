@@ -8,10 +8,9 @@ use std::path::Path;
 use crate::filter;
 use crate::output::say;
 use crate::output::Format;
-use tape_ctf::decode::stream::{
-    losses_by_stream, open_streams, LostByCause, StreamReader, LOSS_CAUSES,
-};
-use tape_ctf::metadata::read::TraceDir;
+use tape_ctf::decode::{losses_by_stream, open_streams, LostByCause, StreamReader};
+use tape_ctf::metadata::TraceDir;
+use tape_ctf::LOSS_CAUSES;
 
 /// What `tape show` prints.
 pub(crate) struct Selection {
@@ -106,7 +105,7 @@ pub(crate) fn event_names(traces: &[TraceDir]) -> std::collections::BTreeSet<Str
 /// `tape stats --filter`: every event class, each event by its values.
 pub(crate) struct Filtered<'a>(pub(crate) &'a filter::ValueFilter);
 
-impl tape_ctf::decode::stream::Shown for Filtered<'_> {
+impl tape_ctf::decode::Shown for Filtered<'_> {
     fn class(&self, _: &tape_ctf::EventClass, _: Option<i128>) -> bool {
         true
     }
@@ -124,7 +123,7 @@ impl tape_ctf::decode::stream::Shown for Filtered<'_> {
 /// `--filter` on their values.
 pub(crate) struct Shows<'a>(pub(crate) &'a Selection);
 
-impl tape_ctf::decode::stream::Shown for Shows<'_> {
+impl tape_ctf::decode::Shown for Shows<'_> {
     fn class(&self, class: &tape_ctf::EventClass, t: Option<i128>) -> bool {
         let sel = self.0;
         sel.in_range(t) && sel.events.as_ref().is_none_or(|g| g.is_match(&class.name))

@@ -8,11 +8,11 @@ use crate::output::Format;
 use crate::output::{end_output, json_string, output_error, say, warn_formats, Failure};
 use crate::select::{say_lost, Selection, Shows};
 use crate::{symbols, time};
-use tape_ctf::decode::stream::{open_streams, StreamReader};
-use tape_ctf::decode::text::TimeText;
+use tape_ctf::decode::TimeText;
+use tape_ctf::decode::{open_streams, StreamReader};
 use tape_ctf::merge::StreamMerge;
-use tape_ctf::metadata::read::TraceDir;
-use tape_ctf::output::text::parallel::{render_merged, Piece, Render, Seconds, Threads};
+use tape_ctf::metadata::TraceDir;
+use tape_ctf::text::{render_merged, Piece, Render, Seconds, Threads};
 
 /// The time of a line: `HH:MM:SS.nnnnnnnnn` in the local time zone, or
 /// seconds since the epoch. The broken-down time of the last second is
@@ -65,7 +65,7 @@ impl Second {
 }
 
 impl TimeText for LineTime {
-    fn write(&mut self, out: &mut tape_ctf::decode::text::line::TextBuf, ns: i128) {
+    fn write(&mut self, out: &mut tape_ctf::decode::TextBuf, ns: i128) {
         if self.seconds || ns < 0 {
             // Before the epoch: `-S.nnnnnnnnn`, as babeltrace2 prints the
             // first such time (it prints the later ones as if after it).
@@ -78,9 +78,9 @@ impl TimeText for LineTime {
 
     /// `[HH:MM:SS.` as one store, then the nine digits.
     #[inline(always)]
-    fn open_line(&mut self, out: &mut tape_ctf::decode::text::line::TextBuf, t: Option<i128>) {
+    fn open_line(&mut self, out: &mut tape_ctf::decode::TextBuf, t: Option<i128>) {
         let Some(ns) = t.filter(|&ns| !self.seconds && ns >= 0) else {
-            return tape_ctf::decode::text::open_line(self, out, t);
+            return tape_ctf::decode::open_line(self, out, t);
         };
         let s = self.second(ns);
         match &s.word {
@@ -99,7 +99,7 @@ pub(crate) fn first_time(traces: &[TraceDir]) -> Option<i128> {
     let firsts = streams.into_iter().filter_map(|mut s| {
         let next = s.peek().ok()?;
         s.packet_times().1.or(match next {
-            tape_ctf::decode::stream::Next::Event(t) => t,
+            tape_ctf::decode::Next::Event(t) => t,
             _ => None,
         })
     });
@@ -120,7 +120,7 @@ pub(crate) fn show(traces: Vec<TraceDir>, sel: &Selection) -> Result<(), Failure
             seconds: sel.clock_seconds,
             ..LineTime::default()
         }),
-        Format::Json => Render::Lines(tape_ctf::output::json::write_json_line),
+        Format::Json => Render::Lines(tape_ctf::text::write_json_line),
     };
     if sel.format == Format::Json {
         streams.iter_mut().for_each(StreamReader::render_json);
@@ -171,11 +171,11 @@ pub(crate) fn show(traces: Vec<TraceDir>, sel: &Selection) -> Result<(), Failure
 }
 
 /// A latency snapshot's header (ftrace's latency format, see
-/// [`tape_ctf::output::latency`]) on stdout, before its events: when the one trace
+/// [`tape_ctf::latency`]) on stdout, before its events: when the one trace
 /// shown is one.
 pub(crate) fn latency_header(traces: &[TraceDir]) -> Result<(), Failure> {
     let [trace] = traces else { return Ok(()) };
-    let Some(header) = tape_ctf::output::latency::Header::of(&trace.trace) else {
+    let Some(header) = tape_ctf::latency::Header::of(&trace.trace) else {
         return Ok(());
     };
     let (mut events, mut lost) = (0u64, 0u64);
@@ -218,7 +218,7 @@ pub(crate) fn show_ftrace(traces: &[TraceDir], sel: &Selection) -> Result<(), Fa
     let lost_shown = |t: Option<i128>| sel.in_range(t) || t.is_none();
     let mut failed: Option<std::io::Error> = None;
     let mut symbols = symbols::Symbols::default();
-    let lost = tape_ctf::output::ftrace::render_with_symbols(
+    let lost = tape_ctf::ftrace::render_with_symbols(
         &mut merge,
         shown,
         lost_shown,

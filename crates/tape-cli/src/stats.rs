@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::filter;
 use crate::output::{open, print, say, Failure};
 use crate::select::{causes_text, Filtered};
-use tape_ctf::decode::stream::{losses_by_stream, LostByCause, StreamReader, TracePlan};
+use tape_ctf::decode::{losses_by_stream, LostByCause, StreamReader, TracePlan};
 
 use crate::select::stream_losses;
 

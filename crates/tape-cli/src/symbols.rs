@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use object::{Object, ObjectSymbol, SymbolKind};
-use tape_ctf::metadata::formats::Executable;
+use tape_ctf::metadata::Executable;
 
 /// Functions of one executable, by address.
 struct Table {

@@ -12,7 +12,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use tape_ctf::decode::Value;
+use tape_ctf::Value;
 use tracing_subscriber::layer::SubscriberExt;
 
 use support::field;
@@ -77,7 +77,7 @@ fn events_of_every_value_type_are_recorded_typed_and_selected_by_pattern() {
     assert_eq!(tape_tracing::cut_values(), 1);
 
     let trace = tape::save().expect("save");
-    let traces = tape_ctf::metadata::read::find_traces(&trace).unwrap();
+    let traces = tape_ctf::metadata::find_traces(&trace).unwrap();
     /// An event: its name, its fields by name as (kind, value).
     type Recorded = (String, BTreeMap<String, (String, String)>);
     let mut events: Vec<Recorded> = Vec::new();

@@ -52,7 +52,7 @@ fn threads_exit_with_spans_open_and_trace_from_their_destructors() {
         .unwrap();
     }
     let trace = tape::save().expect("save");
-    let traces = tape_ctf::metadata::read::find_traces(&trace).unwrap();
+    let traces = tape_ctf::metadata::find_traces(&trace).unwrap();
     let mut names = Vec::new();
     for r in tape_ctf::merge::events(&traces).unwrap() {
         if let tape_ctf::merge::Record::Event(e) = r.unwrap() {
@@ -112,7 +112,7 @@ fn what_the_layer_cannot_record_is_counted_in_the_trace() {
     assert_eq!(tape_tracing::span_exits_not_recorded(), before + 1);
 
     let trace = tape::save_to(dir.join("trace")).expect("save");
-    let traces = tape_ctf::metadata::read::find_traces(&trace).unwrap();
+    let traces = tape_ctf::metadata::find_traces(&trace).unwrap();
     let mut names = Vec::new();
     let mut cut = None;
     for r in tape_ctf::merge::events(&traces).unwrap() {
@@ -212,12 +212,12 @@ fn values_encoded_as_visited_give_up_whole_and_a_panic_leaves_the_thread_recordi
         "the nested event counted"
     );
     let trace = tape::save_to(dir.join("trace")).expect("save");
-    let traces = tape_ctf::metadata::read::find_traces(&trace).unwrap();
+    let traces = tape_ctf::metadata::find_traces(&trace).unwrap();
     let (mut events, mut lost) = (Vec::new(), 0);
     for r in tape_ctf::merge::events(&traces).unwrap() {
         match r.unwrap() {
             tape_ctf::merge::Record::Event(e) if e.class.name == "tracing.direct.info" => {
-                let tape_ctf::decode::Value::Struct(fields) = e.payload() else {
+                let tape_ctf::Value::Struct(fields) = e.payload() else {
                     panic!("a payload")
                 };
                 let text: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v:?}")).collect();

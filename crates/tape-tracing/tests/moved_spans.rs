@@ -66,7 +66,7 @@ fn tape_recording() {
 }
 
 /// Events of target `target` of the trace saved now, none dropped.
-fn saved(target: &str) -> Vec<(String, Vec<(String, tape_ctf::decode::Value)>)> {
+fn saved(target: &str) -> Vec<(String, Vec<(String, tape_ctf::Value)>)> {
     let trace = tape::save().expect("save");
     assert_eq!(tape::stats().drops.total(), 0, "the rings held every event");
     let prefix = format!("tracing.{target}.");
@@ -78,10 +78,10 @@ fn saved(target: &str) -> Vec<(String, Vec<(String, tape_ctf::decode::Value)>)> 
         .collect()
 }
 
-fn call(fields: &[(String, tape_ctf::decode::Value)]) -> u64 {
+fn call(fields: &[(String, tape_ctf::Value)]) -> u64 {
     let v = &fields.iter().find(|(n, _)| n == "call").expect("call").1;
     match v {
-        tape_ctf::decode::Value::UInt(x, _) => *x,
+        tape_ctf::Value::UInt(x, _) => *x,
         v => panic!("{v:?}"),
     }
 }

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use tape_ctf::decode::Value;
+use tape_ctf::Value;
 use tracing::Instrument;
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -69,7 +69,7 @@ struct Recorded {
 }
 
 fn read(trace: &std::path::Path) -> Vec<Recorded> {
-    let traces = tape_ctf::metadata::read::find_traces(trace).unwrap();
+    let traces = tape_ctf::metadata::find_traces(trace).unwrap();
     let mut out = Vec::new();
     for r in tape_ctf::merge::events(&traces).unwrap() {
         let tape_ctf::merge::Record::Event(e) = r.unwrap() else {

@@ -233,7 +233,7 @@ pub use tape_macros::traced;
 /// **Formats** (`#[format("...")]`) are applied at read time only: the
 /// trace stores them in its `env` block, and `tape show --format ftrace`
 /// prints with them (`{field}`, `{field:03}`, `{field:#x}`, `{hdr.len}`;
-/// see `tape_ctf::output::ftrace`, the reader's). Recording costs the same with or without one.
+/// see `tape_ctf::ftrace`, the reader's). Recording costs the same with or without one.
 /// A `{name}` that is not a field does not compile.
 ///
 /// ```

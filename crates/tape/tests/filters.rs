@@ -95,7 +95,7 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
     tape::save_to(&dir).expect("save");
     saved.send(()).unwrap();
     emitter.join().unwrap();
-    let trace = tape_ctf::metadata::read::open_trace(&dir).expect("open");
+    let trace = tape_ctf::metadata::open_trace(&dir).expect("open");
     let class = trace
         .trace
         .events
@@ -105,12 +105,12 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
         .clone();
     let fields = class.fields.clone().unwrap();
     // The Duration fields, as the trace's hints name them.
-    let formats = tape_ctf::metadata::formats::Formats::new(&trace.trace);
+    let formats = tape_ctf::metadata::Formats::new(&trace.trace);
     let hints = &formats.get(class.id).expect("hints").hints;
     let durations = tape::filter::duration_paths(
         hints
             .iter()
-            .filter(|(_, h)| **h == tape_ctf::metadata::formats::Hint::Duration)
+            .filter(|(_, h)| **h == tape_ctf::metadata::Hint::Duration)
             .map(|(p, _)| (p.as_str(), "duration")),
     );
     assert_eq!(durations, ["took"]);
@@ -148,7 +148,7 @@ fn a_reader_selects_the_same_rows_from_a_trace() {
                 got.push(f.matches_captured(cap));
             }
         }
-        s.emit(&mut tape_ctf::decode::plan::Discard).unwrap();
+        s.emit(&mut tape_ctf::decode::Discard).unwrap();
     }
     for ((expr, a, b), (_, _, got)) in SELECTS.iter().zip(&compiled) {
         assert_eq!(got.as_slice(), [*a, *b], "{expr}");
@@ -169,13 +169,13 @@ tape::tracepoint! {
 }
 
 /// The recorded events of a trace saved now, by name.
-fn recorded() -> Vec<(String, tape_ctf::decode::Value)> {
+fn recorded() -> Vec<(String, tape_ctf::Value)> {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("tape-filters-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     tape::save_to(&dir).expect("save");
-    let trace = tape_ctf::metadata::read::open_trace(&dir).expect("open");
+    let trace = tape_ctf::metadata::open_trace(&dir).expect("open");
     let mut out = Vec::new();
     for r in tape_ctf::merge::events(&[trace]).expect("plan") {
         if let tape_ctf::merge::Record::Event(e) = r.expect("decode") {
@@ -186,10 +186,7 @@ fn recorded() -> Vec<(String, tape_ctf::decode::Value)> {
     out
 }
 
-fn named<'a>(
-    all: &'a [(String, tape_ctf::decode::Value)],
-    name: &str,
-) -> Vec<&'a tape_ctf::decode::Value> {
+fn named<'a>(all: &'a [(String, tape_ctf::Value)], name: &str) -> Vec<&'a tape_ctf::Value> {
     all.iter()
         .filter(|(n, _)| n == name)
         .map(|(_, v)| v)

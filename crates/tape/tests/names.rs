@@ -50,11 +50,11 @@ fn declared_names_reach_every_reader() {
         }
     }
     // The values, named as declared.
-    let traces = tape_ctf::metadata::read::find_traces(&trace).unwrap();
+    let traces = tape_ctf::metadata::find_traces(&trace).unwrap();
     let mut names = Vec::new();
     for r in tape_ctf::merge::events(&traces).unwrap() {
         if let tape_ctf::merge::Record::Event(e) = r.unwrap() {
-            if let tape_ctf::decode::Value::Struct(fields) = e.payload() {
+            if let tape_ctf::Value::Struct(fields) = e.payload() {
                 names = fields.iter().map(|(n, _)| n.clone()).collect();
             }
         }

@@ -191,10 +191,10 @@ fn run(name: &str, env: &[(&str, &str)]) -> Run {
 
 /// Events per stream of a trace (by tape's reader), and the total.
 fn events(trace: &Path) -> (usize, u64) {
-    let t = tape_ctf::metadata::read::find_traces(trace).unwrap();
+    let t = tape_ctf::metadata::find_traces(trace).unwrap();
     let mut n = 0;
     let mut streams = 0;
-    for mut s in tape_ctf::decode::stream::open_streams(&t).unwrap() {
+    for mut s in tape_ctf::decode::open_streams(&t).unwrap() {
         streams += 1;
         n += s.count().unwrap().events;
     }

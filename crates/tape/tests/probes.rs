@@ -70,7 +70,7 @@ fn setup() {
 fn recorded(name: &str) -> Vec<Value> {
     let dir = common::trace_path("probes");
     tape::save_to(&dir).expect("save");
-    let trace = tape_ctf::metadata::read::open_trace(&dir).expect("open");
+    let trace = tape_ctf::metadata::open_trace(&dir).expect("open");
     let mut out = Vec::new();
     for r in tape_ctf::merge::events(&[trace]).expect("plan") {
         if let tape_ctf::merge::Record::Event(e) = r.expect("decode") {

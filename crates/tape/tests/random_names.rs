@@ -136,12 +136,12 @@ fn random_names_reach_every_reader_as_declared() {
     let want = declared();
 
     // tape's reader: each event's class and field names as declared.
-    let traces = tape_ctf::metadata::read::find_traces(&trace).unwrap();
+    let traces = tape_ctf::metadata::find_traces(&trace).unwrap();
     let mut seen = Vec::new();
     for r in tape_ctf::merge::events(&traces).unwrap() {
         if let tape_ctf::merge::Record::Event(e) = r.unwrap() {
             let fields = match e.payload() {
-                tape_ctf::decode::Value::Struct(f) => f.iter().map(|(n, _)| n.clone()).collect(),
+                tape_ctf::Value::Struct(f) => f.iter().map(|(n, _)| n.clone()).collect(),
                 _ => Vec::new(),
             };
             seen.push((e.class.name.clone(), fields));
@@ -165,7 +165,7 @@ fn random_names_reach_every_reader_as_declared() {
     let mut json = Vec::new();
     while let Some(step) = merge.next() {
         if let tape_ctf::merge::Step::Event(stream, t) = step.unwrap() {
-            tape_ctf::output::json::write_json_line(&mut json, t, stream).unwrap();
+            tape_ctf::text::write_json_line(&mut json, t, stream).unwrap();
         }
     }
     let lines: Vec<serde_json::Value> = String::from_utf8(json)
@@ -186,7 +186,7 @@ fn random_names_reach_every_reader_as_declared() {
     let mut merge = tape_ctf::merge::StreamMerge::new(&traces).unwrap();
     let mut ftrace = String::new();
     let every = |_: &tape_ctf::EventClass, _: Option<i128>| true;
-    tape_ctf::output::ftrace::render(
+    tape_ctf::ftrace::render(
         &mut merge,
         every,
         |_| true,

@@ -114,9 +114,9 @@ fn the_readme_program_leaves_one_trace_with_its_events() {
     let trace = traces[0].as_ref().unwrap().path();
     assert_eq!(stdout, format!("saved to {}\n", trace.display()));
     assert_eq!(stderr, "", "nothing to say");
-    let t = tape_ctf::metadata::read::find_traces(&trace).unwrap();
+    let t = tape_ctf::metadata::find_traces(&trace).unwrap();
     let mut events = 0;
-    for mut s in tape_ctf::decode::stream::open_streams(&t).unwrap() {
+    for mut s in tape_ctf::decode::open_streams(&t).unwrap() {
         events += s.count().unwrap().events;
     }
     assert_eq!(events, 1001);

@@ -140,7 +140,7 @@ fn registered_tracepoints_are_selected_saved_and_read() {
     tape::enable("reg.linked").unwrap();
     linked(8);
     let trace = tape::save().expect("save");
-    let traces = tape_ctf::metadata::read::find_traces(&trace).unwrap();
+    let traces = tape_ctf::metadata::find_traces(&trace).unwrap();
     let mut got = Vec::new();
     for r in tape_ctf::merge::events(&traces).unwrap() {
         if let tape_ctf::merge::Record::Event(e) = r.unwrap() {

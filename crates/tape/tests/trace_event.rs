@@ -260,7 +260,7 @@ fn rows() -> Vec<Row> {
 
 /// The ftrace text of the streams of thread `thread`.
 fn ftrace_text(trace: &Path, thread: &str) -> String {
-    let traces = tape_ctf::metadata::read::find_traces(trace).expect("trace");
+    let traces = tape_ctf::metadata::find_traces(trace).expect("trace");
     let prefix = format!("{thread}-");
     let mut merge = tape_ctf::merge::StreamMerge::filtered(&traces, |p| {
         p.file_name()
@@ -269,7 +269,7 @@ fn ftrace_text(trace: &Path, thread: &str) -> String {
     })
     .expect("open");
     let mut text = String::new();
-    tape_ctf::output::ftrace::render(
+    tape_ctf::ftrace::render(
         &mut merge,
         |_: &tape_ctf::EventClass, _: Option<i128>| true,
         |_| true,
@@ -343,14 +343,8 @@ fn every_row_reads_back_in_both_modes_and_both_readers() {
 
         let text = ftrace_text(&dir, thread);
         let mut lines = text.lines();
-        assert_eq!(
-            lines.next(),
-            tape_ctf::output::ftrace::HEADER.lines().next()
-        );
-        assert_eq!(
-            lines.next(),
-            tape_ctf::output::ftrace::HEADER.lines().nth(1)
-        );
+        assert_eq!(lines.next(), tape_ctf::ftrace::HEADER.lines().next());
+        assert_eq!(lines.next(), tape_ctf::ftrace::HEADER.lines().nth(1));
         let lines: Vec<&str> = lines.collect();
         assert_eq!(lines.len(), rows.len(), "{mode:?}:\n{text}");
         for (line, r) in lines.iter().zip(&rows) {

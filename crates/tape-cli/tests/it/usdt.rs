@@ -50,7 +50,7 @@ fn every_tracepoint_is_an_sdt_probe_readelf_and_gdb_list() {
         },
         &dir,
     );
-    let t = tape_ctf::metadata::read::open_trace(&trace).unwrap();
+    let t = tape_ctf::metadata::open_trace(&trace).unwrap();
     let classes: BTreeSet<String> = t.trace.events.iter().map(|e| e.name.clone()).collect();
     let want: BTreeSet<(String, String)> = classes
         .iter()

@@ -152,8 +152,8 @@ pub fn streams_of(trace: &Path) -> BTreeMap<String, Stream> {
         s.last_discarded = discarded;
     }
     // The losses by cause, from the trace's losses stream.
-    let t = tape_ctf::metadata::read::open_trace(trace).unwrap();
-    let by_stream = tape_ctf::decode::stream::losses_by_stream(&t)
+    let t = tape_ctf::metadata::open_trace(trace).unwrap();
+    let by_stream = tape_ctf::decode::losses_by_stream(&t)
         .unwrap()
         .expect("a tape trace declares its losses stream");
     for (stream, s) in &mut all {

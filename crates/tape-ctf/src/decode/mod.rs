@@ -1,5 +1,5 @@
 //! Decoded values, decoding errors and clock conversion, shared by the
-//! decode plans ([`crate::decode::plan`]) and the readers ([`crate::decode::stream`]).
+//! decode plans (`plan/`) and the readers (`stream.rs`).
 //!
 //! How a stream is decoded (§4, §5, §6, §8):
 //! A stream file is a sequence of packets. Each packet is read into one
@@ -16,15 +16,28 @@
 //! the file, the packet offset and the bit offset, never a panic or an
 //! allocation sized by an unchecked length.
 
-pub mod json;
-pub mod plan;
-pub mod stream;
-pub mod text;
+pub(crate) mod json;
+pub(crate) mod plan;
+pub(crate) mod stream;
+pub(crate) mod text;
+
+// The decoder as other crates see it, one level down: the readers and
+// their plan, the value sinks, and the text pieces `tape show` and
+// `tape pipe` write their lines with. The files below stay where their
+// floors put them (plan, then stream, then text); this is the door.
+pub use json::JsonSink;
+pub use plan::{Discard, Sink, StructPlan, ValueSink};
+pub use stream::{
+    losses_by_stream, open_streams, Keep, LostByCause, Next, PacketBuf, Shown, StreamCount,
+    StreamReader, TracePlan,
+};
+pub use text::buf::TextBuf;
+pub use text::{open_line, TimeText};
 
 use std::path::PathBuf;
 
-pub use tape_ctf_model::sink::wide_int;
-pub use tape_ctf_model::Value;
+pub(crate) use tape_ctf_model::sink::wide_int;
+pub(crate) use tape_ctf_model::Value;
 
 use crate::Clock;
 

@@ -4,7 +4,7 @@
 //! ([`StreamReader::peek`]) and hands out the earliest, its scopes not yet
 //! decoded: the output decodes them into its own sink. [`events`] gives
 //! them as value trees. (`tape show` merges rendered parts instead: see
-//! [`crate::output::text::parallel`].)
+//! [`crate::text::render_merged`].)
 
 pub(crate) mod tournament;
 

@@ -1135,7 +1135,7 @@ struct Piece {
 /// merges their lines by time, each line at the time of the event it is
 /// drawn at (as [`render`] orders them; a line of equal time comes first
 /// from the stream listed first). No line waits behind another thread's
-/// undecided entry, so no entry is decided early ([`QUEUE_LIMIT`]).
+/// undecided entry, so no entry is decided early (`QUEUE_LIMIT`).
 /// Hands the text to `each` in pieces (stop with `false`); the events lost.
 pub fn render_streams(
     streams: Vec<crate::decode::stream::StreamReader>,

@@ -9,14 +9,14 @@
 //! another output (`tests/it/layout.rs`).
 
 pub(crate) mod calls;
-pub mod chrome;
-pub mod event_text;
-pub mod export;
-pub mod ftrace;
-pub mod function;
-pub mod graph;
-pub mod json;
-pub mod latency;
-pub mod perfetto;
-pub mod profile;
-pub mod text;
+pub(crate) mod chrome;
+pub(crate) mod event_text;
+pub(crate) mod export;
+pub(crate) mod ftrace;
+pub(crate) mod function;
+pub(crate) mod graph;
+pub(crate) mod json;
+pub(crate) mod latency;
+pub(crate) mod perfetto;
+pub(crate) mod profile;
+pub(crate) mod text;

@@ -9,9 +9,9 @@ use crate::shared;
 
 use std::path::PathBuf;
 
-use tape_ctf::decode::Value;
 use tape_ctf::merge::{events, Record};
 use tape_ctf::Base;
+use tape_ctf::Value;
 
 fn root() -> Option<PathBuf> {
     shared::suite("babeltrace/tests/data")
@@ -118,7 +118,7 @@ fn babeltrace_expect_files() {
         }
         let want = parse_expect(&text);
         let traces =
-            tape_ctf::metadata::read::find_traces(&trace).unwrap_or_else(|x| panic!("{name}: {x}"));
+            tape_ctf::metadata::find_traces(&trace).unwrap_or_else(|x| panic!("{name}: {x}"));
         let mut got: Expected = Vec::new();
         for r in events(&traces).unwrap_or_else(|x| panic!("{name}: {x}")) {
             match r.unwrap_or_else(|x| panic!("{name}: {x}")) {

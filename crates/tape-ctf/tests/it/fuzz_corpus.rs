@@ -25,10 +25,10 @@ fn metadata_corpus() {
     assert!(!files.is_empty());
     for f in &files {
         let data = std::fs::read(f).unwrap();
-        if let Ok((text, _)) = tape_ctf::metadata::read::metadata_text(&data) {
+        if let Ok((text, _)) = tape_ctf::metadata::metadata_text(&data) {
             if let Ok(parsed) = tape_ctf::parse_metadata(&text) {
                 let _ = tape_ctf::validate(&parsed.trace);
-                let _ = tape_ctf::decode::stream::TracePlan::new(&parsed.trace);
+                let _ = tape_ctf::decode::TracePlan::new(&parsed.trace);
             }
         }
     }
@@ -47,8 +47,7 @@ fn stream_corpus() {
     let mut decoded = 0;
     for f in &files {
         std::fs::copy(f, dir.join("stream")).unwrap();
-        let traces =
-            tape_ctf::metadata::read::find_traces(&dir).expect("the fuzz metadata is valid");
+        let traces = tape_ctf::metadata::find_traces(&dir).expect("the fuzz metadata is valid");
         for r in tape_ctf::merge::events(&traces).unwrap().take(100_000) {
             match r {
                 Ok(_) => decoded += 1,

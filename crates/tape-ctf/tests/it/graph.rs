@@ -5,7 +5,7 @@
 //! threads interleaved (a long leaf holding the other thread's lines
 //! behind it), and the `funcgraph-abstime` and `funcgraph-proc` columns.
 
-use tape_ctf::output::graph::{Event, Graph, Options};
+use tape_ctf::graph::{Event, Graph, Options};
 
 const T0: i128 = 1_700_000_000_123_456_789;
 

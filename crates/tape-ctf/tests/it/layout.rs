@@ -4,6 +4,8 @@
 //! `json`, `ftrace`, `graph`, `profile`, `latency`, ...) never uses
 //! another output, only the outputs' shared helpers (`output/mod.rs`,
 //! `event_text`, `function`); and the graph of these units has no circle.
+//! `lib.rs`, the door whose modules re-export what other crates use, is
+//! above them all.
 //!
 //! Read from the source: every `crate::<stage>::<module>` path outside
 //! comments is an edge from the file's unit to the path's. Uses that
@@ -39,6 +41,9 @@ fn stage(unit: &str) -> (u32, bool) {
         Some("merge") => (2, false),
         Some("output") if HELPERS.contains(&unit) => (3, false),
         Some("output") => (4, true),
+        // lib.rs: the crate's door, naming what other crates use from
+        // every stage and output (its facade modules), above them all.
+        _ if unit == "lib" => (5, false),
         _ => (0, false),
     }
 }
@@ -67,10 +72,14 @@ fn edges(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     for f in files {
         let rel = f.strip_prefix(src).unwrap().with_extension("");
         let mut path: Vec<&str> = rel.iter().map(|c| c.to_str().unwrap()).collect();
-        if path.last() == Some(&"mod") || path == ["lib"] {
+        if path.last() == Some(&"mod") {
             path.pop();
         }
-        let from = unit(&path, src);
+        let from = if path == ["lib"] {
+            "lib".to_owned()
+        } else {
+            unit(&path, src)
+        };
         let text = std::fs::read_to_string(&f).unwrap();
         for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
             for (at, _) in line.match_indices("crate::") {

@@ -38,7 +38,7 @@ fn corpus(root: &Path) -> Vec<PathBuf> {
 
 /// Decodes a trace to the end (at most `limit` records).
 fn decode_all(dir: &Path, limit: usize) {
-    let Ok(traces) = tape_ctf::metadata::read::find_traces(dir) else {
+    let Ok(traces) = tape_ctf::metadata::find_traces(dir) else {
         return;
     };
     let Ok(iter) = tape_ctf::merge::events(&traces) else {

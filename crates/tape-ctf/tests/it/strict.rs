@@ -244,9 +244,7 @@ fn the_reader_refuses_a_tape_trace_beyond_babeltrace2_and_warns_for_others() {
     std::fs::create_dir_all(&dir).unwrap();
     let text = BASE.replace("uint8_t x;", "uint8_t *p;");
     std::fs::write(dir.join("metadata"), &text).unwrap();
-    let e = tape_ctf::metadata::read::open_trace(&dir)
-        .err()
-        .expect("refused");
+    let e = tape_ctf::metadata::open_trace(&dir).err().expect("refused");
     let said = e.to_string();
     assert!(
         said.contains("line 50, column 17: a pointer declarator")
@@ -255,7 +253,7 @@ fn the_reader_refuses_a_tape_trace_beyond_babeltrace2_and_warns_for_others() {
     );
     let other = text.replace(r#"tracer_name = "tape";"#, r#"tracer_name = "lttng-ust";"#);
     std::fs::write(dir.join("metadata"), &other).unwrap();
-    let t = tape_ctf::metadata::read::open_trace(&dir).expect("read");
+    let t = tape_ctf::metadata::open_trace(&dir).expect("read");
     assert!(
         t.warnings
             .iter()
@@ -399,7 +397,7 @@ fn corpus() -> Vec<(String, String)> {
         let Ok(bytes) = std::fs::read(d.join("metadata")) else {
             continue;
         };
-        if let Ok((text, _)) = tape_ctf::metadata::read::metadata_text(&bytes) {
+        if let Ok((text, _)) = tape_ctf::metadata::metadata_text(&bytes) {
             v.push((d.display().to_string(), text));
         }
     }
@@ -409,7 +407,7 @@ fn corpus() -> Vec<(String, String)> {
 /// Whether tape takes `text` as a plain-text metadata file of a trace it
 /// wrote: its signature, the strict parse, the model's validation.
 fn strict_takes(text: &str) -> bool {
-    tape_ctf::metadata::read::plain_text_signature(text).is_none()
+    tape_ctf::metadata::plain_text_signature(text).is_none()
         && tape_ctf::parse_metadata_strict(text).is_ok_and(|p| tape_ctf::validate(&p.trace).is_ok())
 }
 

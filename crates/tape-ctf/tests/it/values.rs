@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 
-use tape_ctf::decode::Value;
 use tape_ctf::merge::{events, Record};
-use tape_ctf::metadata::read::find_traces;
+use tape_ctf::metadata::find_traces;
 use tape_ctf::Base;
+use tape_ctf::Value;
 
 const METADATA: &str = r#"/* CTF 1.8 */
 typealias integer { size = 8; align = 8; signed = false; } := uint8_t;

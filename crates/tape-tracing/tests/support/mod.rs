@@ -51,14 +51,14 @@ pub fn babeltrace2(trace: &Path) -> Option<String> {
 /// Every event of `trace`, in time order: its name and its payload's
 /// fields (a failure on a loss: these tests lose nothing).
 #[allow(dead_code)] // not every test binary reads events so
-pub fn events(trace: &Path) -> Vec<(String, Vec<(String, tape_ctf::decode::Value)>)> {
-    let traces = tape_ctf::metadata::read::find_traces(trace).unwrap();
+pub fn events(trace: &Path) -> Vec<(String, Vec<(String, tape_ctf::Value)>)> {
+    let traces = tape_ctf::metadata::find_traces(trace).unwrap();
     let mut out = Vec::new();
     for r in tape_ctf::merge::events(&traces).unwrap() {
         let tape_ctf::merge::Record::Event(e) = r.unwrap() else {
             panic!("a loss")
         };
-        let tape_ctf::decode::Value::Struct(fields) = e.payload() else {
+        let tape_ctf::Value::Struct(fields) = e.payload() else {
             panic!("a payload that is not a struct")
         };
         out.push((e.class.name.clone(), fields.clone()));
@@ -69,8 +69,8 @@ pub fn events(trace: &Path) -> Vec<(String, Vec<(String, tape_ctf::decode::Value
 /// A recorded field as the tests compare it: its CTF type and value (a
 /// plain value, not a tagged one).
 #[allow(dead_code)] // not every test binary compares fields so
-pub fn field(v: &tape_ctf::decode::Value) -> (String, String) {
-    use tape_ctf::decode::Value;
+pub fn field(v: &tape_ctf::Value) -> (String, String) {
+    use tape_ctf::Value;
     let (kind, value) = match v {
         Value::UInt(x, _) => ("uint", x.to_string()),
         Value::SInt(x, _) => ("int", x.to_string()),

@@ -14,7 +14,7 @@ pub(super) enum Step2<'a> {
     Option(&'a str),
 }
 
-/// A decoder's sink (`tape_ctf::decode::plan::Sink`) that catches the values one
+/// A decoder's sink (`tape_ctf::decode::Sink`) that catches the values one
 /// [`Filter`] compares, as an event is decoded: for `tape show --filter`
 /// on any CTF trace. Reused from event to event (its buffers keep their
 /// capacity); the common fields come from the packet context, set by the

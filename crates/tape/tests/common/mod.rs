@@ -38,10 +38,10 @@ impl Reader {
 /// left out): `tape show`, as library calls.
 pub fn tape_text(trace: &Path) -> Result<ReadOutput, String> {
     use tape_ctf::merge::{Step, StreamMerge};
-    use tape_ctf::output::text::write_event_line;
-    let traces = tape_ctf::metadata::read::find_traces(trace).map_err(|e| e.to_string())?;
+    use tape_ctf::text::write_event_line;
+    let traces = tape_ctf::metadata::find_traces(trace).map_err(|e| e.to_string())?;
     let mut merge = StreamMerge::new(&traces)?;
-    let (mut stdout, mut stderr) = (tape_ctf::decode::text::line::TextBuf::new(), String::new());
+    let (mut stdout, mut stderr) = (tape_ctf::decode::TextBuf::new(), String::new());
     while let Some(step) = merge.next() {
         match step.map_err(|e| e.to_string())? {
             Step::Event(stream, _) => {

@@ -286,9 +286,8 @@ mod tests {
 /// structure itself, as they are in every event tape writes.
 ///
 /// ```
-/// use tape_ctf::decode::plan::StructPlan;
-/// use tape_ctf::{ByteOrder, Field, Integer, Struct, Type};
-/// use tape_ctf::decode::Value;
+/// use tape_ctf::decode::StructPlan;
+/// use tape_ctf::{ByteOrder, Field, Integer, Struct, Type, Value};
 ///
 /// let s = Struct::new(vec![
 ///     Field::new("port", Type::Integer(Integer::unsigned(16))),

@@ -12,10 +12,10 @@
 //! The outputs (`crate::output::text`, its parallel renderer, `tape
 //! show`'s JSON) build on them; nothing here uses an output.
 
-pub mod buf;
-pub mod line;
-pub mod sink;
-pub mod value;
+pub(crate) mod buf;
+pub(crate) mod line;
+pub(crate) mod sink;
+pub(crate) mod value;
 
 use std::fmt::Write;
 

@@ -81,8 +81,8 @@ use crate::decode::DecodeError;
 use crate::merge::StreamMerge;
 use crate::metadata::read::TraceDir;
 use crate::output::calls::{CallStack, OpenCall};
-pub use crate::output::export::{check_counters, CounterSpec, Exported, Options};
 use crate::output::export::{env_int, process, run, stream_key, time, Export, Failure};
+use crate::output::export::{CounterSpec, Exported, Options};
 use crate::output::function::{kind, Kind, Names, ThreadOf};
 use crate::{Base, Enum};
 

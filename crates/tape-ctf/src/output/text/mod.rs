@@ -13,7 +13,7 @@
 //! number, discarded count), the stream event context, the event context and
 //! the payload.
 
-pub mod parallel;
+pub(crate) mod parallel;
 
 use crate::decode::plan::{Bits, Discard};
 use crate::decode::stream::StreamReader;

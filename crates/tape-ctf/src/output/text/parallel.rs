@@ -597,7 +597,7 @@ pub struct Threads {
 }
 
 impl Threads {
-    /// `workers` worker threads, parts of [`PART_BYTES`].
+    /// `workers` worker threads, parts of `PART_BYTES`.
     pub fn new(workers: usize) -> Threads {
         Threads {
             workers,
