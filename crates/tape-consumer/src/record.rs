@@ -316,6 +316,221 @@ struct Walked {
     events: u64,
 }
 
+/// One walk of a stream's ring ([`Recorder::take`]), a packet at a time
+/// ([`Walk::packet`]): the stream's state it moves, and what it took,
+/// wrote and could not write so far (into [`Walked`] at its end).
+struct Walk<'w, 'c> {
+    stream: usize,
+    ctx: Context<'c>,
+    /// The packet header and context's bytes, and the ring's packets'.
+    room: usize,
+    capacity: usize,
+    /// The ring's creation time, and its events written in all.
+    created: u64,
+    written: u64,
+    spare: &'w std::cell::RefCell<&'w mut Spare>,
+    file: &'w mut Option<File>,
+    path: &'w Path,
+    head: &'w mut Vec<u8>,
+    position: &'w mut Option<u64>,
+    overwritten: &'w mut u64,
+    doubt_until: u64,
+    maybe_printed: &'w mut u64,
+    uncounted: &'w mut bool,
+    started: &'w mut bool,
+    lost: &'w mut Drops,
+    len: &'w mut u64,
+    last_end: &'w mut u64,
+    failed: Option<Error>,
+    bytes: u64,
+    events: u64,
+    not_written: u64,
+    /// The stream file's length before the last packet written, and that
+    /// packet's events and bytes: taken back if the ring's file was cut
+    /// under an in-place write (the packet may be zeros).
+    last_write: (u64, u64, u64),
+}
+
+impl Walk<'_, '_> {
+    /// A packet taken, copied (for a sink) or in the ring (written to the
+    /// stream file), its events up to `end` (`None`: an open packet's):
+    /// whether it was written (or handed to the sink).
+    fn packet(
+        &mut self,
+        m: &PacketMeta,
+        offset: usize,
+        data: Bytes<'_>,
+        end: Option<u64>,
+        sink: Option<&mut ChunkSink<'_>>,
+    ) -> bool {
+        self.last_write = (0, 0, 0);
+        if self.failed.is_some() {
+            data.give_back(self.spare);
+            // Taken from the ring, never written: counted.
+            let end = end.unwrap_or_else(|| self.written.max(m.committed_before));
+            self.not_written += end.saturating_sub(m.committed_before);
+            return false;
+        }
+        let d = self.count_overwritten(m);
+        match sink {
+            Some(sink) => {
+                self.hand_on(sink, m, offset, data, end, d);
+                true
+            }
+            None => self.write(m, data, end, d),
+        }
+    }
+
+    /// Events between the last packet taken and `m` were overwritten
+    /// before the reader could take them: counted; the stream's losses as
+    /// of `m`.
+    fn count_overwritten(&mut self, m: &PacketMeta) -> Drops {
+        let position = self.position.get_or_insert(m.committed_before);
+        *self.overwritten += m.committed_before.saturating_sub(*position);
+        *self.maybe_printed += self
+            .doubt_until
+            .min(m.committed_before)
+            .saturating_sub(*position);
+        *position = (*position).max(m.committed_before);
+        Drops {
+            overwritten: *self.overwritten,
+            ..m.dropped_at_close
+        }
+    }
+
+    /// The packet as a [`Chunk`] to a live reader's `sink`, its context
+    /// stating no losses (`d` travels beside it).
+    fn hand_on(
+        &mut self,
+        sink: &mut ChunkSink<'_>,
+        m: &PacketMeta,
+        offset: usize,
+        data: Bytes<'_>,
+        end: Option<u64>,
+        d: Drops,
+    ) {
+        let room = self.room;
+        let content_len = data.len(room);
+        let mut packet = match data {
+            Bytes::Copied(v) => v,
+            Bytes::InPlace(b) => {
+                let mut v = self.spare.borrow_mut().take(room, b.len(), self.capacity);
+                v.extend_from_slice(b);
+                v
+            }
+        };
+        let position = self.position.get_or_insert(m.committed_before);
+        let before = *position;
+        let mut whole = *m;
+        whole.events = content_len;
+        self.ctx
+            .packet_header(&mut packet[..room], &whole, Drops::default());
+        self.bytes += content_len as u64;
+        let n = end.map(|after| after.saturating_sub(before));
+        match end {
+            Some(after) => *position = after.max(before),
+            None => *self.uncounted = true,
+        }
+        self.events += n.unwrap_or(0);
+        sink(Chunk {
+            stream: self.stream,
+            packet,
+            offset,
+            before,
+            events: n,
+            lost: d,
+            maybe_printed: *self.maybe_printed,
+            end: if end.is_some() {
+                (m.seq + 1, 0)
+            } else {
+                (m.seq, offset + content_len)
+            },
+            closed: end.is_some(),
+            ts_begin: m.ts_begin,
+            ts_end: m.ts_end,
+        });
+    }
+
+    /// The packet written to the stream file, its context stating the
+    /// losses `d`: whole or not at all (a write that fails, a full disk,
+    /// is cut back to the last whole packet, so that the trace stays
+    /// readable, and its events counted).
+    fn write(&mut self, m: &PacketMeta, data: Bytes<'_>, end: Option<u64>, d: Drops) -> bool {
+        let end = end.unwrap_or_else(|| self.written.max(m.committed_before));
+        let content_len = data.len(self.room);
+        if !*self.started {
+            *self.started = true;
+            if d.total() > 0 {
+                // An empty packet without losses first, so that readers
+                // report the first packet's (as a save writes it).
+                self.ctx
+                    .leading_header(self.head, self.created.min(m.ts_begin), m);
+                match put(self.file, self.len, self.path, &[self.head]) {
+                    Ok(n) => self.bytes += n,
+                    Err(e) => {
+                        // The packet is not written either: counted.
+                        self.not_written += end.saturating_sub(m.committed_before);
+                        data.give_back(self.spare);
+                        self.failed = Some(e);
+                        return false;
+                    }
+                }
+            }
+        }
+        // (A recording reads whole packets: the content is all of them.)
+        let mut whole = *m;
+        whole.events = content_len;
+        let before = (*self.len, self.bytes);
+        let put = match data {
+            Bytes::Copied(mut v) => {
+                self.ctx.packet_header(&mut v[..self.room], &whole, d);
+                let put = put(self.file, self.len, self.path, &[&v]);
+                self.spare.borrow_mut().give_back(v);
+                put
+            }
+            Bytes::InPlace(b) => {
+                self.ctx.packet_header(self.head, &whole, d);
+                put(self.file, self.len, self.path, &[self.head, b])
+            }
+        };
+        match put {
+            Ok(n) => self.bytes += n,
+            Err(e) => {
+                self.not_written += end.saturating_sub(m.committed_before);
+                self.failed = Some(e);
+                return false;
+            }
+        }
+        // (Not those of a packet an earlier reader began.)
+        let position = self.position.get_or_insert(m.committed_before);
+        let taken = end.saturating_sub(*position);
+        self.last_write = (before.0, taken, self.bytes - before.1);
+        self.events += taken;
+        *position = end;
+        *self.last_end = (*self.last_end).max(m.ts_end);
+        *self.lost = d;
+        true
+    }
+}
+
+/// `parts` appended to the stream file at `path` (of `len` bytes of whole
+/// packets): all of them, or the file is cut back to `len`.
+fn put(file: &mut Option<File>, len: &mut u64, path: &Path, parts: &[&[u8]]) -> Result<u64, Error> {
+    match write_parts(file, path, parts) {
+        Ok(n) => {
+            *len += n;
+            Ok(n)
+        }
+        Err(e) => {
+            if let Some(f) = file.as_mut() {
+                let _ = f.set_len(*len);
+                let _ = std::io::Seek::seek(f, std::io::SeekFrom::Start(*len));
+            }
+            Err(e)
+        }
+    }
+}
+
 /// The packet buffers a recorder copies the rings into, kept once used
 /// (written out, or given back by a reader, [`Recorder::recycle`]): at
 /// hundreds of MB/s a buffer freed and another allocated at each turn
@@ -862,7 +1077,7 @@ impl Recorder {
         mut sink: Option<&mut ChunkSink<'s>>,
     ) -> Result<Option<u64>, Error> {
         let consumes = self.consumes;
-        let spare = &mut self.spare;
+        let spare = std::cell::RefCell::new(&mut self.spare);
         let s = &mut self.streams[i];
         let name = tape_rings::truncate_utf8(&s.ring.name, 255).to_owned();
         let ctx = Context {
@@ -871,15 +1086,8 @@ impl Recorder {
             name: &name,
         };
         let room = ctx.head_size();
-        let packet = s.ring.packet_capacity();
+        let capacity = s.ring.packet_capacity();
         s.head.resize(room, 0);
-        let created = s.ring.created_ts;
-        // The open packet's events: as many as the ring says were written
-        // after the packet began (read once the owner is done or stopped).
-        let written = s.ring.written();
-        let mut failed: Option<Error> = None;
-        let mut bytes = 0u64;
-        let mut events = 0u64;
         let Stream {
             ring,
             file,
@@ -897,176 +1105,63 @@ impl Recorder {
             last_end,
             ..
         } = s;
-        let mut not_written = 0u64;
-        let until = std::time::Instant::now() + tape_rings::CLAIM_PATIENCE;
-        let spare = std::cell::RefCell::new(spare);
-        // The stream file's length before the last packet written, and
-        // that packet's events and bytes: taken back if the ring's file was
-        // cut under an in-place write (the packet may be zeros).
-        let mut last_write = (0u64, 0u64, 0u64);
-        let copying = sink.is_some();
-        // Each packet taken, copied (for a sink) or in the ring (written to
-        // the stream file): whether it was written (or handed to the sink).
-        let mut handle = |m: &PacketMeta, offset: usize, data: Bytes<'_>, end: Option<u64>| {
-            let content_len = data.len(room);
-            last_write = (0, 0, 0);
-            if failed.is_some() {
-                data.give_back(&spare);
-                // Taken from the ring, never written: counted.
-                let end = end.unwrap_or_else(|| written.max(m.committed_before));
-                not_written += end.saturating_sub(m.committed_before);
-                return false;
-            }
-            // Events between the last packet taken and this one were
-            // overwritten before the reader could take them.
-            let position = position.get_or_insert(m.committed_before);
-            *overwritten += m.committed_before.saturating_sub(*position);
-            *maybe_printed += (*doubt_until)
-                .min(m.committed_before)
-                .saturating_sub(*position);
-            *position = (*position).max(m.committed_before);
-            let d = Drops {
-                overwritten: *overwritten,
-                ..m.dropped_at_close
-            };
-            if let Some(sink) = sink.as_mut() {
-                let mut packet = match data {
-                    Bytes::Copied(v) => v,
-                    Bytes::InPlace(b) => {
-                        let mut v = spare.borrow_mut().take(room, b.len(), packet);
-                        v.extend_from_slice(b);
-                        v
-                    }
-                };
-                let before = *position;
-                let mut whole = *m;
-                whole.events = content_len;
-                ctx.packet_header(&mut packet[..room], &whole, Drops::default());
-                bytes += content_len as u64;
-                let n = end.map(|after| after.saturating_sub(before));
-                match end {
-                    Some(after) => *position = after.max(before),
-                    None => *uncounted = true,
-                }
-                events += n.unwrap_or(0);
-                sink(Chunk {
-                    stream: i,
-                    packet,
-                    offset,
-                    before,
-                    events: n,
-                    lost: d,
-                    maybe_printed: *maybe_printed,
-                    end: if end.is_some() {
-                        (m.seq + 1, 0)
-                    } else {
-                        (m.seq, offset + content_len)
-                    },
-                    closed: end.is_some(),
-                    ts_begin: m.ts_begin,
-                    ts_end: m.ts_end,
-                });
-                return true;
-            }
-            let end = end.unwrap_or_else(|| written.max(m.committed_before));
-            // A packet is written whole or not at all: a write that
-            // fails (a full disk) is cut back to the last whole packet,
-            // so that the trace stays readable, and its events counted.
-            let put = |file: &mut Option<File>, len: &mut u64, parts: &[&[u8]]| match write_parts(
-                file, path, parts,
-            ) {
-                Ok(n) => {
-                    *len += n;
-                    Ok(n)
-                }
-                Err(e) => {
-                    if let Some(f) = file.as_mut() {
-                        let _ = f.set_len(*len);
-                        let _ = std::io::Seek::seek(f, std::io::SeekFrom::Start(*len));
-                    }
-                    Err(e)
-                }
-            };
-            if !*started {
-                *started = true;
-                if d.total() > 0 {
-                    // An empty packet without losses first, so that readers
-                    // report the first packet's (as a save writes it).
-                    ctx.leading_header(head, created.min(m.ts_begin), m);
-                    match put(file, len, &[head]) {
-                        Ok(n) => bytes += n,
-                        Err(e) => {
-                            // The packet is not written either: counted.
-                            not_written += end.saturating_sub(m.committed_before);
-                            data.give_back(&spare);
-                            failed = Some(e);
-                            return false;
-                        }
-                    }
-                }
-            }
-            // (A recording reads whole packets: the content is all of
-            // them.)
-            let mut whole = *m;
-            whole.events = content_len;
-            let before = (*len, bytes);
-            let put = match data {
-                Bytes::Copied(mut v) => {
-                    ctx.packet_header(&mut v[..room], &whole, d);
-                    let put = put(file, len, &[&v]);
-                    spare.borrow_mut().give_back(v);
-                    put
-                }
-                Bytes::InPlace(b) => {
-                    ctx.packet_header(head, &whole, d);
-                    put(file, len, &[head, b])
-                }
-            };
-            match put {
-                Ok(n) => bytes += n,
-                Err(e) => {
-                    not_written += end.saturating_sub(m.committed_before);
-                    failed = Some(e);
-                    return false;
-                }
-            }
-            // (Not those of a packet an earlier reader began.)
-            let taken = end.saturating_sub(*position);
-            last_write = (before.0, taken, bytes - before.1);
-            events += taken;
-            *position = end;
-            *last_end = (*last_end).max(m.ts_end);
-            *lost = d;
-            true
+        let mut walk = Walk {
+            stream: i,
+            ctx,
+            room,
+            capacity,
+            created: ring.created_ts,
+            // The open packet's events: as many as the ring says were
+            // written after the packet began (read once the owner is done
+            // or stopped).
+            written: ring.written(),
+            spare: &spare,
+            file,
+            path,
+            head,
+            position,
+            overwritten,
+            doubt_until: *doubt_until,
+            maybe_printed,
+            uncounted,
+            started,
+            lost,
+            len,
+            last_end,
+            failed: None,
+            bytes: 0,
+            events: 0,
+            not_written: 0,
+            last_write: (0, 0, 0),
         };
+        let until = std::time::Instant::now() + tape_rings::CLAIM_PATIENCE;
+        let copying = sink.is_some();
         let taken = if copying {
             ring.stream_packets(
                 *next,
                 to_end,
                 consumes,
                 until,
-                |len| spare.borrow_mut().take(room, len, packet),
+                |len| spare.borrow_mut().take(room, len, capacity),
                 |m, offset, packet, end| {
-                    handle(m, offset, Bytes::Copied(packet), end);
+                    walk.packet(m, offset, Bytes::Copied(packet), end, sink.as_deref_mut());
                 },
             )
         } else {
             ring.write_packets(*next, to_end, consumes, until, |m, offset, b, end| {
-                handle(m, offset, Bytes::InPlace(b), end)
+                walk.packet(m, offset, Bytes::InPlace(b), end, None)
             })
         };
-        self.end_walk(
-            i,
-            Walked {
-                taken,
-                in_place: !copying,
-                last_write,
-                not_written,
-                failed,
-                bytes,
-                events,
-            },
-        )
+        let walked = Walked {
+            taken,
+            in_place: !copying,
+            last_write: walk.last_write,
+            not_written: walk.not_written,
+            failed: walk.failed,
+            bytes: walk.bytes,
+            events: walk.events,
+        };
+        self.end_walk(i, walked)
     }
 
     /// The end of stream `i`'s walk (`w`): a packet written in place just

@@ -281,7 +281,10 @@ fn tape_ctf_is_named_at_most_one_module_down() {
     assert!(deep.is_empty(), "named deeper than one module: {deep:?}");
     assert_eq!(
         modules.into_iter().collect::<Vec<_>>(),
-        ["decode", "export", "ftrace", "graph", "latency", "merge", "metadata", "profile", "text"],
+        [
+            "decode", "export", "ftrace", "graph", "latency", "merge", "metadata", "profile",
+            "text"
+        ],
         "the modules tape-ctf shows"
     );
 }
