@@ -283,16 +283,8 @@ pub(crate) const SETTINGS: &[Setting] = &[
         example: "`latency`",
         ctl: "tracer latency",
         apply: Some(|c, s, v| {
-            let name = v.trim();
-            if !crate::control::TRACERS.contains(&name) {
-                return Err(bad(
-                    s.var,
-                    v,
-                    0,
-                    "is not a tracer",
-                    &crate::control::TRACERS.join(", "),
-                ));
-            }
+            let name = knobs::parse_tracer(v)
+                .map_err(|what| bad(s.var, v, 0, what, &knobs::TRACERS.join(", ")))?;
             c.tracer = Some((name.to_owned(), Some(s.var)));
             Ok(())
         }),
@@ -946,19 +938,13 @@ pub(crate) fn parse_latency(var: &str, v: &str) -> Result<Latency, Error> {
             None if item.is_empty() => {}
             Some(("thresh", d)) => {
                 l.thresh_ns = Some(
-                    crate::latency::parse_duration_ns(d)
+                    knobs::parse_duration_ns(d)
                         .map_err(|e| bad(var, v, first + 7, &e, ACCEPTED))?,
                 );
             }
             Some(("keep", k)) => {
                 l.keep = Some(
-                    k.trim()
-                        .parse()
-                        .ok()
-                        .filter(|&k: &usize| k > 0)
-                        .ok_or_else(|| {
-                            bad(var, v, first + 5, "not a count (1 or more)", ACCEPTED)
-                        })?,
+                    knobs::parse_keep(k).map_err(|what| bad(var, v, first + 5, what, ACCEPTED))?,
                 );
             }
             _ => return Err(bad(var, v, first, "not a setting", ACCEPTED)),
@@ -1282,6 +1268,51 @@ mod tests {
                 env.message(),
                 "the command's error is the variable's"
             );
+        }
+        // A value inside a variable's list and the command's value: the
+        // same parser says what is wrong (the positions and the forms
+        // accepted are each input's own).
+        let what = |m: &str| -> String {
+            let after = m.split_once(": at byte ").map_or("", |(_, r)| r);
+            let after = after.split_once(": ").map_or("", |(_, r)| r);
+            after
+                .split("; accepted: ")
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        for (var, value, words, word) in [
+            (
+                "TAPE_TRACER",
+                "irqsoff",
+                &["tracer", "irqsoff"][..],
+                "tracer=\"irqsoff\"",
+            ),
+            (
+                "TAPE_LATENCY",
+                "on,thresh=5parsecs",
+                &["latency", "thresh", "5parsecs"][..],
+                "latency thresh=\"5parsecs\"",
+            ),
+            (
+                "TAPE_LATENCY",
+                "on,thresh=1e400s",
+                &["latency", "thresh", "1e400s"][..],
+                "latency thresh=\"1e400s\"",
+            ),
+            (
+                "TAPE_LATENCY",
+                "keep=0",
+                &["latency", "keep", "0"][..],
+                "latency keep=\"0\"",
+            ),
+        ] {
+            let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+            let e = crate::control::execute(&words).expect_err(value);
+            let env = Config::from_vars(|k| (k == var).then(|| value.to_owned())).expect_err(value);
+            assert!(e.message().starts_with(word), "{}", e.message());
+            assert!(!what(e.message()).is_empty(), "{}", e.message());
+            assert_eq!(what(e.message()), what(env.message()), "{var}={value}");
         }
     }
 

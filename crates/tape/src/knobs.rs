@@ -113,6 +113,65 @@ pub fn parse_age(v: &str) -> Option<std::time::Duration> {
     Some(std::time::Duration::from_secs(secs))
 }
 
+/// The tracers `TAPE_TRACER` and `tape ctl tracer` choose among
+/// (ftrace's `available_tracers`).
+pub const TRACERS: [&str; 4] = ["nop", "function", "function_graph", "latency"];
+
+/// A tracer's name (`TAPE_TRACER`, `tape ctl tracer`): one of
+/// [`TRACERS`], or what is wrong with it (the caller names the input and
+/// where: one parser for the variable and the command).
+pub(crate) fn parse_tracer(v: &str) -> Result<&'static str, &'static str> {
+    let v = v.trim();
+    TRACERS
+        .iter()
+        .find(|t| **t == v)
+        .copied()
+        .ok_or("is not a tracer")
+}
+
+/// The counts [`parse_keep`] takes.
+pub(crate) const KEEP_ACCEPTS: &str = "a count, 1 or more";
+
+/// Snapshots kept per latency tracker (`TAPE_LATENCY`'s `keep=N`,
+/// `tape ctl latency keep N`), or what is wrong with it.
+pub(crate) fn parse_keep(v: &str) -> Result<usize, &'static str> {
+    v.trim()
+        .parse()
+        .ok()
+        .filter(|&k: &usize| k > 0)
+        .ok_or("not a count (1 or more)")
+}
+
+/// The durations [`parse_duration_ns`] takes.
+pub(crate) const DURATION_ACCEPTS: &str = "a number with `ns`, `us`, `ms` or `s` (50us, 2ms); \
+                                           a bare number is microseconds";
+
+/// Parses a duration: a number with `ns`, `us`, `ms` or `s`; a bare number
+/// is microseconds (ftrace's unit for `tracing_thresh`). The error says
+/// what is wrong; the caller names the input.
+pub fn parse_duration_ns(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim() {
+        "" | "us" => 1e3,
+        "ns" => 1.0,
+        "ms" => 1e6,
+        "s" => 1e9,
+        u => return Err(format!("unknown unit `{u}` (ns, us, ms or s)")),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{t}` is not a duration (such as 50us, 2ms, 100)"))?;
+    let ns = v * scale;
+    if !ns.is_finite() || ns >= u64::MAX as f64 {
+        return Err(format!("`{t}` is too long"));
+    }
+    Ok(ns.round() as u64)
+}
+
 /// Smallest slot: room for an event header and a few fields.
 pub(crate) const MIN_PACKET_SIZE: usize = 256;
 

@@ -344,7 +344,7 @@ fn tape_ctl_shows_resets_and_sets_the_latency_tracer_of_a_running_program() {
     let bad: &[(&[&str], &[&str])] = &[
         (
             &["latency", "thresh", "5parsecs"],
-            &["latency thresh 5parsecs: unknown unit `parsecs`"],
+            &["latency thresh=\"5parsecs\": at byte 0: unknown unit `parsecs`"],
         ),
         (
             &[
@@ -379,10 +379,13 @@ fn tape_ctl_shows_resets_and_sets_the_latency_tracer_of_a_running_program() {
             ],
             &["a pair of that name is set up"],
         ),
-        (&["latency", "keep", "0"], &["latency keep 0: not a count"]),
+        (
+            &["latency", "keep", "0"],
+            &["latency keep=\"0\": at byte 0: not a count"],
+        ),
         (
             &["tracer", "irqsoff"],
-            &["no tracer \"irqsoff\"; tracers: nop, function, function_graph, latency"],
+            &["tracer=\"irqsoff\": at byte 0: is not a tracer; accepted: nop, function, function_graph, latency"],
         ),
     ];
     for (args, said) in bad {

@@ -181,8 +181,7 @@ pub fn execute(words: &[String]) -> Result<String, Error> {
 }
 
 /// `enable` / `disable`: every pattern is checked before any is applied.
-/// The tracers `tracer` chooses among (ftrace's `available_tracers`).
-pub const TRACERS: [&str; 4] = ["nop", "function", "function_graph", "latency"];
+pub use crate::knobs::TRACERS;
 
 /// The tracer chosen last (an index of [`TRACERS`]). Relaxed: a setting
 /// read for display.
@@ -205,12 +204,9 @@ pub fn current_tracer() -> &'static str {
 ///
 /// Returns what was done, in words.
 pub fn set_tracer(name: &str) -> Result<String, Error> {
-    let Some(i) = TRACERS.iter().position(|t| *t == name) else {
-        return Err(command_error(format!(
-            "no tracer {name:?}; tracers: {}",
-            TRACERS.join(", ")
-        )));
-    };
+    let name = knobs::parse_tracer(name)
+        .map_err(|what| knobs::bad("tracer", name, 0, what, &TRACERS.join(", ")))?;
+    let i = TRACERS.iter().position(|t| *t == name).unwrap_or(0);
     let apply = |on: bool, pattern: &str| -> usize {
         // A glob that selects nothing (no traced function in the
         // program) is not an error here: the tracer has nothing to record.
@@ -273,8 +269,9 @@ fn latency(args: &[&str]) -> Result<String, Error> {
             Ok(out + "maxima reset to 0\n")
         }
         ["thresh", d] => {
-            let ns = l::parse_duration_ns(d)
-                .map_err(|e| command_error(format!("latency thresh {d}: {e}")))?;
+            let ns = knobs::parse_duration_ns(d).map_err(|what| {
+                knobs::bad("latency thresh", d, 0, &what, knobs::DURATION_ACCEPTS)
+            })?;
             l::set_threshold(ns);
             Ok(format!(
                 "tracing_thresh: {ns} ns{}\n",
@@ -282,9 +279,8 @@ fn latency(args: &[&str]) -> Result<String, Error> {
             ))
         }
         ["keep", k] => {
-            let k: usize = k.parse().ok().filter(|&k| k > 0).ok_or_else(|| {
-                command_error(format!("latency keep {k}: not a count (1 or more)"))
-            })?;
+            let k = knobs::parse_keep(k)
+                .map_err(|what| knobs::bad("latency keep", k, 0, what, knobs::KEEP_ACCEPTS))?;
             l::set_keep(k);
             Ok(format!("snapshots kept per tracker: {k}\n"))
         }

@@ -551,28 +551,4 @@ fn us(ns: u64) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
 }
 
-/// Parses a duration: a number with `ns`, `us`, `ms` or `s`; a bare number
-/// is microseconds (ftrace's unit for `tracing_thresh`). The error says
-/// what is wrong; the caller names the input.
-pub fn parse_duration_ns(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale: f64 = match unit.trim() {
-        "" | "us" => 1e3,
-        "ns" => 1.0,
-        "ms" => 1e6,
-        "s" => 1e9,
-        u => return Err(format!("unknown unit `{u}` (ns, us, ms or s)")),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{t}` is not a duration (such as 50us, 2ms, 100)"))?;
-    let ns = v * scale;
-    if !ns.is_finite() || ns >= u64::MAX as f64 {
-        return Err(format!("`{t}` is too long"));
-    }
-    Ok(ns.round() as u64)
-}
+pub use crate::knobs::parse_duration_ns;
