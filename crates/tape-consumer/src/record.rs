@@ -89,11 +89,23 @@ struct Stream {
     /// The ring file (its disappearance says the thread is done).
     source: PathBuf,
     ring: Ring,
-    path: PathBuf,
-    file: Option<File>,
     /// Where to read next: a packet, and a byte offset in it (a live
     /// reader takes the open packet's events as they come).
     next: (u64, usize),
+    /// What was taken of the ring and where it went (what a walk moves).
+    taken: Taken,
+    /// Read to its end: nothing more will come.
+    done: bool,
+    /// The losses the losses stream says of this stream so far.
+    lost_said: Drops,
+    uuid: [u8; 16],
+}
+
+/// What a reader has taken of one ring, counted, and where a recording
+/// writes it: the state a walk of the ring moves ([`Walk`]).
+struct Taken {
+    path: PathBuf,
+    file: Option<File>,
     /// Events of the ring before the next one to take: taken, or counted
     /// lost (`None`: a live reader that has not begun, which begins at its
     /// first chunk, the events before it neither taken nor lost).
@@ -112,15 +124,11 @@ struct Stream {
     lost: Drops,
     /// A leading empty packet was written or is not needed.
     started: bool,
-    /// Read to its end: nothing more will come.
-    done: bool,
-    /// The losses the losses stream says of this stream so far, and when
-    /// the last packet written ended.
-    lost_said: Drops,
+    /// When the last packet written ended.
     last_end: u64,
     /// Bytes of whole packets in the stream file.
     len: u64,
-    uuid: [u8; 16],
+    /// The packet header written before a packet's events in place.
     head: Vec<u8>,
 }
 
@@ -329,18 +337,7 @@ struct Walk<'w, 'c> {
     created: u64,
     written: u64,
     spare: &'w std::cell::RefCell<&'w mut Spare>,
-    file: &'w mut Option<File>,
-    path: &'w Path,
-    head: &'w mut Vec<u8>,
-    position: &'w mut Option<u64>,
-    overwritten: &'w mut u64,
-    doubt_until: u64,
-    maybe_printed: &'w mut u64,
-    uncounted: &'w mut bool,
-    started: &'w mut bool,
-    lost: &'w mut Drops,
-    len: &'w mut u64,
-    last_end: &'w mut u64,
+    taken: &'w mut Taken,
     failed: Option<Error>,
     bytes: u64,
     events: u64,
@@ -385,15 +382,16 @@ impl Walk<'_, '_> {
     /// before the reader could take them: counted; the stream's losses as
     /// of `m`.
     fn count_overwritten(&mut self, m: &PacketMeta) -> Drops {
-        let position = self.position.get_or_insert(m.committed_before);
-        *self.overwritten += m.committed_before.saturating_sub(*position);
-        *self.maybe_printed += self
+        let position = self.taken.position.get_or_insert(m.committed_before);
+        self.taken.overwritten += m.committed_before.saturating_sub(*position);
+        self.taken.maybe_printed += self
+            .taken
             .doubt_until
             .min(m.committed_before)
             .saturating_sub(*position);
         *position = (*position).max(m.committed_before);
         Drops {
-            overwritten: *self.overwritten,
+            overwritten: self.taken.overwritten,
             ..m.dropped_at_close
         }
     }
@@ -419,7 +417,7 @@ impl Walk<'_, '_> {
                 v
             }
         };
-        let position = self.position.get_or_insert(m.committed_before);
+        let position = self.taken.position.get_or_insert(m.committed_before);
         let before = *position;
         let mut whole = *m;
         whole.events = content_len;
@@ -429,7 +427,7 @@ impl Walk<'_, '_> {
         let n = end.map(|after| after.saturating_sub(before));
         match end {
             Some(after) => *position = after.max(before),
-            None => *self.uncounted = true,
+            None => self.taken.uncounted = true,
         }
         self.events += n.unwrap_or(0);
         sink(Chunk {
@@ -439,7 +437,7 @@ impl Walk<'_, '_> {
             before,
             events: n,
             lost: d,
-            maybe_printed: *self.maybe_printed,
+            maybe_printed: self.taken.maybe_printed,
             end: if end.is_some() {
                 (m.seq + 1, 0)
             } else {
@@ -458,14 +456,14 @@ impl Walk<'_, '_> {
     fn write(&mut self, m: &PacketMeta, data: Bytes<'_>, end: Option<u64>, d: Drops) -> bool {
         let end = end.unwrap_or_else(|| self.written.max(m.committed_before));
         let content_len = data.len(self.room);
-        if !*self.started {
-            *self.started = true;
+        if !self.taken.started {
+            self.taken.started = true;
             if d.total() > 0 {
                 // An empty packet without losses first, so that readers
                 // report the first packet's (as a save writes it).
                 self.ctx
-                    .leading_header(self.head, self.created.min(m.ts_begin), m);
-                match put(self.file, self.len, self.path, &[self.head]) {
+                    .leading_header(&mut self.taken.head, self.created.min(m.ts_begin), m);
+                match self.taken.append(true, &[]) {
                     Ok(n) => self.bytes += n,
                     Err(e) => {
                         // The packet is not written either: counted.
@@ -480,17 +478,17 @@ impl Walk<'_, '_> {
         // (A recording reads whole packets: the content is all of them.)
         let mut whole = *m;
         whole.events = content_len;
-        let before = (*self.len, self.bytes);
+        let before = (self.taken.len, self.bytes);
         let put = match data {
             Bytes::Copied(mut v) => {
                 self.ctx.packet_header(&mut v[..self.room], &whole, d);
-                let put = put(self.file, self.len, self.path, &[&v]);
+                let put = self.taken.append(false, &v);
                 self.spare.borrow_mut().give_back(v);
                 put
             }
             Bytes::InPlace(b) => {
-                self.ctx.packet_header(self.head, &whole, d);
-                put(self.file, self.len, self.path, &[self.head, b])
+                self.ctx.packet_header(&mut self.taken.head, &whole, d);
+                self.taken.append(true, b)
             }
         };
         match put {
@@ -502,31 +500,36 @@ impl Walk<'_, '_> {
             }
         }
         // (Not those of a packet an earlier reader began.)
-        let position = self.position.get_or_insert(m.committed_before);
+        let position = self.taken.position.get_or_insert(m.committed_before);
         let taken = end.saturating_sub(*position);
         self.last_write = (before.0, taken, self.bytes - before.1);
         self.events += taken;
         *position = end;
-        *self.last_end = (*self.last_end).max(m.ts_end);
-        *self.lost = d;
+        self.taken.last_end = (self.taken.last_end).max(m.ts_end);
+        self.taken.lost = d;
         true
     }
 }
 
-/// `parts` appended to the stream file at `path` (of `len` bytes of whole
-/// packets): all of them, or the file is cut back to `len`.
-fn put(file: &mut Option<File>, len: &mut u64, path: &Path, parts: &[&[u8]]) -> Result<u64, Error> {
-    match write_parts(file, path, parts) {
-        Ok(n) => {
-            *len += n;
-            Ok(n)
-        }
-        Err(e) => {
-            if let Some(f) = file.as_mut() {
-                let _ = f.set_len(*len);
-                let _ = std::io::Seek::seek(f, std::io::SeekFrom::Start(*len));
+impl Taken {
+    /// The packet header (`head`, if `with_head`) then `body` appended to
+    /// the stream file: all of it, or the file is cut back to its whole
+    /// packets (`len`).
+    fn append(&mut self, with_head: bool, body: &[u8]) -> Result<u64, Error> {
+        let head = &self.head[..];
+        let parts: &[&[u8]] = if with_head { &[head, body] } else { &[body] };
+        match write_parts(&mut self.file, &self.path, parts) {
+            Ok(n) => {
+                self.len += n;
+                Ok(n)
             }
-            Err(e)
+            Err(e) => {
+                if let Some(f) = self.file.as_mut() {
+                    let _ = f.set_len(self.len);
+                    let _ = std::io::Seek::seek(f, std::io::SeekFrom::Start(self.len));
+                }
+                Err(e)
+            }
         }
     }
 }
@@ -912,7 +915,7 @@ impl Recorder {
     /// packets (the relay) takes the closed ones at every turn and the
     /// open ones' events on its timer.
     pub fn poll_chunks_open(&mut self, open: bool) -> Result<Vec<Chunk>, Error> {
-        if let Some(s) = self.streams.iter().position(|s| s.uncounted) {
+        if let Some(s) = self.streams.iter().position(|s| s.taken.uncounted) {
             return Err(error(format!(
                 "the reader did not count the events of ring {}'s last chunk                  (Recorder::took): its losses would be miscounted",
                 self.stream_name(s)
@@ -940,10 +943,10 @@ impl Recorder {
     /// (what the next packet's losses are counted from).
     pub fn took(&mut self, stream: usize, events: u64) {
         if let Some(s) = self.streams.get_mut(stream) {
-            if let Some(p) = s.position.as_mut() {
+            if let Some(p) = s.taken.position.as_mut() {
                 *p += events;
             }
-            s.uncounted = false;
+            s.taken.uncounted = false;
             self.progress.events += events;
         }
     }
@@ -998,31 +1001,33 @@ impl Recorder {
             let out = self.out.clone().unwrap_or_default();
             let mut path = out.join(&base);
             let mut n = 2;
-            while path.exists() || self.streams.iter().any(|s| s.path == path) {
+            while path.exists() || self.streams.iter().any(|s| s.taken.path == path) {
                 path = out.join(format!("{base}-{n}"));
                 n += 1;
             }
             self.streams.push(Stream {
                 source: p,
                 ring,
-                path,
-                file: None,
                 next: mark.map_or((0, 0), |m| m.0),
-                // A recording counts what the ring lost before it (as a
-                // save does); a live reader begins at its first chunk.
-                position: mark.map(|m| m.1).or(self.out.is_some().then_some(0)),
-                overwritten: 0,
-                doubt_until: mark.map_or(0, |m| m.1).saturating_add(doubt),
-                maybe_printed: 0,
-                uncounted: false,
-                lost: Drops::default(),
-                started: false,
+                taken: Taken {
+                    path,
+                    file: None,
+                    // A recording counts what the ring lost before it (as
+                    // a save does); a live reader begins at its first chunk.
+                    position: mark.map(|m| m.1).or(self.out.is_some().then_some(0)),
+                    overwritten: 0,
+                    doubt_until: mark.map_or(0, |m| m.1).saturating_add(doubt),
+                    maybe_printed: 0,
+                    uncounted: false,
+                    lost: Drops::default(),
+                    started: false,
+                    last_end: 0,
+                    len: 0,
+                    head: Vec::new(),
+                },
                 done: false,
                 lost_said: Drops::default(),
-                last_end: 0,
-                len: 0,
                 uuid: self.uuid(),
-                head: Vec::new(),
             });
             self.progress.streams = self.streams.len();
         }
@@ -1056,6 +1061,7 @@ impl Recorder {
     /// The stream name of ring `i` (`<thread>-<tid>`).
     pub fn stream_name(&self, i: usize) -> String {
         self.streams[i]
+            .taken
             .path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -1087,23 +1093,9 @@ impl Recorder {
         };
         let room = ctx.head_size();
         let capacity = s.ring.packet_capacity();
-        s.head.resize(room, 0);
+        s.taken.head.resize(room, 0);
         let Stream {
-            ring,
-            file,
-            path,
-            head,
-            next,
-            position,
-            overwritten,
-            doubt_until,
-            maybe_printed,
-            uncounted,
-            started,
-            lost,
-            len,
-            last_end,
-            ..
+            ring, next, taken, ..
         } = s;
         let mut walk = Walk {
             stream: i,
@@ -1116,18 +1108,7 @@ impl Recorder {
             // or stopped).
             written: ring.written(),
             spare: &spare,
-            file,
-            path,
-            head,
-            position,
-            overwritten,
-            doubt_until: *doubt_until,
-            maybe_printed,
-            uncounted,
-            started,
-            lost,
-            len,
-            last_end,
+            taken,
             failed: None,
             bytes: 0,
             events: 0,
@@ -1181,11 +1162,11 @@ impl Recorder {
         if in_place && matches!(taken, Err(tape_rings::StreamStop::Cut)) && last_write.2 > 0 {
             // The packet written last, in place, may be zeros: taken back.
             let s = &mut self.streams[i];
-            if let Some(f) = s.file.as_mut() {
+            if let Some(f) = s.taken.file.as_mut() {
                 let _ = f.set_len(last_write.0);
                 let _ = std::io::Seek::seek(f, std::io::SeekFrom::Start(last_write.0));
             }
-            s.len = last_write.0;
+            s.taken.len = last_write.0;
             events -= last_write.1;
             bytes -= last_write.2;
         }
@@ -1205,7 +1186,8 @@ impl Recorder {
                 // A recording consumed what it wrote; a live reader says
                 // what it printed ([`Recorder::set_mark`]).
                 if recording {
-                    s.ring.set_reader_mark(cursor, s.position.unwrap_or(0));
+                    s.ring
+                        .set_reader_mark(cursor, s.taken.position.unwrap_or(0));
                 }
             }
             // Another copier (the program's own save) held the ring: the
@@ -1236,23 +1218,24 @@ impl Recorder {
             return Ok(());
         };
         let s = &self.streams[i];
-        if s.lost == s.lost_said || s.lost.total() == 0 {
+        if s.taken.lost == s.lost_said || s.taken.lost.total() == 0 {
             return Ok(());
         }
         let name = s
+            .taken
             .path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let ts = self.losses_ts.max(s.last_end);
+        let ts = self.losses_ts.max(s.taken.last_end);
         let mut packet = vec![0u8; tape_rings::losses_packet_size(&name)];
-        tape_rings::losses_packet(&mut packet, &s.uuid, ts, &name, s.lost);
+        tape_rings::losses_packet(&mut packet, &s.uuid, ts, &name, s.taken.lost);
         let path = out.join(tape_ctf_model::LOSSES_STREAM);
         match write_parts(&mut self.losses, &path, &[&packet]) {
             Ok(n) => {
                 self.losses_len += n;
                 self.losses_ts = ts;
-                self.streams[i].lost_said = self.streams[i].lost;
+                self.streams[i].lost_said = self.streams[i].taken.lost;
                 Ok(())
             }
             Err(e) => {
@@ -1388,7 +1371,7 @@ impl Recorder {
         r?;
         let mut lost = Drops::default();
         for s in &self.streams {
-            lost += s.lost;
+            lost += s.taken.lost;
         }
         self.progress.lost = lost;
         Ok(self.progress.clone())
