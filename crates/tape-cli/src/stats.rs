@@ -1,21 +1,22 @@
 //! `tape stats`: counts per event name and per stream, losses by cause,
 //! time span and rates; each stream counted on its own core.
 
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::PathBuf;
 
 use crate::filter;
 use crate::output::{open, print, say, Failure};
 use crate::select::{causes_text, Filtered};
-use tape_ctf::decode::{losses_by_stream, LostByCause, StreamReader, TracePlan};
+use tape_ctf::decode::{losses_by_stream, LostByCause, StreamCount, StreamReader, TracePlan};
+use tape_ctf::metadata::TraceDir;
 
 use crate::select::stream_losses;
 
 /// Per stream, in file order: the streams need no merge to be counted,
 /// so they are counted on all cores at once.
 pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failure> {
-    use std::collections::BTreeMap;
-    use std::fmt::Write as _;
     let traces = open(paths)?;
     let filter = filter
         .map(|text| filter::ValueFilter::new(text, filter::classes_of(&traces).into_iter()))
@@ -45,112 +46,16 @@ pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failu
             })
             .map_err(|e| e.to_string())
     });
-    let mut by_event: BTreeMap<String, u64> = BTreeMap::new();
-    let mut by_stream: Vec<(String, u64, u64)> = Vec::new();
-    let mut by_cause: Option<LostByCause> = None;
-    let (mut first, mut last): (Option<i128>, Option<i128>) = (None, None);
-    let (mut total, mut lost_total) = (0u64, 0u64);
-    let mut stopped = Vec::new();
+    let mut totals = Totals::default();
     for ((_, path, k), c) in jobs.iter().zip(counted) {
-        let mut c = c?;
-        if let Some(e) = c.stopped.take() {
-            stopped.push(e.to_string());
-        }
-        for (class, n) in c.by_class {
-            *by_event.entry(class.name.clone()).or_default() += n;
-        }
-        first = match (first, c.first) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        last = last.max(c.last);
-        total += c.events;
-        lost_total += c.lost;
-        let causes = match &side[*k] {
-            Some(by_stream) => Some(stream_losses(by_stream, path)),
-            None => c.lost_by_cause,
-        };
-        if let Some(causes) = causes {
-            let sum = by_cause.get_or_insert_with(Default::default);
-            sum.iter_mut()
-                .zip(causes)
-                .for_each(|(s, n)| *s = s.saturating_add(n));
-        }
-        by_stream.push((path.display().to_string(), c.events, c.lost));
+        totals.add(path, c?, side[*k].as_ref());
     }
-    let span = match (first, last) {
-        (Some(f), Some(l)) => Some(l - f),
-        _ => None,
-    };
-    // Events a tape recorder lost outside any stream (no ring to count them
-    // in: the ring could not be allocated, the thread was exiting, or an
-    // exited thread's ring was freed unsaved), from the trace's `env`.
-    let mut outside: BTreeMap<&str, i64> = BTreeMap::new();
-    for t in &traces {
-        let tape = t.trace.written_by_tape();
-        for (k, v) in t.trace.env.iter().filter(|_| tape) {
-            if let (true, tape_ctf::EnvValue::Int(n)) = (is_env_loss(k), v) {
-                let e = outside.entry(k.as_str()).or_default();
-                *e = e.saturating_add((*n).max(0));
-            }
-        }
-    }
-    let outside_total: u64 = outside.values().map(|&n| n as u64).sum();
-    lost_total += outside_total;
-    let mut text = String::new();
-    let _ = writeln!(
-        text,
-        "traces: {}, streams: {}",
-        traces.len(),
-        by_stream.len()
-    );
-    let _ = writeln!(text, "events: {total}, lost: {lost_total}");
-    if let Some(causes) = by_cause {
-        let _ = writeln!(
-            text,
-            "lost in streams by cause: {}",
-            causes_text(&causes, true)
-        );
-    }
-    if outside_total > 0 {
-        let causes: Vec<String> = outside
-            .iter()
-            .filter(|(_, &n)| n > 0)
-            .map(|(k, n)| format!("{k} = {n}"))
-            .collect();
-        let _ = writeln!(
-            text,
-            "lost outside any stream: {outside_total} ({})",
-            causes.join(", ")
-        );
-    }
-    if let Some(span) = span {
-        let secs = span as f64 / 1e9;
-        let _ = writeln!(text, "time span: {secs:.9} s");
-        if secs > 0.0 {
-            let _ = writeln!(text, "rate: {:.1} events/s", total as f64 / secs);
-        }
-    }
-    let _ = writeln!(text);
-    let _ = writeln!(text, "{:>12}  {:>6}  event", "count", "%");
-    let mut ev: Vec<_> = by_event.into_iter().collect();
-    ev.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    for (name, c) in ev {
-        let _ = writeln!(
-            text,
-            "{c:>12}  {:>6.2}  {name}",
-            100.0 * c as f64 / total.max(1) as f64
-        );
-    }
-    let _ = writeln!(text);
-    let _ = writeln!(text, "{:>12}  {:>12}  stream", "events", "lost");
-    for (path, n, l) in by_stream {
-        let _ = writeln!(text, "{n:>12}  {l:>12}  {path}");
-    }
+    let outside = outside_losses(&traces);
+    let text = totals.text(traces.len(), &outside);
     print(&text)?;
     // Damaged streams were counted up to the damage: the figures above are
     // those of what could be read; where each stopped is an error.
-    if let Some((last, others)) = stopped.split_last() {
+    if let Some((last, others)) = totals.stopped.split_last() {
         for e in others {
             say!("tape: error: {e}");
         }
@@ -159,6 +64,130 @@ pub(crate) fn stats(paths: &[PathBuf], filter: Option<&str>) -> Result<(), Failu
         )));
     }
     Ok(())
+}
+
+/// What the streams' counts add up to, in file order.
+#[derive(Default)]
+struct Totals {
+    by_event: BTreeMap<String, u64>,
+    /// Each stream's file, events and events lost.
+    by_stream: Vec<(String, u64, u64)>,
+    by_cause: Option<LostByCause>,
+    first: Option<i128>,
+    last: Option<i128>,
+    events: u64,
+    lost: u64,
+    /// Where damaged streams stopped being read.
+    stopped: Vec<String>,
+}
+
+impl Totals {
+    /// Stream `path`'s count `c` added; its losses by cause from its
+    /// trace's losses stream (`side`) if it has one, else its own.
+    fn add(
+        &mut self,
+        path: &std::path::Path,
+        mut c: StreamCount,
+        side: Option<&std::collections::HashMap<String, LostByCause>>,
+    ) {
+        if let Some(e) = c.stopped.take() {
+            self.stopped.push(e.to_string());
+        }
+        for (class, n) in c.by_class {
+            *self.by_event.entry(class.name.clone()).or_default() += n;
+        }
+        self.first = match (self.first, c.first) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last = self.last.max(c.last);
+        self.events += c.events;
+        self.lost += c.lost;
+        let causes = match side {
+            Some(by_stream) => Some(stream_losses(by_stream, path)),
+            None => c.lost_by_cause,
+        };
+        if let Some(causes) = causes {
+            let sum = self.by_cause.get_or_insert_with(Default::default);
+            sum.iter_mut()
+                .zip(causes)
+                .for_each(|(s, n)| *s = s.saturating_add(n));
+        }
+        self.by_stream
+            .push((path.display().to_string(), c.events, c.lost));
+    }
+
+    /// The summary of `traces` traces, the losses `outside` any stream
+    /// added: totals, losses by cause, span and rate, then the events by
+    /// name (most first) and the streams.
+    fn text(&self, traces: usize, outside: &BTreeMap<&str, i64>) -> String {
+        let mut text = String::new();
+        let outside_total: u64 = outside.values().map(|&n| n as u64).sum();
+        let (total, lost_total) = (self.events, self.lost + outside_total);
+        let _ = writeln!(text, "traces: {traces}, streams: {}", self.by_stream.len());
+        let _ = writeln!(text, "events: {total}, lost: {lost_total}");
+        if let Some(causes) = &self.by_cause {
+            let _ = writeln!(
+                text,
+                "lost in streams by cause: {}",
+                causes_text(causes, true)
+            );
+        }
+        if outside_total > 0 {
+            let causes: Vec<String> = outside
+                .iter()
+                .filter(|(_, &n)| n > 0)
+                .map(|(k, n)| format!("{k} = {n}"))
+                .collect();
+            let _ = writeln!(
+                text,
+                "lost outside any stream: {outside_total} ({})",
+                causes.join(", ")
+            );
+        }
+        if let (Some(f), Some(l)) = (self.first, self.last) {
+            let secs = (l - f) as f64 / 1e9;
+            let _ = writeln!(text, "time span: {secs:.9} s");
+            if secs > 0.0 {
+                let _ = writeln!(text, "rate: {:.1} events/s", total as f64 / secs);
+            }
+        }
+        let _ = writeln!(text);
+        let _ = writeln!(text, "{:>12}  {:>6}  event", "count", "%");
+        let mut ev: Vec<_> = self.by_event.iter().collect();
+        ev.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        for (name, c) in ev {
+            let _ = writeln!(
+                text,
+                "{c:>12}  {:>6.2}  {name}",
+                100.0 * *c as f64 / total.max(1) as f64
+            );
+        }
+        let _ = writeln!(text);
+        let _ = writeln!(text, "{:>12}  {:>12}  stream", "events", "lost");
+        for (path, n, l) in &self.by_stream {
+            let _ = writeln!(text, "{n:>12}  {l:>12}  {path}");
+        }
+        text
+    }
+}
+
+/// Events a tape recorder lost outside any stream (no ring to count them
+/// in: the ring could not be allocated, the thread was exiting, or an
+/// exited thread's ring was freed unsaved), from the traces' `env`, by
+/// entry.
+fn outside_losses(traces: &[TraceDir]) -> BTreeMap<&str, i64> {
+    let mut outside: BTreeMap<&str, i64> = BTreeMap::new();
+    for t in traces {
+        let tape = t.trace.written_by_tape();
+        for (k, v) in t.trace.env.iter().filter(|_| tape) {
+            if let (true, tape_ctf::EnvValue::Int(n)) = (is_env_loss(k), v) {
+                let e = outside.entry(k.as_str()).or_default();
+                *e = e.saturating_add((*n).max(0));
+            }
+        }
+    }
+    outside
 }
 
 /// The `env` entries in which tape's recorder counts the events it lost
