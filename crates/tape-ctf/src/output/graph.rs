@@ -318,126 +318,20 @@ impl Graph {
             th.comm = comm.to_owned();
             th.prefix.clear();
         }
-        // What is drawn, first: a call the options hide is not an event
-        // of the graph (as the kernel does not record it), so it does not
-        // decide whether the call before it is a leaf.
-        let shown = match event {
-            Event::Entry { func, depth, .. } => match self.shown_depth(tid, func, depth, true) {
-                Some(d) => Some(d),
-                None => return,
-            },
-            Event::Exit { func, depth, .. } => match self.shown_depth(tid, func, depth, false) {
-                Some(d) => Some(d),
-                None => {
-                    self.after_exit(tid, depth);
-                    return;
-                }
-            },
-            Event::Comment(_) => {
-                if self.opts.functions.is_some() && self.thread(tid).under.is_none() {
-                    return;
-                }
-                None
-            }
-            Event::Lost(_) | Event::Switch { .. } => None,
+        let Some(shown) = self.shown(tid, event) else {
+            return;
         };
         // The undecided entry: is this its exit?
         if let Some(p) = self.thread(tid).pending.take() {
-            if let (
-                Event::Exit {
-                    depth: raw, ret, ..
-                },
-                Some(depth),
-            ) = (event, shown)
-            {
-                if id == p.func && depth == p.depth {
-                    let d = t.zip(p.t).map(|(t1, t0)| t1 - t0);
-                    let th = self.thread(tid);
-                    th.depth = i64::from(p.depth) - 1;
-                    if let Some(slot) = th.open.get_mut(p.depth as usize) {
-                        *slot = None;
-                    }
-                    self.after_exit(tid, raw);
-                    self.put(Some(p.slot), p.t.unwrap_or(i128::MIN), out, |g, line| {
-                        g.leaf_line(line, tid, &p, d, ret);
-                    });
-                    return;
-                }
+            if self.is_exit_of(&p, tid, t, event, shown, id, out) {
+                return;
             }
             self.decide_nested(tid, p, out);
         }
         match (event, shown) {
-            (Event::Entry { args, .. }, Some(depth)) => {
-                let slot = self.base + self.queue.len() as u64;
-                self.queue.push_back(None);
-                let th = self.thread(tid);
-                th.called = true;
-                th.pending = Some(Pending {
-                    slot,
-                    func: id,
-                    depth,
-                    t,
-                });
-                th.args.clear();
-                th.args.push_str(args);
-                if self.queue.len() > QUEUE_LIMIT {
-                    self.decide_oldest(out);
-                }
-            }
-            (
-                Event::Exit {
-                    func,
-                    depth: raw,
-                    ret,
-                },
-                Some(depth),
-            ) => {
-                let th = self.thread(tid);
-                th.depth = i64::from(depth) - 1;
-                let entered = th.open.get_mut(depth as usize).and_then(Option::take);
-                let (matched, d, off) = match &entered {
-                    Some((f, t0, off)) if *f == id => {
-                        (true, t.zip(*t0).map(|(t1, t0)| t1 - t0), *off)
-                    }
-                    _ => (false, None, 0),
-                };
-                self.after_exit(tid, raw);
-                self.put(None, t.unwrap_or(i128::MIN), out, |g, line| {
-                    g.prologue(line, tid, t);
-                    g.duration(line, d);
-                    indent(line, depth);
-                    if !ret.is_empty() {
-                        line.push_str("} /* ");
-                        line.push_str(func);
-                        line.push_str(" = ");
-                        line.push_str(ret);
-                        line.push_str(" */");
-                    } else if matched && !g.opts.tail {
-                        line.push('}');
-                    } else {
-                        line.push_str("} /* ");
-                        line.push_str(func);
-                        line.push_str(" */");
-                    }
-                    if off > 0 {
-                        let _ = write!(line, " /* off CPU {}.{:03} us */", off / 1000, off % 1000);
-                    }
-                    line.push('\n');
-                });
-            }
-            (Event::Comment(text), _) => {
-                let depth = self.thread(tid).depth;
-                self.put(None, t.unwrap_or(i128::MIN), out, |g, line| {
-                    g.prologue(line, tid, t);
-                    g.fill_duration(line);
-                    if depth > 0 {
-                        indent(line, u32::try_from(depth + 1).unwrap_or(u32::MAX));
-                    }
-                    line.push_str("/* ");
-                    line.push_str(text.trim_end_matches('\n'));
-                    line.push_str(" */\n");
-                });
-            }
+            (Event::Entry { args, .. }, Some(depth)) => self.entry(tid, t, args, depth, id, out),
+            (Event::Exit { .. }, Some(depth)) => self.exit(tid, t, event, depth, id, out),
+            (Event::Comment(text), _) => self.comment(tid, t, text, out),
             // The kernel's `CPU:%d [LOST %lu EVENTS]`.
             (Event::Lost(n), _) => {
                 self.put(None, t.unwrap_or(i128::MIN), out, |_, line| {
@@ -446,6 +340,165 @@ impl Graph {
             }
             (Event::Entry { .. } | Event::Exit { .. }, None) | (Event::Switch { .. }, _) => {}
         }
+    }
+
+    /// What is drawn of `event`, first: `None` if nothing (a call the
+    /// options hide is not an event of the graph, as the kernel does not
+    /// record it, so it does not decide whether the call before it is a
+    /// leaf), else the depth it is drawn at (`None` for a line without
+    /// one).
+    fn shown(&mut self, tid: i64, event: Event<'_>) -> Option<Option<u32>> {
+        match event {
+            Event::Entry { func, depth, .. } => self.shown_depth(tid, func, depth, true).map(Some),
+            Event::Exit { func, depth, .. } => match self.shown_depth(tid, func, depth, false) {
+                Some(d) => Some(Some(d)),
+                None => {
+                    self.after_exit(tid, depth);
+                    None
+                }
+            },
+            Event::Comment(_) => {
+                if self.opts.functions.is_some() && self.thread(tid).under.is_none() {
+                    return None;
+                }
+                Some(None)
+            }
+            Event::Lost(_) | Event::Switch { .. } => Some(None),
+        }
+    }
+
+    /// Whether `event` is the exit of the undecided entry `p`: then the
+    /// call is drawn as a leaf (`f();` with its duration).
+    #[allow(clippy::too_many_arguments)]
+    fn is_exit_of(
+        &mut self,
+        p: &Pending,
+        tid: i64,
+        t: Option<i128>,
+        event: Event<'_>,
+        shown: Option<u32>,
+        id: u32,
+        out: &mut String,
+    ) -> bool {
+        let (
+            Event::Exit {
+                depth: raw, ret, ..
+            },
+            Some(depth),
+        ) = (event, shown)
+        else {
+            return false;
+        };
+        if id != p.func || depth != p.depth {
+            return false;
+        }
+        let d = t.zip(p.t).map(|(t1, t0)| t1 - t0);
+        let th = self.thread(tid);
+        th.depth = i64::from(p.depth) - 1;
+        if let Some(slot) = th.open.get_mut(p.depth as usize) {
+            *slot = None;
+        }
+        self.after_exit(tid, raw);
+        self.put(Some(p.slot), p.t.unwrap_or(i128::MIN), out, |g, line| {
+            g.leaf_line(line, tid, p, d, ret);
+        });
+        true
+    }
+
+    /// An entry at `depth`: undecided (a leaf or not) until the thread's
+    /// next event, its line's place kept in the queue.
+    fn entry(
+        &mut self,
+        tid: i64,
+        t: Option<i128>,
+        args: &str,
+        depth: u32,
+        id: u32,
+        out: &mut String,
+    ) {
+        let slot = self.base + self.queue.len() as u64;
+        self.queue.push_back(None);
+        let th = self.thread(tid);
+        th.called = true;
+        th.pending = Some(Pending {
+            slot,
+            func: id,
+            depth,
+            t,
+        });
+        th.args.clear();
+        th.args.push_str(args);
+        if self.queue.len() > QUEUE_LIMIT {
+            self.decide_oldest(out);
+        }
+    }
+
+    /// An exit (`event`) at `depth` whose entry was decided: `}`, with the
+    /// call's duration if its entry is the one open at that depth, the
+    /// function's name where it is not (or with --tail), and its return
+    /// value and time off CPU.
+    fn exit(
+        &mut self,
+        tid: i64,
+        t: Option<i128>,
+        event: Event<'_>,
+        depth: u32,
+        id: u32,
+        out: &mut String,
+    ) {
+        let Event::Exit {
+            func,
+            depth: raw,
+            ret,
+        } = event
+        else {
+            return;
+        };
+        let th = self.thread(tid);
+        th.depth = i64::from(depth) - 1;
+        let entered = th.open.get_mut(depth as usize).and_then(Option::take);
+        let (matched, d, off) = match &entered {
+            Some((f, t0, off)) if *f == id => (true, t.zip(*t0).map(|(t1, t0)| t1 - t0), *off),
+            _ => (false, None, 0),
+        };
+        self.after_exit(tid, raw);
+        self.put(None, t.unwrap_or(i128::MIN), out, |g, line| {
+            g.prologue(line, tid, t);
+            g.duration(line, d);
+            indent(line, depth);
+            if !ret.is_empty() {
+                line.push_str("} /* ");
+                line.push_str(func);
+                line.push_str(" = ");
+                line.push_str(ret);
+                line.push_str(" */");
+            } else if matched && !g.opts.tail {
+                line.push('}');
+            } else {
+                line.push_str("} /* ");
+                line.push_str(func);
+                line.push_str(" */");
+            }
+            if off > 0 {
+                let _ = write!(line, " /* off CPU {}.{:03} us */", off / 1000, off % 1000);
+            }
+            line.push('\n');
+        });
+    }
+
+    /// Another event: a comment at the thread's depth.
+    fn comment(&mut self, tid: i64, t: Option<i128>, text: &str, out: &mut String) {
+        let depth = self.thread(tid).depth;
+        self.put(None, t.unwrap_or(i128::MIN), out, |g, line| {
+            g.prologue(line, tid, t);
+            g.fill_duration(line);
+            if depth > 0 {
+                indent(line, u32::try_from(depth + 1).unwrap_or(u32::MAX));
+            }
+            line.push_str("/* ");
+            line.push_str(text.trim_end_matches('\n'));
+            line.push_str(" */\n");
+        });
     }
 
     /// Ends the trace: undecided entries are drawn open (`f() {`), every
