@@ -354,6 +354,27 @@ pub(crate) fn record(
     r
 }
 
+/// `tape record --relayd` of the running process whose rings are in
+/// `dir` (and of the kernel's events beside it, with `kernel`).
+fn record_dir_to_relay(
+    dir: &std::path::Path,
+    relay: crate::relay::producer::Options,
+    duration: Option<std::time::Duration>,
+    limit: Option<u64>,
+    kernel: Option<KernelPlan>,
+) -> Result<(), Failure> {
+    let kernel = match kernel {
+        Some(k) => {
+            let (_, pid) = tape_consumer::recover::process_of(dir).map_err(|e| e.to_string())?;
+            let source = tape_consumer::recover::clock_source_of(dir).map_err(|e| e.to_string())?;
+            Some(follow_kernel(k, pid, source)?)
+        }
+        None => None,
+    };
+    let follow = crate::relay::Follow::One(dir);
+    crate::relay::record(follow, relay, duration, limit, kernel)
+}
+
 /// `tape record` of the running process whose rings are in `dir`.
 fn record_dir(
     dir: &std::path::Path,
@@ -365,20 +386,7 @@ fn record_dir(
     kernel: Option<KernelPlan>,
 ) -> Result<(), Failure> {
     let output = match (output, relay) {
-        (_, Some(relay)) => {
-            let kernel = match kernel {
-                Some(k) => {
-                    let (_, pid) =
-                        tape_consumer::recover::process_of(dir).map_err(|e| e.to_string())?;
-                    let source =
-                        tape_consumer::recover::clock_source_of(dir).map_err(|e| e.to_string())?;
-                    Some(follow_kernel(k, pid, source)?)
-                }
-                None => None,
-            };
-            let follow = crate::relay::Follow::One(dir);
-            return crate::relay::record(follow, relay, duration, limit, kernel);
-        }
+        (_, Some(relay)) => return record_dir_to_relay(dir, relay, duration, limit, kernel),
         (Some(o), None) => o,
         (None, None) => return Err("tape record: give -o DIR or --relayd URL".to_owned().into()),
     };
@@ -457,13 +465,39 @@ fn record_dir(
     r.set_clock(clock);
     let p = r.finish().map_err(|e| e.to_string())?;
     let kernel_stats = kernel.map(|k| k.finish(clock)).transpose()?;
-    let run = start.elapsed().as_secs_f64();
+    let mut text = recorded_text(target, &output, why, &p, start.elapsed().as_secs_f64());
+    if unshared > 0 {
+        text.push_str(&format!("  {}\n", unshared_text(unshared)));
+    }
+    if let Some(k) = &kernel_stats {
+        text.push_str(&k.summary_line());
+        text.push_str(&windows.text());
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).map_err(output_error)?;
+    out.flush().map_err(output_error)?;
+    match kernel_failed {
+        Some(e) => Err(format!("tape record: the kernel's events ended early: {e}").into()),
+        None => Ok(()),
+    }
+}
+
+/// What `tape record` says it recorded of `target` into `output` and why
+/// it ended, after `run` seconds: streams, events, bytes and their rates,
+/// losses by cause, and the events' span.
+fn recorded_text(
+    target: &str,
+    output: &std::path::Path,
+    why: &str,
+    p: &tape_consumer::record::Progress,
+    run: f64,
+) -> String {
     // The rate is over the events' own span (their packets' times), not
     // the recorder's run: a recorder started after a pipe, or long after
     // the program went idle, takes events of another time.
-    let span = events_span(&output);
+    let span = events_span(output);
     let secs = span.unwrap_or(run);
-    let mut text = format!(
+    format!(
         "recorded {} into {} ({why})\n  streams: {}\n  events: {} ({:.0}/s)\n  bytes: {} ({:.1} MB/s)\n  lost: {}{}\n  {}\n",
         target,
         output.display(),
@@ -480,21 +514,7 @@ fn record_dir(
             ),
             None => format!("span: not known (rates above over the recording's {run:.3} s)"),
         },
-    );
-    if unshared > 0 {
-        text.push_str(&format!("  {}\n", unshared_text(unshared)));
-    }
-    if let Some(k) = &kernel_stats {
-        text.push_str(&k.summary_line());
-        text.push_str(&windows.text());
-    }
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).map_err(output_error)?;
-    out.flush().map_err(output_error)?;
-    match kernel_failed {
-        Some(e) => Err(format!("tape record: the kernel's events ended early: {e}").into()),
-        None => Ok(()),
-    }
+    )
 }
 
 /// The kernel recorder of `k`, following the threads of process `pid`
