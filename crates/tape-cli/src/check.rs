@@ -72,16 +72,11 @@ pub(crate) fn verify(
     }
     // Losses a tape recorder counted outside any stream (`tape stats`
     // names them), and rings a save left out: part of what was lost.
-    let mut outside = 0u64;
+    let outside = crate::stats::outside_total(&crate::stats::outside_losses(&traces));
     for t in &traces {
         let env = |name: &str| t.trace.env.iter().find(|(k, _)| k == name).map(|(_, v)| v);
         if !t.trace.written_by_tape() {
             continue;
-        }
-        for (k, v) in &t.trace.env {
-            if let (true, tape_ctf::EnvValue::Int(n)) = (crate::stats::is_env_loss(k), v) {
-                outside = outside.saturating_add((*n).max(0) as u64);
-            }
         }
         if let Some(tape_ctf::EnvValue::Int(n @ 1..)) = env("events_skipped_ring_busy") {
             let which = match env("tape_rings_skipped") {

@@ -20,8 +20,7 @@ use std::sync::Arc;
 
 use tape::filter::{Capture, Commons, Filter};
 use tape_ctf::decode::StreamReader;
-use tape_ctf::metadata::TraceDir;
-use tape_ctf::metadata::{Formats, Hint};
+use tape_ctf::metadata::{Formats, Hint, TraceDir};
 use tape_ctf::{EventClass, Struct};
 
 /// A filter expression for a reader.

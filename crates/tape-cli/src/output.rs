@@ -5,8 +5,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use tape_ctf::decode::JsonSink;
-use tape_ctf::decode::Sink;
+use tape_ctf::decode::{JsonSink, Sink};
 use tape_ctf::metadata::{find_traces, TraceDir};
 
 /// The text formats of `tape show` and `tape graph`.

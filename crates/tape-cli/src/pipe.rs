@@ -75,12 +75,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tape_ctf::decode::Discard;
-use tape_ctf::decode::TextBuf;
-use tape_ctf::decode::TimeText;
-use tape_ctf::decode::{Next, StreamReader, TracePlan};
-use tape_ctf::text::write_json_line;
-use tape_ctf::text::{write_event_rest, write_line_prefix};
+use tape_ctf::decode::{Discard, Next, StreamReader, TextBuf, TimeText, TracePlan};
+use tape_ctf::text::{write_event_rest, write_json_line, write_line_prefix};
 
 use crate::output::{output_error, Failure, Format};
 use crate::show::LineTime;

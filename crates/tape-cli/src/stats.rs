@@ -122,7 +122,7 @@ impl Totals {
     /// name (most first) and the streams.
     fn text(&self, traces: usize, outside: &BTreeMap<&str, i64>) -> String {
         let mut text = String::new();
-        let outside_total: u64 = outside.values().map(|&n| n as u64).sum();
+        let outside_total = outside_total(outside);
         let (total, lost_total) = (self.events, self.lost + outside_total);
         let _ = writeln!(text, "traces: {traces}, streams: {}", self.by_stream.len());
         let _ = writeln!(text, "events: {total}, lost: {lost_total}");
@@ -176,7 +176,7 @@ impl Totals {
 /// in: the ring could not be allocated, the thread was exiting, or an
 /// exited thread's ring was freed unsaved), from the traces' `env`, by
 /// entry.
-fn outside_losses(traces: &[TraceDir]) -> BTreeMap<&str, i64> {
+pub(crate) fn outside_losses(traces: &[TraceDir]) -> BTreeMap<&str, i64> {
     let mut outside: BTreeMap<&str, i64> = BTreeMap::new();
     for t in traces {
         let tape = t.trace.written_by_tape();
@@ -188,6 +188,13 @@ fn outside_losses(traces: &[TraceDir]) -> BTreeMap<&str, i64> {
         }
     }
     outside
+}
+
+/// The events of [`outside_losses`] in all.
+pub(crate) fn outside_total(outside: &BTreeMap<&str, i64>) -> u64 {
+    outside
+        .values()
+        .fold(0u64, |sum, &n| sum.saturating_add(n.max(0) as u64))
 }
 
 /// The `env` entries in which tape's recorder counts the events it lost
@@ -203,7 +210,7 @@ pub(crate) const ENV_LOSSES: [&str; 5] = [
 /// Whether the `env` entry `k` of a tape trace counts events lost
 /// outside any stream: the recorder's own ([`ENV_LOSSES`]) and those of
 /// the layers above it (`events_lost_*`, `tape::layer_losses`).
-pub(crate) fn is_env_loss(k: &str) -> bool {
+fn is_env_loss(k: &str) -> bool {
     ENV_LOSSES.contains(&k) || k.starts_with("events_lost_")
 }
 

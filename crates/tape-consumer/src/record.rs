@@ -286,37 +286,21 @@ pub const REST_MIN: std::time::Duration = std::time::Duration::from_millis(1);
 /// must hold.
 pub const REST_MAX: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// A packet taken from a ring: copied into a buffer (after `room` bytes
-/// left for its header), or read in the ring itself, pinned.
-enum Bytes<'a> {
-    Copied(Vec<u8>),
-    InPlace(&'a [u8]),
-}
-
-impl Bytes<'_> {
-    /// Its bytes of events (a copy's after its `room`).
-    fn len(&self, room: usize) -> usize {
-        match self {
-            Bytes::Copied(v) => v.len() - room,
-            Bytes::InPlace(b) => b.len(),
-        }
-    }
-
-    /// Done with: a copy's buffer is kept for a later packet.
-    fn give_back(self, spare: &std::cell::RefCell<&mut Spare>) {
-        if let Bytes::Copied(v) = self {
-            spare.borrow_mut().give_back(v);
-        }
-    }
-}
-
 /// What a walk of a ring left to its end ([`Recorder::end_walk`]): where
-/// it stopped, whether the packets were written in place, the last write
-/// (the file's length before it, its events and bytes), the events taken
-/// and not written, a write's failure, and the bytes and events taken.
+/// it stopped, whether the packets were written in place, and its tally.
 struct Walked {
     taken: Result<(u64, usize), tape_rings::StreamStop>,
     in_place: bool,
+    tally: Tally,
+}
+
+/// What a walk took, wrote and could not write, so far: the last write
+/// (the stream file's length before it, its events and bytes: taken back
+/// if the ring's file was cut under an in-place write, the packet may be
+/// zeros), the events taken and not written, a write's failure, and the
+/// bytes and events taken.
+#[derive(Default)]
+struct Tally {
     last_write: (u64, u64, u64),
     not_written: u64,
     failed: Option<Error>,
@@ -324,58 +308,59 @@ struct Walked {
     events: u64,
 }
 
-/// One walk of a stream's ring ([`Recorder::take`]), a packet at a time
-/// ([`Walk::packet`]): the stream's state it moves, and what it took,
-/// wrote and could not write so far (into [`Walked`] at its end).
+/// One walk of a stream's ring ([`Recorder::take`]), a packet at a time:
+/// copied and handed to a live reader ([`Walk::chunk`]), or written to
+/// the stream file from the ring itself, pinned ([`Walk::in_place`]).
 struct Walk<'w, 'c> {
     stream: usize,
     ctx: Context<'c>,
-    /// The packet header and context's bytes, and the ring's packets'.
+    /// The packet header and context's bytes.
     room: usize,
-    capacity: usize,
     /// The ring's creation time, and its events written in all.
     created: u64,
     written: u64,
     spare: &'w std::cell::RefCell<&'w mut Spare>,
     taken: &'w mut Taken,
-    failed: Option<Error>,
-    bytes: u64,
-    events: u64,
-    not_written: u64,
-    /// The stream file's length before the last packet written, and that
-    /// packet's events and bytes: taken back if the ring's file was cut
-    /// under an in-place write (the packet may be zeros).
-    last_write: (u64, u64, u64),
+    tally: Tally,
 }
 
 impl Walk<'_, '_> {
-    /// A packet taken, copied (for a sink) or in the ring (written to the
-    /// stream file), its events up to `end` (`None`: an open packet's):
-    /// whether it was written (or handed to the sink).
-    fn packet(
+    /// A copied packet (its events after `room` bytes left for the
+    /// header), its events up to `end` (`None`: an open packet's), to the
+    /// live reader's `sink`.
+    fn chunk(
         &mut self,
+        sink: &mut ChunkSink<'_>,
         m: &PacketMeta,
         offset: usize,
-        data: Bytes<'_>,
+        packet: Vec<u8>,
         end: Option<u64>,
-        sink: Option<&mut ChunkSink<'_>>,
-    ) -> bool {
-        self.last_write = (0, 0, 0);
-        if self.failed.is_some() {
-            data.give_back(self.spare);
-            // Taken from the ring, never written: counted.
+    ) {
+        match self.begin(m, end) {
+            Some(d) => self.hand_on(sink, m, offset, packet, end, d),
+            None => self.spare.borrow_mut().give_back(packet),
+        }
+    }
+
+    /// A packet's events `b`, in the ring, up to `end`, to the stream
+    /// file: whether they were written.
+    fn in_place(&mut self, m: &PacketMeta, b: &[u8], end: Option<u64>) -> bool {
+        match self.begin(m, end) {
+            Some(d) => self.write(m, b, end, d),
+            None => false,
+        }
+    }
+
+    /// A packet's start: after a failed write, its events are counted as
+    /// taken and not written (`None`); else the stream's losses as of it.
+    fn begin(&mut self, m: &PacketMeta, end: Option<u64>) -> Option<Drops> {
+        self.tally.last_write = (0, 0, 0);
+        if self.tally.failed.is_some() {
             let end = end.unwrap_or_else(|| self.written.max(m.committed_before));
-            self.not_written += end.saturating_sub(m.committed_before);
-            return false;
+            self.tally.not_written += end.saturating_sub(m.committed_before);
+            return None;
         }
-        let d = self.count_overwritten(m);
-        match sink {
-            Some(sink) => {
-                self.hand_on(sink, m, offset, data, end, d);
-                true
-            }
-            None => self.write(m, data, end, d),
-        }
+        Some(self.count_overwritten(m))
     }
 
     /// Events between the last packet taken and `m` were overwritten
@@ -403,33 +388,25 @@ impl Walk<'_, '_> {
         sink: &mut ChunkSink<'_>,
         m: &PacketMeta,
         offset: usize,
-        data: Bytes<'_>,
+        mut packet: Vec<u8>,
         end: Option<u64>,
         d: Drops,
     ) {
         let room = self.room;
-        let content_len = data.len(room);
-        let mut packet = match data {
-            Bytes::Copied(v) => v,
-            Bytes::InPlace(b) => {
-                let mut v = self.spare.borrow_mut().take(room, b.len(), self.capacity);
-                v.extend_from_slice(b);
-                v
-            }
-        };
+        let content_len = packet.len() - room;
         let position = self.taken.position.get_or_insert(m.committed_before);
         let before = *position;
         let mut whole = *m;
         whole.events = content_len;
         self.ctx
             .packet_header(&mut packet[..room], &whole, Drops::default());
-        self.bytes += content_len as u64;
+        self.tally.bytes += content_len as u64;
         let n = end.map(|after| after.saturating_sub(before));
         match end {
             Some(after) => *position = after.max(before),
             None => self.taken.uncounted = true,
         }
-        self.events += n.unwrap_or(0);
+        self.tally.events += n.unwrap_or(0);
         sink(Chunk {
             stream: self.stream,
             packet,
@@ -449,13 +426,12 @@ impl Walk<'_, '_> {
         });
     }
 
-    /// The packet written to the stream file, its context stating the
-    /// losses `d`: whole or not at all (a write that fails, a full disk,
-    /// is cut back to the last whole packet, so that the trace stays
-    /// readable, and its events counted).
-    fn write(&mut self, m: &PacketMeta, data: Bytes<'_>, end: Option<u64>, d: Drops) -> bool {
+    /// The packet's events `b` written to the stream file after its
+    /// header, its context stating the losses `d`: whole or not at all (a
+    /// write that fails, a full disk, is cut back to the last whole
+    /// packet, so that the trace stays readable, and its events counted).
+    fn write(&mut self, m: &PacketMeta, b: &[u8], end: Option<u64>, d: Drops) -> bool {
         let end = end.unwrap_or_else(|| self.written.max(m.committed_before));
-        let content_len = data.len(self.room);
         if !self.taken.started {
             self.taken.started = true;
             if d.total() > 0 {
@@ -463,13 +439,12 @@ impl Walk<'_, '_> {
                 // report the first packet's (as a save writes it).
                 self.ctx
                     .leading_header(&mut self.taken.head, self.created.min(m.ts_begin), m);
-                match self.taken.append(true, &[]) {
-                    Ok(n) => self.bytes += n,
+                match self.taken.append(&[]) {
+                    Ok(n) => self.tally.bytes += n,
                     Err(e) => {
                         // The packet is not written either: counted.
-                        self.not_written += end.saturating_sub(m.committed_before);
-                        data.give_back(self.spare);
-                        self.failed = Some(e);
+                        self.tally.not_written += end.saturating_sub(m.committed_before);
+                        self.tally.failed = Some(e);
                         return false;
                     }
                 }
@@ -477,48 +452,35 @@ impl Walk<'_, '_> {
         }
         // (A recording reads whole packets: the content is all of them.)
         let mut whole = *m;
-        whole.events = content_len;
-        let before = (self.taken.len, self.bytes);
-        let put = match data {
-            Bytes::Copied(mut v) => {
-                self.ctx.packet_header(&mut v[..self.room], &whole, d);
-                let put = self.taken.append(false, &v);
-                self.spare.borrow_mut().give_back(v);
-                put
-            }
-            Bytes::InPlace(b) => {
-                self.ctx.packet_header(&mut self.taken.head, &whole, d);
-                self.taken.append(true, b)
-            }
-        };
-        match put {
-            Ok(n) => self.bytes += n,
+        whole.events = b.len();
+        let before = (self.taken.len, self.tally.bytes);
+        self.ctx.packet_header(&mut self.taken.head, &whole, d);
+        match self.taken.append(b) {
+            Ok(n) => self.tally.bytes += n,
             Err(e) => {
-                self.not_written += end.saturating_sub(m.committed_before);
-                self.failed = Some(e);
+                self.tally.not_written += end.saturating_sub(m.committed_before);
+                self.tally.failed = Some(e);
                 return false;
             }
         }
         // (Not those of a packet an earlier reader began.)
         let position = self.taken.position.get_or_insert(m.committed_before);
         let taken = end.saturating_sub(*position);
-        self.last_write = (before.0, taken, self.bytes - before.1);
-        self.events += taken;
+        self.tally.last_write = (before.0, taken, self.tally.bytes - before.1);
+        self.tally.events += taken;
         *position = end;
-        self.taken.last_end = (self.taken.last_end).max(m.ts_end);
+        self.taken.last_end = self.taken.last_end.max(m.ts_end);
         self.taken.lost = d;
         true
     }
 }
 
 impl Taken {
-    /// The packet header (`head`, if `with_head`) then `body` appended to
-    /// the stream file: all of it, or the file is cut back to its whole
-    /// packets (`len`).
-    fn append(&mut self, with_head: bool, body: &[u8]) -> Result<u64, Error> {
-        let head = &self.head[..];
-        let parts: &[&[u8]] = if with_head { &[head, body] } else { &[body] };
-        match write_parts(&mut self.file, &self.path, parts) {
+    /// The packet header (`head`) then `body` appended to the stream
+    /// file: all of it, or the file is cut back to its whole packets
+    /// (`len`).
+    fn append(&mut self, body: &[u8]) -> Result<u64, Error> {
+        match write_parts(&mut self.file, &self.path, &[&self.head, body]) {
             Ok(n) => {
                 self.len += n;
                 Ok(n)
@@ -1080,7 +1042,7 @@ impl Recorder {
         &mut self,
         i: usize,
         to_end: bool,
-        mut sink: Option<&mut ChunkSink<'s>>,
+        sink: Option<&mut ChunkSink<'s>>,
     ) -> Result<Option<u64>, Error> {
         let consumes = self.consumes;
         let spare = std::cell::RefCell::new(&mut self.spare);
@@ -1101,7 +1063,6 @@ impl Recorder {
             stream: i,
             ctx,
             room,
-            capacity,
             created: ring.created_ts,
             // The open packet's events: as many as the ring says were
             // written after the packet began (read once the owner is done
@@ -1109,40 +1070,32 @@ impl Recorder {
             written: ring.written(),
             spare: &spare,
             taken,
-            failed: None,
-            bytes: 0,
-            events: 0,
-            not_written: 0,
-            last_write: (0, 0, 0),
+            tally: Tally::default(),
         };
         let until = std::time::Instant::now() + tape_rings::CLAIM_PATIENCE;
-        let copying = sink.is_some();
-        let taken = if copying {
-            ring.stream_packets(
+        let in_place = sink.is_none();
+        let taken = match sink {
+            Some(sink) => ring.stream_packets(
                 *next,
                 to_end,
                 consumes,
                 until,
                 |len| spare.borrow_mut().take(room, len, capacity),
-                |m, offset, packet, end| {
-                    walk.packet(m, offset, Bytes::Copied(packet), end, sink.as_deref_mut());
-                },
-            )
-        } else {
-            ring.write_packets(*next, to_end, consumes, until, |m, offset, b, end| {
-                walk.packet(m, offset, Bytes::InPlace(b), end, None)
-            })
+                |m, offset, packet, end| walk.chunk(sink, m, offset, packet, end),
+            ),
+            None => ring.write_packets(*next, to_end, consumes, until, |m, _, b, end| {
+                walk.in_place(m, b, end)
+            }),
         };
-        let walked = Walked {
-            taken,
-            in_place: !copying,
-            last_write: walk.last_write,
-            not_written: walk.not_written,
-            failed: walk.failed,
-            bytes: walk.bytes,
-            events: walk.events,
-        };
-        self.end_walk(i, walked)
+        let tally = walk.tally;
+        self.end_walk(
+            i,
+            Walked {
+                taken,
+                in_place,
+                tally,
+            },
+        )
     }
 
     /// The end of stream `i`'s walk (`w`): a packet written in place just
@@ -1153,11 +1106,14 @@ impl Recorder {
         let Walked {
             taken,
             in_place,
-            last_write,
-            not_written,
-            failed,
-            mut bytes,
-            mut events,
+            tally:
+                Tally {
+                    last_write,
+                    not_written,
+                    failed,
+                    mut bytes,
+                    mut events,
+                },
         } = w;
         if in_place && matches!(taken, Err(tape_rings::StreamStop::Cut)) && last_write.2 > 0 {
             // The packet written last, in place, may be zeros: taken back.

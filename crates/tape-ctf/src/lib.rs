@@ -8,8 +8,8 @@
 //!
 //! ## The surface, chosen
 //!
-//! What other crates use is named here, at most two levels down
-//! (`tape_ctf::decode::StreamReader`, never the file it lives in): the
+//! What other crates use is named here, at most one module below the
+//! root (`tape_ctf::decode::StreamReader`, never the file it lives in): the
 //! three stages, each a module whose files are private behind its door,
 //! and one module an output, each re-exporting from `output/` what its
 //! command calls:
@@ -61,11 +61,10 @@
 //! ```
 #![forbid(unsafe_code)]
 
-pub use tape_ctf_model::Trace;
 pub use tape_ctf_model::{
     check_identifier, escape_name, is_identifier, name_of, quote, unescape_name, uuid_string, Base,
     ByteOrder, Clock, Encoding, Enum, EnumEntry, EnvValue, EventClass, Field, Float, Integer,
-    StreamClass, Struct, TsdlError, Type, Value, KEYWORDS, LOSSES_STREAM, LOSSES_STREAM_ENV,
+    StreamClass, Struct, Trace, TsdlError, Type, Value, KEYWORDS, LOSSES_STREAM, LOSSES_STREAM_ENV,
     LOSSES_STREAM_ID, LOSS_CAUSES, TRACER_NAME,
 };
 

@@ -283,9 +283,9 @@ pub(crate) const SETTINGS: &[Setting] = &[
         example: "`latency`",
         ctl: "tracer latency",
         apply: Some(|c, s, v| {
-            let name = knobs::parse_tracer(v)
+            let i = knobs::parse_tracer(v)
                 .map_err(|what| bad(s.var, v, 0, what, &knobs::TRACERS.join(", ")))?;
-            c.tracer = Some((name.to_owned(), Some(s.var)));
+            c.tracer = Some((knobs::TRACERS[i].to_owned(), Some(s.var)));
             Ok(())
         }),
     },

@@ -117,15 +117,14 @@ pub fn parse_age(v: &str) -> Option<std::time::Duration> {
 /// (ftrace's `available_tracers`).
 pub const TRACERS: [&str; 4] = ["nop", "function", "function_graph", "latency"];
 
-/// A tracer's name (`TAPE_TRACER`, `tape ctl tracer`): one of
+/// A tracer's name (`TAPE_TRACER`, `tape ctl tracer`): its index in
 /// [`TRACERS`], or what is wrong with it (the caller names the input and
 /// where: one parser for the variable and the command).
-pub(crate) fn parse_tracer(v: &str) -> Result<&'static str, &'static str> {
+pub(crate) fn parse_tracer(v: &str) -> Result<usize, &'static str> {
     let v = v.trim();
     TRACERS
         .iter()
-        .find(|t| **t == v)
-        .copied()
+        .position(|t| *t == v)
         .ok_or("is not a tracer")
 }
 

@@ -81,8 +81,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tape_consumer::record::{Chunk, PacketTimes, Recorder};
-use tape_ctf::decode::Discard;
-use tape_ctf::decode::{Next, StreamReader, TracePlan};
+use tape_ctf::decode::{Discard, Next, StreamReader, TracePlan};
 
 use super::client::{Relay, RelayError, RelayUrl};
 use super::wire;

@@ -323,10 +323,18 @@ impl Graph {
         };
         // The undecided entry: is this its exit?
         if let Some(p) = self.thread(tid).pending.take() {
-            if self.is_exit_of(&p, tid, t, event, shown, id, out) {
-                return;
+            match (event, shown) {
+                (
+                    Event::Exit {
+                        depth: raw, ret, ..
+                    },
+                    Some(depth),
+                ) if id == p.func && depth == p.depth => {
+                    self.leaf(&p, tid, t, raw, ret, out);
+                    return;
+                }
+                _ => self.decide_nested(tid, p, out),
             }
-            self.decide_nested(tid, p, out);
         }
         match (event, shown) {
             (Event::Entry { args, .. }, Some(depth)) => self.entry(tid, t, args, depth, id, out),
@@ -367,31 +375,18 @@ impl Graph {
         }
     }
 
-    /// Whether `event` is the exit of the undecided entry `p`: then the
-    /// call is drawn as a leaf (`f();` with its duration).
-    #[allow(clippy::too_many_arguments)]
-    fn is_exit_of(
+    /// The undecided entry `p` ended by its exit (at `raw` depth,
+    /// returning `ret`) at `t`: the call is drawn as a leaf (`f();` with
+    /// its duration).
+    fn leaf(
         &mut self,
         p: &Pending,
         tid: i64,
         t: Option<i128>,
-        event: Event<'_>,
-        shown: Option<u32>,
-        id: u32,
+        raw: u32,
+        ret: &str,
         out: &mut String,
-    ) -> bool {
-        let (
-            Event::Exit {
-                depth: raw, ret, ..
-            },
-            Some(depth),
-        ) = (event, shown)
-        else {
-            return false;
-        };
-        if id != p.func || depth != p.depth {
-            return false;
-        }
+    ) {
         let d = t.zip(p.t).map(|(t1, t0)| t1 - t0);
         let th = self.thread(tid);
         th.depth = i64::from(p.depth) - 1;
@@ -402,7 +397,6 @@ impl Graph {
         self.put(Some(p.slot), p.t.unwrap_or(i128::MIN), out, |g, line| {
             g.leaf_line(line, tid, p, d, ret);
         });
-        true
     }
 
     /// An entry at `depth`: undecided (a leaf or not) until the thread's

@@ -12,14 +12,12 @@ use crate::mutate;
 
 use std::path::{Path, PathBuf};
 
-use tape_ctf::decode::open_streams;
-use tape_ctf::decode::Discard;
-use tape_ctf::decode::TextBuf;
-use tape_ctf::decode::TimeText;
+use tape_ctf::decode::{open_streams, Discard, TextBuf, TimeText};
 use tape_ctf::merge::{Step, StreamMerge};
 use tape_ctf::metadata::find_traces;
-use tape_ctf::text::{render_merged, Piece, Render, Seconds, Threads};
-use tape_ctf::text::{write_event_rest, write_line_prefix};
+use tape_ctf::text::{
+    render_merged, write_event_rest, write_line_prefix, Piece, Render, Seconds, Threads,
+};
 use tape_ctf::EventClass;
 
 /// Which events are shown: all, even event ids, or a time window.

@@ -180,7 +180,6 @@ pub fn execute(words: &[String]) -> Result<String, Error> {
     }
 }
 
-/// `enable` / `disable`: every pattern is checked before any is applied.
 pub use crate::knobs::TRACERS;
 
 /// The tracer chosen last (an index of [`TRACERS`]). Relaxed: a setting
@@ -204,9 +203,9 @@ pub fn current_tracer() -> &'static str {
 ///
 /// Returns what was done, in words.
 pub fn set_tracer(name: &str) -> Result<String, Error> {
-    let name = knobs::parse_tracer(name)
+    let i = knobs::parse_tracer(name)
         .map_err(|what| knobs::bad("tracer", name, 0, what, &TRACERS.join(", ")))?;
-    let i = TRACERS.iter().position(|t| *t == name).unwrap_or(0);
+    let name = TRACERS[i];
     let apply = |on: bool, pattern: &str| -> usize {
         // A glob that selects nothing (no traced function in the
         // program) is not an error here: the tracer has nothing to record.
@@ -306,6 +305,7 @@ fn latency(args: &[&str]) -> Result<String, Error> {
     }
 }
 
+/// `enable` / `disable`: every pattern is checked before any is applied.
 fn set_events(on: bool, patterns: &[&str]) -> Result<String, Error> {
     let verb = if on { "enable" } else { "disable" };
     if patterns.is_empty() {
