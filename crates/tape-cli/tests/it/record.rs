@@ -238,3 +238,55 @@ fn one_recorder_at_a_time_and_a_killed_one_leaves_the_rings_usable() {
     assert!(!r.status.success());
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A recorder's walk of a ring (`Ring::write_packets`) takes the packets
+/// closed when it began, not those its owner closes meanwhile: one that
+/// chased them held a ring for as long as its writes barely kept up with
+/// the owner, and the recorder's other rings filled and dropped (seen: a
+/// walk of 320 ms while the other ring of two dropped 1.78 M events).
+/// Here the walk's "write" takes 5 ms a packet while the program fills a
+/// packet in well under 1 ms: a chasing walk never ends (this one stops it
+/// after 100 packets), a bounded one hands at most the ring's packets.
+#[test]
+fn a_recorders_walk_takes_the_packets_closed_when_it_began() {
+    let shm = base("rec-walk");
+    let mut program = flight_command(&shm, "discard")
+        .args(["--threads", "1", "--seconds", "30", "--rate", "400000"])
+        .spawn()
+        .unwrap();
+    let dir = user_dir(&shm).join(program.id().to_string());
+    wait_for_rings(&dir, 1);
+    let ring_file = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("ring-")
+        })
+        .unwrap();
+    let ring = tape::__consumer::Ring::open_live(&ring_file).unwrap();
+    let packets = ring.capacity() / ring.packet_capacity();
+    // Its 64 KiB ring full (discard mode: it waits for the reader).
+    std::thread::sleep(Duration::from_millis(300));
+    let mut handed = 0;
+    let until = std::time::Instant::now() + Duration::from_secs(1);
+    let walked = ring.write_packets((0, 0), false, true, until, |_, _, _, _| {
+        handed += 1;
+        std::thread::sleep(Duration::from_millis(5));
+        handed < 100
+    });
+    let still_running = program.try_wait().unwrap().is_none();
+    let _ = program.kill();
+    let _ = program.wait();
+    assert!(walked.is_ok(), "the walk stopped: {walked:?}");
+    assert!(still_running, "the program ended during the walk");
+    assert!(
+        (1..=packets).contains(&handed),
+        "{handed} packets handed by one walk of a ring of {packets}"
+    );
+    let _ = std::fs::remove_dir_all(&shm);
+}
