@@ -23,6 +23,12 @@
 # to `lttng stop`, which waits for the consumer to have written all);
 # the session daemon is left out; the relay daemon's CPU over the row is
 # its own column (`relayd`), for both feeding it.
+# Each round begins with a baseline: 1 GiB written into OUT_BASE in 1 MiB
+# writes by dd, its rate and CPU, printed after the table (this host was
+# seen to alternate, minutes at a time, between periods where a 1 MiB
+# write into tmpfs takes ~1 ms and periods where it takes 5-11, every
+# recorder's CPU per event doubled then: a round compares like with like,
+# rounds of different periods do not).
 # Every row is run once a round, ROUNDS rounds (3 by default), in turn:
 # the table at the end gives each row's medians over the rounds and the
 # most it lost in one (this machine is shared: one run is one sample).
@@ -124,6 +130,14 @@ trap 'echo "record-rate: failed at line $LINENO" >&2' ERR
 rounds=${ROUNDS:-3}
 echo "each row once a round, $rounds rounds; the table at the end (median over the rounds)" >&2
 for round in $(seq "$rounds"); do
+/usr/bin/time -f '%e %U %S' -o "$work/btime" \
+    dd if=/dev/zero of="$work/baseline" bs=1M count=1024 status=none
+read -r el us sy < "$work/btime"
+rm -f "$work/baseline"
+awk -v r="$round" -v e="$el" -v u="$us" -v s="$sy" -v b="$base" 'BEGIN {
+    printf "round %d baseline: 1 GiB into %s in 1 MiB writes (dd): %.0f MB/s, %.0f ms CPU\n",
+        r, b, 1073.741824 / (e > 0 ? e : 0.01), (u + s) * 1000 }' |
+    tee -a "$work/baselines" >&2
 for rate in "${rates[@]}"; do
 for rec in "${recorders[@]}"; do
     asked=$(awk "BEGIN { print $rate * 1000000 }")
@@ -222,3 +236,4 @@ for (rate, rec), runs in rows.items():
           f"{statistics.median(per_mev):>11.1f} {min(per_mev):>7.1f} "
           f"{statistics.median(relayd):>7.1f} {len(runs):>6}")
 EOF
+cat "$work/baselines"
