@@ -256,19 +256,8 @@ fn a_recorders_walk_takes_the_packets_closed_when_it_began() {
         .unwrap();
     let dir = user_dir(&shm).join(program.id().to_string());
     wait_for_rings(&dir, 1);
-    let ring_file = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .starts_with("ring-")
-        })
-        .unwrap();
-    let ring = tape::__consumer::Ring::open_live(&ring_file).unwrap();
+    let ring_file = &tape::__consumer::shm::ring_files(&dir).unwrap()[0];
+    let ring = tape::__consumer::Ring::open_live(ring_file).unwrap();
     let packets = ring.capacity() / ring.packet_capacity();
     // Its 64 KiB ring full (discard mode: it waits for the reader).
     std::thread::sleep(Duration::from_millis(300));

@@ -240,13 +240,9 @@ impl Ring {
         let n = self.slots.len() as u64;
         let mut cursor = from;
         let mut handed = false;
-        // The packets closed when the walk began: those it takes (unless
-        // `open`: the owner is done, or stopped, and the walk goes to its
-        // end). One that chased the packets closed meanwhile took a ring
-        // for as long as its writes barely kept up with its owner, the
-        // recorder's other rings left to fill and drop (seen: one walk of
-        // 320 ms, 1.78 M events dropped by the other ring of the two).
-        let mut closed_at_start = None;
+        // The open packet when the walk began: the packets before it are
+        // those it takes (with `open`, to the owner's last event).
+        let mut open_at_start = None;
         loop {
             if let Err(holder) = self.take_claim(Patience::Until(until)) {
                 return if handed {
@@ -260,12 +256,12 @@ impl Ring {
             let k = self.gate.0.pin(cursor.0.max((k0 + 1).saturating_sub(n)), n);
             let pos1 = self.head.0.pos.load(Ordering::Acquire);
             let (k1, off1) = (pos1 >> 32, (pos1 & 0xffff_ffff) as usize);
-            let bound = if open {
+            let last = if open {
                 k1
             } else {
-                *closed_at_start.get_or_insert(k1)
+                *open_at_start.get_or_insert(k1)
             };
-            if !(k < k1.min(bound) || (open && k == k1)) {
+            if !(k < last || (open && k == k1)) {
                 // (A ring cut reads as zeros: as having nothing more.)
                 return if self.let_go(None) {
                     Err(StreamStop::Cut)
