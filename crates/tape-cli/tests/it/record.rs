@@ -263,7 +263,7 @@ fn a_recorders_walk_takes_the_packets_closed_when_it_began() {
     std::thread::sleep(Duration::from_millis(300));
     let mut handed = 0;
     let until = std::time::Instant::now() + Duration::from_secs(1);
-    let walked = ring.write_packets((0, 0), false, true, until, |_, _, _, _| {
+    let walked = ring.write_packets((0, 0), false, true, None, until, |_, _, _, _| {
         handed += 1;
         std::thread::sleep(Duration::from_millis(5));
         handed < 100
@@ -276,6 +276,70 @@ fn a_recorders_walk_takes_the_packets_closed_when_it_began() {
     assert!(
         (1..=packets).contains(&handed),
         "{handed} packets handed by one walk of a ring of {packets}"
+    );
+    let _ = std::fs::remove_dir_all(&shm);
+}
+
+/// A forwarding reader (the relay) sends packets from the ring itself
+/// and holds them there until its receiver confirms them, in place of a
+/// copy of each: what it holds stays (the discard-mode owner drops
+/// instead, counted, as with no reader), a copy of it later is byte for
+/// byte what was sent, and once freed the owner goes on into those slots
+/// and the held packets are gone (a copy says so, it does not read what
+/// the owner writes there now). The program fills its 16 packets of 4 KiB
+/// in about 3 ms.
+#[test]
+fn a_forwarding_reader_holds_what_it_sent_in_the_ring_until_it_frees_it() {
+    use tape_consumer::record::Recorder;
+    let shm = base("rec-hold");
+    let mut program = flight_command(&shm, "discard")
+        .args(["--threads", "1", "--seconds", "30", "--rate", "400000"])
+        .spawn()
+        .unwrap();
+    let dir = user_dir(&shm).join(program.id().to_string());
+    wait_for_rings(&dir, 1);
+    let mut r = Recorder::attach_live(&dir).unwrap();
+    r.hold_sent();
+    r.find_new_rings();
+    // (packet, offset, events' bytes, the stream's losses by then)
+    let turn = |r: &mut Recorder| {
+        std::thread::sleep(Duration::from_millis(150));
+        let mut sent = Vec::new();
+        let bounds = r.open_packets();
+        r.poll_placed(&bounds, &mut |p| {
+            let c = &p.chunk;
+            sent.push((c.end.0 - 1, c.offset, p.content.to_vec(), c.lost.total()));
+            true
+        })
+        .unwrap();
+        sent
+    };
+    let first = turn(&mut r);
+    let held = turn(&mut r);
+    let (k0, offset0, bytes0, _) = first.first().cloned().expect("a packet sent");
+    let mut copy = Vec::new();
+    let copied = r.copy_sent(0, k0, offset0, &mut copy);
+    r.free_held(0, None);
+    let after = turn(&mut r);
+    let mut gone = Vec::new();
+    let copied_after = r.copy_sent(0, k0, offset0, &mut gone);
+    let _ = program.kill();
+    let _ = program.wait();
+    assert_eq!(first.len(), 15, "the closed packets of a full ring of 16");
+    assert!(
+        held.is_empty(),
+        "held, the ring took no new packet: {}",
+        held.len()
+    );
+    assert!(copied && copy == bytes0, "the held packet copied as sent");
+    assert!(!after.is_empty(), "freed, the owner went on");
+    assert!(
+        after[0].3 > first.last().unwrap().3,
+        "what the owner dropped while the reader held its ring is counted"
+    );
+    assert!(
+        !copied_after && gone.is_empty(),
+        "a packet freed and reused is gone"
     );
     let _ = std::fs::remove_dir_all(&shm);
 }
