@@ -29,7 +29,8 @@
 # write into tmpfs takes ~1 ms and periods where it takes 5-11, every
 # recorder's CPU per event doubled then: a round compares like with like,
 # rounds of different periods do not).
-# Every row is run once a round, ROUNDS rounds (3 by default), in turn:
+# Every row is run once a round, ROUNDS rounds (3 by default), in turn
+# (each round begun by another row):
 # the table at the end gives each row's medians over the rounds and the
 # most it lost in one (this machine is shared: one run is one sample).
 #
@@ -138,8 +139,16 @@ awk -v r="$round" -v e="$el" -v u="$us" -v s="$sy" -v b="$base" 'BEGIN {
     printf "round %d baseline: 1 GiB into %s in 1 MiB writes (dd): %.0f MB/s, %.0f ms CPU\n",
         r, b, 1073.741824 / (e > 0 ? e : 0.01), (u + s) * 1000 }' |
     tee -a "$work/baselines" >&2
+# Each round's rows in the order of the one before moved by one: the
+# row that runs first after the baseline (dd's freed GiB, which this VM
+# kind's balloon hands back to its host, and then faults in again) is a
+# different one each round.
+order=()
+for j in $(seq 0 $((${#recorders[@]} - 1))); do
+    order+=("${recorders[$(((j + round - 1) % ${#recorders[@]}))]}")
+done
 for rate in "${rates[@]}"; do
-for rec in "${recorders[@]}"; do
+for rec in "${order[@]}"; do
     asked=$(awk "BEGIN { print $rate * 1000000 }")
     relayd0=$(relayd_cpu)
     out="$work/out"

@@ -686,16 +686,16 @@ impl Feed {
             }
             o.turn_end = o.sent - 1;
             self.copy_out_held(i, self.recorder.ring_room(i) / 4);
-            let o = &self.streams[i];
-            self.recorder.free_held(i, oldest_in_ring(o));
         }
         Ok(())
     }
 
     /// Copies out of stream `i`'s ring the unconfirmed packets it holds
     /// there, oldest first, until it holds `keep` bytes at most (0:
-    /// none): kept as copies from then on. A packet no longer there (in
-    /// overwrite mode its owner went around) is counted as not kept.
+    /// none): kept as copies from then on; then what it read and holds no
+    /// more is freed. A packet that cannot be copied (in overwrite mode
+    /// its owner went around, the ring's file was cut, or another copier
+    /// held its claim past the patience) is counted as not kept.
     pub(super) fn copy_out_held(&mut self, i: usize, keep: usize) {
         let o = &mut self.streams[i];
         let mut at = 0;
@@ -721,8 +721,9 @@ impl Feed {
                 self.sent.unkept += events;
                 crate::output::say!(
                     "tape record: a packet of {} sent to the relay and held in its ring \
-                     until confirmed was gone when needed again (its owner went around \
-                     the ring: overwrite mode): {events} events counted as not kept",
+                     until confirmed could not be read again (overwritten in overwrite \
+                     mode, the ring's file cut, or its copy claim held past 1 s): \
+                     {events} events counted as not kept",
                     self.recorder.stream_name(i)
                 );
             }
