@@ -239,6 +239,21 @@ fn one_recorder_at_a_time_and_a_killed_one_leaves_the_rings_usable() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// The flight program with one thread emitting 400,000 events/s into a
+/// 64 KiB discard ring of 16 packets, for 30 s: its shared-memory
+/// directory (`base(name)`), the child, and its rings' directory once
+/// its ring is made.
+fn one_ring_program(name: &str) -> (std::path::PathBuf, Child, std::path::PathBuf) {
+    let shm = base(name);
+    let program = flight_command(&shm, "discard")
+        .args(["--threads", "1", "--seconds", "30", "--rate", "400000"])
+        .spawn()
+        .unwrap();
+    let dir = user_dir(&shm).join(program.id().to_string());
+    wait_for_rings(&dir, 1);
+    (shm, program, dir)
+}
+
 /// A recorder's walk of a ring (`Ring::write_packets`) takes the packets
 /// closed when it began, not those its owner closes meanwhile: one that
 /// chased them held a ring for as long as its writes barely kept up with
@@ -249,13 +264,7 @@ fn one_recorder_at_a_time_and_a_killed_one_leaves_the_rings_usable() {
 /// after 100 packets), a bounded one hands at most the ring's packets.
 #[test]
 fn a_recorders_walk_takes_the_packets_closed_when_it_began() {
-    let shm = base("rec-walk");
-    let mut program = flight_command(&shm, "discard")
-        .args(["--threads", "1", "--seconds", "30", "--rate", "400000"])
-        .spawn()
-        .unwrap();
-    let dir = user_dir(&shm).join(program.id().to_string());
-    wait_for_rings(&dir, 1);
+    let (shm, mut program, dir) = one_ring_program("rec-walk");
     let ring_file = &tape::__consumer::shm::ring_files(&dir).unwrap()[0];
     let ring = tape::__consumer::Ring::open_live(ring_file).unwrap();
     let packets = ring.capacity() / ring.packet_capacity();
@@ -291,13 +300,7 @@ fn a_recorders_walk_takes_the_packets_closed_when_it_began() {
 #[test]
 fn a_forwarding_reader_holds_what_it_sent_in_the_ring_until_it_frees_it() {
     use tape_consumer::record::Recorder;
-    let shm = base("rec-hold");
-    let mut program = flight_command(&shm, "discard")
-        .args(["--threads", "1", "--seconds", "30", "--rate", "400000"])
-        .spawn()
-        .unwrap();
-    let dir = user_dir(&shm).join(program.id().to_string());
-    wait_for_rings(&dir, 1);
+    let (shm, mut program, dir) = one_ring_program("rec-hold");
     let mut r = Recorder::attach_live(&dir).unwrap();
     r.hold_sent();
     r.find_new_rings();
