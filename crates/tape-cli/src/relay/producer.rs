@@ -75,7 +75,8 @@
 //! sent, for a stream that holds packets in its ring). One sent from its
 //! ring is kept there, not freed ([`Kept::in_ring`]: no copy while the
 //! relay keeps up, as LTTng's consumer sends from its sub-buffers); past
-//! a quarter of the ring held, or when the relay fails, it is copied out
+//! a share of the ring held (a quarter while the turns keep up, none in
+//! overload: [`Feed::confirm`]), or when the relay fails, it is copied out
 //! ([`Feed::copy_out_held`]), so that the owner has its room back. If the
 //! relay goes away, the caller
 //! reconnects ([`Session::reconnect`]: a new relay session, since a
@@ -661,10 +662,13 @@ impl Feed {
     /// `CONFIRM_PAST` (at hundreds of MB/s a tick's packets would pass the
     /// cap), and at each turn for a stream that holds packets in its ring
     /// (what the turn before sent: this one's are still on their way).
-    /// A stream whose ring holds more than a quarter of its room for a
-    /// relay that has not confirmed has the oldest copied out; then the
-    /// rest of what it read is freed.
+    /// A stream's ring holds for a relay that has not confirmed at most
+    /// half its room less what the turn took of a ring ([`Recorder::fill`]:
+    /// a quarter when the turns keep up, nothing once a turn takes half
+    /// a ring or more, when the owner needs all its room); past it the
+    /// oldest is copied out. Then the rest of what it read is freed.
     fn confirm(&mut self, s: &mut Session, tick: bool) -> Result<(), Fault> {
+        let share = (0.5 - self.recorder.fill()).max(0.0);
         for i in 0..self.streams.len() {
             let o = &mut self.streams[i];
             let all = tick || o.kept_bytes >= CONFIRM_PAST;
@@ -685,7 +689,8 @@ impl Feed {
                 }
             }
             o.turn_end = o.sent - 1;
-            self.copy_out_held(i, self.recorder.ring_room(i) / 4);
+            let keep = (self.recorder.ring_room(i) as f64 * share) as usize;
+            self.copy_out_held(i, keep);
         }
         Ok(())
     }
