@@ -21,31 +21,13 @@
 //!                                          out/<thread>-<tid>: ... p3 p4 p5
 //! ```
 //!
-//! A live reader that prints (`tape pipe`), or takes an open packet's
-//! events, keeps what it takes past the turn, so those packets are
-//! copied out under the claim instead (`Ring::stream_packets`) into
-//! buffers it gives back when done ([`Recorder::recycle`]): a buffer
-//! freed and another faulted in at each turn cost more than the copy.
-//!
-//! The relay's reader sends the closed packets from the ring itself too
-//! ([`Recorder::poll_placed`]: header from a buffer, events from the
-//! pinned slot, one `writev`), and must keep each until the relay daemon
-//! confirms it has it (to send it again after an outage): it keeps it
-//! **in the ring**, not freed ([`Recorder::hold_sent`]), and frees it
-//! once confirmed ([`Recorder::free_held`]); only what it must keep
-//! longer (a relay that lags, an outage) is copied out
-//! ([`Recorder::copy_sent`]):
-//!
-//! ```text
-//!  ring: [ p4 | p5 | p6 | p7 ]     turn n:   send p4, p5 in place; held
-//!          ^held     ^open                   (freed stays at 4)
-//!                                  turn n+1: relay confirms up to p5:
-//!                                            freed = 6; send p6 ...
-//! ```
-//!
-//! Turns are paced by what they find ([`rest`]): several packets a turn,
-//! no ring past a quarter full. `scripts/record-rate.sh` measures all
-//! this beside LTTng's consumer.
+//! A live reader (`tape pipe`, the relay) keeps what it takes past the
+//! turn, so its packets are copied out under the claim instead
+//! (`Ring::stream_packets`) into buffers it gives back when done
+//! ([`Recorder::recycle`]): a buffer freed and another faulted in at each
+//! turn cost more than the copy. Turns are paced by what they find
+//! ([`rest`]): several packets a turn, no ring past a quarter full.
+//! `scripts/record-rate.sh` measures all this beside LTTng's consumer.
 //!
 //! * **Discard mode**: the packets the recorder consumed are *freed*
 //!   (the gate's `freed` word): the owner reuses their slots instead of
@@ -194,49 +176,6 @@ pub struct Chunk {
 /// Where a live reader's chunks go.
 type ChunkSink<'s> = dyn FnMut(Chunk) + 's;
 
-/// A closed packet's events handed **in the ring** to a forwarding reader
-/// ([`Recorder::poll_placed`]): sent from there with no copy, as LTTng's
-/// consumer sends from its mapped sub-buffers.
-pub struct Placed<'a> {
-    /// Its chunk, whose `packet` holds only the header and context (the
-    /// events are `content`).
-    pub chunk: Chunk,
-    /// Its events, in the ring (pinned while the reader has them).
-    pub content: &'a [u8],
-    ctx: &'a Context<'a>,
-}
-
-impl Placed<'_> {
-    /// Writes the chunk's header and context as a forwarded packet's
-    /// ([`Recorder::packet_head`]).
-    pub fn write_head(&mut self, p: &PacketTimes) {
-        self.ctx.forwarded_header(
-            &mut self.chunk.packet,
-            p.begin,
-            p.end,
-            p.seq,
-            p.discarded,
-            p.events,
-        );
-    }
-}
-
-/// Where a forwarding reader's packets in place go: true if it took the
-/// packet (sent it), false to stop the walk there (the packet is left
-/// for the next turn).
-pub type PlacedSink<'s> = dyn FnMut(Placed<'_>) -> bool + 's;
-
-/// Where a walk's packets go.
-enum Sink<'a, 's> {
-    /// Written to the stream file, from the ring (a recording).
-    File,
-    /// Copied out, to a live reader.
-    Copies(&'a mut ChunkSink<'s>),
-    /// Handed in the ring to a forwarding reader, the closed packets
-    /// before the bound only.
-    Placed(&'a mut PlacedSink<'s>, u64),
-}
-
 /// A forwarded packet's context ([`Recorder::packet_head`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PacketTimes {
@@ -274,9 +213,6 @@ pub struct Recorder {
     /// Whether it consumes what it reads (frees the packets for a
     /// discard-mode owner): all but a peeking reader ([`Recorder::attach_peek`]).
     consumes: bool,
-    /// Whether its walks leave what they read in the rings (not freed)
-    /// until the reader frees it ([`Recorder::hold_sent`]).
-    holds: bool,
     header: &'static ProcessHeader,
     template: String,
     streams: Vec<Stream>,
@@ -452,60 +388,12 @@ impl Walk<'_, '_> {
         sink: &mut ChunkSink<'_>,
         m: &PacketMeta,
         offset: usize,
-        packet: Vec<u8>,
+        mut packet: Vec<u8>,
         end: Option<u64>,
         d: Drops,
     ) {
-        let content_len = packet.len() - self.room;
-        let chunk = self.chunk_of(m, offset, packet, content_len, end, d);
-        sink(chunk);
-    }
-
-    /// A closed packet's events `b` from `offset` on, in the ring, to a
-    /// forwarding reader's `sink`: whether it took them (if not, the walk
-    /// counted nothing of them).
-    fn placed(
-        &mut self,
-        sink: &mut PlacedSink<'_>,
-        m: &PacketMeta,
-        offset: usize,
-        b: &[u8],
-        end: Option<u64>,
-    ) -> bool {
-        let t = &self.taken;
-        let before = (t.position, t.overwritten, t.maybe_printed);
-        let tally = (self.tally.bytes, self.tally.events);
-        let Some(d) = self.begin(m, end) else {
-            return false;
-        };
-        let head = vec![0u8; self.room];
-        let chunk = self.chunk_of(m, offset, head, b.len(), end, d);
-        let taken = sink(Placed {
-            chunk,
-            content: b,
-            ctx: &self.ctx,
-        });
-        if !taken {
-            let t = &mut self.taken;
-            (t.position, t.overwritten, t.maybe_printed) = before;
-            (self.tally.bytes, self.tally.events) = tally;
-        }
-        taken
-    }
-
-    /// The chunk of `content_len` bytes of events of packet `m` from
-    /// `offset` on, its header and context in `packet` (stating no
-    /// losses: `d` travels beside it); the reader's place moved past it.
-    fn chunk_of(
-        &mut self,
-        m: &PacketMeta,
-        offset: usize,
-        mut packet: Vec<u8>,
-        content_len: usize,
-        end: Option<u64>,
-        d: Drops,
-    ) -> Chunk {
         let room = self.room;
+        let content_len = packet.len() - room;
         let position = self.taken.position.get_or_insert(m.committed_before);
         let before = *position;
         let mut whole = *m;
@@ -519,7 +407,7 @@ impl Walk<'_, '_> {
             None => self.taken.uncounted = true,
         }
         self.tally.events += n.unwrap_or(0);
-        Chunk {
+        sink(Chunk {
             stream: self.stream,
             packet,
             offset,
@@ -535,7 +423,7 @@ impl Walk<'_, '_> {
             closed: end.is_some(),
             ts_begin: m.ts_begin,
             ts_end: m.ts_end,
-        }
+        });
     }
 
     /// The packet's events `b` written to the stream file after its
@@ -761,7 +649,6 @@ impl Recorder {
             dir: dir.to_path_buf(),
             out: out.map(Path::to_path_buf),
             consumes: true,
-            holds: false,
             header,
             template,
             streams: Vec::new(),
@@ -1001,102 +888,10 @@ impl Recorder {
         Ok(chunks)
     }
 
-    /// For a reader that keeps what it sent in the rings until its
-    /// receiver confirms it (the relay, instead of a copy of each packet):
-    /// from now on its walks free nothing, and it frees with
-    /// [`Recorder::free_held`]. In discard mode what it holds stays in
-    /// the ring (its owner drops rather than reuse those slots, counted,
-    /// if the holding outlasts the ring's room); in overwrite mode the
-    /// owner goes around regardless ([`Recorder::copy_sent`] then finds
-    /// the packet gone).
-    pub fn hold_sent(&mut self) {
-        self.holds = true;
-    }
-
-    /// Each ring's open packet now (a [`Recorder::poll_placed`] bound):
-    /// read before the reader tells of new rings and classes, so that
-    /// what it then sends was written before.
-    pub fn open_packets(&self) -> Vec<u64> {
-        self.streams.iter().map(|s| s.ring.open_packet()).collect()
-    }
-
-    /// A forwarding reader's turn: the closed packets of every ring that
-    /// `bounds` covers ([`Recorder::open_packets`], a bound a ring: those
-    /// before it), each handed to `each` in the ring itself
-    /// ([`Placed`]); a ring's walk stops at a packet `each` does not take.
-    /// The open packets, and the rings that thread exits end, are left
-    /// to the copying turns ([`Recorder::poll_chunks_open`]).
-    pub fn poll_placed(&mut self, bounds: &[u64], each: &mut PlacedSink<'_>) -> Result<(), Error> {
-        self.busy = None;
-        self.fill = 0.0;
-        for (i, &bound) in bounds.iter().enumerate().take(self.streams.len()) {
-            if self.streams[i].done {
-                continue;
-            }
-            if let Some(holder) = self.take(i, false, Sink::Placed(each, bound))? {
-                self.busy = Some((i, holder));
-            }
-        }
-        Ok(())
-    }
-
-    /// Frees ring `stream`'s packets that the reader took, none from
-    /// `held` on (the oldest it still holds, [`Recorder::hold_sent`]):
-    /// in discard mode their owner may reuse the slots.
-    pub fn free_held(&self, stream: usize, held: Option<u64>) {
-        if let Some(s) = self.streams.get(stream) {
-            if self.consumes {
-                s.ring
-                    .free_before(held.map_or(s.next.0, |h| h.min(s.next.0)));
-            }
-        }
-    }
-
-    /// Appends to `into` the events of ring `stream`'s packet `k` from
-    /// `offset` on, as sent before and held ([`Recorder::hold_sent`]):
-    /// false if they are gone (overwritten, the ring cut) or the ring's
-    /// copy claim was held past [`tape_rings::CLAIM_PATIENCE`].
-    pub fn copy_sent(&self, stream: usize, k: u64, offset: usize, into: &mut Vec<u8>) -> bool {
-        let Some(s) = self.streams.get(stream) else {
-            return false;
-        };
-        let until = std::time::Instant::now() + tape_rings::CLAIM_PATIENCE;
-        let mut got = false;
-        let walked = s.ring.write_packets(
-            (k, offset),
-            false,
-            false,
-            Some(k + 1),
-            until,
-            |m, o, b, _| {
-                got = m.seq == k && o == offset;
-                if got {
-                    into.extend_from_slice(b);
-                }
-                got
-            },
-        );
-        walked.is_ok() && got
-    }
-
     /// The largest share of a ring's room (0: nothing; 1: a whole ring)
     /// that the last turn took.
     pub fn fill(&self) -> f64 {
         self.fill
-    }
-
-    /// A buffer for a packet of ring `stream`: its header and context's
-    /// room (zeros), then room for `len` bytes of events (a spare one if
-    /// one is kept, [`Recorder::recycle`]).
-    pub fn buffer(&mut self, stream: usize, len: usize) -> Vec<u8> {
-        let room = self.packet_head_size(stream);
-        let packet = self.streams[stream].ring.packet_capacity();
-        self.spare.take(room, len, packet)
-    }
-
-    /// Bytes of ring `stream`'s room for events.
-    pub fn ring_room(&self, stream: usize) -> usize {
-        self.streams[stream].ring.capacity()
     }
 
     /// Gives back the buffer of a chunk the reader is done with, for the
@@ -1135,11 +930,7 @@ impl Recorder {
             // thread exited, nothing more will come; read it to its end.
             let gone = std::fs::symlink_metadata(&self.streams[i].source).is_err();
             let open = to_end || gone || (sink.is_some() && sink_open);
-            let to = match sink.as_deref_mut() {
-                Some(sink) => Sink::Copies(sink),
-                None => Sink::File,
-            };
-            if let Some(holder) = self.take(i, open, to)? {
+            if let Some(holder) = self.take(i, open, sink.as_deref_mut())? {
                 self.busy = Some((i, holder));
                 continue;
             }
@@ -1247,8 +1038,13 @@ impl Recorder {
     /// Writes the new packets of stream `i` (to its file, or to `sink`);
     /// `Some(pid)` when the ring's copy claim was held by that process
     /// past [`tape_rings::CLAIM_PATIENCE`] (nothing taken).
-    fn take(&mut self, i: usize, to_end: bool, sink: Sink<'_, '_>) -> Result<Option<u64>, Error> {
-        let consumes = self.consumes && !self.holds;
+    fn take<'s>(
+        &mut self,
+        i: usize,
+        to_end: bool,
+        sink: Option<&mut ChunkSink<'s>>,
+    ) -> Result<Option<u64>, Error> {
+        let consumes = self.consumes;
         let spare = std::cell::RefCell::new(&mut self.spare);
         let s = &mut self.streams[i];
         let name = tape_rings::truncate_utf8(&s.ring.name, 255).to_owned();
@@ -1277,9 +1073,9 @@ impl Recorder {
             tally: Tally::default(),
         };
         let until = std::time::Instant::now() + tape_rings::CLAIM_PATIENCE;
-        let in_place = matches!(sink, Sink::File);
+        let in_place = sink.is_none();
         let taken = match sink {
-            Sink::Copies(sink) => ring.stream_packets(
+            Some(sink) => ring.stream_packets(
                 *next,
                 to_end,
                 consumes,
@@ -1287,19 +1083,9 @@ impl Recorder {
                 |len| spare.borrow_mut().take(room, len, capacity),
                 |m, offset, packet, end| walk.chunk(sink, m, offset, packet, end),
             ),
-            Sink::File => {
-                ring.write_packets(*next, to_end, consumes, None, until, |m, _, b, end| {
-                    walk.in_place(m, b, end)
-                })
-            }
-            Sink::Placed(sink, bound) => ring.write_packets(
-                *next,
-                false,
-                consumes,
-                Some(bound),
-                until,
-                |m, o, b, end| walk.placed(sink, m, o, b, end),
-            ),
+            None => ring.write_packets(*next, to_end, consumes, until, |m, _, b, end| {
+                walk.in_place(m, b, end)
+            }),
         };
         let tally = walk.tally;
         self.end_walk(

@@ -18,7 +18,7 @@
 //! it covers are among those kept unconfirmed, sent again in the next
 //! session.
 
-use std::io::{IoSlice, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -221,25 +221,6 @@ fn write_all_by(s: &mut TcpStream, mut buf: &[u8], by: Instant) -> std::io::Resu
         match s.write(buf) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
             Ok(n) => buf = &buf[n..],
-            Err(e) => retry_or(e)?,
-        }
-    }
-    Ok(())
-}
-
-/// Writes all of `bufs` to `s` by `by` (as [`write_all_by`]), in as few
-/// `writev`s as the socket takes.
-fn write_all_vectored_by(
-    s: &mut TcpStream,
-    mut bufs: &mut [IoSlice<'_>],
-    by: Instant,
-) -> std::io::Result<()> {
-    IoSlice::advance_slices(&mut bufs, 0);
-    while !bufs.is_empty() {
-        s.set_write_timeout(Some(left(by)?))?;
-        match s.write_vectored(bufs) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
             Err(e) => retry_or(e)?,
         }
     }
@@ -460,30 +441,17 @@ impl Relay {
         content: &[u8],
         padding: u32,
     ) -> Result<(), RelayError> {
-        self.send_packet_parts(handle, net_seq_num, &[content], padding)
-    }
-
-    /// As [`Relay::send_packet`], the packet given in `parts` (its header
-    /// made here, its events where they lie: in a ring), written with
-    /// the data header in one `writev`.
-    pub(crate) fn send_packet_parts(
-        &mut self,
-        handle: u64,
-        net_seq_num: u64,
-        parts: &[&[u8]],
-        padding: u32,
-    ) -> Result<(), RelayError> {
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        let size = u32::try_from(len)
-            .map_err(|_| format!("a packet of {len} bytes: the relay takes at most 4 GiB"))?;
+        let size = u32::try_from(content.len()).map_err(|_| {
+            format!(
+                "a packet of {} bytes: the relay takes at most 4 GiB",
+                content.len()
+            )
+        })?;
         let header = wire::data_header(handle, net_seq_num, size, padding);
         let fail = |e| io_error(&self.url, self.url.data, "a data packet", e);
         let by = crate::reader::deadline(IO_TIMEOUT);
-        let mut slices: Vec<IoSlice<'_>> = std::iter::once(&header[..])
-            .chain(parts.iter().copied())
-            .map(IoSlice::new)
-            .collect();
-        write_all_vectored_by(&mut self.data, &mut slices, by).map_err(fail)
+        write_all_by(&mut self.data, &header, by).map_err(fail)?;
+        write_all_by(&mut self.data, content, by).map_err(fail)
     }
 
     /// Sends a packet's index entry (one per packet, keyed by its

@@ -135,7 +135,7 @@ impl KernelFeed {
         packet_head(&mut head, &self.uuid, cpu, [t, t, 0, discarded], 0);
         s.relay.send_packet(handle, 0, &head, 0)?;
         s.relay
-            .send_index(&index(handle, 0, head.len(), t, t, discarded, i))?;
+            .send_index(&index(handle, 0, &head, t, t, discarded, i))?;
         Ok(())
     }
 
@@ -216,7 +216,7 @@ impl KernelFeed {
                 s.relay.send_index(&index(
                     o.handle,
                     seq,
-                    p.bytes.len(),
+                    &p.bytes,
                     begin,
                     end,
                     p.discarded,
@@ -247,7 +247,6 @@ impl KernelFeed {
                 events: p.bytes.len(),
             },
             packet: p.bytes,
-            in_ring: None,
             events: p.events,
             order: s.kept_order,
         });

@@ -43,9 +43,8 @@
 //! **Consuming.** Once a chunk of a ring is sent, the ring's reader mark
 //! moves past it, as `tape record -o` and `tape pipe` move it: the next
 //! reader starts there. In discard mode the packets sent are freed for
-//! the owner to reuse once the relay has confirmed them (below); a relay
-//! slower than the program makes the rings fill and the owner drop and
-//! count, never wait.
+//! the owner to reuse; a relay slower than the program makes the rings
+//! fill and the owner drop and count, never wait.
 //!
 //! **Metadata.** It goes as CTF metadata packets (babeltrace2 2.0.4 reads
 //! metadata sent in pieces only so): the trace's, when it starts, its clock
@@ -64,21 +63,10 @@
 //! turn reads all rings first, then looks for the rings and processes made
 //! meanwhile and publishes them, and only then sends: a ring not seen yet
 //! makes its events after what was read. A stream begins no earlier than
-//! the latest time sent in the session. Between ticks "reads" is a note
-//! of each ring's open packet ([`Recorder::open_packets`]): the closed
-//! packets before it are sent after the publishing, from the ring itself
-//! ([`Feed::send_placed`]); at a tick the open packets' events are copied
-//! out, their events counted by decoding them ([`Feed::count`]).
+//! the latest time sent in the session.
 //!
 //! **Outage.** Each packet is kept until the relay confirms it
-//! (`DATA_PENDING`: at each tick, and at each turn what the turn before
-//! sent, for a stream that holds packets in its ring). One sent from its
-//! ring is kept there, not freed ([`Kept::in_ring`]: no copy while the
-//! relay keeps up, as LTTng's consumer sends from its sub-buffers); past
-//! a share of the ring held (a quarter while the turns keep up, none in
-//! overload: [`Feed::confirm`]), or when the relay fails, it is copied out
-//! ([`Feed::copy_out_held`]), so that the owner has its room back. If the
-//! relay goes away, the caller
+//! (`DATA_PENDING`, at each tick). If the relay goes away, the caller
 //! reconnects ([`Session::reconnect`]: a new relay session, since a
 //! restarted relay has lost the old one) and [`Feed::resume`] makes the
 //! trace again there under a new UUID (readers of the relay's disk take the
@@ -330,13 +318,6 @@ pub(super) struct Out {
     /// relay goes away; and their bytes.
     pub(super) unconfirmed: std::collections::VecDeque<Kept>,
     pub(super) kept_bytes: usize,
-    /// Bytes of events of the unconfirmed packets held in the ring
-    /// ([`Kept::in_ring`]), not in `kept_bytes`.
-    pub(super) held: usize,
-    /// The last packet sent when the turn before ended: what the relay is
-    /// asked to confirm at this one (what was just sent is still on its
-    /// way).
-    pub(super) turn_end: u64,
 }
 
 impl Out {
@@ -352,20 +333,13 @@ impl Out {
             tick: None,
             unconfirmed: Default::default(),
             kept_bytes: 0,
-            held: 0,
-            turn_end: 0,
         }
     }
 }
 
 /// A packet sent and kept until the relay confirms it.
 pub(super) struct Kept {
-    /// The packet, or with `in_ring` its header and context only.
     pub(super) packet: Vec<u8>,
-    /// Its events were sent from the ring and are held there (not freed:
-    /// [`Recorder::hold_sent`]): the ring's packet and the offset they
-    /// start at; copied out if needed again ([`Feed::copy_out_held`]).
-    pub(super) in_ring: Option<(u64, usize)>,
     pub(super) times: PacketTimes,
     pub(super) events: u64,
     /// When it was sent, in the session's order (the oldest kept of every
@@ -431,14 +405,6 @@ pub(crate) struct Feed {
     packet_file: Arc<std::fs::File>,
     /// Chunks read and not yet sent ([`Feed::take`], [`Feed::send`]).
     taken: Vec<Taken>,
-    /// At a turn between ticks: each ring's open packet when it was read
-    /// ([`Recorder::open_packets`]); the closed packets before are sent
-    /// from the ring ([`Feed::send_placed`]).
-    bounds: Option<Vec<u64>>,
-    /// A packet sent from the ring whose sending failed (its stream, and
-    /// the cursor after it): sent again from there, it may be in both
-    /// sessions.
-    failed_at: Option<(usize, (u64, usize))>,
     /// The process's clock source.
     source: u32,
     /// An event id its trace does not use (`tape.process.died`'s).
@@ -470,7 +436,6 @@ impl Feed {
             }
         };
         recorder.set_clock(clock);
-        recorder.hold_sent();
         let text = recorder
             .metadata()
             .map_err(|e| Fault::Feed(format!("process {}: {e}", recorder.pid())))?;
@@ -506,8 +471,6 @@ impl Feed {
             plan,
             packet_file: Arc::new(crate::reader::packet_file().map_err(Fault::Feed)?),
             taken: Vec::new(),
-            bounds: None,
-            failed_at: None,
             source,
             spare_id,
             metadata_text: first,
@@ -533,15 +496,7 @@ impl Feed {
     /// ring not seen then makes events only later than what was read, so
     /// a live viewer never gets a stream whose events are older than
     /// what it has shown. How much of a ring it took: [`Feed::fill`].
-    ///
-    /// Between ticks only the rings' open packets are noted: the closed
-    /// ones before them are sent from the rings themselves, after the
-    /// publishing ([`Feed::send_placed`]), with no copy.
     pub(crate) fn take(&mut self, tick: bool) -> Result<(), Fault> {
-        if !tick {
-            self.bounds = Some(self.recorder.open_packets());
-            return Ok(());
-        }
         let chunks = self
             .recorder
             .poll_chunks_open(tick)
@@ -611,21 +566,7 @@ impl Feed {
 
     /// Sends what [`Feed::take`] read, and at a `tick` the idle streams'
     /// beacons.
-    ///
-    /// If the relay fails meanwhile, what the rings hold for it is copied
-    /// out ([`Feed::copy_out_held`]): its owner gets the room back while
-    /// the relay is away.
     pub(crate) fn send(&mut self, s: &mut Session, tick: bool) -> Result<(), Fault> {
-        let sent = self.send_turn(s, tick);
-        if sent.is_err() {
-            for i in 0..self.streams.len() {
-                self.copy_out_held(i, 0);
-            }
-        }
-        sent
-    }
-
-    fn send_turn(&mut self, s: &mut Session, tick: bool) -> Result<(), Fault> {
         for o in &mut self.streams {
             o.fed = false;
         }
@@ -638,13 +579,23 @@ impl Feed {
                 return Err(e);
             }
         }
-        if let Some(bounds) = self.bounds.take() {
-            self.send_placed(s, &bounds)?;
-        }
         // The indexes' replies, read once the turn's packets are all sent
         // (`client.rs`): a refusal is this turn's error.
         s.relay.settle()?;
-        self.confirm(s, tick)?;
+        // What the relay has now, data and index, need not be kept: asked
+        // at each tick, and as soon as a stream keeps `CONFIRM_PAST` (at
+        // hundreds of MB/s a tick's packets would pass the cap).
+        for o in &mut self.streams {
+            if (tick || o.kept_bytes >= CONFIRM_PAST)
+                && !o.unconfirmed.is_empty()
+                && !s.relay.data_pending(o.handle, o.sent - 1)?
+            {
+                for k in o.unconfirmed.drain(..) {
+                    self.recorder.recycle(k.packet);
+                }
+                o.kept_bytes = 0;
+            }
+        }
         if tick {
             self.beacons(s)?;
             // Each stream's own reading (as each stream of LTTng's has its
@@ -655,169 +606,6 @@ impl Feed {
             }
         }
         Ok(())
-    }
-
-    /// What the relay has now, data and index, need not be kept: asked
-    /// at each tick (everything sent), as soon as a stream keeps
-    /// `CONFIRM_PAST` (at hundreds of MB/s a tick's packets would pass the
-    /// cap), and at each turn for a stream that holds packets in its ring
-    /// (what the turn before sent: this one's are still on their way).
-    /// A stream's ring holds for a relay that has not confirmed at most
-    /// half its room less what the turn took of a ring ([`Recorder::fill`]:
-    /// a quarter when the turns keep up, nothing once a turn takes half
-    /// a ring or more, when the owner needs all its room); past it the
-    /// oldest is copied out. Then the rest of what it read is freed.
-    fn confirm(&mut self, s: &mut Session, tick: bool) -> Result<(), Fault> {
-        let share = (0.5 - self.recorder.fill()).max(0.0);
-        for i in 0..self.streams.len() {
-            let o = &mut self.streams[i];
-            let all = tick || o.kept_bytes >= CONFIRM_PAST;
-            let upto = if all { o.sent - 1 } else { o.turn_end };
-            let asked =
-                (all || o.held > 0) && o.unconfirmed.front().is_some_and(|k| k.times.seq <= upto);
-            if asked && !s.relay.data_pending(o.handle, upto)? {
-                while o.unconfirmed.front().is_some_and(|k| k.times.seq <= upto) {
-                    let Some(k) = o.unconfirmed.pop_front() else {
-                        break;
-                    };
-                    o.kept_bytes -= k.packet.len();
-                    if k.in_ring.is_some() {
-                        o.held -= k.times.events;
-                    } else {
-                        self.recorder.recycle(k.packet);
-                    }
-                }
-            }
-            o.turn_end = o.sent - 1;
-            let keep = (self.recorder.ring_room(i) as f64 * share) as usize;
-            self.copy_out_held(i, keep);
-        }
-        Ok(())
-    }
-
-    /// Copies out of stream `i`'s ring the unconfirmed packets it holds
-    /// there, oldest first, until it holds `keep` bytes at most (0:
-    /// none): kept as copies from then on; then what it read and holds no
-    /// more is freed. A packet that cannot be copied (in overwrite mode
-    /// its owner went around, the ring's file was cut, or another copier
-    /// held its claim past the patience) is counted as not kept.
-    pub(super) fn copy_out_held(&mut self, i: usize, keep: usize) {
-        let o = &mut self.streams[i];
-        let mut at = 0;
-        while o.held > keep && at < o.unconfirmed.len() {
-            let k = &mut o.unconfirmed[at];
-            let Some((packet, offset)) = k.in_ring else {
-                at += 1;
-                continue;
-            };
-            let len = k.times.events;
-            let mut copy = self.recorder.buffer(i, len);
-            copy[..k.packet.len()].copy_from_slice(&k.packet);
-            o.held -= len;
-            if self.recorder.copy_sent(i, packet, offset, &mut copy) {
-                k.packet = copy;
-                k.in_ring = None;
-                o.kept_bytes += len;
-                at += 1;
-            } else {
-                self.recorder.recycle(copy);
-                let events = k.events;
-                o.unconfirmed.remove(at);
-                self.sent.unkept += events;
-                crate::output::say!(
-                    "tape record: a packet of {} sent to the relay and held in its ring \
-                     until confirmed could not be read again (overwritten in overwrite \
-                     mode, the ring's file cut, or its copy claim held past 1 s): \
-                     {events} events counted as not kept",
-                    self.recorder.stream_name(i)
-                );
-            }
-        }
-        let o = &self.streams[i];
-        self.recorder.free_held(i, oldest_in_ring(o));
-    }
-
-    /// Sends the closed packets of every ring before its `bounds` (its
-    /// open packet when the turn read it) from the ring itself, each with
-    /// its index, and keeps them there until the relay confirms them
-    /// (only their headers kept here: [`Kept::in_ring`]).
-    fn send_placed(&mut self, s: &mut Session, bounds: &[u64]) -> Result<(), Fault> {
-        let Feed {
-            recorder,
-            streams,
-            sent,
-            source,
-            failed_at,
-            ..
-        } = self;
-        let mut fault = None;
-        let mut marks = Vec::new();
-        let mut late = None;
-        let walked = recorder.poll_placed(bounds, &mut |mut p| {
-            let c = &p.chunk;
-            let i = c.stream;
-            let o = &mut streams[i];
-            let events = c.events.unwrap_or(0);
-            let (times, is_late) = next_times(o, c, p.content, c.ts_end);
-            if p.content.is_empty() {
-                return true;
-            }
-            if is_late {
-                sent.late += 1;
-                if sent.late == 1 {
-                    late = Some(i);
-                }
-            }
-            p.write_head(&times);
-            let (c, content) = (&p.chunk, p.content);
-            let size = c.packet.len() + content.len();
-            let r = s
-                .relay
-                .send_packet_parts(o.handle, o.sent, &[&c.packet, content], 0)
-                .and_then(|()| {
-                    s.relay.send_index(&index(
-                        o.handle,
-                        o.sent,
-                        size,
-                        times.begin,
-                        times.end,
-                        times.discarded,
-                        i,
-                    ))
-                });
-            if let Err(e) = r {
-                *failed_at = Some((i, c.end));
-                fault = Some(e);
-                return false;
-            }
-            if failed_at.take_if(|f| *f == (i, c.end)).is_some() {
-                sent.resent += events;
-            }
-            marks.push((i, c.end, c.before + events));
-            let in_ring = Some((c.end.0 - 1, c.offset));
-            o.held += content.len();
-            let head = std::mem::take(&mut p.chunk.packet);
-            let kept = Kept {
-                packet: head,
-                in_ring,
-                times,
-                events,
-                order: 0,
-            };
-            sent_one(s, *source, o, sent, kept, size);
-            true
-        });
-        for (i, end, events) in marks {
-            self.recorder.set_mark(i, end, events);
-        }
-        self.sent.lost = self.streams.iter().map(|o| o.discarded).sum();
-        if let Some(i) = late {
-            self.say_late(i);
-        }
-        if let Some(e) = fault {
-            return Err(e.into());
-        }
-        walked.map_err(|e| Fault::Feed(e.to_string()))
     }
 
     /// Streams for the rings found since the last turn, each begun with
@@ -852,7 +640,7 @@ impl Feed {
             );
             s.relay.send_packet(handle, 0, &head, 0)?;
             s.relay
-                .send_index(&index(handle, 0, head.len(), born, born, 0, i))?;
+                .send_index(&index(handle, 0, &head, born, born, 0, i))?;
             self.streams.push(Out::begun(handle, born));
         }
         if self.streams.len() > before {
@@ -902,22 +690,44 @@ impl Feed {
         let i = c.stream;
         let head_size = self.recorder.packet_head_size(i);
         let content = c.packet.get(head_size..).unwrap_or_default();
-        if content.is_empty() {
+        let content_len = content.len();
+        if content_len == 0 {
             return Ok(());
         }
         // The stream's state changes only once the packet is sent: a chunk
         // whose sending fails is sent again in the next session, as is.
         let o = &mut self.streams[i];
-        let (times, late) = next_times(o, c, content, t.last);
-        if late {
+        o.fed = true;
+        let first_ts = content
+            .get(2..EVENT_HEADER)
+            .map_or(c.ts_begin, |b| u64::from_ne_bytes(b.try_into().expect("8")));
+        if first_ts < o.beacon {
             self.sent.late += 1;
             if self.sent.late == 1 {
-                self.say_late(i);
+                crate::output::say!(
+                    "tape record: an event of {} is older than the time a live viewer was \
+                     told the stream had reached (its thread was held between taking its \
+                     time and publishing it for more than a live-timer tick): it is in the \
+                     relay's trace; a live viewer may stop at it",
+                    self.recorder.stream_name(i)
+                );
             }
         }
+        let begin = o.last_end.max(first_ts.min(o.beacon));
+        let end = t.last.max(begin);
+        // The losses as the consumer counted them (the owner's and the
+        // events overwritten before they were taken), cumulative.
+        let discarded = o.discarded.max(c.lost.total());
         // The chunk's buffer becomes the packet kept (no copy); given back
         // to the chunk if the sending fails.
         let mut packet = std::mem::take(&mut t.chunk.packet);
+        let times = PacketTimes {
+            begin,
+            end,
+            seq: o.sent,
+            discarded,
+            events: content_len,
+        };
         self.recorder
             .packet_head(i, &mut packet[..head_size], &times);
         // From here a failure may leave the packet (or part of it) in the
@@ -926,50 +736,37 @@ impl Feed {
             self.sent.resent += t.events;
         }
         t.tried = true;
-        let o = &mut self.streams[i];
         let sent = s
             .relay
             .send_packet(o.handle, o.sent, &packet, 0)
             .and_then(|()| {
-                s.relay.send_index(&index(
-                    o.handle,
-                    o.sent,
-                    packet.len(),
-                    times.begin,
-                    times.end,
-                    times.discarded,
-                    i,
-                ))
+                s.relay
+                    .send_index(&index(o.handle, o.sent, &packet, begin, end, discarded, i))
             });
         if let Err(e) = sent {
             t.chunk.packet = packet;
             return Err(e.into());
         }
-        let size = packet.len();
-        let kept = Kept {
+        o.sent += 1;
+        o.last_end = end;
+        o.discarded = discarded;
+        s.advance(self.source, end);
+        let packet_len = packet.len();
+        o.kept_bytes += packet_len;
+        s.kept_order += 1;
+        o.unconfirmed.push_back(Kept {
             packet,
-            in_ring: None,
             times,
             events: t.events,
-            order: 0,
-        };
-        sent_one(s, self.source, o, &mut self.sent, kept, size);
+            order: s.kept_order,
+        });
+        self.sent.packets += 1;
+        self.sent.bytes += packet_len as u64;
+        self.sent.events += t.events;
         self.sent.lost = self.streams.iter().map(|o| o.discarded).sum();
         self.recorder
             .set_mark(i, t.chunk.end, t.chunk.before + t.events);
         Ok(())
-    }
-
-    /// Says (once: the count goes on in the summary) that an event of
-    /// ring `i` is older than a beacon already sent for its stream.
-    fn say_late(&self, i: usize) {
-        crate::output::say!(
-            "tape record: an event of {} is older than the time a live viewer was \
-             told the stream had reached (its thread was held between taking its \
-             time and publishing it for more than a live-timer tick): it is in the \
-             relay's trace; a live viewer may stop at it",
-            self.recorder.stream_name(i)
-        );
     }
 
     /// The last event's time in `packet` (a chunk of an open ring packet),
@@ -1084,10 +881,6 @@ impl Feed {
     /// again after it (those the old session had not confirmed), so that
     /// a reader counts in the first new packet what the outage cost.
     pub(crate) fn resume(&mut self, s: &mut Session) -> Result<(), Fault> {
-        // What the rings hold for the old session, sent again from copies.
-        for i in 0..self.streams.len() {
-            self.copy_out_held(i, 0);
-        }
         // A trace of its own (another UUID): the relay's disk then holds
         // the trace before the outage and the one after as two traces,
         // which readers do not take for one with packets twice.
@@ -1129,7 +922,7 @@ impl Feed {
             );
             s.relay.send_packet(handle, 0, &head, 0)?;
             s.relay
-                .send_index(&index(handle, 0, head.len(), t, t, discarded, i))?;
+                .send_index(&index(handle, 0, &head, t, t, discarded, i))?;
             o.sent = 1;
             o.beacon = t;
             o.tick = None;
@@ -1201,15 +994,8 @@ impl Feed {
         );
         packet.extend_from_slice(&event);
         s.relay.send_packet(o.handle, o.sent, &packet, 0)?;
-        s.relay.send_index(&index(
-            o.handle,
-            o.sent,
-            packet.len(),
-            ts,
-            ts,
-            o.discarded,
-            i,
-        ))?;
+        s.relay
+            .send_index(&index(o.handle, o.sent, &packet, ts, ts, o.discarded, i))?;
         o.sent += 1;
         o.last_end = ts;
         s.advance(self.source, ts);
@@ -1334,77 +1120,22 @@ pub(crate) fn trace_path(program: &str, pid: u32) -> String {
     format!("{name}-{pid}")
 }
 
-/// Stream `o`'s next packet for chunk `c` (its events `content`, the
-/// last at `last`): its context, no earlier than what the stream sent
-/// (packets and beacons), its losses as the consumer counted them
-/// (cumulative); and whether its first event is older than the stream's
-/// last beacon.
-fn next_times(o: &Out, c: &Chunk, content: &[u8], last: u64) -> (PacketTimes, bool) {
-    let first_ts = content
-        .get(2..EVENT_HEADER)
-        .map_or(c.ts_begin, |b| u64::from_ne_bytes(b.try_into().expect("8")));
-    let begin = o.last_end.max(first_ts.min(o.beacon));
-    let times = PacketTimes {
-        begin,
-        end: last.max(begin),
-        seq: o.sent,
-        discarded: o.discarded.max(c.lost.total()),
-        events: content.len(),
-    };
-    (times, first_ts < o.beacon)
-}
-
-/// Stream `o` sent `kept` (`size` bytes in all): its state moved past
-/// it, kept until the relay confirms it, counted in `sent`.
-fn sent_one(
-    s: &mut Session,
-    source: u32,
-    o: &mut Out,
-    sent: &mut Sent,
-    mut kept: Kept,
-    size: usize,
-) {
-    o.fed = true;
-    o.sent += 1;
-    o.last_end = kept.times.end;
-    o.discarded = kept.times.discarded;
-    s.advance(source, kept.times.end);
-    o.kept_bytes += kept.packet.len();
-    s.kept_order += 1;
-    kept.order = s.kept_order;
-    sent.packets += 1;
-    sent.bytes += size as u64;
-    sent.events += kept.events;
-    o.unconfirmed.push_back(kept);
-}
-
-/// The ring packet of the oldest unconfirmed packet of `o` held in its
-/// ring ([`Kept::in_ring`]).
-fn oldest_in_ring(o: &Out) -> Option<u64> {
-    o.unconfirmed.iter().find_map(|k| k.in_ring.map(|r| r.0))
-}
-
-/// The session's order of the oldest unconfirmed packet `streams` keep
-/// in memory (those held in a ring take no memory: [`Kept::in_ring`]).
+/// The session's order of the oldest unconfirmed packet `streams` keep.
 pub(super) fn oldest_kept(streams: &[Out]) -> Option<u64> {
     streams
         .iter()
-        .filter_map(|o| o.unconfirmed.iter().find(|k| k.in_ring.is_none()))
-        .map(|k| k.order)
+        .filter_map(|o| o.unconfirmed.front().map(|k| k.order))
         .min()
 }
 
-/// Takes the oldest unconfirmed packet `streams` keep in memory, its
-/// events counted in `sent` as not kept.
+/// Takes the oldest unconfirmed packet `streams` keep, its events
+/// counted in `sent` as not kept.
 pub(super) fn drop_oldest_kept(streams: &mut [Out], sent: &mut Sent) -> Option<Kept> {
-    let (o, at) = streams
+    let o = streams
         .iter_mut()
-        .filter_map(|o| {
-            let at = o.unconfirmed.iter().position(|k| k.in_ring.is_none())?;
-            Some((o, at))
-        })
-        .min_by_key(|(o, at)| o.unconfirmed[*at].order)?;
-    let k = o.unconfirmed.remove(at)?;
+        .filter(|o| !o.unconfirmed.is_empty())
+        .min_by_key(|o| o.unconfirmed.front().map(|k| k.order))?;
+    let k = o.unconfirmed.pop_front()?;
     o.kept_bytes -= k.packet.len();
     sent.unkept += k.events;
     Some(k)
@@ -1426,7 +1157,7 @@ pub(super) fn send_kept_again(
         s.relay.send_index(&index(
             o.handle,
             o.sent,
-            k.packet.len(),
+            &k.packet,
             k.times.begin,
             k.times.end,
             k.times.discarded,
@@ -1460,18 +1191,18 @@ pub(super) fn beacon(
     Ok(())
 }
 
-/// The index entry of a packet of `size` bytes (header, context,
-/// events).
+/// The index entry of a packet sent as `packet` (header, context,
+/// events: its whole size).
 pub(super) fn index(
     handle: u64,
     net_seq_num: u64,
-    size: usize,
+    packet: &[u8],
     begin: u64,
     end: u64,
     discarded: u64,
     instance: usize,
 ) -> wire::Index {
-    let bits = size as u64 * 8;
+    let bits = packet.len() as u64 * 8;
     wire::Index {
         handle,
         net_seq_num,

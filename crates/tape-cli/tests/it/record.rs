@@ -239,21 +239,6 @@ fn one_recorder_at_a_time_and_a_killed_one_leaves_the_rings_usable() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// The flight program with one thread emitting 400,000 events/s into a
-/// 64 KiB ring of 16 packets (`mode`: discard, overwrite), for 30 s: its
-/// shared-memory directory (`base(name)`), the child, and its rings'
-/// directory once its ring is made.
-fn one_ring_program(name: &str, mode: &str) -> (std::path::PathBuf, Child, std::path::PathBuf) {
-    let shm = base(name);
-    let program = flight_command(&shm, mode)
-        .args(["--threads", "1", "--seconds", "30", "--rate", "400000"])
-        .spawn()
-        .unwrap();
-    let dir = user_dir(&shm).join(program.id().to_string());
-    wait_for_rings(&dir, 1);
-    (shm, program, dir)
-}
-
 /// A recorder's walk of a ring (`Ring::write_packets`) takes the packets
 /// closed when it began, not those its owner closes meanwhile: one that
 /// chased them held a ring for as long as its writes barely kept up with
@@ -264,7 +249,13 @@ fn one_ring_program(name: &str, mode: &str) -> (std::path::PathBuf, Child, std::
 /// after 100 packets), a bounded one hands at most the ring's packets.
 #[test]
 fn a_recorders_walk_takes_the_packets_closed_when_it_began() {
-    let (shm, mut program, dir) = one_ring_program("rec-walk", "discard");
+    let shm = base("rec-walk");
+    let mut program = flight_command(&shm, "discard")
+        .args(["--threads", "1", "--seconds", "30", "--rate", "400000"])
+        .spawn()
+        .unwrap();
+    let dir = user_dir(&shm).join(program.id().to_string());
+    wait_for_rings(&dir, 1);
     let ring_file = &tape::__consumer::shm::ring_files(&dir).unwrap()[0];
     let ring = tape::__consumer::Ring::open_live(ring_file).unwrap();
     let packets = ring.capacity() / ring.packet_capacity();
@@ -272,7 +263,7 @@ fn a_recorders_walk_takes_the_packets_closed_when_it_began() {
     std::thread::sleep(Duration::from_millis(300));
     let mut handed = 0;
     let until = std::time::Instant::now() + Duration::from_secs(1);
-    let walked = ring.write_packets((0, 0), false, true, None, until, |_, _, _, _| {
+    let walked = ring.write_packets((0, 0), false, true, until, |_, _, _, _| {
         handed += 1;
         std::thread::sleep(Duration::from_millis(5));
         handed < 100
@@ -287,87 +278,4 @@ fn a_recorders_walk_takes_the_packets_closed_when_it_began() {
         "{handed} packets handed by one walk of a ring of {packets}"
     );
     let _ = std::fs::remove_dir_all(&shm);
-}
-
-/// A forwarding reader (the relay) sends packets from the ring itself
-/// and holds them there until its receiver confirms them, in place of a
-/// copy of each. In discard mode what it holds stays (the owner drops
-/// instead, counted, as with no reader), a copy of it later is byte for
-/// byte what was sent, and once freed the owner goes on into those slots
-/// and the held packets are gone. In overwrite mode the owner never
-/// waits and goes around them: a copy of one then says it is gone (it
-/// does not hand the events written there since), which the relay counts
-/// as not kept. The program fills its 16 packets of 4 KiB in about 3 ms.
-#[test]
-fn a_forwarding_reader_holds_what_it_sent_in_the_ring_until_it_frees_it() {
-    for mode in ["discard", "overwrite"] {
-        let (shm, mut program, dir) = one_ring_program(&format!("rec-hold-{mode}"), mode);
-        let mut r = holding_reader(&dir);
-        let first = placed_turn(&mut r);
-        let second = placed_turn(&mut r);
-        let (k0, offset0, bytes0, _) = first.first().cloned().expect("a packet sent");
-        let mut copy = Vec::new();
-        let copied = r.copy_sent(0, k0, offset0, &mut copy);
-        r.free_held(0, None);
-        let after = placed_turn(&mut r);
-        let mut gone = Vec::new();
-        let copied_after = r.copy_sent(0, k0, offset0, &mut gone);
-        let _ = program.kill();
-        let _ = program.wait();
-        assert_eq!(
-            first.len(),
-            15,
-            "{mode}: the closed packets of a full ring of 16"
-        );
-        if mode == "discard" {
-            assert!(
-                second.is_empty(),
-                "held, the ring took no new packet: {}",
-                second.len()
-            );
-            assert!(copied && copy == bytes0, "the held packet copied as sent");
-            assert!(!after.is_empty(), "freed, the owner went on");
-            assert!(
-                after[0].3 > first.last().unwrap().3,
-                "what the owner dropped while the reader held its ring is counted"
-            );
-        } else {
-            assert!(
-                second.first().is_some_and(|p| p.0 >= k0 + 16),
-                "the owner went around the held packets: {:?}",
-                second.first().map(|p| p.0)
-            );
-            assert!(!copied && copy.is_empty(), "a held packet lapped is gone");
-        }
-        assert!(
-            !copied_after && gone.is_empty(),
-            "{mode}: a packet freed and reused is gone"
-        );
-        let _ = std::fs::remove_dir_all(&shm);
-    }
-}
-
-/// A reader of the process whose rings are in `dir` that holds what it
-/// sends ([`tape_consumer::record::Recorder::hold_sent`]), its rings found.
-fn holding_reader(dir: &Path) -> tape_consumer::record::Recorder {
-    let mut r = tape_consumer::record::Recorder::attach_live(dir).unwrap();
-    r.hold_sent();
-    r.find_new_rings();
-    r
-}
-
-/// One turn of a forwarding reader, 150 ms after the last (the program
-/// fills its ring in about 3 ms): each closed packet handed in place,
-/// taken, as (packet, offset, events' bytes, the stream's losses by then).
-fn placed_turn(r: &mut tape_consumer::record::Recorder) -> Vec<(u64, usize, Vec<u8>, u64)> {
-    std::thread::sleep(Duration::from_millis(150));
-    let mut sent = Vec::new();
-    let bounds = r.open_packets();
-    r.poll_placed(&bounds, &mut |p| {
-        let c = &p.chunk;
-        sent.push((c.end.0 - 1, c.offset, p.content.to_vec(), c.lost.total()));
-        true
-    })
-    .unwrap();
-    sent
 }

@@ -223,9 +223,7 @@ impl Ring {
     /// [`CLAIM_PATIENCE`] at most, which then leave the ring out, counted
     /// (`events_skipped_ring_busy`). With `free`, each packet handed whole
     /// is consumed as soon as it is. `each` returns false to stop there (a
-    /// write that failed: that packet is not consumed). With `bound`, the
-    /// packets before it at most (a reader that sends them on once it has
-    /// told of their rings and classes, [`Ring::open_packet`] before).
+    /// write that failed: that packet is not consumed).
     ///
     /// `Err(StreamStop::Cut)`: the file was cut under the walk, and the
     /// last packet handed may have been read as zeros: the caller drops it.
@@ -236,7 +234,6 @@ impl Ring {
         from: (u64, usize),
         open: bool,
         free: bool,
-        bound: Option<u64>,
         until: std::time::Instant,
         mut each: impl FnMut(&PacketMeta, usize, &[u8], Option<u64>) -> bool,
     ) -> Result<(u64, usize), StreamStop> {
@@ -244,8 +241,7 @@ impl Ring {
         let mut cursor = from;
         let mut handed = false;
         // The open packet when the walk began: the packets before it are
-        // those it takes (with `open`, to the owner's last event); no
-        // later than `bound`.
+        // those it takes (with `open`, to the owner's last event).
         let mut open_at_start = None;
         loop {
             if let Err(holder) = self.take_claim(Patience::Until(until)) {
@@ -263,7 +259,7 @@ impl Ring {
             let last = if open {
                 k1
             } else {
-                *open_at_start.get_or_insert(bound.map_or(k1, |b| b.min(k1)))
+                *open_at_start.get_or_insert(k1)
             };
             if !(k < last || (open && k == k1)) {
                 // (A ring cut reads as zeros: as having nothing more.)
@@ -295,24 +291,6 @@ impl Ring {
                 return Ok(cursor);
             }
         }
-    }
-
-    /// The packet its owner writes now: those before it are closed (a
-    /// bound for [`Ring::write_packets`]).
-    pub fn open_packet(&self) -> u64 {
-        // Acquire: pairs with the Release stores of `write_event` / `switch`.
-        self.head.0.pos.load(Ordering::Acquire) >> 32
-    }
-
-    /// The packets before `k` are consumed: in discard mode the owner may
-    /// reuse their slots. For a reader that walks without freeing
-    /// ([`Ring::write_packets`] with `free` false) and keeps what it sent
-    /// in the ring until its receiver confirms it (the relay): the
-    /// packets it holds stay, as a walk of them later finds them (in
-    /// overwrite mode the owner goes around regardless: a walk finds a
-    /// later packet then). Never moves back.
-    pub fn free_before(&self, k: u64) {
-        self.gate.0.set_freed(k);
     }
 
     /// Where the last reader that consumed this ring stopped: the cursor
