@@ -140,9 +140,9 @@ awk -v r="$round" -v e="$el" -v u="$us" -v s="$sy" -v b="$base" 'BEGIN {
         r, b, 1073.741824 / (e > 0 ? e : 0.01), (u + s) * 1000 }' |
     tee -a "$work/baselines" >&2
 # Each round's rows in the order of the one before moved by one: the
-# row that runs first after the baseline (dd's freed GiB, which this VM
-# kind's balloon hands back to its host, and then faults in again) is a
-# different one each round.
+# row that runs first after the baseline (just after dd's GiB is freed:
+# this VM kind's balloon may hand it back to its host, to be faulted in
+# again) is a different one each round.
 order=()
 for j in $(seq 0 $((${#recorders[@]} - 1))); do
     order+=("${recorders[$(((j + round - 1) % ${#recorders[@]}))]}")
