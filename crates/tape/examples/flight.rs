@@ -23,8 +23,13 @@
 //! before the first event, the rings made (time for `tape record` to
 //! attach); `--late MS` adds a thread (numbered after the others) that
 //! makes its ring at the start and emits only after MS (a reader sees a
-//! thread that stays silent, then speaks). At its end it says how many
-//! events it emitted.
+//! thread that stays silent, then speaks). `--tail N`: after its last
+//! event, each thread waits 300 ms (a recorder has taken every event by
+//! then), then emits N events too large for a packet (of rings up to
+//! 16 MiB, `TAPE_TRACE_BUFSZ`'s largest here): dropped, counted as
+//! lost (cause `big`) after the last event a recorder took, so a recorder
+//! that counts losses only beside events misses them. At its end it says
+//! how many events it emitted (those N included).
 
 use std::time::{Duration, Instant};
 
@@ -67,6 +72,7 @@ fn main() -> Result<(), tape::Error> {
     let mut rate: Option<f64> = None;
     let mut delay = 0u64;
     let mut late: Option<u64> = None;
+    let mut tail = 0u64;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |what: &str| args.next().unwrap_or_else(|| panic!("{a} needs {what}"));
@@ -77,6 +83,7 @@ fn main() -> Result<(), tape::Error> {
             "--rate" => rate = Some(value("events/s").parse().expect("--rate R")),
             "--delay" => delay = value("milliseconds").parse().expect("--delay MS"),
             "--late" => late = Some(value("milliseconds").parse().expect("--late MS")),
+            "--tail" => tail = value("a count").parse().expect("--tail N"),
             other => panic!("unknown argument {other}"),
         }
     }
@@ -116,6 +123,15 @@ fn main() -> Result<(), tape::Error> {
                             if due > now {
                                 std::thread::sleep(due - now);
                             }
+                        }
+                    }
+                    if tail > 0 {
+                        std::thread::sleep(Duration::from_millis(300));
+                        // Larger than a packet, at most half the ring.
+                        let big = "x".repeat(8 << 20 | 1);
+                        for _ in 0..tail {
+                            flight_event(t, seq, &big, 0);
+                            seq += 1;
                         }
                     }
                     seq
