@@ -691,7 +691,10 @@ impl Feed {
         let head_size = self.recorder.packet_head_size(i);
         let content = c.packet.get(head_size..).unwrap_or_default();
         let content_len = content.len();
-        if content_len == 0 {
+        // A chunk without events is sent only to state losses the stream
+        // has not yet stated (events dropped after the last one taken: at
+        // a stream's end no later packet would carry them).
+        if content_len == 0 && c.lost.total() <= self.streams[i].discarded {
             return Ok(());
         }
         // The stream's state changes only once the packet is sent: a chunk
