@@ -29,6 +29,13 @@
 # write into tmpfs takes ~1 ms and periods where it takes 5-11, every
 # recorder's CPU per event doubled then: a round compares like with like,
 # rounds of different periods do not).
+# Keep a run's bytes (RATE x SECONDS x ~55 bytes) under what the host
+# keeps warm: on this project's VM (free page reporting on) a file in
+# tmpfs was written at 3.5 GB/s up to 2.3-2.8 GB and at 0.35 GB/s past it
+# (each MiB ~3 ms; measured 2026-12-06 with 1 MiB writes, again right
+# after 4 GiB written and freed), so a 5 s run at 10 M/s (2.7 GB) lost
+# events in its last half second for every recorder, and 3 s runs lost
+# none. A run past that wall measures the host's faults, not a recorder.
 # Every row is run once a round, ROUNDS rounds (3 by default), in turn
 # (each round begun by another row):
 # the table at the end gives each row's medians over the rounds and the
