@@ -127,7 +127,8 @@ fn main() -> Result<(), tape::Error> {
                     }
                     if tail > 0 {
                         std::thread::sleep(Duration::from_millis(300));
-                        // Larger than a packet, at most half the ring.
+                        // Larger than any packet of a ring up to 16 MiB
+                        // (a packet is at most half its ring).
                         let big = "x".repeat(8 << 20 | 1);
                         for _ in 0..tail {
                             flight_event(t, seq, &big, 0);

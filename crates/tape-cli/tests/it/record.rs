@@ -331,10 +331,12 @@ fn losses_after_the_last_event_taken_are_counted_by_every_reader() {
         );
         let pid = program.id().to_string();
         let trace = base.join("trace");
-        let reader = match (sink, &relayd) {
-            (Sink::Dir, _) => record(&shm, program.id(), &trace, &[]),
-            (Sink::Relay, Some(r)) => Command::new(TAPE)
-                .args(["record", &pid, "--relayd", &r.url(), "--hostname", "h"])
+        let reader = match sink {
+            Sink::Dir => record(&shm, program.id(), &trace, &[]),
+            Sink::Relay => Command::new(TAPE)
+                .args(["record", &pid, "--relayd"])
+                .arg(relayd.as_ref().expect("set up above").url())
+                .args(["--hostname", "h"])
                 .env("TAPE_SHM_DIR", &shm)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -343,7 +345,7 @@ fn losses_after_the_last_event_taken_are_counted_by_every_reader() {
             // Into a file: a pipe the test read only at the end would
             // stop `tape pipe`, and the rings would drop what it could
             // not take.
-            _ => Command::new(TAPE)
+            Sink::Pipe => Command::new(TAPE)
                 .args(["pipe", &pid, "--format", "json"])
                 .env("TAPE_SHM_DIR", &shm)
                 .stdout(std::fs::File::create(base.join("pipe.json")).unwrap())
@@ -363,8 +365,8 @@ fn losses_after_the_last_event_taken_are_counted_by_every_reader() {
             "{sink:?}: {said}{}",
             text(&out.stderr)
         );
-        let (events, lost) = match (sink, &relayd) {
-            (Sink::Pipe, _) => {
+        let (events, lost) = match sink {
+            Sink::Pipe => {
                 let (mut events, mut lost) = (0, 0);
                 let lines = std::fs::read_to_string(base.join("pipe.json")).unwrap();
                 for line in lines.lines() {
@@ -376,8 +378,8 @@ fn losses_after_the_last_event_taken_are_counted_by_every_reader() {
                 }
                 (events, lost)
             }
-            (_, r) => {
-                let on_disk = r.as_ref().map_or(trace.clone(), |r| r.out.join("h"));
+            Sink::Dir | Sink::Relay => {
+                let on_disk = relayd.as_ref().map_or(trace.clone(), |r| r.out.join("h"));
                 let stats = tape(&["stats", on_disk.to_str().unwrap()], &shm);
                 let stats = text(&stats.stdout);
                 if shared::babeltrace2("babeltrace2's reading of the losses at the end") {
