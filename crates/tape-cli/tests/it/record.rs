@@ -26,14 +26,21 @@ use flight::{base, flight_command, streams_of, tape, text, user_dir, wait_for_ri
 use pipeline::TAPE;
 
 fn record(shm: &Path, pid: u32, out: &Path, extra: &[&str]) -> Child {
-    Command::new(TAPE)
-        .args(["record", &pid.to_string(), "-o", out.to_str().unwrap()])
-        .args(extra)
+    let mut c = reader(
+        shm,
+        &["record", &pid.to_string(), "-o", out.to_str().unwrap()],
+    );
+    c.args(extra).spawn().unwrap()
+}
+
+/// `tape args…` reading the rings under `shm`, its output captured.
+fn reader(shm: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(TAPE);
+    c.args(args)
         .env("TAPE_SHM_DIR", shm)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .stderr(Stdio::piped());
+    c
 }
 
 /// The events the flight program says it emitted.
@@ -331,25 +338,19 @@ fn losses_after_the_last_event_taken_are_counted_by_every_reader() {
         );
         let pid = program.id().to_string();
         let trace = base.join("trace");
-        let reader = match sink {
+        let consumer = match sink {
             Sink::Dir => record(&shm, program.id(), &trace, &[]),
-            Sink::Relay => Command::new(TAPE)
-                .args(["record", &pid, "--relayd"])
-                .arg(relayd.as_ref().expect("set up above").url())
-                .args(["--hostname", "h"])
-                .env("TAPE_SHM_DIR", &shm)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
+            Sink::Relay => {
+                let url = relayd.as_ref().expect("set up above").url();
+                reader(&shm, &["record", &pid, "--relayd", &url, "--hostname", "h"])
+                    .spawn()
+                    .unwrap()
+            }
             // Into a file: a pipe the test read only at the end would
             // stop `tape pipe`, and the rings would drop what it could
             // not take.
-            Sink::Pipe => Command::new(TAPE)
-                .args(["pipe", &pid, "--format", "json"])
-                .env("TAPE_SHM_DIR", &shm)
+            Sink::Pipe => reader(&shm, &["pipe", &pid, "--format", "json"])
                 .stdout(std::fs::File::create(base.join("pipe.json")).unwrap())
-                .stderr(Stdio::piped())
                 .spawn()
                 .unwrap(),
         };
@@ -358,7 +359,7 @@ fn losses_after_the_last_event_taken_are_counted_by_every_reader() {
         std::io::Read::read_to_string(program.stderr.as_mut().unwrap(), &mut err).unwrap();
         assert!(status.success(), "{err}");
         let total = emitted(&err);
-        let out = reader.wait_with_output().unwrap();
+        let out = consumer.wait_with_output().unwrap();
         let said = text(&out.stdout);
         assert!(
             out.status.success(),
